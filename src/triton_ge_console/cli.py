@@ -1,0 +1,66 @@
+"""`ge-console`: one entry point; each area registers its own subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+# Modules that define `register(subparsers)`; each subcommand sets `func(args) -> int` as its handler.
+COMMAND_MODULES = (
+    "triton_ge_console.repository.commands",
+    "triton_ge_console.backend_glue.commands",
+    "triton_ge_console.sessions.commands",
+    "triton_ge_console.console.commands",
+)
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, assembled from every area's commands."""
+    parser = argparse.ArgumentParser(
+        prog="ge-console",
+        description="Build, launch, watch and control Triton Inference Server with CANN GE backends.",
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        module.register(subparsers)
+    return parser
+
+
+def _version() -> str:
+    """Package version string."""
+    from triton_ge_console import __version__
+
+    return f"ge-console {__version__}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; exit codes: 0 ok, 1 failure, 2 usage."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "func", None)
+    if handler is None:
+        default: Handler | None = parser.get_default("default_func")
+        if default is not None:
+            return default(args)
+        parser.print_help()
+        return 2
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

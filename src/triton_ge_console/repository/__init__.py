@@ -1,0 +1,1 @@
+"""Model repositories: deployment spec, config.pbtxt, validation, build and ATC conversion."""

@@ -1,0 +1,82 @@
+"""The deployment spec as typed, immutable values: what `spec.load_spec` returns and the builder consumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GE_BACKENDS = ("ge", "npu_ge")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One model input or output as the operator declares it (or as read from the ONNX graph)."""
+
+    name: str
+    data_type: str  # Triton's name without the TYPE_ prefix: FP32, INT64, ...
+    dims: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DynamicBatchingSpec:
+    """Triton's dynamic batcher settings for one model."""
+
+    preferred_batch_size: tuple[int, ...] = ()
+    max_queue_delay_microseconds: int = 0
+
+
+@dataclass(frozen=True)
+class InstanceGroupSpec:
+    """How many model instances run, and on which NPUs."""
+
+    count: int = 1
+    device_ids: tuple[int, ...] = (0,)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model of a deployment."""
+
+    name: str
+    backend: str  # "ge" | "npu_ge"
+    source: str  # "demo:llama", "demo:bert", or a path to .onnx / .om (resolved against the spec's folder)
+    onnx_path: Path | None  # resolved ONNX (demo models: None until built)
+    om_path: Path | None  # resolved OM file, if any
+    versions: tuple[int, ...] = (1,)
+    max_batch_size: int = 0
+    inputs: tuple[TensorSpec, ...] = ()
+    outputs: tuple[TensorSpec, ...] = ()
+    dynamic_batching: DynamicBatchingSpec | None = None
+    instance_group: InstanceGroupSpec = field(default_factory=InstanceGroupSpec)
+    parameters: tuple[tuple[str, str], ...] = ()  # GE parameters, in spec order, values as strings
+    thresholds: tuple[tuple[str, float], ...] = ()  # console colouring: ("queue_depth", 8), ("p99_ms", 50)
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """How the Triton server for a deployment is started."""
+
+    http_port: int = 0  # 0: pick a free port at launch
+    grpc_port: int = 0
+    metrics_port: int = 0
+    listen: str = "127.0.0.1"
+    backend_config: tuple[tuple[str, str, str], ...] = ()  # (backend, key, value) → --backend-config=b,k=v
+    metrics_interval_ms: int = 1000
+    summary_latencies: bool = False
+    log_verbose: int = 0
+    npu_memory_gib: float = 64.0  # capacity of an emulated NPU
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    """A whole deployment: one server and its models, with the file it came from."""
+
+    name: str
+    path: Path | None
+    server: ServerSpec
+    models: tuple[ModelSpec, ...]
+
+    def model(self, name: str) -> ModelSpec | None:
+        """The model named so, if the deployment has it."""
+        return next((m for m in self.models if m.name == name), None)

@@ -1,0 +1,1 @@
+"""Sessions: Triton server processes, control, metrics, telemetry and the session registry (no UI code)."""

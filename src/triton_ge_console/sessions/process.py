@@ -1,0 +1,209 @@
+"""Start and stop one tritonserver process: own process group, log file, readiness check, clean exit."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from triton_ge_console.backend_glue.distribution import TritonDistribution
+
+
+class ServerStartError(RuntimeError):
+    """The server did not become ready; the message carries the cause read from its log."""
+
+
+@dataclass(frozen=True)
+class Ports:
+    """The three ports a Triton server listens on."""
+
+    http: int
+    grpc: int
+    metrics: int
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on host right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something already listens on host:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex((host, port)) == 0
+
+
+def pick_ports(http: int = 0, grpc: int = 0, metrics: int = 0, host: str = "127.0.0.1") -> Ports:
+    """Ports for a server: the given ones, and free ones where 0 was given."""
+    chosen: list[int] = []
+    for wanted in (http, grpc, metrics):
+        port = wanted or free_port(host)
+        while port in chosen:
+            port = free_port(host)
+        chosen.append(port)
+    return Ports(*chosen)
+
+
+def server_args(
+    repository: Path,
+    backend_dir: Path,
+    ports: Ports,
+    host: str = "127.0.0.1",
+    extra: tuple[str, ...] = (),
+) -> list[str]:
+    """tritonserver arguments for a loopback server in explicit model-control mode."""
+    return [
+        f"--model-repository={repository}",
+        f"--backend-directory={backend_dir}",
+        f"--http-address={host}",
+        f"--grpc-address={host}",
+        f"--metrics-address={host}",
+        f"--http-port={ports.http}",
+        f"--grpc-port={ports.grpc}",
+        f"--metrics-port={ports.metrics}",
+        "--model-control-mode=explicit",
+        "--exit-on-error=false",
+        "--strict-readiness=false",
+        *extra,
+    ]
+
+
+class TritonProcess:
+    """A tritonserver child in its own process group, logging to a file."""
+
+    def __init__(self, dist: TritonDistribution, args: list[str], log_path: Path, cwd: Path) -> None:
+        self.dist = dist
+        self.args = args
+        self.log_path = log_path
+        self.cwd = cwd
+        self.popen: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The server's pid once started."""
+        return self.popen.pid if self.popen else None
+
+    def start(self) -> None:
+        """Spawn the server detached in a new session so its Python stubs can be stopped together."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.cwd.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.popen = subprocess.Popen(
+                [str(self.dist.binary), *self.args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.cwd,
+                env=self.dist.environment(),
+                start_new_session=True,
+            )
+
+    def wait_ready(self, http_url: str, timeout: float = 60.0) -> None:
+        """Block until /v2/health/live answers, or raise with the log's cause."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.popen is not None and self.popen.poll() is not None:
+                raise ServerStartError(f"tritonserver exited with code {self.popen.returncode}: "
+                                       f"{log_cause(self.log_path)}")
+            if http_ok(f"{http_url}/v2/health/live"):
+                return
+            time.sleep(0.05)
+        raise ServerStartError(f"tritonserver not live after {timeout:.0f}s: {log_cause(self.log_path)}")
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM the process group, SIGKILL it after timeout; returns the exit code."""
+        if self.popen is None:
+            return None
+        return stop_process_group(self.popen.pid, timeout, self.popen)
+
+
+def stop_process_group(pid: int, timeout: float, popen: subprocess.Popen[bytes] | None = None) -> int | None:
+    """Stop a server and every process in its group (Python backend stubs included)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    code: int | None = None
+    while time.monotonic() < deadline:
+        code = popen.poll() if popen is not None else (None if _alive(pid) else 0)
+        if code is not None and not _group_alive(pid):
+            return code
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    if popen is not None:
+        code = popen.wait(timeout=10)
+    while _group_alive(pid) and time.monotonic() < deadline + 10:
+        time.sleep(0.05)
+    return code
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this pid exists (and is not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any live process remains in process group pgid."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = (entry / "stat").read_text(encoding="ascii").split(") ", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
+
+
+def http_ok(url: str, timeout: float = 1.0) -> bool:
+    """Whether GET url answers 200."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+CAUSE_MARKERS = (
+    "failed to load",
+    "Address already in use",
+    "error while loading shared libraries",
+    "failed to start",
+    "Internal:",
+    "Invalid argument",
+    "error:",
+    "UNAVAILABLE",
+)
+
+
+def log_cause(log_path: Path, max_lines: int = 400) -> str:
+    """The most telling line of a server log (a load error, port clash, missing library), else its tail."""
+    try:
+        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-max_lines:]
+    except OSError:
+        return f"(no log at {log_path})"
+    for marker in CAUSE_MARKERS:
+        for line in lines:
+            if marker in line:
+                return line.strip()[:500]
+    tail = [line for line in lines if line.strip()][-3:]
+    return " | ".join(tail)[:500] if tail else "(log is empty)"

@@ -1,0 +1,120 @@
+"""Immutable, timestamped views of a running server: what the console and notebooks render.
+
+Every figure a source could not obtain is `None`; nothing here raises for a missing number.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where a server answers."""
+
+    http_url: str | None = None
+    grpc_url: str | None = None
+    metrics_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Per-request latency figures with where they came from ("summary", "statistics", "trace")."""
+
+    avg_ms: float | None = None
+    p50_ms: float | None = None
+    p90_ms: float | None = None
+    p99_ms: float | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelSnapshot:
+    """One model version at one instant."""
+
+    name: str
+    version: str
+    state: str  # READY | UNAVAILABLE | LOADING | UNLOADING | UNKNOWN
+    reason: str | None = None
+    backend: str | None = None
+    queue_depth: int | None = None
+    request_rate: float | None = None  # successful requests per second
+    inference_rate: float | None = None  # inferences (batch items) per second
+    execution_rate: float | None = None  # backend executions per second
+    avg_batch: float | None = None
+    latency: Latency = field(default_factory=Latency)
+    queue_ms: float | None = None  # average queue time per request over the last interval
+    compute_ms: float | None = None  # average compute (input + infer + output) per request
+    success_total: int | None = None
+    failure_total: int | None = None
+    failures_by_reason: tuple[tuple[str, int], ...] = ()
+    last_inference: float | None = None  # epoch seconds
+    devices: tuple[str, ...] = ()  # device ids it runs on, e.g. ("0",)
+    execution_mode: str | None = None  # "npu" | "cpu-emulated" as the glue reports it
+
+
+@dataclass(frozen=True)
+class DeviceSnapshot:
+    """One NPU (or emulated NPU) at one instant."""
+
+    id: str
+    kind: str  # "npu" | "cpu-emulated"
+    name: str | None = None  # "910B", "310P3", ...
+    utilization: float | None = None  # 0..1
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    health: str | None = None  # "OK", "Warning", ...
+    source: str | None = None  # "ge-glue", "npu-smi", "npu-exporter"
+
+
+@dataclass(frozen=True)
+class ServerSnapshot:
+    """Everything known about one session's server at `taken_at` (epoch seconds)."""
+
+    taken_at: float
+    session: str
+    live: bool = False
+    ready: bool = False
+    version: str | None = None
+    uptime_s: float | None = None
+    endpoints: Endpoints = field(default_factory=Endpoints)
+    models: tuple[ModelSnapshot, ...] = ()
+    devices: tuple[DeviceSnapshot, ...] = ()
+    error: str | None = None  # why the server could not be read, when it could not
+
+    def model(self, name: str) -> ModelSnapshot | None:
+        """The snapshot of the model named so (its newest version), if present."""
+        matches = [m for m in self.models if m.name == name]
+        return max(matches, key=lambda m: _version_key(m.version)) if matches else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON (recordings, `status --json`)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ServerSnapshot:
+        """Rebuild a snapshot from `to_dict` output (a recording)."""
+        models = tuple(_model_from_dict(m) for m in data.get("models", ()))
+        devices = tuple(DeviceSnapshot(**d) for d in data.get("devices", ()))
+        rest = {k: v for k, v in data.items() if k not in ("models", "devices", "endpoints")}
+        return cls(**rest, endpoints=Endpoints(**data.get("endpoints", {})), models=models, devices=devices)
+
+
+def _model_from_dict(data: dict[str, Any]) -> ModelSnapshot:
+    """A ModelSnapshot from plain data, restoring tuples that JSON turned into lists."""
+    rest = {k: v for k, v in data.items() if k not in ("latency", "failures_by_reason", "devices")}
+    return ModelSnapshot(
+        **rest,
+        latency=Latency(**data.get("latency", {})),
+        failures_by_reason=tuple((str(k), int(v)) for k, v in data.get("failures_by_reason", ())),
+        devices=tuple(data.get("devices", ())),
+    )
+
+
+def _version_key(version: str) -> tuple[int, str]:
+    """Sort versions numerically where they are numbers."""
+    return (int(version), "") if version.isdigit() else (-1, version)

@@ -1,0 +1,1 @@
+"""ipywidgets views over session snapshots, for Jupyter notebooks."""

@@ -1,0 +1,92 @@
+"""Shared fixtures: real tritonserver processes on free loopback ports, always stopped afterwards."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from triton_ge_console.backend_glue.distribution import TritonDistribution, find_distribution
+from triton_ge_console.sessions.process import Ports, TritonProcess, pick_ports, server_args
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+CORPUS = SHARED / "corpus"
+
+
+@dataclass
+class RunningServer:
+    """A tritonserver started by a test, with its URLs and log."""
+
+    process: TritonProcess
+    ports: Ports
+    log_path: Path
+
+    @property
+    def http_url(self) -> str:
+        """Base HTTP URL."""
+        return f"http://127.0.0.1:{self.ports.http}"
+
+    @property
+    def http_hostport(self) -> str:
+        """host:port form tritonclient.http wants."""
+        return f"127.0.0.1:{self.ports.http}"
+
+    @property
+    def grpc_hostport(self) -> str:
+        """host:port form tritonclient.grpc wants."""
+        return f"127.0.0.1:{self.ports.grpc}"
+
+    @property
+    def metrics_url(self) -> str:
+        """The Prometheus /metrics URL."""
+        return f"http://127.0.0.1:{self.ports.metrics}/metrics"
+
+    def log(self) -> str:
+        """Everything the server logged so far."""
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+
+@pytest.fixture(scope="session")
+def triton_dist() -> TritonDistribution:
+    """The tritonserver this suite runs (the nvidia-pytriton wheel on CI)."""
+    return find_distribution()
+
+
+@contextlib.contextmanager
+def run_triton(
+    dist: TritonDistribution,
+    repository: Path,
+    backend_dir: Path,
+    models: tuple[str, ...] = (),
+    extra: tuple[str, ...] = (),
+    timeout: float = 90.0,
+) -> Iterator[RunningServer]:
+    """Start tritonserver on free ports, wait until live and the named models are loaded, always stop it."""
+    ports = pick_ports()
+    workdir = Path(tempfile.mkdtemp(prefix="ge-test-server-"))
+    log_path = workdir / "server.log"
+    args = server_args(repository, backend_dir, ports, extra=(*[f"--load-model={m}" for m in models], *extra))
+    process = TritonProcess(dist, args, log_path, workdir)
+    process.start()
+    try:
+        process.wait_ready(f"http://127.0.0.1:{ports.http}", timeout=timeout)
+        yield RunningServer(process, ports, log_path)
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def triton_factory(triton_dist: TritonDistribution) -> Iterator[object]:
+    """A function starting servers for this test; every one is stopped when the test ends."""
+    with contextlib.ExitStack() as stack:
+
+        def start(repository: Path, backend_dir: Path, models: tuple[str, ...] = (),
+                  extra: tuple[str, ...] = ()) -> RunningServer:
+            return stack.enter_context(run_triton(triton_dist, repository, backend_dir, models, extra))
+
+        yield start
