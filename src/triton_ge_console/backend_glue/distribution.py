@@ -21,7 +21,8 @@ class TritonDistribution:
     """One tritonserver binary plus the Python backend files that go with it."""
 
     binary: Path
-    origin: str  # how it was found: "--tritonserver", "$TRITONSERVER", "PATH", "/opt/tritonserver", "nvidia-pytriton"
+    # how it was found: "--tritonserver", "$TRITONSERVER", "PATH", "/opt/tritonserver", "nvidia-pytriton"
+    origin: str
     libs_dir: Path | None  # extra shared libraries (the pytriton wheel bundles them)
     python_backend_dir: Path | None  # holds libtriton_python.so and triton_python_backend_utils.py
     stubs_dir: Path | None  # python_backend_stubs/<major.minor>/triton_python_backend_stub
@@ -40,7 +41,7 @@ class TritonDistribution:
         return None
 
     def environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
-        """Environment for tritonserver so the backend stub embeds *this* interpreter and its site-packages."""
+        """Environment for tritonserver: the backend stub embeds *this* interpreter and its site-packages."""
         env = dict(os.environ if base is None else base)
         lib_dirs = [sysconfig.get_config_var("LIBDIR") or ""]
         if self.libs_dir is not None:
@@ -54,7 +55,7 @@ class TritonDistribution:
 def _pytriton_distribution() -> TritonDistribution | None:
     """The tritonserver shipped inside the nvidia-pytriton wheel, if installed."""
     try:
-        import pytriton  # noqa: PLC0415 - optional dependency, imported where needed
+        import pytriton  # optional dependency (the "server" extra)
     except ImportError:
         return None
     root = Path(pytriton.__file__).parent / "tritonserver"
