@@ -9,10 +9,13 @@ from collections.abc import Callable, Sequence
 
 # Modules that define `register(subparsers)`; each subcommand sets `func(args) -> int` as its handler.
 COMMAND_MODULES = (
-    "triton_ge_console.repository.commands",
-    "triton_ge_console.backend_glue.commands",
-    "triton_ge_console.sessions.commands",
-    "triton_ge_console.console.commands",
+    "triton_ge_console.repository.commands",  # init, build
+    "triton_ge_console.repository.check_commands",  # validate, convert
+    "triton_ge_console.backend_glue.commands",  # backend install
+    "triton_ge_console.sessions.commands",  # up, down, attach, ls, status, reload, watch
+    "triton_ge_console.sessions.telemetry_commands",  # devices
+    "triton_ge_console.sessions.bench_commands",  # bench
+    "triton_ge_console.console.commands",  # the console itself (default), demo, serve
 )
 
 Handler = Callable[[argparse.Namespace], int]
