@@ -20,6 +20,9 @@ COMMAND_MODULES = (
 
 Handler = Callable[[argparse.Namespace], int]
 
+# Bare `ge-console` opens the console.
+DEFAULT_COMMAND = "console"
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, assembled from every area's commands."""
@@ -37,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.register(subparsers)
+    parser.set_defaults(known_commands=frozenset(subparsers.choices))
     return parser
 
 
@@ -50,12 +54,12 @@ def _version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; exit codes: 0 ok, 1 failure, 2 usage."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(arguments)
     handler: Handler | None = getattr(args, "func", None)
     if handler is None:
-        default: Handler | None = parser.get_default("default_func")
-        if default is not None:
-            return default(args)
+        if not arguments and DEFAULT_COMMAND in args.known_commands:
+            return main([DEFAULT_COMMAND])
         parser.print_help()
         return 2
     try:
