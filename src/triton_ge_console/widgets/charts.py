@@ -1,0 +1,83 @@
+"""Small bqplot building blocks: time-series line charts fed from the snapshot history."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import bqplot
+import ipywidgets as w
+import numpy as np
+
+from triton_ge_console.widgets.format import as_float
+
+Series = Sequence[tuple[float, float | None]]
+MIN_POINTS = 2  # bqplot squeezes a one-point line to a scalar and rejects it
+
+
+def relative_times(series: Series, now: float) -> np.ndarray:
+    """Seconds before `now` (negative), the x axis every chart uses."""
+    return np.array([t - now for t, _ in series], dtype=float)
+
+
+def values(series: Series, scale: float = 1.0) -> np.ndarray:
+    """The y values of a series, NaN where missing (a gap in the line)."""
+    return np.array([as_float(v) * scale for _, v in series], dtype=float)
+
+
+def window(series: Series, now: float, seconds: float) -> list[tuple[float, float | None]]:
+    """The points of a series taken within the last `seconds` before `now`."""
+    return [(t, v) for t, v in series if now - t <= seconds]
+
+
+class TimeChart:
+    """A bqplot figure with one line per labelled series over relative time."""
+
+    def __init__(self, title: str, labels: Sequence[str], y_label: str, height: str = "220px",
+                 y_min: float | None = 0.0, y_max: float | None = None) -> None:
+        self.labels = tuple(labels)
+        self.x_scale = bqplot.LinearScale()
+        self.y_scale = bqplot.LinearScale(min=y_min, max=y_max)
+        self.lines = bqplot.Lines(
+            x=np.zeros(0), y=np.zeros((len(self.labels), 0)), labels=list(self.labels),
+            scales={"x": self.x_scale, "y": self.y_scale}, display_legend=len(self.labels) > 1,
+        )
+        axes = [
+            bqplot.Axis(scale=self.x_scale, label="seconds ago", num_ticks=5),
+            bqplot.Axis(scale=self.y_scale, side="left", label=y_label, tick_format=".3~g"),
+        ]
+        self.figure = bqplot.Figure(marks=[self.lines], axes=axes, title=title, animation_duration=0,
+                                    fig_margin={"top": 40, "bottom": 40, "left": 55, "right": 20},
+                                    layout=w.Layout(height=height, width="100%"))
+
+    def plot(self, x: np.ndarray, ys: Sequence[np.ndarray]) -> None:
+        """Replace the plotted data (one y array per label) in one update; a line needs two points."""
+        if len(x) < MIN_POINTS:
+            x, ys = np.zeros(0), [np.zeros(0) for _ in self.labels]
+        with self.lines.hold_sync():
+            self.lines.x = x
+            self.lines.y = np.vstack(ys) if len(ys) > 1 else ys[0]
+
+    @property
+    def plotted(self) -> dict[str, list[float]]:
+        """The plotted values per label (NaN kept), for tests and notebooks."""
+        rows = np.atleast_2d(self.lines.y)
+        return {label: [float(v) for v in row] for label, row in zip(self.labels, rows, strict=False)}
+
+
+def plot_line(line: bqplot.Lines, x: np.ndarray, y: np.ndarray) -> None:
+    """Replace a single line's data, or clear it while it has fewer than two points."""
+    if len(x) < MIN_POINTS:
+        x, y = np.zeros(0), np.zeros(0)
+    with line.hold_sync():
+        line.x, line.y = x, y
+
+
+def sparkline(height: str = "48px", width: str = "220px") -> tuple[bqplot.Figure, bqplot.Lines]:
+    """A tiny axis-less 0..1 line chart for utilization history."""
+    x_scale, y_scale = bqplot.LinearScale(), bqplot.LinearScale(min=0.0, max=1.0)
+    line = bqplot.Lines(x=np.zeros(0), y=np.zeros(0), scales={"x": x_scale, "y": y_scale}, fill="bottom",
+                        fill_opacities=[0.3])
+    figure = bqplot.Figure(marks=[line], axes=[], animation_duration=0,
+                           fig_margin={"top": 2, "bottom": 2, "left": 2, "right": 2},
+                           layout=w.Layout(height=height, width=width))
+    return figure, line

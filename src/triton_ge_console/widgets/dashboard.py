@@ -1,0 +1,113 @@
+"""The composite live dashboard: header, device gauges, models table, charts, log tail and load test."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import ipywidgets as w
+
+from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.sessions.source import SessionSource
+from triton_ge_console.widgets.commands import CommandRunner
+from triton_ge_console.widgets.devices import DeviceGauges
+from triton_ge_console.widgets.format import duration
+from triton_ge_console.widgets.loadtest import LoadRunner, LoadTestControl
+from triton_ge_console.widgets.logtail import LogTail
+from triton_ge_console.widgets.model_charts import ModelCharts
+from triton_ge_console.widgets.models import ModelsTable
+from triton_ge_console.widgets.poller import Poller
+
+
+def header_html(snapshot: ServerSnapshot) -> str:
+    """Session, health, version, uptime and endpoints; a red banner when the server is unreadable."""
+    health = "● ready" if snapshot.ready else ("● live" if snapshot.live else "○ down")
+    colour = "green" if snapshot.ready else ("darkorange" if snapshot.live else "firebrick")
+    parts = [f"<b>GE Console</b> ─ session {html.escape(snapshot.session)}",
+             f"Triton {html.escape(snapshot.version or '?')}",
+             f"<span style='color:{colour}'>{health}</span>", f"up {duration(snapshot.uptime_s)}"]
+    if snapshot.endpoints.http_url:
+        parts.append(f"http {html.escape(snapshot.endpoints.http_url)}")
+    line = " ─ ".join(parts)
+    if snapshot.error:
+        banner = html.escape(snapshot.error)
+        line += f"<br><span style='color:white; background:firebrick'>&nbsp;{banner}&nbsp;</span>"
+    return line
+
+
+class Dashboard:
+    """Everything about one session, refreshed by a background poller; `close()` stops it (idempotent)."""
+
+    def __init__(self, source: SessionSource, interval: float = 1.0, load_runner: LoadRunner | None = None,
+                 autostart: bool = True, background: bool = True, history_seconds: float = 300.0) -> None:
+        self.source = source
+        self.header = w.HTML(f"<b>GE Console</b> ─ session {html.escape(source.name)} ─ waiting")
+        self.problem = w.HTML("")
+        self.devices = DeviceGauges(history_seconds)
+        self.models = ModelsTable(source.controller, CommandRunner(background=background))
+        self.charts = ModelCharts(history_seconds=history_seconds)
+        self.logs = LogTail(source.log_path)
+        self.loadtest = LoadTestControl(load_runner, background=background)
+        self.snapshot: ServerSnapshot | None = None
+        self.poller = Poller(source, self.show, interval, on_error=self._report)
+        extras = w.Accordion([self.logs.box, self.loadtest.box], titles=("server log", "load test"))
+        views = [self.devices.box, self.models.box, self.charts.box, extras]
+        self.box = w.VBox([self.header, self.problem, *views])
+        self.closed = False
+        if autostart:
+            self.start()
+
+    def start(self) -> None:
+        """Start live updates."""
+        if not self.closed:
+            self.poller.start()
+
+    def refresh(self) -> ServerSnapshot | None:
+        """Poll once now, in this thread, and show it."""
+        return self.poller.poll_once()
+
+    def show(self, snapshot: ServerSnapshot) -> None:
+        """Render one snapshot in every view."""
+        history = self.source.history
+        if history.latest is not snapshot:
+            history.append(snapshot)
+        self.snapshot = snapshot
+        self.header.value = header_html(snapshot)
+        self.devices.update(snapshot, history)
+        self.models.update(snapshot)
+        self.charts.update(snapshot, history)
+        self.loadtest.set_models(sorted({m.name for m in snapshot.models}))
+        self.logs.refresh()
+        self.problem.value = ""
+
+    def _report(self, exc: BaseException) -> None:
+        """Show a view or poll failure in the widget instead of raising into the kernel."""
+        self.problem.value = (f"<span style='color:firebrick'>update failed: "
+                              f"{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</span>")
+
+    def state(self) -> dict[str, Any]:
+        """What the dashboard shows, as plain data (for notebooks to print and tests to check)."""
+        snap = self.snapshot
+        return {
+            "session": self.source.name,
+            "live": None if snap is None else snap.live,
+            "ready": None if snap is None else snap.ready,
+            "polls": self.poller.polls,
+            "models": {f"{row.name}:{row.version}": row.values for row in self.models.rows.values()},
+            "buttons": {f"{row.name}:{row.version}": row.enabled for row in self.models.rows.values()},
+            "devices": {i: {"utilization": r.utilization_label.value, "memory": r.memory_label.value}
+                        for i, r in self.devices.rows.items()},
+            "status": self.models.runner.results[-1].message if self.models.runner.results else None,
+        }
+
+    def close(self) -> None:
+        """Stop the poller and close the widgets; the session itself is left as it is."""
+        if self.closed:
+            return
+        self.closed = True
+        self.poller.close()
+        self.box.close()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """Display as the composite widget in Jupyter."""
+        return self.box._repr_mimebundle_(**kwargs)

@@ -1,0 +1,86 @@
+"""Device gauges: per NPU (or emulated NPU) utilization with its history, memory, and health figures."""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as w
+import numpy as np
+
+from triton_ge_console.sessions.history import SnapshotHistory
+from triton_ge_console.sessions.snapshot import DeviceSnapshot, ServerSnapshot
+from triton_ge_console.widgets.charts import plot_line, relative_times, sparkline, values, window
+from triton_ge_console.widgets.format import MISSING, gib, number, percent
+
+
+class DeviceRow:
+    """One device: name and kind, utilization bar and sparkline, memory bar, temperature/power/health."""
+
+    def __init__(self, device_id: str) -> None:
+        self.device_id = device_id
+        self.title = w.HTML(layout=w.Layout(width="230px"))
+        self.utilization = w.FloatProgress(value=0.0, min=0.0, max=1.0, description="util",
+                                           layout=w.Layout(width="200px"))
+        self.utilization_label = w.Label(MISSING, layout=w.Layout(width="45px"))
+        self.figure, self.line = sparkline()
+        self.memory = w.FloatProgress(value=0.0, min=0.0, max=1.0, description="mem",
+                                      layout=w.Layout(width="200px"))
+        self.memory_label = w.Label(MISSING, layout=w.Layout(width="120px"))
+        self.extra = w.Label(MISSING)
+        self.box = w.HBox([self.title, self.utilization, self.utilization_label, self.figure, self.memory,
+                           self.memory_label, self.extra], layout=w.Layout(align_items="center"))
+
+    def update(self, device: DeviceSnapshot, history: SnapshotHistory, now: float, seconds: float) -> None:
+        """Show one device's latest figures and its utilization history."""
+        name = f" {html.escape(device.name)}" if device.name else ""
+        self.title.value = f"<b>NPU{html.escape(device.id)}</b>{name} <i>{html.escape(device.kind)}</i>"
+        self.utilization.value = min(max(device.utilization or 0.0, 0.0), 1.0)
+        self.utilization_label.value = percent(device.utilization)
+        used, total = device.memory_used_bytes, device.memory_total_bytes
+        self.memory.value = min(used / total, 1.0) if used is not None and total else 0.0
+        self.memory_label.value = gib(used, total)
+        self.extra.value = device_extras(device)
+        series = window(history.device_series(device.id, lambda d: d.utilization), now, seconds)
+        plot_line(self.line, relative_times(series, now), values(series))
+
+    @property
+    def history_values(self) -> list[float]:
+        """The plotted utilization history (NaN where missing)."""
+        return [float(v) for v in np.asarray(self.line.y)]
+
+
+def device_extras(device: DeviceSnapshot) -> str:
+    """Temperature, power, health and where the figures came from, as far as known."""
+    parts = []
+    if device.temperature_c is not None:
+        parts.append(f"{number(device.temperature_c, 0)}°C")
+    if device.power_w is not None:
+        parts.append(f"{number(device.power_w, 0)} W")
+    if device.health:
+        parts.append(device.health)
+    if device.source:
+        parts.append(f"({device.source})")
+    return "  ".join(parts) or MISSING
+
+
+class DeviceGauges:
+    """All devices of a session, one row each, rebuilt when the set of devices changes."""
+
+    def __init__(self, history_seconds: float = 300.0) -> None:
+        self.history_seconds = history_seconds
+        self.rows: dict[str, DeviceRow] = {}
+        self.empty = w.HTML("<i>no device figures yet</i>")
+        self.box = w.VBox([w.HTML("<b>Devices</b>"), self.empty])
+
+    def update(self, snapshot: ServerSnapshot, history: SnapshotHistory) -> None:
+        """Show the snapshot's devices."""
+        ids = [d.id for d in snapshot.devices]
+        if ids != list(self.rows):
+            for row_id in set(self.rows) - set(ids):
+                self.rows.pop(row_id).box.close()
+            self.rows = {i: self.rows.get(i) or DeviceRow(i) for i in ids}
+            header = self.box.children[0]
+            shown = [r.box for r in self.rows.values()] or [self.empty]
+            self.box.children = [header, *shown]
+        for device in snapshot.devices:
+            self.rows[device.id].update(device, history, snapshot.taken_at, self.history_seconds)

@@ -1,0 +1,76 @@
+"""Live latency, throughput and queue-depth charts for one selected model, drawn from the snapshot history."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+import ipywidgets as w
+
+from triton_ge_console.sessions.history import SnapshotHistory
+from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
+from triton_ge_console.widgets.charts import TimeChart, relative_times, values, window
+from triton_ge_console.widgets.format import MISSING, number
+
+Figure = Callable[[ModelSnapshot], float | int | None]
+
+LATENCY: dict[str, Figure] = {"p50": lambda m: m.latency.p50_ms, "p90": lambda m: m.latency.p90_ms,
+                              "p99": lambda m: m.latency.p99_ms, "avg": lambda m: m.latency.avg_ms}
+THROUGHPUT: dict[str, Figure] = {"req/s": lambda m: m.request_rate, "inf/s": lambda m: m.inference_rate}
+QUEUE: dict[str, Figure] = {"queue depth": lambda m: m.queue_depth}
+
+
+class ModelCharts:
+    """Latency (p50/p90/p99/avg), throughput and queue depth over the last minutes for one model."""
+
+    def __init__(self, model: str | None = None, history_seconds: float = 300.0) -> None:
+        self.history_seconds = history_seconds
+        self.picker = w.Dropdown(options=[model] if model else [], value=model, description="model")
+        self.latency = TimeChart("latency", tuple(LATENCY), "ms")
+        self.throughput = TimeChart("throughput", tuple(THROUGHPUT), "per second")
+        self.queue = TimeChart("queue depth", tuple(QUEUE), "requests", height="160px")
+        self.caption = w.HTML("")
+        self._history: SnapshotHistory | None = None
+        self._now = 0.0
+        self.picker.observe(lambda _change: self.redraw(), names="value")
+        self.box = w.VBox([w.HBox([self.picker, self.caption]),
+                           w.HBox([self.latency.figure, self.throughput.figure]), self.queue.figure])
+
+    @property
+    def model(self) -> str | None:
+        """The model being charted."""
+        return self.picker.value
+
+    def update(self, snapshot: ServerSnapshot, history: SnapshotHistory) -> None:
+        """Follow the snapshot's model list (keeping the choice) and redraw from history."""
+        names = sorted({m.name for m in snapshot.models})
+        self._history, self._now = history, snapshot.taken_at
+        if list(self.picker.options) != names:
+            keep = self.picker.value if self.picker.value in names else (names[0] if names else None)
+            self.picker.options = names
+            self.picker.value = keep
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Plot the chosen model's series and caption its latest figures."""
+        model, history = self.picker.value, self._history
+        if model is None or history is None:
+            return
+        for chart, figures in ((self.latency, LATENCY), (self.throughput, THROUGHPUT), (self.queue, QUEUE)):
+            series = [window(history.model_series(model, f), self._now, self.history_seconds)
+                      for f in figures.values()]
+            chart.plot(relative_times(series[0], self._now), [values(s) for s in series])
+        latest = history.latest.model(model) if history.latest else None
+        self.caption.value = caption(latest)
+
+
+def caption(model: ModelSnapshot | None) -> str:
+    """Queue vs compute split, batch size and where latency came from, for the latest snapshot."""
+    if model is None:
+        return "<i>model not in the latest snapshot</i>"
+    queue, compute = model.queue_ms, model.compute_ms
+    split = MISSING
+    if queue is not None and compute is not None and queue + compute > 0:
+        split = f"queue {queue / (queue + compute):.0%} │ compute {compute / (queue + compute):.0%}"
+    source = model.latency.source or MISSING
+    return html.escape(f"{split} │ avg batch {number(model.avg_batch)} │ latency from {source}")

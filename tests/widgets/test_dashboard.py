@@ -1,0 +1,213 @@
+"""The composite dashboard renders recorded snapshots into widget state, with no kernel."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.widgets.recording import T0, down, recording, snapshot
+from triton_ge_console.sessions.recorded import RecordedController, RecordedSource
+from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.widgets import Dashboard
+
+
+@pytest.fixture
+def dashboard(tmp_path: Path) -> Iterator[Dashboard]:
+    """A dashboard over a 4-step recording, updated by explicit refreshes."""
+    log = tmp_path / "server.log"
+    log.write_text("I1130 started\nE1130 failed to load 'bert_model'\n", encoding="utf-8")
+    source = RecordedSource(recording(4), log_path=log)
+    board = Dashboard(source, autostart=False, background=False)
+    for _ in range(4):
+        board.refresh()
+    yield board
+    board.close()
+
+
+def test_header_and_model_rows_show_the_latest_snapshot(dashboard: Dashboard) -> None:
+    assert "session demo" in dashboard.header.value and "Triton 2.51.0" in dashboard.header.value
+    assert "01:00:03" in dashboard.header.value and "● ready" in dashboard.header.value
+    state = dashboard.state()
+    assert state["polls"] == 4 and state["ready"] is True
+    assert state["models"]["llama_model:1"] == {
+        "MODEL": "llama_model", "VER": "1", "STATE": "READY", "BACKEND": "ge", "QUEUE": "6", "REQ/S": "30.0",
+        "INF/S": "90.0", "BATCH": "2.5", "P50 ms": "9.00", "P99 ms": "27.00", "FAIL": "0",
+        "MODE": "cpu-emulated"}
+    assert state["models"]["bert_model:1"]["STATE"] == "UNAVAILABLE"
+    assert state["models"]["bert_model:1"]["P50 ms"] == "—"
+    assert "om_model_path does not exist" in dashboard.models.reasons.value
+
+
+def test_buttons_follow_model_state(dashboard: Dashboard) -> None:
+    assert dashboard.state()["buttons"] == {"llama_model:1": ["reload", "unload"], "bert_model:1": ["load"]}
+
+
+def test_device_gauges_show_utilization_memory_and_history(dashboard: Dashboard) -> None:
+    row = dashboard.devices.rows["0"]
+    assert row.utilization.value == pytest.approx(0.6)
+    assert row.utilization_label.value == "60%"
+    assert row.memory_label.value == "21.4/64.0 GiB"
+    assert row.memory.value == pytest.approx(21.4 / 64, rel=1e-3)
+    assert row.history_values == pytest.approx([0.0, 0.2, 0.4, 0.6])
+    assert list(row.line.x) == [-3.0, -2.0, -1.0, 0.0]
+    assert "NPU0" in row.title.value and "cpu-emulated" in row.title.value
+    assert row.extra.value == "OK  (ge-glue)"
+    assert dashboard.devices.rows["1"].utilization_label.value == "0%"
+
+
+def test_charts_plot_latency_and_throughput_history_with_gaps(dashboard: Dashboard) -> None:
+    charts = dashboard.charts
+    assert charts.model == "bert_model"  # first in sorted order
+    charts.picker.value = "llama_model"
+    latency = charts.latency.plotted
+    assert math.isnan(latency["p50"][0]) and latency["p50"][1:] == [3.0, 6.0, 9.0]
+    assert latency["p99"][1:] == [9.0, 18.0, 27.0]
+    assert all(math.isnan(v) for v in latency["p90"])
+    assert charts.throughput.plotted == {"req/s": [0.0, 10.0, 20.0, 30.0], "inf/s": [0.0, 30.0, 60.0, 90.0]}
+    assert charts.queue.plotted == {"queue depth": [0.0, 2.0, 4.0, 6.0]}
+    assert "queue 25% │ compute 75%" in charts.caption.value
+    assert "latency from summary" in charts.caption.value
+
+
+def test_reload_button_reports_success_in_the_status_label(dashboard: Dashboard) -> None:
+    dashboard.models.row("llama_model").buttons["reload"].click()
+    controller = dashboard.source.controller
+    assert isinstance(controller, RecordedController)
+    assert controller.calls == [("reload", "llama_model", None)]
+    assert "✓ reload llama_model: done" in dashboard.models.runner.status.value
+    assert dashboard.state()["buttons"]["llama_model:1"] == ["reload", "unload"]
+
+
+def test_triton_errors_show_in_the_widget_not_as_a_traceback(tmp_path: Path) -> None:
+    message = "failed to load 'bert_model': version 1 is at UNAVAILABLE state"
+    controller = RecordedController(failures={("load", "bert_model"): message})
+    board = Dashboard(RecordedSource(recording(2), controller=controller), autostart=False, background=False)
+    board.refresh()
+    board.models.row("bert_model").buttons["load"].click()
+    status = board.models.runner.status.value
+    assert "✗ load bert_model failed: failed to load &#x27;bert_model&#x27;" in status
+    assert "firebrick" in status
+    assert board.state()["status"] == message
+    board.close()
+
+
+class ExplodingController(RecordedController):
+    """A controller whose unload raises, as a dropped connection would."""
+
+    def unload(self, model: str) -> object:  # type: ignore[override]
+        raise ConnectionRefusedError("[Errno 111] Connection refused")
+
+
+def test_an_exception_from_a_command_becomes_a_status_message() -> None:
+    board = Dashboard(RecordedSource(recording(2), controller=ExplodingController()), autostart=False,
+                      background=False)
+    board.refresh()
+    assert board.models.act("unload", "llama_model")
+    status = board.models.runner.status.value
+    assert "✗ unload llama_model failed: ConnectionRefusedError: [Errno 111]" in status
+    board.close()
+
+
+class GatedController(RecordedController):
+    """A controller whose reload waits for the test to open a gate, like a slow model load."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def reload(self, model: str, config: str | None = None) -> object:  # type: ignore[override]
+        self.entered.set()
+        self.gate.wait(30)
+        return super().reload(model, config)
+
+
+def test_buttons_are_disabled_while_a_command_runs_in_the_background() -> None:
+    controller = GatedController()
+    board = Dashboard(RecordedSource(recording(2), controller=controller), autostart=False, background=True)
+    board.refresh()
+    row = board.models.row("llama_model")
+    row.buttons["reload"].click()
+    assert controller.entered.wait(10)
+    assert row.enabled == [] and "… reload llama_model" in board.models.runner.status.value
+    assert not board.models.act("reload", "llama_model")  # one command per model at a time
+    assert board.state()["buttons"]["bert_model:1"] == ["load"]
+    controller.gate.set()
+    board.models.runner.wait(10)
+    assert row.enabled == ["reload", "unload"]
+    assert "✓ reload llama_model: done" in board.models.runner.status.value
+    board.close()
+
+
+def test_an_unreadable_server_shows_a_banner_and_disables_commands() -> None:
+    stale = ServerSnapshot(**{**snapshot(2).__dict__, "live": False, "ready": False, "error": "timed out"})
+    board = Dashboard(RecordedSource([snapshot(1), stale, down(3)]), autostart=False, background=False)
+    board.refresh()
+    board.refresh()
+    assert board.state()["buttons"] == {"llama_model:1": [], "bert_model:1": []}
+    assert "timed out" in board.header.value
+    board.refresh()
+    assert "connection refused" in board.header.value and "○ down" in board.header.value
+    assert board.state()["models"] == {}  # an unreadable server lists no models
+    board.close()
+
+
+def test_rows_follow_the_repository() -> None:
+    only_llama = snapshot(1)
+    only_llama = ServerSnapshot(**{**only_llama.__dict__, "models": only_llama.models[:1]})
+    board = Dashboard(RecordedSource([snapshot(1), only_llama]), autostart=False, background=False)
+    board.refresh()
+    assert set(board.models.rows) == {("llama_model", "1"), ("bert_model", "1")}
+    board.refresh()
+    assert set(board.models.rows) == {("llama_model", "1")}
+    assert len(board.models.grid.children) == 2 * 15
+    board.close()
+
+
+def test_log_tail_in_the_dashboard_highlights_failures(dashboard: Dashboard) -> None:
+    assert dashboard.logs.lines == ["I1130 started", "E1130 failed to load 'bert_model'"]
+    assert "color:firebrick'>E1130 failed to load" in dashboard.logs.view.value
+
+
+def test_background_poller_updates_until_closed_and_close_is_idempotent() -> None:
+    source = RecordedSource(recording(4))
+    board = Dashboard(source, interval=0.02)
+    deadline = time.monotonic() + 30
+    while board.poller.polls < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert board.poller.polls >= 5 and board.poller.running
+    assert board.state()["models"]["llama_model:1"]["QUEUE"] == "6"
+    board.close()
+    assert not board.poller.running and board.closed
+    polls = board.poller.polls
+    board.close()
+    board.start()  # a closed dashboard stays closed
+    assert not board.poller.running and board.poller.polls == polls
+
+
+class BrokenSource(RecordedSource):
+    """A source whose poll raises once (a bug, not an unreachable server), then recovers."""
+
+    def __init__(self) -> None:
+        super().__init__(recording(2))
+        self.raised = False
+
+    def poll(self) -> ServerSnapshot:
+        if not self.raised:
+            self.raised = True
+            raise RuntimeError("metrics parser choked")
+        return super().poll()
+
+
+def test_a_failing_poll_is_shown_and_the_next_one_clears_it() -> None:
+    board = Dashboard(BrokenSource(), autostart=False, background=False)
+    assert board.refresh() is None
+    assert "update failed: RuntimeError: metrics parser choked" in board.problem.value
+    assert board.refresh() is not None and board.problem.value == ""
+    assert board.snapshot is not None and board.snapshot.taken_at == T0
+    board.close()

@@ -1,0 +1,127 @@
+"""The dashboard's parts on their own: log tail, load-test control, poller, formatting."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.widgets.recording import recording
+from triton_ge_console.sessions.recorded import RecordedSource
+from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.widgets import LoadTestControl, LogTail, Poller
+from triton_ge_console.widgets.format import duration, gib, number, percent
+
+
+def test_log_tail_reads_increments_partial_lines_and_truncation(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    tail = LogTail(log, max_lines=3)
+    tail.refresh()
+    assert "no log at" in tail.view.value
+    log.write_text("one\ntwo\nthr", encoding="utf-8")
+    tail.refresh()
+    assert tail.lines == ["one", "two"]
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write("ee\nfour\n")
+    tail.refresh()
+    assert tail.lines == ["two", "three", "four"]  # bounded to max_lines, partial line completed
+    log.write_text("fresh\n", encoding="utf-8")  # rotated / truncated
+    tail.refresh()
+    assert tail.lines == ["fresh"]
+
+
+def test_log_tail_filter_and_failure_highlight(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("I1130 model ready\nE1130 CompileGraph failed\nW1130 slow\n", encoding="utf-8")
+    tail = LogTail(log)
+    tail.refresh()
+    assert "color:firebrick'>E1130 CompileGraph failed</span>" in tail.view.value
+    tail.filter.value = "ready"
+    assert tail.visible() == ["I1130 model ready"] and "slow" not in tail.view.value
+
+
+def runner_result(model: str, concurrency: int, duration_s: float) -> dict[str, Any]:
+    """What a load generator returns, in plain fields."""
+    return {"model": model, "concurrency": concurrency, "requests": 40 * concurrency, "failures": 0,
+            "throughput_rps": 40.0 * concurrency / duration_s, "p50_ms": 1.25, "latencies_ms": [1.0, 1.5]}
+
+
+def test_load_test_control_runs_and_shows_the_figures() -> None:
+    control = LoadTestControl(runner_result, background=False, concurrency=2, duration_s=4.0)
+    control.set_models(["bert_model", "llama_model"])
+    control.model.value = "llama_model"
+    control.run_button.click()
+    assert control.results[-1]["requests"] == 80
+    assert "<td>throughput_rps</td><td>20.000</td>" in control.output.value
+    assert "latencies_ms" not in control.output.value  # lists are not tabulated
+    assert "✓ 2 clients on llama_model for 4s" in control.status.value and not control.run_button.disabled
+    control.set_models(["bert_model"])
+    assert control.model.value == "bert_model"
+
+
+def test_load_test_control_reports_a_failing_run_and_disables_while_running() -> None:
+    gate, entered = threading.Event(), threading.Event()
+
+    def slow_then_fail(model: str, concurrency: int, duration_s: float) -> dict[str, Any]:
+        entered.set()
+        gate.wait(30)
+        raise ConnectionError(f"{model}: server went away")
+
+    control = LoadTestControl(slow_then_fail, models=["llama_model"])
+    assert control.start()
+    assert entered.wait(10) and control.run_button.disabled and not control.start()
+    gate.set()
+    control.wait(10)
+    assert "✗ load test failed: ConnectionError: llama_model: server went away" in control.status.value
+    assert not control.run_button.disabled and control.results == []
+
+
+def test_load_test_control_without_a_load_generator_is_disabled() -> None:
+    control = LoadTestControl(None, models=["llama_model"])
+    assert control.run_button.disabled and not control.start()
+    assert "no load generator" in control.status.value
+
+
+def test_poller_hands_snapshots_over_on_its_thread_and_stops() -> None:
+    seen: list[tuple[float, str]] = []
+
+    def record(snap: ServerSnapshot) -> None:
+        seen.append((snap.taken_at, threading.current_thread().name))
+
+    poller = Poller(RecordedSource(recording(3)), record, interval=0.01)
+    poller.start()
+    poller.start()  # no second thread
+    deadline = time.monotonic() + 30
+    while len(seen) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    poller.close()
+    count = len(seen)
+    assert count >= 4 and [t for t, _ in seen[:3]] == [s.taken_at for s in recording(3)]
+    assert {name for _, name in seen} == {"ge-poller-demo"}
+    assert not poller.running and len(seen) == count
+    poller.close()
+
+
+def test_poller_rejects_a_non_positive_interval() -> None:
+    try:
+        Poller(RecordedSource(recording(1)), lambda s: None, interval=0)
+    except ValueError as exc:
+        assert "poll interval must be > 0" in str(exc)
+    else:
+        raise AssertionError("interval 0 accepted")
+
+
+def test_missing_figures_format_as_a_dash() -> None:
+    shown = [number(None), number(2), number(2.345, 2), percent(None), percent(0.634)]
+    assert shown == ["—", "2", "2.35", "—", "63%"]
+    assert gib(None, None) == "—" and gib(None, 2 * 1024**3) == "—/2.0 GiB"
+    assert duration(3725.9) == "01:02:05" and duration(None) == "—"
+
+
+def test_snapshot_round_trip_recording_drives_the_poller(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl"
+    RecordedSource.save(recording(2), path)
+    got: list[ServerSnapshot] = []
+    poller = Poller(RecordedSource.from_file(path), got.append)
+    assert poller.poll_once() is not None and got[0] == recording(2)[0]
