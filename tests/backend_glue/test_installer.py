@@ -1,0 +1,105 @@
+"""The installer lays out a backend dir tritonserver really runs, idempotently, with glue or native npu_ge."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import tritonclient.http as httpclient
+
+from tests.conftest import run_triton
+from triton_ge_console.backend_glue.distribution import TritonDistribution
+from triton_ge_console.backend_glue.installer import GLUE_MODEL_PY, install_backend_dir
+from triton_ge_console.cli import main
+
+EXPECTED = ("python/libtriton_python.so", "python/triton_python_backend_utils.py",
+            "python/triton_python_backend_stub", "ge/model.py", "npu_ge/model.py")
+
+
+def _mtimes(root: Path) -> dict[str, int]:
+    """Every file's mtime under root."""
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*") if p.is_file()}
+
+
+def test_lays_out_python_backend_and_glue_then_changes_nothing(tmp_path: Path,
+                                                               triton_dist: TritonDistribution) -> None:
+    dest = tmp_path / "backends"
+    report = install_backend_dir(dest, triton_dist)
+    assert [str(f.path.relative_to(dest)) for f in report.files] == list(EXPECTED)
+    assert {f.action for f in report.files} == {"added"}
+    assert os.access(dest / "python" / "triton_python_backend_stub", os.X_OK)
+    assert (dest / "ge" / "model.py").read_bytes() == GLUE_MODEL_PY.read_bytes()
+    before = _mtimes(dest)
+    again = install_backend_dir(dest, triton_dist)
+    assert not again.changed and _mtimes(dest) == before
+
+
+def test_refreshes_a_stale_file(tmp_path: Path, triton_dist: TritonDistribution) -> None:
+    dest = tmp_path / "backends"
+    install_backend_dir(dest, triton_dist)
+    (dest / "ge" / "model.py").write_text("# stale\n")
+    report = install_backend_dir(dest, triton_dist)
+    assert [f.action for f in report.files if f.action != "unchanged"] == ["updated"]
+    assert (dest / "ge" / "model.py").read_bytes() == GLUE_MODEL_PY.read_bytes()
+
+
+def test_native_npu_ge_is_linked_instead_of_the_glue_and_back(tmp_path: Path,
+                                                               triton_dist: TritonDistribution) -> None:
+    native = tmp_path / "cann" / "npu_ge"
+    native.mkdir(parents=True)
+    (native / "libnpu_ge.so").write_bytes(b"\x7fELF stand-in")
+    dest = tmp_path / "backends"
+    install_backend_dir(dest, triton_dist)
+    report = install_backend_dir(dest, triton_dist, native_npu_ge=native / "libnpu_ge.so")
+    assert report.npu_ge == f"native {native}"
+    assert (dest / "npu_ge").is_symlink() and (dest / "npu_ge" / "libnpu_ge.so").is_file()
+    assert not install_backend_dir(dest, triton_dist, native_npu_ge=native).changed
+    install_backend_dir(dest, triton_dist)
+    assert not (dest / "npu_ge").is_symlink() and (dest / "npu_ge" / "model.py").is_file()
+
+
+def test_cli_prints_what_it_used_and_fails_cleanly(tmp_path: Path, capsys: object) -> None:
+    assert main(["backend", "install", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr()  # type: ignore[attr-defined]
+    assert "python backend stub:" in out.out and "npu_ge: glue" in out.out
+    assert main(["backend", "install", str(tmp_path / "b"), "--native-npu-ge", str(tmp_path / "none")]) == 1
+    err = capsys.readouterr().err  # type: ignore[attr-defined]
+    assert err.count("\n") == 1 and "no libnpu_ge.so" in err
+
+
+TOY_BACKEND = textwrap.dedent('''
+    import triton_python_backend_utils as pb_utils
+    import triton_ge_console  # the stub must embed our interpreter and see the editable install
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            return [pb_utils.InferenceResponse([pb_utils.Tensor(
+                "Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy() + 1)]) for r in requests]
+''')
+
+TOY_CONFIG = textwrap.dedent('''
+    backend: "toy"
+    max_batch_size: 4
+    input [{ name: "X" data_type: TYPE_FP32 dims: [2] }]
+    output [{ name: "Y" data_type: TYPE_FP32 dims: [2] }]
+''')
+
+
+def test_tritonserver_runs_a_python_based_backend_from_the_installed_dir(
+        tmp_path: Path, triton_dist: TritonDistribution) -> None:
+    dest = tmp_path / "backends"
+    install_backend_dir(dest, triton_dist)
+    (dest / "toy").mkdir()
+    (dest / "toy" / "model.py").write_text(TOY_BACKEND)
+    (tmp_path / "repo" / "toy" / "1").mkdir(parents=True)
+    (tmp_path / "repo" / "toy" / "config.pbtxt").write_text(TOY_CONFIG)
+    with run_triton(triton_dist, tmp_path / "repo", dest, models=("toy",)) as server:
+        client = httpclient.InferenceServerClient(server.http_hostport)
+        assert client.is_model_ready("toy"), server.log()
+        x = httpclient.InferInput("X", [1, 2], "FP32")
+        x.set_data_from_numpy(np.array([[1.0, 2.0]], dtype=np.float32))
+        result = client.infer("toy", [x]).as_numpy("Y")
+        assert result.tolist() == [[2.0, 3.0]]
