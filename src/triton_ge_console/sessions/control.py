@@ -1,0 +1,289 @@
+"""Load, unload and reload models through tritonclient, verifying what Triton actually did.
+
+Every answer is a `CommandResult` checked against the repository index (and the model config for
+overrides); on failure its message is Triton's own, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import tritonclient.http as triton_http
+from tritonclient.utils import InferenceServerException
+
+from triton_ge_console.sessions.registry import TOKEN_HEADER
+from triton_ge_console.sessions.source import CommandResult
+
+READY_STATE = "READY"
+_POLL_FAILED = re.compile(r"Poll failed for model directory '(?P<model>[^']+)': (?P<why>.*?)\"?$")
+
+
+class ControlError(RuntimeError):
+    """The server could not be asked (unreachable, refused); the message is one line."""
+
+
+@dataclass(frozen=True)
+class ModelState:
+    """One model version as the repository index reports it."""
+
+    name: str
+    version: str
+    state: str
+    reason: str | None = None
+
+
+def client_url(http_url: str) -> tuple[str, bool]:
+    """host:port for tritonclient and whether to use TLS, from "http(s)://host:port" or "host:port"."""
+    parsed = urlparse(http_url if "://" in http_url else f"http://{http_url}")
+    if not parsed.hostname or parsed.port is None:
+        raise ValueError(f"bad server URL {http_url!r}: expected http://HOST:PORT")
+    host = f"[{parsed.hostname}]" if ":" in parsed.hostname else parsed.hostname
+    return f"{host}:{parsed.port}", parsed.scheme == "https"
+
+
+def one_line(message: str) -> str:
+    """A server message squeezed onto one line."""
+    return " ".join(message.split())
+
+
+def triton_message(exc: InferenceServerException) -> str:
+    """Triton's own words for a failed call."""
+    return one_line(exc.message() or str(exc))
+
+
+def merge_config(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge a partial config over a full one (mappings merge, everything else is replaced)."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_config(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def config_differences(wanted: Any, actual: Any, path: str = "") -> list[str]:
+    """Where `actual` does not carry a value `wanted` asks for (only the keys `wanted` names)."""
+    if isinstance(wanted, dict):
+        if not isinstance(actual, dict):
+            return [f"{path or 'config'} is {actual!r}"]
+        problems: list[str] = []
+        for key, value in wanted.items():
+            problems += config_differences(value, actual.get(key), f"{path}.{key}" if path else key)
+        return problems
+    if isinstance(wanted, list) and isinstance(actual, list) and len(wanted) == len(actual):
+        problems = []
+        for index, (item, got) in enumerate(zip(wanted, actual, strict=True)):
+            problems += config_differences(item, got, f"{path}[{index}]")
+        return problems
+    if wanted != actual and str(wanted) != str(actual):
+        return [f"{path} is {actual!r}, not {wanted!r}"]
+    return []
+
+
+def parse_config(config: str | None) -> dict[str, Any] | None:
+    """A JSON config override as a mapping, or a ValueError saying why it is not one."""
+    if config is None:
+        return None
+    try:
+        data = json.loads(config)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise ValueError(f"config override is not JSON: {where}: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise ValueError("config override must be a JSON object")
+    return data
+
+
+class TritonControl:
+    """The Controller for one server reached over HTTP (launched or attached)."""
+
+    def __init__(
+        self,
+        http_url: str,
+        token: str | None = None,
+        *,
+        token_header: str = TOKEN_HEADER,
+        log_path: Path | None = None,
+        timeout: float = 300.0,
+    ) -> None:
+        self.http_url = http_url
+        self._hostport, self._ssl = client_url(http_url)
+        self._headers = {token_header: token} if token else None
+        self.log_path = log_path
+        self.timeout = timeout
+
+    @contextlib.contextmanager
+    def _client(self) -> Iterator[triton_http.InferenceServerClient]:
+        """A fresh client per call: safe from any thread; no idle connection delays the server's exit."""
+        client = triton_http.InferenceServerClient(
+            self._hostport, ssl=self._ssl, connection_timeout=10.0, network_timeout=self.timeout
+        )
+        try:
+            yield client
+        finally:
+            client.close()
+
+    def index(self) -> list[ModelState]:
+        """Every model version in the server's repository with its state; ControlError if unreachable."""
+        try:
+            with self._client() as client:
+                entries = client.get_model_repository_index(headers=self._headers)
+        except InferenceServerException as exc:
+            raise ControlError(f"{self.http_url}: {triton_message(exc)}") from None
+        except (OSError, ValueError) as exc:
+            raise ControlError(f"{self.http_url}: server unreachable: {one_line(str(exc))}") from None
+        return [_model_state(entry) for entry in entries]
+
+    def model_config(self, model: str) -> dict[str, Any]:
+        """The config Triton runs the model with."""
+        try:
+            with self._client() as client:
+                config = client.get_model_config(model, headers=self._headers)
+        except InferenceServerException as exc:
+            raise ControlError(f"{model}: {triton_message(exc)}") from None
+        except OSError as exc:
+            raise ControlError(f"{self.http_url}: server unreachable: {one_line(str(exc))}") from None
+        return dict(config)
+
+    def live(self) -> bool:
+        """Whether the server answers its liveness check."""
+        try:
+            with self._client() as client:
+                return bool(client.is_server_live(headers=self._headers))
+        except (InferenceServerException, OSError, ValueError):
+            return False
+
+    def load(self, model: str, config: str | None = None) -> CommandResult:
+        """Load a model (a full JSON config replaces config.pbtxt, as Triton defines it)."""
+        return self._run("load", model, lambda: self._load(model, config, "load"))
+
+    def reload(self, model: str, config: str | None = None) -> CommandResult:
+        """Reload a loaded model (a partial JSON config merges over the running one); the old one serves."""
+        return self._run("reload", model, lambda: self._reload(model, config))
+
+    def unload(self, model: str) -> CommandResult:
+        """Unload a model and wait until Triton has finished unloading it."""
+        return self._run("unload", model, lambda: self._unload(model))
+
+    def _run(self, action: str, model: str, step: Any) -> CommandResult:
+        """Time one command and turn expected failures into a failed CommandResult."""
+        started = time.monotonic()
+        try:
+            ok, message = step()
+        except (ControlError, ValueError) as exc:
+            ok, message = False, one_line(str(exc))
+        return CommandResult(action, model, ok=ok, message=message, duration_s=time.monotonic() - started)
+
+    def _known(self, model: str) -> list[ModelState]:
+        """The model's index entries, or a ControlError naming the models the server does have."""
+        entries = self.index()
+        mine = [entry for entry in entries if entry.name == model]
+        if not mine:
+            names = ", ".join(sorted({entry.name for entry in entries})) or "none"
+            raise ControlError(f"unknown model '{model}': not in the server's repository (models: {names})")
+        return mine
+
+    def _reload(self, model: str, config: str | None) -> tuple[bool, str]:
+        """Explicit load of a loaded model, with an override merged over its running config."""
+        if not any(entry.state == READY_STATE for entry in self._known(model)):
+            return False, f"reload {model}: not loaded (use load)"
+        override = parse_config(config)
+        full = json.dumps(merge_config(self.model_config(model), override)) if override else None
+        return self._load(model, full, "reload", override)
+
+    def _load(self, model: str, config: str | None, action: str,
+              expected: dict[str, Any] | None = None) -> tuple[bool, str]:
+        """Ask Triton to load, then check the index (and config) for what it really did."""
+        self._known(model)
+        wanted = expected if expected is not None else parse_config(config)
+        log_offset = self._log_size()
+        try:
+            with self._client() as client:
+                client.load_model(model, headers=self._headers, config=config)
+        except InferenceServerException as exc:
+            return False, self._failure(action, model, triton_message(exc), log_offset)
+        except OSError as exc:
+            return False, f"{action} {model}: server unreachable: {one_line(str(exc))}"
+        ready = [entry for entry in self._known(model) if entry.state == READY_STATE]
+        if not ready:
+            states = self._states(model)
+            return False, f"{action} {model}: Triton accepted it but no version is READY ({states})"
+        if wanted:
+            problems = config_differences(wanted, self.model_config(model))
+            if problems:
+                missing = "; ".join(problems)
+                return False, f"{action} {model}: loaded, but the override is not in effect: {missing}"
+        versions = ", ".join(entry.version for entry in ready)
+        return True, f"{action} {model}: version {versions} READY"
+
+    def _unload(self, model: str) -> tuple[bool, str]:
+        """Ask Triton to unload, then wait until no version is READY or UNLOADING."""
+        self._known(model)
+        try:
+            with self._client() as client:
+                client.unload_model(model, headers=self._headers)
+        except InferenceServerException as exc:
+            return False, f"unload {model}: {triton_message(exc)}"
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            busy = [e for e in self._known(model) if e.state in (READY_STATE, "UNLOADING")]
+            if not busy:
+                return True, f"unload {model}: unloaded"
+            time.sleep(0.1)
+        return False, f"unload {model}: still {self._states(model)} after {self.timeout:.0f}s"
+
+    def _failure(self, action: str, model: str, message: str, log_offset: int | None) -> str:
+        """Triton's message, plus the log's detail when the API gave a generic one, and what still serves."""
+        detail = self._log_detail(model, log_offset) if "failed to poll" in message else None
+        text = f"{action} {model} failed: {message}" + (f" ({detail})" if detail else "")
+        with contextlib.suppress(ControlError):
+            serving = [e.version for e in self._known(model) if e.state == READY_STATE]
+            if serving:
+                text += f"; version {', '.join(serving)} still READY and serving"
+        return text
+
+    def _states(self, model: str) -> str:
+        """The model's versions and states, for messages."""
+        entries = self._known(model)
+        return ", ".join(f"v{e.version} {e.state}" + (f" ({e.reason})" if e.reason else "") for e in entries)
+
+    def _log_size(self) -> int | None:
+        """Current size of the server log, so only lines written after a call are read."""
+        if self.log_path is None:
+            return None
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return None
+
+    def _log_detail(self, model: str, offset: int | None) -> str | None:
+        """Why Triton could not read the model's directory, from the log lines written since `offset`."""
+        if self.log_path is None or offset is None:
+            return None
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(offset)
+                lines = log.read().decode("utf-8", errors="replace").splitlines()
+        except OSError:
+            return None
+        for line in reversed(lines):
+            found = _POLL_FAILED.search(line.strip())
+            if found and found.group("model") == model:
+                return found.group("why").replace('\\"', '"')
+        return None
+
+
+def _model_state(entry: dict[str, Any]) -> ModelState:
+    """A repository index entry as a ModelState."""
+    reason = entry.get("reason") or None
+    return ModelState(str(entry.get("name", "")), str(entry.get("version", "")),
+                      str(entry.get("state", "UNKNOWN")), reason)

@@ -1,0 +1,292 @@
+"""The session registry: one YAML file per session in the state dir, so all consoles see the same sessions."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
+
+from triton_ge_console.sessions import paths
+
+# Recorded states; "dead" is never written: a starting/ready session whose process is gone reads so.
+STARTING, READY, DEAD, STOPPED = "starting", "ready", "dead", "stopped"
+SESSION_STATES = (STARTING, READY, DEAD, STOPPED)
+
+# The header Triton's restricted APIs check when we expose a server (`--listen`).
+TOKEN_HEADER = "x-ge-console-token"
+
+_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class RegistryError(ValueError):
+    """A session file is unreadable or malformed; the message names the file (and line, where known)."""
+
+
+class SessionNotFound(LookupError):
+    """No session with that name (or no unique session when none was named)."""
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """One session as stored: where its server answers and what it was started from."""
+
+    name: str
+    pid: int | None
+    started_at: float
+    http_url: str
+    grpc_url: str | None
+    metrics_url: str | None
+    repository: Path | None
+    spec: Path | None
+    backend_dir: Path | None
+    log_path: Path | None
+    token_ref: str | None  # "env:NAME" or "file:/path" (a 0600 file); never the token itself
+    attached: bool
+    session_dir: Path | None
+    state: str = STARTING  # as recorded: starting | ready | stopped
+    pid_create_time: float | None = None  # psutil create_time of pid, to tell pid reuse apart
+    exit_code: int | None = None  # when the server's exit was observed
+    stopped_at: float | None = None
+    models: tuple[str, ...] = ()  # the models the session loads at start
+    tritonserver: str | None = None  # the binary it runs
+    tritonserver_origin: str | None = None  # how the binary was found
+    explicit_tritonserver: str | None = None  # --tritonserver as given, reused by restart
+    listen: str = "127.0.0.1"
+    token_header: str = TOKEN_HEADER
+
+    def replace(self, **changes: Any) -> SessionRecord:
+        """A copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+
+_PATH_FIELDS = ("repository", "spec", "backend_dir", "log_path", "session_dir")
+_REQUIRED = ("name", "started_at", "http_url")
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,), "pid": (int,), "started_at": (int, float), "http_url": (str,), "grpc_url": (str,),
+    "metrics_url": (str,), "token_ref": (str,), "attached": (bool,), "state": (str,),
+    "pid_create_time": (int, float), "exit_code": (int,), "stopped_at": (int, float), "models": (list,),
+    "tritonserver": (str,), "tritonserver_origin": (str,), "explicit_tritonserver": (str,),
+    "listen": (str,), "token_header": (str,), **{name: (str,) for name in _PATH_FIELDS},
+}
+
+
+def record_to_dict(record: SessionRecord) -> dict[str, Any]:
+    """Plain YAML/JSON-able data for a record."""
+    data: dict[str, Any] = {}
+    for field in dataclasses.fields(record):
+        value = getattr(record, field.name)
+        if isinstance(value, Path):
+            value = str(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        data[field.name] = value
+    return data
+
+
+def record_from_dict(data: Any, source: Path) -> SessionRecord:
+    """Validate plain data read from `source` into a record, or raise a RegistryError naming the field."""
+    if not isinstance(data, dict):
+        raise RegistryError(f"{source}: not a session file (expected a mapping of fields)")
+    for required in _REQUIRED:
+        if data.get(required) is None:
+            raise RegistryError(f"{source}: missing field '{required}'")
+    known = {f.name for f in dataclasses.fields(SessionRecord)}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in known or value is None:
+            continue
+        expected = _FIELD_TYPES.get(key)
+        sneaky_bool = bool not in (expected or ()) and isinstance(value, bool)
+        if expected and (not isinstance(value, expected) or sneaky_bool):
+            raise RegistryError(f"{source}: field '{key}' has a bad value {value!r}")
+        values[key] = _field_value(key, value)
+    if values.get("state", STARTING) not in (STARTING, READY, STOPPED):
+        raise RegistryError(f"{source}: field 'state' must be one of starting, ready, stopped")
+    for optional in ("pid", "grpc_url", "metrics_url", "token_ref", *_PATH_FIELDS):
+        values.setdefault(optional, None)
+    values.setdefault("attached", False)
+    return SessionRecord(**values)
+
+
+def _field_value(key: str, value: Any) -> Any:
+    """Convert a YAML value to the record's field type."""
+    if key in _PATH_FIELDS:
+        return Path(value)
+    if key == "models":
+        return tuple(str(item) for item in value)
+    return value
+
+
+def validate_name(name: str) -> str:
+    """A session name safe as a file name, or a ValueError saying what is allowed."""
+    if not _NAME_PATTERN.match(name):
+        raise ValueError(f"bad session name {name!r}: use letters, digits, '.', '_' or '-' (up to 64)")
+    return name
+
+
+class Registry:
+    """Session files under one folder (the state dir's `sessions/` unless given)."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root if root is not None else paths.registry_dir()
+
+    def path_for(self, name: str) -> Path:
+        """The YAML file of session `name`."""
+        return self.root / f"{validate_name(name)}.yaml"
+
+    def save(self, record: SessionRecord) -> Path:
+        """Write a record atomically (readers never see half a file)."""
+        target = self.path_for(record.name)
+        self.root.mkdir(parents=True, exist_ok=True)
+        text = yaml.safe_dump(record_to_dict(record), sort_keys=False)
+        fd, tmp = tempfile.mkstemp(prefix=f".{record.name}.", suffix=".tmp", dir=self.root)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return target
+
+    def exists(self, name: str) -> bool:
+        """Whether a session file with this name exists."""
+        return self.path_for(name).is_file()
+
+    def load(self, name: str) -> SessionRecord:
+        """Read one session, raising SessionNotFound or a RegistryError naming the file."""
+        path = self.path_for(name)
+        if not path.is_file():
+            raise SessionNotFound(f"no session named '{name}' (see: ge-console ls)")
+        return read_record(path)
+
+    def names(self) -> list[str]:
+        """Names of all stored sessions, sorted."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.stem for p in self.root.glob("*.yaml") if _NAME_PATTERN.match(p.stem))
+
+    def scan(self) -> tuple[list[SessionRecord], list[RegistryError]]:
+        """Every readable session, plus one error per corrupt file (so one bad file hides nothing else)."""
+        records: list[SessionRecord] = []
+        errors: list[RegistryError] = []
+        for name in self.names():
+            try:
+                records.append(read_record(self.path_for(name)))
+            except RegistryError as exc:
+                errors.append(exc)
+        return records, errors
+
+    def list(self) -> list[SessionRecord]:
+        """Every session; raises the first RegistryError if any file is corrupt."""
+        records, errors = self.scan()
+        if errors:
+            raise errors[0]
+        return records
+
+    def remove(self, name: str) -> None:
+        """Forget a session (its session dir is left for the logs)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path_for(name).unlink()
+
+    def resolve(self, name: str | None) -> SessionRecord:
+        """The named session, or the only one when no name is given."""
+        if name:
+            return self.load(name)
+        names = self.names()
+        if len(names) == 1:
+            return self.load(names[0])
+        if not names:
+            raise SessionNotFound("no sessions (start one with: ge-console up SPEC)")
+        raise SessionNotFound(f"{len(names)} sessions ({', '.join(names)}): name one")
+
+
+def read_record(path: Path) -> SessionRecord:
+    """Parse one session file, turning YAML errors into one line with file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RegistryError(f"{path}: cannot read session file: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise RegistryError(f"{path}: {where}corrupt session file: {exc.problem}") from None
+    except yaml.YAMLError as exc:
+        raise RegistryError(f"{path}: corrupt session file: {exc}") from None
+    return record_from_dict(data, path)
+
+
+def process_create_time(pid: int) -> float | None:
+    """When process pid started (psutil's epoch seconds), or None if there is no such live process."""
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return float(process.create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def server_process_alive(record: SessionRecord) -> bool:
+    """Whether the record's pid still runs and is the same process (not a reused pid)."""
+    if record.pid is None:
+        return False
+    created = process_create_time(record.pid)
+    if created is None:
+        return False
+    return record.pid_create_time is None or abs(created - record.pid_create_time) < 0.5
+
+
+def effective_state(record: SessionRecord) -> str:
+    """starting | ready | dead | stopped, reading dead when a launched server's process is gone."""
+    if record.state == STOPPED or record.attached:
+        return record.state
+    return record.state if server_process_alive(record) else DEAD
+
+
+def log_tail(record: SessionRecord, lines: int = 10) -> list[str]:
+    """The last non-empty lines of the session's server log (empty when there is none here)."""
+    if record.log_path is None:
+        return []
+    try:
+        text = record.log_path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line.strip()][-lines:]
+
+
+def store_token(directory: Path, token: str) -> str:
+    """Keep a token in a 0600 file in the session dir; returns its reference."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "token"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(token)
+    os.chmod(path, 0o600)
+    return f"file:{path}"
+
+
+def resolve_token(token_ref: str | None) -> str | None:
+    """The token a reference points at ("env:NAME" or "file:/path"), None if unset or unreadable."""
+    if not token_ref:
+        return None
+    kind, _, where = token_ref.partition(":")
+    if kind == "env":
+        return os.environ.get(where) or None
+    if kind == "file":
+        try:
+            return Path(where).read_text(encoding="utf-8").strip() or None
+        except OSError:
+            return None
+    return None

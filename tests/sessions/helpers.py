@@ -1,0 +1,60 @@
+"""Test material for sessions: a tiny Python-backend model repository and a backend dir that runs it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from triton_ge_console.backend_glue.distribution import TritonDistribution
+
+ECHO_MODEL = '''
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.scale = float(config["parameters"]["scale"]["string_value"])
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            data = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            out = pb_utils.Tensor("OUTPUT0", (data * self.scale).astype(np.float32))
+            responses.append(pb_utils.InferenceResponse([out]))
+        return responses
+'''
+
+ECHO_CONFIG = '''name: "{name}"
+backend: "python"
+max_batch_size: {max_batch_size}
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+parameters {{ key: "scale" value {{ string_value: "{scale}" }} }}
+'''
+
+
+def write_echo_model(repository: Path, name: str = "echo", max_batch_size: int = 8, scale: str = "2") -> Path:
+    """A Python-backend model that multiplies its input by the `scale` parameter."""
+    model_dir = repository / name
+    (model_dir / "1").mkdir(parents=True, exist_ok=True)
+    (model_dir / "1" / "model.py").write_text(ECHO_MODEL, encoding="utf-8")
+    (model_dir / "config.pbtxt").write_text(
+        ECHO_CONFIG.format(name=name, max_batch_size=max_batch_size, scale=scale), encoding="utf-8")
+    return model_dir
+
+
+def python_backend_dir(dist: TritonDistribution, dest: Path) -> Path:
+    """A backend dir holding just Triton's Python backend with the stub for this interpreter."""
+    python_dir = dest / "python"
+    python_dir.mkdir(parents=True, exist_ok=True)
+    assert dist.python_backend_dir is not None
+    for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
+        shutil.copy2(dist.python_backend_dir / name, python_dir / name)
+    stub = dist.stub_for()
+    assert stub is not None
+    shutil.copy2(stub, python_dir / "triton_python_backend_stub")
+    return dest
