@@ -1,0 +1,220 @@
+"""Build a Triton model repository from a spec: staged beside REPO, swapped in per model, only changes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from triton_ge_console.repository import demo_models
+from triton_ge_console.repository.build_commit import commit_build
+from triton_ge_console.repository.configgen import OM_FILENAME, ONNX_FILENAME, config_text
+from triton_ge_console.repository.spec import model_name_problem, parse_spec
+from triton_ge_console.repository.spec_types import DeploymentSpec, ModelSpec
+from triton_ge_console.repository.starter import STARTER_SPEC
+
+MANIFEST_NAME = ".ge-console-build.json"  # Triton scans only directories, so a file here is never a model
+MANIFEST_FORMAT = 1
+STATUSES = ("added", "updated", "unchanged", "removed")
+FileContent = bytes | Path  # what to write: literal bytes, or a file to copy
+
+
+class BuildError(RuntimeError):
+    """The repository could not be built; REPO is as it was before."""
+
+
+@dataclass(frozen=True)
+class ModelChange:
+    """What a build did to one model folder."""
+
+    name: str
+    status: str  # one of STATUSES
+    digest: str | None  # content hash of the folder as built (None when removed)
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """Per-model outcome of a build, in spec order, removed models last."""
+
+    repository: Path
+    changes: tuple[ModelChange, ...]
+
+    def names(self, *statuses: str) -> tuple[str, ...]:
+        """Models with any of the given statuses."""
+        return tuple(c.name for c in self.changes if c.status in statuses)
+
+    @property
+    def changed(self) -> tuple[str, ...]:
+        """Models Triton should (re)load or unload: added, updated or removed."""
+        return self.names("added", "updated", "removed")
+
+    def status(self, name: str) -> str | None:
+        """The status of one model, if the build knew it."""
+        return next((c.status for c in self.changes if c.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what `build --json` prints)."""
+        return {
+            "repository": str(self.repository),
+            "models": [{"name": c.name, "status": c.status, "digest": c.digest} for c in self.changes],
+            **{status: list(self.names(status)) for status in STATUSES},
+        }
+
+    def lines(self) -> list[str]:
+        """One line per model and a summary, for people."""
+        lines = [f"{c.status:<9}  {c.name}" for c in self.changes]
+        counts = ", ".join(f"{len(self.names(s))} {s}" for s in STATUSES)
+        return [*lines, f"{self.repository}: {counts}"]
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """The files one model folder should hold, and their content hash."""
+
+    model: ModelSpec
+    files: dict[str, FileContent]  # relative posix path → content
+    digest: str
+
+
+def _sha256_of(content: FileContent) -> str:
+    """Hash of literal bytes or of a file's bytes."""
+    if isinstance(content, bytes):
+        return hashlib.sha256(content).hexdigest()
+    digest = hashlib.sha256()
+    with open(content, "rb") as stream:
+        for chunk in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def tree_digest(file_hashes: dict[str, str]) -> str:
+    """One hash for a folder: its relative paths and their content hashes."""
+    digest = hashlib.sha256()
+    for rel in sorted(file_hashes):
+        digest.update(f"{rel}\0{file_hashes[rel]}\n".encode())
+    return digest.hexdigest()
+
+
+def folder_digest(folder: Path) -> str | None:
+    """The tree_digest of a folder on disk, or None if it is not a folder."""
+    if not folder.is_dir() or folder.is_symlink():
+        return None
+    hashes = {
+        p.relative_to(folder).as_posix(): _sha256_of(p)
+        for p in folder.rglob("*")
+        if p.is_file() or p.is_symlink()
+    }
+    return tree_digest(hashes)
+
+
+def model_files(model: ModelSpec) -> dict[str, FileContent]:
+    """What a model folder holds: config.pbtxt and, per version, the ONNX and the OM when given."""
+    files: dict[str, FileContent] = {"config.pbtxt": config_text(model).encode("utf-8")}
+    onnx: FileContent | None = model.onnx_path
+    if demo_models.is_demo(model.source):
+        onnx = demo_models.demo_bytes(model.source)
+    for version in model.versions:
+        if onnx is not None:
+            files[f"{version}/{ONNX_FILENAME}"] = onnx
+        if model.om_path is not None:
+            files[f"{version}/{OM_FILENAME}"] = model.om_path
+    return files
+
+
+def plan_model(model: ModelSpec) -> ModelPlan:
+    """Files and digest of one model; a missing or unreadable source file is a BuildError."""
+    problem = model_name_problem(model.name)
+    if problem:
+        raise BuildError(f"model name '{model.name}' {problem}")
+    files = model_files(model)
+    try:
+        hashes = {rel: _sha256_of(content) for rel, content in files.items()}
+    except OSError as exc:
+        raise BuildError(f"model '{model.name}': cannot read {exc.filename}: {exc.strerror}") from None
+    return ModelPlan(model, files, tree_digest(hashes))
+
+
+def read_manifest(repository: Path) -> dict[str, Any]:
+    """The manifest the last build wrote ({} when there is none or it is unreadable)."""
+    try:
+        data = json.loads((repository / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("format") == MANIFEST_FORMAT else {}
+
+
+def manifest_digests(repository: Path) -> dict[str, str]:
+    """Model name → content digest as of the last build (what `reload --changed` compares against)."""
+    models = read_manifest(repository).get("models", {})
+    return {name: entry["digest"] for name, entry in models.items() if isinstance(entry, dict)}
+
+
+def build_repository(spec: DeploymentSpec, out: Path) -> BuildReport:
+    """Build or update REPO from spec; on any failure REPO is untouched and no staging folder is left."""
+    out = Path(os.path.abspath(out))
+    if out.exists() and not out.is_dir():
+        raise BuildError(f"{out} exists and is not a directory")
+    plans = [plan_model(model) for model in spec.models]
+    previous = read_manifest(out)
+    changes = _changes(out, plans, previous)
+    manifest = _manifest_text(spec, plans, changes, previous)
+    try:
+        commit_build(out, plans, changes, manifest, MANIFEST_NAME)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise BuildError(
+            f"cannot build {out}: {exc.strerror or exc}{where}; the repository is unchanged"
+        ) from None
+    return BuildReport(out, tuple(changes))
+
+
+def _changes(out: Path, plans: list[ModelPlan], previous: dict[str, Any]) -> list[ModelChange]:
+    """Compare what each model folder holds now with what the spec wants."""
+    changes = []
+    for plan in plans:
+        current = folder_digest(out / plan.model.name)
+        status = "added" if current is None else "unchanged" if current == plan.digest else "updated"
+        changes.append(ModelChange(plan.model.name, status, plan.digest))
+    wanted = {plan.model.name for plan in plans}
+    for name in previous.get("models", {}):
+        if name not in wanted and model_name_problem(name) is None and (out / name).exists():
+            changes.append(ModelChange(name, "removed", None))
+    return changes
+
+
+def _manifest_text(
+    spec: DeploymentSpec, plans: list[ModelPlan], changes: list[ModelChange], previous: dict[str, Any]
+) -> str:
+    """The manifest: per-model digests, and the changes of the last build that changed anything."""
+    changed = {
+        status: [c.name for c in changes if c.status == status] for status in ("added", "updated", "removed")
+    }
+    last = changed if any(changed.values()) else previous.get("last_changes", changed)
+    data = {
+        "format": MANIFEST_FORMAT,
+        "deployment": spec.name,
+        "models": {
+            p.model.name: {
+                "digest": p.digest,
+                "backend": p.model.backend,
+                "versions": list(p.model.versions),
+                "files": sorted(p.files),
+            }
+            for p in plans
+        },
+        "last_changes": last,
+    }
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def seed_spec() -> DeploymentSpec:
+    """The seed deployment (llama_model and bert_model from the built-in demo models)."""
+    return parse_spec(STARTER_SPEC, "seed.yaml", default_name="seed")
+
+
+def build_demo_repository(out: Path) -> BuildReport:
+    """Build the seed deployment's repository from the built-in demo sources (for `ge-console demo`)."""
+    return build_repository(seed_spec(), out)

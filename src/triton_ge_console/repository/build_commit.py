@@ -1,0 +1,113 @@
+"""The builder's write path: stage changed model folders beside REPO, then swap them in by renames."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from triton_ge_console.repository.build import ModelChange, ModelPlan
+
+
+def staging_dir(out: Path) -> Path:
+    """A fresh folder beside REPO (same filesystem, so renames into REPO are atomic)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{out.name}.ge-build-", dir=out.parent))
+
+
+def _write_file(target: Path, content: bytes | Path) -> None:
+    """Write (or copy) one file and flush it to disk, so a disk error shows up now, not after the swap."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, Path):
+        shutil.copyfile(content, target)
+        with open(target, "rb+") as stream:
+            os.fsync(stream.fileno())
+        return
+    with open(target, "wb") as stream:
+        stream.write(content)
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+def stage_model(root: Path, plan: ModelPlan) -> Path:
+    """Write one model folder under root."""
+    folder = root / plan.model.name
+    folder.mkdir(parents=True)
+    for rel, content in sorted(plan.files.items()):
+        _write_file(folder / rel, content)
+    return folder
+
+
+class RenameJournal:
+    """Renames done so far, so a failed commit can put everything back."""
+
+    def __init__(self) -> None:
+        self.done: list[tuple[Path, Path]] = []
+
+    def move(self, source: Path, target: Path) -> None:
+        """Rename source to target (target must not exist) and remember it."""
+        os.rename(source, target)
+        self.done.append((source, target))
+
+    def undo(self) -> None:
+        """Reverse every rename, newest first."""
+        for source, target in reversed(self.done):
+            with contextlib.suppress(OSError):
+                os.rename(target, source)
+        self.done.clear()
+
+
+def commit_build(
+    out: Path, plans: Iterable[ModelPlan], changes: list[ModelChange], manifest: str, manifest_name: str
+) -> None:
+    """Stage what changed, then swap it into out; unchanged folders and files are never touched."""
+    status = {c.name: c.status for c in changes}
+    to_write = [p for p in plans if status[p.model.name] in ("added", "updated")]
+    removed = [c.name for c in changes if c.status == "removed"]
+    old_manifest = _read_text(out / manifest_name)
+    if not to_write and not removed and old_manifest == manifest:
+        return
+    staging = staging_dir(out)
+    try:
+        new_root, old_root = staging / "new", staging / "old"
+        new_root.mkdir()
+        old_root.mkdir()
+        for plan in to_write:
+            stage_model(new_root, plan)
+        _write_file(new_root / manifest_name, manifest.encode("utf-8"))
+        if not out.exists():
+            os.rename(new_root, out)
+            return
+        _swap(out, new_root, old_root, [p.model.name for p in to_write], removed, manifest_name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _swap(
+    out: Path, new_root: Path, old_root: Path, written: list[str], removed: list[str], manifest_name: str
+) -> None:
+    """Move old folders aside and new ones in; on any error, undo every move."""
+    journal = RenameJournal()
+    try:
+        for name in [*written, *removed]:
+            if (out / name).exists() or (out / name).is_symlink():
+                journal.move(out / name, old_root / name)
+        for name in written:
+            journal.move(new_root / name, out / name)
+        os.replace(new_root / manifest_name, out / manifest_name)
+    except OSError:
+        journal.undo()
+        raise
+
+
+def _read_text(path: Path) -> str | None:
+    """A file's text, or None when it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None

@@ -1,0 +1,64 @@
+"""ModelSpec → Triton's ModelConfig message, the one place that decides what a built config.pbtxt says."""
+
+from __future__ import annotations
+
+from tritonclient.grpc import model_config_pb2
+
+from triton_ge_console.repository import pbtxt
+from triton_ge_console.repository.spec_types import ModelSpec, TensorSpec
+
+ONNX_FILENAME = "model.onnx"
+OM_FILENAME = "model.om"
+
+
+def default_om_model_path(model: ModelSpec) -> str:
+    """Where the `ge` backend looks for the OM: relative to the model folder (the glue resolves it there)."""
+    return f"{max(model.versions)}/{OM_FILENAME}"
+
+
+def config_parameters(model: ModelSpec) -> dict[str, str]:
+    """The parameters a model's config carries: the spec's, the OM path for `ge`, and the NPU ids."""
+    params = dict(model.parameters)
+    if model.backend == "ge":
+        params.setdefault("om_model_path", default_om_model_path(model))
+    device_ids = model.instance_group.device_ids
+    if model.backend == "npu_ge" or device_ids != (0,):
+        params["device_ids"] = ",".join(str(d) for d in device_ids)
+    return params
+
+
+def _tensor(message: model_config_pb2.ModelInput | model_config_pb2.ModelOutput, tensor: TensorSpec) -> None:
+    """Fill one input/output message."""
+    message.name = tensor.name
+    message.data_type = model_config_pb2.DataType.Value(f"TYPE_{tensor.data_type}")
+    message.dims.extend(tensor.dims)
+
+
+def model_config(model: ModelSpec) -> model_config_pb2.ModelConfig:
+    """The config Triton loads for this model."""
+    config = model_config_pb2.ModelConfig(
+        name=model.name, backend=model.backend, max_batch_size=model.max_batch_size
+    )
+    if len(model.versions) > 1:
+        config.version_policy.specific.versions.extend(sorted(model.versions))
+    for tensor in model.inputs:
+        _tensor(config.input.add(), tensor)
+    for tensor in model.outputs:
+        _tensor(config.output.add(), tensor)
+    if model.instance_group.count != 1:
+        config.instance_group.add(
+            count=model.instance_group.count, kind=model_config_pb2.ModelInstanceGroup.KIND_CPU
+        )
+    if model.dynamic_batching is not None:
+        batching = config.dynamic_batching
+        batching.SetInParent()
+        batching.preferred_batch_size.extend(model.dynamic_batching.preferred_batch_size)
+        batching.max_queue_delay_microseconds = model.dynamic_batching.max_queue_delay_microseconds
+    for key, value in config_parameters(model).items():
+        config.parameters[key].string_value = value
+    return config
+
+
+def config_text(model: ModelSpec) -> str:
+    """config.pbtxt text for this model (stable: the same spec always gives the same bytes)."""
+    return pbtxt.dumps(model_config(model))

@@ -1,0 +1,77 @@
+"""The commented starter spec `ge-console init` writes; also the seed deployment (examples/seed.yaml)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+STARTER_SPEC = """\
+# Triton GE Console deployment spec: one server and its models.
+# Build a Triton model repository from it:   ge-console build THIS_FILE -o repo
+# Every key is optional unless marked "required". Unknown keys are errors (with a did-you-mean).
+name: seed
+
+server:
+  http_port: 0            # 0: pick a free port when the server starts
+  grpc_port: 0
+  metrics_port: 0
+  listen: 127.0.0.1       # address Triton binds its HTTP, gRPC and metrics endpoints to
+  metrics:
+    interval_ms: 1000     # how often Triton refreshes /metrics
+    summary_latencies: true   # latency quantiles (p50/p99) for the console
+  log_verbose: 0
+  npu_memory_gib: 64      # capacity of an emulated NPU when no Ascend device is present
+  # backend_config:       # --backend-config=<backend>,<key>=<value>
+  #   python:
+  #     shm-default-byte-size: 1048576
+
+models:
+  # The seed article's model: a LLaMA-style decoder served by the `ge` backend (AscendCL over an .om;
+  # without an NPU it runs the model's ONNX on CPU through ONNX Runtime, labelled cpu-emulated).
+  - name: llama_model     # required: the repository folder name (letters, digits, _ - .)
+    backend: ge           # required: ge (runs .om through AscendCL) or npu_ge (CANN's native backend)
+    source: demo:llama    # required: demo:llama, demo:bert, or an .onnx / .om path (relative to this file)
+    # onnx: llama.onnx    # with an .om source: the ONNX used for CPU emulation
+    versions: [1]
+    max_batch_size: 8     # > 0: Triton batches along dim 0, so dims below exclude the batch dim
+    inputs:               # optional: read from the ONNX graph when left out; a contradiction is an error
+      - {name: input_ids, data_type: INT64, dims: [-1]}
+    outputs:
+      - {name: logits, data_type: FP32, dims: [-1, 32000]}
+    dynamic_batching:
+      preferred_batch_size: [4, 8]
+      max_queue_delay_microseconds: 500
+    # instance_group:
+    #   count: 1          # model instances
+    #   device_ids: [0]   # NPUs the instances are spread over
+    # parameters:         # passed to the backend as config parameters (strings)
+    #   om_model_path: /models/llama.om   # default for ge: <version>/model.om, relative to the model folder
+    #   static_model: 1                   # GE static graph: needs fixed shapes, excludes dynamic_batching
+    #   profiling: dynamic
+    #   execution_mode: auto              # auto (NPU if present), npu, or cpu
+    #   ge.aicoreNum: "12|10"             # any ge.* option goes to GE unchanged
+    thresholds:           # the console colours a model when it crosses these
+      queue_depth: 8
+      p99_ms: 50
+
+  # A small BERT-style encoder beside it, in the same server, on the second NPU.
+  - name: bert_model
+    backend: ge
+    source: demo:bert     # inputs (input_ids, attention_mask) and output (pooled) come from the ONNX
+    max_batch_size: 16
+    dynamic_batching:
+      preferred_batch_size: [8, 16]
+      max_queue_delay_microseconds: 200
+    instance_group:
+      count: 1
+      device_ids: [1]
+    thresholds:
+      queue_depth: 16
+      p99_ms: 20
+"""
+
+
+def write_starter(path: Path, force: bool = False) -> None:
+    """Write the starter spec; refuses to overwrite an existing file unless forced."""
+    if path.exists() and not force:
+        raise FileExistsError(f"{path} already exists (use --force to overwrite)")
+    path.write_text(STARTER_SPEC, encoding="utf-8")
