@@ -1,0 +1,83 @@
+"""Turn Triton's list of requests into as few executions as possible, and back again.
+
+Requests whose inputs share every non-batch shape form one group: one concatenation per input, one
+execution, then the outputs are sliced back (views, no copies). A request that does not fit the model
+fails alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from triton_ge_console.backend_glue.executor import TRITON_TO_NUMPY, TensorInfo
+
+Feeds = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Group:
+    """Requests (by index) executed together, with each one's batch size."""
+
+    indices: tuple[int, ...]
+    sizes: tuple[int, ...]
+
+
+def _shape_fits(shape: tuple[int, ...], dims: tuple[int, ...]) -> bool:
+    """Whether a concrete shape matches model dims (-1 matches anything)."""
+    return len(shape) == len(dims) and all(d == -1 or d == s for s, d in zip(shape, dims, strict=True))
+
+
+def request_error(feeds: dict[str, np.ndarray | None], inputs: Sequence[TensorInfo],
+                  batched: bool) -> str | None:
+    """Why this request cannot run on the model, or None when it can."""
+    for info in inputs:
+        array = feeds.get(info.name)
+        if array is None:
+            return f"input {info.name} is missing (the model needs {', '.join(i.name for i in inputs)})"
+        expected = TRITON_TO_NUMPY[info.data_type]
+        if array.dtype != expected:
+            return f"input {info.name} has dtype {array.dtype}, the model needs {info.data_type}"
+        if not _shape_fits(tuple(array.shape), info.dims):
+            return (f"input {info.name} has shape {list(array.shape)}, the model needs "
+                    f"{list(info.dims)} (-1: any)")
+        if batched and array.ndim == 0:
+            return f"input {info.name} has no batch dimension"
+    if batched and len({feeds[i.name].shape[0] for i in inputs}) > 1:  # type: ignore[union-attr]
+        return "inputs disagree on the batch size (first dimension)"
+    return None
+
+
+def group_requests(requests: Sequence[Feeds], names: Sequence[str], batched: bool) -> list[Group]:
+    """Group runnable requests by their non-batch shapes, keeping arrival order within a group."""
+    groups: dict[object, list[int]] = {}
+    for index, feeds in enumerate(requests):
+        key: object = tuple(feeds[n].shape[1:] for n in names) if batched else index
+        groups.setdefault(key, []).append(index)
+    result = []
+    for indices in groups.values():
+        sizes = tuple(int(requests[i][names[0]].shape[0]) if batched else 1 for i in indices)
+        result.append(Group(tuple(indices), sizes))
+    return result
+
+
+def merge(requests: Sequence[Feeds], group: Group, names: Sequence[str]) -> Feeds:
+    """One feed dict for a group: the request's own arrays when alone, else one concatenate per input."""
+    if len(group.indices) == 1:
+        return requests[group.indices[0]]
+    return {n: np.concatenate([requests[i][n] for i in group.indices], axis=0) for n in names}
+
+
+def split(outputs: Feeds, group: Group) -> list[Feeds]:
+    """Slice each output back into per-request views along the batch dimension."""
+    if len(group.indices) == 1:
+        return [outputs]
+    pieces: list[Feeds] = [{} for _ in group.indices]
+    for name, array in outputs.items():
+        start = 0
+        for piece, size in zip(pieces, group.sizes, strict=True):
+            piece[name] = array[start:start + size]
+            start += size
+    return pieces

@@ -1,0 +1,140 @@
+"""Per-device memory and busy-time accounting shared by every stub process of one tritonserver.
+
+Each model instance of a Python-based backend is its own process, so the "shared memory pool" of a device
+lives in a small JSON file per device under a run directory (one per tritonserver: `ge-glue-<pid>` in the
+temp dir, or $GE_GLUE_RUN_DIR), updated under an exclusive `flock` and replaced atomically so readers
+never see half a file. Entries of processes that died are pruned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from triton_ge_console.backend_glue.settings import RUN_DIR_ENV
+
+GIB = float(1 << 30)
+
+
+class DeviceMemoryError(RuntimeError):
+    """A model does not fit in what is left of its device's memory."""
+
+
+@dataclass(frozen=True)
+class DeviceUsage:
+    """One device as the ledger sees it right now."""
+
+    device: int
+    used_bytes: int
+    capacity_bytes: int
+    busy_seconds: float  # cumulative busy time of every model on the device, only ever grows
+    models: tuple[tuple[str, int], ...]  # (model, bytes) per live entry
+
+
+def default_run_dir() -> Path:
+    """$GE_GLUE_RUN_DIR, else one folder per tritonserver (the stub's parent process)."""
+    explicit = os.environ.get(RUN_DIR_ENV)
+    if explicit:
+        return Path(explicit)
+    return Path(tempfile.gettempdir()) / f"ge-glue-{os.getppid()}"
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process with this pid still exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class DeviceLedger:
+    """The accounting file of one device."""
+
+    def __init__(self, device: int, run_dir: Path | None = None) -> None:
+        self.device = device
+        self.run_dir = run_dir or default_run_dir()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.run_dir / f"device-{device}.json"
+        self._lock_path = self.run_dir / f"device-{device}.lock"
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        """The ledger's data under an exclusive lock; written back atomically on exit."""
+        with open(self._lock_path, "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                data = self._read()
+                yield data
+                self._write(data)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _read(self) -> dict[str, Any]:
+        """Current contents (empty ledger when missing or unreadable)."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+        data.setdefault("capacity", 0)
+        data.setdefault("busy_s", 0.0)
+        data.setdefault("entries", {})
+        return data
+
+    def _write(self, data: dict[str, Any]) -> None:
+        """Replace the file atomically."""
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def reserve(self, owner: str, model: str, nbytes: int, capacity: int) -> DeviceUsage:
+        """Claim nbytes for owner, or raise DeviceMemoryError naming what already uses the device."""
+        with self._locked() as data:
+            entries = {k: v for k, v in data["entries"].items() if _pid_alive(int(v["pid"]))}
+            entries.pop(owner, None)
+            used = sum(int(v["memory"]) for v in entries.values())
+            if used + nbytes > capacity:
+                holders = ", ".join(f"{v['model']} {int(v['memory']) / GIB:.2f} GiB"
+                                    for v in entries.values())
+                data["entries"] = entries
+                raise DeviceMemoryError(
+                    f"model {model} needs {nbytes / GIB:.3f} GiB on device {self.device} but only "
+                    f"{max(0, capacity - used) / GIB:.3f} of {capacity / GIB:.3f} GiB are free"
+                    + (f" (in use: {holders})" if holders else ""))
+            entries[owner] = {"pid": os.getpid(), "model": model, "memory": nbytes}
+            data["entries"] = entries
+            data["capacity"] = capacity
+        return self.usage()
+
+    def release(self, owner: str) -> None:
+        """Give back owner's memory."""
+        with self._locked() as data:
+            data["entries"].pop(owner, None)
+
+    def add_busy(self, seconds: float) -> None:
+        """Add busy time to the device's cumulative counter."""
+        if seconds <= 0:
+            return
+        with self._locked() as data:
+            data["busy_s"] = float(data["busy_s"]) + seconds
+
+    def usage(self) -> DeviceUsage:
+        """A consistent read of the device's figures (no lock: the file is replaced atomically)."""
+        data = self._read()
+        live = [v for v in data["entries"].values() if _pid_alive(int(v["pid"]))]
+        return DeviceUsage(
+            device=self.device,
+            used_bytes=sum(int(v["memory"]) for v in live),
+            capacity_bytes=int(data["capacity"]),
+            busy_seconds=float(data["busy_s"]),
+            models=tuple((str(v["model"]), int(v["memory"])) for v in live),
+        )

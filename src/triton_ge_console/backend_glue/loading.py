@@ -1,0 +1,95 @@
+"""Open the right executor for a model instance and check its config against the real model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from triton_ge_console.backend_glue.executor import TRITON_TO_NUMPY, Executor, TensorInfo
+from triton_ge_console.backend_glue.settings import GlueConfigError, GlueSettings
+
+
+def _where(settings: GlueSettings) -> str:
+    """How errors name the model and its config file."""
+    return f"model {settings.model_name} ({settings.model_dir / 'config.pbtxt'})"
+
+
+def io_bytes(config: dict[str, Any]) -> int:
+    """I/O buffer bytes at max batch from the config (dynamic dims counted as 1): the emulated workspace."""
+    batch = max(1, int(config.get("max_batch_size", 0) or 0))
+    total = 0
+    for tensor in [*config.get("input", []), *config.get("output", [])]:
+        dtype = TRITON_TO_NUMPY.get(str(tensor.get("data_type", "")).removeprefix("TYPE_"))
+        elements = int(np.prod([max(1, int(d)) for d in tensor.get("dims", [])] or [1]))
+        total += batch * elements * (dtype.itemsize if dtype is not None else 4)
+    return total
+
+
+def open_executor(settings: GlueSettings, config: dict[str, Any]) -> Executor:
+    """AclExecutor on an NPU, else OnnxRuntimeExecutor; a missing model file is a clear error."""
+    if settings.mode == "npu":
+        from triton_ge_console.backend_glue.acl_executor import AclExecutor
+
+        assert settings.om_path is not None  # resolve_mode guarantees an existing OM for npu
+        return AclExecutor(settings.om_path, settings.device_id)
+    from triton_ge_console.backend_glue.onnx_executor import OnnxRuntimeExecutor
+
+    onnx_path = settings.onnx_path
+    if onnx_path is None:
+        raise GlueConfigError(f"{_where(settings)}: no ONNX model for CPU emulation: no *.onnx in "
+                              f"{settings.version_dir} and no onnx_model_path parameter")
+    if not onnx_path.is_file():
+        raise GlueConfigError(f"{_where(settings)}: ONNX model {onnx_path} does not exist")
+    return OnnxRuntimeExecutor(onnx_path, settings.intra_op_threads, settings.inter_op_threads,
+                               io_bytes(config))
+
+
+def _config_dims(tensor: dict[str, Any], batched: bool) -> tuple[int, ...]:
+    """A config tensor's full dims, batch dim included."""
+    dims = tuple(int(d) for d in tensor.get("dims", []))
+    return (-1, *dims) if batched else dims
+
+
+def _dims_compatible(config_dims: tuple[int, ...], model_dims: tuple[int, ...]) -> bool:
+    """Same rank, and every fixed model dim is either matched or left variable (-1) in the config."""
+    if len(config_dims) != len(model_dims):
+        return False
+    return all(m == -1 or c in (-1, m) for c, m in zip(config_dims, model_dims, strict=True))
+
+
+def _check_side(where: str, side: str, declared: Sequence[dict[str, Any]], actual: Sequence[TensorInfo],
+                batched: bool, source: str) -> None:
+    """Every declared tensor exists in the model with the same type and compatible dims."""
+    by_name = {t.name: t for t in actual}
+    for index, tensor in enumerate(declared):
+        name = str(tensor.get("name", ""))
+        info = by_name.get(name)
+        field = f"{side}[{index}]"
+        if info is None:
+            raise GlueConfigError(f"{where}: {field}.name {name!r}: {source} has no {side} of that name "
+                                  f"(it has: {', '.join(by_name) or 'none'})")
+        data_type = str(tensor.get("data_type", "")).removeprefix("TYPE_")
+        if data_type != info.data_type:
+            raise GlueConfigError(f"{where}: {field}.data_type TYPE_{data_type}: {source} has "
+                                  f"TYPE_{info.data_type} for {name}")
+        dims = _config_dims(tensor, batched)
+        if not _dims_compatible(dims, info.dims):
+            raise GlueConfigError(f"{where}: {field}.dims {list(dims)} (batch dim included): {source} has "
+                                  f"{list(info.dims)} for {name}")
+
+
+def check_config_against_model(settings: GlueSettings, config: dict[str, Any], executor: Executor) -> None:
+    """Refuse to serve a config that contradicts the model file (names, types, dims, missing inputs)."""
+    where = _where(settings)
+    source = str(settings.om_path if settings.mode == "npu" else settings.onnx_path)
+    batched = settings.max_batch_size > 0
+    declared_inputs = config.get("input", [])
+    _check_side(where, "input", declared_inputs, executor.inputs, batched, source)
+    _check_side(where, "output", config.get("output", []), executor.outputs, batched, source)
+    declared = {str(t.get("name")) for t in declared_inputs}
+    missing = [i.name for i in executor.inputs if i.name not in declared]
+    if missing:
+        raise GlueConfigError(f"{where}: input: {source} also needs {', '.join(missing)}, "
+                              "which the config does not declare")

@@ -1,0 +1,175 @@
+"""What one model instance of the glue runs: paths, mode, device and threads, read from Triton's args."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+EXECUTION_MODES = ("auto", "npu", "cpu")
+DEFAULT_DEVICE_MEMORY_GIB = 64.0
+MEMORY_ENV = "GE_NPU_MEMORY_GIB"
+RUN_DIR_ENV = "GE_GLUE_RUN_DIR"
+_INSTANCE_INDEX = re.compile(r"_(\d+)$")
+
+
+class GlueConfigError(ValueError):
+    """A model's config asks for something the glue cannot do; the message names model and field."""
+
+
+@dataclass(frozen=True)
+class GlueSettings:
+    """Everything an instance needs, resolved once at load."""
+
+    model_name: str
+    backend: str
+    model_dir: Path
+    version_dir: Path
+    instance_name: str
+    mode: str  # "npu" | "cpu" (the resolved execution mode)
+    requested_mode: str  # "auto" | "npu" | "cpu" as configured
+    device_id: int
+    om_path: Path | None
+    onnx_path: Path | None
+    max_batch_size: int
+    intra_op_threads: int
+    inter_op_threads: int
+    device_memory_bytes: int  # capacity of an emulated device
+
+    @property
+    def kind(self) -> str:
+        """Device kind as metrics and snapshots label it."""
+        return "npu" if self.mode == "npu" else "cpu-emulated"
+
+
+def parameter(config: dict[str, Any], *keys: str) -> str | None:
+    """A config parameter's string value (first of keys present), stripped; None when absent or empty."""
+    params = config.get("parameters") or {}
+    for key in keys:
+        entry = params.get(key)
+        if entry is None:
+            continue
+        value = entry.get("string_value", "") if isinstance(entry, dict) else str(entry)
+        if value.strip():
+            return str(value).strip()
+    return None
+
+
+def parse_device_ids(text: str | None, where: str) -> tuple[int, ...]:
+    """'0,1' or '4' → (0, 1) / (4,); a bad list names the field."""
+    if text is None:
+        return ()
+    try:
+        ids = tuple(int(part) for part in text.replace(" ", "").split(",") if part)
+    except ValueError:
+        raise GlueConfigError(f"{where}: device_ids {text!r}: expected comma-separated integers") from None
+    if any(i < 0 for i in ids):
+        raise GlueConfigError(f"{where}: device_ids {text!r}: ids must be >= 0")
+    return ids
+
+
+def instance_index(instance_name: str) -> int:
+    """Triton names instances `<group>_<index>`; the index spreads instances over devices."""
+    match = _INSTANCE_INDEX.search(instance_name)
+    return int(match.group(1)) if match else 0
+
+
+def pick_device(device_ids: tuple[int, ...], instance_name: str, triton_device_id: int) -> int:
+    """The device this instance runs on: device_ids round-robin by instance index, else Triton's id."""
+    if not device_ids:
+        return triton_device_id
+    return device_ids[instance_index(instance_name) % len(device_ids)]
+
+
+def _resolve(path_text: str | None, version_dir: Path) -> Path | None:
+    """A configured path: absolute as is, relative against the version folder, then the model folder."""
+    if path_text is None:
+        return None
+    path = Path(path_text)
+    if path.is_absolute():
+        return path
+    for base in (version_dir, version_dir.parent):
+        if (base / path).exists():
+            return base / path
+    return version_dir / path
+
+
+def first_onnx(version_dir: Path) -> Path | None:
+    """The first `*.onnx` in the version folder (sorted by name), as the native npu_ge picks it."""
+    found = sorted(version_dir.glob("*.onnx")) if version_dir.is_dir() else []
+    return found[0] if found else None
+
+
+def acl_available() -> bool:
+    """Whether CANN's `acl` Python module can be imported here."""
+    return importlib.util.find_spec("acl") is not None
+
+
+def resolve_mode(requested: str, om_path: Path | None, where: str) -> str:
+    """auto → npu when acl imports and the OM exists, else cpu; npu without acl/OM is an error."""
+    if requested not in EXECUTION_MODES:
+        raise GlueConfigError(f"{where}: execution_mode {requested!r}: expected one of "
+                              f"{', '.join(EXECUTION_MODES)}")
+    om_ok = om_path is not None and om_path.is_file()
+    if requested == "npu":
+        if not acl_available():
+            raise GlueConfigError(f"{where}: execution_mode npu: CANN's acl module is not importable here")
+        if not om_ok:
+            raise GlueConfigError(f"{where}: execution_mode npu: om_model_path {om_path} is not a file")
+        return "npu"
+    if requested == "auto" and om_ok and acl_available():
+        return "npu"
+    return "cpu"
+
+
+def _int_param(config: dict[str, Any], key: str, default: int, where: str) -> int:
+    """An integer parameter, or a clear error naming it."""
+    text = parameter(config, key)
+    if text is None:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise GlueConfigError(f"{where}: parameter {key} {text!r}: expected an integer") from None
+
+
+def device_memory_bytes(config: dict[str, Any], where: str) -> int:
+    """Emulated device capacity: parameter npu_memory_gib, else $GE_NPU_MEMORY_GIB, else 64 GiB."""
+    text = parameter(config, "npu_memory_gib") or os.environ.get(MEMORY_ENV) or str(DEFAULT_DEVICE_MEMORY_GIB)
+    try:
+        gib = float(text)
+    except ValueError:
+        raise GlueConfigError(f"{where}: npu_memory_gib {text!r}: expected a number of GiB") from None
+    return int(gib * (1 << 30))
+
+
+def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
+    """Resolve an instance's settings from Triton's initialize() args and the parsed model config."""
+    model_dir = Path(args["model_repository"])
+    version_dir = model_dir / str(args.get("model_version", "1"))
+    name = args.get("model_name", config.get("name", model_dir.name))
+    where = f"model {name} ({model_dir / 'config.pbtxt'})"
+    device_ids = parse_device_ids(parameter(config, "device_ids", "DEVICEIDS"), where)
+    om_path = _resolve(parameter(config, "om_model_path"), version_dir)
+    onnx_path = _resolve(parameter(config, "onnx_model_path"), version_dir) or first_onnx(version_dir)
+    requested = (parameter(config, "execution_mode") or "auto").lower()
+    instance_name = args.get("model_instance_name", name)
+    return GlueSettings(
+        model_name=name,
+        backend=str(config.get("backend", "ge")),
+        model_dir=model_dir,
+        version_dir=version_dir,
+        instance_name=instance_name,
+        mode=resolve_mode(requested, om_path, where),
+        requested_mode=requested,
+        device_id=pick_device(device_ids, instance_name, int(args.get("model_instance_device_id", "0") or 0)),
+        om_path=om_path,
+        onnx_path=onnx_path,
+        max_batch_size=int(config.get("max_batch_size", 0)),
+        intra_op_threads=_int_param(config, "intra_op_thread_count", 0, where),
+        inter_op_threads=_int_param(config, "inter_op_thread_count", 0, where),
+        device_memory_bytes=device_memory_bytes(config, where),
+    )

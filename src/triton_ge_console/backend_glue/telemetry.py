@@ -1,0 +1,161 @@
+"""The glue's figures in Triton's own /metrics, through Python-backend custom metrics.
+
+The hot path only adds to plain counters under a lock; a background thread flushes them to Triton every
+FLUSH_INTERVAL_S (each metric call is an IPC round trip to the server) and refreshes the device gauges
+from the shared ledger (or from AscendCL on a real NPU).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from triton_ge_console.backend_glue.executor import DeviceFigures, RunStats
+from triton_ge_console.backend_glue.ledger import DeviceLedger
+from triton_ge_console.backend_glue.settings import GlueSettings
+
+FLUSH_INTERVAL_S = 0.5
+UTILIZATION_WINDOW_S = 5.0
+BATCH_BUCKETS = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
+
+# name → (kind, help); kind is "counter" | "gauge" | "histogram".
+FAMILIES: dict[str, tuple[str, str]] = {
+    "ge_device_utilization_ratio": ("gauge", "Busy fraction of the device over the last seconds (0..1)"),
+    "ge_device_memory_used_bytes": ("gauge", "Device memory held by loaded models"),
+    "ge_device_memory_total_bytes": ("gauge", "Device memory capacity (configured for an emulated device)"),
+    "ge_execution_duration_us": ("counter", "Cumulative execution time of the model (microseconds)"),
+    "ge_executions_total": ("counter", "Executions of the model (one per batch)"),
+    "ge_inferences_total": ("counter", "Batch items executed by the model"),
+    "ge_h2d_bytes_total": ("counter", "Bytes copied host to device"),
+    "ge_d2h_bytes_total": ("counter", "Bytes copied device to host"),
+    "ge_execution_batch_size": ("histogram", "Batch size of each execution"),
+    "ge_model_info": ("gauge", "1 per loaded model instance group, labelled with its execution mode"),
+}
+
+
+@dataclass
+class _Pending:
+    """Work done since the last flush."""
+
+    executions: int = 0
+    inferences: int = 0
+    duration_us: float = 0.0
+    h2d: int = 0
+    d2h: int = 0
+    busy_s: float = 0.0
+    batch_sizes: list[int] = field(default_factory=list)
+
+
+def utilization(samples: collections.deque[tuple[float, float]]) -> float | None:
+    """Busy fraction between the oldest and newest (time, cumulative busy) sample, clamped to 0..1."""
+    if len(samples) < 2:
+        return None
+    (t0, b0), (t1, b1) = samples[0], samples[-1]
+    if t1 <= t0:
+        return None
+    return min(1.0, max(0.0, (b1 - b0) / (t1 - t0)))
+
+
+class Telemetry:
+    """One instance's metrics: per-model counters, device gauges, and the flusher thread."""
+
+    def __init__(self, pb_utils: Any, settings: GlueSettings, ledger: DeviceLedger,
+                 device_figures: Any = None) -> None:
+        self._pb = pb_utils
+        self._ledger = ledger
+        self._device_figures = device_figures  # callable returning DeviceFigures | None (AscendCL)
+        self._lock = threading.Lock()
+        self._pending = _Pending()
+        self._samples: collections.deque[tuple[float, float]] = collections.deque()
+        self._families = {name: self._family(name, kind, text) for name, (kind, text) in FAMILIES.items()}
+        model_labels = {"model": settings.model_name, "version": settings.version_dir.name,
+                        "device": str(settings.device_id), "kind": settings.kind}
+        device_labels = {"device": str(settings.device_id), "kind": settings.kind}
+        self._model = {name: self._metric(name, model_labels) for name in FAMILIES
+                       if name.startswith("ge_") and not name.startswith(("ge_device_", "ge_model_info"))}
+        self._device = {name: self._metric(name, device_labels) for name in FAMILIES
+                        if name.startswith("ge_device_")}
+        info_labels = {**model_labels, "backend": settings.backend, "execution_mode": settings.kind}
+        self._metric("ge_model_info", info_labels).set(1.0)
+        self._stop = threading.Event()
+        self.refresh_device()
+        self._thread = threading.Thread(target=self._loop, name="ge-telemetry", daemon=True)
+        self._thread.start()
+
+    def _family(self, name: str, kind: str, text: str) -> Any:
+        """Register (or join) one metric family with Triton."""
+        kinds = {"counter": self._pb.MetricFamily.COUNTER, "gauge": self._pb.MetricFamily.GAUGE,
+                 "histogram": self._pb.MetricFamily.HISTOGRAM}
+        return self._pb.MetricFamily(name=name, description=text, kind=kinds[kind])
+
+    def _metric(self, name: str, labels: dict[str, str]) -> Any:
+        """One labelled series of a family (histograms get the batch-size buckets)."""
+        if FAMILIES[name][0] == "histogram":
+            return self._families[name].Metric(labels=labels, buckets=BATCH_BUCKETS)
+        return self._families[name].Metric(labels=labels)
+
+    def executed(self, seconds: float, batch_size: int, stats: RunStats) -> None:
+        """Account one execution (hot path: no IPC here)."""
+        with self._lock:
+            pending = self._pending
+            pending.executions += 1
+            pending.inferences += batch_size
+            pending.duration_us += seconds * 1e6
+            pending.h2d += stats.h2d_bytes
+            pending.d2h += stats.d2h_bytes
+            pending.busy_s += seconds
+            pending.batch_sizes.append(batch_size)
+
+    def flush(self) -> None:
+        """Push pending work to Triton's counters and the device's busy time."""
+        with self._lock:
+            pending, self._pending = self._pending, _Pending()
+        if pending.executions == 0:
+            return
+        self._model["ge_executions_total"].increment(pending.executions)
+        self._model["ge_inferences_total"].increment(pending.inferences)
+        self._model["ge_execution_duration_us"].increment(pending.duration_us)
+        if pending.h2d:
+            self._model["ge_h2d_bytes_total"].increment(pending.h2d)
+        if pending.d2h:
+            self._model["ge_d2h_bytes_total"].increment(pending.d2h)
+        for size in pending.batch_sizes:
+            self._model["ge_execution_batch_size"].observe(float(size))
+        self._ledger.add_busy(pending.busy_s)
+
+    def refresh_device(self) -> None:
+        """Set the device gauges: AscendCL's own figures when present, else the shared ledger."""
+        usage = self._ledger.usage()
+        now = time.monotonic()
+        self._samples.append((now, usage.busy_seconds))
+        while len(self._samples) > 2 and now - self._samples[1][0] >= UTILIZATION_WINDOW_S:
+            self._samples.popleft()
+        figures: DeviceFigures = (self._device_figures() if self._device_figures else None) or DeviceFigures()
+        used = usage.used_bytes if figures.used_bytes is None else figures.used_bytes
+        total = usage.capacity_bytes if figures.total_bytes is None else figures.total_bytes
+        util = utilization(self._samples) if figures.utilization is None else figures.utilization
+        self._device["ge_device_memory_used_bytes"].set(float(used))
+        self._device["ge_device_memory_total_bytes"].set(float(total))
+        if util is not None:
+            self._device["ge_device_utilization_ratio"].set(util)
+
+    def _loop(self) -> None:
+        """Flush and refresh until closed; a failing round is skipped, never fatal."""
+        while not self._stop.wait(FLUSH_INTERVAL_S):
+            try:
+                self.flush()
+                self.refresh_device()
+            except Exception as exc:  # telemetry must never take the model down
+                self._pb.Logger.log_warn(f"ge glue telemetry: {exc}")
+
+    def close(self) -> None:
+        """Stop the flusher after a last flush."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        try:
+            self.flush()
+        except Exception as exc:
+            self._pb.Logger.log_warn(f"ge glue telemetry: last flush failed: {exc}")

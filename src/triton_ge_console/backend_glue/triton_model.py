@@ -1,0 +1,131 @@
+"""The one TritonPythonModel serving `backend: "ge"` and `backend: "npu_ge"` (AscendCL or CPU emulation)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from triton_ge_console.backend_glue import autocomplete, batching
+from triton_ge_console.backend_glue.executor import Executor, ExecutorError, RunStats, TensorInfo
+from triton_ge_console.backend_glue.ledger import DeviceLedger
+from triton_ge_console.backend_glue.loading import check_config_against_model, open_executor
+from triton_ge_console.backend_glue.settings import GlueSettings, load_settings
+from triton_ge_console.backend_glue.telemetry import Telemetry
+
+
+def _pb_utils() -> Any:
+    """Triton's Python backend utilities (only importable inside the stub)."""
+    import triton_python_backend_utils as pb_utils
+
+    return pb_utils
+
+
+class TritonPythonModel:
+    """One model instance: an executor on one (real or emulated) device, with batching and telemetry."""
+
+    settings: GlueSettings
+    executor: Executor
+
+    @staticmethod
+    def auto_complete_config(auto_complete_model_config: Any) -> Any:
+        """Add inputs/outputs read from the ONNX when the config leaves them out (npu_ge style)."""
+        return autocomplete.auto_complete(auto_complete_model_config)
+
+    def initialize(self, args: dict[str, str]) -> None:
+        """Resolve settings, open the executor, reserve device memory, start telemetry."""
+        pb_utils = _pb_utils()
+        config = json.loads(args["model_config"])
+        self.settings = load_settings(args, config)
+        self.executor = open_executor(self.settings, config)
+        self.ledger = DeviceLedger(self.settings.device_id)
+        self.owner = f"{os.getpid()}:{self.settings.model_name}:{self.settings.instance_name}"
+        try:
+            check_config_against_model(self.settings, config, self.executor)
+            self.ledger.reserve(self.owner, self.settings.model_name, self.executor.memory_bytes,
+                                self.settings.device_memory_bytes)
+            self.telemetry = Telemetry(pb_utils, self.settings, self.ledger, self.executor.device_figures)
+        except BaseException:
+            self.ledger.release(self.owner)
+            self.executor.close()
+            raise
+        self.inputs: tuple[TensorInfo, ...] = self.executor.inputs
+        self.input_names = [i.name for i in self.inputs]
+        self.batched = self.settings.max_batch_size > 0
+        pb_utils.Logger.log_info(self._load_message())
+
+    def _load_message(self) -> str:
+        """The line logged at load: which mode, device and file this instance runs."""
+        s = self.settings
+        source = s.om_path if s.mode == "npu" else s.onnx_path
+        return (f"ge glue: model {s.model_name} instance {s.instance_name} execution_mode={s.kind} "
+                f"(requested {s.requested_mode}) device={s.device_id} "
+                f"memory={self.executor.memory_bytes} bytes source={source}")
+
+    def execute(self, requests: list[Any]) -> list[Any]:
+        """Run every runnable request, grouped into as few executions as their shapes allow."""
+        pb_utils = _pb_utils()
+        responses: list[Any] = [None] * len(requests)
+        runnable: list[int] = []
+        feeds_list: list[batching.Feeds] = []
+        for index, request in enumerate(requests):
+            feeds = self._feeds(pb_utils, request)
+            problem = batching.request_error(feeds, self.inputs, self.batched)
+            if problem is not None:
+                responses[index] = self._error(pb_utils, problem)
+                continue
+            runnable.append(index)
+            feeds_list.append(feeds)  # type: ignore[arg-type]
+        for group in batching.group_requests(feeds_list, self.input_names, self.batched):
+            self._run_group(pb_utils, group, feeds_list, [runnable[i] for i in group.indices], requests,
+                            responses)
+        return responses
+
+    def _feeds(self, pb_utils: Any, request: Any) -> dict[str, np.ndarray | None]:
+        """The request's inputs as numpy views (zero-copy), None where one is missing."""
+        feeds: dict[str, np.ndarray | None] = {}
+        for name in self.input_names:
+            tensor = pb_utils.get_input_tensor_by_name(request, name)
+            feeds[name] = None if tensor is None else tensor.as_numpy()
+        return feeds
+
+    def _error(self, pb_utils: Any, message: str) -> Any:
+        """A response carrying one clear error for its request."""
+        return pb_utils.InferenceResponse(
+            error=pb_utils.TritonError(f"model {self.settings.model_name}: {message}"))
+
+    def _run_group(self, pb_utils: Any, group: batching.Group, feeds_list: list[batching.Feeds],
+                   request_indices: list[int], requests: list[Any], responses: list[Any]) -> None:
+        """One execution for a group of requests; a failure answers each of them with the error."""
+        started = time.perf_counter()
+        try:
+            outputs, stats = self.executor.run(batching.merge(feeds_list, group, self.input_names))
+        except (ExecutorError, RuntimeError, ValueError) as exc:
+            for index in request_indices:
+                responses[index] = self._error(pb_utils, f"execution failed: {exc}")
+            return
+        self._record(started, sum(group.sizes), stats)
+        for index, piece in zip(request_indices, batching.split(outputs, group), strict=True):
+            wanted = requests[index].requested_output_names()
+            tensors = [pb_utils.Tensor(name, array) for name, array in piece.items()
+                       if not wanted or name in wanted]
+            responses[index] = pb_utils.InferenceResponse(output_tensors=tensors)
+
+    def _record(self, started: float, batch_size: int, stats: RunStats) -> None:
+        """Account one execution in telemetry (never fails the request)."""
+        self.telemetry.executed(time.perf_counter() - started, batch_size, stats)
+
+    def finalize(self) -> None:
+        """Stop telemetry, release device memory and free the executor."""
+        telemetry = getattr(self, "telemetry", None)
+        if telemetry is not None:
+            telemetry.close()
+        executor = getattr(self, "executor", None)
+        if executor is not None:
+            executor.close()
+        ledger = getattr(self, "ledger", None)
+        if ledger is not None:
+            ledger.release(self.owner)

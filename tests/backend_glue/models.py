@@ -1,0 +1,88 @@
+"""Small ONNX models built in code, and model folders around them, for the glue's tests."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+VOCAB = 64
+HIDDEN = 8
+
+
+def dense_model(features: int = 4, outputs: int = 3, seed: int = 0) -> bytes:
+    """x FP32 [N, features] → y = x·W + b [N, outputs] and z = relu(y)."""
+    rng = np.random.default_rng(seed)
+    weight = numpy_helper.from_array(rng.standard_normal((features, outputs)).astype(np.float32), "W")
+    bias = numpy_helper.from_array(rng.standard_normal(outputs).astype(np.float32), "B")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["xw"]), helper.make_node("Add", ["xw", "B"], ["y"]),
+         helper.make_node("Relu", ["y"], ["z"])],
+        "dense",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", features])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", outputs]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", outputs])],
+        [weight, bias],
+    )
+    return _serialize(graph)
+
+
+def token_model(seed: int = 1) -> bytes:
+    """input_ids INT64 [N, S] → logits FP32 [N, S, VOCAB]: embedding then a projection, like a tiny LM."""
+    rng = np.random.default_rng(seed)
+    embed = numpy_helper.from_array(rng.standard_normal((VOCAB, HIDDEN)).astype(np.float32), "E")
+    head = numpy_helper.from_array(rng.standard_normal((HIDDEN, VOCAB)).astype(np.float32), "H")
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["E", "input_ids"], ["h"]),
+         helper.make_node("MatMul", ["h", "H"], ["logits"])],
+        "tokens",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["N", "S"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", "S", VOCAB])],
+        [embed, head],
+    )
+    return _serialize(graph)
+
+
+def _serialize(graph: onnx.GraphProto) -> bytes:
+    """A checked model at an opset ONNX Runtime runs."""
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+DENSE_CONFIG = """
+    backend: "{backend}"
+    max_batch_size: 8
+    input [{{ name: "x" data_type: TYPE_FP32 dims: [4] }}]
+    output [{{ name: "y" data_type: TYPE_FP32 dims: [3] }}, {{ name: "z" data_type: TYPE_FP32 dims: [3] }}]
+    {extra}
+"""
+
+TOKEN_CONFIG = """
+    backend: "ge"
+    max_batch_size: 8
+    input [{{ name: "input_ids" data_type: TYPE_INT64 dims: [-1] }}]
+    output [{{ name: "logits" data_type: TYPE_FP32 dims: [-1, {vocab}] }}]
+    dynamic_batching {{ max_queue_delay_microseconds: 20000 }}
+    {extra}
+"""
+
+
+def write_model(repo: Path, name: str, config: str, onnx_bytes: bytes | None,
+                onnx_name: str = "model.onnx") -> Path:
+    """REPO/name/config.pbtxt and REPO/name/1/<onnx_name>; returns the model folder."""
+    folder = repo / name
+    (folder / "1").mkdir(parents=True, exist_ok=True)
+    (folder / "config.pbtxt").write_text(textwrap.dedent(config).strip() + "\n", encoding="utf-8")
+    if onnx_bytes is not None:
+        (folder / "1" / onnx_name).write_bytes(onnx_bytes)
+    return folder
+
+
+def param(key: str, value: str) -> str:
+    """One config.pbtxt parameters entry."""
+    return f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}'
