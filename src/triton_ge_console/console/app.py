@@ -1,0 +1,171 @@
+"""The console app: polls its session in a thread worker, holds the connection state, dispatches actions."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import ClassVar
+
+from textual import work
+from textual.app import App
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from triton_ge_console.console import actions
+from triton_ge_console.console.messages import CommandFinished, SnapshotArrived
+from triton_ge_console.console.operations import Operations
+from triton_ge_console.console.options import ConsoleOptions, ServerLifecycle
+from triton_ge_console.console.palette import ActionCommands
+from triton_ge_console.console.screens.confirm import ConfirmScreen
+from triton_ge_console.console.screens.dashboard import DashboardScreen
+from triton_ge_console.console.screens.help import HelpScreen
+from triton_ge_console.console.screens.logs import LogsScreen
+from triton_ge_console.console.screens.repository import RepositoryScreen
+from triton_ge_console.console.widgets.header import Connection
+from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.sessions.source import SessionSource
+
+
+class GEConsoleApp(Operations):
+    """Live dashboard and one-key model control for one session."""
+
+    CSS_PATH = "console.tcss"
+    TITLE = "GE Console"
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "quit", "quit"), *actions.bindings()]
+    COMMANDS: ClassVar = App.COMMANDS | {ActionCommands}
+    ENABLE_COMMAND_PALETTE = True
+
+    def __init__(self, source: SessionSource, options: ConsoleOptions | None = None) -> None:
+        super().__init__()
+        self.source = source
+        self.options = options or ConsoleOptions()
+        self.polls_done = 0
+        self.set_reactive(Operations.connection, Connection(source.name, self.options.interval_s))
+        self.init_operations()
+
+    def get_default_screen(self) -> Screen[None]:
+        """The dashboard is the home screen."""
+        return DashboardScreen()
+
+    def on_mount(self) -> None:
+        """Start polling."""
+        self.poll_once()
+
+    @work(thread=True, exclusive=True, group="poll", exit_on_error=False)
+    def poll_once(self) -> None:
+        """One blocking poll off the UI thread; the result comes back as a message."""
+        self.post_message(SnapshotArrived(self.source.poll()))
+
+    def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
+        """Fold the snapshot into the connection state and arm the next poll."""
+        self.polls_done += 1
+        self.connection = next_connection(self.connection, message.snapshot, self.options)
+        self.arm_next_poll()
+
+    def arm_next_poll(self) -> None:
+        """Schedule the next poll once this one finished (backing off while the server is down)."""
+        limit = self.options.max_polls
+        if limit is not None and self.polls_done >= limit:
+            return
+        delay = self.connection.retry_in_s if self.connection.stale else self.options.interval_s
+        self.set_timer(delay or self.options.interval_s, self.poll_once)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Worker errors become notifications; a failed poll still arms the next one."""
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        self.notify(f"{type(error).__name__}: {error}", title=f"{event.worker.name} failed", severity="error")
+        if event.worker.group == "poll":
+            self.connection = dataclasses.replace(self.connection, error=str(error),
+                                                  failed_polls=self.connection.failed_polls + 1,
+                                                  retry_in_s=self.options.max_backoff_s)
+            self.arm_next_poll()
+
+    def action_run(self, action_id: str) -> None:
+        """Run a registered action, asking first when it is destructive."""
+        action = actions.find(action_id)
+        handler = getattr(self, f"action_{action.id}")
+        if not action.destructive:
+            handler()
+            return
+        target = self.selected_model if action.group == "model" else f"session {self.source.name}"
+
+        def confirmed(answer: bool | None) -> None:
+            if answer:
+                handler()
+
+        self.push_screen(ConfirmScreen(f"{action.description}?", str(target)), confirmed)
+
+    def on_command_finished(self, message: CommandFinished) -> None:
+        """Tell the operator what a command did, with Triton's own message on failure."""
+        result = message.result
+        title = f"{result.action} {result.target}"
+        timing = "" if result.duration_s is None else f" ({result.duration_s:.1f}s)"
+        self.notify(result.message + timing, title=title, severity="information" if result.ok else "error",
+                    timeout=4 if result.ok else 10)
+        self.record_result(result)
+
+    def _dashboard(self) -> DashboardScreen | None:
+        """The dashboard, brought to the front."""
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, DashboardScreen):
+            self.pop_screen()
+        return self.screen if isinstance(self.screen, DashboardScreen) else None
+
+    def action_filter_models(self) -> None:
+        """Open the dashboard's filter box."""
+        if (dashboard := self._dashboard()) is not None:
+            dashboard.open_filter()
+
+    def action_sort_models(self) -> None:
+        """Sort the models table by the next column."""
+        if (dashboard := self._dashboard()) is not None:
+            dashboard.sort_models()
+
+    def action_show_help(self) -> None:
+        """Every action with its key."""
+        self.push_screen(HelpScreen())
+
+    def action_show_logs(self) -> None:
+        """The server log screen."""
+        if not isinstance(self.screen, LogsScreen):
+            self.push_screen(LogsScreen(self.source.log_path))
+
+    def action_show_repository(self) -> None:
+        """The repository screen."""
+        if self.options.repository is None:
+            self.notify("no repository known for this session", severity="warning")
+        elif not isinstance(self.screen, RepositoryScreen):
+            self.push_screen(RepositoryScreen(self.options.repository))
+
+    def action_quit(self) -> None:  # type: ignore[override]
+        """Quit; the demo's cleanup (stop load and server) runs after the app exits."""
+        self.exit()
+
+
+def next_connection(previous: Connection, snapshot: ServerSnapshot, options: ConsoleOptions) -> Connection:
+    """A good snapshot resets failures; a failed one keeps the last good figures and backs off."""
+    if snapshot.error is None:
+        return dataclasses.replace(previous, last_good=snapshot, error=None, failed_polls=0, retry_in_s=None,
+                                   stopped=False)
+    failed = previous.failed_polls + 1
+    backoff = min(options.interval_s * (2 ** (failed - 1)), options.max_backoff_s)
+    return dataclasses.replace(previous, error=snapshot.error, failed_polls=failed, retry_in_s=backoff)
+
+
+def create_app(
+    source: SessionSource,
+    *,
+    interval_s: float = 1.0,
+    repository: Path | None = None,
+    thresholds: Mapping[str, Mapping[str, float]] | None = None,
+    server: ServerLifecycle | None = None,
+    max_polls: int | None = None,
+    options: ConsoleOptions | None = None,
+) -> GEConsoleApp:
+    """The console for one session source (live or recorded)."""
+    chosen = options or ConsoleOptions(interval_s=interval_s, repository=repository,
+                                       thresholds=dict(thresholds or {}), server=server, max_polls=max_polls)
+    return GEConsoleApp(source, chosen)

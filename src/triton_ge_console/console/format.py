@@ -1,0 +1,72 @@
+"""Turning snapshot figures into short cells: one place decides how a missing figure (`—`) looks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+MISSING = "—"
+SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
+GIB = 1024**3
+
+
+def number(value: float | int | None, digits: int = 1) -> str:
+    """A figure with fixed decimals, or the missing mark."""
+    if value is None:
+        return MISSING
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.{digits}f}"
+
+
+def percent(fraction: float | None) -> str:
+    """A 0..1 fraction as a whole percentage."""
+    return MISSING if fraction is None else f"{fraction * 100:3.0f}%"
+
+
+def gib(value: int | None) -> str:
+    """Bytes as GiB with one decimal."""
+    return MISSING if value is None else f"{value / GIB:.1f}"
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds as HH:MM:SS (days prefixed when over a day)."""
+    if seconds is None:
+        return MISSING
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}d {clock}" if days else clock
+
+
+def sparkline(values: Sequence[float | None], width: int, top: float | None = None) -> str:
+    """The last `width` values as block characters (a gap where a value is missing)."""
+    recent = list(values)[-width:]
+    known = [v for v in recent if v is not None]
+    ceiling = top if top is not None else (max(known) if known else 0.0)
+    cells = []
+    for value in recent:
+        if value is None:
+            cells.append(" ")
+        elif ceiling <= 0:
+            cells.append(SPARK_BLOCKS[0])
+        else:
+            index = round(min(max(value / ceiling, 0.0), 1.0) * (len(SPARK_BLOCKS) - 1))
+            cells.append(SPARK_BLOCKS[index])
+    return "".join(cells).rjust(width)
+
+
+def bar(used: float | None, total: float | None, width: int) -> str:
+    """A filled/empty bar for used/total, or spaces when either is unknown."""
+    if used is None or not total:
+        return "·" * width
+    filled = round(min(max(used / total, 0.0), 1.0) * width)
+    return "█" * filled + "░" * (width - filled)
+
+
+def url_hostport(url: str | None) -> str:
+    """host:port of a URL, for compact headers."""
+    if not url:
+        return MISSING
+    return url.split("://", 1)[-1].rstrip("/")

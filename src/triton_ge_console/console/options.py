@@ -1,0 +1,36 @@
+"""What the console is given besides its source: repository, thresholds, server lifecycle, load tester."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from triton_ge_console.sessions.source import CommandResult
+
+
+class ServerLifecycle(Protocol):
+    """Start/stop of the session's server, when the console may control it."""
+
+    def start(self, env: Mapping[str, str]) -> CommandResult:
+        """Start the server with extra environment (diagnostics); blocks until live."""
+        ...
+
+    def stop(self) -> CommandResult:
+        """Stop the server and everything in its process group."""
+        ...
+
+
+@dataclass(frozen=True)
+class ConsoleOptions:
+    """Everything the app needs besides the session source."""
+
+    interval_s: float = 1.0
+    max_backoff_s: float = 10.0
+    repository: Path | None = None
+    thresholds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    server: ServerLifecycle | None = None
+    max_polls: int | None = None  # stop polling after this many (recordings in tests)
+    diagnostics_dir: Path | None = None
+    on_exit: tuple[Callable[[], None], ...] = ()

@@ -1,0 +1,40 @@
+"""The command palette's provider: every registered action, searchable by its description."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import cast
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from triton_ge_console.console import actions
+
+
+def _title(action: actions.ConsoleAction) -> str:
+    """The palette line: description and key."""
+    key = f"  (key {actions.key_label(action)})" if action.key else ""
+    return f"{action.description}{key}"
+
+
+class ActionCommands(Provider):
+    """Offers the action registry in the command palette."""
+
+    async def discover(self) -> Hits:
+        """All actions, before anything is typed."""
+        for action in actions.ACTIONS:
+            yield DiscoveryHit(_title(action), partial(self._run, action.id), help=action.label)
+
+    async def search(self, query: str) -> Hits:
+        """Actions whose description or short label matches."""
+        matcher = self.matcher(query)
+        for action in actions.ACTIONS:
+            title = _title(action)
+            score = max(matcher.match(title), matcher.match(action.label))
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), partial(self._run, action.id), help=action.label)
+
+    def _run(self, action_id: str) -> None:
+        """Go through the app's dispatcher, so destructive actions still ask."""
+        from triton_ge_console.console.app import GEConsoleApp
+
+        cast(GEConsoleApp, self.app).action_run(action_id)

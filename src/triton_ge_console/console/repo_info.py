@@ -1,0 +1,169 @@
+"""What the console reads from a model repository on disk: models, config summaries, disk-vs-loaded diffs."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format
+
+from triton_ge_console.repository import pbtxt
+
+
+@dataclass(frozen=True)
+class RepoModel:
+    """One model folder: its config file and numbered versions."""
+
+    name: str
+    config_path: Path
+    versions: tuple[str, ...]
+
+
+def list_models(repository: Path) -> list[RepoModel]:
+    """Model folders (those with a config.pbtxt) in name order."""
+    if not repository.is_dir():
+        return []
+    found = []
+    for folder in sorted(p for p in repository.iterdir() if p.is_dir()):
+        config = folder / "config.pbtxt"
+        if config.is_file():
+            versions = tuple(sorted((v.name for v in folder.iterdir() if v.is_dir() and v.name.isdigit()),
+                                    key=int))
+            found.append(RepoModel(folder.name, config, versions))
+    return found
+
+
+def config_summary(config_path: Path) -> str:
+    """Backend, batching, instances and GE parameters in one line; the parse error when it fails."""
+    try:
+        config = pbtxt.load(config_path)
+    except (OSError, pbtxt.ConfigSyntaxError) as exc:
+        return f"unreadable ({exc})"
+    parts = [f"backend {config.backend or config.platform or '—'}", f"max_batch {config.max_batch_size}"]
+    if config.HasField("dynamic_batching"):
+        sizes = ",".join(str(s) for s in config.dynamic_batching.preferred_batch_size) or "any"
+        delay = config.dynamic_batching.max_queue_delay_microseconds
+        parts.append(f"dynamic batching [{sizes}] delay {delay}µs")
+    instances = sum(max(group.count, 1) for group in config.instance_group) or 1
+    parts.append(f"instances {instances}")
+    params = [f"{key}={value.string_value}" for key, value in sorted(config.parameters.items())]
+    if params:
+        parts.append("params " + " ".join(params)[:80])
+    return " · ".join(parts)
+
+
+def loaded_config_text(loaded: dict[str, Any], disk_text: str) -> str:
+    """Triton's loaded config (JSON) as pbtxt, limited to the fields the file sets (no default noise)."""
+    on_disk = pbtxt.loads(disk_text)
+    config = json_format.ParseDict(loaded, pbtxt.ModelConfig(), ignore_unknown_fields=True)
+    wanted = {field.name for field, _ in on_disk.ListFields()}
+    for field, _ in config.ListFields():
+        if field.name not in wanted:
+            config.ClearField(field.name)
+    return pbtxt.dumps(config)
+
+
+def config_diff(disk_text: str, loaded: dict[str, Any] | None) -> list[str]:
+    """Unified diff lines between the file on disk and what Triton has loaded (both normalised)."""
+    if loaded is None:
+        return ["(the model is not loaded: nothing to compare)"]
+    try:
+        disk = pbtxt.dumps(pbtxt.loads(disk_text))
+        served = loaded_config_text(loaded, disk_text)
+    except (pbtxt.ConfigSyntaxError, json_format.ParseError) as exc:
+        return [f"(cannot compare: {exc})"]
+    diff = list(difflib.unified_diff(served.splitlines(), disk.splitlines(), "loaded by Triton", "on disk",
+                                     lineterm="", n=1))
+    return diff or ["(no difference: Triton serves the file on disk)"]
+
+
+def fetch_loaded_config(http_url: str | None, model: str, timeout: float = 3.0) -> dict[str, Any] | None:
+    """GET v2/models/{model}/config, or None when the server or model does not answer."""
+    import urllib.error
+    import urllib.request
+
+    if not http_url:
+        return None
+    try:
+        with urllib.request.urlopen(f"{http_url}/v2/models/{model}/config", timeout=timeout) as response:
+            data = json.loads(response.read().decode("utf-8"))
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace a file's contents so a reader never sees half of it."""
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def model_mtime(folder: Path) -> float:
+    """The newest modification time of anything in a model folder (config, weights, versions)."""
+    newest = 0.0
+    for root, _dirs, files in os.walk(folder):
+        for name in (*files, "."):
+            try:
+                newest = max(newest, os.stat(os.path.join(root, name)).st_mtime)
+            except OSError:
+                continue
+    return newest
+
+
+def changed_models(repository: Path, baseline: dict[str, float]) -> list[str]:
+    """Model folders modified after their baseline time (new folders count as changed)."""
+    return [m.name for m in list_models(repository)
+            if model_mtime(m.config_path.parent) > baseline.get(m.name, 0.0)]
+
+
+def model_of_path(repository: Path, path: Path) -> str | None:
+    """The model folder a changed file belongs to."""
+    try:
+        relative = path.resolve().relative_to(repository.resolve())
+    except ValueError:
+        return None
+    return relative.parts[0] if relative.parts else None
+
+
+@dataclass(frozen=True)
+class ConfigFinding:
+    """One validation result for a config file: severity, line (when known), field, message."""
+
+    severity: str  # "error" | "warning"
+    line: int | None
+    field: str
+    message: str
+
+
+def check_config_text(text: str, path: Path) -> list[ConfigFinding]:
+    """Syntax, then Triton's config rules, for text that may not be saved yet."""
+    try:
+        config = pbtxt.loads(text, path)
+    except pbtxt.ConfigSyntaxError as exc:
+        return [ConfigFinding("error", exc.line, "", exc.message)]
+    from triton_ge_console.repository.triton_rules import check_config
+
+    return [ConfigFinding(f.severity.lower(), _line_of(text, f.field), f.field, f.message)
+            for f in check_config(config)]
+
+
+def _line_of(text: str, field: str) -> int | None:
+    """The first line naming a finding's top-level field, for marking it in the editor."""
+    name = field.split("[", 1)[0].split(".", 1)[0]
+    if not name:
+        return None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip().startswith(name):
+            return number
+    return None

@@ -1,0 +1,1 @@
+"""Console screens: dashboard, repository, logs, start, and the modal dialogs."""

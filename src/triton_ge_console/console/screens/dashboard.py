@@ -1,0 +1,181 @@
+"""The home screen: header, devices, models table, and the selected model's detail."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar, cast
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input
+
+from triton_ge_console.console import repo_info
+from triton_ge_console.console.widgets.detail import DetailPane, ModelDetail
+from triton_ge_console.console.widgets.devices import SPARK_WIDTH, DevicesPanel
+from triton_ge_console.console.widgets.header import Connection, DisconnectedBanner, StatusHeader
+from triton_ge_console.console.widgets.models import ModelsTable
+from triton_ge_console.sessions.history import SnapshotHistory
+from triton_ge_console.sessions.snapshot import ModelSnapshot
+
+if TYPE_CHECKING:
+    from triton_ge_console.console.app import GEConsoleApp
+
+MAX_BUCKET = 10  # snapshots per sparkline cell at most: 30 cells x 10 s = the last 5 minutes at 1 s refresh
+
+
+def utilization_series(history: SnapshotHistory, device_id: str) -> list[float | None]:
+    """Recent utilization averaged into sparkline cells (one snapshot per cell while history is short)."""
+    snapshots = history.snapshots()[-SPARK_WIDTH * MAX_BUCKET:]
+    bucket_size = min(MAX_BUCKET, max(1, -(-len(snapshots) // SPARK_WIDTH)))
+    values: list[float | None] = []
+    for start in range(0, len(snapshots), bucket_size):
+        bucket = [d.utilization for s in snapshots[start:start + bucket_size] for d in s.devices
+                  if d.id == device_id and d.utilization is not None]
+        values.append(sum(bucket) / len(bucket) if bucket else None)
+    return values
+
+
+def last_error(model: ModelSnapshot, command_errors: dict[str, str]) -> str | None:
+    """Why the model is not ready, else the last failed command, else its failure reasons."""
+    if model.state not in ("READY", "LOADING", "UNLOADING") and model.reason:
+        return model.reason
+    if model.name in command_errors:
+        return command_errors[model.name]
+    if model.failures_by_reason:
+        return ", ".join(f"{reason}: {count}" for reason, count in model.failures_by_reason)
+    return None
+
+
+class DashboardScreen(Screen[None]):
+    """Redraws from the app's connection state; the table's cursor picks the detail pane's model."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close_filter", show=False)]
+
+    @property
+    def console(self) -> GEConsoleApp:
+        """The app, typed."""
+        return cast("GEConsoleApp", self.app)
+
+    def compose(self) -> ComposeResult:
+        """Header, banner, devices, models (with its filter box), detail, footer."""
+        yield StatusHeader(id="status")
+        yield DisconnectedBanner(id="banner")
+        yield DevicesPanel(id="devices")
+        with Vertical(id="models-box"):
+            yield ModelsTable(id="models")
+            yield Input(placeholder="filter models by name (enter to keep, esc to clear)", id="filter")
+        yield DetailPane(id="detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Follow the app's connection and selection."""
+        table = self.query_one(ModelsTable)
+        table.thresholds = self.console.options.thresholds
+        self.query_one("#filter", Input).display = False
+        self._title_models(0)
+        self.watch(self.console, "connection", self.redraw)
+        self.watch(self.console, "selected_model", self.redraw_detail, init=False)
+
+    def redraw(self, connection: Connection) -> None:
+        """Push the newest figures into every panel; dim them when stale."""
+        self.query_one(StatusHeader).connection = connection
+        self.query_one(DisconnectedBanner).connection = connection
+        self.set_class(connection.stale or connection.stopped, "-stale")
+        snapshot = connection.last_good
+        if snapshot is None:
+            return
+        history = self.console.source.history
+        series = {d.id: utilization_series(history, d.id) for d in snapshot.devices}
+        self.query_one(DevicesPanel).frame = (snapshot, series)
+        table = self.query_one(ModelsTable)
+        table.show_models(snapshot.models)
+        self._title_models(len(snapshot.models))
+        self._select_from_cursor()
+        self.redraw_detail(self.console.selected_model)
+
+    def _title_models(self, count: int) -> None:
+        """The models box title: count, filter, sort."""
+        table = self.query_one(ModelsTable)
+        needle = f" ─ filter '{table.needle}'" if table.needle else " ─ / filter"
+        sort = table.sort_key.label
+        self.query_one("#models-box").border_title = f"Models ({count}){needle} ─ s sort: {sort}"
+
+    def _select_from_cursor(self) -> None:
+        """Make the model under the cursor the app's selected model."""
+        key = self.query_one(ModelsTable).selected_key
+        model = key.split("/", 1)[0] if key else None
+        if model is not None and self.console.selected_model != model:
+            self.console.selected_model = model
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """Cursor moved: follow it."""
+        self._select_from_cursor()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        """Clicking a header sorts (cycles)."""
+        self.sort_models()
+
+    def redraw_detail(self, model_name: str | None) -> None:
+        """Draw the selected model's charts and facts."""
+        pane = self.query_one(DetailPane)
+        snapshot = self.console.connection.last_good
+        model = snapshot.model(model_name) if snapshot and model_name else None
+        pane.show(None if model is None else self._detail(model))
+
+    def _detail(self, model: ModelSnapshot) -> ModelDetail:
+        """Series and facts for one model."""
+        history = self.console.source.history
+        repository = self.console.options.repository
+        summary = "—"
+        if repository is not None and (repository / model.name / "config.pbtxt").is_file():
+            summary = repo_info.config_summary(repository / model.name / "config.pbtxt")
+        return ModelDetail(
+            model=model,
+            p50=history.model_series(model.name, lambda m: m.latency.p50_ms),
+            p99=history.model_series(model.name, lambda m: m.latency.p99_ms),
+            inferences=history.model_series(model.name, lambda m: m.inference_rate),
+            requests=history.model_series(model.name, lambda m: m.request_rate),
+            config_summary=summary,
+            last_error=last_error(model, self.console.last_errors),
+        )
+
+    def open_filter(self) -> None:
+        """Show and focus the filter box."""
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        """Filter as the operator types."""
+        if event.input.id == "filter":
+            self.query_one(ModelsTable).set_filter(event.value)
+            self._after_table_change()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Keep the filter, go back to the table."""
+        if event.input.id == "filter":
+            event.input.display = False
+            self.query_one(ModelsTable).focus()
+
+    def action_close_filter(self) -> None:
+        """Clear and hide the filter."""
+        box = self.query_one("#filter", Input)
+        if box.display:
+            box.value = ""
+            box.display = False
+            self.query_one(ModelsTable).set_filter("")
+            self._after_table_change()
+            self.query_one(ModelsTable).focus()
+
+    def sort_models(self) -> None:
+        """Sort by the next column."""
+        sort = self.query_one(ModelsTable).next_sort()
+        self._after_table_change()
+        self.notify(f"sorted by {sort.label}", timeout=1.5)
+
+    def _after_table_change(self) -> None:
+        """Titles and selection follow a filter or sort change."""
+        snapshot = self.console.connection.last_good
+        self._title_models(len(snapshot.models) if snapshot else 0)
+        self._select_from_cursor()

@@ -1,0 +1,1 @@
+"""Dashboard widgets: each holds reactive state and redraws itself in its watcher."""

@@ -1,0 +1,68 @@
+"""Pure console helpers: figure formatting, log tailing and GE failure hints, pbtxt highlighting, diffs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from triton_ge_console.console import format as fmt
+from triton_ge_console.console import repo_info
+from triton_ge_console.console.highlight import highlight_pbtxt
+from triton_ge_console.console.logtail import LogTail, classify, matches
+
+from .conftest import LOG, REPO
+
+
+def test_missing_figures_render_as_dash() -> None:
+    assert fmt.number(None) == fmt.percent(None) == fmt.gib(None) == fmt.duration(None) == "—"
+    assert fmt.duration(90061) == "1d 01:01:01"
+    assert fmt.sparkline([0.0, None, 1.0], 3, top=1.0) == "▁ █"
+    assert fmt.bar(None, 10, 4) == "····" and fmt.bar(5, 10, 4) == "██░░"
+
+
+def test_log_tail_reads_only_appended_complete_lines(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("I1130 first\nI1130 sec", encoding="utf-8")
+    tail = LogTail(log)
+    assert [line.text for line in tail.read_new()] == ["I1130 first"]
+    with open(log, "a", encoding="utf-8") as out:
+        out.write("ond\nE1130 CompileGraph failed: x\n")
+    fresh = tail.read_new()
+    assert [line.text for line in fresh] == ["I1130 second", "E1130 CompileGraph failed: x"]
+    assert fresh[1].level == "E" and fresh[1].failure is not None
+    assert tail.read_new() == []
+    log.write_text("I1130 after truncation\n", encoding="utf-8")
+    assert [line.text for line in tail.read_new()] == ["I1130 after truncation"]
+
+
+def test_ge_failures_carry_next_steps() -> None:
+    lines = [classify(text) for text in LOG.read_text(encoding="utf-8").splitlines()]
+    failures = [line.failure for line in lines if line.failure is not None]
+    titles = {f.title for f in failures}
+    assert "GE could not compile the graph" in titles and "GE could not parse the ONNX model" in titles
+    assert all("ASCEND_SLOG_PRINT_TO_STDOUT=1" in f.advice for f in failures)
+    assert classify("E1130 aclrtMalloc failed, acl error code: 207001").failure is not None
+    errors = [line for line in lines if matches(line, "E", "bert")]
+    assert errors and all(line.level == "E" for line in errors)
+
+
+def test_highlight_marks_error_lines() -> None:
+    text = highlight_pbtxt('name: "m"\nmax_batch_size: 8\n', error_lines=[2])
+    assert "1 │ name" in text.plain and "2 │ max_batch_size: 8" in text.plain
+    assert any("red" in str(span.style) for span in text.spans)
+
+
+def test_config_checks_diff_and_change_detection(tmp_path: Path) -> None:
+    config = REPO / "llama_model" / "config.pbtxt"
+    text = config.read_text(encoding="utf-8")
+    assert repo_info.check_config_text(text, config) == []
+    broken = repo_info.check_config_text(text.replace("max_batch_size: 8", "max_batch_size: eight"), config)
+    assert broken[0].severity == "error" and broken[0].line == 3
+    loaded = {"name": "llama_model", "backend": "ge", "max_batch_size": 4, "version_policy": {"latest": {}}}
+    diff = repo_info.config_diff(text, json.loads(json.dumps(loaded)))
+    assert "-max_batch_size: 4" in diff and "+max_batch_size: 8" in diff
+    assert "version_policy" not in "\n".join(diff)
+    assert "max_batch 8" in repo_info.config_summary(config)
+    baseline = {m.name: repo_info.model_mtime(m.config_path.parent) for m in repo_info.list_models(REPO)}
+    assert repo_info.changed_models(REPO, baseline) == []
+    assert repo_info.changed_models(REPO, {}) == ["bert_model", "llama_model"]

@@ -1,0 +1,91 @@
+"""The console against recorded sessions: actions reach the controller, destructive ones ask, states show."""
+
+from __future__ import annotations
+
+from triton_ge_console.console.app import GEConsoleApp
+from triton_ge_console.console.screens.confirm import ConfirmScreen
+from triton_ge_console.console.screens.dashboard import DashboardScreen
+from triton_ge_console.console.widgets.header import DisconnectedBanner
+from triton_ge_console.console.widgets.models import ModelsTable
+from triton_ge_console.sessions.recorded import RecordedController
+
+from .conftest import SIZE, recorded_app, replayed
+
+
+def _rows(app: GEConsoleApp) -> list[str]:
+    table = app.screen.query_one(ModelsTable)
+    return [str(key.value) for key in table.rows]
+
+
+async def _until(pilot: object, check: object, timeout: float = 10.0) -> None:
+    waited = 0.0
+    while not check() and waited < timeout:  # type: ignore[operator]
+        await pilot.pause(0.02)  # type: ignore[attr-defined]
+        waited += 0.02
+    assert check(), "condition not met in time"  # type: ignore[operator]
+
+
+async def test_reload_notifies_and_failures_carry_tritons_message() -> None:
+    controller = RecordedController(failures={("reload", "bert_model"): "failed to load 'bert_model': boom"})
+    app = recorded_app("healthy", controller)
+    async with app.run_test(size=SIZE) as pilot:
+        await replayed(pilot)
+        assert app.selected_model == "bert_model"
+        await pilot.press("r")
+        await _until(pilot, lambda: any("boom" in n.message for n in app._notifications))
+        await pilot.press("down", "r")
+        await _until(pilot, lambda: ("reload", "llama_model", None) in controller.calls)
+        assert app.last_errors == {"bert_model": "failed to load 'bert_model': boom"}
+
+
+async def test_unload_asks_first_and_only_runs_on_yes() -> None:
+    controller = RecordedController()
+    app = recorded_app("healthy", controller)
+    async with app.run_test(size=SIZE) as pilot:
+        await replayed(pilot)
+        await pilot.press("u")
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("n")
+        await _until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+        assert controller.calls == []
+        await pilot.press("u", "y")
+        await _until(pilot, lambda: controller.calls == [("unload", "bert_model", None)])
+
+
+async def test_filter_and_sort() -> None:
+    app = recorded_app("healthy")
+    async with app.run_test(size=SIZE) as pilot:
+        await replayed(pilot)
+        assert _rows(app) == ["bert_model/1", "llama_model/1"]
+        await pilot.press("slash", "l", "l", "a")
+        assert _rows(app) == ["llama_model/1"]
+        assert app.selected_model == "llama_model"
+        await pilot.press("escape")
+        assert _rows(app) == ["bert_model/1", "llama_model/1"]
+        await pilot.press("s")  # by queue depth, deepest first
+        assert app.screen.query_one(ModelsTable).sort_key.label == "queue"
+        assert _rows(app)[0] == "llama_model/1"
+
+
+async def test_disconnected_recording_shows_banner_and_keeps_last_figures() -> None:
+    app = recorded_app("disconnected")
+    async with app.run_test(size=SIZE) as pilot:
+        await replayed(pilot)
+        banner = app.screen.query_one(DisconnectedBanner)
+        assert banner.display and "connection refused" in str(banner.render())
+        assert app.screen.has_class("-stale")
+        assert app.connection.last_good is not None and app.connection.retry_in_s == 0.01
+        assert len(_rows(app)) == 2
+
+
+async def test_palette_and_help_come_from_the_registry() -> None:
+    app = recorded_app("healthy")
+    async with app.run_test(size=SIZE) as pilot:
+        await replayed(pilot)
+        await pilot.press("question_mark")
+        await _until(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
+        await pilot.press("escape")
+        await pilot.press("ctrl+p")
+        await _until(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
+        await pilot.press(*"dump_graph", "enter")
+        await _until(pilot, lambda: "dump_graph" in app.diagnostics)
