@@ -1,0 +1,266 @@
+"""Judge a model repository, one model folder or one config.pbtxt the way Triton would when loading it, and
+report every problem with file, line and field, before any server is started."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tritonclient.grpc import model_config_pb2 as mc
+
+from triton_ge_console.repository import ge_rules, pbtxt, triton_rules
+from triton_ge_console.repository.triton_rules import ERROR, WARNING, Finding, error, warning
+
+CONFIG_NAME = "config.pbtxt"
+# A version folder's file name → the backend Triton infers from it (AutoCompleteBackendFields).
+FILE_BACKENDS = {
+    "model.plan": "tensorrt",
+    "model.onnx": "onnxruntime",
+    "model.py": "python",
+    "model.pt": "pytorch",
+    "model.savedmodel": "tensorflow",
+    "model.graphdef": "tensorflow",
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong (error) or doubtful (warning), where it is written."""
+
+    severity: str  # "error" | "warning"
+    file: str
+    line: int | None
+    column: int | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = ":".join(str(part) for part in (self.file, self.line, self.column) if part is not None)
+        label = f" {self.field}:" if self.field else ":"
+        severity = " warning:" if self.severity == WARNING else ""
+        return f"{where}{label}{severity} {self.message}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready form."""
+        return {
+            "severity": self.severity,
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "field": self.field,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """Every problem found under one path; ok when none is an error."""
+
+    path: str
+    problems: tuple[Problem, ...]
+    models: tuple[str, ...] = ()  # the model folders judged, by name
+
+    @property
+    def ok(self) -> bool:
+        """No errors (warnings allowed)."""
+        return not self.errors
+
+    @property
+    def errors(self) -> tuple[Problem, ...]:
+        """Problems of severity error."""
+        return tuple(p for p in self.problems if p.severity == ERROR)
+
+    @property
+    def warnings(self) -> tuple[Problem, ...]:
+        """Problems of severity warning."""
+        return tuple(p for p in self.problems if p.severity == WARNING)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready form."""
+        return {
+            "path": self.path,
+            "ok": self.ok,
+            "models": list(self.models),
+            "errors": len(self.errors),
+            "warnings": len(self.warnings),
+            "problems": [p.to_dict() for p in self.problems],
+        }
+
+
+def validate_path(path: Path) -> ValidationReport:
+    """Judge a repository folder, one model folder (holding config.pbtxt) or one config file (config alone).
+
+    Raises FileNotFoundError when path does not exist."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    if path.is_file():
+        return _read_and_validate(path, None, str(path))
+    if (path / CONFIG_NAME).is_file():
+        return _read_and_validate(path / CONFIG_NAME, path, str(path))
+    return _validate_repository(path)
+
+
+def validate_config_text(text: str, path: str, model_dir: Path | None = None) -> ValidationReport:
+    """Judge config.pbtxt text; with model_dir, also its folder (name, versions, model files)."""
+    try:
+        parsed = pbtxt.loads(text, path)
+    except pbtxt.ConfigSyntaxError as exc:
+        problem = Problem(ERROR, path, exc.line, exc.column, None, exc.message)
+        return ValidationReport(path, (problem,), _model_names(model_dir))
+    config = mc.ModelConfig()
+    config.CopyFrom(parsed)
+    findings = _judge(config, path, model_dir)
+    sites = pbtxt.field_sites(text)
+    problems = tuple(_place(finding, path, sites) for finding in findings)
+    return ValidationReport(path, problems, _model_names(model_dir))
+
+
+def _model_names(model_dir: Path | None) -> tuple[str, ...]:
+    """The judged model folder's name, if any."""
+    return (model_dir.name,) if model_dir is not None else ()
+
+
+def _read_and_validate(config_path: Path, model_dir: Path | None, report_path: str) -> ValidationReport:
+    """Read a config file and judge it; an unreadable file is one error."""
+    try:
+        text = config_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        problem = Problem(ERROR, str(config_path), None, None, None, f"cannot read: {exc}")
+        return ValidationReport(report_path, (problem,), _model_names(model_dir))
+    report = validate_config_text(text, str(config_path), model_dir)
+    return ValidationReport(report_path, report.problems, report.models)
+
+
+def _validate_repository(repository: Path) -> ValidationReport:
+    """Every model folder of a repository; a folder without config.pbtxt is a warning."""
+    problems: list[Problem] = []
+    models: list[str] = []
+    folders = sorted(p for p in repository.iterdir() if p.is_dir() and not p.name.startswith("."))
+    for folder in folders:
+        models.append(folder.name)
+        config_path = folder / CONFIG_NAME
+        if config_path.is_file():
+            problems += _read_and_validate(config_path, folder, str(folder)).problems
+        else:
+            problems.append(
+                Problem(
+                    WARNING,
+                    str(folder),
+                    None,
+                    None,
+                    None,
+                    f"no {CONFIG_NAME}: Triton can "
+                    "only auto-complete a config for backends that read it from the model file; "
+                    "GE backends need one",
+                )
+            )
+    if not folders:
+        problems.append(
+            Problem(WARNING, str(repository), None, None, None, "no model folders: the repository is empty")
+        )
+    return ValidationReport(str(repository), tuple(problems), tuple(models))
+
+
+def _judge(config: mc.ModelConfig, path: str, model_dir: Path | None) -> list[Finding]:
+    """All findings for a parsed config, normalising it first as Triton does."""
+    findings: list[Finding] = []
+    if not config.name:
+        config.name = model_dir.name if model_dir is not None else _folder_name(path)
+    if model_dir is not None:
+        findings += _fill_backend_from_files(config, model_dir)
+    triton_rules.autofill_backend(config)
+    if model_dir is None and not config.backend and not config.platform:
+        findings.append(
+            warning(
+                "backend",
+                "no 'backend' or 'platform': Triton infers it from the files in the "
+                "version folder (e.g. model.py, model.onnx)",
+            )
+        )
+        config.backend = "unknown"
+    findings += triton_rules.check_config(config)
+    findings += ge_rules.check_ge_config(config)
+    if model_dir is not None:
+        findings += _folder_findings(config, model_dir)
+    return findings
+
+
+def _folder_name(path: str) -> str:
+    """The folder a config file sits in: Triton names an unnamed model after it."""
+    candidate = Path(path)
+    if not candidate.parent.name and candidate.exists():
+        candidate = candidate.resolve()
+    return candidate.parent.name
+
+
+def version_folders(model_dir: Path) -> list[Path]:
+    """A model's version folders (numeric names), in version order."""
+    found = [p for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit()]
+    return sorted(found, key=lambda p: int(p.name))
+
+
+def _fill_backend_from_files(config: mc.ModelConfig, model_dir: Path) -> list[Finding]:
+    """Without backend or platform, Triton infers the backend from the first version folder's files."""
+    if config.backend or config.platform:
+        return []
+    versions = version_folders(model_dir)
+    contents = {p.name for p in versions[0].iterdir()} if versions else set()
+    for file_name, backend in FILE_BACKENDS.items():
+        if file_name in contents:
+            config.backend = backend
+            return []
+    if "." in model_dir.name:
+        config.backend = model_dir.name.split(".", 1)[1]
+        return []
+    return [
+        error(
+            "backend",
+            f"Invalid model name: Could not determine backend for model '{model_dir.name}' "
+            "with no backend in model configuration. Expected model name of the form "
+            "'model.<backend_name>'.",
+        )
+    ]
+
+
+def _folder_findings(config: mc.ModelConfig, model_dir: Path) -> list[Finding]:
+    """Folder name equals model name; at least one version folder; the files a GE backend needs."""
+    findings: list[Finding] = []
+    if config.name != model_dir.name:
+        findings.append(
+            error(
+                "name",
+                f"unexpected directory name '{model_dir.name}' for model '{config.name}', "
+                "directory name must equal model name",
+            )
+        )
+    versions = _policy_versions(config, version_folders(model_dir))
+    if not versions:
+        findings.append(
+            error(
+                "version_policy",
+                f"at least one version must be available under the version policy of model '{config.name}'",
+            )
+        )
+    findings += ge_rules.check_ge_files(config, model_dir, versions)
+    return findings
+
+
+def _policy_versions(config: mc.ModelConfig, versions: list[Path]) -> list[Path]:
+    """The version folders Triton's version policy would load (default: latest 1)."""
+    policy = config.version_policy
+    which = policy.WhichOneof("policy_choice")
+    if which == "all":
+        return versions
+    if which == "specific":
+        wanted = set(policy.specific.versions)
+        return [v for v in versions if int(v.name) in wanted]
+    count = policy.latest.num_versions if which == "latest" else 1
+    return versions[-count:] if count > 0 else []
+
+
+def _place(finding: Finding, path: str, sites: dict[pbtxt.FieldKey, pbtxt.FieldSite]) -> Problem:
+    """A finding with the line and column where its field (or nearest written parent) is."""
+    site = pbtxt.locate(sites, finding.field) if finding.field else None
+    line, column = (site.line, site.column) if site else (None, None)
+    return Problem(finding.severity, path, line, column, finding.field or None, finding.message)

@@ -1,0 +1,178 @@
+"""Checks for the GE backends: parameters, batching mode, device ids, and each version's model files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from triton_ge_console.repository.validate import Problem, validate_config_text, validate_path
+
+GE_HEAD = 'name: "m"\nbackend: "ge"\nmax_batch_size: 8\n'
+
+
+def _param(key: str, value: str) -> str:
+    """One parameters entry in text form."""
+    return f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}\n'
+
+
+def _problems(text: str) -> list[Problem]:
+    """Problems of text judged as a config alone."""
+    return list(validate_config_text(text, "repo/m/config.pbtxt").problems)
+
+
+def _model(tmp_path: Path, config: str, files: dict[str, str] | None = None, name: str = "m") -> Path:
+    """A model folder with config.pbtxt and the given files (relative paths → content)."""
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.pbtxt").write_text(config, encoding="utf-8")
+    for relative, content in (files or {}).items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(content, encoding="utf-8")
+    return folder
+
+
+def test_static_model_with_dynamic_batching_is_an_error() -> None:
+    """GE's static graph needs fixed shapes; the dynamic batcher makes them vary."""
+    text = GE_HEAD + "dynamic_batching { }\n" + _param("static_model", "true")
+    (problem,) = _problems(text)
+    assert (problem.severity, problem.line, problem.field) == (
+        "error",
+        5,
+        'parameters["static_model"].value.string_value',
+    )
+    assert "exclude each other" in problem.message
+
+
+def test_static_model_off_with_dynamic_batching_is_fine() -> None:
+    """static_model "0" (as in CANN's cnclip_full example) leaves dynamic batching allowed."""
+    assert _problems(GE_HEAD + "dynamic_batching { }\n" + _param("static_model", "0")) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "device_ids",
+            "4,x",
+            'device_ids \'4,x\' must be comma-separated non-negative integers, e.g. "0" or "4,5"',
+        ),
+        (
+            "DEVICEIDS",
+            "-1",
+            'DEVICEIDS \'-1\' must be comma-separated non-negative integers, e.g. "0" or "4,5"',
+        ),
+        ("static_model", "maybe", "failed to convert static_model 'maybe' to boolean value"),
+        ("execution_mode", "gpu", "execution_mode 'gpu' must be one of auto, npu, cpu"),
+        ("intra_op_threads", "many", "intra_op_threads 'many' must be a non-negative integer"),
+    ],
+)
+def test_bad_parameter_values(key: str, value: str, message: str) -> None:
+    """Each GE parameter's value is checked, the error placed on the value's line."""
+    (problem,) = _problems(GE_HEAD + "\n" + _param(key, value))
+    assert (problem.severity, problem.message, problem.line) == ("error", message, 5)
+
+
+def test_good_device_ids_in_both_spellings() -> None:
+    """CANN's examples spell it device_ids and DEVICEIDS; lists and single ids pass."""
+    assert _problems(GE_HEAD + _param("device_ids", "4, 5,6")) == []
+    assert _problems('name: "m"\nbackend: "npu_ge"\n' + _param("DEVICEIDS", "4")) == []
+
+
+def test_device_ids_and_deviceids_disagreeing_is_a_warning() -> None:
+    """Both spellings with different lists: one of them is a mistake."""
+    (problem,) = _problems(GE_HEAD + _param("device_ids", "0") + _param("DEVICEIDS", "1"))
+    assert problem.severity == "warning"
+    assert "disagree" in problem.message
+
+
+def test_unknown_parameter_is_a_warning_with_did_you_mean() -> None:
+    """A misspelt key is ignored by the backend: say so, and suggest the known one."""
+    (problem,) = _problems(GE_HEAD + "\n\n" + _param("devices_ids", "0"))
+    assert (problem.severity, problem.line, problem.field) == ("warning", 6, 'parameters["devices_ids"]')
+    assert (
+        problem.message
+        == "unknown parameter 'devices_ids' for backend 'ge' (did you mean 'device_ids'?); it is ignored"
+    )
+
+
+def test_ge_dot_options_and_known_parameters_pass() -> None:
+    """Any ge.* option goes straight to GE; the known keys raise nothing."""
+    text = (
+        GE_HEAD + _param("ge.aicoreNum", "12|10") + _param("profiling", "dynamic") + _param("dump_graph", "1")
+    )
+    assert _problems(text + _param("inter_op_threads", "2") + _param("execution_mode", "CPU")) == []
+
+
+def test_other_backends_parameters_are_not_judged() -> None:
+    """Parameters of non-GE backends belong to those backends."""
+    assert _problems('name: "m"\nbackend: "python"\n' + _param("whatever", "x")) == []
+
+
+def test_kind_gpu_is_an_error_for_ge_backends() -> None:
+    """GE backends run on NPUs (or CPU emulation); a GPU instance group can never load."""
+    problems = _problems(GE_HEAD + "instance_group [ { kind: KIND_GPU } ]\n")
+    assert [p.severity for p in problems] == ["warning", "error"]
+    assert problems[1].field == "instance_group[0].kind" and problems[1].line == 4
+    assert "not GPUs" in problems[1].message
+
+
+def test_ge_with_om_file_is_valid(tmp_path: Path) -> None:
+    """om_model_path relative to the version folder (as the glue resolves it) that exists."""
+    folder = _model(tmp_path, GE_HEAD + _param("om_model_path", "llama.om"), {"1/llama.om": "om"})
+    assert validate_path(folder).problems == ()
+
+
+def test_ge_with_onnx_only_runs_in_cpu_emulation(tmp_path: Path) -> None:
+    """No OM at all, but an ONNX in the version folder: valid."""
+    folder = _model(tmp_path, GE_HEAD, {"1/model.onnx": "onnx"})
+    assert validate_path(folder).problems == ()
+
+
+def test_ge_with_missing_om_but_onnx_is_a_warning(tmp_path: Path) -> None:
+    """An OM path that is not here (e.g. the article's NPU host path) falls back to CPU emulation."""
+    folder = _model(tmp_path, GE_HEAD + _param("om_model_path", "/models/llama.om"), {"1/model.onnx": "onnx"})
+    (problem,) = validate_path(folder).problems
+    assert (problem.severity, problem.line, problem.file) == ("warning", 4, str(folder / "config.pbtxt"))
+    assert "CPU emulation" in problem.message
+
+
+def test_ge_without_om_or_onnx_is_an_error(tmp_path: Path) -> None:
+    """Nothing to run: neither the OM nor an ONNX for CPU emulation."""
+    folder = _model(tmp_path, GE_HEAD + _param("om_model_path", "missing.om"), {"1/README": "x"})
+    (problem,) = validate_path(folder).errors
+    assert problem.line == 4
+    assert problem.message == (
+        "backend 'ge' needs an .om or an ONNX to run: om_model_path 'missing.om' is not a "
+        "file, and version folder 1 has no *.onnx (nor onnx_model_path) for CPU emulation"
+    )
+
+
+def test_ge_onnx_model_path_must_exist(tmp_path: Path) -> None:
+    """onnx_model_path names a file that is not there."""
+    folder = _model(tmp_path, GE_HEAD + _param("onnx_model_path", "gone.onnx"), {"1/model.onnx": "x"})
+    (problem,) = validate_path(folder).errors
+    assert problem.message.startswith("onnx_model_path 'gone.onnx' is not a file")
+
+
+def test_ge_execution_mode_npu_needs_the_om(tmp_path: Path) -> None:
+    """Forcing the NPU without an OM is an error even when an ONNX is there."""
+    config = GE_HEAD + _param("om_model_path", "x.om") + _param("execution_mode", "npu")
+    (problem,) = validate_path(_model(tmp_path, config, {"1/model.onnx": "x"})).errors
+    assert problem.message == "execution_mode npu: om_model_path 'x.om' is not a file"
+
+
+def test_npu_ge_needs_onnx_or_pb_in_each_version(tmp_path: Path) -> None:
+    """CANN's npu_ge compiles what it finds in each version folder; an empty one cannot load."""
+    config = 'name: "m"\nbackend: "npu_ge"\nversion_policy { all { } }\n'
+    folder = _model(tmp_path, config, {"1/model.onnx": "x", "2/graph.pb": "x", "3/notes.txt": "x"})
+    (problem,) = validate_path(folder).errors
+    assert problem.message == "backend 'npu_ge' needs a *.onnx or *.pb model in version folder 3; found none"
+    assert problem.line == 2
+
+
+def test_file_checks_are_skipped_for_a_config_alone(tmp_path: Path) -> None:
+    """Judging only config.pbtxt cannot see the model files, so it does not ask for them."""
+    folder = _model(tmp_path, 'name: "m"\nbackend: "npu_ge"\n', {"1/notes.txt": "x"})
+    assert validate_path(folder / "config.pbtxt").problems == ()
+    assert not validate_path(folder).ok

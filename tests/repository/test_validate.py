@@ -1,0 +1,137 @@
+"""validate_path over a repository, one model folder or one config file; report shapes and positions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from triton_ge_console.repository.validate import ValidationReport, validate_config_text, validate_path
+
+GOOD = 'name: "{name}"\nbackend: "python"\nmax_batch_size: 4\n'
+
+
+def _model(repository: Path, name: str, config: str | None, versions: tuple[str, ...] = ("1",)) -> Path:
+    """A model folder with version folders holding model.py, and config.pbtxt unless config is None."""
+    folder = repository / name
+    for version in versions:
+        (folder / version).mkdir(parents=True)
+        (folder / version / "model.py").write_text("# model\n", encoding="utf-8")
+    folder.mkdir(parents=True, exist_ok=True)
+    if config is not None:
+        (folder / "config.pbtxt").write_text(config.replace("{name}", name), encoding="utf-8")
+    return folder
+
+
+def test_repository_reports_every_model(tmp_path: Path) -> None:
+    """A repository is judged model by model; problems name each model's own config file."""
+    _model(tmp_path, "good", GOOD)
+    _model(tmp_path, "bad", GOOD + "dynamic_batching { preferred_batch_size: [ 16 ] }\n")
+    report = validate_path(tmp_path)
+    assert report.models == ("bad", "good")
+    (problem,) = report.problems
+    assert problem.file == str(tmp_path / "bad" / "config.pbtxt")
+    assert (problem.line, problem.column) == (4, 44)
+    assert not report.ok
+
+
+def test_model_folder_name_must_match(tmp_path: Path) -> None:
+    """Triton refuses a model named differently from its folder; a config judged alone is not held to it."""
+    folder = _model(tmp_path, "folder_name", 'name: "config_name"\nbackend: "python"\n')
+    (problem,) = validate_path(folder).problems
+    assert problem.message == (
+        "unexpected directory name 'folder_name' for model 'config_name', directory name must "
+        "equal model name"
+    )
+    assert (problem.line, problem.field) == (1, "name")
+    assert validate_path(folder / "config.pbtxt").ok
+
+
+def test_model_needs_a_version_folder(tmp_path: Path) -> None:
+    """No numeric version folder (or none the version policy selects) means nothing to load."""
+    folder = _model(tmp_path, "m", GOOD, versions=())
+    assert validate_path(folder).errors[0].message == (
+        "at least one version must be available under the version policy of model 'm'"
+    )
+    specific = _model(
+        tmp_path, "s", GOOD + "version_policy { specific { versions: [ 3 ] } }\n", versions=("1", "2")
+    )
+    assert validate_path(specific).errors[0].field == "version_policy"
+
+
+def test_backend_is_inferred_from_model_files(tmp_path: Path) -> None:
+    """Without backend, Triton infers it from model.py; a config alone only gets a warning."""
+    folder = _model(tmp_path, "m", 'name: "m"\n')
+    assert validate_path(folder).problems == ()
+    (problem,) = validate_path(folder / "config.pbtxt").problems
+    assert problem.severity == "warning" and problem.field == "backend"
+
+
+def test_backend_that_cannot_be_inferred_is_an_error(tmp_path: Path) -> None:
+    """No backend, no platform, no recognisable model file: Triton's own error."""
+    folder = tmp_path / "m"
+    (folder / "1").mkdir(parents=True)
+    (folder / "config.pbtxt").write_text('name: "m"\n', encoding="utf-8")
+    assert (
+        validate_path(folder)
+        .errors[0]
+        .message.startswith("Invalid model name: Could not determine backend for model 'm'")
+    )
+
+
+def test_folder_without_config_and_empty_repository_are_warnings(tmp_path: Path) -> None:
+    """A model folder with no config.pbtxt, and a repository with no models, are reported but not errors."""
+    _model(tmp_path, "noconfig", None)
+    report = validate_path(tmp_path)
+    assert report.ok and report.warnings[0].file == str(tmp_path / "noconfig")
+    empty = tmp_path / "empty_repo"
+    empty.mkdir()
+    (empty / ".hidden").mkdir()
+    assert "empty" in validate_path(empty).warnings[0].message
+
+
+def test_syntax_error_has_file_line_and_column(tmp_path: Path) -> None:
+    """A config protobuf cannot parse is one error positioned where text_format stopped."""
+    folder = _model(tmp_path, "m", 'name: "m"\nbackend: "python"\nmax_batch_size: eight\n')
+    (problem,) = validate_path(folder).problems
+    assert (problem.file, problem.line, problem.column) == (str(folder / "config.pbtxt"), 3, 17)
+    assert "max_batch_size" in problem.message
+    assert str(problem).startswith(f"{folder / 'config.pbtxt'}:3:17: ")
+
+
+def test_unknown_field_is_a_syntax_error() -> None:
+    """A field model_config.proto does not have is rejected with its position."""
+    (problem,) = validate_config_text('name: "m"\nbackend: "python"\n  max_batch: 4\n', "c.pbtxt").problems
+    assert (problem.line, problem.column) == (3, 3)
+    assert "max_batch" in problem.message
+
+
+def test_missing_path_raises() -> None:
+    """A path that does not exist is the caller's mistake, reported by exception."""
+    with pytest.raises(FileNotFoundError, match="no such file or directory"):
+        validate_path(Path("/nonexistent/repo"))
+
+
+def test_report_to_dict_is_json(tmp_path: Path) -> None:
+    """to_dict is plain JSON with counts, ok, models and every problem."""
+    _model(tmp_path, "m", 'name: "m"\nbackend: "python"\n\nmax_batch_size: -2\n')
+    report = validate_path(tmp_path)
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["ok"] is False and data["errors"] == 1 and data["models"] == ["m"]
+    assert data["problems"][0] == {
+        "severity": "error",
+        "file": str(tmp_path / "m" / "config.pbtxt"),
+        "line": 4,
+        "column": 1,
+        "field": "max_batch_size",
+        "message": "'max_batch_size' must be non-negative value for m",
+    }
+
+
+def test_report_is_immutable() -> None:
+    """Reports are values the console can keep and compare."""
+    report = validate_config_text(GOOD.format(name="m"), "m/config.pbtxt")
+    assert isinstance(report, ValidationReport) and report.ok and report.problems == ()
+    with pytest.raises(AttributeError):
+        report.path = "x"  # type: ignore[misc]
