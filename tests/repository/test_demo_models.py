@@ -1,4 +1,4 @@
-"""The built-in demo models run in ONNX Runtime with the documented shapes, are causal, and are reproducible."""
+"""The built-in demo models run in ONNX Runtime with the documented shapes, are causal, and reproducible."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ def load_spec(path: Path) -> DeploymentSpec:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise SpecError([SpecProblem(str(path), 1, 1, "", f"cannot read spec: {reason}")]) from None
+        raise SpecError([SpecProblem(str(path), 0, 0, "", f"cannot read spec: {reason}")]) from None
     return parse_spec(text, str(path), path.resolve().parent, default_name=path.stem)
 
 
@@ -69,12 +69,16 @@ def yaml_root(text: str, problems: Problems) -> tuple[yaml.SafeLoader, yaml.Node
     """The document's root node (None for an empty document or a syntax error, which is recorded)."""
     loader = yaml.SafeLoader(text)
     try:
-        return loader, loader.get_single_node()
+        root = loader.get_single_node()
+        if root is not None:
+            loader.construct_document(root)  # what safe_load would refuse (e.g. python/* tags) stops here
+        return loader, root
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         reason = exc.problem or exc.context or "invalid YAML"
-        problems.items.append(SpecProblem(problems.file, line, column, "", f"YAML syntax: {reason}"))
+        kind = "unsupported YAML" if isinstance(exc, yaml.constructor.ConstructorError) else "YAML syntax"
+        problems.items.append(SpecProblem(problems.file, line, column, "", f"{kind}: {reason}"))
         problems.raise_if_any()
     except yaml.YAMLError as exc:
         problems.items.append(SpecProblem(problems.file, 1, 1, "", f"YAML syntax: {exc}"))

@@ -11,7 +11,7 @@ import yaml
 
 @dataclass(frozen=True)
 class SpecProblem:
-    """One thing wrong in a spec, at a 1-based line and column."""
+    """One thing wrong in a spec, at a 1-based line and column (0 for the file as a whole)."""
 
     file: str
     line: int
@@ -20,7 +20,7 @@ class SpecProblem:
     message: str
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}:{self.column}"
+        where = f"{self.file}:{self.line}:{self.column}" if self.line else self.file
         return f"{where} {self.field_path}: {self.message}" if self.field_path else f"{where}: {self.message}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -161,7 +161,10 @@ class Reader:
 
     def int_list(self, node: yaml.Node, path: str, minimum: int | None = None) -> tuple[int, ...] | None:
         """A list of integers (a single integer is accepted as a list of one)."""
-        items = [node] if isinstance(node, yaml.ScalarNode) else self.sequence(node, path)
+        if isinstance(node, yaml.ScalarNode):
+            single = self.integer(node, path, minimum)
+            return None if single is None else (single,)
+        items = self.sequence(node, path)
         if items is None:
             return None
         values = [self.integer(item, f"{path}[{i}]", minimum) for i, item in enumerate(items)]
