@@ -1,0 +1,229 @@
+"""`ge-console bench MODEL`: measure a served model's latency and throughput under load."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from triton_ge_console.sessions.loadgen import (
+    BenchRow,
+    LoadError,
+    LoadSpec,
+    LoadSpecError,
+    Progress,
+    UnknownModelError,
+    run_load_sync,
+)
+from triton_ge_console.sessions.loadgen_inputs import parse_input_option, parse_shape_option
+from triton_ge_console.sessions.loadgen_report import rows_to_csv, rows_to_json, rows_to_table
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(ValueError):
+    """Options that cannot work together; exit code 2."""
+
+
+def register(subparsers: Any) -> None:
+    """Add `bench` to the ge-console parser."""
+    parser = subparsers.add_parser(
+        "bench", help="measure a model's latency and throughput under load",
+        usage="ge-console bench MODEL [--session NAME | --url HOST:PORT] "
+              "[--concurrency N,... | --rate R,...] [options]",
+        description="Load a served model (concurrency sweep or request rate) and report p50/p90/p95/p99 "
+                    "latency, throughput and Triton's queue/compute split over the same windows.")
+    parser.add_argument("model", help="model name as the server knows it")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--session", metavar="NAME", help="a session started by `ge-console up` (default: the "
+                                                         "only one)")
+    where.add_argument("--url", metavar="HOST:PORT", help="server address (its gRPC or HTTP port)")
+    parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc", help="default: grpc")
+    load = parser.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=int_list, metavar="N[,N...]",
+                      help="closed loop: requests kept in flight, one step per value (default: 1)")
+    load.add_argument("--rate", type=rate_list, metavar="R[,R...]",
+                      help="open loop: requests per second, one step per value")
+    parser.add_argument("--distribution", choices=("constant", "poisson"), default="constant",
+                        help="rate mode inter-arrival times (default: constant)")
+    parser.add_argument("--batch-size", type=positive_int, default=1, metavar="N")
+    parser.add_argument("--shape", action="append", default=[], metavar="NAME:DIMS",
+                        help="dims for an input's -1 dimensions, without the batch dimension, e.g. ids:128")
+    parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                        help="send this array for an input instead of random data")
+    parser.add_argument("--window-ms", type=positive_int, default=1500, metavar="MS")
+    parser.add_argument("--warmup-ms", type=int, default=1000, metavar="MS")
+    parser.add_argument("--max-windows", type=positive_int, default=10, metavar="N",
+                        help="windows per step at most while waiting for 3 within 10%% (default: 10)")
+    parser.add_argument("--csv", nargs="?", const="-", metavar="FILE", help="write CSV (stdout without FILE)")
+    parser.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write JSON (stdout w/o FILE)")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.set_defaults(func=run_bench)
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """`1,2,4` as integers >= 1 (argparse turns the error into a usage message)."""
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected integers such as 1,2,4,8") from None
+    if any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: every concurrency must be at least 1")
+    return values
+
+
+def rate_list(text: str) -> tuple[float, ...]:
+    """`100,200` as rates > 0 requests per second."""
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected requests per second such as 100,200") from None
+    if any(not v > 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: every rate must be > 0 requests per second")
+    return values
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
+    return value
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Handler: build the spec, run the sweep with a progress display, print the results."""
+    try:
+        spec = spec_from_args(args)
+        spec.validate()
+    except (UsageError, LoadSpecError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    display = _ProgressDisplay(enabled=not args.quiet)
+    try:
+        with display:
+            rows = run_load_sync(spec, display.update)
+    except (LoadSpecError, UnknownModelError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    except LoadError as exc:
+        return _fail(str(exc), EXIT_FAILURE)
+    try:
+        _write_results(args, spec, rows)
+    except OSError as exc:
+        return _fail(f"cannot write results: {exc}", EXIT_FAILURE)
+    failed = [row for row in rows if row.requests == 0]
+    if failed:
+        return _fail(f"no request succeeded at {_level(failed[0])}: {failed[0].first_error}", EXIT_FAILURE)
+    return EXIT_OK
+
+
+def spec_from_args(args: argparse.Namespace) -> LoadSpec:
+    """A LoadSpec from the parsed options; the endpoint from --url or the session registry."""
+    if args.warmup_ms < 0:
+        raise UsageError(f"--warmup-ms {args.warmup_ms}: must not be negative")
+    shapes = dict(parse_shape_option(text) for text in args.shape)
+    files = dict(parse_input_option(text) for text in args.input)
+    url, headers = resolve_endpoint(args.session, args.url, args.protocol)
+    return LoadSpec(
+        model=args.model, url=url, protocol=args.protocol,
+        concurrency=args.concurrency or (1,), rate=args.rate or (), distribution=args.distribution,
+        batch_size=args.batch_size, shapes=shapes, input_files=files, window_ms=args.window_ms,
+        warmup_ms=args.warmup_ms, max_windows=args.max_windows, headers=headers,
+    )
+
+
+def resolve_endpoint(session: str | None, url: str | None, protocol: str) -> tuple[str, dict[str, str]]:
+    """(host:port, headers) for the protocol: --url as given, else the session's recorded address."""
+    if url:
+        return url, {}
+    try:
+        from triton_ge_console.sessions import registry
+    except ImportError:
+        raise UsageError("give --url HOST:PORT (sessions are not available in this build)") from None
+    try:
+        record = registry.Registry().resolve(session)
+    except (registry.SessionNotFound, registry.RegistryError) as exc:
+        raise UsageError(f"{exc}; or give --url HOST:PORT") from None
+    address = record.grpc_url if protocol == "grpc" else record.http_url
+    if not address:
+        raise UsageError(f"session {record.name!r} has no {protocol} address; try --protocol http")
+    token = registry.resolve_token(record.token_ref)
+    return address, ({record.token_header: token} if token else {})
+
+
+def _write_results(args: argparse.Namespace, spec: LoadSpec, rows: list[BenchRow]) -> None:
+    """The table on stdout unless --csv/--json claim stdout; files where named."""
+    to_stdout = False
+    for option, render in ((args.csv, rows_to_csv), (args.json, rows_to_json)):
+        if option is None:
+            continue
+        text = render(rows)
+        if option == "-":
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            to_stdout = True
+        else:
+            Path(option).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    if not to_stdout:
+        title = f"{spec.model} over {spec.protocol} at {spec.url}, batch {spec.batch_size}"
+        Console(width=None if sys.stdout.isatty() else 200).print(rows_to_table(rows, title))
+
+
+def _level(row: BenchRow) -> str:
+    """'concurrency 4' or 'rate 200/s'."""
+    return f"rate {row.rate:g}/s" if row.rate is not None else f"concurrency {row.concurrency}"
+
+
+def _fail(message: str, code: int) -> int:
+    """One line on stderr; the exit code."""
+    print(f"ge-console bench: error: {message}", file=sys.stderr)
+    return code
+
+
+class _ProgressDisplay:
+    """A live status line on a terminal's stderr; one line per finished step otherwise."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.console = Console(stderr=True)
+        self._status: Any = None
+
+    def __enter__(self) -> _ProgressDisplay:
+        if self.enabled and self.console.is_terminal:
+            self._status = self.console.status("connecting")
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(None, None, None)
+
+    def update(self, progress: Progress) -> None:
+        """Show one progress record."""
+        if not self.enabled:
+            return
+        text = describe(progress)
+        if self._status is not None:
+            self._status.update(text)
+        elif progress.phase in ("step-done", "stopped"):
+            print(text, file=sys.stderr, flush=True)
+
+
+def describe(progress: Progress) -> str:
+    """One line an operator reads while the run goes on."""
+    level = f"rate {progress.level:g}/s" if progress.mode == "rate" else f"concurrency {progress.level:g}"
+    head = f"[{progress.step}/{progress.steps}] {level}"
+    if progress.phase == "measuring" and progress.window_throughput_rps is not None:
+        p50 = "-" if progress.window_p50_ms is None else f"{progress.window_p50_ms:.1f} ms"
+        return (f"{head}: window {progress.window}/{progress.max_windows} "
+                f"{progress.window_throughput_rps:.1f} req/s, p50 {p50}, errors {progress.errors}")
+    if progress.phase == "step-done" and progress.row is not None:
+        row = progress.row
+        p50 = "-" if row.p50_ms is None else f"{row.p50_ms:.1f} ms"
+        state = "stable" if row.stable else "not stable"
+        return f"{head}: {row.throughput_rps:.1f} req/s, p50 {p50} after {row.windows} windows ({state})"
+    return f"{head}: {progress.phase}"

@@ -1,0 +1,126 @@
+"""`ge-console bench`: output schemas, sessions, and a clear error with the right exit code for bad input."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import RunningServer
+from triton_ge_console.cli import main
+from triton_ge_console.sessions.loadgen import ROW_FIELDS
+
+pytestmark = pytest.mark.timeout(120)
+
+FAST = ["--window-ms", "300", "--warmup-ms", "200", "--max-windows", "4", "--quiet"]
+REQUIRED = {"throughput_rps", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "server_queue_ms", "server_compute_ms"}
+
+
+def bench(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run `ge-console bench ...` in-process; (exit code, stdout, stderr)."""
+    try:
+        code = main(["bench", *args])
+    except SystemExit as exit_:  # argparse usage errors
+        code = int(exit_.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_is_a_list_of_rows(bench_server: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """--json on stdout: one object per concurrency with the documented fields."""
+    code, out, err = bench(capsys, "delay", "--url", bench_server.grpc_hostport, "--concurrency", "1,2",
+                           "--json", *FAST)
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [row["concurrency"] for row in rows] == [1, 2]
+    for row in rows:
+        assert set(row) >= REQUIRED and set(row) == set(ROW_FIELDS)
+        assert row["rate"] is None and row["throughput_rps"] > 0 and row["p50_ms"] > 0
+
+
+def test_csv_file_and_rate_mode(bench_server: RunningServer, capsys: pytest.CaptureFixture[str],
+                                tmp_path: Path) -> None:
+    """--csv FILE over HTTP in rate mode: a header of every field, one line per rate; the table on stdout."""
+    target = tmp_path / "out.csv"
+    code, out, err = bench(capsys, "delay", "--url", bench_server.http_hostport, "--protocol", "http",
+                           "--rate", "30,60", "--distribution", "poisson", "--csv", str(target), *FAST)
+    assert code == 0, err
+    records = list(csv.DictReader(io.StringIO(target.read_text())))
+    assert tuple(records[0]) == ROW_FIELDS
+    assert [float(r["rate"]) for r in records] == [30.0, 60.0]
+    assert all(r["concurrency"] == "" and float(r["throughput_rps"]) > 0 for r in records)
+    assert "delay over http" in out and "p99 ms" in out and "30/s" in out
+
+
+def test_progress_lines_go_to_stderr(bench_server: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a terminal, one progress line per finished step on stderr; stdout stays clean JSON."""
+    args = [a for a in FAST if a != "--quiet"]
+    code, out, err = bench(capsys, "delay", "--url", bench_server.grpc_hostport, "--json", *args)
+    assert code == 0
+    assert json.loads(out)[0]["concurrency"] == 1
+    assert "[1/1] concurrency 1:" in err and "req/s" in err
+
+
+def test_session_name_resolves_through_the_registry(
+        bench_server: RunningServer, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """--session NAME uses the address the session registry recorded for the protocol."""
+    registry = pytest.importorskip("triton_ge_console.sessions.registry")
+    monkeypatch.setenv("GE_CONSOLE_STATE_DIR", str(tmp_path))
+    registry.Registry().save(registry.SessionRecord(
+        name="lab", pid=None, started_at=time.time(), http_url=bench_server.http_url,
+        grpc_url=bench_server.grpc_hostport, metrics_url=bench_server.metrics_url, repository=None, spec=None,
+        backend_dir=None, log_path=None, token_ref=None, attached=True, session_dir=None, state="ready"))
+    for protocol in ("grpc", "http"):
+        code, out, err = bench(capsys, "delay", "--session", "lab", "--protocol", protocol, "--json", *FAST)
+        assert code == 0, err
+        assert json.loads(out)[0]["protocol"] == protocol
+    code, _, err = bench(capsys, "delay", "--session", "nope", *FAST)
+    assert code == 2 and "no session named 'nope'" in err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--concurrency", "0"], "every concurrency must be at least 1"),
+    (["--concurrency", "two"], "expected integers"),
+    (["--rate", "0"], "every rate must be > 0"),
+    (["--rate", "-3"], "every rate must be > 0"),
+    (["--rate", "10", "--concurrency", "2"], "not allowed with argument"),
+    (["--shape", "INPUT0"], "expected NAME:DIMS"),
+    (["--shape", "NOPE:3"], "has no such input"),
+    (["--input", "INPUT0=/no/such/file.npy"], "no such file"),
+    (["--batch-size", "2"], "does not batch"),
+    (["--warmup-ms", "-1"], "must not be negative"),
+])
+def test_bad_arguments_exit_2_with_a_clear_message(
+        bench_server: RunningServer, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    """Usage errors: exit code 2, the offending option and value in one line on stderr."""
+    code, out, err = bench(capsys, "delay", "--url", bench_server.grpc_hostport, *FAST, *args)
+    assert code == 2
+    assert message in err and out == ""
+    assert "Traceback" not in err
+
+
+def test_unknown_model_exits_2(bench_server: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """A model the server does not serve is a bad argument, named with the server's words."""
+    code, _, err = bench(capsys, "ghost", "--url", bench_server.grpc_hostport, *FAST)
+    assert code == 2
+    assert err.strip().splitlines() == [
+        f"ge-console bench: error: model 'ghost' is not served at {bench_server.grpc_hostport}: "
+        "Request for unknown model: 'ghost' is not found"]
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_runtime_failures_exit_1(bench_server: RunningServer, capsys: pytest.CaptureFixture[str],
+                                 protocol: str) -> None:
+    """A model whose every request fails, and a server that is not there: exit code 1, one line."""
+    url = bench_server.grpc_hostport if protocol == "grpc" else bench_server.http_hostport
+    code, _, err = bench(capsys, "broken", "--url", url, "--protocol", protocol, *FAST)
+    assert code == 1 and "every request failed during warm-up" in err and "model says no" in err
+    code, _, err = bench(capsys, "delay", "--url", "127.0.0.1:9", "--protocol", protocol, *FAST)
+    assert code == 1 and "cannot talk to Triton at 127.0.0.1:9" in err
+    assert len(err.strip().splitlines()) == 1
