@@ -33,7 +33,7 @@ max_batch_size: 8
 input [ { name: "input_ids" data_type: TYPE_INT64 dims: [ -1 ] } ]
 output [ { name: "logits" data_type: TYPE_FP32 dims: [ -1, 32000 ] } ]
 dynamic_batching { preferred_batch_size: [ 4, 8 ] max_queue_delay_microseconds: 500 }
-parameters { key: "om_model_path" value { string_value: "1/model.om" } }
+parameters { key: "om_model_path" value { string_value: "model.om" } }
 """
 
 TWO_MODELS = """
@@ -94,7 +94,7 @@ def test_seed_bert_config_and_layout(seed_repo: Path) -> None:
                 { name: "attention_mask" data_type: TYPE_INT64 dims: [ -1 ] } ]
         output [ { name: "pooled" data_type: TYPE_FP32 dims: [ 64 ] } ]
         dynamic_batching { preferred_batch_size: [ 8, 16 ] max_queue_delay_microseconds: 200 }
-        parameters { key: "om_model_path" value { string_value: "1/model.om" } }
+        parameters { key: "om_model_path" value { string_value: "model.om" } }
         parameters { key: "device_ids" value { string_value: "1" } }
     """)
     files = sorted(p.relative_to(seed_repo).as_posix() for p in seed_repo.rglob("*") if p.is_file())
@@ -214,7 +214,7 @@ def test_onnx_and_om_sources_are_copied_per_version(tmp_path: Path) -> None:
         assert (repo / "llm" / version / "model.onnx").read_bytes() == demo_bytes("demo:llama")
     llm = pbtxt.load(repo / "llm" / "config.pbtxt")
     assert list(llm.version_policy.specific.versions) == [1, 3]
-    assert llm.parameters["om_model_path"].string_value == "3/model.om"
+    assert llm.parameters["om_model_path"].string_value == "model.om"
     native = pbtxt.load(repo / "native" / "config.pbtxt")
     assert native.backend == "npu_ge" and "om_model_path" not in native.parameters
     assert native.parameters["device_ids"].string_value == "4,5"

@@ -11,16 +11,20 @@ ONNX_FILENAME = "model.onnx"
 OM_FILENAME = "model.om"
 
 
-def default_om_model_path(model: ModelSpec) -> str:
-    """Where the `ge` backend looks for the OM: relative to the model folder (the glue resolves it there)."""
-    return f"{max(model.versions)}/{OM_FILENAME}"
+def default_om_model_path() -> str:
+    """The OM path a `ge` config carries: relative, so each version resolves it in its own version folder.
+
+    The glue (backend_glue.settings) and the validator (ge_rules) resolve a relative path against the version
+    folder first, then the model folder; Triton's python backend passes both in initialize()'s args.
+    """
+    return OM_FILENAME
 
 
 def config_parameters(model: ModelSpec) -> dict[str, str]:
     """The parameters a model's config carries: the spec's, the OM path for `ge`, and the NPU ids."""
     params = dict(model.parameters)
     if model.backend == "ge":
-        params.setdefault("om_model_path", default_om_model_path(model))
+        params.setdefault("om_model_path", default_om_model_path())
     device_ids = model.instance_group.device_ids
     if model.backend == "npu_ge" or device_ids != (0,):
         params["device_ids"] = ",".join(str(d) for d in device_ids)

@@ -44,7 +44,7 @@ models:
     #   count: 1          # model instances
     #   device_ids: [0]   # NPUs the instances are spread over
     # parameters:         # passed to the backend as config parameters (strings)
-    #   om_model_path: /models/llama.om   # default for ge: <version>/model.om, relative to the model folder
+    #   om_model_path: /models/llama.om   # default for ge: model.om in each version folder
     #   static_model: 1                   # GE static graph: needs fixed shapes, excludes dynamic_batching
     #   profiling: dynamic
     #   execution_mode: auto              # auto (NPU if present), npu, or cpu
