@@ -1,0 +1,174 @@
+"""`ge-console validate` and `ge-console convert`: output, --json, and every exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from tests.conftest import ROOT
+from triton_ge_console.cli import main
+
+FAKES = ROOT / "tests" / "fakes"
+GOOD = 'name: "m"\nbackend: "python"\nmax_batch_size: 4\n'
+
+
+def _model(repository: Path, name: str, config: str) -> Path:
+    """A model folder holding config.pbtxt and version 1 with model.py."""
+    (repository / name / "1").mkdir(parents=True)
+    (repository / name / "1" / "model.py").write_text("# model\n", encoding="utf-8")
+    (repository / name / "config.pbtxt").write_text(config, encoding="utf-8")
+    return repository / name
+
+
+def _onnx(path: Path) -> Path:
+    """A one-node ONNX model with a dynamic batch axis."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_validate_clean_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A valid repository: no problem lines, an ok summary, exit 0."""
+    _model(tmp_path, "m", GOOD)
+    assert main(["validate", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == f"{tmp_path}: ok: 0 error(s), 0 warning(s) in 1 model(s)\n"
+
+
+def test_validate_warnings_still_exit_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Warnings are printed but do not fail."""
+    folder = _model(tmp_path, "m", GOOD + "instance_group [ { kind: KIND_GPU } ]\n")
+    assert main(["validate", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert f"{folder}/config.pbtxt:4:20 instance_group[0].kind: warning: instance group m_0" in out
+
+
+def test_validate_errors_exit_1_with_positions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each error is one line, file:line:col field: message; exit 1."""
+    config = (
+        _model(tmp_path, "m", GOOD + "dynamic_batching { preferred_batch_size: [ 0 ] }\n") / "config.pbtxt"
+    )
+    assert main(["validate", str(config)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        f"{config}:4:44 dynamic_batching.preferred_batch_size[0]: dynamic batching preferred size must be "
+        "positive for m",
+        f"{config}: invalid: 1 error(s), 0 warning(s) in 1 config",
+    ]
+
+
+def test_validate_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--json prints the report's dict; the exit code still says ok or not."""
+    _model(tmp_path, "m", 'name: "m"\nbackend: "python"\nmax_batch_size: -1\n')
+    assert main(["validate", str(tmp_path), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["ok"] is False and data["models"] == ["m"]
+    assert data["problems"][0]["line"] == 3 and data["problems"][0]["field"] == "max_batch_size"
+
+
+def test_validate_missing_path_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A PATH that does not exist is a usage error: one line on stderr, exit 2."""
+    assert main(["validate", str(tmp_path / "nope")]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"ge-console validate: {tmp_path / 'nope'}: no such file or directory\n"
+    assert captured.out == ""
+
+
+def test_validate_without_path_is_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse's own usage error is exit 2."""
+    with pytest.raises(SystemExit) as exited:
+        main(["validate"])
+    assert exited.value.code == 2
+
+
+def test_built_seed_repository_validates(tmp_path: Path) -> None:
+    """The issue's done-when: `ge-console build examples/seed.yaml -o repo` then `validate repo` succeeds."""
+    repo = tmp_path / "repo"
+    command = [sys.executable, "-m", "triton_ge_console.cli"]
+    build = subprocess.run([*command, "build", str(ROOT / "examples" / "seed.yaml"), "-o", str(repo)],
+                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    validate = subprocess.run([*command, "validate", str(repo)], capture_output=True, text=True, timeout=120,
+                              check=False)  # fmt: skip
+    assert validate.returncode == 0, validate.stdout
+    assert validate.stdout.splitlines()[-1].startswith(f"{repo}: ok: 0 error(s)")
+
+
+@pytest.fixture
+def fake_atc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake atc first on PATH."""
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_convert_writes_om_exit_0(fake_atc: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """ATC found and succeeding: the OM is written and named on stdout."""
+    model = _onnx(tmp_path / "m.onnx")
+    args = ["convert", str(model), "--soc-version", "Ascend310P3", "-o", str(tmp_path / "m.om"),
+            "--input-shape", "x:-1,4", "--dynamic-batch-size", "1,2,4,8"]  # fmt: skip
+    assert main(args) == 0
+    assert (tmp_path / "m.om").is_file()
+    assert capsys.readouterr().out.startswith(f"wrote {tmp_path / 'm.om'} (")
+
+
+def test_converted_om_makes_a_ge_model_run_on_npu(fake_atc: None, tmp_path: Path) -> None:
+    """With the OM in place, a `ge` model's om_model_path resolves and validation has nothing to say."""
+    folder = tmp_path / "repo" / "m"
+    (folder / "1").mkdir(parents=True)
+    model = _onnx(folder / "1" / "model.onnx")
+    param = 'parameters { key: "om_model_path" value { string_value: "model.om" } }\n'
+    (folder / "config.pbtxt").write_text('name: "m"\nbackend: "ge"\n' + param, encoding="utf-8")
+    assert main(["validate", str(folder)]) == 0
+    assert (
+        main(["convert", str(model), "--soc-version", "Ascend910B1", "-o", str(folder / "1" / "model")]) == 0
+    )
+    from triton_ge_console.repository.validate import validate_path
+
+    assert validate_path(folder).problems == ()
+
+
+def test_convert_atc_failure_exit_1(
+    fake_atc: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ATC rejecting the SoC: its failure banner and E10001 line reach stderr, exit 1."""
+    model = _onnx(tmp_path / "m.onnx")
+    assert main(["convert", str(model), "--soc-version", "Ascend999", "-o", str(tmp_path / "m")]) == 1
+    err = capsys.readouterr().err
+    assert "ge-console convert: atc failed (exit 255):" in err
+    assert "  E10001: Value Ascend999 for parameter --soc_version is invalid." in err
+
+
+def test_convert_bad_arguments_exit_2_before_atc(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """ATC's own argument rules are checked first: no ATC needed to learn the gears are wrong."""
+    model = _onnx(tmp_path / "m.onnx")
+    args = ["convert", str(model), "--soc-version", "Ascend310P3", "-o", str(tmp_path / "m"),
+            "--input-shape", "x:4,4", "--dynamic-batch-size", "1,4096"]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[1].strip() for line in err] == ["E10001", "E10031"]
+
+
+def test_convert_without_atc_exit_1(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """No CANN toolkit: how to get ATC, and that CPU emulation still works; exit 1."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    model = _onnx(tmp_path / "m.onnx")
+    assert main(["convert", str(model), "--soc-version", "Ascend310P3", "-o", str(tmp_path / "m")]) == 1
+    err = capsys.readouterr().err
+    assert "source /usr/local/Ascend/ascend-toolkit/set_env.sh" in err and "CPU emulation" in err
+    assert not (tmp_path / "m.om").exists()
+
+
+def test_convert_missing_model_exit_1(
+    fake_atc: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model file that is not there: one clear line, exit 1."""
+    assert main(["convert", str(tmp_path / "gone.onnx"), "--soc-version", "Ascend310P3", "-o", "x"]) == 1
+    assert capsys.readouterr().err == f"ge-console convert: {tmp_path / 'gone.onnx'}: no such file\n"
