@@ -211,3 +211,19 @@ def test_a_failing_poll_is_shown_and_the_next_one_clears_it() -> None:
     assert board.refresh() is not None and board.problem.value == ""
     assert board.snapshot is not None and board.snapshot.taken_at == T0
     board.close()
+
+
+def test_wait_for_polls_until_the_condition_holds_or_times_out() -> None:
+    board = Dashboard(RecordedSource(recording(4)), autostart=False, background=False)
+    seen = board.wait_for(lambda s: (s.model("llama_model") or s.models[0]).queue_depth == 4, timeout=10)
+    assert seen.taken_at == T0 + 2 and board.poller.polls == 3
+    with pytest.raises(TimeoutError, match="session demo: queue above 100 not seen within 0s"):
+        board.wait_for(lambda s: False, timeout=0.3, what="queue above 100")
+    board.close()
+
+
+def test_close_closes_a_source_the_dashboard_owns_only() -> None:
+    owned, borrowed = RecordedSource(recording(1)), RecordedSource(recording(1))
+    Dashboard(owned, autostart=False, owns_source=True).close()
+    Dashboard(borrowed, autostart=False).close()
+    assert owned.closed and not borrowed.closed

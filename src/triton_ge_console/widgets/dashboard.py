@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import html
+import time
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as w
@@ -12,7 +14,7 @@ from triton_ge_console.sessions.source import SessionSource
 from triton_ge_console.widgets.commands import CommandRunner
 from triton_ge_console.widgets.devices import DeviceGauges
 from triton_ge_console.widgets.format import duration
-from triton_ge_console.widgets.loadtest import LoadRunner, LoadTestControl
+from triton_ge_console.widgets.loadtest import LoadRunner, LoadTestControl, loadgen_runner
 from triton_ge_console.widgets.logtail import LogTail
 from triton_ge_console.widgets.model_charts import ModelCharts
 from triton_ge_console.widgets.models import ModelsTable
@@ -39,8 +41,10 @@ class Dashboard:
     """Everything about one session, refreshed by a background poller; `close()` stops it (idempotent)."""
 
     def __init__(self, source: SessionSource, interval: float = 1.0, load_runner: LoadRunner | None = None,
-                 autostart: bool = True, background: bool = True, history_seconds: float = 300.0) -> None:
+                 autostart: bool = True, background: bool = True, history_seconds: float = 300.0,
+                 owns_source: bool = False) -> None:
         self.source = source
+        self.owns_source = owns_source
         self.header = w.HTML(f"<b>GE Console</b> ─ session {html.escape(source.name)} ─ waiting")
         self.problem = w.HTML("")
         self.devices = DeviceGauges(history_seconds)
@@ -56,6 +60,20 @@ class Dashboard:
         self.closed = False
         if autostart:
             self.start()
+
+    @classmethod
+    def for_session(cls, name: str | None = None, interval: float = 1.0,
+                    shapes: dict[str, tuple[int, ...]] | None = None, **kwargs: Any) -> Dashboard:
+        """A dashboard on a registered session (by name, or the only one), with its load generator."""
+        from triton_ge_console.sessions.live import LiveSource
+        from triton_ge_console.sessions.registry import Registry, resolve_token
+
+        record = Registry().resolve(name)
+        token = resolve_token(record.token_ref)
+        headers = {record.token_header: token} if token else None
+        url, protocol = (record.grpc_url, "grpc") if record.grpc_url else (record.http_url, "http")
+        runner = loadgen_runner(url.split("://")[-1], protocol, shapes, headers)
+        return cls(LiveSource.from_record(record), interval, runner, owns_source=True, **kwargs)
 
     def start(self) -> None:
         """Start live updates."""
@@ -80,6 +98,17 @@ class Dashboard:
         self.logs.refresh()
         self.problem.value = ""
 
+    def wait_for(self, condition: Callable[[ServerSnapshot], bool], timeout: float = 60.0,
+                 what: str = "the condition") -> ServerSnapshot:
+        """Block until a shown snapshot satisfies condition (polling inline when no poller runs)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            snapshot = self.snapshot if self.poller.running else self.refresh()
+            if snapshot is not None and condition(snapshot):
+                return snapshot
+            time.sleep(min(self.poller.interval, 0.1))
+        raise TimeoutError(f"session {self.source.name}: {what} not seen within {timeout:.0f}s")
+
     def _report(self, exc: BaseException) -> None:
         """Show a view or poll failure in the widget instead of raising into the kernel."""
         self.problem.value = (f"<span style='color:firebrick'>update failed: "
@@ -101,11 +130,15 @@ class Dashboard:
         }
 
     def close(self) -> None:
-        """Stop the poller and close the widgets; the session itself is left as it is."""
+        """Stop the poller and close the widgets (and a source it opened); the server is left running."""
         if self.closed:
             return
         self.closed = True
         self.poller.close()
+        self.models.runner.wait(60)
+        self.loadtest.wait(60)
+        if self.owns_source:
+            self.source.close()
         self.box.close()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:

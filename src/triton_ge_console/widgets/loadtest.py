@@ -11,6 +11,25 @@ from typing import Any
 import ipywidgets as w
 
 LoadRunner = Callable[[str, int, float], Any]  # (model, concurrency, duration_s) -> result with figures
+WINDOWS = 3
+
+
+def loadgen_runner(url: str, protocol: str = "grpc", shapes: Mapping[str, tuple[int, ...]] | None = None,
+                   headers: Mapping[str, str] | None = None) -> LoadRunner:
+    """A LoadRunner over the session load generator: one closed-loop step measured in three windows."""
+    from triton_ge_console.sessions.loadgen import LoadSpec, run_load_sync
+
+    def run(model: str, concurrency: int, duration_s: float) -> Any:
+        window_ms = max(int(duration_s * 1000 / WINDOWS), 100)
+        spec = LoadSpec(model=model, url=url, protocol=protocol, concurrency=(concurrency,),
+                        shapes=dict(shapes or {}), headers=dict(headers or {}), window_ms=window_ms,
+                        warmup_ms=min(window_ms, 1000), max_windows=WINDOWS, stable_windows=WINDOWS)
+        rows = run_load_sync(spec)
+        if not rows:
+            raise RuntimeError(f"load test on {model} ended without a measured step")
+        return rows[-1]
+
+    return run
 
 
 def result_fields(result: Any) -> dict[str, Any]:
