@@ -1,0 +1,150 @@
+"""Per-model figures from one poll's raw readings (metrics, statistics, index, traces): pure functions."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from triton_ge_console.sessions.metrics import MetricTable, ModelKey
+from triton_ge_console.sessions.rates import ModelCounters, ModelRates
+from triton_ge_console.sessions.snapshot import Latency, ModelSnapshot
+from triton_ge_console.sessions.stats import IndexEntry, ModelStatistics
+
+US_PER_MS = 1000.0
+COUNTER_METRICS = {
+    "success": "nv_inference_request_success",
+    "inference": "nv_inference_count",
+    "execution": "nv_inference_exec_count",
+    "request_us": "nv_inference_request_duration_us",
+    "queue_us": "nv_inference_queue_duration_us",
+    "compute_input_us": "nv_inference_compute_input_duration_us",
+    "compute_infer_us": "nv_inference_compute_infer_duration_us",
+    "compute_output_us": "nv_inference_compute_output_duration_us",
+}
+FAILURES = "nv_inference_request_failure"
+PENDING = "nv_inference_pending_request_count"
+SUMMARY = "nv_inference_request_summary_us"
+GLUE_PREFIX = "ge_"
+MODE_LABELS = ("execution_mode", "mode")
+
+
+@dataclass(frozen=True)
+class MetricViews:
+    """The per-model lookups of one metrics table, computed once per poll (not once per model)."""
+
+    pending: dict[ModelKey, float] = field(default_factory=dict)
+    quantiles: dict[ModelKey, dict[str, float]] = field(default_factory=dict)
+    reasons: dict[ModelKey, dict[str, float]] = field(default_factory=dict)
+    glue: dict[str, tuple[tuple[str, ...], str | None]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, table: MetricTable | None) -> MetricViews:
+        """Index a metrics table (None gives empty views)."""
+        if table is None:
+            return cls()
+        return cls(table.by_model(PENDING), table.by_model_and(SUMMARY, "quantile"),
+                   table.by_model_and(FAILURES, "reason"), glue_labels(table))
+
+
+@dataclass(frozen=True)
+class PollReadings:
+    """Everything one poll read that per-model figures are derived from."""
+
+    index: list[IndexEntry]
+    statistics: dict[ModelKey, ModelStatistics]
+    metrics: MetricTable | None
+    backends: dict[ModelKey, str] = field(default_factory=dict)
+    traced: dict[ModelKey, Latency] = field(default_factory=dict)
+    views: MetricViews = field(default_factory=MetricViews)
+
+
+def counters_from_metrics(table: MetricTable) -> dict[ModelKey, ModelCounters]:
+    """Cumulative counters per model version from Triton's /metrics."""
+    columns = {attr: table.by_model(metric) for attr, metric in COUNTER_METRICS.items()}
+    failures = table.by_model(FAILURES)
+    counters = {}
+    for key in columns["success"].keys() | failures.keys():
+        values = {attr: column.get(key, 0.0) for attr, column in columns.items()}
+        counters[key] = ModelCounters(failure=failures.get(key, 0.0), **values)
+    return counters
+
+
+def model_counters(readings: PollReadings) -> dict[ModelKey, ModelCounters]:
+    """Counters per model version: /metrics where it has the model, else the statistics API."""
+    found = {key: stats.counters for key, stats in readings.statistics.items()}
+    if readings.metrics is not None:
+        found.update(counters_from_metrics(readings.metrics))
+    return found
+
+
+def summary_quantiles(views: MetricViews, key: ModelKey) -> dict[str, float]:
+    """Request latency quantiles in ms from the summary metric (empty when summaries are off or NaN)."""
+    raw = views.quantiles.get(key, {})
+    return {q: v / US_PER_MS for q, v in raw.items() if not math.isnan(v)}
+
+
+def choose_latency(rates: ModelRates, quantiles: dict[str, float], traced: Latency | None) -> Latency:
+    """Summary quantiles when on, else the statistics average, else traces; labelled with the source."""
+    if "0.5" in quantiles:
+        return Latency(avg_ms=rates.avg_latency_ms, p50_ms=quantiles.get("0.5"), p90_ms=quantiles.get("0.9"),
+                       p99_ms=quantiles.get("0.99"), source="summary")
+    if rates.avg_latency_ms is not None:
+        return Latency(avg_ms=rates.avg_latency_ms, source="statistics")
+    return traced if traced is not None else Latency()
+
+
+def failures_by_reason(views: MetricViews, key: ModelKey) -> tuple[tuple[str, int], ...]:
+    """Non-zero failure counts by Triton's reason label, sorted by reason."""
+    reasons = views.reasons.get(key, {})
+    return tuple(sorted((reason, int(count)) for reason, count in reasons.items() if count > 0))
+
+
+def glue_labels(table: MetricTable) -> dict[str, tuple[tuple[str, ...], str | None]]:
+    """Per model name: devices and execution mode the GE glue's per-model `ge_*` metrics are labelled with."""
+    devices: dict[str, set[str]] = {}
+    modes: dict[str, str] = {}
+    for name in table.names():
+        if not name.startswith(GLUE_PREFIX):
+            continue
+        for sample in table.samples(name):
+            model = sample.label("model")
+            if model is None:
+                continue
+            device = sample.label("device")
+            if device is not None:
+                devices.setdefault(model, set()).add(device)
+            mode = next((sample.label(m) for m in MODE_LABELS if sample.label(m)), None)
+            if mode:
+                modes.setdefault(model, mode)
+    return {m: (tuple(sorted(devices.get(m, ()))), modes.get(m)) for m in devices.keys() | modes.keys()}
+
+
+def build_model(entry: IndexEntry, readings: PollReadings, counters: ModelCounters | None,
+                rates: ModelRates) -> ModelSnapshot:
+    """One model version's snapshot from the poll's readings and its interval rates."""
+    key = (entry.name, entry.version)
+    views = readings.views
+    pending = views.pending.get(key)
+    stats = readings.statistics.get(key)
+    devices, mode = views.glue.get(entry.name, ((), None))
+    return ModelSnapshot(
+        name=entry.name,
+        version=entry.version,
+        state=entry.state,
+        reason=entry.reason,
+        backend=readings.backends.get(key),
+        queue_depth=None if pending is None else int(pending),
+        request_rate=rates.request_rate,
+        inference_rate=rates.inference_rate,
+        execution_rate=rates.execution_rate,
+        avg_batch=rates.avg_batch,
+        latency=choose_latency(rates, summary_quantiles(views, key), readings.traced.get(key)),
+        queue_ms=rates.queue_ms,
+        compute_ms=rates.compute_ms,
+        success_total=None if counters is None else int(counters.success),
+        failure_total=None if counters is None else int(counters.failure),
+        failures_by_reason=failures_by_reason(views, key),
+        last_inference=stats.last_inference_s if stats is not None else None,
+        devices=devices,
+        execution_mode=mode,
+    )

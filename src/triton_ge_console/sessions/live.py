@@ -1,0 +1,109 @@
+"""A live session as views see it: a poller, its history, a controller and the server log."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from triton_ge_console.sessions.history import SnapshotHistory
+from triton_ge_console.sessions.poller import Poller, SnapshotCallback
+from triton_ge_console.sessions.snapshot import Endpoints, ServerSnapshot
+from triton_ge_console.sessions.source import Controller
+from triton_ge_console.sessions.telemetry import DeviceTelemetry
+from triton_ge_console.sessions.trace import TraceCollector
+
+if TYPE_CHECKING:
+    from triton_ge_console.sessions.registry import SessionRecord
+
+# Where an operator points the console at a MindX DL npu-exporter (e.g. http://host:8082/metrics).
+EXPORTER_ENV = "GE_NPU_EXPORTER_URL"
+TRACE_FILE_NAME = "trace.json"
+DEFAULT_TOKEN_HEADER = "x-ge-console-token"
+
+
+class LiveSource:
+    """A SessionSource over a running server: `poll()` blocks (run it in a worker) and never raises."""
+
+    def __init__(
+        self,
+        name: str,
+        endpoints: Endpoints,
+        *,
+        controller: Controller | None = None,
+        log_path: Path | None = None,
+        started_at: float | None = None,
+        token: str | None = None,
+        token_header: str = DEFAULT_TOKEN_HEADER,
+        trace_file: Path | None = None,
+        telemetry: DeviceTelemetry | None = None,
+        history: SnapshotHistory | None = None,
+    ) -> None:
+        self.name = name
+        self.endpoints = endpoints
+        self.history = history if history is not None else SnapshotHistory()
+        self._log_path = log_path
+        self._token = token
+        self._token_header = token_header
+        self._controller = controller
+        self.poller = Poller(
+            name, endpoints, started_at=started_at,
+            headers={token_header: token} if token else None,
+            trace=TraceCollector(trace_file) if trace_file is not None else None,
+            telemetry=telemetry,
+        )
+
+    @classmethod
+    def from_record(cls, record: SessionRecord, *, npu_smi: Path | str | None = "auto",
+                    exporter_url: str | None = None) -> LiveSource:
+        """The live source of a registered session (launched or attached).
+
+        npu-smi is only asked about servers on this machine; the trace file is the session's own.
+        """
+        from triton_ge_console.sessions.registry import resolve_token
+
+        local = not record.attached
+        exporter = exporter_url or os.environ.get(EXPORTER_ENV) or None
+        telemetry = DeviceTelemetry(npu_smi=npu_smi if local else None, exporter_url=exporter)
+        trace_file = record.session_dir / TRACE_FILE_NAME if local and record.session_dir else None
+        return cls(
+            record.name,
+            Endpoints(record.http_url, record.grpc_url, record.metrics_url),
+            log_path=record.log_path,
+            started_at=record.started_at if local else None,
+            token=resolve_token(record.token_ref),
+            token_header=record.token_header,
+            trace_file=trace_file,
+            telemetry=telemetry,
+        )
+
+    def poll(self) -> ServerSnapshot:
+        """Take one snapshot and keep it in the history."""
+        snapshot = self.poller.poll()
+        self.history.append(snapshot)
+        return snapshot
+
+    def start(self, interval_s: float = 1.0, on_snapshot: SnapshotCallback | None = None) -> None:
+        """Poll in the background into the history (for notebooks and headless use)."""
+        self.poller.start(self.history, interval_s, on_snapshot)
+
+    @property
+    def controller(self) -> Controller:
+        """TritonControl for this server, created on first use."""
+        if self._controller is None:
+            from triton_ge_console.sessions.control import TritonControl
+
+            if self.endpoints.http_url is None:
+                raise ValueError(f"session {self.name}: no HTTP endpoint to send commands to")
+            self._controller = TritonControl(self.endpoints.http_url, self._token,
+                                             token_header=self._token_header, log_path=self._log_path)
+        return self._controller
+
+    @property
+    def log_path(self) -> Path | None:
+        """The server log, when this machine has it."""
+        return self._log_path
+
+    def close(self) -> None:
+        """Stop polling and release connections; the server keeps running."""
+        self.poller.close()

@@ -1,0 +1,238 @@
+"""Poll one Triton server into immutable ServerSnapshots; never raises, optionally in a background thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from triton_ge_console.sessions.figures import MetricViews, PollReadings, build_model, model_counters
+from triton_ge_console.sessions.history import SnapshotHistory
+from triton_ge_console.sessions.metrics import MetricTable, ModelKey, scrape_metrics
+from triton_ge_console.sessions.rates import ModelCounters, ModelRates, compute_rates
+from triton_ge_console.sessions.snapshot import (
+    DeviceSnapshot,
+    Endpoints,
+    Latency,
+    ModelSnapshot,
+    ServerSnapshot,
+)
+from triton_ge_console.sessions.stats import (
+    EndpointError,
+    HttpEndpoint,
+    IndexEntry,
+    ServerMetadata,
+    fetch_health,
+    fetch_index,
+    fetch_metadata,
+    fetch_model_config,
+    fetch_statistics,
+)
+from triton_ge_console.sessions.telemetry import DeviceTelemetry, devices_from_glue
+from triton_ge_console.sessions.trace import TraceCollector, enable_tracing
+
+# Backends that report no statistics to Triton: their latency comes from traces.
+TRACE_BACKENDS = ("npu_ge",)
+SnapshotCallback = Callable[[ServerSnapshot], None]
+T = TypeVar("T")
+
+
+class Poller:
+    """Reads health, metadata, repository index, statistics and /metrics of one server per `poll()`."""
+
+    def __init__(
+        self,
+        name: str,
+        endpoints: Endpoints,
+        *,
+        started_at: float | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 2.0,
+        trace: TraceCollector | None = None,
+        telemetry: DeviceTelemetry | None = None,
+        trace_rate: int = 10,
+        trace_log_frequency: int = 20,
+    ) -> None:
+        self.name = name
+        self.endpoints = endpoints
+        self.started_at = started_at
+        self.trace = trace
+        self.telemetry = telemetry
+        self._trace_settings = (trace_rate, trace_log_frequency)
+        self.http = HttpEndpoint(endpoints.http_url, timeout, headers) if endpoints.http_url else None
+        self.metrics = HttpEndpoint(endpoints.metrics_url, timeout) if endpoints.metrics_url else None
+        self._metadata: ServerMetadata | None = None
+        self._first_seen: float | None = None
+        self._previous: dict[ModelKey, ModelCounters] = {}
+        self._previous_at: float | None = None
+        self._backends: dict[ModelKey, str] = {}
+        self._traced: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def poll(self) -> ServerSnapshot:
+        """One snapshot now; an unreachable or broken server gives `live=False` and `error`, never raises."""
+        with self._lock:
+            taken_at = time.time()
+            try:
+                return self._poll(taken_at)
+            except Exception as exc:  # the contract: a poll never raises, whatever the server sent
+                return self._down(taken_at, f"poll failed: {type(exc).__name__}: {exc}")
+            finally:
+                self._hang_up()
+
+    def _hang_up(self) -> None:
+        """Close the poll's connections: one is reused within a poll, but an idle kept-alive connection
+        would hold up Triton's graceful shutdown until it is killed."""
+        for endpoint in (self.http, self.metrics):
+            if endpoint is not None:
+                endpoint.close()
+
+    def _down(self, taken_at: float, error: str) -> ServerSnapshot:
+        """The snapshot of a server that could not be read."""
+        devices = self.telemetry.devices(None) if self.telemetry is not None else ()
+        return ServerSnapshot(taken_at=taken_at, session=self.name, live=False, ready=False,
+                              version=self._metadata.version if self._metadata else None,
+                              endpoints=self.endpoints, devices=devices, error=error)
+
+    def _poll(self, taken_at: float) -> ServerSnapshot:
+        """The body of poll: each missing reading degrades to None figures plus a note in `error`."""
+        if self.http is None:
+            return self._down(taken_at, "no HTTP endpoint configured")
+        try:
+            live, ready = fetch_health(self.http)
+        except EndpointError as exc:
+            return self._down(taken_at, str(exc))
+        problems: list[str] = []
+        http = self.http
+        if self._metadata is None:
+            self._metadata = _attempt(lambda: fetch_metadata(http), problems)
+        if self._first_seen is None:
+            self._first_seen = taken_at
+        readings = self._read(http, problems)
+        models = self._models(readings, time.monotonic())
+        return ServerSnapshot(
+            taken_at=taken_at,
+            session=self.name,
+            live=live,
+            ready=ready,
+            version=self._metadata.version if self._metadata else None,
+            uptime_s=max(0.0, taken_at - (self.started_at or self._first_seen)),
+            endpoints=self.endpoints,
+            models=models,
+            devices=self._devices(readings.metrics),
+            error="; ".join(problems) or None,
+        )
+
+    def _read(self, http: HttpEndpoint, problems: list[str]) -> PollReadings:
+        """Index, statistics, metrics and traces for this poll."""
+        index = _attempt(lambda: fetch_index(http), problems) or []
+        statistics = _attempt(lambda: fetch_statistics(http), problems) or {}
+        table: MetricTable | None = None
+        metrics = self.metrics
+        if metrics is not None:
+            table = _attempt(lambda: scrape_metrics(metrics), problems)
+        self._learn_backends(http, index, problems)
+        return PollReadings(index, statistics, table, dict(self._backends), self._trace_latencies(index),
+                            MetricViews.of(table))
+
+    def _learn_backends(self, http: HttpEndpoint, index: list[IndexEntry], problems: list[str]) -> None:
+        """Fetch the config of newly READY models once (backend name), and start tracing npu_ge ones."""
+        ready = {(e.name, e.version) for e in index if e.state == "READY"}
+        for key in list(self._backends):
+            if key not in ready:
+                del self._backends[key]
+        for name, version in sorted(ready - self._backends.keys()):
+            config = _attempt(lambda n=name: fetch_model_config(http, n), problems)  # type: ignore[misc]
+            if config is not None:
+                self._backends[(name, version)] = str(config.get("backend") or config.get("platform") or "")
+                self._maybe_trace(http, name, self._backends[(name, version)], problems)
+
+    def _maybe_trace(self, http: HttpEndpoint, model: str, backend: str, problems: list[str]) -> None:
+        """Turn on sampled TIMESTAMPS tracing for a model whose backend reports no statistics."""
+        if self.trace is None or backend not in TRACE_BACKENDS or model in self._traced:
+            return
+        rate, frequency = self._trace_settings
+        if _attempt(lambda: enable_tracing(http, model, rate, frequency), problems) is not None:
+            self._traced.add(model)
+
+    def _trace_latencies(self, index: list[IndexEntry]) -> dict[ModelKey, Latency]:
+        """Trace-based latency per model version, when a trace collector is attached."""
+        if self.trace is None:
+            return {}
+        self.trace.update()
+        found = {}
+        for entry in index:
+            latency = self.trace.latency(entry.name, entry.version)
+            if latency is not None:
+                found[(entry.name, entry.version)] = latency
+        return found
+
+    def _models(self, readings: PollReadings, now: float) -> tuple[ModelSnapshot, ...]:
+        """Model snapshots with rates from the counter deltas since the previous poll."""
+        counters = model_counters(readings)
+        elapsed = now - self._previous_at if self._previous_at is not None else 0.0
+        models = []
+        for entry in readings.index:
+            key = (entry.name, entry.version)
+            current = counters.get(key)
+            rates = compute_rates(self._previous.get(key), current, elapsed) if current else ModelRates()
+            models.append(build_model(entry, readings, current, rates))
+        self._previous, self._previous_at = counters, now
+        return tuple(models)
+
+    def _devices(self, table: MetricTable | None) -> tuple[DeviceSnapshot, ...]:
+        """Merged device telemetry (glue metrics only, when no telemetry object is attached)."""
+        if self.telemetry is not None:
+            return self.telemetry.devices(table)
+        return tuple(devices_from_glue(table))
+
+    def start(self, history: SnapshotHistory, interval_s: float = 1.0,
+              on_snapshot: SnapshotCallback | None = None) -> None:
+        """Poll in a background thread; the next poll is armed only when the last one finished."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, args=(history, interval_s, on_snapshot),
+                                        name=f"ge-poller-{self.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self, history: SnapshotHistory, interval_s: float, on_snapshot: SnapshotCallback | None) -> None:
+        """The background loop."""
+        while not self._stop.is_set():
+            began = time.monotonic()
+            snapshot = self.poll()
+            history.append(snapshot)
+            if on_snapshot is not None:
+                on_snapshot(snapshot)
+            self._stop.wait(max(0.0, interval_s - (time.monotonic() - began)))
+
+    @property
+    def running(self) -> bool:
+        """Whether the background loop is running."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the background loop (the current poll finishes first)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def close(self) -> None:
+        """Stop polling and close connections; never touches the server itself."""
+        self.stop()
+        self._hang_up()
+        if self.telemetry is not None:
+            self.telemetry.close()
+
+
+def _attempt(read: Callable[[], T], problems: list[str]) -> T | None:
+    """Run one reading; on failure note why and give None."""
+    try:
+        return read()
+    except (EndpointError, RuntimeError, ValueError, KeyError, TypeError) as exc:
+        problems.append(str(exc))
+        return None

@@ -1,0 +1,85 @@
+"""Counter deltas between two polls turned into rates and per-request averages, never negative."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+US_PER_MS = 1000.0
+
+
+@dataclass(frozen=True)
+class ModelCounters:
+    """Triton's cumulative per-model counters at one instant (durations in microseconds)."""
+
+    success: float = 0.0
+    failure: float = 0.0
+    inference: float = 0.0
+    execution: float = 0.0
+    request_us: float = 0.0
+    queue_us: float = 0.0
+    compute_input_us: float = 0.0
+    compute_infer_us: float = 0.0
+    compute_output_us: float = 0.0
+
+    @property
+    def compute_us(self) -> float:
+        """Input + infer + output compute time."""
+        return self.compute_input_us + self.compute_infer_us + self.compute_output_us
+
+
+@dataclass(frozen=True)
+class ModelRates:
+    """Figures over one interval between polls; None where the interval gives no basis."""
+
+    request_rate: float | None = None
+    inference_rate: float | None = None
+    execution_rate: float | None = None
+    avg_batch: float | None = None
+    avg_latency_ms: float | None = None
+    queue_ms: float | None = None
+    compute_ms: float | None = None
+    reset: bool = False  # the counters went backwards (model reloaded): deltas count from zero
+
+
+def counters_reset(previous: ModelCounters, current: ModelCounters) -> bool:
+    """Whether any counter went backwards, i.e. Triton started counting afresh (a reload)."""
+    return any(getattr(current, f.name) < getattr(previous, f.name) for f in fields(ModelCounters))
+
+
+def deltas(previous: ModelCounters | None, current: ModelCounters) -> tuple[ModelCounters, bool]:
+    """Per-counter increase since the previous poll; after a reset the current values are the increase."""
+    if previous is None:
+        return ModelCounters(), False
+    if counters_reset(previous, current):
+        return current, True
+    increase = {f.name: getattr(current, f.name) - getattr(previous, f.name) for f in fields(ModelCounters)}
+    return ModelCounters(**increase), False
+
+
+def compute_rates(previous: ModelCounters | None, current: ModelCounters, elapsed_s: float) -> ModelRates:
+    """Rates per second and averages per request over the interval; the first poll has no rates."""
+    if previous is None or elapsed_s <= 0:
+        return ModelRates()
+    delta, reset = deltas(previous, current)
+    return ModelRates(
+        request_rate=delta.success / elapsed_s,
+        inference_rate=delta.inference / elapsed_s,
+        execution_rate=delta.execution / elapsed_s,
+        avg_batch=_ratio(delta.inference, delta.execution),
+        avg_latency_ms=_per_request_ms(delta.request_us, delta.success),
+        queue_ms=_per_request_ms(delta.queue_us, delta.success),
+        compute_ms=_per_request_ms(delta.compute_us, delta.success),
+        reset=reset,
+    )
+
+
+def _ratio(numerator: float, denominator: float) -> float | None:
+    """numerator / denominator, None when nothing happened."""
+    return numerator / denominator if denominator > 0 else None
+
+
+def _per_request_ms(total_us: float, requests: float) -> float | None:
+    """Average milliseconds per request, None with no requests (or no time reported, as with npu_ge)."""
+    if requests <= 0 or total_us <= 0:
+        return None
+    return total_us / requests / US_PER_MS

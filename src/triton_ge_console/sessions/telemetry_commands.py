@@ -1,0 +1,116 @@
+"""`ge-console devices`: what npu-smi, an npu-exporter and the GE glue report about each NPU."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from typing import Any
+
+from triton_ge_console.sessions.metrics import MetricTable, scrape_metrics
+from triton_ge_console.sessions.snapshot import DeviceSnapshot
+from triton_ge_console.sessions.stats import EndpointError, HttpEndpoint
+from triton_ge_console.sessions.telemetry import DeviceTelemetry
+
+EXPORTER_ENV = "GE_NPU_EXPORTER_URL"
+GIB = 1024**3
+COLUMNS = ("ID", "NAME", "KIND", "HEALTH", "POWER", "TEMP", "UTIL", "MEMORY", "SOURCE")
+
+
+def register(subparsers: Any) -> None:
+    """Add the `devices` subcommand."""
+    parser = subparsers.add_parser("devices", help="show NPU devices (npu-smi, npu-exporter, GE glue)")
+    parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    parser.add_argument("--session", metavar="NAME", help="also read the GE glue metrics of this session")
+    parser.add_argument("--metrics-url", metavar="URL", help="a Triton /metrics URL (the glue's ge_device_*)")
+    parser.add_argument("--exporter-url", metavar="URL",
+                        help=f"a MindX DL npu-exporter /metrics URL (default ${EXPORTER_ENV})")
+    parser.add_argument("--npu-smi", metavar="PATH", help="the npu-smi binary (default: npu-smi on PATH)")
+    parser.set_defaults(func=run_devices)
+
+
+def run_devices(args: argparse.Namespace) -> int:
+    """Print every device found; 1 when no source could be read at all."""
+    try:
+        metrics_url = _metrics_url(args)
+    except (LookupError, ValueError) as exc:
+        print(f"ge-console devices: {exc}", file=sys.stderr)
+        return 2
+    telemetry = DeviceTelemetry(npu_smi=args.npu_smi or "auto",
+                                exporter_url=args.exporter_url or os.environ.get(EXPORTER_ENV) or None)
+    errors: dict[str, str] = {}
+    table = _scrape(metrics_url, errors) if metrics_url else None
+    devices = telemetry.devices(table, block=True)
+    telemetry.close()
+    errors.update(telemetry.errors)
+    for source, message in errors.items():
+        print(f"ge-console devices: {source}: {message}", file=sys.stderr)
+    if not telemetry.has_external and metrics_url is None:
+        print("ge-console devices: no telemetry source: npu-smi is not on PATH; give --exporter-url, "
+              "--metrics-url or --session", file=sys.stderr)
+        return 1
+    print(json.dumps([device_dict(d) for d in devices], indent=2) if args.json else format_table(devices))
+    return 1 if errors and not devices else 0
+
+
+def _metrics_url(args: argparse.Namespace) -> str | None:
+    """The Triton metrics URL to read glue figures from: explicit, or the named session's."""
+    if args.metrics_url:
+        return str(args.metrics_url)
+    if not args.session:
+        return None
+    from triton_ge_console.sessions.registry import Registry
+
+    record = Registry().resolve(args.session)
+    if not record.metrics_url:
+        raise ValueError(f"session {record.name} has no metrics URL")
+    return record.metrics_url
+
+
+def _scrape(url: str, errors: dict[str, str]) -> MetricTable | None:
+    """Triton's metrics, or None with the reason recorded."""
+    endpoint = HttpEndpoint(url, timeout=5.0)
+    try:
+        return scrape_metrics(endpoint)
+    except (EndpointError, RuntimeError) as exc:
+        errors["ge-glue"] = str(exc)
+        return None
+    finally:
+        endpoint.close()
+
+
+def device_dict(device: DeviceSnapshot) -> dict[str, Any]:
+    """Plain data for --json."""
+    return dataclasses.asdict(device)
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    """A formatted figure, or '-' when unknown."""
+    return "-" if value is None else fmt.format(value)
+
+
+def _memory(device: DeviceSnapshot) -> str:
+    """'used/total GiB' with '-' for unknown parts."""
+    if device.memory_used_bytes is None and device.memory_total_bytes is None:
+        return "-"
+    used = _cell(None if device.memory_used_bytes is None else device.memory_used_bytes / GIB, "{:.1f}")
+    total = _cell(None if device.memory_total_bytes is None else device.memory_total_bytes / GIB, "{:.1f}")
+    return f"{used}/{total} GiB"
+
+
+def format_table(devices: tuple[DeviceSnapshot, ...]) -> str:
+    """A fixed-width table, one device per line."""
+    if not devices:
+        return "no devices found"
+    rows = [COLUMNS] + [
+        (d.id, d.name or "-", d.kind, d.health or "-", _cell(d.power_w, "{:.1f} W"),
+         _cell(d.temperature_c, "{:.0f} C"),
+         _cell(None if d.utilization is None else d.utilization * 100, "{:.0f}%"), _memory(d),
+         d.source or "-")
+        for d in devices
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    lines = ("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    return "\n".join(lines)

@@ -1,0 +1,230 @@
+"""Read NPUs through Ascend's `npu-smi`: the `npu-smi info` table and `npu-smi info -t usages -i N`.
+
+Handles the real layouts: 910-class cards with HBM ("Chip" or "Chip Phy-ID" rows, HBM-Usage column),
+310/310P cards without HBM ("Chip Device" rows, Memory-Usage only, power "NA" on 310P), "NA"/"-" values,
+`used/ total` without a space, a process table after the devices, and usage keys that vary by version.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from triton_ge_console.sessions.snapshot import DeviceSnapshot
+
+MIB = 1024 * 1024
+SOURCE = "npu-smi"
+PAIR = re.compile(r"(\d+|NA|-)\s*/\s*(\d+|NA|-)")
+# Usage keys by meaning, preferred first; names differ across CANN / driver versions and chip kinds.
+UTILIZATION_KEYS = (
+    "NPU Utilization(%)", "Aicore Usage Rate(%)", "AICore Usage Rate(%)", "AI Core Usage Rate(%)",
+)
+HBM_CAPACITY_KEYS = ("HBM Capacity(MB)",)
+HBM_RATE_KEYS = ("HBM Usage Rate(%)",)
+MEMORY_CAPACITY_KEYS = ("DDR Capacity(MB)", "Memory Capacity(MB)")
+MEMORY_RATE_KEYS = ("DDR Usage Rate(%)", "Memory Usage Rate(%)")
+
+
+class NpuSmiError(RuntimeError):
+    """npu-smi failed or printed something we cannot read."""
+
+
+@dataclass(frozen=True)
+class NpuSmiChip:
+    """One chip row pair of the `npu-smi info` table; None where the table says NA or nothing."""
+
+    npu_id: int
+    chip_id: int
+    logical_id: int
+    name: str | None
+    health: str | None
+    power_w: float | None
+    temperature_c: float | None
+    aicore_percent: float | None
+    memory_used_mb: int | None
+    memory_total_mb: int | None
+    hbm_used_mb: int | None
+    hbm_total_mb: int | None
+    bus_id: str | None
+
+
+def _number(token: str | None) -> float | None:
+    """A float from a table token; NA, '-' and junk are None."""
+    try:
+        return float(token) if token is not None else None
+    except ValueError:
+        return None
+
+
+def _integer(token: str | None) -> int | None:
+    """An int from a table token; NA, '-' and junk are None."""
+    value = _number(token)
+    return int(value) if value is not None else None
+
+
+def _cells(line: str) -> list[str]:
+    """The |-separated cells of a table line, stripped."""
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def _device_rows(text: str) -> tuple[list[str], list[str]]:
+    """The header's second line cells and the device data lines (process table and borders excluded)."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if "Health" in line and "Power(W)" in line), None)
+    if start is None or start + 1 >= len(lines):
+        raise NpuSmiError("npu-smi info: no device table header (Health / Power(W)) found")
+    header = _cells(lines[start + 1])
+    rows: list[str] = []
+    for line in lines[start + 2:]:
+        if "Process id" in line or "Process name" in line:
+            break
+        if line.startswith("|"):
+            rows.append(line)
+    return header, rows
+
+
+def parse_info_table(text: str) -> list[NpuSmiChip]:
+    """Parse `npu-smi info` into one NpuSmiChip per chip, in table order."""
+    header, rows = _device_rows(text)
+    has_device_column = "Device" in header[0].split()
+    has_hbm = any("HBM-Usage" in cell for cell in header)
+    if len(rows) % 2:
+        raise NpuSmiError(f"npu-smi info: {len(rows)} device lines, expected pairs")
+    return [
+        _chip(_cells(rows[index]), _cells(rows[index + 1]), index // 2, has_device_column, has_hbm)
+        for index in range(0, len(rows), 2)
+    ]
+
+
+def _chip(first: list[str], second: list[str], order: int, has_device: bool, has_hbm: bool) -> NpuSmiChip:
+    """One chip from its two table lines."""
+    if len(first) < 3 or len(second) < 3:
+        raise NpuSmiError(f"npu-smi info: unexpected row {' | '.join(first)}")
+    npu_and_name = first[0].split(None, 1)
+    figures = first[2].split()
+    ids = second[0].split()
+    usage = second[2].split(None, 1)
+    pairs = PAIR.findall(usage[1] if len(usage) > 1 else "")
+    memory = pairs[0] if pairs else (None, None)
+    hbm = pairs[1] if has_hbm and len(pairs) > 1 else (None, None)
+    npu_id = _integer(npu_and_name[0]) if npu_and_name else None
+    logical = _integer(ids[1]) if has_device and len(ids) > 1 else None
+    return NpuSmiChip(
+        npu_id=npu_id if npu_id is not None else order,
+        chip_id=_integer(ids[0] if ids else None) or 0,
+        logical_id=logical if logical is not None else order,
+        name=npu_and_name[1].strip() if len(npu_and_name) > 1 else None,
+        health=first[1] or None,
+        power_w=_number(figures[0] if figures else None),
+        temperature_c=_number(figures[1] if len(figures) > 1 else None),
+        aicore_percent=_number(usage[0] if usage else None),
+        memory_used_mb=_integer(memory[0]),
+        memory_total_mb=_integer(memory[1]),
+        hbm_used_mb=_integer(hbm[0]),
+        hbm_total_mb=_integer(hbm[1]),
+        bus_id=second[1] if second[1] not in ("", "NA") else None,
+    )
+
+
+def parse_usages(text: str) -> dict[int, dict[str, str]]:
+    """Parse `npu-smi info -t usages -i N` into {chip id: {key: value}}.
+
+    Each chip's block ends with its `Chip ID` line; a block without one (one-chip cards on old
+    versions) is chip 0.
+    """
+    chips: dict[int, dict[str, str]] = {}
+    block: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or key in ("NPU ID", "Chip Count"):
+            continue
+        if key == "Chip ID":
+            chips[_integer(value) or 0] = block
+            block = {}
+        else:
+            block[key] = value
+    if block:
+        chips.setdefault(0 if not chips else max(chips) + 1, block)
+    return chips
+
+
+def _first(values: dict[str, str], keys: tuple[str, ...]) -> float | None:
+    """The first of `keys` present with a numeric value."""
+    for key in keys:
+        number = _number(values.get(key))
+        if number is not None:
+            return number
+    return None
+
+
+def device_from(chip: NpuSmiChip, usages: dict[str, str] | None) -> DeviceSnapshot:
+    """A DeviceSnapshot for one chip, from the table plus its usages block where available."""
+    usages = usages or {}
+    utilization = _first(usages, UTILIZATION_KEYS)
+    if utilization is None:
+        utilization = chip.aicore_percent
+    used_mb, total_mb = _memory_mb(chip, usages)
+    return DeviceSnapshot(
+        id=str(chip.logical_id),
+        kind="npu",
+        name=chip.name,
+        utilization=None if utilization is None else utilization / 100.0,
+        memory_used_bytes=None if used_mb is None else int(used_mb * MIB),
+        memory_total_bytes=None if total_mb is None else int(total_mb * MIB),
+        temperature_c=chip.temperature_c,
+        power_w=chip.power_w,
+        health=chip.health,
+        source=SOURCE,
+    )
+
+
+def _memory_mb(chip: NpuSmiChip, usages: dict[str, str]) -> tuple[float | None, float | None]:
+    """(used, total) MB: HBM where the card has it, else its DDR memory; table figures before rates."""
+    if chip.hbm_total_mb:
+        return chip.hbm_used_mb, chip.hbm_total_mb
+    hbm_total = _first(usages, HBM_CAPACITY_KEYS)
+    if hbm_total:
+        rate = _first(usages, HBM_RATE_KEYS)
+        return (None if rate is None else hbm_total * rate / 100.0), hbm_total
+    if chip.memory_total_mb:
+        return chip.memory_used_mb, chip.memory_total_mb
+    total = _first(usages, MEMORY_CAPACITY_KEYS)
+    rate = _first(usages, MEMORY_RATE_KEYS)
+    return (None if total is None or rate is None else total * rate / 100.0), total
+
+
+def find_npu_smi() -> Path | None:
+    """npu-smi on PATH, if installed."""
+    found = shutil.which("npu-smi")
+    return Path(found) if found else None
+
+
+def run_npu_smi(binary: Path, *args: str, timeout: float = 15.0) -> str:
+    """Run npu-smi and return its output; failures raise NpuSmiError with its own message."""
+    try:
+        done = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NpuSmiError(f"{binary} {' '.join(args)}: {exc}") from exc
+    if done.returncode != 0:
+        lines = (done.stderr.strip() or done.stdout.strip()).splitlines()
+        last = lines[-1] if lines else ""
+        raise NpuSmiError(f"{binary} {' '.join(args)}: exit {done.returncode}: {last}")
+    return done.stdout
+
+
+def read_npu_smi(binary: Path, timeout: float = 15.0) -> list[DeviceSnapshot]:
+    """Every chip npu-smi reports, utilization refined by `-t usages` per NPU where that works."""
+    chips = parse_info_table(run_npu_smi(binary, "info", timeout=timeout))
+    usages: dict[int, dict[int, dict[str, str]]] = {}
+    for npu_id in sorted({chip.npu_id for chip in chips}):
+        try:
+            usages[npu_id] = parse_usages(run_npu_smi(binary, "info", "-t", "usages", "-i", str(npu_id),
+                                                      timeout=timeout))
+        except NpuSmiError:
+            usages[npu_id] = {}
+    return [device_from(chip, usages[chip.npu_id].get(chip.chip_id)) for chip in chips]

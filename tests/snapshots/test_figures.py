@@ -1,0 +1,95 @@
+"""Pure parts: counter deltas, latency source choice, trace events, Prometheus parsing quirks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from triton_ge_console.sessions.figures import choose_latency
+from triton_ge_console.sessions.metrics import parse_metrics
+from triton_ge_console.sessions.rates import ModelCounters, ModelRates, compute_rates
+from triton_ge_console.sessions.snapshot import Latency
+from triton_ge_console.sessions.trace import TraceCollector, percentile, requests_from_events
+
+
+def test_rates_from_deltas() -> None:
+    """Requests, inferences and executions per second; per-request averages in ms."""
+    before = ModelCounters(success=10, inference=20, execution=5, request_us=10_000, queue_us=1000,
+                           compute_infer_us=8000)
+    after = ModelCounters(success=30, inference=80, execution=15, request_us=50_000, queue_us=3000,
+                          compute_infer_us=40_000)
+    rates = compute_rates(before, after, elapsed_s=2.0)
+    assert (rates.request_rate, rates.inference_rate, rates.execution_rate) == (10.0, 30.0, 5.0)
+    assert rates.avg_batch == 6.0 and rates.avg_latency_ms == 2.0 and rates.queue_ms == 0.1
+    assert rates.compute_ms == pytest.approx(1.6) and not rates.reset
+
+
+def test_reset_counts_from_zero_and_first_poll_has_no_rates() -> None:
+    """Counters that went backwards (a reload) are the increase; nothing is ever negative."""
+    before, after = ModelCounters(success=100, inference=100), ModelCounters(success=3, inference=3)
+    rates = compute_rates(before, after, 1.0)
+    assert rates.reset and rates.request_rate == 3.0 and rates.inference_rate == 3.0
+    assert compute_rates(None, ModelCounters(success=5), 1.0) == ModelRates()
+    idle = compute_rates(ModelCounters(success=5), ModelCounters(success=5), 1.0)
+    assert idle.request_rate == 0.0 and idle.avg_latency_ms is None and idle.avg_batch is None
+
+
+def test_latency_source_order() -> None:
+    """Summary quantiles, then the statistics average, then traces (npu_ge reports zero durations)."""
+    traced = Latency(avg_ms=9.0, p50_ms=8.0, source="trace")
+    with_avg = ModelRates(avg_latency_ms=4.0)
+    assert choose_latency(with_avg, {"0.5": 3.0, "0.9": 5.0, "0.99": 7.0}, traced).source == "summary"
+    assert choose_latency(with_avg, {}, traced) == Latency(avg_ms=4.0, source="statistics")
+    zero_durations = compute_rates(ModelCounters(success=1), ModelCounters(success=9), 1.0)
+    assert choose_latency(zero_durations, {}, traced) is traced
+    assert choose_latency(ModelRates(), {}, None) == Latency()
+
+
+def test_counter_samples_keep_tritons_names() -> None:
+    """prometheus_client renames counters to *_total; Triton's own names still find them; NaN is skipped."""
+    table = parse_metrics(
+        "# TYPE nv_inference_count counter\n"
+        'nv_inference_count{model="m",version="1"} 7\n'
+        "# TYPE nv_inference_request_summary_us summary\n"
+        'nv_inference_request_summary_us{model="m",version="1",quantile="0.5"} NaN\n'
+        'nv_inference_request_summary_us_count{model="m",version="1"} 0\n'
+    )
+    assert table.by_model("nv_inference_count") == {("m", "1"): 7.0}
+    assert table.by_model("nv_inference_count_total") == {("m", "1"): 7.0}
+    assert table.by_model("nv_inference_request_summary_us") == {}
+
+
+EVENTS = [
+    {"id": 1, "timestamps": [{"name": "HTTP_RECV_START", "ns": 1_000_000}]},
+    {"id": 1, "model_name": "m", "model_version": 1},
+    {"id": 1, "timestamps": [{"name": "REQUEST_START", "ns": 2_000_000}]},
+    {"id": 1, "timestamps": [{"name": "REQUEST_END", "ns": 22_000_000}]},
+    {"id": 1, "timestamps": [{"name": "HTTP_SEND_END", "ns": 23_000_000}]},
+    {"id": 2, "model_name": "m", "model_version": 1},
+    {"id": 2, "timestamps": [{"name": "HTTP_RECV_START", "ns": 0},
+                             {"name": "HTTP_SEND_END", "ns": 5_000_000}]},
+    {"id": 3, "model_name": "m", "model_version": 1},
+]
+
+
+def test_trace_events_to_request_latency() -> None:
+    """REQUEST_START..REQUEST_END first, else the HTTP span; an incomplete trace is skipped."""
+    found = {r.trace_id: r.latency_ms for r in requests_from_events(EVENTS)}
+    assert found == {1: 20.0, 2: 5.0}
+    assert percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.0 and percentile([1.0, 2.0, 3.0, 4.0], 0.99) == 4.0
+
+
+def test_trace_files_read_incrementally(tmp_path: Path) -> None:
+    """Rotated files are read once; a half-written file waits; new files add only new requests."""
+    trace = tmp_path / "trace.json"
+    collector = TraceCollector(trace)
+    assert collector.update() == 0 and collector.latency("m", "1") is None
+    (tmp_path / "trace.json.0").write_text(json.dumps(EVENTS[:5]))
+    (tmp_path / "trace.json.1").write_text(json.dumps(EVENTS[5:])[:-3])  # still being written
+    assert collector.update() == 1 and collector.update() == 0
+    (tmp_path / "trace.json.1").write_text(json.dumps(EVENTS[5:]))
+    assert collector.update() == 1
+    latency = collector.latency("m", "1")
+    assert latency is not None and latency.source == "trace" and latency.avg_ms == pytest.approx(12.5)

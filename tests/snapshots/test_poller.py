@@ -1,0 +1,248 @@
+"""The poller against one real tritonserver (summaries on, trace file fixed): counts, rates, latency."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import tritonclient.http as triton_http
+
+from tests.conftest import RunningServer, run_triton
+from tests.snapshots.helpers import infer, post, statistics, write_model
+from triton_ge_console.backend_glue.distribution import TritonDistribution
+from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.sessions.history import SnapshotHistory
+from triton_ge_console.sessions.live import LiveSource
+from triton_ge_console.sessions.poller import Poller
+from triton_ge_console.sessions.snapshot import Endpoints, ServerSnapshot
+from triton_ge_console.sessions.stats import HttpEndpoint
+from triton_ge_console.sessions.trace import TraceCollector, enable_tracing, trace_server_args
+
+SLOW_DELAY_S = 0.05
+MODELS = ("fast", "slow", "broken", "reloaded")
+
+
+@dataclass
+class Served:
+    """The module's server and the trace file it writes."""
+
+    server: RunningServer
+    trace_file: Path
+    client: triton_http.InferenceServerClient
+
+    def endpoints(self) -> Endpoints:
+        return Endpoints(self.server.http_url, None, self.server.metrics_url)
+
+
+@pytest.fixture(scope="module")
+def served(triton_dist: TritonDistribution, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One server for the module: a fast batching model, a slow one, a failing one, one to reload."""
+    root = tmp_path_factory.mktemp("snapshots")
+    repository = root / "repository"
+    write_model(repository, "fast", batching_delay_us=2000)
+    write_model(repository, "slow", delay_s=SLOW_DELAY_S)
+    write_model(repository, "broken", fail=True)
+    write_model(repository, "reloaded")
+    write_model(repository, "never_loaded")
+    install_backend_dir(root / "backends", triton_dist)
+    trace_file = root / "session" / "trace.json"
+    trace_file.parent.mkdir()
+    extra = (*trace_server_args(trace_file), "--metrics-config=summary_latencies=true")
+    with run_triton(triton_dist, repository, root / "backends", MODELS, extra) as server:
+        client = triton_http.InferenceServerClient(server.http_hostport, concurrency=8)
+        try:
+            yield Served(server, trace_file, client)
+        finally:
+            client.close()
+
+
+@pytest.fixture
+def poller(served: Served) -> Iterator[Poller]:
+    """A poller on the module's server, closed after the test."""
+    poller = Poller("snap", served.endpoints(), started_at=time.time() - 5)
+    try:
+        yield poller
+    finally:
+        poller.close()
+
+
+def test_counts_agree_with_statistics_api(served: Served, poller: Poller) -> None:
+    """After a known number of requests the snapshot's totals are Triton's own statistics."""
+    before = poller.poll().model("slow")
+    assert before is not None
+    for _ in range(6):
+        infer(served.client, "slow")
+    snapshot = poller.poll()
+    slow = snapshot.model("slow")
+    stats = statistics(served.server.http_url, "slow")
+    assert slow is not None and slow.success_total is not None and before.success_total is not None
+    assert slow.success_total - before.success_total == 6
+    assert slow.success_total == stats["inference_stats"]["success"]["count"]
+    assert slow.last_inference == pytest.approx(stats["last_inference"] / 1000.0)
+    assert snapshot.live and snapshot.ready and snapshot.version and snapshot.error is None
+    assert snapshot.uptime_s is not None and snapshot.uptime_s >= 5
+    assert slow.state == "READY" and slow.backend == "python"
+
+
+def test_rates_batch_and_latency_are_sane(served: Served, poller: Poller) -> None:
+    """Concurrent batched requests give rates, an average batch above 1 and latency parts that add up."""
+    poller.poll()
+    started = time.monotonic()
+    futures = [served.client.async_infer("fast", [_batch_input(2)]) for _ in range(24)]
+    for future in futures:
+        future.get_result()
+    fast = poller.poll().model("fast")
+    elapsed = time.monotonic() - started
+    assert fast is not None and fast.request_rate is not None and fast.inference_rate is not None
+    assert fast.request_rate == pytest.approx(24 / elapsed, rel=0.9)
+    assert fast.inference_rate == pytest.approx(2 * fast.request_rate)
+    assert fast.avg_batch is not None and 2.0 <= fast.avg_batch <= 8.0
+    assert fast.execution_rate is not None and fast.execution_rate <= fast.request_rate
+    assert fast.latency.avg_ms is not None and fast.queue_ms is not None and fast.compute_ms is not None
+    assert fast.queue_ms + fast.compute_ms <= fast.latency.avg_ms * 1.05
+    assert fast.queue_depth == 0
+
+
+def test_summary_quantiles_give_percentiles_near_the_delay(served: Served, poller: Poller) -> None:
+    """With summaries on, p50/p99 come from nv_inference_request_summary_us and say so."""
+    poller.poll()
+    for _ in range(5):
+        infer(served.client, "slow")
+    latency = poller.poll().model("slow").latency  # type: ignore[union-attr]
+    assert latency.source == "summary"
+    assert latency.p50_ms is not None and latency.p99_ms is not None and latency.avg_ms is not None
+    assert SLOW_DELAY_S * 1000 <= latency.p50_ms <= latency.p99_ms < SLOW_DELAY_S * 1000 * 4
+
+
+def test_failures_by_reason(served: Served, poller: Poller) -> None:
+    """A backend error counts as a failure with Triton's reason label."""
+    before = poller.poll().model("broken")
+    for _ in range(3):
+        with pytest.raises(triton_http.InferenceServerException):
+            infer(served.client, "broken")
+    broken = poller.poll().model("broken")
+    assert before is not None and broken is not None
+    assert broken.failure_total is not None and before.failure_total is not None
+    assert broken.failure_total - before.failure_total == 3
+    assert dict(broken.failures_by_reason).get("BACKEND", 0) >= 3
+    assert broken.success_total == 0
+
+
+def test_unloaded_model_is_listed_unavailable(poller: Poller) -> None:
+    """A model in the repository that is not loaded shows with its state and no figures."""
+    never = poller.poll().model("never_loaded")
+    assert never is not None and never.state != "READY"
+    assert never.request_rate is None and never.success_total is None
+
+
+def test_counter_reset_across_unload_and_load_never_negative(served: Served, poller: Poller) -> None:
+    """Unload + load restarts Triton's metrics counters; the next rates count from zero, never negative."""
+    for _ in range(5):
+        infer(served.client, "reloaded")
+    assert poller.poll().model("reloaded").success_total == 5  # type: ignore[union-attr]
+    post(served.server.http_url, "/v2/repository/models/reloaded/unload")
+    _wait_for_state(poller, "reloaded", "UNAVAILABLE")
+    post(served.server.http_url, "/v2/repository/models/reloaded/load")
+    infer(served.client, "reloaded")
+    after = poller.poll().model("reloaded")
+    assert after is not None and after.success_total == 1
+    assert after.request_rate is not None and after.request_rate >= 0
+    assert (after.inference_rate or 0) >= 0 and (after.execution_rate or 0) >= 0
+
+
+def test_statistics_reset_by_config_reload_never_negative(served: Served) -> None:
+    """Without /metrics the statistics API is the source; a config reload zeroes it: rates stay >= 0."""
+    stats_only = Poller("stats-only", Endpoints(served.server.http_url, None, None))
+    try:
+        for _ in range(4):
+            infer(served.client, "reloaded")
+        before = stats_only.poll().model("reloaded")
+        assert before is not None and before.success_total is not None and before.success_total >= 4
+        url = f"{served.server.http_url}/v2/models/reloaded/config"
+        config = json.loads(urllib.request.urlopen(url, timeout=30).read())
+        config["max_batch_size"] = 4
+        post(served.server.http_url, "/v2/repository/models/reloaded/load",
+             {"parameters": {"config": json.dumps(config)}})
+        infer(served.client, "reloaded")
+        after = stats_only.poll().model("reloaded")
+    finally:
+        stats_only.close()
+    assert after is not None and after.success_total == 1
+    assert after.request_rate is not None and after.request_rate >= 0 and (after.avg_batch or 1) >= 1
+
+
+def _wait_for_state(poller: Poller, model: str, state: str, timeout: float = 60.0) -> None:
+    """Poll until the model shows `state` in the repository index."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = poller.poll().model(model)
+        if found is not None and found.state == state:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{model} never reached {state}")
+
+
+def test_trace_latency_near_the_controlled_delay(served: Served) -> None:
+    """TIMESTAMPS tracing on one model: the trace file gives per-request latency labelled "trace"."""
+    http = HttpEndpoint(served.server.http_url)
+    try:
+        settings = enable_tracing(http, "slow", rate=1, log_frequency=4)
+    finally:
+        http.close()
+    assert settings["trace_level"] == ["TIMESTAMPS"] and settings["trace_file"] == str(served.trace_file)
+    for _ in range(8):
+        infer(served.client, "slow")
+    collector = TraceCollector(served.trace_file)
+    deadline = time.monotonic() + 30
+    while collector.update() + len(collector.traced_models()) == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    latency = collector.latency("slow", "1")
+    assert latency is not None and latency.source == "trace"
+    assert latency.p50_ms is not None and SLOW_DELAY_S * 1000 <= latency.p50_ms < SLOW_DELAY_S * 1000 * 4
+    assert collector.update() == 0  # files already read are not counted twice
+
+
+def test_background_polling_feeds_history(served: Served) -> None:
+    """start() polls on an interval into a SnapshotHistory until stopped."""
+    poller = Poller("bg", served.endpoints())
+    history = SnapshotHistory(capacity=100)
+    seen: list[ServerSnapshot] = []
+    try:
+        poller.start(history, interval_s=0.1, on_snapshot=seen.append)
+        deadline = time.monotonic() + 30
+        while len(history) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        poller.close()
+    assert len(history) >= 3 and not poller.running
+    snapshots = history.snapshots()
+    assert all(later.taken_at > earlier.taken_at for earlier, later in itertools.pairwise(snapshots))
+    assert seen[: len(snapshots)] == list(snapshots[: len(seen)])
+
+
+def test_live_source_polls_and_controls(served: Served) -> None:
+    """LiveSource: poll into history, commands through TritonControl, log path passed through."""
+    source = LiveSource("live", served.endpoints(), log_path=served.server.log_path)
+    try:
+        snapshot = source.poll()
+        assert snapshot.live and source.history.latest is snapshot
+        assert source.log_path == served.server.log_path
+        result = source.controller.reload("fast")
+        assert result.ok, result.message
+    finally:
+        source.close()
+
+
+def _batch_input(batch: int) -> triton_http.InferInput:
+    """A [batch, 4] FP32 input."""
+    import numpy as np
+
+    tensor = triton_http.InferInput("X", [batch, 4], "FP32")
+    tensor.set_data_from_numpy(np.ones((batch, 4), dtype=np.float32))
+    return tensor

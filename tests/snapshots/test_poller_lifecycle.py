@@ -1,0 +1,55 @@
+"""The poller with servers that are gone, going, or never were: it reports, never raises, never holds on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.snapshots.helpers import write_model
+from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.sessions.live import LiveSource
+from triton_ge_console.sessions.poller import Poller
+from triton_ge_console.sessions.process import free_port
+from triton_ge_console.sessions.snapshot import Endpoints
+
+
+def test_unreachable_server_gives_a_dead_snapshot_not_an_exception() -> None:
+    """Nothing listens on the port: live False with the reason, models empty."""
+    port = free_port()
+    poller = Poller("gone", Endpoints(f"http://127.0.0.1:{port}", None, f"http://127.0.0.1:{port}/metrics"))
+    try:
+        snapshot = poller.poll()
+    finally:
+        poller.close()
+    assert not snapshot.live and not snapshot.ready and snapshot.models == ()
+    assert snapshot.error is not None and "connection refused" in snapshot.error
+    assert snapshot.session == "gone" and snapshot.taken_at > 0
+
+
+def test_garbage_answering_endpoint_is_reported(tmp_path: Path) -> None:
+    """A host name that does not resolve and a malformed URL are errors in the snapshot, not exceptions."""
+    source = LiveSource("nowhere", Endpoints("http://no-such-host.invalid:1", None, None))
+    try:
+        snapshot = source.poll()
+    finally:
+        source.close()
+    assert not snapshot.live and snapshot.error
+    assert source.history.latest is snapshot
+    with pytest.raises(ValueError, match="not an http"):
+        Poller("bad", Endpoints("ftp://example.org", None, None))
+
+
+def test_polled_server_still_stops_gracefully(triton_factory, triton_dist, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The poller holds no idle connection, so SIGTERM shuts Triton down cleanly (exit 0, not SIGKILL)."""
+    write_model(tmp_path / "repository", "m")
+    install_backend_dir(tmp_path / "backends", triton_dist)
+    server = triton_factory(tmp_path / "repository", tmp_path / "backends", ("m",))
+    poller = Poller("stopping", Endpoints(server.http_url, None, server.metrics_url))
+    try:
+        assert poller.poll().live
+        assert server.process.stop() == 0
+        after = poller.poll()
+    finally:
+        poller.close()
+    assert not after.live and after.error

@@ -1,0 +1,240 @@
+"""NPU telemetry: recorded npu-smi layouts, an npu-exporter served over real HTTP, merging, `devices`."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from triton_ge_console.cli import main
+from triton_ge_console.sessions.metrics import parse_metrics
+from triton_ge_console.sessions.snapshot import DeviceSnapshot
+from triton_ge_console.sessions.stats import HttpEndpoint
+from triton_ge_console.sessions.telemetry import DeviceTelemetry, devices_from_glue, merge_devices
+from triton_ge_console.sessions.telemetry_exporter import read_exporter
+from triton_ge_console.sessions.telemetry_npu_smi import (
+    MIB,
+    NpuSmiError,
+    device_from,
+    find_npu_smi,
+    parse_info_table,
+    parse_usages,
+    read_npu_smi,
+)
+
+DATA = Path(__file__).parent / "data"
+NPU_SMI = DATA / "npu_smi"
+FAKES = Path(__file__).resolve().parent.parent / "fakes"
+
+
+def _table(layout: str) -> str:
+    return (NPU_SMI / layout / "info.txt").read_text()
+
+
+def test_910_with_hbm_and_process_table() -> None:
+    """Atlas 800 9010: eight 910s with HBM, two in Warning; the process table after them is ignored."""
+    chips = parse_info_table(_table("910_9010"))
+    assert [c.npu_id for c in chips] == list(range(8)) and [c.logical_id for c in chips] == list(range(8))
+    assert [c.health for c in chips].count("Warning") == 2 and chips[3].power_w == 206.9
+    assert (chips[0].hbm_used_mb, chips[0].hbm_total_mb) == (0, 32768)
+    assert (chips[0].memory_used_mb, chips[0].memory_total_mb) == (4252, 15137)
+    device = device_from(chips[0], None)
+    assert device.memory_total_bytes == 32768 * MIB and device.memory_used_bytes == 0
+    assert device.temperature_c == 42 and device.utilization == 0.0 and device.source == "npu-smi"
+
+
+def test_910b_used_slash_total_without_space() -> None:
+    """910B4 (npu-smi 24.1.1) prints `26838/ 32768`: HBM used and total are still read."""
+    chips = parse_info_table(_table("910b4"))
+    assert [(c.name, c.hbm_used_mb, c.hbm_total_mb) for c in chips] == [
+        ("910B4", 26838, 32768), ("910B4", 29356, 32768)]
+    assert [c.bus_id for c in chips] == ["0000:C1:00.0", "0000:C2:00.0"]
+
+
+def test_a3_phy_id_rows_and_dash_power() -> None:
+    """A3 (910_93): `Chip  Phy-ID` rows, two chips per NPU, the second die's power printed as `-`."""
+    chips = parse_info_table(_table("a3_910"))
+    assert [(c.npu_id, c.chip_id, c.logical_id) for c in chips] == [(0, 0, 0), (0, 1, 1)]
+    assert chips[0].power_w == 178.5 and chips[1].power_w is None
+    assert chips[1].hbm_used_mb == 3195
+
+
+def test_310p3_without_hbm_and_na_power() -> None:
+    """Atlas 300I Duo: `Chip Device` rows give the logical ids, power is NA, memory is DDR."""
+    chips = parse_info_table(_table("310p3_duo"))
+    rows = [(c.npu_id, c.chip_id, c.logical_id, c.name) for c in chips]
+    assert rows == [(2, 0, 0, "310P3"), (2, 1, 1, "310P3")]
+    assert all(c.power_w is None and c.hbm_total_mb is None for c in chips)
+    device = device_from(chips[1], None)
+    assert device.memory_used_bytes == 1412 * MIB and device.memory_total_bytes == 43693 * MIB
+    assert device.power_w is None and device.temperature_c == 43
+
+
+def test_310_device_column_maps_logical_ids() -> None:
+    """Ascend 310 (npu-smi 21.0.4): four chips of NPU 6 are devices 3..6."""
+    chips = parse_info_table(_table("310"))
+    assert [c.logical_id for c in chips] == [3, 4, 5, 6] and {c.npu_id for c in chips} == {6}
+    assert chips[0].memory_total_mb == 8192 and chips[0].power_w == 12.8
+
+
+def test_usages_blocks_end_with_chip_id() -> None:
+    """`-t usages`: each chip's keys come before its `Chip ID` line; keys differ by chip kind."""
+    duo = parse_usages((NPU_SMI / "310p3_duo" / "usages.txt").read_text())
+    assert sorted(duo) == [0, 1] and duo[1]["DDR Capacity(MB)"] == "43693"
+    assert duo[0]["Ctrlcpu Usage Rate(%)"] == "2"
+    assert "HBM Capacity(MB)" not in duo[0] and "Vectorcore Usage Rate(%)" in duo[0]
+    b64 = parse_usages((NPU_SMI / "usages_910b_64g.txt").read_text())
+    assert b64[0]["HBM Capacity(MB)"] == "65536" and b64[0]["Aivector Usage Rate(%)"] == "0"
+
+
+def test_usages_refine_utilization_and_fill_memory() -> None:
+    """Usage keys are preferred for utilization; capacity × rate fills memory a table lacks."""
+    chip = parse_info_table(_table("a3_910"))[0]
+    usages = {"NPU Utilization(%)": "42", "Aicore Usage Rate(%)": "40"}
+    assert device_from(chip, usages).utilization == pytest.approx(0.42)
+    bare = parse_info_table(_table("910_9010"))[0]
+    no_hbm = type(bare)(**{**bare.__dict__, "hbm_total_mb": None, "hbm_used_mb": None})
+    filled = device_from(no_hbm, parse_usages((NPU_SMI / "usages_910b_64g.txt").read_text())[0])
+    assert filled.memory_total_bytes == 65536 * MIB and filled.memory_used_bytes == int(65536 * 0.03 * MIB)
+
+
+def test_unreadable_table_is_a_clear_error() -> None:
+    """Text without the device table header raises NpuSmiError naming what is missing."""
+    with pytest.raises(NpuSmiError, match="no device table header"):
+        parse_info_table("dcmi model initialized failed, because the device is used. ret is -8020\n")
+
+
+@pytest.fixture
+def fake_npu_smi(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The recorded-output npu-smi first on PATH."""
+    monkeypatch.setenv("PATH", f"{FAKES}:{__import__('os').environ['PATH']}")
+    found = find_npu_smi()
+    assert found is not None and found.parent == FAKES
+    return found
+
+
+def test_read_npu_smi_through_the_fake_binary(fake_npu_smi: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reader runs `info` then `-t usages -i N` per NPU; a card without usages keeps table figures."""
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "310p3_duo")
+    duo = read_npu_smi(fake_npu_smi)
+    assert [(d.id, d.name, d.memory_total_bytes) for d in duo] == [
+        ("0", "310P3", 44280 * MIB), ("1", "310P3", 43693 * MIB)]
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "910b4")  # no usages recorded: the fake refuses, table stays
+    assert [d.memory_used_bytes for d in read_npu_smi(fake_npu_smi)] == [26838 * MIB, 29356 * MIB]
+
+
+EXPORTER_TEXT = (DATA / "npu_exporter_910a.txt").read_bytes()
+
+
+@pytest.fixture
+def exporter_url() -> Iterator[str]:
+    """A real HTTP server on a free loopback port serving the recorded npu-exporter answer."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = EXPORTER_TEXT if self.path == "/metrics" else b"not found"
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def test_exporter_chips_over_http(exporter_url: str) -> None:
+    """npu_chip_info_* per `id`: MB to bytes, percent to ratio, health 1/0 to OK/Unhealthy."""
+    endpoint = HttpEndpoint(exporter_url)
+    try:
+        devices = read_exporter(endpoint)
+    finally:
+        endpoint.close()
+    assert [d.id for d in devices] == ["0", "1", "2", "3"]
+    first = devices[0]
+    assert first.name == "910A-Ascend-V1" and first.source == "npu-exporter"
+    assert first.utilization == pytest.approx(0.63) and first.power_w == 88.2 and first.temperature_c == 41
+    assert (first.memory_used_bytes, first.memory_total_bytes) == (26838 * MIB, 32768 * MIB)
+    assert devices[2].health == "Unhealthy" and devices[1].health == "OK"
+
+
+GLUE_METRICS = """\
+# HELP ge_device_utilization_ratio Busy fraction of the device over the last seconds (0..1)
+# TYPE ge_device_utilization_ratio gauge
+ge_device_utilization_ratio{device="0",kind="cpu-emulated"} 0.25
+# HELP ge_device_memory_used_bytes Device memory held by loaded models
+# TYPE ge_device_memory_used_bytes gauge
+ge_device_memory_used_bytes{device="0",kind="cpu-emulated"} 1048576
+# HELP ge_device_memory_total_bytes Device memory capacity
+# TYPE ge_device_memory_total_bytes gauge
+ge_device_memory_total_bytes{device="0",kind="cpu-emulated"} 68719476736
+"""
+
+
+def test_merge_fills_gaps_and_names_every_source() -> None:
+    """Glue figures win; npu-smi adds what the glue lacks; `source` lists who contributed."""
+    glue = devices_from_glue(parse_metrics(GLUE_METRICS))
+    assert glue == [DeviceSnapshot(id="0", kind="cpu-emulated", utilization=0.25, memory_used_bytes=1048576,
+                                   memory_total_bytes=68719476736, source="ge-glue")]
+    smi = [device_from(c, None) for c in parse_info_table(_table("910b4"))]
+    merged = merge_devices(glue, smi)
+    assert [d.id for d in merged] == ["0", "1"]
+    assert merged[0].utilization == 0.25 and merged[0].temperature_c == 30 and merged[0].name == "910B4"
+    assert merged[0].source == "ge-glue+npu-smi" and merged[1].source == "npu-smi"
+
+
+def test_devices_json_with_fake_npu_smi(fake_npu_smi: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str], exporter_url: str) -> None:
+    """`ge-console devices --json`: npu-smi chips merged with the exporter's, each with its source."""
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "310p3_duo")
+    assert main(["devices", "--json", "--exporter-url", exporter_url]) == 0
+    devices = json.loads(capsys.readouterr().out)
+    assert [d["id"] for d in devices] == ["0", "1", "2", "3"]
+    first = devices[0]
+    assert first["name"] == "310P3" and first["health"] == "OK" and first["temperature_c"] == 45
+    assert first["memory_total_bytes"] == 44280 * MIB  # npu-smi's figure wins over the exporter's
+    assert first["power_w"] == 88.2 and first["source"] == "npu-smi+npu-exporter"  # NA filled in
+    assert {"utilization", "memory_used_bytes", "kind"} <= first.keys()
+    assert devices[2]["source"] == "npu-exporter" and devices[2]["health"] == "Unhealthy"
+
+
+def test_devices_table_and_missing_sources(fake_npu_smi: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The table prints NA figures as '-'; with no source at all the command says so and fails."""
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "310p3_duo")
+    assert main(["devices"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["ID", "NAME", "KIND", "HEALTH"] and len(lines) == 3
+    assert "310P3" in lines[1] and " - " in lines[1] and "1.5/43.2 GiB" in lines[1]
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert main(["devices", "--json"]) == 1
+    assert "npu-smi is not on PATH" in capsys.readouterr().err
+
+
+def test_telemetry_refreshes_in_the_background(fake_npu_smi: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A non-blocking read starts one background refresh; the readings appear once it finished."""
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "910b4")
+    telemetry = DeviceTelemetry(min_interval_s=60)
+    try:
+        first = telemetry.devices(None)
+        worker = telemetry._worker
+        assert worker is not None
+        worker.join(30)
+        assert [d.id for d in telemetry.devices(None)] == ["0", "1"]
+        assert first == () or len(first) == 2
+    finally:
+        telemetry.close()
