@@ -86,3 +86,20 @@ def write_model(repo: Path, name: str, config: str, onnx_bytes: bytes | None,
 def param(key: str, value: str) -> str:
     """One config.pbtxt parameters entry."""
     return f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}'
+
+
+def write_fake_om(folder: Path, onnx_bytes: bytes, gears: tuple[int, ...] = (),
+                  static_batch: int = 1, input_shape: dict[str, list[int]] | None = None,
+                  name: str = "model.om") -> Path:
+    """A fake OM (JSON read by tests/fakes/acl) beside its ONNX: batch gears, or a static batch."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    onnx_name = f"{Path(name).stem}.source.onnx"
+    (folder / onnx_name).write_bytes(onnx_bytes)
+    spec: dict[str, object] = {"fake_om": 1, "onnx": onnx_name}
+    spec.update({"dynamic_batch": list(gears)} if gears else {"static_batch": static_batch})
+    if input_shape:
+        spec["input_shape"] = input_shape
+    (folder / name).write_text(json.dumps(spec), encoding="utf-8")
+    return folder / name

@@ -1,57 +1,100 @@
-"""The glue serves real models through a real tritonserver: results equal ONNX Runtime's, npu_ge style too."""
+"""The glue serves real models through a real tritonserver: results equal ONNX Runtime's (1e-5)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from tests.backend_glue.models import DENSE_CONFIG, dense_model, param, write_model
+from tests.backend_glue.conftest import FAKES
+from tests.backend_glue.metrics import metric_samples, model_value, wait_for
+from tests.backend_glue.models import DENSE_CONFIG, dense_model, param, write_fake_om, write_model
 from tests.conftest import RunningServer, run_triton
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.repository.demo_models import demo_bytes
 
-MODELS = ("dense", "npu_dense")
+MODELS = ("dense", "npu_dense", "llama_model", "bert_model", "om_dense")
+
+LLAMA_CONFIG = """
+    backend: "ge"
+    max_batch_size: 8
+    input [{ name: "input_ids" data_type: TYPE_INT64 dims: [-1] }]
+    output [{ name: "logits" data_type: TYPE_FP32 dims: [-1, 32000] }]
+    dynamic_batching { preferred_batch_size: [4, 8] max_queue_delay_microseconds: 500 }
+    parameters { key: "om_model_path" value: { string_value: "model.om" } }
+"""
+
+BERT_CONFIG = """
+    backend: "ge"
+    max_batch_size: 16
+    dynamic_batching { max_queue_delay_microseconds: 200 }
+    instance_group [{ count: 1 }]
+    parameters { key: "device_ids" value: { string_value: "1" } }
+"""
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory,
            triton_dist: TritonDistribution) -> Iterator[RunningServer]:
-    """One server for the module: a `ge` model on two devices and an `npu_ge` model without I/O."""
+    """One server: ge models (seed llama/bert, a dense one on two devices), npu_ge without I/O, an OM."""
     root = tmp_path_factory.mktemp("serving")
-    backends = root / "backends"
-    install_backend_dir(backends, triton_dist)
+    install_backend_dir(root / "backends", triton_dist)
     repo = root / "repo"
     write_model(repo, "dense", DENSE_CONFIG.format(
         backend="ge", extra="instance_group [{ count: 2 }]\n" + param("device_ids", "0,1")), dense_model())
     write_model(repo, "npu_dense", 'backend: "npu_ge"\nmax_batch_size: 8\n' + param("DEVICEIDS", "1"),
                 dense_model(seed=5), onnx_name="net.onnx")
-    with run_triton(triton_dist, repo, backends, models=MODELS) as running:
-        running.repo = repo  # type: ignore[attr-defined]
-        yield running
+    write_model(repo, "llama_model", LLAMA_CONFIG, demo_bytes("demo:llama"))
+    write_model(repo, "bert_model", BERT_CONFIG, demo_bytes("demo:bert"))
+    om_folder = write_model(repo, "om_dense", DENSE_CONFIG.format(
+        backend="ge", extra=param("om_model_path", "dense.om") + "\n" + param("device_ids", "2")), None)
+    write_fake_om(om_folder / "1", dense_model(seed=9), gears=(1, 2, 4, 8), name="dense.om")
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(FAKES)  # the stubs import the fake `acl`, so OMs run as on an NPU
+    try:
+        with run_triton(triton_dist, repo, root / "backends", models=MODELS) as running:
+            running.repo = repo  # type: ignore[attr-defined]
+            yield running
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
-def _direct(onnx_path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+def _direct(onnx: Path | bytes, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     """The same model run in-process by ONNX Runtime."""
-    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    return list(session.run(None, feeds))
+    source = str(onnx) if isinstance(onnx, Path) else onnx
+    return list(ort.InferenceSession(source, providers=["CPUExecutionProvider"]).run(None, feeds))
 
 
-def _infer_dense(server: RunningServer, model: str, x: np.ndarray) -> httpclient.InferResult:
-    """One HTTP inference of a dense model."""
+def _http_infer(server: RunningServer, model: str, feeds: dict[str, np.ndarray]) -> httpclient.InferResult:
+    """One HTTP inference."""
     client = httpclient.InferenceServerClient(server.http_hostport)
-    tensor = httpclient.InferInput("x", list(x.shape), "FP32")
-    tensor.set_data_from_numpy(x)
-    return client.infer(model, [tensor])
+    inputs = []
+    for name, array in feeds.items():
+        data_type = "FP32" if array.dtype == np.float32 else "INT64"
+        tensor = httpclient.InferInput(name, list(array.shape), data_type)
+        tensor.set_data_from_numpy(array)
+        inputs.append(tensor)
+    return client.infer(model, inputs)
+
+
+def test_all_models_loaded(server: RunningServer) -> None:
+    client = httpclient.InferenceServerClient(server.http_hostport)
+    assert all(client.is_model_ready(m) for m in MODELS), server.log()[-3000:]
 
 
 def test_ge_model_answers_like_onnx_runtime(server: RunningServer) -> None:
     x = np.random.default_rng(3).standard_normal((5, 4)).astype(np.float32)
-    result = _infer_dense(server, "dense", x)
+    result = _http_infer(server, "dense", {"x": x})
     y, z = _direct(server.repo / "dense" / "1" / "model.onnx", {"x": x})  # type: ignore[attr-defined]
     np.testing.assert_allclose(result.as_numpy("y"), y, atol=1e-5)
     np.testing.assert_allclose(result.as_numpy("z"), z, atol=1e-5)
@@ -64,4 +107,42 @@ def test_npu_ge_config_without_io_is_completed_from_the_onnx_and_answers(server:
     assert [o["name"] for o in config["output"]] == ["y", "z"]
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     y, _ = _direct(server.repo / "npu_dense" / "1" / "net.onnx", {"x": x})  # type: ignore[attr-defined]
-    np.testing.assert_allclose(_infer_dense(server, "npu_dense", x).as_numpy("y"), y, atol=1e-5)
+    np.testing.assert_allclose(_http_infer(server, "npu_dense", {"x": x}).as_numpy("y"), y, atol=1e-5)
+
+
+def test_seed_llama_model_over_http_and_grpc_equals_onnx_runtime(server: RunningServer) -> None:
+    ids = np.random.default_rng(7).integers(0, 32000, (2, 6)).astype(np.int64)
+    (expected,) = _direct(demo_bytes("demo:llama"), {"input_ids": ids})
+    over_http = _http_infer(server, "llama_model", {"input_ids": ids}).as_numpy("logits")
+    np.testing.assert_allclose(over_http, expected, rtol=1e-5, atol=1e-5)
+    client = grpcclient.InferenceServerClient(server.grpc_hostport)
+    tensor = grpcclient.InferInput("input_ids", list(ids.shape), "INT64")
+    tensor.set_data_from_numpy(ids)
+    over_grpc = client.infer("llama_model", [tensor]).as_numpy("logits")
+    np.testing.assert_allclose(over_grpc, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_seed_bert_model_with_io_from_the_onnx_equals_onnx_runtime(server: RunningServer) -> None:
+    ids = np.random.default_rng(8).integers(0, 30000, (3, 7)).astype(np.int64)
+    mask = np.ones_like(ids)
+    mask[1, 5:] = 0
+    feeds = {"input_ids": ids, "attention_mask": mask}
+    (expected,) = _direct(demo_bytes("demo:bert"), feeds)
+    np.testing.assert_allclose(_http_infer(server, "bert_model", feeds).as_numpy("pooled"), expected,
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_om_model_runs_through_acl_when_acl_imports(server: RunningServer) -> None:
+    x = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
+    y, z = _direct(server.repo / "om_dense" / "1" / "dense.source.onnx", {"x": x})  # type: ignore[attr-defined]
+    result = _http_infer(server, "om_dense", {"x": x})
+    np.testing.assert_allclose(result.as_numpy("y"), y, atol=1e-5)
+    np.testing.assert_allclose(result.as_numpy("z"), z, atol=1e-5)
+    modes = {(s.labels["model"], s.labels["device"], s.labels["execution_mode"])
+             for s in metric_samples(server, "ge_model_info")}
+    assert {("om_dense", "2", "npu"), ("dense", "0", "cpu-emulated"), ("dense", "1", "cpu-emulated"),
+            ("npu_dense", "1", "cpu-emulated")} <= modes
+    # 3 rows of 4 floats padded to gear 4 in; y and z (3 rows of 3 floats each) out
+    assert wait_for(lambda: model_value(server, "ge_h2d_bytes_total", "om_dense")) == 4 * 4 * 4
+    assert wait_for(lambda: model_value(server, "ge_d2h_bytes_total", "om_dense")) == 2 * 3 * 3 * 4
+    assert model_value(server, "ge_h2d_bytes_total", "dense") == 0  # CPU emulation copies nothing

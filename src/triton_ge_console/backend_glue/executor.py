@@ -53,6 +53,7 @@ class Executor(Protocol):
     inputs: tuple[TensorInfo, ...]
     outputs: tuple[TensorInfo, ...]
     memory_bytes: int  # device memory this model holds (weights, workspace, I/O buffers)
+    max_batch: int | None  # largest batch one execution takes (an OM's top gear), None: no limit
 
     def run(self, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], RunStats]:
         """Execute once synchronously on a whole batch."""

@@ -88,6 +88,9 @@ def check_config_against_model(settings: GlueSettings, config: dict[str, Any], e
     declared_inputs = config.get("input", [])
     _check_side(where, "input", declared_inputs, executor.inputs, batched, source)
     _check_side(where, "output", config.get("output", []), executor.outputs, batched, source)
+    if executor.max_batch is not None and settings.max_batch_size > executor.max_batch:
+        raise GlueConfigError(f"{where}: max_batch_size {settings.max_batch_size}: {source} takes at most "
+                              f"{executor.max_batch} (its largest batch gear)")
     declared = {str(t.get("name")) for t in declared_inputs}
     missing = [i.name for i in executor.inputs if i.name not in declared]
     if missing:

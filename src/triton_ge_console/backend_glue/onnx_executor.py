@@ -34,6 +34,7 @@ class OnnxRuntimeExecutor:
     """The CPU stand-in for an NPU: same interface, labelled cpu-emulated."""
 
     kind = "cpu-emulated"
+    max_batch: int | None = None
 
     def __init__(self, onnx_path: Path, intra_op_threads: int = 0, inter_op_threads: int = 0,
                  io_bytes: int = 0) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,12 @@ def first_onnx(version_dir: Path) -> Path | None:
     return found[0] if found else None
 
 
+def honour_pythonpath() -> None:
+    """The Python backend stub ignores $PYTHONPATH; CANN's set_env.sh puts pyacl there, so apply it."""
+    entries = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+    sys.path[1:1] = entries
+
+
 def acl_available() -> bool:
     """Whether CANN's `acl` Python module can be imported here."""
     return importlib.util.find_spec("acl") is not None
@@ -125,15 +132,15 @@ def resolve_mode(requested: str, om_path: Path | None, where: str) -> str:
     return "cpu"
 
 
-def _int_param(config: dict[str, Any], key: str, default: int, where: str) -> int:
-    """An integer parameter, or a clear error naming it."""
-    text = parameter(config, key)
+def _int_param(config: dict[str, Any], keys: tuple[str, ...], default: int, where: str) -> int:
+    """An integer parameter (first of its spellings present), or a clear error naming it."""
+    text = parameter(config, *keys)
     if text is None:
         return default
     try:
         return int(text)
     except ValueError:
-        raise GlueConfigError(f"{where}: parameter {key} {text!r}: expected an integer") from None
+        raise GlueConfigError(f"{where}: parameter {keys[0]} {text!r}: expected an integer") from None
 
 
 def device_memory_bytes(config: dict[str, Any], where: str) -> int:
@@ -169,7 +176,7 @@ def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
         om_path=om_path,
         onnx_path=onnx_path,
         max_batch_size=int(config.get("max_batch_size", 0)),
-        intra_op_threads=_int_param(config, "intra_op_thread_count", 0, where),
-        inter_op_threads=_int_param(config, "inter_op_thread_count", 0, where),
+        intra_op_threads=_int_param(config, ("intra_op_threads", "intra_op_thread_count"), 0, where),
+        inter_op_threads=_int_param(config, ("inter_op_threads", "inter_op_thread_count"), 0, where),
         device_memory_bytes=device_memory_bytes(config, where),
     )

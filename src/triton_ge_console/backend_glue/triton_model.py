@@ -13,8 +13,10 @@ from triton_ge_console.backend_glue import autocomplete, batching
 from triton_ge_console.backend_glue.executor import Executor, ExecutorError, RunStats, TensorInfo
 from triton_ge_console.backend_glue.ledger import DeviceLedger
 from triton_ge_console.backend_glue.loading import check_config_against_model, open_executor
-from triton_ge_console.backend_glue.settings import GlueSettings, load_settings
+from triton_ge_console.backend_glue.settings import GlueSettings, honour_pythonpath, load_settings
 from triton_ge_console.backend_glue.telemetry import Telemetry
+
+honour_pythonpath()
 
 
 def _pb_utils() -> Any:

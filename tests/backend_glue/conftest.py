@@ -1,0 +1,27 @@
+"""Fixtures for the glue's tests: the fake `acl` (tests/fakes/acl), importable only while a test needs it."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from triton_ge_console.backend_glue import acl_executor
+
+FAKES = Path(__file__).resolve().parent.parent / "fakes"
+
+
+@pytest.fixture
+def fake_acl(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """A fresh fake AscendCL runtime, as a new process would see it; forgotten again afterwards."""
+    monkeypatch.syspath_prepend(str(FAKES))
+    monkeypatch.setattr(acl_executor, "_initialized", False)
+    import acl
+
+    acl._state.reset()
+    yield acl
+    for name in [n for n in sys.modules if n == "acl" or n.startswith("acl.")]:
+        del sys.modules[name]
