@@ -51,12 +51,40 @@ BROKEN = {
 TRITON_PREFIX = re.compile(r"^(Invalid argument|Internal): ")
 
 
+def _ensemble(step_model: str, in_key: str = "IN", out_key: str = "OUT", in_type: str = "TYPE_FP32",
+              in_dims: str = "4", max_batch_size: int = 4) -> str:  # fmt: skip
+    """An ensemble of one step feeding its input A to step_model and its output B back."""
+    return (
+        f'platform: "ensemble"\nmax_batch_size: {max_batch_size}\n'
+        f'input [ {{ name: "A" data_type: {in_type} dims: [ {in_dims} ] }} ]\n'
+        'output [ { name: "B" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+        f'ensemble_scheduling {{ step [ {{ model_name: "{step_model}" model_version: -1\n'
+        f'  input_map {{ key: "{in_key}" value: "A" }}\n'
+        f'  output_map {{ key: "{out_key}" value: "B" }} }} ] }}\n'
+    )
+
+
+# Ensembles over the "good" model (max_batch_size 4, IN/OUT FP32 [4]); judged with the whole repository.
+ENSEMBLES = {
+    "e_missing": _ensemble("not_in_repo"),
+    "e_invalid_step": _ensemble("negative_batch"),
+    "e_failed_step": _ensemble("bad_dims"),
+    "e_batch": _ensemble("good", max_batch_size=8),
+    "e_no_input": _ensemble("good", in_key="NOPE"),
+    "e_no_output": _ensemble("good", out_key="NOPE"),
+    "e_type": _ensemble("good", in_type="TYPE_INT32"),
+    "e_shape": _ensemble("good", in_dims="3"),
+}
+
+
 def _write_model(repository: Path, name: str, body: str) -> None:
     """A Python-backend model folder with version 1 and the given config."""
     folder = repository / name
     (folder / "1").mkdir(parents=True)
-    (folder / "1" / "model.py").write_text(MODEL_PY, encoding="utf-8")
-    head = "" if body.startswith("name:") else f'name: "{name}"\nbackend: "python"\n'
+    if "ensemble" not in body:
+        (folder / "1" / "model.py").write_text(MODEL_PY, encoding="utf-8")
+    backend = "" if body.startswith("platform:") else 'backend: "python"\n'
+    head = "" if body.startswith("name:") else f'name: "{name}"\n{backend}'
     (folder / "config.pbtxt").write_text(head + body, encoding="utf-8")
 
 
@@ -99,17 +127,29 @@ def triton_reasons(
     """(repository, model → Triton's reason for refusing it), from one server run."""
     root = tmp_path_factory.mktemp("triton_rules")
     repository = root / "repo"
-    for name, body in {**BROKEN, "good": IO + "max_batch_size: 4\ndynamic_batching { }\n"}.items():
+    models = {
+        **BROKEN,
+        **ENSEMBLES,
+        "good": IO + "max_batch_size: 4\ndynamic_batching { }\n",
+        "e_good": _ensemble("good"),
+    }
+    for name, body in models.items():
         _write_model(repository, name, body)
     backends = _python_backend_dir(triton_dist, root / "backends")
-    with run_triton(triton_dist, repository, backends, models=(*BROKEN, "good")) as server:
+    with run_triton(triton_dist, repository, backends, models=tuple(models)) as server:
         index = _settled_index(server)
         reasons = {m["name"]: TRITON_PREFIX.sub("", m.get("reason", "")) for m in index}
         for name, message in re.findall(
             r"Poll failed for model directory '([^']+)': (.*)\"$", server.log(), re.M
         ):
             reasons[name] = message
+        for name, message in re.findall(
+            r"load failed for model '([^']+)': (.*?)(?:\\n|\"$)", server.log(), re.M
+        ):
+            reasons.setdefault(name, message)
+            reasons[name] = reasons[name] or message
         reasons["good"] = next(m["state"] for m in index if m["name"] == "good")
+        reasons["e_good"] = next(m["state"] for m in index if m["name"] == "e_good")
         yield repository, reasons
 
 
@@ -123,8 +163,20 @@ def test_validator_error_is_tritons_reason(triton_reasons: tuple[Path, dict[str,
     assert report.errors[0].message == reasons[model]
 
 
+@pytest.mark.parametrize("ensemble", sorted(ENSEMBLES))
+def test_ensemble_error_is_tritons_reason(triton_reasons: tuple[Path, dict[str, str]], ensemble: str) -> None:
+    """Judging the repository, an ensemble's first error is what Triton says when it refuses the ensemble."""
+    repository, reasons = triton_reasons
+    config_path = str(repository / ensemble / "config.pbtxt")
+    errors = [p for p in validate_path(repository).errors if p.file == config_path]
+    assert reasons[ensemble], f"Triton gave no reason for {ensemble}"
+    assert errors[0].message == reasons[ensemble]
+    assert errors[0].line is not None
+
+
 def test_model_triton_loads_is_valid(triton_reasons: tuple[Path, dict[str, str]]) -> None:
     """The control model loads in Triton, and the validator finds nothing wrong with it."""
     repository, reasons = triton_reasons
-    assert reasons["good"] == "READY"
+    assert (reasons["good"], reasons["e_good"]) == ("READY", "READY")
     assert validate_path(repository / "good").problems == ()
+    assert [p for p in validate_path(repository).problems if "e_good" in p.file] == []

@@ -135,3 +135,28 @@ def test_report_is_immutable() -> None:
     assert isinstance(report, ValidationReport) and report.ok and report.problems == ()
     with pytest.raises(AttributeError):
         report.path = "x"  # type: ignore[misc]
+
+
+def test_ensemble_over_a_model_without_declared_io(tmp_path: Path) -> None:
+    """An npu_ge model may leave its inputs to the ONNX; the ensemble's mapping to it cannot be judged, so
+    it is not held against the ensemble, but a missing composing model still is."""
+    npu = tmp_path / "npu"
+    (npu / "1").mkdir(parents=True)
+    (npu / "1" / "model.onnx").write_bytes(b"onnx")
+    (npu / "config.pbtxt").write_text('name: "npu"\nbackend: "npu_ge"\nmax_batch_size: 8\n', encoding="utf-8")
+    step = (
+        'step [ { model_name: "%s" model_version: -1 input_map { key: "x" value: "A" }\n'
+        'output_map { key: "y" value: "B" } } ]'
+    )
+    ensemble = (
+        'name: "{name}"\nplatform: "ensemble"\nmax_batch_size: 8\n'
+        'input [ { name: "A" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+        'output [ { name: "B" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+    )
+    _model(tmp_path, "e", ensemble + "ensemble_scheduling { " + step % "npu" + " }\n", versions=("1",))
+    _model(tmp_path, "e_gone", ensemble + "ensemble_scheduling { " + step % "gone" + " }\n", versions=("1",))
+    report = validate_path(tmp_path)
+    assert [(p.file, p.line, p.message) for p in report.problems] == [
+        (str(tmp_path / "e_gone" / "config.pbtxt"), 6,
+         "ensemble e_gone contains models that are not available or ambiguous: gone"),
+    ]  # fmt: skip

@@ -9,10 +9,16 @@ from typing import Any
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_ge_console.repository import ge_rules, pbtxt, triton_rules
+from triton_ge_console.repository import ge_rules, pbtxt, triton_rules, triton_rules_repository
 from triton_ge_console.repository.triton_rules import ERROR, WARNING, Finding, error, warning
 
 CONFIG_NAME = "config.pbtxt"
+# Fields whose errors Triton reports when loading a model (backend model creation), not when polling it.
+LOAD_TIME_FIELDS = ("input", "output", "batch_input", "batch_output", "instance_group", "parameters")
+NO_CONFIG = (
+    f"no {CONFIG_NAME}: Triton can only auto-complete a config for backends that read it from the model "
+    "file; GE backends need one"
+)
 # A version folder's file name → the backend Triton infers from it (AutoCompleteBackendFields).
 FILE_BACKENDS = {
     "model.plan": "tensorrt",
@@ -103,17 +109,31 @@ def validate_path(path: Path) -> ValidationReport:
 
 def validate_config_text(text: str, path: str, model_dir: Path | None = None) -> ValidationReport:
     """Judge config.pbtxt text; with model_dir, also its folder (name, versions, model files)."""
+    return _evaluate(text, path, model_dir).report
+
+
+@dataclass(frozen=True)
+class _Evaluation:
+    """One config judged: the report, the normalised config (None when it did not parse), field positions."""
+
+    report: ValidationReport
+    config: mc.ModelConfig | None
+    sites: dict[pbtxt.FieldKey, pbtxt.FieldSite]
+
+
+def _evaluate(text: str, path: str, model_dir: Path | None) -> _Evaluation:
+    """Parse, normalise and judge one config's text."""
     try:
         parsed = pbtxt.loads(text, path)
     except pbtxt.ConfigSyntaxError as exc:
         problem = Problem(ERROR, path, exc.line, exc.column, None, exc.message)
-        return ValidationReport(path, (problem,), _model_names(model_dir))
+        return _Evaluation(ValidationReport(path, (problem,), _model_names(model_dir)), None, {})
     config = mc.ModelConfig()
     config.CopyFrom(parsed)
     findings = _judge(config, path, model_dir)
     sites = pbtxt.field_sites(text)
     problems = tuple(_place(finding, path, sites) for finding in findings)
-    return ValidationReport(path, problems, _model_names(model_dir))
+    return _Evaluation(ValidationReport(path, problems, _model_names(model_dir)), config, sites)
 
 
 def _model_names(model_dir: Path | None) -> tuple[str, ...]:
@@ -121,45 +141,57 @@ def _model_names(model_dir: Path | None) -> tuple[str, ...]:
     return (model_dir.name,) if model_dir is not None else ()
 
 
-def _read_and_validate(config_path: Path, model_dir: Path | None, report_path: str) -> ValidationReport:
+def _read_and_evaluate(config_path: Path, model_dir: Path | None) -> _Evaluation:
     """Read a config file and judge it; an unreadable file is one error."""
     try:
         text = config_path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         problem = Problem(ERROR, str(config_path), None, None, None, f"cannot read: {exc}")
-        return ValidationReport(report_path, (problem,), _model_names(model_dir))
-    report = validate_config_text(text, str(config_path), model_dir)
+        return _Evaluation(ValidationReport(str(config_path), (problem,), _model_names(model_dir)), None, {})
+    return _evaluate(text, str(config_path), model_dir)
+
+
+def _read_and_validate(config_path: Path, model_dir: Path | None, report_path: str) -> ValidationReport:
+    """A config file's report, under the path the caller asked about."""
+    report = _read_and_evaluate(config_path, model_dir).report
     return ValidationReport(report_path, report.problems, report.models)
 
 
 def _validate_repository(repository: Path) -> ValidationReport:
-    """Every model folder of a repository; a folder without config.pbtxt is a warning."""
-    problems: list[Problem] = []
-    models: list[str] = []
+    """Every model folder of a repository, then what ensembles need of the models they compose."""
     folders = sorted(p for p in repository.iterdir() if p.is_dir() and not p.name.startswith("."))
+    problems: dict[str, list[Problem]] = {}
+    models: dict[str, triton_rules_repository.ModelEntry] = {}
+    evaluations: dict[str, _Evaluation] = {}
     for folder in folders:
-        models.append(folder.name)
         config_path = folder / CONFIG_NAME
-        if config_path.is_file():
-            problems += _read_and_validate(config_path, folder, str(folder)).problems
-        else:
-            problems.append(
-                Problem(
-                    WARNING,
-                    str(folder),
-                    None,
-                    None,
-                    None,
-                    f"no {CONFIG_NAME}: Triton can "
-                    "only auto-complete a config for backends that read it from the model file; "
-                    "GE backends need one",
-                )
-            )
+        if not config_path.is_file():
+            problems[folder.name] = [Problem(WARNING, str(folder), None, None, None, NO_CONFIG)]
+            models[folder.name] = mc.ModelConfig(name=folder.name)  # auto-completed by Triton: IO unknown
+            continue
+        evaluation = _read_and_evaluate(config_path, folder)
+        evaluations[folder.name] = evaluation
+        problems[folder.name] = list(evaluation.report.problems)
+        models[folder.name] = _model_entry(evaluation, folder)
+    for name, finding in triton_rules_repository.check_ensembles(models).items():
+        evaluation = evaluations[name]
+        problems[name].append(_place(finding, evaluation.report.path, evaluation.sites))
+    flat = [problem for folder in folders for problem in problems[folder.name]]
     if not folders:
-        problems.append(
+        flat.append(
             Problem(WARNING, str(repository), None, None, None, "no model folders: the repository is empty")
         )
-    return ValidationReport(str(repository), tuple(problems), tuple(models))
+    return ValidationReport(str(repository), tuple(flat), tuple(f.name for f in folders))
+
+
+def _model_entry(evaluation: _Evaluation, folder: Path) -> triton_rules_repository.ModelEntry:
+    """A judged model as an ensemble sees it: its config, or why Triton would not load it."""
+    if evaluation.config is not None and evaluation.report.ok:
+        return evaluation.config
+    first = evaluation.report.errors[0]
+    at_load = (first.field or "").split("[")[0].split(".")[0] in LOAD_TIME_FIELDS
+    versions = version_folders(folder)
+    return triton_rules_repository.Unavailable(first.message, at_load, versions[-1].name if versions else "1")
 
 
 def _judge(config: mc.ModelConfig, path: str, model_dir: Path | None) -> list[Finding]:

@@ -1,0 +1,229 @@
+"""What Triton checks across a repository when it loads an ensemble (ensemble_utils.cc and the repository
+manager):
+composing models present and valid, batch sizes compatible, tensors mapped to real inputs and outputs with
+consistent types and shapes. Its wording, first error per ensemble, as Triton reports it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from tritonclient.grpc import model_config_pb2 as mc
+
+from triton_ge_console.repository.triton_rules import ENSEMBLE_PLATFORM, WILDCARD_DIM, Finding, error
+
+
+@dataclass(frozen=True)
+class _Tensor:
+    """What one model says an ensemble tensor is."""
+
+    model: str
+    data_type: int
+    dims: tuple[int, ...]
+    full_dims: tuple[int, ...]  # with the batch axis of a batching model
+
+
+class _Stop(Exception):
+    """The first error of an ensemble, as Triton stops at it."""
+
+    def __init__(self, finding: Finding) -> None:
+        super().__init__(finding.message)
+        self.finding = finding
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A repository model Triton would not load: its first error, and whether that error comes at load time
+    (IO, instance groups, backend) rather than when the repository is polled (everything else)."""
+
+    message: str
+    at_load: bool
+    version: str = "1"
+
+
+ModelEntry: TypeAlias = "mc.ModelConfig | Unavailable"
+
+
+def check_ensembles(models: Mapping[str, ModelEntry]) -> dict[str, Finding]:
+    """Each ensemble's first error; models maps model name → its config, or why it is unavailable."""
+    findings = {}
+    for name, config in models.items():
+        if not isinstance(config, mc.ModelConfig) or config.platform != ENSEMBLE_PLATFORM:
+            continue
+        if not config.HasField("ensemble_scheduling"):
+            continue
+        try:
+            _check_ensemble(name, config, models)
+        except _Stop as stop:
+            findings[name] = stop.finding
+    return findings
+
+
+def _check_ensemble(name: str, config: mc.ModelConfig, models: Mapping[str, ModelEntry]) -> None:
+    """Raise _Stop with the first problem of one ensemble."""
+    steps = list(config.ensemble_scheduling.step)
+    _check_upstreams(name, steps, models)
+    tensors = _ensemble_tensors(name, config)
+    for i, step in enumerate(steps):
+        composing = models[step.model_name]
+        assert isinstance(composing, mc.ModelConfig)
+        _check_batch_size(name, config, step.model_name, composing)
+        if composing.input or composing.output:  # else the backend reads them from the model file
+            _check_mapping(name, step, composing, tensors, f"ensemble_scheduling.step[{i}]")
+
+
+def _check_upstreams(
+    name: str, steps: list[mc.ModelEnsembling.Step], models: Mapping[str, ModelEntry]
+) -> None:
+    """Composing models exist and load: a missing or poll-failing one is 'not available', one failing at
+    load has 'no loaded version'."""
+
+    def polled(model: str) -> bool:
+        entry = models.get(model)
+        return entry is not None and not (isinstance(entry, Unavailable) and not entry.at_load)
+
+    missing = list(dict.fromkeys(s.model_name for s in steps if not polled(s.model_name)))
+    if missing:
+        index = next(i for i, s in enumerate(steps) if s.model_name == missing[0])
+        raise _Stop(
+            error(
+                f"ensemble_scheduling.step[{index}].model_name",
+                f"ensemble {name} contains models that are not available or ambiguous: {', '.join(missing)}",
+            )
+        )
+    for i, step in enumerate(steps):
+        entry = models[step.model_name]
+        if isinstance(entry, Unavailable):
+            raise _Stop(
+                error(
+                    f"ensemble_scheduling.step[{i}].model_name",
+                    f"ensemble '{name}' depends on "
+                    f"'{step.model_name}' which has no loaded version. Model '{step.model_name}' loading "
+                    f"failed with error: version {entry.version} is at UNAVAILABLE state: Invalid "
+                    f"argument: {entry.message};",
+                )
+            )
+
+
+def _node(model: str, batching: bool, data_type: int, dims: Sequence[int]) -> _Tensor:
+    """A tensor as one model declares it."""
+    full = (WILDCARD_DIM, *dims) if batching else tuple(dims)
+    return _Tensor(model, data_type, tuple(dims), full)
+
+
+def _ensemble_tensors(name: str, config: mc.ModelConfig) -> dict[str, _Tensor]:
+    """The ensemble's own inputs and outputs (reshaped where they say so)."""
+    batching = config.max_batch_size > 0
+    tensors: dict[str, _Tensor] = {}
+    for io in [*config.input, *config.output]:
+        dims = io.reshape.shape if io.HasField("reshape") else io.dims
+        tensors.setdefault(io.name, _node(name, batching, io.data_type, dims))
+    return tensors
+
+
+def _check_batch_size(name: str, config: mc.ModelConfig, model: str, composing: mc.ModelConfig) -> None:
+    """A batching ensemble cannot batch beyond a composing model's max_batch_size."""
+    if composing.max_batch_size != 0 and composing.max_batch_size < config.max_batch_size:
+        raise _Stop(
+            error(
+                "max_batch_size",
+                f"ensemble {name} allows maximum batch size {config.max_batch_size}, "
+                f"but it contains model {model} which only allows maximum batch size to be "
+                f"{composing.max_batch_size}",
+            )
+        )
+
+
+def _check_mapping(
+    name: str,
+    step: mc.ModelEnsembling.Step,
+    composing: mc.ModelConfig,
+    tensors: dict[str, _Tensor],
+    where: str,
+) -> None:
+    """ValidateTensorMapping: the step's inputs and outputs exist, all inputs fed, types and shapes agree."""
+    batching = composing.max_batch_size > 0
+    input_names = {io.name for io in composing.input}
+    for key, tensor in step.input_map.items():
+        if key not in input_names:
+            raise _Stop(
+                error(
+                    f'{where}.input_map["{key}"]',
+                    f"in ensemble {name}, ensemble tensor {tensor} is "
+                    f"mapping to non-existing input {key} in model {step.model_name}",
+                )
+            )
+    for model_input in composing.input:
+        if model_input.name not in step.input_map:
+            raise _Stop(
+                error(
+                    f"{where}.input_map",
+                    f"in ensemble {name}, input {model_input.name} in model "
+                    f"{composing.name} is not mapped to any ensemble tensors",
+                )
+            )
+        tensor = step.input_map[model_input.name]
+        node = _node(step.model_name, batching, model_input.data_type, model_input.dims)
+        _merge(
+            tensors,
+            tensor,
+            node,
+            f"in ensemble {name}, ensemble tensor {tensor}: ",
+            f'{where}.input_map["{model_input.name}"]',
+        )
+    outputs = {io.name: io for io in composing.output}
+    for key, tensor in step.output_map.items():
+        if key not in outputs:
+            raise _Stop(
+                error(
+                    f'{where}.output_map["{key}"]',
+                    f"in ensemble {name}, ensemble tensor {tensor} is "
+                    f"mapped from non-existing output {key} in model {step.model_name}",
+                )
+            )
+        node = _node(step.model_name, batching, outputs[key].data_type, outputs[key].dims)
+        _merge(
+            tensors,
+            tensor,
+            node,
+            f"in ensemble {name}, ensemble tensor {tensor}: ",
+            f'{where}.output_map["{key}"]',
+        )
+
+
+def _merge(tensors: dict[str, _Tensor], name: str, node: _Tensor, prefix: str, where: str) -> None:
+    """Record a tensor, or check it against what another model already said about it."""
+    known = tensors.setdefault(name, node)
+    if known is node:
+        return
+    if known.data_type != node.data_type:
+        raise _Stop(
+            error(
+                where,
+                f"{prefix}inconsistent data type: {mc.DataType.Name(known.data_type)} is inferred "
+                f"from model {known.model} while {mc.DataType.Name(node.data_type)} is inferred "
+                f"from model {node.model}",
+            )
+        )
+    if not _same_dims(known.dims, node.dims) and not _same_dims(known.full_dims, node.full_dims):
+        raise _Stop(
+            error(
+                where,
+                f"{prefix}inconsistent shape: {_dims_text(known.full_dims)} is inferred from model "
+                f"{known.model} while {_dims_text(node.full_dims)} is inferred from model "
+                f"{node.model}",
+            )
+        )
+
+
+def _same_dims(left: Sequence[int], right: Sequence[int]) -> bool:
+    """Equal rank and equal dims, a variable-size dim matching anything."""
+    return len(left) == len(right) and all(
+        a == b or WILDCARD_DIM in (a, b) for a, b in zip(left, right, strict=True)
+    )
+
+
+def _dims_text(dims: Sequence[int]) -> str:
+    """Triton's DimsListToString: [-1,3]."""
+    return "[" + ",".join(str(d) for d in dims) + "]"
