@@ -8,6 +8,7 @@ import resource
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -291,3 +292,40 @@ def test_build_report_json_and_lines(tmp_path: Path) -> None:
     assert [m["status"] for m in data["models"]] == ["added", "added"]
     assert all(len(m["digest"]) == 64 for m in data["models"])
     assert report.lines()[-1].endswith("2 added, 0 updated, 0 unchanged, 0 removed")
+
+
+def _blocked_flock_waiters(folder: Path) -> int:
+    """How many processes wait in flock() on folder (/proc/locks lists waiters with '->')."""
+    inode = folder.stat().st_ino
+    lines = Path("/proc/locks").read_text().splitlines()
+    return sum(
+        1 for line in lines if "->" in line and "FLOCK" in line and line.split()[-3].endswith(f":{inode}")
+    )
+
+
+def test_a_second_build_waits_for_the_first(tmp_path: Path) -> None:
+    """While one build holds REPO's lock, another process waits in flock, then completes consistently."""
+    from triton_ge_console.repository.build_commit import build_lock
+
+    spec_path = tmp_path / "deploy.yaml"
+    spec_path.write_text(TWO_MODELS, encoding="utf-8")
+    repo = tmp_path / "repo"
+    command = [sys.executable, "-m", "triton_ge_console.cli", "build", str(spec_path), "-o", str(repo)]
+    with build_lock(repo):
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while (
+                _blocked_flock_waiters(tmp_path) == 0 and child.poll() is None and time.monotonic() < deadline
+            ):
+                time.sleep(0.02)
+            assert child.poll() is None, child.communicate()
+            assert _blocked_flock_waiters(tmp_path) == 1
+            assert not repo.exists()
+        except BaseException:
+            child.kill()
+            raise
+    _, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    assert all(folder_digest(repo / name) == digest for name, digest in manifest_digests(repo).items())
+    assert not leftovers(tmp_path)

@@ -135,3 +135,14 @@ def test_build_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixtur
     """Missing SPEC or -o REPO is a usage error (2) with argparse's usage line."""
     code, _, err = _run(argv, capsys)
     assert code == 2 and "usage: ge-console build" in err
+
+
+def test_built_seed_repository_passes_validate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`ge-console build examples/seed.yaml -o repo` then `ge-console validate repo` succeeds."""
+    seed = Path(__file__).resolve().parents[2] / "examples" / "seed.yaml"
+    repo = tmp_path / "repo"
+    assert _run(["build", str(seed), "-o", str(repo)], capsys)[0] == 0
+    code, out, err = _run(["validate", str(repo)], capsys)
+    if code == 2 and "invalid choice: 'validate'" in err:
+        pytest.skip("the validate command is not registered in this checkout")
+    assert code == 0, out + err

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_ge_console.repository import demo_models
-from triton_ge_console.repository.build_commit import commit_build
+from triton_ge_console.repository.build_commit import build_lock, commit_build
 from triton_ge_console.repository.configgen import OM_FILENAME, ONNX_FILENAME, config_text
 from triton_ge_console.repository.spec import model_name_problem, parse_spec
 from triton_ge_console.repository.spec_types import DeploymentSpec, ModelSpec
@@ -158,11 +158,11 @@ def build_repository(spec: DeploymentSpec, out: Path) -> BuildReport:
     if out.exists() and not out.is_dir():
         raise BuildError(f"{out} exists and is not a directory")
     plans = [plan_model(model) for model in spec.models]
-    previous = read_manifest(out)
-    changes = _changes(out, plans, previous)
-    manifest = _manifest_text(spec, plans, changes, previous)
     try:
-        commit_build(out, plans, changes, manifest, MANIFEST_NAME)
+        with build_lock(out):
+            previous = read_manifest(out)
+            changes = _changes(out, plans, previous)
+            commit_build(out, plans, changes, _manifest_text(spec, plans, changes, previous), MANIFEST_NAME)
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
         raise BuildError(

@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from triton_ge_console.repository.build import ModelChange, ModelPlan
+
+
+@contextlib.contextmanager
+def build_lock(out: Path) -> Iterator[None]:
+    """One build at a time beside REPO: an advisory lock on REPO's parent folder itself (no lock file)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def staging_dir(out: Path) -> Path:
