@@ -38,7 +38,16 @@ INSTANCE_KEYS = ("count", "device_ids")
 THRESHOLD_KEYS = ("queue_depth", "p99_ms")
 # Parameters the GE backends read; others pass through (Triton ignores what a backend does not read), but a
 # near-miss of one of these is almost surely a typo and is reported.
-KNOWN_PARAMETERS = ("om_model_path", "onnx_model_path", "static_model", "profiling", "execution_mode")
+KNOWN_PARAMETERS = (
+    "om_model_path",
+    "onnx_model_path",
+    "static_model",
+    "profiling",
+    "execution_mode",
+    "intra_op_thread_count",
+    "inter_op_thread_count",
+    "npu_memory_gib",
+)
 EXECUTION_MODES = ("auto", "npu", "cpu")
 # Safe as one directory name in every repository: Triton's name rules plus no separators, no dot-dirs.
 MODEL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
