@@ -20,6 +20,7 @@ import tritonclient.http.aio as http_aio
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
+from triton_ge_console.sessions.loadgen_http import ConnectionPool, HttpRequestFailed, build_request
 from triton_ge_console.sessions.loadgen_inputs import ModelSignature, RequestTensor, signature_from_metadata
 
 GRPC_MAX_MESSAGE = 2**31 - 1
@@ -169,18 +170,16 @@ class GrpcTransport:
 
 
 class HttpTransport:
-    """HTTP/1.1 keep-alive connections (one per in-flight request) with a prebuilt binary body."""
+    """HTTP/1.1 keep-alive connections (one per in-flight request) sending one prebuilt request."""
 
     def __init__(self, url: str, json_body: bool = False, headers: Mapping[str, str] | None = None) -> None:
         self.url = url
         self.json_body = json_body
         self.headers = dict(headers or {})
         self._control = http_aio.InferenceServerClient(url)
-        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
-                                              auto_decompress=False)
-        self._endpoint = ""
-        self._body = b""
-        self._headers: dict[str, str] = {}
+        host, _, port = url.rpartition(":")
+        self._pool = ConnectionPool(host.strip("[]") or "127.0.0.1", int(port) if port.isdigit() else 80)
+        self._request = b""
 
     async def signature(self, model: str) -> ModelSignature:
         """Metadata plus config through the HTTP control client."""
@@ -212,25 +211,25 @@ class HttpTransport:
             inputs.append(infer_input)
         requested = [httpclient.InferRequestedOutput(name, binary_data=binary) for name in outputs]
         body, json_size = httpclient.InferenceServerClient.generate_request_body(inputs, requested)
-        self._body = body if isinstance(body, bytes) else body.encode()
-        self._headers = {"Content-Type": "application/octet-stream", **self.headers}
+        headers = {"Content-Type": "application/json" if json_size is None else "application/octet-stream"}
         if json_size is not None:
-            self._headers["Inference-Header-Content-Length"] = str(json_size)
-        self._endpoint = f"http://{self.url}/v2/models/{quote(model)}/infer"
+            headers["Inference-Header-Content-Length"] = str(json_size)
+        payload = body if isinstance(body, bytes) else body.encode()
+        self._request = build_request(self.url, f"/v2/models/{quote(model)}/infer", payload,
+                                      {**headers, **self.headers})
 
     async def infer(self) -> None:
         """One POST on a pooled keep-alive connection."""
         try:
-            async with self._session.post(self._endpoint, data=self._body, headers=self._headers) as response:
-                payload = await response.read()
-                if response.status != 200:
-                    raise InferenceFailed(_http_error(response.status, payload))
-        except aiohttp.ClientError as exc:
-            raise InferenceFailed(str(exc) or type(exc).__name__) from None
+            status, error = await self._pool.exchange(self._request)
+        except HttpRequestFailed as exc:
+            raise InferenceFailed(str(exc)) from None
+        if status != 200:
+            raise InferenceFailed(_http_error(status, error))
 
     async def close(self) -> None:
-        """Close the session and the control client."""
-        await self._session.close()
+        """Close the connections and the control client."""
+        self._pool.close()
         await self._control.close()
 
 
