@@ -5,16 +5,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from triton_ge_console.repository import demo_models, onnx_io
-from triton_ge_console.repository.spec_nodes import Reader, join, suggest, unknown_key_message
+from triton_ge_console.repository import spec_options as options
+from triton_ge_console.repository.spec_nodes import Reader, join, suggest
 from triton_ge_console.repository.spec_tensors import LocatedTensor, check_against_graph, tensors
 from triton_ge_console.repository.spec_types import (
     GE_BACKENDS,
-    DynamicBatchingSpec,
-    InstanceGroupSpec,
     ModelSpec,
     TensorSpec,
 )
@@ -33,22 +33,6 @@ MODEL_KEYS = (
     "parameters",
     "thresholds",
 )
-BATCHING_KEYS = ("preferred_batch_size", "max_queue_delay_microseconds")
-INSTANCE_KEYS = ("count", "device_ids")
-THRESHOLD_KEYS = ("queue_depth", "p99_ms")
-# Parameters the GE backends read; others pass through (Triton ignores what a backend does not read), but a
-# near-miss of one of these is almost surely a typo and is reported.
-KNOWN_PARAMETERS = (
-    "om_model_path",
-    "onnx_model_path",
-    "static_model",
-    "profiling",
-    "execution_mode",
-    "intra_op_thread_count",
-    "inter_op_thread_count",
-    "npu_memory_gib",
-)
-EXECUTION_MODES = ("auto", "npu", "cpu")
 # Safe as one directory name in every repository: Triton's name rules plus no separators, no dot-dirs.
 MODEL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 GraphIO = tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]
@@ -84,37 +68,48 @@ def read_model(reader: Reader, node: yaml.Node, path: str, base_dir: Path | None
     for key in ("name", "backend", "source"):
         if key not in entries:
             reader.problems.add(node, join(path, key), "is required")
-    values = {key: entry[1] for key, entry in entries.items()}
-    name = _name(reader, values.get("name"), join(path, "name"))
-    backend = _backend(reader, values.get("backend"), join(path, "backend"))
-    source = _source(reader, values, path, base_dir, backend)
-    versions = _versions(reader, values.get("versions"), join(path, "versions"))
-    mbs_node = values.get("max_batch_size")
-    max_batch = reader.integer(mbs_node, join(path, "max_batch_size"), 0) if mbs_node is not None else 0
-    io = _io(reader, values, path, source, max_batch)
-    batching = _batching(reader, values.get("dynamic_batching"), join(path, "dynamic_batching"), max_batch)
-    group = _instance_group(reader, values.get("instance_group"), join(path, "instance_group"))
-    parameters = _parameters(reader, values.get("parameters"), join(path, "parameters"))
-    thresholds = _thresholds(reader, values.get("thresholds"), join(path, "thresholds"))
-    _check_static(reader, parameters, values, path)
-    if len(reader.problems.items) > before or None in (name, backend, source, versions, max_batch, io, group):
+    fields = _fields(reader, {key: entry[1] for key, entry in entries.items()}, path, base_dir)
+    if len(reader.problems.items) > before or any(fields[key] is None for key in REQUIRED_FIELDS):
         return None
-    assert name and backend and source and versions is not None and max_batch is not None and io and group
+    source: Source = fields.pop("source")
+    inputs, outputs = fields.pop("io")
     return ModelSpec(
-        name=name,
-        backend=backend,
         source=source.source,
         onnx_path=source.onnx_path,
         om_path=source.om_path,
-        versions=versions,
-        max_batch_size=max_batch,
-        inputs=io[0],
-        outputs=io[1],
-        dynamic_batching=batching,
-        instance_group=group,
-        parameters=tuple(parameters.items()),
-        thresholds=thresholds,
+        inputs=inputs,
+        outputs=outputs,
+        **fields,
     )
+
+
+REQUIRED_FIELDS = ("name", "backend", "source", "versions", "max_batch_size", "io", "instance_group")
+
+
+def _fields(reader: Reader, values: dict[str, yaml.Node], path: str, base_dir: Path | None) -> dict[str, Any]:
+    """Every field of a model entry, read and checked (None where a field has a problem)."""
+    backend = _backend(reader, values.get("backend"), join(path, "backend"))
+    source = _source(reader, values, path, base_dir, backend)
+    mbs_node = values.get("max_batch_size")
+    max_batch = reader.integer(mbs_node, join(path, "max_batch_size"), 0) if mbs_node is not None else 0
+    parameters = options.read_parameters(reader, values.get("parameters"), join(path, "parameters"))
+    options.check_static(reader, parameters, values, path)
+    return {
+        "name": _name(reader, values.get("name"), join(path, "name")),
+        "backend": backend,
+        "source": source,
+        "versions": _versions(reader, values.get("versions"), join(path, "versions")),
+        "max_batch_size": max_batch,
+        "io": _io(reader, values, path, source, max_batch),
+        "dynamic_batching": options.read_batching(
+            reader, values.get("dynamic_batching"), join(path, "dynamic_batching"), max_batch
+        ),
+        "instance_group": options.read_instance_group(
+            reader, values.get("instance_group"), join(path, "instance_group")
+        ),
+        "parameters": tuple(parameters.items()),
+        "thresholds": options.read_thresholds(reader, values.get("thresholds"), join(path, "thresholds")),
+    }
 
 
 def _name(reader: Reader, node: yaml.Node | None, path: str) -> str | None:
@@ -281,116 +276,3 @@ def _batch_dim_problem(source: Source | None, max_batch: int | None) -> str | No
                 f"(dims {list(tensor.dims)}); use max_batch_size: 0"
             )
     return None
-
-
-def _batching(
-    reader: Reader, node: yaml.Node | None, path: str, max_batch: int | None
-) -> DynamicBatchingSpec | None:
-    """Dynamic batching: `{}`/true for defaults, or preferred sizes and a queue delay."""
-    if node is None or (isinstance(node, yaml.ScalarNode) and reader.value(node) is False):
-        return None
-    if max_batch == 0:
-        reader.problems.add(node, path, "needs max_batch_size > 0 (Triton batches along the first dim)")
-    if isinstance(node, yaml.ScalarNode) and reader.value(node) in (True, None):
-        return DynamicBatchingSpec()
-    entries = reader.mapping(node, path, BATCHING_KEYS)
-    if entries is None:
-        return None
-    preferred: tuple[int, ...] = ()
-    if "preferred_batch_size" in entries:
-        pref_node = entries["preferred_batch_size"][1]
-        preferred = reader.int_list(pref_node, join(path, "preferred_batch_size"), 1) or ()
-        too_big = [size for size in preferred if max_batch and size > max_batch]
-        if too_big:
-            reader.problems.add(
-                pref_node,
-                join(path, "preferred_batch_size"),
-                f"{too_big[0]} is larger than max_batch_size {max_batch}",
-            )
-    delay = 0
-    if "max_queue_delay_microseconds" in entries:
-        delay = (
-            reader.integer(
-                entries["max_queue_delay_microseconds"][1], join(path, "max_queue_delay_microseconds"), 0
-            )
-            or 0
-        )
-    return DynamicBatchingSpec(preferred, delay)
-
-
-def _instance_group(reader: Reader, node: yaml.Node | None, path: str) -> InstanceGroupSpec | None:
-    """Instance count and NPU device ids."""
-    if node is None:
-        return InstanceGroupSpec()
-    entries = reader.mapping(node, path, INSTANCE_KEYS)
-    if entries is None:
-        return None
-    count: int | None = 1
-    device_ids: tuple[int, ...] | None = (0,)
-    if "count" in entries:
-        count = reader.integer(entries["count"][1], join(path, "count"), 1)
-    if "device_ids" in entries:
-        device_ids = reader.int_list(entries["device_ids"][1], join(path, "device_ids"), 0)
-        if device_ids is not None and not device_ids:
-            reader.problems.add(
-                entries["device_ids"][1], join(path, "device_ids"), "must list at least one id"
-            )
-            device_ids = None
-    return InstanceGroupSpec(count, device_ids) if count is not None and device_ids is not None else None
-
-
-def _parameters(reader: Reader, node: yaml.Node | None, path: str) -> dict[str, str]:
-    """GE parameters as strings, in spec order; a near-miss of a known key is a problem."""
-    if node is None:
-        return {}
-    entries = reader.mapping(node, path)
-    params: dict[str, str] = {}
-    for key, (key_node, value_node) in (entries or {}).items():
-        key_path = join(path, key)
-        if key in ("device_ids", "DEVICEIDS"):
-            reader.problems.add(key_node, key_path, "set NPUs with instance_group.device_ids")
-            continue
-        if (
-            key not in KNOWN_PARAMETERS
-            and not key.startswith("ge.")
-            and suggest(key, KNOWN_PARAMETERS).startswith("; did you mean")
-        ):
-            reader.problems.add(key_node, key_path, unknown_key_message(key, KNOWN_PARAMETERS))
-            continue
-        value = reader.scalar_text(value_node, key_path)
-        if key == "execution_mode" and value is not None and value not in EXECUTION_MODES:
-            reader.problems.add(
-                value_node, key_path, f"unknown mode '{value}'{suggest(value, EXECUTION_MODES)}"
-            )
-        elif value is not None:
-            params[key] = value
-    return params
-
-
-def _thresholds(reader: Reader, node: yaml.Node | None, path: str) -> tuple[tuple[str, float], ...]:
-    """Console colouring thresholds."""
-    if node is None:
-        return ()
-    entries = reader.mapping(node, path, THRESHOLD_KEYS) or {}
-    found = [
-        (key, reader.number(value, join(path, key), positive=True)) for key, (_, value) in entries.items()
-    ]
-    return tuple((key, value) for key, value in found if value is not None)
-
-
-def _check_static(
-    reader: Reader, parameters: dict[str, str], values: dict[str, yaml.Node], path: str
-) -> None:
-    """GE's static_model and Triton's dynamic batching exclude each other."""
-    static = parameters.get("static_model", "0").lower() in ("1", "true", "yes", "on")
-    batching = values.get("dynamic_batching")
-    if (
-        static
-        and batching is not None
-        and not (isinstance(batching, yaml.ScalarNode) and reader.value(batching) is False)
-    ):
-        reader.problems.add(
-            batching,
-            join(path, "dynamic_batching"),
-            "cannot be used with parameters.static_model (GE's static graph needs fixed shapes)",
-        )
