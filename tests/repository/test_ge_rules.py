@@ -176,3 +176,44 @@ def test_file_checks_are_skipped_for_a_config_alone(tmp_path: Path) -> None:
     folder = _model(tmp_path, 'name: "m"\nbackend: "npu_ge"\n', {"1/notes.txt": "x"})
     assert validate_path(folder / "config.pbtxt").problems == ()
     assert not validate_path(folder).ok
+
+
+def _relu_onnx(path: Path) -> None:
+    """x[N,4] FP32 → y[N,4] FP32."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+@pytest.mark.parametrize(
+    ("io", "field", "message"),
+    [
+        ('input [ { name: "pixels" data_type: TYPE_FP32 dims: [ 4 ] } ]', "input[0].name",
+         "input 'pixels': {onnx} has no input of that name (it has: x)"),
+        ('input [ { name: "x" data_type: TYPE_INT64 dims: [ 4 ] } ]', "input[0].data_type",
+         "input 'x' is TYPE_INT64 here but TYPE_FP32 in {onnx}"),
+        ('output [ { name: "y" data_type: TYPE_FP32 dims: [ 8, 4 ] } ]', "output[0].dims",
+         "output 'y' dims [8, 4] do not match [4] in {onnx} "
+         "(max_batch_size 8: the batch axis is not listed)"),
+    ],
+)  # fmt: skip
+def test_declared_io_must_match_the_onnx(tmp_path: Path, io: str, field: str, message: str) -> None:
+    """Names, types and dims a GE config declares are the ONNX graph's (batch axis dropped when batching)."""
+    folder = _model(tmp_path, GE_HEAD + io + "\n")
+    _relu_onnx(folder / "1" / "model.onnx")
+    (problem,) = validate_path(folder).problems
+    assert (problem.field, problem.line) == (field, 4)
+    assert problem.message == message.format(onnx=folder / "1" / "model.onnx")
+
+
+def test_unreadable_onnx_is_an_error(tmp_path: Path) -> None:
+    """A *.onnx that is not an ONNX model cannot be served."""
+    folder = _model(tmp_path, GE_HEAD + 'input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
+                    {"1/model.onnx": "not a model"})  # fmt: skip
+    (problem,) = validate_path(folder).errors
+    assert "not an ONNX model" in problem.message or "cannot read ONNX" in problem.message

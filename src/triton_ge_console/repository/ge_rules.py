@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from triton_ge_console.repository import ge_rules_onnx
 from triton_ge_console.repository.triton_rules import Finding, error, warning
 
 GE_BACKENDS = ("ge", "npu_ge")
@@ -149,11 +150,18 @@ def _value_findings(config: mc.ModelConfig) -> list[Finding]:
 
 def check_ge_files(config: mc.ModelConfig, model_dir: Path, versions: list[Path]) -> list[Finding]:
     """The model files each version folder of a GE model needs."""
-    if config.backend == "ge":
-        return [f for version_dir in versions for f in _ge_version_findings(config, version_dir)]
-    if config.backend == "npu_ge":
-        return [f for version_dir in versions for f in _npu_ge_version_findings(version_dir)]
-    return []
+    if config.backend not in GE_BACKENDS:
+        return []
+    findings: list[Finding] = []
+    for version_dir in versions:
+        if config.backend == "ge":
+            findings += _ge_version_findings(config, version_dir)
+        else:
+            findings += _npu_ge_version_findings(version_dir)
+        onnx_path = ge_rules_onnx.onnx_of_version(parameter(config, "onnx_model_path"), version_dir)
+        if onnx_path is not None:
+            findings += ge_rules_onnx.check_io_against_onnx(config, onnx_path)
+    return list(dict.fromkeys(findings))
 
 
 def resolve_model_path(text: str, version_dir: Path) -> Path | None:

@@ -1,0 +1,97 @@
+"""The GE checks agree with the GE glue running in a real tritonserver: every model the validator accepts
+loads, every model it rejects does not (CPU emulation here; one module-scoped server)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import onnx
+import pytest
+import tritonclient.http as httpclient
+from onnx import TensorProto, helper
+
+from tests.conftest import run_triton
+from triton_ge_console.backend_glue.distribution import TritonDistribution
+from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.repository.validate import validate_path
+
+IO = (
+    'max_batch_size: 8\ninput [ { name: "%s" data_type: %s dims: [ %s ] } ]\n'
+    'output [ { name: "y" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
+)
+
+
+def _param(key: str, value: str) -> str:
+    """One parameters entry."""
+    return f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}\n'
+
+
+# model → (backend, extra config, whether version 1 holds model.onnx, expected: validator ok / Triton READY)
+MODELS = {
+    "ge_onnx": ("ge", IO % ("x", "TYPE_FP32", "4"), True, True),
+    "ge_om_fallback": ("ge", IO % ("x", "TYPE_FP32", "4") + _param("om_model_path", "absent.om"), True, True),
+    "ge_io_from_onnx": ("ge", "max_batch_size: 8\n", True, True),
+    "npu_ge_onnx": ("npu_ge", IO % ("x", "TYPE_FP32", "4") + _param("device_ids", "0,1"), True, True),
+    "ge_nothing": ("ge", IO % ("x", "TYPE_FP32", "4"), False, False),
+    "npu_ge_empty": ("npu_ge", IO % ("x", "TYPE_FP32", "4"), False, False),
+    "ge_wrong_input": ("ge", IO % ("pixels", "TYPE_FP32", "4"), True, False),
+    "ge_bad_device_ids": ("ge", IO % ("x", "TYPE_FP32", "4") + _param("device_ids", "4,x"), True, False),
+    "ge_npu_without_om": (
+        "ge",
+        IO % ("x", "TYPE_FP32", "4") + _param("om_model_path", "absent.om") + _param("execution_mode", "npu"),
+        True,
+        False,
+    ),
+    "ge_wrong_dims": ("ge", IO % ("x", "TYPE_FP32", "5"), True, False),
+    "ge_wrong_type": ("ge", IO % ("x", "TYPE_INT64", "4"), True, False),
+    "ge_bad_mode": ("ge", IO % ("x", "TYPE_FP32", "4") + _param("execution_mode", "gpu"), True, False),
+}
+
+
+def _relu_onnx(path: Path) -> None:
+    """x[N,4] → y[N,4], FP32."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def _states(url: str, models: tuple[str, ...], timeout: float = 180.0) -> dict[str, str]:
+    """Each model's state once none is still loading."""
+    client = httpclient.InferenceServerClient(url)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        index = {e["name"]: e.get("state", "") for e in client.get_model_repository_index()}
+        if all(index.get(m) in ("READY", "UNAVAILABLE") for m in models):
+            return index
+        time.sleep(0.2)
+    raise AssertionError(f"models still loading after {timeout}s: {client.get_model_repository_index()}")
+
+
+@pytest.fixture(scope="module")
+def loaded(triton_dist: TritonDistribution, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
+        tuple[Path, dict[str, str]]]:  # fmt: skip
+    """(repository, model → Triton state) after loading every model once."""
+    root = tmp_path_factory.mktemp("ge_rules")
+    repository = root / "repo"
+    for name, (backend, extra, with_onnx, _) in MODELS.items():
+        (repository / name / "1").mkdir(parents=True)
+        if with_onnx:
+            _relu_onnx(repository / name / "1" / "model.onnx")
+        config = f'name: "{name}"\nbackend: "{backend}"\ninstance_group [ {{ kind: KIND_CPU }} ]\n{extra}'
+        (repository / name / "config.pbtxt").write_text(config, encoding="utf-8")
+    install_backend_dir(root / "backends", triton_dist)
+    with run_triton(triton_dist, repository, root / "backends", models=tuple(MODELS)) as server:
+        yield repository, _states(server.http_hostport, tuple(MODELS))
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_validator_verdict_matches_the_glue(loaded: tuple[Path, dict[str, str]], model: str) -> None:
+    """Accepted by the validator ⇔ READY in Triton with the GE glue."""
+    repository, states = loaded
+    expected_ok = MODELS[model][3]
+    report = validate_path(repository / model)
+    assert report.ok is expected_ok, [str(p) for p in report.problems]
+    assert states[model] == ("READY" if expected_ok else "UNAVAILABLE")
