@@ -21,6 +21,7 @@ from triton_ge_console.console.palette import ActionCommands
 from triton_ge_console.console.screens.confirm import ConfirmScreen
 from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.screens.help import HelpScreen
+from triton_ge_console.console.screens.launching import LaunchingScreen
 from triton_ge_console.console.screens.logs import LogsScreen
 from triton_ge_console.console.screens.repository import RepositoryScreen
 from triton_ge_console.console.widgets.header import Connection
@@ -50,8 +51,17 @@ class GEConsoleApp(Operations):
         return DashboardScreen()
 
     def on_mount(self) -> None:
-        """Start polling."""
-        self.poll_once()
+        """Start polling (once the server is launched, when the console launches it)."""
+        startup = self.options.startup
+        if startup is None:
+            self.poll_once()
+            return
+        self.push_screen(LaunchingScreen(startup, f"Starting session {self.source.name} …"), self._launched)
+
+    def _launched(self, ok: bool | None) -> None:
+        """The server is up: begin polling."""
+        if ok:
+            self.poll_once()
 
     @work(thread=True, exclusive=True, group="poll", exit_on_error=False)
     def poll_once(self) -> None:
@@ -135,10 +145,11 @@ class GEConsoleApp(Operations):
 
     def action_show_repository(self) -> None:
         """The repository screen."""
-        if self.options.repository is None:
+        repository = self.repository_path()
+        if repository is None:
             self.notify("no repository known for this session", severity="warning")
         elif not isinstance(self.screen, RepositoryScreen):
-            self.push_screen(RepositoryScreen(self.options.repository))
+            self.push_screen(RepositoryScreen(repository))
 
     def action_quit(self) -> None:  # type: ignore[override]
         """Quit; the demo's cleanup (stop load and server) runs after the app exits."""

@@ -34,11 +34,18 @@ class Operations(App[None]):
         self.last_errors: dict[str, str] = {}
         self.diagnostics: set[str] = set()
         self.watch_stop: threading.Event | None = None
-        repository = self.options.repository
+        repository = self.repository_path()
         self.baseline: dict[str, float] = {}
         if repository is not None:
             self.baseline = {m.name: repo_info.model_mtime(m.config_path.parent)
                              for m in repo_info.list_models(repository)}
+
+    def repository_path(self) -> Path | None:
+        """The session's repository: given up front, or known once the console launched the server."""
+        if self.options.repository is not None:
+            return self.options.repository
+        locate = self.options.locate_repository
+        return locate() if locate is not None else None
 
     def record_result(self, result: CommandResult) -> None:
         """Remember a model's last failure; a successful (re)load resets its change baseline."""
@@ -46,7 +53,7 @@ class Operations(App[None]):
             self.last_errors[result.target] = result.message
             return
         self.last_errors.pop(result.target, None)
-        repository = self.options.repository
+        repository = self.repository_path()
         if result.action in ("load", "reload") and repository is not None:
             self.baseline[result.target] = repo_info.model_mtime(repository / result.target)
 
@@ -88,7 +95,10 @@ class Operations(App[None]):
 
     def action_reload_changed(self) -> None:
         """Reload every model whose folder changed since it was last (re)loaded."""
-        repository = self.options.repository
+        if self.options.reload_changed is not None:
+            self._reload_changed_worker(self.options.reload_changed)
+            return
+        repository = self.repository_path()
         if repository is None:
             self.notify("no repository known for this session", severity="warning")
             return
@@ -98,9 +108,18 @@ class Operations(App[None]):
         for model in changed:
             self.run_command("reload", model)
 
+    @work(thread=True, group="control", exit_on_error=False)
+    def _reload_changed_worker(self, reload_changed: Callable[[], list[CommandResult]]) -> None:
+        """The session's own reload-changed (digests of what Triton loaded), reported per model."""
+        results = reload_changed()
+        if not results:
+            self.call_from_thread(self.notify, "no model changed on disk since it was loaded")
+        for result in results:
+            self.post_message(CommandFinished(result))
+
     def action_toggle_watch(self) -> None:
         """Start or stop watching the repository; changes reload the models they touch."""
-        repository = self.options.repository
+        repository = self.repository_path()
         if repository is None:
             self.notify("no repository known for this session", severity="warning")
         elif self.watch_stop is None:
@@ -148,6 +167,20 @@ class Operations(App[None]):
         self.post_message(CommandFinished(CommandResult("test request", model, result.ok, result.message,
                                                         None if result.latency_ms is None else
                                                         result.latency_ms / 1000.0)))
+
+    def action_load_test(self) -> None:
+        """Open the load test dialog for the selected model."""
+        from triton_ge_console.console.screens.loadtest import LoadTestScreen
+
+        model = self._selected()
+        snapshot = self.connection.last_good
+        grpc = snapshot.endpoints.grpc_url if snapshot else None
+        if model is None:
+            return
+        if grpc is None:
+            self.notify("the server's gRPC endpoint is not known", severity="warning")
+            return
+        self.push_screen(LoadTestScreen(model, grpc.split("://", 1)[-1]))
 
     def action_start_server(self) -> None:
         """Start the session's server with the diagnostics chosen."""

@@ -33,4 +33,6 @@ class ConsoleOptions:
     server: ServerLifecycle | None = None
     max_polls: int | None = None  # stop polling after this many (recordings in tests)
     diagnostics_dir: Path | None = None
-    on_exit: tuple[Callable[[], None], ...] = ()
+    startup: Callable[[Callable[[str], None]], object] | None = None  # launches the server, with progress
+    locate_repository: Callable[[], Path | None] | None = None  # when only known after launch
+    reload_changed: Callable[[], list[CommandResult]] | None = None  # the session's own change detection

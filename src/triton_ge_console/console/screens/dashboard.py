@@ -126,7 +126,7 @@ class DashboardScreen(Screen[None]):
     def _detail(self, model: ModelSnapshot) -> ModelDetail:
         """Series and facts for one model."""
         history = self.console.source.history
-        repository = self.console.options.repository
+        repository = self.console.repository_path()
         summary = "—"
         if repository is not None and (repository / model.name / "config.pbtxt").is_file():
             summary = repo_info.config_summary(repository / model.name / "config.pbtxt")

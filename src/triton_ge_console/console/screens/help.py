@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich import box
 from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -16,7 +17,7 @@ from triton_ge_console.console import actions
 
 def help_table() -> Table:
     """Key, action, and whether it asks first."""
-    table = Table(title="GE Console actions", expand=True, show_edge=False)
+    table = Table(title="GE Console actions", expand=True, box=box.SIMPLE_HEAD)
     table.add_column("key", style="bold cyan", no_wrap=True)
     table.add_column("action")
     table.add_column("group", style="dim")

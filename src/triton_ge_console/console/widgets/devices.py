@@ -19,21 +19,21 @@ NARROW_BELOW = 130  # terminal columns under which rows use a short sparkline an
 def device_line(device: DeviceSnapshot, utilization_series: Sequence[float | None],
                 narrow: bool = False) -> Text:
     """One device as a single line (shorter sparkline and bar on narrow terminals)."""
-    spark_width, bar_width = (12, 8) if narrow else (SPARK_WIDTH, BAR_WIDTH)
+    spark_width, bar_width = (10, 8) if narrow else (SPARK_WIDTH, BAR_WIDTH)
     name = device.name or ""
     line = Text()
     line.append(f"NPU{device.id:<3}", style="bold")
     line.append(f" {name:<6} ")
     line.append(f"{device.kind:<13}", style="cyan" if device.kind == "npu" else "magenta")
-    line.append(" util ")
+    line.append(" " if narrow else " util ")
     line.append(fmt.sparkline(utilization_series, spark_width, top=1.0), style="green")
     line.append(f" {fmt.percent(device.utilization):>4}  ")
-    line.append("HBM ")
+    line.append("" if narrow else "HBM ")
     line.append(fmt.bar(device.memory_used_bytes, device.memory_total_bytes, bar_width), style="blue")
     line.append(f" {fmt.gib(device.memory_used_bytes):>5}/{fmt.gib(device.memory_total_bytes):<5} GiB  ")
     temp = fmt.MISSING if device.temperature_c is None else f"{device.temperature_c:.0f}°C"
     power = fmt.MISSING if device.power_w is None else f"{device.power_w:.0f} W"
-    line.append(f"{temp:>5}  {power:>6}  ")
+    line.append(f"{temp:>5} {power:>5}  " if narrow else f"{temp:>5}  {power:>6}  ")
     health = device.health or fmt.MISSING
     line.append(health, style="green" if health == "OK" else ("yellow" if health != fmt.MISSING else "dim"))
     return line

@@ -15,7 +15,7 @@ Thresholds = Mapping[str, Mapping[str, float]]  # model -> {"queue_depth": 8, "p
 
 COLUMNS = ("MODEL", "VER", "STATE", "BACKEND", "QUEUE", "REQ/S", "INF/S", "BATCH", "P50 ms", "P99 ms",
            "FAIL", "MODE", "DEVICE")
-WIDTHS = (24, 4, 11, 8, 6, 7, 7, 6, 8, 8, 5, 13, 10)
+WIDTHS = (22, 4, 12, 8, 6, 7, 7, 6, 8, 8, 5, 13, 10)
 STATE_STYLES = {"READY": "green", "UNAVAILABLE": "bold red", "LOADING": "yellow", "UNLOADING": "yellow"}
 
 

@@ -1,0 +1,162 @@
+"""Binding the console to real sessions: a source that exists before its server, lifecycle, demo load."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from triton_ge_console.sessions.history import SnapshotHistory
+from triton_ge_console.sessions.registry import Registry, SessionRecord
+from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.sessions.source import CommandResult, Controller, SessionSource
+
+STARTING = "server starting"
+
+
+class _NotYetController:
+    """Answers every command with "not started yet" until the server is up."""
+
+    def _refuse(self, action: str, model: str) -> CommandResult:
+        return CommandResult(action, model, False, f"cannot {action} {model}: the server is still starting")
+
+    def load(self, model: str, config: str | None = None) -> CommandResult:
+        """Refuse."""
+        return self._refuse("load", model)
+
+    def unload(self, model: str) -> CommandResult:
+        """Refuse."""
+        return self._refuse("unload", model)
+
+    def reload(self, model: str, config: str | None = None) -> CommandResult:
+        """Refuse."""
+        return self._refuse("reload", model)
+
+
+class PendingSource:
+    """A SessionSource the app can poll while its server is still being launched; bound once it is up."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.history = SnapshotHistory()
+        self._inner: SessionSource | None = None
+        self._lock = threading.Lock()
+
+    def bind(self, source: SessionSource) -> None:
+        """From now on, delegate to the live source (which should share this history)."""
+        with self._lock:
+            self._inner = source
+
+    @property
+    def inner(self) -> SessionSource | None:
+        """The bound source, if any."""
+        with self._lock:
+            return self._inner
+
+    def poll(self) -> ServerSnapshot:
+        """The live source's snapshot, or a "starting" one (never kept in history)."""
+        inner = self.inner
+        if inner is None:
+            return ServerSnapshot(taken_at=time.time(), session=self.name, error=STARTING)
+        return inner.poll()
+
+    @property
+    def controller(self) -> Controller:
+        """The live source's controller, or one that refuses until then."""
+        inner = self.inner
+        return inner.controller if inner is not None else _NotYetController()
+
+    @property
+    def log_path(self) -> Path | None:
+        """The live source's log."""
+        inner = self.inner
+        return inner.log_path if inner is not None else None
+
+    def close(self) -> None:
+        """Close the live source."""
+        inner = self.inner
+        if inner is not None:
+            inner.close()
+
+
+@contextlib.contextmanager
+def _environment(extra: Mapping[str, str]) -> Iterator[None]:
+    """Extra environment for a server about to be spawned (the launcher copies os.environ)."""
+    saved = {key: os.environ.get(key) for key in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+class RecordLifecycle:
+    """Stop and start a launched session's server through the sessions lifecycle (same ports, same repo)."""
+
+    def __init__(self, registry: Registry, record: SessionRecord | None = None) -> None:
+        self.registry = registry
+        self.record = record
+
+    def stop(self) -> CommandResult:
+        """`ge-console down` for this session."""
+        from triton_ge_console.sessions.lifecycle import down
+
+        if self.record is None:
+            return CommandResult("stop", "server", False, "no session to stop")
+        result = down(self.record, self.registry)
+        self.record = result.record
+        return CommandResult("stop", self.record.name, True, result.message)
+
+    def start(self, env: Mapping[str, str]) -> CommandResult:
+        """Start the stopped session again, with diagnostics' environment."""
+        from triton_ge_console.sessions.launcher import LaunchError
+        from triton_ge_console.sessions.lifecycle import restart
+
+        if self.record is None:
+            return CommandResult("start", "server", False, "no session to start")
+        try:
+            with _environment(env):
+                self.record = restart(self.record, self.registry)
+        except LaunchError as exc:
+            return CommandResult("start", self.record.name, False, str(exc))
+        extra = f" with {', '.join(sorted(env))}" if env else ""
+        return CommandResult("start", self.record.name, True, f"session '{self.record.name}' ready{extra}")
+
+
+class GentleLoad:
+    """A few requests per second to each model, so the demo's figures move (the load generator, open loop)."""
+
+    def __init__(self, grpc_hostport: str, models: tuple[str, ...], rate_per_s: float = 4.0) -> None:
+        from triton_ge_console.sessions.loadgen import LoadRun
+        from triton_ge_console.sessions.loadgen_types import LoadSpec
+
+        self.runs = [
+            LoadRun(LoadSpec(model=model, url=grpc_hostport, protocol="grpc", rate=(rate_per_s,), warmup_ms=0,
+                             window_ms=1000, max_windows=1_000_000, stable_windows=1_000_000))
+            for model in models
+        ]
+
+    def start(self) -> GentleLoad:
+        """Begin every run in the background."""
+        for run in self.runs:
+            run.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """End every run and wait for it."""
+        for run in self.runs:
+            run.stop()
+        for run in self.runs:
+            with contextlib.suppress(Exception):
+                run.wait(timeout)
+
+    def errors(self) -> list[str]:
+        """Why runs ended early, if any did."""
+        return [f"{run.spec.model}: {run.error}" for run in self.runs if run.error is not None]

@@ -1,0 +1,36 @@
+"""`ge-console demo` without a terminal (as CI runs it) and the console's usage errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from triton_ge_console.sessions.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.registry import STOPPED, Registry
+
+
+def _ge_console(args: list[str], state: Path, timeout: float = 240.0) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, STATE_DIR_ENV: str(state)}
+    return subprocess.run([sys.executable, "-m", "triton_ge_console.cli", *args], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def test_demo_without_a_tty_runs_headless_prints_the_dashboard_and_stops(tmp_path: Path) -> None:
+    result = _ge_console(["demo"], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "running the demo headless" in out
+    assert "llama_model" in out and "bert_model" in out and "READY" in out
+    assert "models READY and serving requests" in out
+    record = Registry(tmp_path / "sessions").load("demo")
+    assert record.state == STOPPED
+
+
+def test_usage_errors_are_one_line() -> None:
+    result = _ge_console(["demo", "--headless", "0"], Path("/nonexistent-state"), timeout=60)
+    assert result.returncode == 2 and result.stderr.strip().startswith("error: --headless 0")
+    result = _ge_console(["console"], Path("/nonexistent-state"), timeout=60)
+    assert result.returncode == 1 and "needs a terminal" in result.stderr
+    assert "Traceback" not in result.stderr

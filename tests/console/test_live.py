@@ -1,0 +1,214 @@
+"""The console against a real tritonserver serving the demo models through the ge glue (CPU emulation)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from triton_ge_console.console.app import GEConsoleApp, create_app
+from triton_ge_console.console.launch_session import open_record
+from triton_ge_console.console.options import ConsoleOptions
+from triton_ge_console.console.screens.dashboard import DashboardScreen
+from triton_ge_console.console.widgets.header import DisconnectedBanner
+from triton_ge_console.console.widgets.models import ModelsTable
+from triton_ge_console.repository.build import build_demo_repository
+from triton_ge_console.sessions.launcher import LaunchOptions, launch
+from triton_ge_console.sessions.lifecycle import down
+from triton_ge_console.sessions.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.registry import Registry, SessionRecord
+
+from .conftest import SIZE
+
+SLOW = 90.0  # generous: other suites run servers on this 2-core machine at the same time
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Registry, Path]]:
+    """A private state dir (registry, session dirs) and a freshly built demo repository."""
+    root = tmp_path_factory.mktemp("console-live")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STATE_DIR_ENV, str(root / "state"))
+        repository = root / "repository"
+        build_demo_repository(repository)
+        yield Registry(root / "state" / "sessions"), repository
+
+
+@pytest.fixture(scope="module")
+def session(state: tuple[Registry, Path]) -> Iterator[SessionRecord]:
+    """One demo server for the tests that leave it running."""
+    registry, repository = state
+    record = launch(LaunchOptions(source=repository, name="console-live"), registry)
+    try:
+        yield record
+    finally:
+        down(record, registry)
+
+
+def _index(record: SessionRecord) -> dict[str, str]:
+    """Triton's repository index: model -> state."""
+    request = urllib.request.Request(f"{record.http_url}/v2/repository/index", data=b"{}", method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return {entry["name"]: entry.get("state", "") for entry in json.loads(response.read())}
+
+
+def _loaded_config(record: SessionRecord, model: str) -> dict[str, object]:
+    """GET v2/models/{model}/config."""
+    with urllib.request.urlopen(f"{record.http_url}/v2/models/{model}/config", timeout=10) as response:
+        return dict(json.loads(response.read()))
+
+
+async def _until(pilot: Pilot[None], check: object, timeout: float = SLOW, what: str = "") -> None:
+    """Poll the UI until check() holds."""
+    waited = 0.0
+    while not check() and waited < timeout:  # type: ignore[operator]
+        await pilot.pause(0.1)
+        waited += 0.1
+    assert check(), f"not within {timeout}s: {what}"  # type: ignore[operator]
+
+
+def _rows(app: GEConsoleApp) -> list[str]:
+    return [str(key.value) for key in app.screen.query_one(ModelsTable).rows]
+
+
+def _shown_state(app: GEConsoleApp, model: str) -> str | None:
+    """The state the dashboard currently has for a model (None when it is not listed)."""
+    snapshot = app.connection.last_good
+    found = snapshot.model(model) if snapshot is not None else None
+    return found.state if found is not None else None
+
+
+def _titled(app: GEConsoleApp, title: str) -> bool:
+    """Whether a notification with this title (a finished command) was shown."""
+    return any(n.title == title for n in app._notifications)
+
+
+def _app(record: SessionRecord, registry: Registry) -> GEConsoleApp:
+    opened = open_record(record, registry, interval_s=0.5)
+    return GEConsoleApp(opened.source, opened.options)
+
+
+async def _select(pilot: Pilot[None], app: GEConsoleApp, model: str) -> None:
+    await _until(pilot, lambda: f"{model}/1" in _rows(app), what=f"{model} row")
+    table = app.screen.query_one(ModelsTable)
+    table.move_cursor(row=_rows(app).index(f"{model}/1"))
+    await _until(pilot, lambda: app.selected_model == model, what=f"{model} selected")
+
+
+async def test_reload_key_reloads_llama_with_the_edited_config(session: SessionRecord,
+                                                                 state: tuple[Registry, Path]) -> None:
+    registry, repository = state
+    config = repository / "llama_model" / "config.pbtxt"
+    text = config.read_text(encoding="utf-8")
+    batching = _loaded_config(session, "llama_model").get("dynamic_batching") or {}
+    delay = int(batching.get("max_queue_delay_microseconds", 0)) + 7  # type: ignore[union-attr]
+    key = "max_queue_delay_microseconds"
+    if key in text:
+        edited = "\n".join(f"  {key}: {delay}" if key in line else line for line in text.splitlines()) + "\n"
+    else:
+        edited = text + f"dynamic_batching {{\n  max_queue_delay_microseconds: {delay}\n}}\n"
+    config.write_text(edited, encoding="utf-8")
+    app = _app(session, registry)
+    async with app.run_test(size=SIZE) as pilot:
+        await _select(pilot, app, "llama_model")
+        await pilot.press("r")
+        await _until(pilot, lambda: _titled(app, "reload llama_model"), what="reload notification")
+    after = _loaded_config(session, "llama_model")
+    assert after["dynamic_batching"]["max_queue_delay_microseconds"] == delay  # type: ignore[index]
+    assert _index(session)["llama_model"] == "READY"
+    assert [n.severity for n in app._notifications if n.title == "reload llama_model"] == ["information"]
+
+
+async def test_unload_then_load(session: SessionRecord, state: tuple[Registry, Path]) -> None:
+    registry, _ = state
+    app = _app(session, registry)
+    async with app.run_test(size=SIZE) as pilot:
+        await _select(pilot, app, "bert_model")
+        await pilot.press("u", "y")
+        await _until(pilot, lambda: _index(session).get("bert_model") == "UNAVAILABLE", what="unloaded")
+        await _until(pilot, lambda: _shown_state(app, "bert_model") != "READY", what="table state")
+        await _select(pilot, app, "bert_model")
+        await pilot.press("l")
+        await _until(pilot, lambda: _index(session).get("bert_model") == "READY", what="loaded again")
+        await _until(pilot, lambda: _shown_state(app, "bert_model") == "READY", what="READY shown")
+
+
+async def test_filter_and_sort_live(session: SessionRecord, state: tuple[Registry, Path]) -> None:
+    registry, _ = state
+    app = _app(session, registry)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: len(_rows(app)) == 2, what="two models")
+        await pilot.press("slash", *"bert", "enter")
+        assert _rows(app) == ["bert_model/1"]
+        await pilot.press("slash", "escape")
+        assert len(_rows(app)) == 2
+        await pilot.press("s", "s", "s", "s", "s", "s")  # back round to sort by state, then name order
+        assert app.screen.query_one(ModelsTable).sort_key.label == "state"
+
+
+async def test_killed_server_shows_banner_then_recovers_after_restart(state: tuple[Registry, Path]) -> None:
+    registry, repository = state
+    record = launch(LaunchOptions(source=repository, name="console-kill"), registry)
+    app = _app(record, registry)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: app.connection.last_good is not None and not app.connection.stale,
+                         what="connected")
+            assert record.pid is not None
+            os.killpg(record.pid, signal.SIGKILL)
+            banner = app.screen.query_one(DisconnectedBanner)
+            await _until(pilot, lambda: banner.display and app.screen.has_class("-stale"), what="banner")
+            app.action_start_server()
+            await _until(pilot, lambda: not app.connection.stale, what="recovered")
+            assert not banner.display and isinstance(app.screen, DashboardScreen)
+            assert _index(record) == {"bert_model": "READY", "llama_model": "READY"}
+    finally:
+        app.source.close()
+        down(registry.load("console-kill"), registry)
+
+
+async def test_demo_app_launches_with_progress_and_serves(state: tuple[Registry, Path]) -> None:
+    from triton_ge_console.console.demo import demo_thresholds, new_demo_session
+
+    session = new_demo_session()
+    options = ConsoleOptions(interval_s=0.5, repository=state[1], thresholds=demo_thresholds(),
+                             server=session.lifecycle, startup=lambda say: session.start(say, 8.0))
+    app = create_app(session.pending, options=options)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: type(app.screen).__name__ == "LaunchingScreen", what="progress")
+            await _until(pilot, lambda: isinstance(app.screen, DashboardScreen), what="dashboard")
+            await _until(pilot, lambda: (snap := app.connection.last_good) is not None
+                         and all((m := snap.model(n)) is not None and (m.success_total or 0) > 0
+                                 for n in ("llama_model", "bert_model")), what="figures moving")
+    finally:
+        assert session.close(keep=False) is not None
+
+
+async def test_test_request_and_load_test(session: SessionRecord, state: tuple[Registry, Path]) -> None:
+    from textual.widgets import Input, Log
+
+    from triton_ge_console.console.screens.loadtest import LoadTestScreen
+
+    registry, _ = state
+    app = _app(session, registry)
+    async with app.run_test(size=SIZE) as pilot:
+        await _select(pilot, app, "llama_model")
+        await pilot.press("t")
+        await _until(pilot, lambda: _titled(app, "test request llama_model"), what="test request answered")
+        answer = next(n for n in app._notifications if n.title == "test request llama_model")
+        assert answer.severity == "information" and "answered in" in answer.message
+        await pilot.press("b")
+        await _until(pilot, lambda: isinstance(app.screen, LoadTestScreen), what="load test dialog")
+        app.screen.query_one("#duration", Input).value = "2"
+        await pilot.click("#start")
+        log = app.screen.query_one(Log)
+        await _until(pilot, lambda: any(line.startswith("done:") for line in log.lines), what="load test done")
+        await pilot.press("escape")
+        await _until(pilot, lambda: isinstance(app.screen, DashboardScreen), what="dialog closed")
