@@ -209,6 +209,6 @@ async def test_test_request_and_load_test(session: SessionRecord, state: tuple[R
         app.screen.query_one("#duration", Input).value = "2"
         await pilot.click("#start")
         log = app.screen.query_one(Log)
-        await _until(pilot, lambda: any(line.startswith("done:") for line in log.lines), what="load test done")
+        await _until(pilot, lambda: any(line.startswith("done:") for line in log.lines), what="load test")
         await pilot.press("escape")
         await _until(pilot, lambda: isinstance(app.screen, DashboardScreen), what="dialog closed")
