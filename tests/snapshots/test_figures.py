@@ -93,3 +93,9 @@ def test_trace_files_read_incrementally(tmp_path: Path) -> None:
     assert collector.update() == 1
     latency = collector.latency("m", "1")
     assert latency is not None and latency.source == "trace" and latency.avg_ms == pytest.approx(12.5)
+
+
+def test_fast_path_falls_back_to_the_library_for_unusual_text() -> None:
+    """Escaped quotes in a label are beyond the plain form: the whole text goes to prometheus_client."""
+    table = parse_metrics('# TYPE x gauge\nx{path="a\\"b",model="m",version="1"} 2\n')
+    assert [(s.label("path"), s.value) for s in table.samples("x")] == [('a"b', 2.0)]

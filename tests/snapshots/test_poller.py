@@ -17,6 +17,7 @@ from tests.conftest import RunningServer, run_triton
 from tests.snapshots.helpers import infer, post, statistics, write_model
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.sessions import metrics
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.poller import Poller
@@ -132,6 +133,20 @@ def test_failures_by_reason(served: Served, poller: Poller) -> None:
     assert broken.failure_total - before.failure_total == 3
     assert dict(broken.failures_by_reason).get("BACKEND", 0) >= 3
     assert broken.success_total == 0
+
+
+def test_plain_fast_parser_agrees_with_prometheus_client(served: Served) -> None:
+    """On a real scrape (counters, gauges, summaries) the fast path and the library give the same samples."""
+    for _ in range(3):
+        infer(served.client, "fast")
+    text = urllib.request.urlopen(served.server.metrics_url, timeout=30).read().decode()
+    fast, library = metrics._parse_plain(text), metrics._parse_with_library(text)
+    assert fast is not None and len(fast) > 50
+    assert sorted(map(_sample_key, fast)) == sorted(map(_sample_key, library))  # repr: NaN == NaN
+
+
+def _sample_key(sample: metrics.MetricSample) -> tuple[str, tuple[tuple[str, str], ...], str]:
+    return sample.name, sample.labels, repr(sample.value)
 
 
 def test_unloaded_model_is_listed_unavailable(poller: Poller) -> None:
