@@ -1,18 +1,34 @@
-"""Sessions tests keep their registry in a tmp state dir, never the user's."""
+"""Sessions tests keep their registry in a tmp state dir and stop every server they start."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from triton_ge_console.sessions.lifecycle import down
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.registry import Registry
 
 
 @pytest.fixture(autouse=True)
 def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Point $GE_CONSOLE_STATE_DIR at a fresh tmp dir for every test."""
+    """Point $GE_CONSOLE_STATE_DIR at a fresh tmp dir for every test; stop whatever a test launched there."""
     root = tmp_path / "state"
     monkeypatch.setenv(STATE_DIR_ENV, str(root))
-    yield root
+    with stopping_sessions(Registry(root / "sessions")):
+        yield root
+
+
+@contextlib.contextmanager
+def stopping_sessions(registry: Registry) -> Iterator[Registry]:
+    """On exit (even after a failure) stop every launched session in registry, stubs and all."""
+    try:
+        yield registry
+    finally:
+        records, _errors = registry.scan()
+        for record in records:
+            if not record.attached and record.tritonserver is not None:  # launched, not a hand-made record
+                down(record, registry, timeout=10.0)

@@ -58,3 +58,26 @@ def python_backend_dir(dist: TritonDistribution, dest: Path) -> Path:
     assert stub is not None
     shutil.copy2(stub, python_dir / "triton_python_backend_stub")
     return dest
+
+
+GE_SPEC = """\
+name: {name}
+server:
+  metrics:
+    interval_ms: 500
+models:
+  - name: bert_model
+    backend: ge
+    source: demo:bert
+    max_batch_size: {max_batch_size}
+    dynamic_batching:
+      max_queue_delay_microseconds: 100
+"""
+
+
+def write_ge_spec(folder: Path, name: str = "gesession", max_batch_size: int = 8) -> Path:
+    """A one-model deployment spec served by the `ge` glue (CPU-emulated demo BERT)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "deploy.yaml"
+    path.write_text(GE_SPEC.format(name=name, max_batch_size=max_batch_size), encoding="utf-8")
+    return path

@@ -55,8 +55,9 @@ def one_line(message: str) -> str:
 
 
 def triton_message(exc: InferenceServerException) -> str:
-    """Triton's own words for a failed call."""
-    return one_line(exc.message() or str(exc))
+    """Triton's own words for a failed call (a Python backend's "At:" stack trace left out)."""
+    message = exc.message() or str(exc)
+    return one_line(re.sub(r"\n\s*At:\n(?:\s+\S.*\n?)*", " ", message)).rstrip(" ;")
 
 
 def merge_config(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

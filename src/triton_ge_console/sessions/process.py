@@ -156,6 +156,11 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def group_alive(pgid: int) -> bool:
+    """Whether any process of group pgid still runs (a server's Python stubs can outlive it)."""
+    return _group_alive(pgid)
+
+
 def _group_alive(pgid: int) -> bool:
     """Whether any live process remains in process group pgid."""
     try:

@@ -199,7 +199,7 @@ class Registry:
             self.path_for(name).unlink()
 
     def resolve(self, name: str | None) -> SessionRecord:
-        """The named session, or the only one when no name is given."""
+        """The named session, or when none is named the only one (or the only one running)."""
         if name:
             return self.load(name)
         names = self.names()
@@ -207,6 +207,9 @@ class Registry:
             return self.load(names[0])
         if not names:
             raise SessionNotFound("no sessions (start one with: ge-console up SPEC)")
+        running = [n for n in names if effective_state(self.load(n)) in (STARTING, READY)]
+        if len(running) == 1:
+            return self.load(running[0])
         raise SessionNotFound(f"{len(names)} sessions ({', '.join(names)}): name one")
 
 

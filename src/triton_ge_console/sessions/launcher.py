@@ -1,0 +1,402 @@
+"""Start a session's tritonserver detached (own process group, own log), and wait until its models are READY.
+
+On any failure the cause comes from Triton (its log or its repository index) and nothing is left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from triton_ge_console.backend_glue.distribution import (
+    DistributionError,
+    TritonDistribution,
+    find_distribution,
+)
+from triton_ge_console.backend_glue.installer import InstallError, install_backend_dir
+from triton_ge_console.repository.build import BuildError, build_repository
+from triton_ge_console.repository.spec import SpecError, load_spec
+from triton_ge_console.repository.spec_types import DeploymentSpec, ServerSpec
+from triton_ge_console.sessions import paths
+from triton_ge_console.sessions.control import ControlError, TritonControl, one_line
+from triton_ge_console.sessions.process import (
+    Ports,
+    ServerStartError,
+    TritonProcess,
+    log_cause,
+    pick_ports,
+    port_in_use,
+    server_args,
+    stop_process_group,
+)
+from triton_ge_console.sessions.registry import (
+    DEAD,
+    READY,
+    STARTING,
+    STOPPED,
+    TOKEN_HEADER,
+    Registry,
+    SessionRecord,
+    effective_state,
+    process_create_time,
+    store_token,
+    validate_name,
+)
+from triton_ge_console.sessions.watch import record_loaded_digests
+
+RESTRICTED_APIS = "model-repository,model-config,logging,trace"
+PORT_RACE_ATTEMPTS = 3
+Notify = Callable[[str], None]
+
+
+class LaunchError(RuntimeError):
+    """A session could not be started; one line saying why (nothing was left running)."""
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """What `ge-console up` was asked for; None means "from the spec, else the default"."""
+
+    source: Path  # a spec file, or a model repository folder used in place
+    name: str | None = None
+    tritonserver: str | None = None
+    listen: str | None = None
+    token: str | None = None
+    http_port: int | None = None
+    grpc_port: int | None = None
+    metrics_port: int | None = None
+    models: tuple[str, ...] = ()  # REPO only: which models to load (default: every model folder)
+    timeout: float = 180.0
+    exit_timeout_s: int = 10  # Triton's grace for in-flight requests on SIGTERM
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything decided before the server starts."""
+
+    name: str
+    spec: DeploymentSpec | None
+    repository: Path
+    models: tuple[str, ...]
+    server: ServerSpec
+    listen: str
+
+
+def launch(
+    options: LaunchOptions, registry: Registry | None = None, notify: Notify | None = None
+) -> SessionRecord:
+    """Start a session and wait for it; raises LaunchError with the cause, leaving nothing running."""
+    say = notify or (lambda _line: None)
+    registry = registry or Registry()
+    plan = _plan(options, registry)
+    dist = _distribution(options.tritonserver)
+    say(f"tritonserver: {dist.binary} (found via {dist.origin})")
+    workdir = paths.session_dir(plan.name)
+    if plan.spec is None and _inside(workdir, plan.repository):
+        raise LaunchError(
+            f"the session dir {workdir} is inside the repository {plan.repository}; "
+            f"set $GE_CONSOLE_STATE_DIR elsewhere"
+        )
+    workdir.mkdir(parents=True, exist_ok=True)
+    backend_dir = _backend_dir(workdir, dist, say)
+    repository = _repository(plan, workdir, say)
+    token_ref = store_token(workdir, options.token) if options.token else None
+    if not _is_loopback(plan.listen):
+        say(
+            f"warning: exposing Triton on {plan.listen}; model-repository, model-config, logging and trace "
+            f"need the token (header {TOKEN_HEADER})"
+        )
+    for attempt in range(PORT_RACE_ATTEMPTS):
+        ports = _ports(options, plan)
+        try:
+            record = _start(
+                plan, options, dist, ports, _Dirs(repository, backend_dir, workdir), token_ref, registry
+            )
+        except LaunchError as exc:
+            # a port picked free can be taken by someone else before Triton binds it: pick again
+            if (
+                "Address already in use" not in str(exc)
+                or _fixed_ports(options, plan)
+                or attempt == PORT_RACE_ATTEMPTS - 1
+            ):
+                raise
+            say(f"a picked port was taken meanwhile; retrying with new ports ({exc})")
+            continue
+        record_loaded_digests(record)
+        return record
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class _Dirs:
+    """The folders a session's server runs with."""
+
+    repository: Path
+    backend_dir: Path
+    workdir: Path
+
+
+def _start(
+    plan: _Plan,
+    options: LaunchOptions,
+    dist: TritonDistribution,
+    ports: Ports,
+    dirs: _Dirs,
+    token_ref: str | None,
+    registry: Registry,
+) -> SessionRecord:
+    """Spawn the server, register it as starting, and wait; on failure stop it and forget it."""
+    args = _arguments(plan, options, dirs.repository, dirs.backend_dir, ports, dirs.workdir)
+    process = TritonProcess(dist, args, _fresh_log(dirs.workdir), dirs.workdir)
+    process.start()
+    record = _record(plan, options, dist, process, ports, dirs, token_ref)
+    registry.save(record)
+    try:
+        _wait_ready(process, record, options)
+    except BaseException:
+        stop_process_group(record.pid or 0, 10.0, process.popen)
+        registry.remove(plan.name)
+        raise
+    record = record.replace(state=READY)
+    registry.save(record)
+    return record
+
+
+def _fixed_ports(options: LaunchOptions, plan: _Plan) -> bool:
+    """Whether the operator (or the spec) chose any port."""
+    given = (options.http_port, options.grpc_port, options.metrics_port)
+    spec = (plan.server.http_port, plan.server.grpc_port, plan.server.metrics_port)
+    return any(given) or any(spec)
+
+
+def _plan(options: LaunchOptions, registry: Registry) -> _Plan:
+    """Read the source (spec or repository) and settle name, models and listen address."""
+    source = Path(options.source).expanduser()
+    if not source.exists():
+        raise LaunchError(f"{source}: no such spec file or model repository")
+    spec = _spec(source) if source.is_file() else None
+    repository = source.resolve() if spec is None else Path()
+    models = tuple(m.name for m in spec.models) if spec else options.models or _repository_models(repository)
+    if spec is None:
+        missing = [m for m in models if not (repository / m).is_dir()]
+        if missing:
+            raise LaunchError(f"{repository}: no model folder {', '.join(missing)}")
+    name = options.name or (spec.name if spec else repository.name)
+    try:
+        validate_name(name)
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
+    _refuse_running(registry, name)
+    server = spec.server if spec else ServerSpec()
+    listen = options.listen or server.listen or "127.0.0.1"
+    if not _is_loopback(listen) and not options.token:
+        raise LaunchError(
+            f"--listen {listen} would expose the server without access control: give --token "
+            "(Triton then restricts model-repository, model-config, logging and trace)"
+        )
+    return _Plan(name, spec, repository, models, server, listen)
+
+
+def _spec(path: Path) -> DeploymentSpec:
+    """The deployment spec, or a LaunchError listing its problems on one line."""
+    try:
+        return load_spec(path)
+    except SpecError as exc:
+        raise LaunchError("; ".join(str(problem) for problem in exc.problems)) from None
+
+
+def _repository_models(repository: Path) -> tuple[str, ...]:
+    """Every model folder of a repository (Triton ignores hidden folders)."""
+    models = tuple(sorted(p.name for p in repository.iterdir() if p.is_dir() and not p.name.startswith(".")))
+    if not models:
+        raise LaunchError(f"{repository}: no model folders (expected <repository>/<model>/config.pbtxt)")
+    return models
+
+
+def _refuse_running(registry: Registry, name: str) -> None:
+    """Refuse to reuse the name of a session that is still starting or running."""
+    if not registry.exists(name):
+        return
+    current = registry.load(name)
+    if effective_state(current) not in (DEAD, STOPPED):
+        where = "attached to" if current.attached else "serving"
+        raise LaunchError(
+            f"session '{name}' is already {where} {current.http_url}; "
+            f"run ge-console down {name} first, or pick another --name"
+        )
+
+
+def _distribution(explicit: str | None) -> TritonDistribution:
+    """The tritonserver to run, or a LaunchError saying where we looked."""
+    try:
+        return find_distribution(explicit)
+    except DistributionError as exc:
+        raise LaunchError(str(exc)) from None
+
+
+def _backend_dir(workdir: Path, dist: TritonDistribution, say: Notify) -> Path:
+    """The session's backend dir: Triton's Python backend plus the ge / npu_ge glue (or native npu_ge)."""
+    try:
+        report = install_backend_dir(workdir / "backends", dist)
+    except InstallError as exc:
+        raise LaunchError(str(exc)) from None
+    say(f"backends: {report.dest} (npu_ge: {report.npu_ge})")
+    return report.dest
+
+
+def _repository(plan: _Plan, workdir: Path, say: Notify) -> Path:
+    """The repository Triton serves: built from the spec into the session dir, or the given one in place."""
+    if plan.spec is None:
+        say(f"repository: {plan.repository} (used in place)")
+        return plan.repository
+    try:
+        report = build_repository(plan.spec, workdir / "repository")
+    except BuildError as exc:
+        raise LaunchError(str(exc)) from None
+    say(f"repository: {report.repository} (built from {plan.spec.path})")
+    return report.repository
+
+
+def _ports(options: LaunchOptions, plan: _Plan) -> Ports:
+    """Given ports (options over spec) must be free; the rest are picked free."""
+    wanted = {
+        "http": options.http_port if options.http_port is not None else plan.server.http_port,
+        "grpc": options.grpc_port if options.grpc_port is not None else plan.server.grpc_port,
+        "metrics": options.metrics_port if options.metrics_port is not None else plan.server.metrics_port,
+    }
+    probe_host = "127.0.0.1" if plan.listen in ("0.0.0.0", "::") else plan.listen
+    for kind, port in wanted.items():
+        if port and port_in_use(port, probe_host):
+            raise LaunchError(f"{kind} port {port} is already in use on {probe_host}")
+    bind_host = probe_host if ":" not in probe_host else "127.0.0.1"
+    return pick_ports(wanted["http"], wanted["grpc"], wanted["metrics"], host=bind_host)
+
+
+def _arguments(
+    plan: _Plan, options: LaunchOptions, repository: Path, backend_dir: Path, ports: Ports, workdir: Path
+) -> list[str]:
+    """tritonserver's command line for this session."""
+    server = plan.server
+    extra = [f"--load-model={model}" for model in plan.models]
+    extra += [
+        f"--metrics-interval-ms={server.metrics_interval_ms}",
+        f"--exit-timeout-secs={options.exit_timeout_s}",
+    ]
+    if server.summary_latencies:
+        extra.append("--metrics-config=summary_latencies=true")
+    extra += [f"--backend-config={backend},{key}={value}" for backend, key, value in server.backend_config]
+    if server.log_verbose:
+        extra.append(f"--log-verbose={server.log_verbose}")
+    extra += [f"--trace-config=triton,file={workdir / 'trace.json'}", "--trace-config=level=OFF"]
+    if options.token:
+        restriction = f"{RESTRICTED_APIS}:{TOKEN_HEADER}={options.token}"
+        extra += [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]
+    extra += [*server.extra_args, *options.extra_args]
+    return server_args(repository, backend_dir, ports, host=plan.listen, extra=tuple(extra))
+
+
+def _fresh_log(workdir: Path) -> Path:
+    """The session's log file, the previous run's kept as server.log.1."""
+    log_path = workdir / "server.log"
+    if log_path.exists():
+        os.replace(log_path, workdir / "server.log.1")
+    return log_path
+
+
+def _record(
+    plan: _Plan,
+    options: LaunchOptions,
+    dist: TritonDistribution,
+    process: TritonProcess,
+    ports: Ports,
+    dirs: _Dirs,
+    token_ref: str | None,
+) -> SessionRecord:
+    """The registry entry of a just-started server."""
+    host = _url_host(plan.listen)
+    pid = process.pid
+    return SessionRecord(
+        name=plan.name,
+        pid=pid,
+        started_at=time.time(),
+        http_url=f"http://{host}:{ports.http}",
+        grpc_url=f"{host}:{ports.grpc}",
+        metrics_url=f"http://{host}:{ports.metrics}/metrics",
+        repository=dirs.repository,
+        spec=plan.spec.path if plan.spec else None,
+        backend_dir=dirs.backend_dir,
+        log_path=process.log_path,
+        token_ref=token_ref,
+        attached=False,
+        session_dir=dirs.workdir,
+        state=STARTING,
+        pid_create_time=process_create_time(pid) if pid else None,
+        models=plan.models,
+        tritonserver=str(dist.binary),
+        tritonserver_origin=dist.origin,
+        explicit_tritonserver=options.tritonserver,
+        listen=plan.listen,
+    )
+
+
+def _wait_ready(process: TritonProcess, record: SessionRecord, options: LaunchOptions) -> None:
+    """Wait until the server is live and every session model is READY; LaunchError with the cause if not."""
+    deadline = time.monotonic() + options.timeout
+    try:
+        process.wait_ready(record.http_url, timeout=options.timeout)
+    except ServerStartError as exc:
+        raise LaunchError(str(exc)) from None
+    control = TritonControl(record.http_url, options.token, log_path=record.log_path)
+    while time.monotonic() < deadline:
+        _check_running(process)
+        try:
+            states = {m.name: m for m in control.index() if m.name in record.models}
+        except ControlError:
+            states = {}
+        failed = [m for m in states.values() if m.state == "UNAVAILABLE" and m.reason]
+        if failed:
+            first = failed[0]
+            raise LaunchError(f"model '{first.name}' failed to load: {one_line(first.reason or '')}")
+        if len(states) == len(record.models) and all(m.state == "READY" for m in states.values()):
+            return
+        time.sleep(0.1)
+    raise LaunchError(f"models not READY after {options.timeout:.0f}s: {log_cause(process.log_path)}")
+
+
+def _check_running(process: TritonProcess) -> None:
+    """Raise with the log's cause if the server exited while we waited."""
+    if process.popen is not None and process.popen.poll() is not None:
+        raise LaunchError(
+            f"tritonserver exited with code {process.popen.returncode}: {log_cause(process.log_path)}"
+        )
+
+
+def _is_loopback(address: str) -> bool:
+    """Whether an address only accepts local connections."""
+    if address == "localhost":
+        return True
+    with contextlib.suppress(ValueError):
+        return ipaddress.ip_address(address).is_loopback
+    return False
+
+
+def _url_host(listen: str) -> str:
+    """The host clients on this machine use for a listen address."""
+    if listen in ("0.0.0.0", "::"):
+        return "127.0.0.1"
+    return f"[{listen}]" if ":" in listen else listen
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether path is folder or below it."""
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,253 @@
+"""Stop, restart, attach and describe sessions: `down`, `restart`, `attach`, `status`."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from triton_ge_console.sessions import paths
+from triton_ge_console.sessions.control import ControlError, TritonControl, client_url
+from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
+from triton_ge_console.sessions.process import group_alive, port_in_use, stop_process_group
+from triton_ge_console.sessions.registry import (
+    DEAD,
+    READY,
+    STARTING,
+    STOPPED,
+    TOKEN_HEADER,
+    Registry,
+    SessionRecord,
+    effective_state,
+    log_tail,
+    process_create_time,
+    resolve_token,
+    server_process_alive,
+    store_token,
+    validate_name,
+)
+
+ORPHAN_GRACE_S = 1.0
+
+
+def controller_for(record: SessionRecord, timeout: float = 300.0) -> TritonControl:
+    """The controller of a session, with its token (if any) and its log for error details."""
+    return TritonControl(
+        record.http_url,
+        resolve_token(record.token_ref),
+        token_header=record.token_header,
+        log_path=record.log_path,
+        timeout=timeout,
+    )
+
+
+@dataclass(frozen=True)
+class StopResult:
+    """What `down` did."""
+
+    record: SessionRecord
+    message: str
+    exit_code: int | None = None
+    ports_freed: bool = True
+
+
+def down(
+    record: SessionRecord, registry: Registry, timeout: float = 15.0, forget: bool = False
+) -> StopResult:
+    """Stop a launched session's process group (SIGTERM, then SIGKILL), or just detach an attached one."""
+    if record.attached:
+        registry.remove(record.name)
+        return StopResult(record, f"detached from {record.http_url} (the server keeps running)")
+    code: int | None = record.exit_code
+    state = effective_state(record)
+    if record.pid is not None and _has_processes(record):
+        # with the server gone, its orphaned stubs (they ignore SIGTERM) have nothing to finish: kill soon
+        code = stop_process_group(record.pid, timeout if server_process_alive(record) else ORPHAN_GRACE_S)
+    freed = _wait_ports_free(record, timeout=10.0)
+    stopped = record.replace(state=STOPPED, stopped_at=time.time(), exit_code=code)
+    if forget:
+        registry.remove(record.name)
+    else:
+        registry.save(stopped)
+    what = "was already stopped" if state == STOPPED else "was dead" if state == DEAD else "stopped"
+    message = f"session '{record.name}' {what}" + ("" if freed else "; some ports are still in use")
+    return StopResult(stopped, message, code, freed)
+
+
+def _has_processes(record: SessionRecord) -> bool:
+    """Whether the session's server, or stubs of its process group, still run (never a reused pid's group)."""
+    if record.pid is None:
+        return False
+    if server_process_alive(record):
+        return True
+    # Linux never hands out a pid still used as a process group id, so a free pid means the group is ours.
+    return process_create_time(record.pid) is None and group_alive(record.pid)
+
+
+def _wait_ports_free(record: SessionRecord, timeout: float) -> bool:
+    """Wait until nothing listens on the session's ports any more."""
+    ports = [p for p in (_port(record.http_url), _port(record.grpc_url), _port(record.metrics_url)) if p]
+    host = _host(record.http_url)
+    deadline = time.monotonic() + timeout
+    while any(port_in_use(port, host) for port in ports):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def restart(
+    record: SessionRecord, registry: Registry, notify: Notify | None = None, timeout: float = 180.0
+) -> SessionRecord:
+    """Stop a launched session and start it again from the same spec or repository, on the same ports."""
+    if record.attached:
+        raise LaunchError(f"session '{record.name}' is attached: restart its server where it runs")
+    source = record.spec or record.repository
+    if source is None:
+        raise LaunchError(f"session '{record.name}' records no spec or repository to restart from")
+    if effective_state(record) in (STARTING, READY) or _has_processes(record):
+        down(record, registry)
+    options = LaunchOptions(
+        source=source,
+        name=record.name,
+        tritonserver=record.explicit_tritonserver,
+        listen=record.listen,
+        token=resolve_token(record.token_ref),
+        http_port=_port(record.http_url),
+        grpc_port=_port(record.grpc_url),
+        metrics_port=_port(record.metrics_url),
+        models=record.models if record.spec is None else (),
+        timeout=timeout,
+    )
+    return launch(options, registry, notify)
+
+
+def attach(
+    url: str,
+    name: str,
+    registry: Registry,
+    metrics_url: str | None = None,
+    grpc_url: str | None = None,
+    token: str | None = None,
+    token_header: str = TOKEN_HEADER,
+) -> SessionRecord:
+    """Register a running server we did not start; it is watched and controlled, never killed."""
+    validate_name(name)
+    if registry.exists(name) and effective_state(registry.load(name)) not in (DEAD, STOPPED):
+        raise LaunchError(
+            f"session '{name}' already exists; ge-console down {name} first or pick another --name"
+        )
+    http_url = url if "://" in url else f"http://{url}"
+    client_url(http_url)
+    control = TritonControl(http_url, token, token_header=token_header, timeout=10.0)
+    if not control.live():
+        raise LaunchError(f"{http_url}: no Triton server answers there (GET /v2/health/live failed)")
+    try:
+        models = tuple(dict.fromkeys(m.name for m in control.index() if m.state == "READY"))
+    except ControlError as exc:
+        raise LaunchError(f"{http_url}: cannot read the repository index: {exc}") from None
+    workdir = paths.session_dir(name)
+    record = SessionRecord(
+        name=name,
+        pid=None,
+        started_at=time.time(),
+        http_url=http_url.rstrip("/"),
+        grpc_url=grpc_url,
+        metrics_url=metrics_url or _default_metrics_url(http_url),
+        repository=None,
+        spec=None,
+        backend_dir=None,
+        log_path=None,
+        token_ref=store_token(workdir, token) if token else None,
+        attached=True,
+        session_dir=workdir,
+        state=READY,
+        models=models,
+        token_header=token_header,
+    )
+    registry.save(record)
+    return record
+
+
+def _default_metrics_url(http_url: str) -> str | None:
+    """Triton's default metrics endpoint beside a default HTTP port (8000 → 8002), else unknown."""
+    parsed = urlparse(http_url)
+    if parsed.port == 8000 and parsed.hostname:
+        return f"{parsed.scheme}://{parsed.hostname}:8002/metrics"
+    return None
+
+
+@dataclass(frozen=True)
+class SessionStatus:
+    """A session as `status` reports it."""
+
+    record: SessionRecord
+    state: str
+    models: tuple[dict[str, Any], ...] = ()
+    error: str | None = None
+    log_tail: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON `status --json` prints."""
+        r = self.record
+        return {
+            "name": r.name,
+            "state": self.state,
+            "pid": r.pid,
+            "http_url": r.http_url,
+            "grpc_url": r.grpc_url,
+            "metrics_url": r.metrics_url,
+            "repository": _text(r.repository),
+            "spec": _text(r.spec),
+            "attached": r.attached,
+            "started_at": r.started_at,
+            "log_path": _text(r.log_path),
+            "backend_dir": _text(r.backend_dir),
+            "tritonserver": r.tritonserver,
+            "exit_code": r.exit_code,
+            "models": list(self.models),
+            "error": self.error,
+            "log_tail": list(self.log_tail),
+        }
+
+
+def session_status(record: SessionRecord, timeout: float = 5.0) -> SessionStatus:
+    """State and models of a session, asking its server; a dead one comes with its log's last lines."""
+    state = effective_state(record)
+    if state in (DEAD, STOPPED):
+        tail = tuple(log_tail(record)) if state == DEAD else ()
+        return SessionStatus(
+            record, state, error="server process is gone" if state == DEAD else None, log_tail=tail
+        )
+    try:
+        entries = controller_for(record, timeout).index()
+    except ControlError as exc:
+        # a launched server still starting may not answer yet; an attached one that does not answer is dead
+        return SessionStatus(record, DEAD if record.attached else state, error=str(exc))
+    models = tuple(
+        {"name": m.name, "version": m.version, "state": m.state, "reason": m.reason} for m in entries
+    )
+    wanted_ready = all(
+        any(m["name"] == name and m["state"] == "READY" for m in models) for name in record.models
+    )
+    return SessionStatus(record, READY if state == READY or wanted_ready else state, models)
+
+
+def _text(path: Path | None) -> str | None:
+    """A path as text for JSON."""
+    return str(path) if path is not None else None
+
+
+def _port(url: str | None) -> int | None:
+    """The port of an http URL or host:port."""
+    if not url:
+        return None
+    parsed = urlparse(url if "://" in url else f"tcp://{url}")
+    return parsed.port
+
+
+def _host(url: str) -> str:
+    """The host of an http URL."""
+    return urlparse(url).hostname or "127.0.0.1"

@@ -1,0 +1,223 @@
+"""One `ge` session launched from a spec (real tritonserver, ge glue, builder), shared by most tests."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as triton_http
+
+from tests.sessions.conftest import stopping_sessions
+from tests.sessions.helpers import write_ge_spec
+from triton_ge_console.cli import main
+from triton_ge_console.sessions.launcher import LaunchOptions, launch
+from triton_ge_console.sessions.lifecycle import controller_for
+from triton_ge_console.sessions.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.registry import Registry, SessionRecord
+from triton_ge_console.sessions.watch import watch_spec
+
+MODEL = "bert_model"
+
+
+@dataclass
+class Shared:
+    """The module's session and where its state lives."""
+
+    record: SessionRecord
+    state_dir: Path
+    spec: Path
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    """`up SPEC` once for the module; stopped at the end whatever happens."""
+    root = tmp_path_factory.mktemp("launch")
+    spec = write_ge_spec(root / "spec")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STATE_DIR_ENV, str(root / "state"))
+        registry = Registry()
+        with stopping_sessions(registry):
+            record = launch(LaunchOptions(source=spec, timeout=240, exit_timeout_s=2), registry)
+            yield Shared(record, root / "state", spec)
+
+
+@pytest.fixture
+def session(shared: Shared, monkeypatch: pytest.MonkeyPatch) -> SessionRecord:
+    """The shared session, with the CLI pointed at its state dir."""
+    monkeypatch.setenv(STATE_DIR_ENV, str(shared.state_dir))
+    return Registry().load(shared.record.name)
+
+
+def bert_request(client: triton_http.InferenceServerClient, seq: int = 8) -> np.ndarray:
+    """One request to the demo BERT; returns its pooled output."""
+    inputs = []
+    for name in ("input_ids", "attention_mask"):
+        tensor = triton_http.InferInput(name, [1, seq], "INT64")
+        tensor.set_data_from_numpy(np.ones((1, seq), dtype=np.int64))
+        inputs.append(tensor)
+    return client.infer(MODEL, inputs).as_numpy("pooled")
+
+
+def hostport(record: SessionRecord) -> str:
+    """host:port for tritonclient."""
+    return record.http_url.removeprefix("http://")
+
+
+def test_up_is_ready_and_status_json_has_the_contract_fields(session: SessionRecord,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["name"] == "gesession" and data["state"] == "ready"
+    assert data["pid"] == session.pid and data["http_url"] == session.http_url
+    assert data["grpc_url"] and data["metrics_url"].endswith("/metrics")
+    assert Path(data["repository"], MODEL, "config.pbtxt").is_file()
+    assert {"name": MODEL, "version": "1", "state": "READY"}.items() <= data["models"][0].items()
+    assert session.session_dir is not None and Path(data["log_path"]).parent == session.session_dir
+
+
+def test_ls_lists_the_session(session: SessionRecord, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ls"]) == 0
+    out = capsys.readouterr().out
+    assert "gesession" in out and "ready" in out and session.http_url in out
+
+
+def test_the_server_runs_outside_the_repository_and_serves(session: SessionRecord) -> None:
+    assert session.session_dir is not None and session.repository is not None
+    assert session.repository.is_relative_to(session.session_dir)
+    cmdline = Path(f"/proc/{session.pid}/cmdline").read_bytes().split(b"\0")
+    assert b"--model-control-mode=explicit" in cmdline and b"--http-address=127.0.0.1" in cmdline
+    assert Path(f"/proc/{session.pid}/cwd").resolve() == session.session_dir.resolve()
+    client = triton_http.InferenceServerClient(hostport(session))
+    try:
+        assert bert_request(client).shape[0] == 1
+    finally:
+        client.close()
+
+
+def test_unknown_model_is_one_clear_line(session: SessionRecord, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["load", "no_such_model"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert "unknown model 'no_such_model'" in err and MODEL in err
+
+
+def test_reload_under_load_fails_no_request_and_applies_the_new_config(session: SessionRecord) -> None:
+    stop = threading.Event()
+    counts = {"ok": 0, "failed": 0}
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def client_loop() -> None:
+        client = triton_http.InferenceServerClient(hostport(session), network_timeout=120)
+        try:
+            while not stop.is_set():
+                try:
+                    bert_request(client)
+                    outcome = "ok"
+                except Exception as exc:  # every failure counts, whatever its kind
+                    outcome = "failed"
+                    errors.append(str(exc))
+                with lock:
+                    counts[outcome] += 1
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=client_loop) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        _wait_for(lambda: counts["ok"] >= 8)
+        override = {"max_batch_size": 4, "dynamic_batching": {"preferred_batch_size": [4]}}
+        result = controller_for(session).reload(MODEL, json.dumps(override))
+        served_before = counts["ok"]
+        _wait_for(lambda: counts["ok"] >= served_before + 8)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=120)
+    assert result.ok, result.message
+    assert counts["failed"] == 0, errors[:3]
+    assert controller_for(session).model_config(MODEL)["max_batch_size"] == 4
+
+
+def test_reload_of_a_broken_config_reports_it_and_the_old_model_still_answers(
+        session: SessionRecord, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = json.dumps({"parameters": {"execution_mode": {"string_value": "warp-drive"}}})
+    assert main(["reload", MODEL, "--config", broken]) == 1
+    err = capsys.readouterr().err
+    assert "execution_mode 'warp-drive'" in err and "still READY and serving" in err
+    client = triton_http.InferenceServerClient(hostport(session))
+    try:
+        assert bert_request(client).shape[0] == 1
+    finally:
+        client.close()
+
+
+def test_attach_registers_the_server_and_down_only_detaches(session: SessionRecord,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["attach", session.http_url, "--name", "remote"]) == 0
+    assert main(["status", "remote", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out.split("\n", 1)[1])
+    assert data["attached"] and data["state"] == "ready"
+    assert any(m["name"] == MODEL and m["state"] == "READY" for m in data["models"])
+    assert main(["reload", MODEL, "-s", "remote"]) == 0
+    assert main(["down", "remote"]) == 0
+    assert "detached" in capsys.readouterr().out
+    assert not Registry().exists("remote")
+    assert controller_for(session).live()
+
+
+def test_reload_changed_rebuilds_from_the_spec_and_reloads_what_changed(
+        shared: Shared, session: SessionRecord, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reload", "--changed"]) == 0
+    assert "no model changed" in capsys.readouterr().out
+    write_ge_spec(shared.spec.parent, max_batch_size=6)
+    assert main(["reload", "--changed"]) == 0
+    assert f"reload {MODEL}: version 1 READY" in capsys.readouterr().out
+    assert controller_for(session).model_config(MODEL)["max_batch_size"] == 6
+    assert main(["reload", "--changed"]) == 0
+    assert "no model changed" in capsys.readouterr().out
+
+
+def test_watch_reloads_on_save_and_a_broken_edit_keeps_the_old_model(shared: Shared,
+                                                                     session: SessionRecord) -> None:
+    lines: list[str] = []
+    stop = threading.Event()
+    control = controller_for(session)
+    watcher = threading.Thread(target=watch_spec, args=(session, control, lines.append, Registry(), stop),
+                               kwargs={"debounce_ms": 100})
+    watcher.start()
+    try:
+        _wait_for(lambda: any(line.startswith("watching") for line in lines))
+        write_ge_spec(shared.spec.parent, max_batch_size=3)
+        _wait_for(lambda: any(f"reload {MODEL}" in line for line in lines))
+        assert control.model_config(MODEL)["max_batch_size"] == 3
+        shared.spec.write_text(shared.spec.read_text().replace("max_batch_size: 3", "max_batch_size: lots"))
+        _wait_for(lambda: any("spec not applied" in line for line in lines))
+    finally:
+        stop.set()
+        watcher.join(timeout=30)
+    problems = [line for line in lines if line.startswith("error:")]
+    assert problems and "deploy.yaml:" in problems[0] and "max_batch_size" in problems[0]
+    assert control.model_config(MODEL)["max_batch_size"] == 3
+    client = triton_http.InferenceServerClient(hostport(session))
+    try:
+        assert bert_request(client).shape[0] == 1
+    finally:
+        client.close()
+
+
+def _wait_for(condition: object, timeout: float = 120.0) -> None:
+    """Poll until condition() holds (a readiness poll, not a fixed sleep)."""
+    import time
+
+    assert callable(condition)
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)

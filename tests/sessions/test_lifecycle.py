@@ -1,0 +1,193 @@
+"""Launch, kill, stop, restart and expose real servers; every bad input is one clear line on stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.sessions.helpers import write_echo_model, write_ge_spec
+from triton_ge_console.cli import main
+from triton_ge_console.sessions.control import ControlError, TritonControl
+from triton_ge_console.sessions.lifecycle import controller_for
+from triton_ge_console.sessions.process import port_in_use
+from triton_ge_console.sessions.registry import DEAD, Registry, SessionRecord, effective_state
+
+
+@pytest.fixture
+def echo_repo(tmp_path: Path) -> Path:
+    """A repository with one Python-backend model."""
+    write_echo_model(tmp_path / "repo", "echo")
+    return tmp_path / "repo"
+
+
+def up(*args: object) -> int:
+    """`ge-console up ...` in-process."""
+    return main(["up", *(str(a) for a in args), "--timeout", "120"])
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    """The single line a failing command wrote to stderr."""
+    err = capsys.readouterr().err.strip()
+    assert err and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+def group_processes(pgid: int) -> list[psutil.Process]:
+    """Live (non-zombie) processes of a process group."""
+    found = []
+    for process in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(process.pid) == pgid and process.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return found
+
+
+def ports_of(record: SessionRecord) -> list[int]:
+    """The three ports of a session."""
+    return [int(url.rstrip("/metrics").rsplit(":", 1)[1]) for url in
+            (record.http_url, record.grpc_url or "", record.metrics_url or "")]
+
+
+def test_kill_9_of_the_server_reads_dead_within_2s_with_the_log_tail(
+        echo_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert up(echo_repo, "--name", "victim") == 0
+    record = Registry().load("victim")
+    assert record.pid is not None
+    os.kill(record.pid, signal.SIGKILL)
+    killed = time.monotonic()
+    while effective_state(Registry().load("victim")) != DEAD:
+        assert time.monotonic() - killed < 2.0, "session did not read dead within 2 s"
+        time.sleep(0.02)
+    capsys.readouterr()
+    assert main(["status", "victim", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["state"] == "dead" and data["log_tail"]
+    assert main(["down", "victim"]) == 0
+    assert not group_processes(record.pid)
+
+
+def test_restart_keeps_the_ports_and_down_leaves_no_process_and_frees_them(
+        echo_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert up(echo_repo, "--name", "svc") == 0
+    first = Registry().load("svc")
+    assert first.pid is not None
+    assert len(group_processes(first.pid)) >= 2, "server and its Python backend stub"
+    assert up(echo_repo, "--name", "svc") == 1
+    assert "already serving" in one_error_line(capsys)
+    assert main(["restart"]) == 0
+    second = Registry().load("svc")
+    assert second.pid != first.pid and second.http_url == first.http_url
+    assert not group_processes(first.pid)
+    capsys.readouterr()
+    assert main(["status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["state"] == "ready"
+    assert second.pid is not None
+    assert main(["down"]) == 0
+    assert not group_processes(second.pid)
+    assert not any(port_in_use(port) for port in ports_of(second))
+    assert effective_state(Registry().load("svc")) == "stopped"
+    assert main(["down", "svc"]) == 0
+    assert "already stopped" in capsys.readouterr().out
+
+
+def test_exposing_without_a_token_is_refused(echo_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert up(echo_repo, "--listen", "0.0.0.0") == 1
+    err = one_error_line(capsys)
+    assert "--listen 0.0.0.0" in err and "--token" in err
+    assert Registry().names() == []
+
+
+def test_an_exposed_server_restricts_its_control_apis_to_the_token(
+        echo_repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GE_TEST_TOKEN", "s3cret-token")
+    assert up(echo_repo, "--name", "exposed", "--listen", "0.0.0.0", "--token-env", "GE_TEST_TOKEN") == 0
+    captured = capsys.readouterr()
+    assert "warning: exposing Triton on 0.0.0.0" in captured.err
+    assert "s3cret-token" not in captured.out + captured.err
+    registry = Registry()
+    record = registry.load("exposed")
+    assert "s3cret-token" not in registry.path_for("exposed").read_text()
+    assert record.token_ref is not None and record.token_ref.startswith("file:")
+    assert stat.S_IMODE(Path(record.token_ref[5:]).stat().st_mode) == 0o600
+    with pytest.raises(ControlError, match="restricted"):
+        TritonControl(record.http_url).index()
+    assert any(m.name == "echo" and m.state == "READY" for m in controller_for(record).index())
+    assert main(["reload", "echo"]) == 0
+
+
+def test_a_model_that_fails_to_load_reports_triton_error_and_leaves_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "broken"
+    config = write_echo_model(repo, "echo") / "config.pbtxt"
+    config.write_text(config.read_text().replace('key: "scale"', 'key: "other"'))
+    assert up(repo, "--name", "broken") == 1
+    err = one_error_line(capsys)
+    assert "model 'echo' failed to load" in err and "KeyError: 'scale'" in err
+    assert Registry().names() == []
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(repo) in " ".join(p.info["cmdline"] or [])]
+
+
+def test_a_port_in_use_is_one_clear_line(echo_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert up(echo_repo, "--http-port", port) == 1
+    assert f"http port {port} is already in use" in one_error_line(capsys)
+
+
+def test_a_missing_binary_is_one_clear_line(echo_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert up(echo_repo, "--tritonserver", "/nonexistent/bin/tritonserver") == 1
+    assert "--tritonserver /nonexistent/bin/tritonserver: no such file" in one_error_line(capsys)
+
+
+def test_a_missing_repository_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert up(tmp_path / "nowhere") == 1
+    assert f"{tmp_path / 'nowhere'}: no such spec file or model repository" in one_error_line(capsys)
+
+
+def test_a_broken_spec_names_file_line_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = write_ge_spec(tmp_path / "spec")
+    spec.write_text(spec.read_text().replace("max_batch_size: 8", "max_batch_size: lots"))
+    assert up(spec) == 1
+    err = one_error_line(capsys)
+    assert f"{spec}:9:" in err and "max_batch_size" in err
+
+
+def test_a_corrupt_session_file_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
+    registry = Registry()
+    registry.root.mkdir(parents=True)
+    registry.path_for("bad").write_text("name: bad\nhttp_url: [oops\n")
+    assert main(["status", "bad"]) == 1
+    err = one_error_line(capsys)
+    assert str(registry.path_for("bad")) in err and "line 3" in err
+    assert main(["ls"]) == 1
+    assert "bad.yaml" in one_error_line(capsys)
+
+
+def test_commands_on_a_stopped_session_say_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:
+    Registry().save(SessionRecord(
+        name="old", pid=None, started_at=time.time(), http_url="http://127.0.0.1:1", grpc_url=None,
+        metrics_url=None, repository=None, spec=None, backend_dir=None, log_path=None, token_ref=None,
+        attached=False, session_dir=None, state="stopped"))
+    assert main(["reload", "echo"]) == 1
+    assert "session 'old' is stopped" in one_error_line(capsys)
+    assert main(["reload"]) == 2
+
+
+def test_attach_to_nothing_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert main(["attach", f"http://127.0.0.1:{port}", "--name", "ghost"]) == 1
+    assert "no Triton server answers there" in one_error_line(capsys)
