@@ -172,3 +172,29 @@ def test_convert_missing_model_exit_1(
     """A model file that is not there: one clear line, exit 1."""
     assert main(["convert", str(tmp_path / "gone.onnx"), "--soc-version", "Ascend310P3", "-o", "x"]) == 1
     assert capsys.readouterr().err == f"ge-console convert: {tmp_path / 'gone.onnx'}: no such file\n"
+
+
+def test_convert_on_a_terminal_shows_progress(tmp_path: Path) -> None:
+    """On a terminal the rich progress display runs (and goes away); the result line still arrives."""
+    import pty
+
+    model = _onnx(tmp_path / "m.onnx")
+    env = {**os.environ, "PATH": f"{FAKES}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "120"}
+    command = [sys.executable, "-m", "triton_ge_console.cli", "convert", str(model), "--soc-version",
+               "Ascend310P3", "-o", str(tmp_path / "m")]  # fmt: skip
+    master, slave = pty.openpty()
+    with subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=env) as process:
+        os.close(slave)
+        output = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+        assert process.wait(timeout=60) == 0
+    os.close(master)
+    assert f"wrote {tmp_path / 'm.om'}".encode() in output.replace(b"\r\n", b"\n")
+    assert (tmp_path / "m.om").is_file()

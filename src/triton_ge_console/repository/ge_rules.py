@@ -183,41 +183,33 @@ def _ge_version_findings(config: mc.ModelConfig, version_dir: Path) -> list[Find
     onnx_path = resolve_model_path(onnx_text, version_dir) if onnx_text else None
     findings = []
     if onnx_text and onnx_path is None:
-        findings.append(
-            error(
-                param_field("onnx_model_path"),
-                f"onnx_model_path '{onnx_text}' is not a file "
-                f"(looked in {version_dir} and {version_dir.parent})",
-            )
+        message = (
+            f"onnx_model_path '{onnx_text}' is not a file (looked in {version_dir} and {version_dir.parent})"
         )
+        findings.append(error(param_field("onnx_model_path"), message))
     has_onnx = onnx_path is not None or any(version_dir.glob("*.onnx"))
     if om_path is None and not has_onnx:
         where = param_field("om_model_path") if om_text else "backend"
         said = f"om_model_path '{om_text}' is not a file" if om_text else "no om_model_path is set"
-        findings.append(
-            error(
-                where,
-                f"backend 'ge' needs an .om or an ONNX to run: {said}, and version folder "
-                f"{version_dir.name} has no *.onnx (nor onnx_model_path) for CPU emulation",
-            )
+        message = (
+            f"backend 'ge' needs an .om or an ONNX to run: {said}, and version folder {version_dir.name} "
         )
+        findings.append(error(where, message + "has no *.onnx (nor onnx_model_path) for CPU emulation"))
     elif om_text and om_path is None:
-        if (parameter(config, "execution_mode") or "").lower() == "npu":
-            findings.append(
-                error(
-                    param_field("om_model_path"),
-                    f"execution_mode npu: om_model_path '{om_text}' is not a file",
-                )
-            )
-        else:
-            findings.append(
-                warning(
-                    param_field("om_model_path"),
-                    f"om_model_path '{om_text}' is not a file "
-                    f"here: version {version_dir.name} runs in CPU emulation from its ONNX",
-                )
-            )
+        findings.append(_missing_om_finding(config, om_text, version_dir))
     return findings
+
+
+def _missing_om_finding(config: mc.ModelConfig, om_text: str, version_dir: Path) -> Finding:
+    """An OM that is not here: fatal when the NPU is forced, else the version runs in CPU emulation."""
+    if (parameter(config, "execution_mode") or "").lower() == "npu":
+        return error(
+            param_field("om_model_path"), f"execution_mode npu: om_model_path '{om_text}' is not a file"
+        )
+    message = (
+        f"om_model_path '{om_text}' is not a file here: version {version_dir.name} runs in CPU emulation"
+    )
+    return warning(param_field("om_model_path"), message + " from its ONNX")
 
 
 def _npu_ge_version_findings(version_dir: Path) -> list[Finding]:

@@ -171,44 +171,39 @@ def _boolean_control(batcher: mc.ModelSequenceBatching, kind: int, name: str) ->
     controls = _controls_of(batcher, kind)
     findings = []
     if len(controls) > 1:
-        findings.append(
-            error(controls[1][0], f"sequence batching specifies multiple {kind_name} tensors for {name}")
-        )
+        message = f"sequence batching specifies multiple {kind_name} tensors for {name}"
+        findings.append(error(controls[1][0], message))
     for where, control in controls:
-        given = [
-            (field, len(values))
-            for field, values in (
-                ("int32_false_true", control.int32_false_true),
-                ("fp32_false_true", control.fp32_false_true),
-                ("bool_false_true", control.bool_false_true),
-            )
-            if values
-        ]
-        if not given:
-            findings.append(
-                error(
-                    where,
-                    "sequence batching must specify either 'int32_false_true', "
-                    f"'fp32_false_true' or 'bool_false_true' for {kind_name} for {name}",
-                )
-            )
-        elif len(given) > 1:
-            findings.append(
-                error(
-                    where,
-                    "sequence batching specifies more than one from 'int32_false_true', "
-                    f"'fp32_false_true' and 'bool_false_true' for {kind_name} for {name}",
-                )
-            )
-        elif given[0][1] != 2:
-            findings.append(
-                error(
-                    f"{where}.{given[0][0]}",
-                    f"sequence batching control '{given[0][0]}' must have "
-                    f"exactly 2 entries for {kind_name} for {name}",
-                )
-            )
+        finding = _false_true_finding(where, control, f"{kind_name} for {name}")
+        if finding is not None:
+            findings.append(finding)
     return findings
+
+
+def _false_true_finding(where: str, control: mc.ModelSequenceBatching.Control, suffix: str) -> Finding | None:
+    """Exactly one of int32/fp32/bool_false_true, with exactly two entries."""
+    given = [
+        (field, len(values))
+        for field, values in (
+            ("int32_false_true", control.int32_false_true),
+            ("fp32_false_true", control.fp32_false_true),
+            ("bool_false_true", control.bool_false_true),
+        )
+        if values
+    ]
+    if not given:
+        return error(where, "sequence batching must specify either 'int32_false_true', "
+                            f"'fp32_false_true' or 'bool_false_true' for {suffix}")  # fmt: skip
+    if len(given) > 1:
+        return error(where, "sequence batching specifies more than one from 'int32_false_true', "
+                            f"'fp32_false_true' and 'bool_false_true' for {suffix}")  # fmt: skip
+    field, count = given[0]
+    if count != 2:
+        return error(
+            f"{where}.{field}",
+            f"sequence batching control '{field}' must have exactly 2 entries for {suffix}",
+        )
+    return None
 
 
 def _corrid_control(batcher: mc.ModelSequenceBatching, name: str) -> list[Finding]:

@@ -143,53 +143,53 @@ def _check_mapping(
     where: str,
 ) -> None:
     """ValidateTensorMapping: the step's inputs and outputs exist, all inputs fed, types and shapes agree."""
+    _check_inputs(name, step, composing, tensors, where)
+    _check_outputs(name, step, composing, tensors, where)
+
+
+def _check_inputs(
+    name: str,
+    step: mc.ModelEnsembling.Step,
+    composing: mc.ModelConfig,
+    tensors: dict[str, _Tensor],
+    where: str,
+) -> None:
+    """Every mapped input exists in the composing model, and every one of its inputs is fed."""
     batching = composing.max_batch_size > 0
     input_names = {io.name for io in composing.input}
     for key, tensor in step.input_map.items():
         if key not in input_names:
-            raise _Stop(
-                error(
-                    f'{where}.input_map["{key}"]',
-                    f"in ensemble {name}, ensemble tensor {tensor} is "
-                    f"mapping to non-existing input {key} in model {step.model_name}",
-                )
-            )
+            message = f"in ensemble {name}, ensemble tensor {tensor} is mapping to non-existing input {key}"
+            raise _Stop(error(f'{where}.input_map["{key}"]', f"{message} in model {step.model_name}"))
     for model_input in composing.input:
         if model_input.name not in step.input_map:
-            raise _Stop(
-                error(
-                    f"{where}.input_map",
-                    f"in ensemble {name}, input {model_input.name} in model "
-                    f"{composing.name} is not mapped to any ensemble tensors",
-                )
+            message = (
+                f"in ensemble {name}, input {model_input.name} in model {composing.name} is not mapped to "
             )
+            raise _Stop(error(f"{where}.input_map", message + "any ensemble tensors"))
         tensor = step.input_map[model_input.name]
         node = _node(step.model_name, batching, model_input.data_type, model_input.dims)
-        _merge(
-            tensors,
-            tensor,
-            node,
-            f"in ensemble {name}, ensemble tensor {tensor}: ",
-            f'{where}.input_map["{model_input.name}"]',
-        )
+        prefix = f"in ensemble {name}, ensemble tensor {tensor}: "
+        _merge(tensors, tensor, node, prefix, f'{where}.input_map["{model_input.name}"]')
+
+
+def _check_outputs(
+    name: str,
+    step: mc.ModelEnsembling.Step,
+    composing: mc.ModelConfig,
+    tensors: dict[str, _Tensor],
+    where: str,
+) -> None:
+    """Every mapped output exists in the composing model and agrees with other uses of its tensor."""
+    batching = composing.max_batch_size > 0
     outputs = {io.name: io for io in composing.output}
     for key, tensor in step.output_map.items():
         if key not in outputs:
-            raise _Stop(
-                error(
-                    f'{where}.output_map["{key}"]',
-                    f"in ensemble {name}, ensemble tensor {tensor} is "
-                    f"mapped from non-existing output {key} in model {step.model_name}",
-                )
-            )
+            message = f"in ensemble {name}, ensemble tensor {tensor} is mapped from non-existing output {key}"
+            raise _Stop(error(f'{where}.output_map["{key}"]', f"{message} in model {step.model_name}"))
         node = _node(step.model_name, batching, outputs[key].data_type, outputs[key].dims)
-        _merge(
-            tensors,
-            tensor,
-            node,
-            f"in ensemble {name}, ensemble tensor {tensor}: ",
-            f'{where}.output_map["{key}"]',
-        )
+        prefix = f"in ensemble {name}, ensemble tensor {tensor}: "
+        _merge(tensors, tensor, node, prefix, f'{where}.output_map["{key}"]')
 
 
 def _merge(tensors: dict[str, _Tensor], name: str, node: _Tensor, prefix: str, where: str) -> None:
