@@ -128,7 +128,7 @@ CASES = [
         HEAD + IO + 'input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
         5,
         "input[1].name",
-        "model input 'IN' is specified more than once",
+        "model input 'IN' is specified more than once (requests carry one tensor per name)",
     ),
     (
         "preferred_over_max",

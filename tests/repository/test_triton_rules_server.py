@@ -132,6 +132,7 @@ def triton_reasons(
         **ENSEMBLES,
         "good": IO + "max_batch_size: 4\ndynamic_batching { }\n",
         "e_good": _ensemble("good"),
+        "dup_input": IO + 'input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
     }
     for name, body in models.items():
         _write_model(repository, name, body)
@@ -149,7 +150,8 @@ def triton_reasons(
             reasons.setdefault(name, message)
             reasons[name] = reasons[name] or message
         reasons["good"] = next(m["state"] for m in index if m["name"] == "good")
-        reasons["e_good"] = next(m["state"] for m in index if m["name"] == "e_good")
+        for loaded in ("e_good", "dup_input"):
+            reasons[loaded] = next(m["state"] for m in index if m["name"] == loaded)
         yield repository, reasons
 
 
@@ -180,3 +182,14 @@ def test_model_triton_loads_is_valid(triton_reasons: tuple[Path, dict[str, str]]
     assert (reasons["good"], reasons["e_good"]) == ("READY", "READY")
     assert validate_path(repository / "good").problems == ()
     assert [p for p in validate_path(repository).problems if "e_good" in p.file] == []
+
+
+def test_duplicate_tensor_names_load_in_triton_but_are_errors_here(
+    triton_reasons: tuple[Path, dict[str, str]],
+) -> None:
+    """The one deliberate difference: Triton loads a model declaring input IN twice; the validator refuses it,
+    as no request can feed both."""
+    repository, reasons = triton_reasons
+    assert reasons["dup_input"] == "READY"
+    (problem,) = validate_path(repository / "dup_input").errors
+    assert problem.message.startswith("model input 'IN' is specified more than once")

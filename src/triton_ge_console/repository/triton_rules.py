@@ -325,11 +325,13 @@ def _reshape_finding(where: str, named: str, dims: list[int], shape: list[int]) 
 
 
 def _duplicate_names(kind: str, names: list[str]) -> list[Finding]:
-    """A tensor name given twice: Triton keys tensors by name, so the second would shadow the first."""
+    """A tensor name given twice. Triton (2.51) still loads such a model, but requests carry one tensor per
+    name, so one of the two can never be fed or read: an error here, not in Triton's wording."""
     findings, seen = [], set()
     for i, name in enumerate(names):
         if name and name in seen:
-            findings.append(error(f"{kind}[{i}].name", f"model {kind} '{name}' is specified more than once"))
+            message = f"model {kind} '{name}' is specified more than once"
+            findings.append(error(f"{kind}[{i}].name", f"{message} (requests carry one tensor per name)"))
         seen.add(name)
     return findings
 
