@@ -1,0 +1,163 @@
+"""Run every benchmark script there is and assemble the README's "Performance" section.
+
+Each script prints a markdown table and writes its JSON under benchmarks/results/; this keeps each
+table as results/<name>.table.md and writes results/PERFORMANCE.md (machine, date, every table) for the
+README. Benchmarks are slow and the machine's load matters: run them on a quiet machine, not in CI.
+
+    python3 benchmarks/run_all.py                 # run all, then assemble
+    python3 benchmarks/run_all.py --only startup  # run some (the others' saved tables are reused)
+    python3 benchmarks/run_all.py --collect-only  # just assemble from the saved tables
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One script and the heading its table goes under."""
+
+    name: str
+    title: str
+    what: str
+
+
+BENCHMARKS = (
+    Benchmark("glue_overhead", "GE glue overhead",
+              "the same model called directly vs through Triton and the `ge` backend"),
+    Benchmark("console_overhead", "Console overhead",
+              "Triton throughput with and without the console's 1 s poller (50 models); cost of one refresh"),
+    Benchmark("startup", "Start-up", "`ge-console up` to READY and `ge-console demo` to a live dashboard"),
+    Benchmark("tui_render", "Console rendering", "time to render the dashboard"),
+    Benchmark("demo_models", "Demo models", "build time, size and ONNX Runtime latency of the demo models"),
+    Benchmark("loadgen_vs_wrk", "Load generator vs wrk",
+              "`ge-console bench` and wrk (C) against the same trivial model; ratio of throughputs"),
+)
+
+
+def table_path(name: str) -> Path:
+    """Where a benchmark's last table is kept."""
+    return RESULTS / f"{name}.table.md"
+
+
+def run_one(bench: Benchmark, timeout: float) -> str:
+    """Run one script; keep and return its markdown table, or a line saying why there is none."""
+    script = HERE / f"{bench.name}.py"
+    if not script.is_file():
+        return f"_not measured: benchmarks/{bench.name}.py does not exist yet_"
+    print(f"running {script.name} ...", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    try:
+        done = subprocess.run([sys.executable, str(script)], cwd=HERE.parent, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return f"_not measured: {script.name} did not finish within {timeout:.0f} s_"
+    took = time.monotonic() - started
+    print(f"  {script.name}: exit {done.returncode} after {took:.0f} s", file=sys.stderr)
+    table = extract_tables(done.stdout)
+    if done.returncode != 0 or not table:
+        cause = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        last = cause[-1] if cause else "no output"
+        return f"_not measured: {script.name} exited {done.returncode}: {last}_"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    table_path(bench.name).write_text(table + "\n", encoding="utf-8")
+    return table
+
+
+def extract_tables(output: str) -> str:
+    """The markdown tables in a script's output (runs of '|' lines), blank-line separated."""
+    blocks: list[list[str]] = [[]]
+    for line in output.splitlines():
+        if line.lstrip().startswith("|"):
+            blocks[-1].append(line.strip())
+        elif blocks[-1]:
+            blocks.append([])
+    return "\n\n".join("\n".join(block) for block in blocks if block)
+
+
+def saved_table(bench: Benchmark) -> str:
+    """The table kept from the last run, or a note that there is none."""
+    path = table_path(bench.name)
+    if path.is_file():
+        return path.read_text(encoding="utf-8").rstrip()
+    return f"_not measured yet: run `python3 benchmarks/run_all.py --only {bench.name}`_"
+
+
+def machine_line() -> str:
+    """What the numbers were measured on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    memory_gib = psutil.virtual_memory().total / 2**30
+    return (f"{cpu}, {psutil.cpu_count()} cores, {memory_gib:.0f} GiB RAM, no NPU (CPU emulation); "
+            f"{platform.system()} {platform.release()}, Python {platform.python_version()}, "
+            f"tritonserver from nvidia-pytriton {_version('nvidia-pytriton')}, "
+            f"onnxruntime {_version('onnxruntime')}")
+
+
+def _version(package: str) -> str:
+    """An installed package's version, or '?'."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def assemble(tables: dict[str, str]) -> str:
+    """The README's Performance section."""
+    today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    parts = ["## Performance", "",
+             f"Measured {today} on {machine_line()}. Reproduce with `python3 benchmarks/run_all.py` "
+             "(each script alone also works; raw figures are in `benchmarks/results/*.json`).", ""]
+    for bench in BENCHMARKS:
+        parts += [f"### {bench.title}", "", f"`benchmarks/{bench.name}.py`: {bench.what}.", "",
+                  tables[bench.name], ""]
+    return "\n".join(parts)
+
+
+def main() -> int:
+    """Run the chosen benchmarks, then write results/PERFORMANCE.md from every table there is."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="comma-separated benchmark names to run (default: all)")
+    parser.add_argument("--collect-only", action="store_true", help="run nothing; assemble saved tables")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per script (default 1800)")
+    args = parser.parse_args()
+    known = {b.name for b in BENCHMARKS}
+    chosen = {n for n in args.only.split(",") if n} or known
+    unknown = chosen - known
+    if unknown:
+        print(f"run_all: unknown benchmark {sorted(unknown)[0]!r} (known: {', '.join(sorted(known))})",
+              file=sys.stderr)
+        return 2
+    tables = {}
+    for bench in BENCHMARKS:
+        run = bench.name in chosen and not args.collect_only
+        tables[bench.name] = run_one(bench, args.timeout) if run else saved_table(bench)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    target = RESULTS / "PERFORMANCE.md"
+    target.write_text(assemble(tables), encoding="utf-8")
+    print(f"wrote {os.path.relpath(target)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
