@@ -96,10 +96,9 @@ def test_tritonserver_runs_a_python_based_backend_from_the_installed_dir(
     (dest / "toy" / "model.py").write_text(TOY_BACKEND)
     (tmp_path / "repo" / "toy" / "1").mkdir(parents=True)
     (tmp_path / "repo" / "toy" / "config.pbtxt").write_text(TOY_CONFIG)
-    with run_triton(triton_dist, tmp_path / "repo", dest, models=("toy",)) as server:
-        client = httpclient.InferenceServerClient(server.http_hostport)
+    with (run_triton(triton_dist, tmp_path / "repo", dest, models=("toy",)) as server,
+          httpclient.InferenceServerClient(server.http_hostport) as client):
         assert client.is_model_ready("toy"), server.log()
         x = httpclient.InferInput("X", [1, 2], "FP32")
         x.set_data_from_numpy(np.array([[1.0, 2.0]], dtype=np.float32))
-        result = client.infer("toy", [x]).as_numpy("Y")
-        assert result.tolist() == [[2.0, 3.0]]
+        assert client.infer("toy", [x]).as_numpy("Y").tolist() == [[2.0, 3.0]]

@@ -77,19 +77,19 @@ def _direct(onnx: Path | bytes, feeds: dict[str, np.ndarray]) -> list[np.ndarray
 
 def _http_infer(server: RunningServer, model: str, feeds: dict[str, np.ndarray]) -> httpclient.InferResult:
     """One HTTP inference."""
-    client = httpclient.InferenceServerClient(server.http_hostport)
-    inputs = []
-    for name, array in feeds.items():
-        data_type = "FP32" if array.dtype == np.float32 else "INT64"
-        tensor = httpclient.InferInput(name, list(array.shape), data_type)
-        tensor.set_data_from_numpy(array)
-        inputs.append(tensor)
-    return client.infer(model, inputs)
+    with httpclient.InferenceServerClient(server.http_hostport) as client:
+        inputs = []
+        for name, array in feeds.items():
+            data_type = "FP32" if array.dtype == np.float32 else "INT64"
+            tensor = httpclient.InferInput(name, list(array.shape), data_type)
+            tensor.set_data_from_numpy(array)
+            inputs.append(tensor)
+        return client.infer(model, inputs)
 
 
 def test_all_models_loaded(server: RunningServer) -> None:
-    client = httpclient.InferenceServerClient(server.http_hostport)
-    assert all(client.is_model_ready(m) for m in MODELS), server.log()[-3000:]
+    with httpclient.InferenceServerClient(server.http_hostport) as client:
+        assert all(client.is_model_ready(m) for m in MODELS), server.log()[-3000:]
 
 
 def test_ge_model_answers_like_onnx_runtime(server: RunningServer) -> None:
@@ -101,13 +101,13 @@ def test_ge_model_answers_like_onnx_runtime(server: RunningServer) -> None:
 
 
 def test_npu_ge_config_without_io_is_completed_from_the_onnx_and_answers(server: RunningServer) -> None:
-    client = httpclient.InferenceServerClient(server.http_hostport)
-    config = client.get_model_config("npu_dense")
-    assert [(i["name"], i["data_type"], i["dims"]) for i in config["input"]] == [("x", "TYPE_FP32", [4])]
-    assert [o["name"] for o in config["output"]] == ["y", "z"]
-    x = np.arange(8, dtype=np.float32).reshape(2, 4)
-    y, _ = _direct(server.repo / "npu_dense" / "1" / "net.onnx", {"x": x})  # type: ignore[attr-defined]
-    np.testing.assert_allclose(_http_infer(server, "npu_dense", {"x": x}).as_numpy("y"), y, atol=1e-5)
+    with httpclient.InferenceServerClient(server.http_hostport) as client:
+        config = client.get_model_config("npu_dense")
+        assert [(i["name"], i["data_type"], i["dims"]) for i in config["input"]] == [("x", "TYPE_FP32", [4])]
+        assert [o["name"] for o in config["output"]] == ["y", "z"]
+        x = np.arange(8, dtype=np.float32).reshape(2, 4)
+        y, _ = _direct(server.repo / "npu_dense" / "1" / "net.onnx", {"x": x})  # type: ignore[attr-defined]
+        np.testing.assert_allclose(_http_infer(server, "npu_dense", {"x": x}).as_numpy("y"), y, atol=1e-5)
 
 
 def test_seed_llama_model_over_http_and_grpc_equals_onnx_runtime(server: RunningServer) -> None:
@@ -115,11 +115,11 @@ def test_seed_llama_model_over_http_and_grpc_equals_onnx_runtime(server: Running
     (expected,) = _direct(demo_bytes("demo:llama"), {"input_ids": ids})
     over_http = _http_infer(server, "llama_model", {"input_ids": ids}).as_numpy("logits")
     np.testing.assert_allclose(over_http, expected, rtol=1e-5, atol=1e-5)
-    client = grpcclient.InferenceServerClient(server.grpc_hostport)
-    tensor = grpcclient.InferInput("input_ids", list(ids.shape), "INT64")
-    tensor.set_data_from_numpy(ids)
-    over_grpc = client.infer("llama_model", [tensor]).as_numpy("logits")
-    np.testing.assert_allclose(over_grpc, expected, rtol=1e-5, atol=1e-5)
+    with grpcclient.InferenceServerClient(server.grpc_hostport) as client:
+        tensor = grpcclient.InferInput("input_ids", list(ids.shape), "INT64")
+        tensor.set_data_from_numpy(ids)
+        over_grpc = client.infer("llama_model", [tensor]).as_numpy("logits")
+        np.testing.assert_allclose(over_grpc, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_seed_bert_model_with_io_from_the_onnx_equals_onnx_runtime(server: RunningServer) -> None:

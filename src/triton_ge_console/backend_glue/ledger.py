@@ -20,8 +20,6 @@ from typing import Any
 
 from triton_ge_console.backend_glue.settings import RUN_DIR_ENV
 
-GIB = float(1 << 30)
-
 
 class DeviceMemoryError(RuntimeError):
     """A model does not fit in what is left of its device's memory."""
@@ -36,6 +34,16 @@ class DeviceUsage:
     capacity_bytes: int
     busy_seconds: float  # cumulative busy time of every model on the device, only ever grows
     models: tuple[tuple[str, int], ...]  # (model, bytes) per live entry
+
+
+def human_bytes(count: int) -> str:
+    """1536 → '1.5 KiB': sizes as operators read them."""
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
 
 
 def default_run_dir() -> Path:
@@ -103,13 +111,12 @@ class DeviceLedger:
             entries.pop(owner, None)
             used = sum(int(v["memory"]) for v in entries.values())
             if used + nbytes > capacity:
-                holders = ", ".join(f"{v['model']} {int(v['memory']) / GIB:.2f} GiB"
-                                    for v in entries.values())
+                holders = ", ".join(f"{v['model']} {human_bytes(int(v['memory']))}" for v in entries.values())
                 data["entries"] = entries
                 raise DeviceMemoryError(
-                    f"model {model} needs {nbytes / GIB:.3f} GiB on device {self.device} but only "
-                    f"{max(0, capacity - used) / GIB:.3f} of {capacity / GIB:.3f} GiB are free"
-                    + (f" (in use: {holders})" if holders else ""))
+                    f"model {model} does not fit in device {self.device} memory: it needs "
+                    f"{human_bytes(nbytes)}, {human_bytes(max(0, capacity - used))} of "
+                    f"{human_bytes(capacity)} are free" + (f" (in use: {holders})" if holders else ""))
             entries[owner] = {"pid": os.getpid(), "model": model, "memory": nbytes}
             data["entries"] = entries
             data["capacity"] = capacity

@@ -121,13 +121,13 @@ class TritonPythonModel:
         self.telemetry.executed(time.perf_counter() - started, batch_size, stats)
 
     def finalize(self) -> None:
-        """Stop telemetry, release device memory and free the executor."""
-        telemetry = getattr(self, "telemetry", None)
-        if telemetry is not None:
-            telemetry.close()
-        executor = getattr(self, "executor", None)
-        if executor is not None:
-            executor.close()
+        """Give the device memory back first (cheap, local), then free the executor, then stop telemetry."""
         ledger = getattr(self, "ledger", None)
         if ledger is not None:
             ledger.release(self.owner)
+        executor = getattr(self, "executor", None)
+        if executor is not None:
+            executor.close()
+        telemetry = getattr(self, "telemetry", None)
+        if telemetry is not None:
+            telemetry.close()

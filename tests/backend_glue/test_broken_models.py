@@ -1,0 +1,103 @@
+"""Broken models are UNAVAILABLE with a message naming the cause; reloads keep serving and counting."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from tests.backend_glue.metrics import metric_samples, model_value, wait_for
+from tests.backend_glue.models import DENSE_CONFIG, dense_model, param, write_model
+from tests.conftest import RunningServer, run_triton
+from triton_ge_console.backend_glue.distribution import TritonDistribution
+from triton_ge_console.backend_glue.installer import install_backend_dir
+
+WRONG_INPUT = DENSE_CONFIG.replace('name: "x"', 'name: "pixels"')
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory,
+           triton_dist: TritonDistribution) -> Iterator[RunningServer]:
+    """A server whose repository holds broken models (loaded one by one by the tests) and a good one."""
+    root = tmp_path_factory.mktemp("broken")
+    install_backend_dir(root / "backends", triton_dist)
+    repo = root / "repo"
+    write_model(repo, "missing_onnx", DENSE_CONFIG.format(backend="ge", extra=param("onnx_model_path",
+                                                                                     "gone.onnx")), None)
+    write_model(repo, "no_model_file", DENSE_CONFIG.format(backend="npu_ge", extra=""), None)
+    write_model(repo, "wrong_input", WRONG_INPUT.format(backend="ge", extra=""), dense_model())
+    write_model(repo, "too_big", DENSE_CONFIG.format(backend="ge", extra=param("npu_memory_gib", "0.000001")),
+                dense_model())
+    write_model(repo, "reloaded", DENSE_CONFIG.format(backend="ge", extra=""), dense_model())
+    with run_triton(triton_dist, repo, root / "backends", models=("reloaded",)) as running:
+        running.repo = repo  # type: ignore[attr-defined]
+        yield running
+
+
+def _load_error(server: RunningServer, model: str) -> str:
+    """Load a model that must fail; returns the error Triton answered with."""
+    with httpclient.InferenceServerClient(server.http_hostport) as client:
+        with pytest.raises(InferenceServerException) as failure:
+            client.load_model(model)
+        return str(failure.value)
+
+
+def _index_entry(server: RunningServer, model: str) -> dict[str, str]:
+    """The model's repository index entry (state and reason)."""
+    with httpclient.InferenceServerClient(server.http_hostport) as client:
+        return next(e for e in client.get_model_repository_index() if e["name"] == model)
+
+
+@pytest.mark.parametrize(("model", "cause"), [
+    ("missing_onnx", "ONNX model {repo}/missing_onnx/1/gone.onnx does not exist"),
+    ("no_model_file", "no ONNX model for CPU emulation: no *.onnx in {repo}/no_model_file/1"),
+    ("wrong_input", "input[0].name 'pixels': {repo}/wrong_input/1/model.onnx has no input of that name "
+                    "(it has: x)"),
+    # 0.000001 GiB is 1073 B; `reloaded` (219 B of ONNX + 320 B of I/O buffers) already holds 539 of them
+    ("too_big", "model too_big does not fit in device 0 memory: it needs 539 B, 534 B of 1.0 KiB are free "
+                "(in use: reloaded 539 B)"),
+])
+def test_broken_model_is_unavailable_with_its_cause(server: RunningServer, model: str, cause: str) -> None:
+    expected = cause.format(repo=server.repo)  # type: ignore[attr-defined]
+    assert expected in _load_error(server, model)
+    entry = _index_entry(server, model)
+    assert entry["state"] == "UNAVAILABLE" and expected in entry["reason"]
+
+
+def _infer(server: RunningServer, model: str) -> np.ndarray:
+    """One request with a batch of two."""
+    with httpclient.InferenceServerClient(server.http_hostport) as client:
+        x = httpclient.InferInput("x", [2, 4], "FP32")
+        x.set_data_from_numpy(np.ones((2, 4), dtype=np.float32))
+        return client.infer(model, [x]).as_numpy("y")
+
+
+def test_metrics_keep_working_across_reloads(server: RunningServer) -> None:
+    before = _infer(server, "reloaded")
+    assert wait_for(lambda: model_value(server, "ge_inferences_total", "reloaded") == 2)
+    config = server.repo / "reloaded" / "config.pbtxt"  # type: ignore[attr-defined]
+    config.write_text(config.read_text() + param("intra_op_threads", "1") + "\n")
+    with httpclient.InferenceServerClient(server.http_hostport) as client:
+        client.load_model("reloaded")
+        assert client.is_model_ready("reloaded")
+    np.testing.assert_allclose(_infer(server, "reloaded"), before, atol=1e-6)
+    _infer(server, "reloaded")
+    # Triton loads the new instance before unloading the old one, so the new instance joins the same
+    # series and the counter carries on (2 + 4); were the old one gone first, it would restart at 4.
+    assert wait_for(lambda: model_value(server, "ge_inferences_total", "reloaded") in (4, 6))
+    infos = [s for s in metric_samples(server, "ge_model_info") if s.labels["model"] == "reloaded"]
+    assert len(infos) == 1
+
+
+def test_reload_gives_the_old_instances_memory_back(server: RunningServer) -> None:
+    def used() -> float:
+        return sum(s.value for s in metric_samples(server, "ge_device_memory_used_bytes")
+                   if s.labels["device"] == "0")
+
+    with httpclient.InferenceServerClient(server.http_hostport) as client:
+        client.load_model("reloaded")
+        one_instance = len(dense_model()) + 8 * (4 + 3 + 3) * 4  # ONNX bytes + I/O buffers at max batch
+        assert wait_for(lambda: used() == one_instance)

@@ -1,0 +1,139 @@
+"""The glue's parts on their own: batching, the cross-process device ledger, settings, config completion."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.backend_glue.models import dense_model, write_model
+from triton_ge_console.backend_glue import batching
+from triton_ge_console.backend_glue.autocomplete import complete_npu_ge_config, stub_version_dir
+from triton_ge_console.backend_glue.executor import TensorInfo
+from triton_ge_console.backend_glue.ledger import DeviceLedger, DeviceMemoryError, human_bytes
+from triton_ge_console.backend_glue.settings import (
+    GlueConfigError,
+    instance_index,
+    load_settings,
+    pick_device,
+)
+from triton_ge_console.repository import pbtxt
+
+IDS = (TensorInfo("input_ids", "INT64", (-1, -1)),)
+
+
+def _ids(batch: int, seq: int) -> dict[str, np.ndarray]:
+    return {"input_ids": np.arange(batch * seq, dtype=np.int64).reshape(batch, seq)}
+
+
+def test_requests_are_grouped_by_shape_merged_once_and_split_into_views() -> None:
+    requests = [_ids(1, 3), _ids(2, 5), _ids(2, 3), _ids(1, 5)]
+    groups = batching.group_requests(requests, ["input_ids"], batched=True)
+    assert [(g.indices, g.sizes) for g in groups] == [((0, 2), (1, 2)), ((1, 3), (2, 1))]
+    merged = batching.merge(requests, groups[0], ["input_ids"])
+    assert merged["input_ids"].shape == (3, 3)
+    pieces = batching.split({"out": merged["input_ids"] * 10}, groups[0])
+    np.testing.assert_array_equal(pieces[1]["out"], requests[2]["input_ids"] * 10)
+    assert pieces[1]["out"].base is not None  # a view, not a copy
+    alone = batching.group_requests([requests[0]], ["input_ids"], batched=True)[0]
+    assert batching.merge([requests[0]], alone, ["input_ids"]) is requests[0]
+
+
+def test_request_errors_name_the_input_and_the_expectation() -> None:
+    assert batching.request_error(_ids(1, 3), IDS, batched=True) is None
+    assert batching.request_error({"input_ids": None}, IDS, True) == \
+        "input input_ids is missing (the model needs input_ids)"
+    wrong_type = {"input_ids": np.zeros((1, 3), dtype=np.int32)}
+    assert batching.request_error(wrong_type, IDS, True) == \
+        "input input_ids has dtype int32, the model needs INT64"
+    fixed = (TensorInfo("x", "FP32", (-1, 4)),)
+    assert batching.request_error({"x": np.zeros((2, 5), np.float32)}, fixed, True) == \
+        "input x has shape [2, 5], the model needs [-1, 4] (-1: any)"
+
+
+def _reserve_in_child(run_dir: Path, nbytes: int, queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    """Another process reserving on the same device."""
+    ledger = DeviceLedger(0, run_dir)
+    try:
+        ledger.reserve("child", "child_model", nbytes, capacity=1000)
+        queue.put(ledger.usage().used_bytes)
+    except DeviceMemoryError as exc:
+        queue.put(str(exc))
+
+
+def test_ledger_is_shared_between_processes_and_refuses_what_does_not_fit(tmp_path: Path) -> None:
+    ledger = DeviceLedger(0, tmp_path)
+    ledger.reserve("parent", "parent_model", 600, capacity=1000)
+    queue: multiprocessing.Queue = multiprocessing.Queue()  # type: ignore[type-arg]
+    for nbytes in (300, 500):
+        child = multiprocessing.get_context("fork").Process(target=_reserve_in_child,
+                                                            args=(tmp_path, nbytes, queue))
+        child.start()
+        child.join(timeout=30)
+        assert child.exitcode == 0
+    assert queue.get(timeout=5) == 900
+    assert queue.get(timeout=5) == ("model child_model does not fit in device 0 memory: it needs 500 B, "
+                                    "400 B of 1000 B are free (in use: parent_model 600 B)")
+    # the first child has exited: its 300 bytes no longer count
+    assert ledger.usage().used_bytes == 600 and ledger.usage().models == (("parent_model", 600),)
+    ledger.add_busy(0.25)
+    ledger.add_busy(0.5)
+    assert ledger.usage().busy_seconds == pytest.approx(0.75)
+    ledger.release("parent")
+    assert ledger.usage().used_bytes == 0
+
+
+def test_human_bytes() -> None:
+    assert [human_bytes(n) for n in (539, 1536, 3 << 20, 64 << 30)] == ["539 B", "1.5 KiB", "3.0 MiB",
+                                                                         "64.0 GiB"]
+
+
+def test_instances_spread_over_device_ids() -> None:
+    assert instance_index("dense_0_1") == 1 and instance_index("tok_0") == 0
+    assert [pick_device((4, 5), f"m_0_{i}", 0) for i in range(4)] == [4, 5, 4, 5]
+    assert pick_device((), "m_0_3", 2) == 2
+
+
+def _args(model_dir: Path, name: str = "m_0_0") -> dict[str, str]:
+    return {"model_repository": str(model_dir), "model_version": "1", "model_name": model_dir.name,
+            "model_instance_name": name, "model_instance_device_id": "0"}
+
+
+def _params(**values: str) -> dict[str, dict[str, str]]:
+    return {k: {"string_value": v} for k, v in values.items()}
+
+
+def test_settings_resolve_paths_mode_and_reject_bad_values(tmp_path: Path) -> None:
+    folder = write_model(tmp_path, "m", 'backend: "npu_ge"\nmax_batch_size: 4\n', dense_model(), "b.onnx")
+    config = {"backend": "npu_ge", "max_batch_size": 4,
+              "parameters": _params(DEVICEIDS="2,3", om_model_path="model.om", intra_op_threads="2")}
+    settings = load_settings(_args(folder, "m_0_1"), config)
+    assert (settings.device_id, settings.mode, settings.kind) == (3, "cpu", "cpu-emulated")
+    assert settings.onnx_path == folder / "1" / "b.onnx" and settings.intra_op_threads == 2
+    assert settings.device_memory_bytes == 64 << 30
+    with pytest.raises(GlueConfigError, match=r"model m \(.*config.pbtxt\): device_ids 'a,b'"):
+        load_settings(_args(folder), {"parameters": _params(device_ids="a,b")})
+    with pytest.raises(GlueConfigError, match="execution_mode 'gpu': expected one of auto, npu, cpu"):
+        load_settings(_args(folder), {"parameters": _params(execution_mode="gpu")})
+    with pytest.raises(GlueConfigError, match="execution_mode npu: CANN's acl module is not importable"):
+        load_settings(_args(folder), {"parameters": _params(execution_mode="npu")})
+
+
+def test_complete_npu_ge_config_reads_io_from_the_onnx(tmp_path: Path) -> None:
+    text = 'name: "m"\nbackend: "npu_ge"\nmax_batch_size: 8\n'
+    folder = write_model(tmp_path, "m", text, dense_model())
+    completed = complete_npu_ge_config(pbtxt.loads(text), folder)
+    assert [(i.name, list(i.dims)) for i in completed.input] == [("x", [4])]
+    assert [(o.name, list(o.dims)) for o in completed.output] == [("y", [3]), ("z", [3])]
+    assert pbtxt.dumps(completed).count("TYPE_FP32") == 3
+    assert complete_npu_ge_config(completed, folder) == completed  # already complete: unchanged
+
+
+def test_stub_version_dir_comes_from_the_stub_argv(tmp_path: Path) -> None:
+    cmdline = tmp_path / "cmdline"
+    cmdline.write_bytes(b"/b/python/triton_python_backend_stub\0/repo/m/3/model.py\0shm\0")
+    assert stub_version_dir(cmdline) == Path("/repo/m/3")
+    cmdline.write_bytes(b"python3\0-c\0")
+    assert stub_version_dir(cmdline) is None
