@@ -10,7 +10,9 @@ from typing import Any
 from tests.widgets.recording import recording
 from triton_ge_console.sessions.recorded import RecordedSource
 from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.sessions.source import CommandResult
 from triton_ge_console.widgets import LoadTestControl, LogTail, Poller
+from triton_ge_console.widgets.commands import describe
 from triton_ge_console.widgets.format import duration, gib, number, percent
 
 
@@ -125,3 +127,12 @@ def test_snapshot_round_trip_recording_drives_the_poller(tmp_path: Path) -> None
     got: list[ServerSnapshot] = []
     poller = Poller(RecordedSource.from_file(path), got.append)
     assert poller.poll_once() is not None and got[0] == recording(2)[0]
+
+
+def test_status_lines_do_not_repeat_what_the_message_already_says() -> None:
+    own_words = CommandResult("reload", "llama_model", ok=False,
+                              message="reload llama_model failed: version 1 still READY and serving")
+    bare = CommandResult("load", "bert_model", ok=False, message="failed to load 'bert_model'",
+                         duration_s=1.25)
+    assert describe(own_words) == "✗ reload llama_model failed: version 1 still READY and serving"
+    assert describe(bare) == "✗ load bert_model failed: failed to load 'bert_model' (1.2s)"

@@ -19,6 +19,8 @@ def describe(result: CommandResult) -> str:
     took = f" ({result.duration_s:.1f}s)" if result.duration_s is not None else ""
     if result.ok:
         return f"✓ {result.message}{took}"
+    if result.message.startswith(f"{result.action} {result.target}"):
+        return f"✗ {result.message}{took}"
     return f"✗ {result.action} {result.target} failed: {result.message}{took}"
 
 

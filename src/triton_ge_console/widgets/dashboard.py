@@ -89,7 +89,6 @@ class Dashboard:
         history = self.source.history
         if history.latest is not snapshot:
             history.append(snapshot)
-        self.snapshot = snapshot
         self.header.value = header_html(snapshot)
         self.devices.update(snapshot, history)
         self.models.update(snapshot)
@@ -97,6 +96,7 @@ class Dashboard:
         self.loadtest.set_models(sorted({m.name for m in snapshot.models}))
         self.logs.refresh()
         self.problem.value = ""
+        self.snapshot = snapshot  # last: wait_for sees a snapshot only once every view shows it
 
     def wait_for(self, condition: Callable[[ServerSnapshot], bool], timeout: float = 60.0,
                  what: str = "the condition") -> ServerSnapshot:

@@ -1,0 +1,157 @@
+"""Every notebook runs top to bottom on a fresh kernel against a real tritonserver; its facts are checked."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from tests.notebooks.harness import ROOT, ExecutedNotebook, executed
+
+FAKES = ROOT / "tests" / "fakes"
+
+
+def no_tritonserver_under(state_dir: Path) -> bool:
+    """Whether no tritonserver process runs with files in this notebook's state dir."""
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if "tritonserver" in cmdline and str(state_dir) in cmdline:
+            return False
+    return True
+
+
+def widget_values(run: ExecutedNotebook, model_name: str, key: str = "value") -> list[Any]:
+    """One trait of every stored widget of a kind."""
+    return [state.get(key) for state in run.widgets(model_name)]
+
+
+def test_01_builds_validates_and_catches_a_broken_config(tmp_path: Path) -> None:
+    with executed("01_build_a_model_repository.ipynb", tmp_path) as run:
+        facts = run.facts()
+    llama, bert = facts["spec"]["llama_model"], facts["spec"]["bert_model"]
+    assert llama["inputs"] == {"input_ids": ["INT64", [-1]]}
+    assert llama["outputs"] == {"logits": ["FP32", [-1, 32000]]} and llama["max_batch_size"] == 8
+    assert sorted(bert["inputs"]) == ["attention_mask", "input_ids"]  # read from the ONNX graph
+    assert facts["spec_errors"] == [
+        "typo.yaml:6:21 models[0].max_batch_size: must be >= 0",
+        "typo.yaml:7:5 models[0].instance_grup: unknown key 'instance_grup'; did you mean 'instance_group'?",
+    ]
+    build = facts["build"]
+    assert set(build["first"].values()) == {"added"} and set(build["second"].values()) == {"unchanged"}
+    assert {"llama_model/config.pbtxt", "llama_model/1/model.onnx", "bert_model/1/model.onnx"} <= set(
+        build["files"])
+    onnx = facts["onnx"]
+    assert onnx["llama_logits_shape"] == [2, 12, 32000] and onnx["bert_output_shapes"] == {"pooled": [3, 64]}
+    assert all(size < 20 for size in onnx["sizes_mb"].values())
+    atc = facts["atc"]
+    assert not atc["atc_found"] and not atc["om_written"] and atc["problems"] == []
+    assert "--framework=5" in atc["command"] and "--dynamic_batch_size=1,2,4,8" in atc["command"]
+    assert [p.split(":")[0] for p in atc["wrong_problems"]] == ["E10035", "E10018"]
+    assert facts["validate"] == {"ok": True, "models": ["bert_model", "llama_model"], "errors": 0,
+                                 "warnings": facts["validate"]["warnings"]}
+    broken = facts["broken"]
+    assert broken["ok"] is False
+    fields = {p["field"]: p for p in broken["errors"]}
+    assert "dynamic batching preferred size must be <= max batch size" in fields[
+        "dynamic_batching.preferred_batch_size[1]"]["message"]
+    assert "dimension must be integer >= 1, or -1" in fields["input[0].dims[0]"]["message"]
+    assert 'parameters["static_model"].value.string_value' in fields
+    assert all(p["file"].endswith("llama_model/config.pbtxt") and p["line"] and p["column"]
+               for p in broken["errors"])
+    (syntax,) = broken["syntax"]
+    assert (syntax["line"], syntax["column"]) == (3, 17) and "eight" in syntax["message"]
+
+
+def test_01_runs_atc_where_it_exists(tmp_path: Path) -> None:
+    calls = tmp_path / "atc-calls.jsonl"
+    env = {"PATH": f"{FAKES}{os.pathsep}{os.environ['PATH']}", "FAKE_ATC_LOG": str(calls)}
+    with executed("01_build_a_model_repository.ipynb", tmp_path, env=env) as run:
+        atc = run.facts()["atc"]
+    assert atc["atc_found"] and atc["om_written"]
+    (call,) = [json.loads(line) for line in calls.read_text(encoding="utf-8").splitlines()]
+    assert "--soc_version=Ascend910B3" in call and "--input_shape=input_ids:-1,128" in call
+
+
+def test_02_launches_watches_load_and_stops(tmp_path: Path) -> None:
+    with executed("02_launch_and_watch.ipynb", tmp_path) as run:
+        facts = run.facts()
+        assert no_tritonserver_under(run.state_dir)
+    assert facts["launch"]["state"] == "ready"
+    assert facts["launch"]["models"] == {"bert_model": "READY", "llama_model": "READY"}
+    assert facts["launch"]["http_url"].startswith("http://127.0.0.1:")
+    board = facts["dashboard"]
+    assert board["buttons"] == {"bert_model:1": ["reload", "unload"], "llama_model:1": ["reload", "unload"]}
+    assert board["models"]["llama_model:1"]["MODE"] == "cpu-emulated" and set(board["devices"]) == {"0", "1"}
+    infer = facts["infer"]
+    assert infer["shapes"] == {"llama_model": {"logits": [1, 16, 32000]}, "bert_model": {"pooled": [1, 64]}}
+    assert infer["llama_success_total"] >= 10 and infer["execution_mode"] == "cpu-emulated"
+    load = facts["load"]
+    assert load["errors"] == 0 and load["peak_queue_depth"] >= 1 and load["queue_after"] == 0
+    assert load["client_p50_ms"]["8"] > load["client_p50_ms"]["1"]  # latency answers to load
+    assert load["charted_model"] == "llama_model" and load["charted_p50_points"] >= 2
+    assert facts["cleanup"] == {"state": "stopped", "ports_freed": True, "poller_running": False}
+    headers = [v for v in widget_values(run, "HTMLModel") if "session nb02-launch-and-watch" in (v or "")]
+    assert any("● ready" in h and "Triton 2." in h for h in headers)
+    buttons = set(widget_values(run, "ButtonModel", "description"))
+    assert {"reload", "load", "unload", "run load test"} <= buttons
+    assert 8 in widget_values(run, "IntSliderModel")
+
+
+def test_03_reloads_tunes_and_survives_a_broken_reload(tmp_path: Path) -> None:
+    with executed("03_reload_and_tune.ipynb", tmp_path) as run:
+        facts = run.facts()
+        assert no_tritonserver_under(run.state_dir)
+    reload = facts["reload"]
+    assert reload["ok"] and "reload llama_model: version 1 READY" in reload["status_label"]
+    assert reload["buttons_after"] == ["reload", "unload"]
+    tune = facts["tune"]
+    assert tune["changed"] == ["llama_model"] and tune["reloaded"] == [True]
+    assert tune["before"] == {"max_batch_size": 8, "preferred_batch_size": [4, 8],
+                              "max_queue_delay_microseconds": 500, "instances": 1}
+    assert tune["after"] == {"max_batch_size": 16, "preferred_batch_size": [8, 16],
+                             "max_queue_delay_microseconds": 2000, "instances": 2}
+    compare = facts["compare"]
+    for side in ("before", "after"):
+        assert compare[side]["requests"] > 0 and compare[side]["errors"] == 0
+    assert compare["plotted_throughput"] == [compare["before"]["throughput_rps"],
+                                             compare["after"]["throughput_rps"]]
+    assert compare["plotted_latency"][0] == [compare["before"]["p50_ms"], compare["after"]["p50_ms"]]
+    broken = facts["broken"]
+    assert not broken["ok"] and "execution_mode npu" in broken["message"]
+    assert "still READY and serving" in broken["message"] and "firebrick" in broken["status_label"]
+    assert broken["index"]["llama_model:1"] == "READY" and broken["still_answers_shape"] == [1, 16, 32000]
+    assert broken["config_in_effect"] == tune["after"]  # the tuned version kept serving
+    assert facts["cleanup"] == {"state": "stopped", "ports_freed": True}
+    statuses = [v or "" for v in widget_values(run, "HTMLModel")]
+    assert any("✗ reload llama_model failed" in s for s in statuses)
+
+
+def test_04_serves_an_npu_ge_repository_in_cpu_emulation(tmp_path: Path) -> None:
+    with executed("04_npu_ge_on_ascend.ipynb", tmp_path) as run:
+        facts = run.facts()
+        assert no_tritonserver_under(run.state_dir)
+    assert facts["host"] == {"native_npu_ge": False, "npu_smi": None, "acl_importable": False,
+                             "runs_as": "cpu-emulated"}
+    validate = facts["validate"]
+    assert validate["ok"] and validate["models"] == ["bert_static", "llama_npu_ge"]
+    assert any("exclude each other" in e for e in validate["conflict_errors"])
+    launch = facts["launch"]
+    assert launch["state"] == "ready" and launch["npu_ge"] == "glue" and launch["instances"] == 2
+    assert launch["completed_inputs"] == {"input_ids": ["TYPE_INT64", [-1]]}  # filled from the ONNX
+    assert launch["completed_outputs"] == {"logits": ["TYPE_FP32", [-1, 32000]]}
+    assert launch["parameters"] == {"device_ids": "0,1", "static_model": "0", "profiling": "dynamic",
+                                    "ge.aicoreNum": "12|10"}
+    infer = facts["infer"]
+    assert infer["llama_npu_ge"]["shape"] == [2, 8, 32000] and infer["bert_static"]["shape"] == [4, 64]
+    assert all(v["max_abs_diff"] <= 1e-5 for v in infer.values())
+    watch = facts["watch"]
+    assert set(watch["devices"]) == {"0", "1"} and watch["llama_devices"] == ["0", "1"]
+    assert all(d["kind"] == "cpu-emulated" and d["memory_used_bytes"] > 0 for d in watch["devices"].values())
+    assert watch["execution_mode"] == "cpu-emulated" and watch["peak_utilization"] > 0
+    assert watch["load_test"]["requests"] > 0 and watch["load_test"]["errors"] == 0
+    assert watch["table"]["BACKEND"] == "npu_ge" and watch["table"]["STATE"] == "READY"
+    assert facts["cleanup"] == {"state": "stopped", "ports_freed": True}
+    assert any(v and v > 0 for v in widget_values(run, "FloatProgressModel"))
