@@ -198,3 +198,15 @@ def test_convert_on_a_terminal_shows_progress(tmp_path: Path) -> None:
     os.close(master)
     assert f"wrote {tmp_path / 'm.om'}".encode() in output.replace(b"\r\n", b"\n")
     assert (tmp_path / "m.om").is_file()
+
+
+def test_convert_unknown_input_name_exit_1(
+    fake_atc: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--input-shape naming a tensor the ONNX lacks is caught before ATC runs: E10016, exit 1."""
+    model = _onnx(tmp_path / "m.onnx")
+    args = ["convert", str(model), "--soc-version", "Ascend310P3", "-o", str(tmp_path / "m"),
+            "--input-shape", "pixels:1,4"]  # fmt: skip
+    assert main(args) == 1
+    assert capsys.readouterr().err.startswith("ge-console convert: E10016: Opname pixels")
+    assert not (tmp_path / "m.om").exists()

@@ -190,6 +190,25 @@ def _shape_problems(request: AtcRequest) -> list[str]:
     return problems
 
 
+def check_model(request: AtcRequest) -> list[str]:
+    """What ATC says about the model itself: loadable (E10041), --input_shape naming its inputs (E10016)."""
+    from triton_ge_console.repository.onnx_io import OnnxReadError, read_onnx_io
+
+    try:
+        graph_inputs, _ = read_onnx_io(request.model)
+    except OnnxReadError:
+        return [f"E10041: Failed to load the model from {request.model}."]
+    names = {tensor.name for tensor in graph_inputs}
+    shapes = parse_input_shape(request.input_shape) if request.input_shape else []
+    return [
+        f"E10016: Opname {name} specified in --input_shape is not found in the model. Confirm whether this "
+        f"node name exists, or the node is not split with the specified delimiter ';'. (The model's inputs: "
+        f"{', '.join(sorted(names)) or 'none'})"
+        for name, _ in shapes
+        if name not in names
+    ]
+
+
 def atc_command(request: AtcRequest, atc: str = "atc") -> list[str]:
     """ATC's command line for an ONNX model."""
     command = [

@@ -90,6 +90,11 @@ def run_convert(args: argparse.Namespace) -> int:
     if not request.model.is_file():
         print(f"ge-console convert: {request.model}: no such file", file=sys.stderr)
         return 1
+    model_problems = atc.check_model(request)
+    for problem in model_problems:
+        print(f"ge-console convert: {problem}", file=sys.stderr)
+    if model_problems:
+        return 1
     executable = atc.find_atc()
     if executable is None:
         print(f"ge-console convert: {atc.ATC_MISSING}", file=sys.stderr)
