@@ -150,3 +150,24 @@ def test_atc_is_not_found_without_the_toolkit(monkeypatch: pytest.MonkeyPatch, t
     assert atc.find_atc() is None
     assert "source /usr/local/Ascend/ascend-toolkit/set_env.sh" in atc.ATC_MISSING
     assert "CPU emulation" in atc.ATC_MISSING
+
+
+def test_model_checks_before_atc(tmp_path: Path) -> None:
+    """The ONNX must load (E10041) and --input_shape must name its inputs (E10016), as ATC itself checks."""
+    model = _onnx(tmp_path / "m.onnx")
+    assert atc.check_model(AtcRequest(model, "Ascend310P3", tmp_path / "o", "x:-1,4")) == []
+    (problem,) = atc.check_model(AtcRequest(model, "Ascend310P3", tmp_path / "o", "pixels:-1,4"))
+    assert problem.startswith("E10016: Opname pixels specified in --input_shape is not found in the model.")
+    assert problem.endswith("(The model's inputs: x)")
+    (tmp_path / "bad.onnx").write_bytes(b"not onnx")
+    assert atc.check_model(AtcRequest(tmp_path / "bad.onnx", "S", tmp_path / "o")) == [
+        f"E10041: Failed to load the model from {tmp_path / 'bad.onnx'}."
+    ]
+
+
+def test_fake_atc_rejects_unknown_input_names_like_atc(fake_atc_on_path: Path, tmp_path: Path) -> None:
+    """Run directly (our pre-check bypassed), ATC names the unknown input with E10016."""
+    request = AtcRequest(_onnx(tmp_path / "m.onnx"), "Ascend310P3", tmp_path / "m", "pixels:1,4")
+    result = atc.run_atc(request, str(FAKES / "atc"))
+    assert result.returncode == 255
+    assert result.error_lines[1].startswith("E10016: Opname pixels specified in --input_shape")
