@@ -12,7 +12,8 @@ import pytest
 
 from tests.conftest import RunningServer
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.loadgen import ROW_FIELDS
+from triton_ge_console.sessions.bench_commands import failure_text
+from triton_ge_console.sessions.loadgen import ROW_FIELDS, BenchRow
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -124,3 +125,15 @@ def test_runtime_failures_exit_1(bench_server: RunningServer, capsys: pytest.Cap
     code, _, err = bench(capsys, "delay", "--url", "127.0.0.1:9", "--protocol", protocol, *FAST)
     assert code == 1 and "cannot talk to Triton at 127.0.0.1:9" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_failure_text_names_the_step_and_cause() -> None:
+    """Failed requests (some or all) and empty windows each get one line saying what to do."""
+    base = dict.fromkeys(ROW_FIELDS)
+    base.update(model="m", protocol="grpc", batch_size=1, concurrency=4, throughput_rps=0.0,
+                inferences_per_s=0.0, requests=0, errors=0, windows=3, stable=False)
+    assert failure_text(BenchRow(**{**base, "errors": 7, "first_error": "boom"})) == \
+        "every request failed at concurrency 4: boom"
+    assert failure_text(BenchRow(**{**base, "errors": 2, "requests": 9, "first_error": "boom"})) == \
+        "2 requests failed at concurrency 4: boom"
+    assert "try a longer --window-ms" in failure_text(BenchRow(**base))

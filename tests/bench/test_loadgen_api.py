@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.bench.conftest import write_backend_dir, write_repository
 from tests.conftest import RunningServer
+from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.sessions.loadgen import (
     LoadError,
     LoadRun,
@@ -137,3 +142,32 @@ def test_spec_validation(changes: dict[str, object], message: str) -> None:
     spec = LoadSpec("m", "127.0.0.1:1", **changes)  # type: ignore[arg-type]
     with pytest.raises(LoadSpecError, match=message):
         spec.validate()
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_server_that_dies_mid_run_is_reported(triton_factory: Callable[..., RunningServer],
+                                                 triton_dist: TritonDistribution, tmp_path: Path,
+                                                 protocol: str) -> None:
+    """A server crashing under load ends the step with errors counted and the cause kept, no hang."""
+    backend_dir = write_backend_dir(triton_dist, tmp_path / "backends")
+    server = triton_factory(write_repository(tmp_path / "models"), backend_dir, ("delay",))
+    url = server.http_hostport if protocol == "http" else server.grpc_hostport
+    run = LoadRun(LoadSpec("delay", url, protocol, concurrency=(2,), window_ms=300, warmup_ms=100,
+                           max_windows=8, stability=0.0)).start()
+    try:
+        deadline = time.monotonic() + 30
+        while not _measuring(run) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.process.pid is not None
+        os.killpg(server.process.pid, signal.SIGKILL)  # a crash, not a graceful shutdown
+        (row,) = run.wait(timeout=30)
+    finally:
+        run.stop()
+    assert not run.running
+    assert row.errors > 0 and row.first_error
+
+
+def _measuring(run: LoadRun) -> bool:
+    """Whether the run has measured at least one window."""
+    latest = run.latest()
+    return latest is not None and latest.phase == "measuring"

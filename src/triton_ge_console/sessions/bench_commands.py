@@ -116,9 +116,9 @@ def run_bench(args: argparse.Namespace) -> int:
         _write_results(args, spec, rows)
     except OSError as exc:
         return _fail(f"cannot write results: {exc}", EXIT_FAILURE)
-    failed = [row for row in rows if row.requests == 0]
+    failed = [row for row in rows if row.errors or row.requests == 0]
     if failed:
-        return _fail(f"no request succeeded at {_level(failed[0])}: {failed[0].first_error}", EXIT_FAILURE)
+        return _fail(failure_text(failed[0]), EXIT_FAILURE)
     return EXIT_OK
 
 
@@ -171,6 +171,14 @@ def _write_results(args: argparse.Namespace, spec: LoadSpec, rows: list[BenchRow
     if not to_stdout:
         title = f"{spec.model} over {spec.protocol} at {spec.url}, batch {spec.batch_size}"
         Console(width=None if sys.stdout.isatty() else 200).print(rows_to_table(rows, title))
+
+
+def failure_text(row: BenchRow) -> str:
+    """Why a step's figures cannot be trusted, in one line."""
+    if row.errors:
+        count = "every request" if row.requests == 0 else f"{row.errors} requests"
+        return f"{count} failed at {_level(row)}: {row.first_error}"
+    return f"no request completed within the windows at {_level(row)}; try a longer --window-ms"
 
 
 def _level(row: BenchRow) -> str:
