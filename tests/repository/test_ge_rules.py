@@ -166,9 +166,12 @@ def test_npu_ge_needs_onnx_or_pb_in_each_version(tmp_path: Path) -> None:
     """CANN's npu_ge compiles what it finds in each version folder; an empty one cannot load."""
     config = 'name: "m"\nbackend: "npu_ge"\nversion_policy { all { } }\n'
     folder = _model(tmp_path, config, {"1/model.onnx": "x", "2/graph.pb": "x", "3/notes.txt": "x"})
-    (problem,) = validate_path(folder).errors
+    report = validate_path(folder)
+    (problem,) = report.errors
     assert problem.message == "backend 'npu_ge' needs a *.onnx or *.pb model in version folder 3; found none"
     assert problem.line == 2
+    (pb_only,) = report.warnings
+    assert pb_only.message.startswith("version folder 2 has only a TensorFlow *.pb")
 
 
 def test_file_checks_are_skipped_for_a_config_alone(tmp_path: Path) -> None:

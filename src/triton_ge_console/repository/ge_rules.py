@@ -36,7 +36,6 @@ INTEGER_PARAMETERS = (
     "intra_op_thread_count",
     "inter_op_thread_count",
 )
-NPU_GE_MODEL_SUFFIXES = (".onnx", ".pb")
 
 
 def param_field(key: str) -> str:
@@ -213,12 +212,16 @@ def _missing_om_finding(config: mc.ModelConfig, om_text: str, version_dir: Path)
 
 
 def _npu_ge_version_findings(version_dir: Path) -> list[Finding]:
-    """`npu_ge` compiles an ONNX or TensorFlow .pb from each version folder."""
-    if any(p.suffix in NPU_GE_MODEL_SUFFIXES and p.is_file() for p in version_dir.iterdir()):
+    """`npu_ge` compiles an ONNX or TensorFlow .pb from each version folder (CPU emulation needs the ONNX)."""
+    suffixes = {p.suffix for p in version_dir.iterdir() if p.is_file()}
+    if ".onnx" in suffixes:
         return []
-    return [
-        error(
-            "backend",
-            f"backend 'npu_ge' needs a *.onnx or *.pb model in version folder {version_dir.name}; found none",
-        )
-    ]
+    if ".pb" in suffixes:
+        message = f"version folder {version_dir.name} has only a TensorFlow *.pb: native npu_ge compiles it, "
+        return [
+            warning("backend", message + "but CPU emulation (the ge glue serving npu_ge) needs an *.onnx")
+        ]
+    message = (
+        f"backend 'npu_ge' needs a *.onnx or *.pb model in version folder {version_dir.name}; found none"
+    )
+    return [error("backend", message)]
