@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from triton_ge_console.sessions.figures import choose_latency
+from triton_ge_console.sessions.figures import MetricViews, choose_latency
 from triton_ge_console.sessions.metrics import parse_metrics
 from triton_ge_console.sessions.rates import ModelCounters, ModelRates, compute_rates
 from triton_ge_console.sessions.snapshot import Latency
@@ -99,3 +99,17 @@ def test_fast_path_falls_back_to_the_library_for_unusual_text() -> None:
     """Escaped quotes in a label are beyond the plain form: the whole text goes to prometheus_client."""
     table = parse_metrics('# TYPE x gauge\nx{path="a\\"b",model="m",version="1"} 2\n')
     assert [(s.label("path"), s.value) for s in table.samples("x")] == [('a"b', 2.0)]
+
+
+def test_glue_labels_give_devices_and_execution_mode() -> None:
+    """The GE glue's per-model metrics name the device and the execution mode a model runs with."""
+    table = parse_metrics(
+        "# TYPE ge_model_info gauge\n"
+        'ge_model_info{backend="ge",device="0",execution_mode="cpu-emulated",kind="cpu-emulated",model="m",'
+        'version="1"} 1\n'
+        "# TYPE ge_executions_total counter\n"
+        'ge_executions_total{device="1",kind="cpu-emulated",model="m",version="1"} 4\n'
+        'ge_executions_total{device="0",kind="npu",model="n",version="1"} 2\n'
+    )
+    glue = MetricViews.of(table).glue
+    assert glue["m"] == (("0", "1"), "cpu-emulated") and glue["n"] == (("0",), "npu")

@@ -21,6 +21,7 @@ from triton_ge_console.sessions import metrics
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.poller import Poller
+from triton_ge_console.sessions.registry import SessionRecord
 from triton_ge_console.sessions.snapshot import Endpoints, ServerSnapshot
 from triton_ge_console.sessions.stats import HttpEndpoint
 from triton_ge_console.sessions.trace import TraceCollector, enable_tracing, trace_server_args
@@ -146,7 +147,8 @@ def test_plain_fast_parser_agrees_with_prometheus_client(served: Served) -> None
 
 
 def _sample_key(sample: metrics.MetricSample) -> tuple[str, tuple[tuple[str, str], ...], str]:
-    return sample.name, sample.labels, repr(sample.value)
+    """Comparable form: the library names Triton's counters `*_total`, NaN compared by repr."""
+    return sample.name.removesuffix("_total"), sample.labels, repr(sample.value)
 
 
 def test_unloaded_model_is_listed_unavailable(poller: Poller) -> None:
@@ -250,6 +252,23 @@ def test_live_source_polls_and_controls(served: Served) -> None:
         assert source.log_path == served.server.log_path
         result = source.controller.reload("fast")
         assert result.ok, result.message
+    finally:
+        source.close()
+
+
+def test_live_source_from_record_uses_the_session_trace_file(served: Served) -> None:
+    """A launched session's record: uptime from its start, traces from <session dir>/trace.json."""
+    record = SessionRecord(
+        name="recorded", pid=None, started_at=time.time() - 60, http_url=served.server.http_url,
+        grpc_url=None, metrics_url=served.server.metrics_url, repository=None, spec=None, backend_dir=None,
+        log_path=served.server.log_path, token_ref=None, attached=False, session_dir=served.trace_file.parent,
+    )
+    source = LiveSource.from_record(record, npu_smi=None)
+    try:
+        snapshot = source.poll()
+        assert source.poller.trace is not None and source.poller.trace.trace_file == served.trace_file
+        assert snapshot.live and snapshot.uptime_s is not None and snapshot.uptime_s >= 60
+        assert snapshot.session == "recorded" and snapshot.endpoints.metrics_url == served.server.metrics_url
     finally:
         source.close()
 

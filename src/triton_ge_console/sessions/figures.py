@@ -25,7 +25,7 @@ FAILURES = "nv_inference_request_failure"
 PENDING = "nv_inference_pending_request_count"
 SUMMARY = "nv_inference_request_summary_us"
 GLUE_PREFIX = "ge_"
-MODE_LABELS = ("execution_mode", "mode")
+MODE_LABELS = ("execution_mode", "kind")  # ge_model_info has execution_mode; per-model counters kind
 
 
 @dataclass(frozen=True)

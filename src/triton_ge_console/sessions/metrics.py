@@ -43,28 +43,33 @@ class MetricTable:
         return frozenset(self._by_name)
 
     def samples(self, name: str) -> list[MetricSample]:
-        """All samples with this name (empty when absent)."""
-        return self._by_name.get(name, [])
+        """All samples with this name; a counter is also found by its other name (with/without `_total`)."""
+        found = self._by_name.get(name)
+        if found is None:
+            found = self._by_name.get(name[:-6] if name.endswith("_total") else f"{name}_total", [])
+        return found
 
     def by_model(self, name: str) -> dict[ModelKey, float]:
         """Per (model, version) values of a Triton per-model metric, summed over any other labels."""
         values: dict[ModelKey, float] = {}
-        for sample in self.samples(name):
-            model = sample.label("model")
-            if model is None or math.isnan(sample.value):
+        for _, label_pairs, value in self.samples(name):
+            labels = dict(label_pairs)
+            model = labels.get("model")
+            if model is None or math.isnan(value):
                 continue
-            key = (model, sample.label("version") or "")
-            values[key] = values.get(key, 0.0) + sample.value
+            key = (model, labels.get("version", ""))
+            values[key] = values.get(key, 0.0) + value
         return values
 
     def by_model_and(self, name: str, label: str) -> dict[ModelKey, dict[str, float]]:
         """Per (model, version) values split by one more label (e.g. failure `reason`, `quantile`)."""
         values: dict[ModelKey, dict[str, float]] = {}
-        for sample in self.samples(name):
-            model, extra = sample.label("model"), sample.label(label)
+        for _, label_pairs, value in self.samples(name):
+            labels = dict(label_pairs)
+            model, extra = labels.get("model"), labels.get(label)
             if model is None or extra is None:
                 continue
-            values.setdefault((model, sample.label("version") or ""), {})[extra] = sample.value
+            values.setdefault((model, labels.get("version", "")), {})[extra] = value
         return values
 
     def first(self, name: str, **labels: str) -> float | None:
@@ -81,23 +86,20 @@ def parse_metrics(text: str) -> MetricTable:
     Triton's /metrics at 100 models is ~1,300 lines, and prometheus_client's parser alone costs more than a
     poll's whole budget on it; the fast path reads only the plain `name{k="v",...} value [ts]` form and
     hands any text with anything else (escapes, braces in values, odd tokens) to the library, whole.
-    Counters are filed under both `name` and `name_total`: prometheus_client renames Triton's
-    suffix-less counters, and lookups use Triton's names.
+    prometheus_client renames Triton's suffix-less counters to `name_total`; MetricTable finds a counter by
+    either name.
     """
     samples = _parse_plain(text)
     return MetricTable(samples if samples is not None else _parse_with_library(text))
 
 
 def _parse_with_library(text: str) -> list[MetricSample]:
-    """All samples via prometheus_client, counters also filed under their other name."""
-    samples = []
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            labels = tuple(sorted(s.labels.items()))
-            samples.append(MetricSample(s.name, labels, float(s.value)))
-            if family.type == "counter" and s.name == f"{family.name}_total":
-                samples.append(MetricSample(family.name, labels, float(s.value)))
-    return samples
+    """All samples via prometheus_client."""
+    return [
+        MetricSample(s.name, tuple(sorted(s.labels.items())), float(s.value))
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    ]
 
 
 _PLAIN_LINE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^{}\\]*)\})?[ \t]+(\S+)(?:[ \t]+-?\d+)?[ \t]*")
@@ -106,40 +108,34 @@ _PLAIN_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"\\]*)",?')
 
 def _parse_plain(text: str) -> list[MetricSample] | None:
     """Samples of text made only of plain lines, or None when any line needs the full parser."""
-    counters: set[str] = set()
     samples: list[MetricSample] = []
+    label_cache: dict[str, Labels | None] = {}  # Triton repeats each model's label set on many lines
     for line in text.splitlines():
         if not line or line.startswith("#"):
-            words = line.split()
-            if len(words) >= 4 and words[1] == "TYPE" and words[3] == "counter":
-                counters.add(words[2])
             continue
-        sample = _plain_sample(line)
-        if sample is None:
+        match = _PLAIN_LINE.fullmatch(line)
+        if match is None:
             return None
-        samples.append(sample)
-        if sample.name in counters:
-            other = sample.name[:-6] if sample.name.endswith("_total") else f"{sample.name}_total"
-            samples.append(MetricSample(other, sample.labels, sample.value))
+        name, label_text, value_text = match.groups()
+        key = label_text or ""
+        labels = label_cache[key] if key in label_cache else label_cache.setdefault(key, _plain_labels(key))
+        try:
+            value = float(value_text)
+        except ValueError:
+            return None
+        if labels is None:
+            return None
+        samples.append(MetricSample(name, labels, value))
     return samples
 
 
-def _plain_sample(line: str) -> MetricSample | None:
-    """One plain sample line, or None if it is not in the plain form."""
-    match = _PLAIN_LINE.fullmatch(line)
-    if match is None:
+def _plain_labels(label_text: str) -> Labels | None:
+    """Sorted label pairs of a plain `k="v",...` text, or None when it is not plain."""
+    pairs = _PLAIN_LABEL.findall(label_text)
+    if sum(len(k) + len(v) + 4 for k, v in pairs) - (bool(pairs) and not label_text.endswith(",")) \
+            != len(label_text):
         return None
-    name, label_text, value_text = match.groups()
-    pairs: list[tuple[str, str]] = []
-    if label_text:
-        pairs = _PLAIN_LABEL.findall(label_text)
-        if sum(len(k) + len(v) + 4 for k, v in pairs) - (not label_text.endswith(",")) != len(label_text):
-            return None
-    try:
-        value = float(value_text)
-    except ValueError:
-        return None
-    return MetricSample(name, tuple(sorted(pairs)), value)
+    return tuple(sorted(pairs))
 
 
 class MetricsError(RuntimeError):

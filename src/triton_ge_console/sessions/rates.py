@@ -41,9 +41,12 @@ class ModelRates:
     reset: bool = False  # the counters went backwards (model reloaded): deltas count from zero
 
 
+FIELD_NAMES = tuple(f.name for f in fields(ModelCounters))
+
+
 def counters_reset(previous: ModelCounters, current: ModelCounters) -> bool:
     """Whether any counter went backwards, i.e. Triton started counting afresh (a reload)."""
-    return any(getattr(current, f.name) < getattr(previous, f.name) for f in fields(ModelCounters))
+    return any(getattr(current, name) < getattr(previous, name) for name in FIELD_NAMES)
 
 
 def deltas(previous: ModelCounters | None, current: ModelCounters) -> tuple[ModelCounters, bool]:
@@ -52,7 +55,7 @@ def deltas(previous: ModelCounters | None, current: ModelCounters) -> tuple[Mode
         return ModelCounters(), False
     if counters_reset(previous, current):
         return current, True
-    increase = {f.name: getattr(current, f.name) - getattr(previous, f.name) for f in fields(ModelCounters)}
+    increase = {name: getattr(current, name) - getattr(previous, name) for name in FIELD_NAMES}
     return ModelCounters(**increase), False
 
 

@@ -1,5 +1,6 @@
-"""Triton's HTTP APIs a poll needs (health, metadata, repository index, statistics, config) over kept-alive
-connections: plain http.client is the cheapest per poll (no client-library objects, one socket reused)."""
+"""Triton's HTTP APIs a poll needs (health, metadata, repository index, statistics, config) over plain
+http.client: the cheapest per poll (no client-library objects; one socket reused for a poll's requests,
+closed after it so an idle connection never holds up the server's shutdown)."""
 
 from __future__ import annotations
 
@@ -130,10 +131,10 @@ class ServerMetadata:
 
 
 def fetch_health(endpoint: HttpEndpoint) -> tuple[bool, bool]:
-    """(live, ready) from the health endpoints; unreachable raises EndpointError."""
-    live = endpoint.request("GET", "/v2/health/live")[0] == 200
-    ready = live and endpoint.request("GET", "/v2/health/ready")[0] == 200
-    return live, ready
+    """(live, ready) from the health endpoints (one request when ready); unreachable raises EndpointError."""
+    if endpoint.request("GET", "/v2/health/ready")[0] == 200:
+        return True, True
+    return endpoint.request("GET", "/v2/health/live")[0] == 200, False
 
 
 def fetch_metadata(endpoint: HttpEndpoint) -> ServerMetadata:

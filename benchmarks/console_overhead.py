@@ -1,0 +1,277 @@
+"""What watching a server costs it: the console's poller, and Triton's latency summaries.
+
+1. Poll cost at 100 loaded models: one `Poller.poll()` (health, index, statistics, /metrics over HTTP,
+   parse, rates, snapshot) timed end to end, plus its CPU time and the /metrics parse alone.
+2. Throughput of one trivial model on a server with 50 models loaded, measured with wrk, with and without
+   a console-like poller (a separate process polling every 1 s) in alternating rounds. Target: <= 1 % loss.
+3. Throughput with `--metrics-config summary_latencies=true` vs without (Triton issue 8561), two one-model
+   servers side by side, alternating rounds.
+
+Prints a markdown table and writes benchmarks/results/console_overhead.json. wrk comes from Debian
+(`apt-get install -y wrk`).
+
+    python3 benchmarks/console_overhead.py [--rounds 4] [--duration 4] [--connections 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from triton_ge_console.backend_glue.distribution import TritonDistribution, find_distribution
+from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.sessions.metrics import parse_metrics
+from triton_ge_console.sessions.poller import Poller
+from triton_ge_console.sessions.process import TritonProcess, pick_ports, server_args
+from triton_ge_console.sessions.snapshot import Endpoints
+
+RESULTS = Path(__file__).resolve().parent / "results" / "console_overhead.json"
+MODEL_PY = textwrap.dedent("""
+    import triton_python_backend_utils as pb_utils
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X")
+                                                                .as_numpy() + 1)]) for r in requests]
+""")
+CONFIG = textwrap.dedent("""
+    name: "{name}"
+    backend: "python"
+    max_batch_size: 8
+    input [ {{ name: "X" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+    output [ {{ name: "Y" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+    instance_group [ {{ kind: KIND_CPU count: 1 }} ]
+""")
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.body = '{"inputs":[{"name":"X","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}'
+wrk.headers["Content-Type"] = "application/json"
+"""
+POLLER_PROCESS = textwrap.dedent("""
+    import sys, time
+    from triton_ge_console.sessions.history import SnapshotHistory
+    from triton_ge_console.sessions.poller import Poller
+    from triton_ge_console.sessions.snapshot import Endpoints
+    poller = Poller("bench", Endpoints(sys.argv[1], None, sys.argv[2]))
+    poller.start(SnapshotHistory(), interval_s=1.0)
+    print("polling", flush=True)
+    sys.stdin.read()
+    poller.close()
+""")
+
+
+def write_repository(root: Path, count: int) -> list[str]:
+    """`count` trivial Python-backend models (Y = X + 1)."""
+    names = [f"m{i:03d}" for i in range(count)]
+    for name in names:
+        (root / name / "1").mkdir(parents=True)
+        (root / name / "config.pbtxt").write_text(CONFIG.format(name=name))
+        (root / name / "1" / "model.py").write_text(MODEL_PY)
+    return names
+
+
+@contextlib.contextmanager
+def server(dist: TritonDistribution, repository: Path, backends: Path, models: list[str],
+           extra: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:
+    """A tritonserver with `models` loaded; yields (http_url, metrics_url); always stopped."""
+    ports = pick_ports()
+    workdir = Path(tempfile.mkdtemp(prefix="ge-bench-"))
+    args = server_args(repository, backends, ports, extra=(*[f"--load-model={m}" for m in models], *extra))
+    process = TritonProcess(dist, args, workdir / "server.log", workdir)
+    process.start()
+    try:
+        process.wait_ready(f"http://127.0.0.1:{ports.http}", timeout=600)
+        yield f"http://127.0.0.1:{ports.http}", f"http://127.0.0.1:{ports.metrics}/metrics"
+    finally:
+        process.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def wrk_throughput(url: str, model: str, duration: float, connections: int, script: Path) -> float:
+    """Requests per second wrk reaches against one model; any non-2xx answer is an error."""
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(duration))}s", "-s", str(script),
+               f"{url}/v2/models/{model}/infer"]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    if "Non-2xx" in done.stdout:
+        raise RuntimeError(f"wrk saw errors: {done.stdout}")
+    match = re.search(r"Requests/sec:\s+([\d.]+)", done.stdout)
+    if match is None:
+        raise RuntimeError(f"no throughput in wrk output: {done.stdout}")
+    return float(match.group(1))
+
+
+def measure_poll(http_url: str, metrics_url: str, polls: int) -> dict[str, Any]:
+    """Wall and CPU time of one poll, and of parsing /metrics alone, at the server's model count."""
+    poller = Poller("bench", Endpoints(http_url, None, metrics_url))
+    walls, cpus = [], []
+    try:
+        for _ in range(3):
+            poller.poll()  # learn model configs, prime rates
+        for _ in range(polls):
+            wall, cpu = time.perf_counter(), time.thread_time()
+            snapshot = poller.poll()
+            cpus.append((time.thread_time() - cpu) * 1000)
+            walls.append((time.perf_counter() - wall) * 1000)
+        assert snapshot.error is None, snapshot.error
+        models = len(snapshot.models)
+    finally:
+        poller.close()
+    text = urllib.request.urlopen(metrics_url, timeout=30).read().decode()
+    parses = []
+    for _ in range(polls):
+        began = time.perf_counter()
+        parse_metrics(text)
+        parses.append((time.perf_counter() - began) * 1000)
+    return {"models": models, "metrics_lines": text.count("\n"), "poll_ms_p50": statistics.median(walls),
+            "poll_ms_p95": sorted(walls)[int(0.95 * (len(walls) - 1))],
+            "poll_cpu_ms_p50": statistics.median(cpus), "parse_ms_p50": statistics.median(parses)}
+
+
+@contextlib.contextmanager
+def poller_process(http_url: str, metrics_url: str) -> Iterator[None]:
+    """A console-like poller (1 s interval) in its own process, as the TUI would run it."""
+    process = subprocess.Popen([sys.executable, "-c", POLLER_PROCESS, http_url, metrics_url],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "polling"
+        yield
+    finally:
+        assert process.stdin is not None
+        process.stdin.close()
+        process.wait(timeout=30)
+
+
+def alternate(rounds: int, measure_a: Any, measure_b: Any) -> tuple[list[float], list[float]]:
+    """Interleaved A/B rounds (A first, then B first, ...) so drift hits both sides alike."""
+    a_values, b_values = [], []
+    for index in range(rounds):
+        order = [(a_values, measure_a), (b_values, measure_b)]
+        for values, measure in (order if index % 2 == 0 else order[::-1]):
+            values.append(measure())
+    return a_values, b_values
+
+
+def loss(reference: list[float], other: list[float]) -> float:
+    """Median throughput loss of `other` against `reference`, in percent."""
+    return 100.0 * (1 - statistics.median(other) / statistics.median(reference))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--duration", type=int, default=4, help="seconds per wrk run")
+    parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--polls", type=int, default=30)
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        print("wrk is not installed: apt-get install -y wrk", file=sys.stderr)
+        return 1
+    dist = find_distribution()
+    root = Path(tempfile.mkdtemp(prefix="ge-overhead-"))
+    try:
+        result = run(dist, root, args)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    report(result)
+    return 0
+
+
+def run(dist: TritonDistribution, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """All three measurements."""
+    install_backend_dir(root / "backends", dist)
+    names = write_repository(root / "repository", 100)
+    script = root / "post.lua"
+    script.write_text(WRK_SCRIPT)
+    wrk = lambda url: (lambda: wrk_throughput(url, "m000", args.duration, args.connections, script))  # noqa: E731
+    started = time.perf_counter()
+    with server(dist, root / "repository", root / "backends", names) as (http_url, metrics_url):
+        load_s = time.perf_counter() - started
+        progress(f"100 models loaded in {load_s:.0f} s; timing polls")
+        poll = measure_poll(http_url, metrics_url, args.polls)
+        progress("unloading 50 models; throughput with and without the poller")
+        for name in names[50:]:
+            urllib.request.urlopen(urllib.request.Request(
+                f"{http_url}/v2/repository/models/{name}/unload", data=b"{}", method="POST"), timeout=60)
+        wrk(http_url)()  # warm up
+        without, with_poller = [], []
+        for index in range(args.rounds):
+            first_without = index % 2 == 0
+            if first_without:
+                without.append(wrk(http_url)())
+            with poller_process(http_url, metrics_url):
+                with_poller.append(wrk(http_url)())
+            if not first_without:
+                without.append(wrk(http_url)())
+    progress("summaries off vs on")
+    one = write_repository(root / "single", 1)
+    with server(dist, root / "single", root / "backends", one) as (off_url, _), \
+            server(dist, root / "single", root / "backends", one,
+                   ("--metrics-config=summary_latencies=true",)) as (on_url, _):
+        wrk(off_url)(), wrk(on_url)()  # warm up
+        summaries_off, summaries_on = alternate(args.rounds, wrk(off_url), wrk(on_url))
+    return {
+        "benchmark": "console_overhead",
+        "machine": {"cpu": platform.machine(), "cores": __import__("os").cpu_count(),
+                    "python": platform.python_version(), "os": platform.platform()},
+        "settings": {"rounds": args.rounds, "duration_s": args.duration, "connections": args.connections,
+                     "load_generator": "wrk -t1", "model": "Python backend, FP32[4] + 1, 1 instance"},
+        "load_100_models_s": load_s,
+        "poll": poll,
+        "poller_throughput": {"models_loaded": 50, "without_rps": without, "with_poller_1s_rps": with_poller,
+                              "loss_percent": loss(without, with_poller)},
+        "summaries_throughput": {"off_rps": summaries_off, "on_rps": summaries_on,
+                                 "loss_percent": loss(summaries_off, summaries_on)},
+    }
+
+
+def spread(values: list[float]) -> str:
+    """Median with the range of the rounds, so noise is visible next to the figure."""
+    return f"{statistics.median(values):.0f} req/s ({min(values):.0f}-{max(values):.0f})"
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def report(result: dict[str, Any]) -> None:
+    """Markdown table on stdout, JSON in benchmarks/results/."""
+    poll, watch, summ = result["poll"], result["poller_throughput"], result["summaries_throughput"]
+    rows = [
+        ("poll + parse + snapshot, 100 models (wall, p50 / p95)",
+         f"{poll['poll_ms_p50']:.1f} / {poll['poll_ms_p95']:.1f} ms", "<= 10 ms"),
+        ("  of which poller CPU (p50)", f"{poll['poll_cpu_ms_p50']:.1f} ms", ""),
+        (f"  of which /metrics parse ({poll['metrics_lines']} lines, p50)", f"{poll['parse_ms_p50']:.1f} ms",
+         ""),
+        ("throughput, 50 models loaded, no poller (median)", spread(watch["without_rps"]), ""),
+        ("throughput, 50 models loaded, poller at 1 s (median)", spread(watch["with_poller_1s_rps"]), ""),
+        ("  loss with the poller", f"{watch['loss_percent']:+.2f} %", "<= 1 %"),
+        ("throughput, summaries off (median)", spread(summ["off_rps"]), ""),
+        ("throughput, summary_latencies=true (median)", spread(summ["on_rps"]), ""),
+        ("  loss with summaries", f"{summ['loss_percent']:+.2f} %", "material if > 1 %"),
+    ]
+    print("| measure | value | target |\n|---|---|---|")
+    for row in rows:
+        print(f"| {row[0]} | {row[1]} | {row[2]} |")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
