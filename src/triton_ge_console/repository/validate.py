@@ -245,6 +245,7 @@ def _fill_backend_from_files(config: mc.ModelConfig, model_dir: Path) -> list[Fi
     if "." in model_dir.name:
         config.backend = model_dir.name.split(".", 1)[1]
         return []
+    config.backend = "unknown"  # reported here once; Triton stops at this error
     return [
         error(
             "backend",
