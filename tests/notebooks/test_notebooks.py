@@ -7,9 +7,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import psutil
 
-from tests.notebooks.harness import ROOT, ExecutedNotebook, executed
+from tests.notebooks.harness import NOTEBOOKS, ROOT, ExecutedNotebook, executed
 
 FAKES = ROOT / "tests" / "fakes"
 
@@ -155,3 +156,15 @@ def test_04_serves_an_npu_ge_repository_in_cpu_emulation(tmp_path: Path) -> None
     assert watch["table"]["BACKEND"] == "npu_ge" and watch["table"]["STATE"] == "READY"
     assert facts["cleanup"] == {"state": "stopped", "ports_freed": True}
     assert any(v and v > 0 for v in widget_values(run, "FloatProgressModel"))
+
+
+def test_the_four_notebooks_are_kept_with_outputs_stripped() -> None:
+    names = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
+    assert names == ["01_build_a_model_repository.ipynb", "02_launch_and_watch.ipynb",
+                     "03_reload_and_tune.ipynb", "04_npu_ge_on_ascend.ipynb"]
+    for name in names:
+        nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+        nbformat.validate(nb)
+        code = [cell for cell in nb.cells if cell.cell_type == "code"]
+        assert all(cell.outputs == [] and cell.execution_count is None for cell in code), name
+        assert "widgets" not in nb.metadata and nb.metadata.kernelspec.name == "python3", name

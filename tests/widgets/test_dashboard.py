@@ -227,3 +227,15 @@ def test_close_closes_a_source_the_dashboard_owns_only() -> None:
     Dashboard(owned, autostart=False, owns_source=True).close()
     Dashboard(borrowed, autostart=False).close()
     assert owned.closed and not borrowed.closed
+
+
+def test_switching_the_charted_model_while_the_poller_redraws() -> None:
+    board = Dashboard(RecordedSource(recording(4)), interval=0.002)
+    board.wait_for(lambda s: s.taken_at == T0 + 3, timeout=30)
+    for i in range(200):
+        board.charts.picker.value = ("llama_model", "bert_model")[i % 2]
+    board.charts.picker.value = "llama_model"
+    board.close()
+    assert board.problem.value == ""
+    plotted = board.charts.throughput.plotted["req/s"]
+    assert plotted[:4] == [0.0, 10.0, 20.0, 30.0] and set(plotted[4:]) == {30.0}

@@ -136,3 +136,30 @@ def test_status_lines_do_not_repeat_what_the_message_already_says() -> None:
                          duration_s=1.25)
     assert describe(own_words) == "✗ reload llama_model failed: version 1 still READY and serving"
     assert describe(bare) == "✗ load bert_model failed: failed to load 'bert_model' (1.2s)"
+
+
+def test_log_tail_survives_filtering_while_the_poller_reads(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("", encoding="utf-8")
+    tail = LogTail(log, max_lines=50)
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def writer_and_reader() -> None:
+        try:
+            for i in range(300):
+                with open(log, "a", encoding="utf-8") as handle:
+                    handle.write(f"I1130 line {i}\n")
+                tail.refresh()
+        except BaseException as exc:  # pragma: no cover - reported below
+            failures.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=writer_and_reader)
+    thread.start()
+    while not done.is_set():
+        tail.filter.value = "line 1" if tail.filter.value != "line 1" else ""
+    thread.join()
+    tail.filter.value = ""
+    assert failures == [] and tail.lines[-1] == "I1130 line 299" and len(tail.lines) == 50

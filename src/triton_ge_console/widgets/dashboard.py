@@ -54,7 +54,7 @@ class Dashboard:
         self.loadtest = LoadTestControl(load_runner, background=background)
         self.snapshot: ServerSnapshot | None = None
         self.poller = Poller(source, self.show, interval, on_error=self._report)
-        extras = w.Accordion([self.logs.box, self.loadtest.box], titles=("server log", "load test"))
+        extras = w.Tab([self.loadtest.box, self.logs.box], titles=("load test", "server log"))
         views = [self.devices.box, self.models.box, self.charts.box, extras]
         self.box = w.VBox([self.header, self.problem, *views])
         self.closed = False

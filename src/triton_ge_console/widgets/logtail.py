@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import threading
 from collections import deque
 from pathlib import Path
 
@@ -22,6 +23,7 @@ class LogTail:
         self._lines: deque[str] = deque(maxlen=max_lines)
         self._offset = 0
         self._partial = ""
+        self._lock = threading.RLock()  # the poller thread reads while the filter box renders
         self.filter = w.Text(placeholder="filter", description="log", layout=w.Layout(width="320px"))
         self.view = w.HTML(layout=w.Layout(max_height="260px", overflow="auto"))
         self.filter.observe(lambda _change: self.render(), names="value")
@@ -30,13 +32,18 @@ class LogTail:
     @property
     def lines(self) -> list[str]:
         """The kept lines, oldest first."""
-        return list(self._lines)
+        with self._lock:
+            return list(self._lines)
 
     def refresh(self) -> None:
         """Read what was appended since the last call (from the start again if the file was truncated)."""
+        with self._lock:
+            self._read_new()
+            self.render()
+
+    def _read_new(self) -> None:
+        """Append the file's new complete lines to the kept ones."""
         if self.path is None or not self.path.is_file():
-            where = f" at {html.escape(str(self.path))}" if self.path else ""
-            self.view.value = f"<i>no log{where}</i>"
             return
         size = self.path.stat().st_size
         if size < self._offset:
@@ -50,16 +57,20 @@ class LogTail:
             text = self._partial + chunk.decode("utf-8", errors="replace")
             *complete, self._partial = text.split("\n")
             self._lines.extend(complete)
-        self.render()
 
     def visible(self) -> list[str]:
         """The last `shown` lines that match the filter."""
         needle = self.filter.value.strip().lower()
-        matching = [line for line in self._lines if needle in line.lower()] if needle else list(self._lines)
+        kept = self.lines
+        matching = [line for line in kept if needle in line.lower()] if needle else kept
         return matching[-self.shown:]
 
     def render(self) -> None:
         """Show the visible lines, GE and load failures in red."""
+        if self.path is None or not self.path.is_file():
+            where = f" at {html.escape(str(self.path))}" if self.path else ""
+            self.view.value = f"<i>no log{where}</i>"
+            return
         rendered = [f"<span style='color:firebrick'>{html.escape(line)}</span>" if _is_failure(line)
                     else html.escape(line) for line in self.visible()]
         body = "\n".join(rendered) or "<i>(empty)</i>"

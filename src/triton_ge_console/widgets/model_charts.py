@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import threading
 from collections.abc import Callable
 
 import ipywidgets as w
@@ -32,6 +33,7 @@ class ModelCharts:
         self.caption = w.HTML("")
         self._history: SnapshotHistory | None = None
         self._now = 0.0
+        self._lock = threading.RLock()  # the poller thread and a picker change may both redraw
         self.picker.observe(lambda _change: self.redraw(), names="value")
         self.box = w.VBox([w.HBox([self.picker, self.caption]),
                            w.HBox([self.latency.figure, self.throughput.figure]), self.queue.figure])
@@ -44,15 +46,21 @@ class ModelCharts:
     def update(self, snapshot: ServerSnapshot, history: SnapshotHistory) -> None:
         """Follow the snapshot's model list (keeping the choice) and redraw from history."""
         names = sorted({m.name for m in snapshot.models})
-        self._history, self._now = history, snapshot.taken_at
-        if list(self.picker.options) != names:
-            keep = self.picker.value if self.picker.value in names else (names[0] if names else None)
-            self.picker.options = names
-            self.picker.value = keep
-        self.redraw()
+        with self._lock:
+            self._history, self._now = history, snapshot.taken_at
+            if list(self.picker.options) != names:
+                keep = self.picker.value if self.picker.value in names else (names[0] if names else None)
+                self.picker.options = names
+                self.picker.value = keep
+            self.redraw()
 
     def redraw(self) -> None:
         """Plot the chosen model's series and caption its latest figures."""
+        with self._lock:
+            self._redraw()
+
+    def _redraw(self) -> None:
+        """redraw() under the lock."""
         model, history = self.picker.value, self._history
         if model is None or history is None:
             return
