@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import threading
@@ -12,6 +13,8 @@ import pytest
 
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.metrics import parse_metrics
+from triton_ge_console.sessions.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.registry import Registry, SessionRecord
 from triton_ge_console.sessions.snapshot import DeviceSnapshot
 from triton_ge_console.sessions.stats import HttpEndpoint
 from triton_ge_console.sessions.telemetry import DeviceTelemetry, devices_from_glue, merge_devices
@@ -130,13 +133,13 @@ def test_read_npu_smi_through_the_fake_binary(fake_npu_smi: Path, monkeypatch: p
 EXPORTER_TEXT = (DATA / "npu_exporter_910a.txt").read_bytes()
 
 
-@pytest.fixture
-def exporter_url() -> Iterator[str]:
-    """A real HTTP server on a free loopback port serving the recorded npu-exporter answer."""
+@contextlib.contextmanager
+def serve_metrics(text: bytes) -> Iterator[str]:
+    """A real HTTP server on a free loopback port answering /metrics with `text`."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            body = EXPORTER_TEXT if self.path == "/metrics" else b"not found"
+            body = text if self.path == "/metrics" else b"not found"
             self.send_response(200 if self.path == "/metrics" else 404)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
@@ -147,7 +150,7 @@ def exporter_url() -> Iterator[str]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
@@ -155,6 +158,13 @@ def exporter_url() -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+@pytest.fixture
+def exporter_url() -> Iterator[str]:
+    """The recorded npu-exporter answer served over real HTTP."""
+    with serve_metrics(EXPORTER_TEXT) as url:
+        yield url
 
 
 def test_exporter_chips_over_http(exporter_url: str) -> None:
@@ -238,3 +248,22 @@ def test_telemetry_refreshes_in_the_background(fake_npu_smi: Path, monkeypatch: 
         assert first == () or len(first) == 2
     finally:
         telemetry.close()
+
+
+def test_devices_of_a_session_from_glue_metrics(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """`devices --session NAME` reads the glue's ge_device_* from its session's /metrics (no npu-smi)."""
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with serve_metrics(GLUE_METRICS.encode()) as url:
+        Registry().save(SessionRecord(
+            name="emulated", pid=None, started_at=0.0, http_url="http://127.0.0.1:1", grpc_url=None,
+            metrics_url=url, repository=None, spec=None, backend_dir=None, log_path=None, token_ref=None,
+            attached=True, session_dir=None))
+        assert main(["devices", "--json", "--session", "emulated"]) == 0
+    devices = json.loads(capsys.readouterr().out)
+    assert [(d["id"], d["kind"], d["source"], d["utilization"]) for d in devices] == [
+        ("0", "cpu-emulated", "ge-glue", 0.25)]
+    assert main(["devices", "--session", "no-such-session"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("ge-console devices:") and "no-such-session" in error and "\n" not in error
