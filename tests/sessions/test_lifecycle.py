@@ -72,6 +72,7 @@ def test_kill_9_of_the_server_reads_dead_within_2s_with_the_log_tail(
     assert main(["status", "victim", "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["state"] == "dead" and data["log_tail"]
+    assert data["exit_code"] == -signal.SIGKILL and "killed by SIGKILL" in data["error"]
     assert main(["down", "victim"]) == 0
     assert not group_processes(record.pid)
 
@@ -81,7 +82,7 @@ def test_restart_keeps_the_ports_and_down_leaves_no_process_and_frees_them(
     assert up(echo_repo, "--name", "svc") == 0
     first = Registry().load("svc")
     assert first.pid is not None
-    assert len(group_processes(first.pid)) >= 2, "server and its Python backend stub"
+    assert len(group_processes(first.pid)) >= 2, "server (the group leader) and its Python backend stub"
     assert up(echo_repo, "--name", "svc") == 1
     assert "already serving" in one_error_line(capsys)
     assert main(["restart"]) == 0

@@ -54,10 +54,14 @@ def one_line(message: str) -> str:
     return " ".join(message.split())
 
 
-def triton_message(exc: InferenceServerException) -> str:
-    """Triton's own words for a failed call (a Python backend's "At:" stack trace left out)."""
-    message = exc.message() or str(exc)
+def squeeze(message: str) -> str:
+    """A Triton message on one line, a Python backend's "At:" stack trace left out."""
     return one_line(re.sub(r"\n\s*At:\n(?:\s+\S.*\n?)*", " ", message)).rstrip(" ;")
+
+
+def triton_message(exc: InferenceServerException) -> str:
+    """Triton's own words for a failed call."""
+    return squeeze(exc.message() or str(exc))
 
 
 def merge_config(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

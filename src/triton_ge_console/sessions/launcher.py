@@ -23,11 +23,9 @@ from triton_ge_console.repository.build import BuildError, build_repository
 from triton_ge_console.repository.spec import SpecError, load_spec
 from triton_ge_console.repository.spec_types import DeploymentSpec, ServerSpec
 from triton_ge_console.sessions import paths
-from triton_ge_console.sessions.control import ControlError, TritonControl, one_line
+from triton_ge_console.sessions.control import ControlError, TritonControl, squeeze
 from triton_ge_console.sessions.process import (
     Ports,
-    ServerStartError,
-    TritonProcess,
     log_cause,
     pick_ports,
     port_in_use,
@@ -47,6 +45,7 @@ from triton_ge_console.sessions.registry import (
     store_token,
     validate_name,
 )
+from triton_ge_console.sessions.supervise import SupervisedServer
 from triton_ge_console.sessions.watch import record_loaded_digests
 
 RESTRICTED_APIS = "model-repository,model-config,logging,trace"
@@ -153,14 +152,15 @@ def _start(
 ) -> SessionRecord:
     """Spawn the server, register it as starting, and wait; on failure stop it and forget it."""
     args = _arguments(plan, options, dirs.repository, dirs.backend_dir, ports, dirs.workdir)
-    process = TritonProcess(dist, args, _fresh_log(dirs.workdir), dirs.workdir)
-    process.start()
-    record = _record(plan, options, dist, process, ports, dirs, token_ref)
+    server = SupervisedServer(dist.binary, args, dist.environment(), _fresh_log(dirs.workdir), dirs.workdir)
+    server.start()
+    record = _record(plan, options, dist, server, ports, dirs, token_ref)
     registry.save(record)
     try:
-        _wait_ready(process, record, options)
+        _wait_ready(server, record, options)
     except BaseException:
-        stop_process_group(record.pid or 0, 10.0, process.popen)
+        if server.pid is not None:
+            stop_process_group(server.pid, 10.0)
         registry.remove(plan.name)
         raise
     record = record.replace(state=READY)
@@ -313,14 +313,14 @@ def _record(
     plan: _Plan,
     options: LaunchOptions,
     dist: TritonDistribution,
-    process: TritonProcess,
+    server: SupervisedServer,
     ports: Ports,
     dirs: _Dirs,
     token_ref: str | None,
 ) -> SessionRecord:
     """The registry entry of a just-started server."""
     host = _url_host(plan.listen)
-    pid = process.pid
+    pid = server.pid
     return SessionRecord(
         name=plan.name,
         pid=pid,
@@ -331,7 +331,7 @@ def _record(
         repository=dirs.repository,
         spec=plan.spec.path if plan.spec else None,
         backend_dir=dirs.backend_dir,
-        log_path=process.log_path,
+        log_path=server.log_path,
         token_ref=token_ref,
         attached=False,
         session_dir=dirs.workdir,
@@ -345,36 +345,31 @@ def _record(
     )
 
 
-def _wait_ready(process: TritonProcess, record: SessionRecord, options: LaunchOptions) -> None:
-    """Wait until the server is live and every session model is READY; LaunchError with the cause if not."""
+def _wait_ready(server: SupervisedServer, record: SessionRecord, options: LaunchOptions) -> None:
+    """Wait until the server answers and every session model is READY; LaunchError with the cause if not."""
     deadline = time.monotonic() + options.timeout
-    try:
-        process.wait_ready(record.http_url, timeout=options.timeout)
-    except ServerStartError as exc:
-        raise LaunchError(str(exc)) from None
-    control = TritonControl(record.http_url, options.token, log_path=record.log_path)
+    control = TritonControl(record.http_url, options.token, log_path=record.log_path, timeout=10.0)
     while time.monotonic() < deadline:
-        _check_running(process)
+        _check_running(server)
         try:
             states = {m.name: m for m in control.index() if m.name in record.models}
         except ControlError:
-            states = {}
+            states = {}  # not listening yet
         failed = [m for m in states.values() if m.state == "UNAVAILABLE" and m.reason]
         if failed:
             first = failed[0]
-            raise LaunchError(f"model '{first.name}' failed to load: {one_line(first.reason or '')}")
+            raise LaunchError(f"model '{first.name}' failed to load: {squeeze(first.reason or '')}")
         if len(states) == len(record.models) and all(m.state == "READY" for m in states.values()):
             return
-        time.sleep(0.1)
-    raise LaunchError(f"models not READY after {options.timeout:.0f}s: {log_cause(process.log_path)}")
+        time.sleep(0.05)
+    raise LaunchError(f"models not READY after {options.timeout:.0f}s: {log_cause(server.log_path)}")
 
 
-def _check_running(process: TritonProcess) -> None:
+def _check_running(server: SupervisedServer) -> None:
     """Raise with the log's cause if the server exited while we waited."""
-    if process.popen is not None and process.popen.poll() is not None:
-        raise LaunchError(
-            f"tritonserver exited with code {process.popen.returncode}: {log_cause(process.log_path)}"
-        )
+    if server.pid is None or server.exited():
+        code = server.exit_code()
+        raise LaunchError(f"tritonserver exited with code {code}: {log_cause(server.log_path)}")
 
 
 def _is_loopback(address: str) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ from triton_ge_console.sessions.registry import (
     store_token,
     validate_name,
 )
+from triton_ge_console.sessions.supervise import EXIT_FILE, read_number
 
 ORPHAN_GRACE_S = 1.0
 
@@ -62,9 +65,13 @@ def down(
         return StopResult(record, f"detached from {record.http_url} (the server keeps running)")
     code: int | None = record.exit_code
     state = effective_state(record)
-    if record.pid is not None and _has_processes(record):
+    group = _session_group(record)
+    if group is not None:
         # with the server gone, its orphaned stubs (they ignore SIGTERM) have nothing to finish: kill soon
-        code = stop_process_group(record.pid, timeout if server_process_alive(record) else ORPHAN_GRACE_S)
+        grace = timeout if server_process_alive(record) else ORPHAN_GRACE_S
+        code = stop_process_group(group, grace)
+        _wait_exit_recorded(record, timeout=2.0)
+    code = server_exit_code(record) if server_exit_code(record) is not None else code
     freed = _wait_ports_free(record, timeout=10.0)
     stopped = record.replace(state=STOPPED, stopped_at=time.time(), exit_code=code)
     if forget:
@@ -76,14 +83,29 @@ def down(
     return StopResult(stopped, message, code, freed)
 
 
-def _has_processes(record: SessionRecord) -> bool:
-    """Whether the session's server, or stubs of its process group, still run (never a reused pid's group)."""
-    if record.pid is None:
-        return False
+def server_exit_code(record: SessionRecord) -> int | None:
+    """How the server ended, as its supervisor recorded it (negative: killed by that signal)."""
+    if record.session_dir is None or record.attached:
+        return None
+    return read_number(record.session_dir / EXIT_FILE)
+
+
+def _session_group(record: SessionRecord) -> int | None:
+    """The session's process group (led by the server) if anything of it still runs, never a reused pid's."""
+    group = record.pid
+    if group is None or not group_alive(group):
+        return None
     if server_process_alive(record):
-        return True
-    # Linux never hands out a pid still used as a process group id, so a free pid means the group is ours.
-    return process_create_time(record.pid) is None and group_alive(record.pid)
+        return group
+    # Linux never hands out a pid still used as a process group id: a free leader pid means the group is ours.
+    return group if process_create_time(group) is None else None
+
+
+def _wait_exit_recorded(record: SessionRecord, timeout: float) -> None:
+    """Give the supervisor a moment to record how the server ended (it exits right after)."""
+    deadline = time.monotonic() + timeout
+    while record.session_dir is not None and server_exit_code(record) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _wait_ports_free(record: SessionRecord, timeout: float) -> bool:
@@ -107,7 +129,7 @@ def restart(
     source = record.spec or record.repository
     if source is None:
         raise LaunchError(f"session '{record.name}' records no spec or repository to restart from")
-    if effective_state(record) in (STARTING, READY) or _has_processes(record):
+    if effective_state(record) in (STARTING, READY) or _session_group(record) is not None:
         down(record, registry)
     options = LaunchOptions(
         source=source,
@@ -188,6 +210,7 @@ class SessionStatus:
     models: tuple[dict[str, Any], ...] = ()
     error: str | None = None
     log_tail: tuple[str, ...] = field(default=())
+    exit_code: int | None = None  # how the server ended, when it has
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON `status --json` prints."""
@@ -206,7 +229,7 @@ class SessionStatus:
             "log_path": _text(r.log_path),
             "backend_dir": _text(r.backend_dir),
             "tritonserver": r.tritonserver,
-            "exit_code": r.exit_code,
+            "exit_code": self.exit_code if self.exit_code is not None else r.exit_code,
             "models": list(self.models),
             "error": self.error,
             "log_tail": list(self.log_tail),
@@ -216,10 +239,12 @@ class SessionStatus:
 def session_status(record: SessionRecord, timeout: float = 5.0) -> SessionStatus:
     """State and models of a session, asking its server; a dead one comes with its log's last lines."""
     state = effective_state(record)
-    if state in (DEAD, STOPPED):
-        tail = tuple(log_tail(record)) if state == DEAD else ()
+    if state == STOPPED:
+        return SessionStatus(record, state)
+    if state == DEAD:
+        code = server_exit_code(record)
         return SessionStatus(
-            record, state, error="server process is gone" if state == DEAD else None, log_tail=tail
+            record, state, error=_death(code), log_tail=tuple(log_tail(record)), exit_code=code
         )
     try:
         entries = controller_for(record, timeout).index()
@@ -233,6 +258,16 @@ def session_status(record: SessionRecord, timeout: float = 5.0) -> SessionStatus
         any(m["name"] == name and m["state"] == "READY" for m in models) for name in record.models
     )
     return SessionStatus(record, READY if state == READY or wanted_ready else state, models)
+
+
+def _death(code: int | None) -> str:
+    """How a dead server ended, in words."""
+    if code is None:
+        return "server process is gone (exit code unknown)"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"server was killed by {signal.Signals(-code).name}"
+    return f"server exited with code {code}"
 
 
 def _text(path: Path | None) -> str | None:

@@ -70,11 +70,25 @@ class SessionRecord:
 _PATH_FIELDS = ("repository", "spec", "backend_dir", "log_path", "session_dir")
 _REQUIRED = ("name", "started_at", "http_url")
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "name": (str,), "pid": (int,), "started_at": (int, float), "http_url": (str,), "grpc_url": (str,),
-    "metrics_url": (str,), "token_ref": (str,), "attached": (bool,), "state": (str,),
-    "pid_create_time": (int, float), "exit_code": (int,), "stopped_at": (int, float), "models": (list,),
-    "tritonserver": (str,), "tritonserver_origin": (str,), "explicit_tritonserver": (str,),
-    "listen": (str,), "token_header": (str,), **{name: (str,) for name in _PATH_FIELDS},
+    "name": (str,),
+    "pid": (int,),
+    "started_at": (int, float),
+    "http_url": (str,),
+    "grpc_url": (str,),
+    "metrics_url": (str,),
+    "token_ref": (str,),
+    "attached": (bool,),
+    "state": (str,),
+    "pid_create_time": (int, float),
+    "exit_code": (int,),
+    "stopped_at": (int, float),
+    "models": (list,),
+    "tritonserver": (str,),
+    "tritonserver_origin": (str,),
+    "explicit_tritonserver": (str,),
+    "listen": (str,),
+    "token_header": (str,),
+    **{name: (str,) for name in _PATH_FIELDS},
 }
 
 

@@ -1,0 +1,101 @@
+"""A tiny parent for a session's tritonserver, so its exit code is known after the CLI that started it exits.
+
+`python -m triton_ge_console.sessions.supervise SESSION_DIR -- TRITONSERVER ARGS...` starts the server as
+the leader of a new process group (so its pid is its group id, and `down` stops it with its Python stubs),
+writes its pid to `server.pid`, waits, writes the exit code (negative: killed by that signal) to
+`server.exit`, and exits. The supervisor stays outside the server's group, so group signals never reach it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PID_FILE = "server.pid"
+EXIT_FILE = "server.exit"
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace a small file atomically."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="ascii")
+    os.replace(tmp, path)
+
+
+def main(argv: list[str]) -> int:
+    """Run the command, record its pid and exit code; 2 on a usage error."""
+    if len(argv) < 3 or argv[1] != "--":
+        print("usage: supervise SESSION_DIR -- COMMAND [ARGS...]", file=sys.stderr)
+        return 2
+    folder, command = Path(argv[0]), argv[2:]
+    try:
+        server = subprocess.Popen(command, start_new_session=True)
+    except OSError as exc:
+        print(f"cannot start {command[0]}: {exc}", file=sys.stderr, flush=True)
+        _write(folder / EXIT_FILE, "127\n")
+        return 0
+    _write(folder / PID_FILE, f"{server.pid}\n")
+    code = server.wait()
+    _write(folder / EXIT_FILE, f"{code}\n")
+    return 0
+
+
+def read_number(path: Path) -> int | None:
+    """An integer from one of the files above, None when absent or unreadable."""
+    try:
+        return int(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        return None
+
+
+SUPERVISOR_MODULE = "triton_ge_console.sessions.supervise"
+
+
+class SupervisedServer:
+    """A tritonserver run under the supervisor, leading its own process group, logging to a file."""
+
+    def __init__(
+        self, binary: Path, args: list[str], env: dict[str, str], log_path: Path, workdir: Path
+    ) -> None:
+        self.command = [sys.executable, "-m", SUPERVISOR_MODULE, str(workdir), "--", str(binary), *args]
+        self.env = env
+        self.log_path = log_path
+        self.workdir = workdir
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.pid: int | None = None
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Spawn supervisor and server; returns once the server's pid is known (or it failed to start)."""
+        for name in (PID_FILE, EXIT_FILE):
+            (self.workdir / name).unlink(missing_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.popen = subprocess.Popen(
+                self.command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.workdir,
+                env=self.env,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout
+        while self.pid is None and not self.exited() and time.monotonic() < deadline:
+            self.pid = read_number(self.workdir / PID_FILE)
+            time.sleep(0.01)
+
+    def exited(self) -> bool:
+        """Whether the server has ended (or the supervisor could not start it)."""
+        return (self.workdir / EXIT_FILE).exists() or (
+            self.popen is not None and self.popen.poll() is not None
+        )
+
+    def exit_code(self) -> int | None:
+        """The server's exit code once it has ended."""
+        return read_number(self.workdir / EXIT_FILE)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
