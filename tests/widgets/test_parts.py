@@ -163,3 +163,13 @@ def test_log_tail_survives_filtering_while_the_poller_reads(tmp_path: Path) -> N
     thread.join()
     tail.filter.value = ""
     assert failures == [] and tail.lines[-1] == "I1130 line 299" and len(tail.lines) == 50
+
+
+def test_log_tail_reads_only_the_end_of_a_huge_backlog(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    line = "I1130 " + "x" * 94 + "\n"  # 101 bytes
+    log.write_text(line * 30_000 + "E1130 the last line\n", encoding="utf-8")  # ~3 MB
+    tail = LogTail(log, max_lines=20_000)
+    tail.refresh()
+    assert tail.lines[-1] == "E1130 the last line"
+    assert 10_000 < len(tail.lines) < 10_500 and all(x == line[:-1] for x in tail.lines[:-1])

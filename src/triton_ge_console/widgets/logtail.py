@@ -9,6 +9,7 @@ from pathlib import Path
 
 import ipywidgets as w
 
+MAX_READ_BYTES = 1 << 20
 GE_FAILURE_MARKERS = ("aclgrphParseONNX", "CompileGraph failed", "execute model failed", "ACL error",
                       "failed to load", "UNAVAILABLE")
 
@@ -50,12 +51,15 @@ class LogTail:
             self._offset, self._partial = 0, ""
             self._lines.clear()
         if size > self._offset:
+            start = max(self._offset, size - MAX_READ_BYTES)  # a huge backlog: only its end matters
             with open(self.path, "rb") as log:
-                log.seek(self._offset)
-                chunk = log.read(size - self._offset)
+                log.seek(start)
+                chunk = log.read(size - start)
+            text = chunk.decode("utf-8", errors="replace")
+            if start > self._offset:
+                self._partial, text = "", text.split("\n", 1)[-1]  # drop the cut first line
             self._offset = size
-            text = self._partial + chunk.decode("utf-8", errors="replace")
-            *complete, self._partial = text.split("\n")
+            *complete, self._partial = (self._partial + text).split("\n")
             self._lines.extend(complete)
 
     def visible(self) -> list[str]:
