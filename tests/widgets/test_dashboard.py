@@ -32,11 +32,12 @@ def dashboard(tmp_path: Path) -> Iterator[Dashboard]:
 def test_header_and_model_rows_show_the_latest_snapshot(dashboard: Dashboard) -> None:
     assert "session demo" in dashboard.header.value and "Triton 2.51.0" in dashboard.header.value
     assert "01:00:03" in dashboard.header.value and "● ready" in dashboard.header.value
+    assert "http http://127.0.0.1:8000" in dashboard.header.value and "refresh 1s" in dashboard.header.value
     state = dashboard.state()
     assert state["polls"] == 4 and state["ready"] is True
     assert state["models"]["llama_model:1"] == {
         "MODEL": "llama_model", "VER": "1", "STATE": "READY", "BACKEND": "ge", "QUEUE": "6", "REQ/S": "30.0",
-        "INF/S": "90.0", "BATCH": "2.5", "P50 ms": "9.00", "P99 ms": "27.00", "FAIL": "0",
+        "INF/S": "90.0", "BATCH": "2.5", "AVG ms": "12.00", "P50 ms": "9.00", "P99 ms": "27.00", "FAIL": "0",
         "MODE": "cpu-emulated"}
     assert state["models"]["bert_model:1"]["STATE"] == "UNAVAILABLE"
     assert state["models"]["bert_model:1"]["P50 ms"] == "—"
@@ -165,7 +166,7 @@ def test_rows_follow_the_repository() -> None:
     assert set(board.models.rows) == {("llama_model", "1"), ("bert_model", "1")}
     board.refresh()
     assert set(board.models.rows) == {("llama_model", "1")}
-    assert len(board.models.grid.children) == 2 * 15
+    assert len(board.models.grid.children) == 2 * 16
     board.close()
 
 

@@ -21,7 +21,7 @@ from triton_ge_console.widgets.models import ModelsTable
 from triton_ge_console.widgets.poller import Poller
 
 
-def header_html(snapshot: ServerSnapshot) -> str:
+def header_html(snapshot: ServerSnapshot, interval: float | None = None) -> str:
     """Session, health, version, uptime and endpoints; a red banner when the server is unreadable."""
     health = "● ready" if snapshot.ready else ("● live" if snapshot.live else "○ down")
     colour = "green" if snapshot.ready else ("darkorange" if snapshot.live else "firebrick")
@@ -30,6 +30,8 @@ def header_html(snapshot: ServerSnapshot) -> str:
              f"<span style='color:{colour}'>{health}</span>", f"up {duration(snapshot.uptime_s)}"]
     if snapshot.endpoints.http_url:
         parts.append(f"http {html.escape(snapshot.endpoints.http_url)}")
+    if interval is not None:
+        parts.append(f"refresh {interval:g}s")
     line = " ─ ".join(parts)
     if snapshot.error:
         banner = html.escape(snapshot.error)
@@ -89,7 +91,7 @@ class Dashboard:
         history = self.source.history
         if history.latest is not snapshot:
             history.append(snapshot)
-        self.header.value = header_html(snapshot)
+        self.header.value = header_html(snapshot, self.poller.interval)
         self.devices.update(snapshot, history)
         self.models.update(snapshot)
         self.charts.update(snapshot, history)

@@ -12,8 +12,8 @@ from triton_ge_console.sessions.source import CommandResult, Controller
 from triton_ge_console.widgets.commands import CommandRunner
 from triton_ge_console.widgets.format import MISSING, number
 
-COLUMNS = ("MODEL", "VER", "STATE", "BACKEND", "QUEUE", "REQ/S", "INF/S", "BATCH", "P50 ms", "P99 ms",
-           "FAIL", "MODE")
+COLUMNS = ("MODEL", "VER", "STATE", "BACKEND", "QUEUE", "REQ/S", "INF/S", "BATCH", "AVG ms", "P50 ms",
+           "P99 ms", "FAIL", "MODE")
 ACTIONS = ("reload", "load", "unload")
 STATE_COLOURS = {"READY": "green", "UNAVAILABLE": "firebrick", "LOADING": "darkorange",
                  "UNLOADING": "darkorange"}
@@ -28,6 +28,7 @@ def cells_for(model: ModelSnapshot) -> dict[str, str]:
         "MODEL": model.name, "VER": model.version, "STATE": model.state, "BACKEND": model.backend or MISSING,
         "QUEUE": number(model.queue_depth), "REQ/S": number(model.request_rate),
         "INF/S": number(model.inference_rate), "BATCH": number(model.avg_batch),
+        "AVG ms": number(model.latency.avg_ms, 2),
         "P50 ms": number(model.latency.p50_ms, 2), "P99 ms": number(model.latency.p99_ms, 2),
         "FAIL": number(failures), "MODE": model.execution_mode or MISSING,
     }
@@ -99,7 +100,7 @@ class ModelsTable:
         self.snapshot: ServerSnapshot | None = None
         self.header = [w.HTML(f"<b>{column}</b>") for column in (*COLUMNS, "", "", "")]
         self.grid = w.GridBox(self.header, layout=w.Layout(
-            grid_template_columns="minmax(110px, 2fr) 40px 110px 70px repeat(8, minmax(55px, 1fr)) "
+            grid_template_columns="minmax(110px, 2fr) 40px 110px 70px repeat(9, minmax(55px, 1fr)) "
                                   "repeat(3, 75px)",
             grid_gap="2px 6px"))
         self.reasons = w.HTML("")
