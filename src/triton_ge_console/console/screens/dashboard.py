@@ -11,6 +11,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input
 
 from triton_ge_console.console import repo_info
+from triton_ge_console.console.series import ModelSeriesCache, thin
 from triton_ge_console.console.widgets.detail import DetailPane, ModelDetail
 from triton_ge_console.console.widgets.devices import SPARK_WIDTH, DevicesPanel
 from triton_ge_console.console.widgets.header import Connection, DisconnectedBanner, StatusHeader
@@ -21,6 +22,8 @@ from triton_ge_console.sessions.snapshot import ModelSnapshot
 if TYPE_CHECKING:
     from triton_ge_console.console.app import GEConsoleApp
 
+CHART_EVERY_S = 5.0  # charts span 15 minutes: redrawing them every 5 s of snapshots loses nothing visible
+CHART_POINTS = 120  # points per chart line: about two per braille column of a half-width chart
 MAX_BUCKET = 10  # snapshots per sparkline cell at most: 30 cells x 10 s = the last 5 minutes at 1 s refresh
 
 
@@ -51,6 +54,12 @@ class DashboardScreen(Screen[None]):
     """Redraws from the app's connection state; the table's cursor picks the detail pane's model."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close_filter", show=False)]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.series = ModelSeriesCache()
+        self._summaries: dict[str, tuple[float, str]] = {}
+        self._charts_drawn: tuple[str, float] | None = None  # (model, snapshot time) of the last chart draw
 
     @property
     def console(self) -> GEConsoleApp:
@@ -117,28 +126,51 @@ class DashboardScreen(Screen[None]):
         self.sort_models()
 
     def redraw_detail(self, model_name: str | None) -> None:
-        """Draw the selected model's charts and facts."""
+        """Draw the selected model's facts; its charts on selection and then every CHART_EVERY_S."""
         pane = self.query_one(DetailPane)
         snapshot = self.console.connection.last_good
         model = snapshot.model(model_name) if snapshot and model_name else None
-        pane.show(None if model is None else self._detail(model))
+        if model is None or snapshot is None:
+            pane.show(None)
+            return
+        drawn = self._charts_drawn
+        due = drawn is None or drawn[0] != model.name or snapshot.taken_at - drawn[1] >= CHART_EVERY_S
+        pane.show(self._detail(model, due), draw_charts=due)
+        if due:
+            self._charts_drawn = (model.name, snapshot.taken_at)
 
-    def _detail(self, model: ModelSnapshot) -> ModelDetail:
-        """Series and facts for one model."""
-        history = self.console.source.history
-        repository = self.console.repository_path()
-        summary = "—"
-        if repository is not None and (repository / model.name / "config.pbtxt").is_file():
-            summary = repo_info.config_summary(repository / model.name / "config.pbtxt")
+    def _detail(self, model: ModelSnapshot, with_series: bool) -> ModelDetail:
+        """Facts for one model, and its chart series when the charts are due."""
+        if not with_series:
+            errors = self.console.last_errors
+            return ModelDetail(model, (), (), (), (), self._config_summary(model), last_error(model, errors))
+        self.series.update(model.name, self.console.source.history.snapshots())
+        summary = self._config_summary(model)
         return ModelDetail(
             model=model,
-            p50=history.model_series(model.name, lambda m: m.latency.p50_ms),
-            p99=history.model_series(model.name, lambda m: m.latency.p99_ms),
-            inferences=history.model_series(model.name, lambda m: m.inference_rate),
-            requests=history.model_series(model.name, lambda m: m.request_rate),
+            p50=thin(self.series.series(lambda f: f.p50), CHART_POINTS),
+            p99=thin(self.series.series(lambda f: f.p99), CHART_POINTS, peak=True),
+            inferences=thin(self.series.series(lambda f: f.inferences), CHART_POINTS),
+            requests=thin(self.series.series(lambda f: f.requests), CHART_POINTS),
             config_summary=summary,
             last_error=last_error(model, self.console.last_errors),
         )
+
+    def _config_summary(self, model: ModelSnapshot) -> str:
+        """The model's config.pbtxt in one line, re-read only when the file changes."""
+        repository = self.console.repository_path()
+        path = repository / model.name / "config.pbtxt" if repository is not None else None
+        try:
+            stamp = path.stat().st_mtime if path is not None else None
+        except OSError:
+            stamp = None
+        if path is None or stamp is None:
+            return "—"
+        cached = self._summaries.get(model.name)
+        if cached is None or cached[0] != stamp:
+            cached = (stamp, repo_info.config_summary(path))
+            self._summaries[model.name] = cached
+        return cached[1]
 
     def open_filter(self) -> None:
         """Show and focus the filter box."""

@@ -76,21 +76,23 @@ class DetailPane(Vertical):
             yield SeriesChart(id="throughput-chart")
         yield Static(id="detail-info")
 
-    def show(self, detail: ModelDetail | None) -> None:
-        """Draw one model's detail, or a hint when nothing is selected."""
+    def show(self, detail: ModelDetail | None, draw_charts: bool = True) -> None:
+        """Draw one model's detail (charts only when asked: they cost most), or a hint if none is selected."""
         info = self.query_one("#detail-info", Static)
         if detail is None:
             self.border_title = "No model selected"
             info.update(Text("select a model in the table", style="dim"))
             return
         model = detail.model
-        now = max((t for t, _ in detail.p50), default=0.0)
         self.border_title = f"{model.name} v{model.version}"
+        info.update(self._info(detail), layout=False)  # a fixed three lines
+        if not draw_charts:
+            return
+        now = max((t for t, _ in detail.p50), default=0.0)
         self.query_one("#latency-chart", SeriesChart).draw(
             "latency ms (p50 / p99)", [("p50", detail.p50), ("p99", detail.p99)], now)
         self.query_one("#throughput-chart", SeriesChart).draw(
             "throughput /s", [("inf/s", detail.inferences), ("req/s", detail.requests)], now)
-        info.update(self._info(detail))
 
     @staticmethod
     def _info(detail: ModelDetail) -> Text:

@@ -52,11 +52,14 @@ class DevicesPanel(Static):
     """The devices box; fed a snapshot plus each device's recent utilization."""
 
     frame: reactive[tuple[ServerSnapshot, dict[str, list[float | None]]] | None] = reactive(None)
+    _shown_count = -1
 
     def watch_frame(self, frame: tuple[ServerSnapshot, dict[str, list[float | None]]] | None) -> None:
-        """Redraw all rows."""
+        """Redraw all rows; re-layout only when the number of rows changes."""
         if frame is None:
             return
         snapshot, series = frame
-        self.border_title = f"Devices ({len(snapshot.devices)})"
-        self.update(devices_text(snapshot, series, self.app.size.width))
+        count = len(snapshot.devices)
+        self.border_title = f"Devices ({count})"
+        self.update(devices_text(snapshot, series, self.app.size.width), layout=count != self._shown_count)
+        self._shown_count = count

@@ -79,7 +79,7 @@ class StatusHeader(Static):
     def watch_connection(self, connection: Connection | None) -> None:
         """Redraw the line."""
         if connection is not None:
-            self.update(header_text(connection))
+            self.update(header_text(connection), layout=False)  # always one line
 
 
 class DisconnectedBanner(Static):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from rich.text import Text
+from rich.text import Span, Text
 from textual.widgets import DataTable
 
 from triton_ge_console.console import format as fmt
@@ -77,6 +77,31 @@ def model_cells(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Text
     )
 
 
+def fit(text: str, width: int, right: bool) -> str:
+    """A cell's text cut (with an ellipsis) or padded to its column."""
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    return text.rjust(width) if right else text.ljust(width)
+
+
+def row_line(cells: tuple[Text, ...]) -> Text:
+    """A whole row as one line of fixed-width columns (one table cell renders far faster than thirteen)."""
+    parts: list[str] = []
+    spans: list[Span] = []
+    offset = 0
+    for cell, width in zip(cells, WIDTHS, strict=True):
+        parts.append(fit(cell.plain, width, cell.justify == "right"))
+        if cell.style:
+            spans.append(Span(offset, offset + width, cell.style))
+        offset += width + 1
+    return Text(" ".join(parts), spans=spans)
+
+
+HEADER = row_line(tuple(Text(label, justify="right" if 4 <= index <= 10 else "left")
+                        for index, label in enumerate(COLUMNS)))
+ROW_COLUMN = "row"
+
+
 def visible_models(models: Sequence[ModelSnapshot], needle: str, sort: SortKey) -> list[ModelSnapshot]:
     """Models whose name contains the filter text, in sort order."""
     chosen = [m for m in models if needle.lower() in m.name.lower()]
@@ -89,7 +114,7 @@ def row_key(model: ModelSnapshot) -> str:
 
 
 class ModelsTable(DataTable[Text]):
-    """Redraws only the cells that changed when the set of rows is unchanged."""
+    """One DataTable cell per model row; only rows whose text changed are updated."""
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
@@ -97,12 +122,11 @@ class ModelsTable(DataTable[Text]):
         self.sort_index = 0
         self.thresholds: Thresholds = {}
         self._models: tuple[ModelSnapshot, ...] = ()
-        self._rows: dict[str, tuple[Text, ...]] = {}
+        self._rows: dict[str, Text] = {}
 
     def on_mount(self) -> None:
         """Add the fixed columns."""
-        for label, width in zip(COLUMNS, WIDTHS, strict=True):
-            self.add_column(label, key=label, width=width)
+        self.add_column(HEADER, key=ROW_COLUMN, width=len(HEADER.plain))
 
     @property
     def sort_key(self) -> SortKey:
@@ -120,27 +144,26 @@ class ModelsTable(DataTable[Text]):
         """Show these models under the current filter and sort."""
         self._models = tuple(models)
         shown = visible_models(self._models, self.needle, self.sort_key)
-        rows = {row_key(m): model_cells(m, self.thresholds.get(m.name, {})) for m in shown}
+        rows = {row_key(m): row_line(model_cells(m, self.thresholds.get(m.name, {}))) for m in shown}
         if list(rows) == list(self._rows):
             self._update_changed(rows)
         else:
             self._rebuild(rows)
         self._rows = rows
 
-    def _update_changed(self, rows: dict[str, tuple[Text, ...]]) -> None:
-        """Update only the cells whose text or style changed."""
-        for key, cells in rows.items():
+    def _update_changed(self, rows: dict[str, Text]) -> None:
+        """Update only the rows whose text or colours changed."""
+        for key, line in rows.items():
             old = self._rows[key]
-            for column, (new_cell, old_cell) in enumerate(zip(cells, old, strict=True)):
-                if new_cell.plain != old_cell.plain or new_cell.style != old_cell.style:
-                    self.update_cell(key, COLUMNS[column], new_cell)
+            if line.plain != old.plain or line.spans != old.spans:
+                self.update_cell(key, ROW_COLUMN, line)
 
-    def _rebuild(self, rows: dict[str, tuple[Text, ...]]) -> None:
+    def _rebuild(self, rows: dict[str, Text]) -> None:
         """Replace all rows, keeping the cursor on the same model where it is still shown."""
         selected = self.selected_key
         self.clear()
-        for key, cells in rows.items():
-            self.add_row(*cells, key=key)
+        for key, line in rows.items():
+            self.add_row(line, key=key)
         keys = list(rows)
         if selected in keys:
             self.move_cursor(row=keys.index(selected), animate=False)

@@ -1,0 +1,158 @@
+"""Render cost of one dashboard refresh with 100 models and 8 devices (target: 16 ms, one 60 Hz frame).
+
+Each refresh is timed in two parts, on the 160x45 dashboard in Textual's headless driver:
+- update: folding a new snapshot into the widgets (models table rows, device lines, detail charts);
+- render: the frame update Textual runs next (layout if needed, re-render what changed, write it out);
+plus the refresh's CPU time on the UI thread ("total cpu"), which other load on a shared machine
+inflates far less than wall time (the load average is printed with the table). The detail charts
+(textual-plotext) are redrawn every 5 s of snapshots, so p50 is a typical refresh and p95/max include
+the chart redraws. "full repaint" (every widget from scratch, as after a resize) is shown for reference.
+Snapshots are synthetic but shaped like a live session's (figures change every refresh), with a
+15-minute history behind them so the charts and sparklines are at their largest.
+
+    python3 benchmarks/tui_render.py [--refreshes 60] [--models 100] [--devices 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from triton_ge_console.console.app import GEConsoleApp, create_app, next_connection
+from triton_ge_console.console.screens.dashboard import DashboardScreen
+from triton_ge_console.sessions.recorded import RecordedSource
+from triton_ge_console.sessions.snapshot import (
+    DeviceSnapshot,
+    Endpoints,
+    Latency,
+    ModelSnapshot,
+    ServerSnapshot,
+)
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TARGET_MS = 16.0
+SIZE = (160, 45)
+GIB = 1024**3
+
+
+def synthetic(step: int, models: int, devices: int) -> ServerSnapshot:
+    """One snapshot with every figure moving."""
+    wave = 0.5 + 0.5 * math.sin(step / 7)
+    model_rows = tuple(
+        ModelSnapshot(
+            name=f"model_{i:03d}", version="1", state="READY" if i % 17 else "UNAVAILABLE", backend="ge",
+            queue_depth=(step + i) % 9, request_rate=10 + i * wave, inference_rate=30 + i * wave,
+            avg_batch=1 + (i % 4) * wave, latency=Latency(p50_ms=5 + wave * i / 10, p99_ms=20 + wave * i / 5),
+            queue_ms=1 + wave, compute_ms=4 + wave, success_total=step * 10 + i, failure_total=i % 3,
+            devices=(str(i % devices),), execution_mode="cpu-emulated",
+        )
+        for i in range(models)
+    )
+    device_rows = tuple(
+        DeviceSnapshot(str(d), "cpu-emulated", "910B", utilization=(wave + d / devices) % 1.0,
+                       memory_used_bytes=int((8 + d) * GIB), memory_total_bytes=64 * GIB, health="OK")
+        for d in range(devices)
+    )
+    return ServerSnapshot(1_790_000_000.0 + step, "bench", True, True, "2.51.0", 100.0 + step,
+                          Endpoints("http://127.0.0.1:1", "127.0.0.1:2"), model_rows, device_rows)
+
+
+async def measure(refreshes: int, models: int, devices: int, history: int) -> dict[str, list[float]]:
+    """Time `refreshes` refreshes after filling `history` snapshots."""
+    source = RecordedSource([synthetic(0, models, devices)], name="bench")
+    for step in range(history):
+        source.history.append(synthetic(step, models, devices))
+    app = create_app(source, thresholds={"model_001": {"queue_depth": 4, "p99_ms": 20}}, max_polls=1)
+    times: dict[str, list[float]] = {"update_ms": [], "render_ms": [], "total_ms": [], "total_cpu_ms": []}
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        for step in range(history, history + refreshes):
+            snapshot = synthetic(step, models, devices)
+            source.history.append(snapshot)
+            cpu_started = time.thread_time()
+            update, render = _one_refresh(app, screen, snapshot)
+            times["total_cpu_ms"].append((time.thread_time() - cpu_started) * 1000)
+            times["update_ms"].append(update)
+            times["render_ms"].append(render)
+            times["total_ms"].append(update + render)
+            await pilot.pause()
+        times["full_repaint_ms"] = full_repaint_ms(screen)
+    return times
+
+
+def _one_refresh(app: GEConsoleApp, screen: DashboardScreen, snapshot: ServerSnapshot) -> tuple[float, float]:
+    """Fold one snapshot in (watchers run synchronously), then run the screen's frame update right away:
+    layout if needed, re-render the widgets that changed, write the frame to the (headless) driver."""
+    started = time.perf_counter()
+    app.connection = next_connection(app.connection, snapshot, app.options)
+    updated = time.perf_counter()
+    screen._on_timer_update()
+    rendered = time.perf_counter()
+    return (updated - started) * 1000, (rendered - updated) * 1000
+
+
+def full_repaint_ms(screen: DashboardScreen, repeats: int = 10) -> list[float]:
+    """Every widget re-rendered from scratch (what a terminal resize costs), for reference."""
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        screen._refresh_layout(screen.size)
+        screen._compositor.render_full_update()
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def summarize(times: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    """p50 / p95 / max per part."""
+    out = {}
+    for part, values in times.items():
+        ordered = sorted(values)
+        out[part] = {"p50": statistics.median(ordered), "p95": ordered[int(0.95 * (len(ordered) - 1))],
+                     "max": ordered[-1]}
+    return out
+
+
+def main() -> None:
+    """Run, print a markdown table, write JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--refreshes", type=int, default=60)
+    parser.add_argument("--models", type=int, default=100)
+    parser.add_argument("--devices", type=int, default=8)
+    parser.add_argument("--history", type=int, default=900, help="snapshots in history (15 min at 1 s)")
+    args = parser.parse_args()
+    times = asyncio.run(measure(args.refreshes, args.models, args.devices, args.history))
+    summary = summarize(times)
+    load = os.getloadavg()[0]
+    print(f"Dashboard refresh at {SIZE[0]}x{SIZE[1]}, {args.models} models, {args.devices} devices, "
+          f"{args.history} snapshots of history, {args.refreshes} refreshes (target ≤ {TARGET_MS:g} ms), "
+          f"load average {load:.1f} on {os.cpu_count()} CPUs\n")
+    print("| part | p50 ms | p95 ms | max ms | within target (p95) |")
+    print("|---|---|---|---|---|")
+    for part, figures in summary.items():
+        verdict = "yes" if figures["p95"] <= TARGET_MS else "no"
+        shown = verdict if part.startswith("total") else ""
+        part = part.replace("full_repaint_ms", "full repaint (reference)_ms")
+        p50, p95, top = figures["p50"], figures["p95"], figures["max"]
+        print(f"| {part[:-3].replace('_', ' ')} | {p50:.2f} | {p95:.2f} | {top:.2f} | {shown} |")
+    result: dict[str, Any] = {
+        "benchmark": "tui_render", "target_ms": TARGET_MS, "terminal": list(SIZE), "models": args.models,
+        "devices": args.devices, "history": args.history, "refreshes": args.refreshes, "summary": summary,
+        "samples": times,
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load_average": load},
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "tui_render.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
