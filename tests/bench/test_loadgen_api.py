@@ -171,3 +171,9 @@ def _measuring(run: LoadRun) -> bool:
     """Whether the run has measured at least one window."""
     latest = run.latest()
     return latest is not None and latest.phase == "measuring"
+
+
+async def test_sync_wrapper_works_inside_a_running_loop(bench_server: RunningServer) -> None:
+    """A notebook cell has a running event loop; run_load_sync still returns the rows."""
+    (row,) = run_load_sync(LoadSpec("delay", bench_server.grpc_hostport, **FAST))
+    assert row.requests > 0 and row.errors == 0

@@ -8,6 +8,7 @@ poll `latest()` and may `stop()` it.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
 from collections.abc import Callable
@@ -65,8 +66,13 @@ async def run_load(spec: LoadSpec, progress: ProgressCallback | None = None,
 
 def run_load_sync(spec: LoadSpec, progress: ProgressCallback | None = None,
                   stop: threading.Event | None = None) -> list[BenchRow]:
-    """run_load on a fresh event loop, for scripts and notebooks' worker threads."""
-    return asyncio.run(run_load(spec, progress, stop))
+    """run_load to completion; inside a running loop (a notebook cell) on a worker thread's own loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run_load(spec, progress, stop))
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="loadgen") as pool:
+        return pool.submit(asyncio.run, run_load(spec, progress, stop)).result()
 
 
 class _Reporter:
