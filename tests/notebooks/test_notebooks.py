@@ -83,6 +83,9 @@ def test_02_launches_watches_load_and_stops(tmp_path: Path) -> None:
     assert facts["launch"]["state"] == "ready"
     assert facts["launch"]["models"] == {"bert_model": "READY", "llama_model": "READY"}
     assert facts["launch"]["http_url"].startswith("http://127.0.0.1:")
+    cli = facts["cli"]
+    assert cli["state"] == "ready" and cli["http_url"] == facts["launch"]["http_url"] and cli["pid"] > 0
+    assert cli["models"] == facts["launch"]["models"]
     board = facts["dashboard"]
     assert board["buttons"] == {"bert_model:1": ["reload", "unload"], "llama_model:1": ["reload", "unload"]}
     assert board["models"]["llama_model:1"]["MODE"] == "cpu-emulated" and set(board["devices"]) == {"0", "1"}
