@@ -19,7 +19,7 @@ from triton_ge_console.sessions.loadgen import (
     run_load_sync,
 )
 from triton_ge_console.sessions.loadgen_inputs import parse_input_option, parse_shape_option
-from triton_ge_console.sessions.loadgen_report import rows_to_csv, rows_to_json, rows_to_table
+from triton_ge_console.sessions.loadgen_report import progress_line, rows_to_csv, rows_to_json, rows_to_table
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -214,24 +214,8 @@ class _ProgressDisplay:
         """Show one progress record."""
         if not self.enabled:
             return
-        text = describe(progress)
+        text = progress_line(progress)
         if self._status is not None:
             self._status.update(text)
         elif progress.phase in ("step-done", "stopped"):
             print(text, file=sys.stderr, flush=True)
-
-
-def describe(progress: Progress) -> str:
-    """One line an operator reads while the run goes on."""
-    level = f"rate {progress.level:g}/s" if progress.mode == "rate" else f"concurrency {progress.level:g}"
-    head = f"[{progress.step}/{progress.steps}] {level}"
-    if progress.phase == "measuring" and progress.window_throughput_rps is not None:
-        p50 = "-" if progress.window_p50_ms is None else f"{progress.window_p50_ms:.1f} ms"
-        return (f"{head}: window {progress.window}/{progress.max_windows} "
-                f"{progress.window_throughput_rps:.1f} req/s, p50 {p50}, errors {progress.errors}")
-    if progress.phase == "step-done" and progress.row is not None:
-        row = progress.row
-        p50 = "-" if row.p50_ms is None else f"{row.p50_ms:.1f} ms"
-        state = "stable" if row.stable else "not stable"
-        return f"{head}: {row.throughput_rps:.1f} req/s, p50 {p50} after {row.windows} windows ({state})"
-    return f"{head}: {progress.phase}"

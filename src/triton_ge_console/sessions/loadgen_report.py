@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from triton_ge_console.sessions.loadgen_types import ROW_FIELDS, BenchRow
+from triton_ge_console.sessions.loadgen_types import ROW_FIELDS, BenchRow, Progress
 
 # (header, field, format) for the table; the CSV and JSON carry every field.
 TABLE_COLUMNS = (
@@ -60,3 +60,19 @@ def rows_to_table(rows: Sequence[BenchRow], title: str | None = None) -> Table:
 def _cell(value: float | int | None, fmt: str) -> str:
     """One formatted figure, '-' when missing."""
     return "-" if value is None else fmt.format(value)
+
+
+def progress_line(progress: Progress) -> str:
+    """One line an operator reads while the run goes on."""
+    level = f"rate {progress.level:g}/s" if progress.mode == "rate" else f"concurrency {progress.level:g}"
+    head = f"[{progress.step}/{progress.steps}] {level}"
+    if progress.phase == "measuring" and progress.window_throughput_rps is not None:
+        p50 = "-" if progress.window_p50_ms is None else f"{progress.window_p50_ms:.1f} ms"
+        return (f"{head}: window {progress.window}/{progress.max_windows} "
+                f"{progress.window_throughput_rps:.1f} req/s, p50 {p50}, errors {progress.errors}")
+    if progress.phase == "step-done" and progress.row is not None:
+        row = progress.row
+        p50 = "-" if row.p50_ms is None else f"{row.p50_ms:.1f} ms"
+        state = "stable" if row.stable else "not stable"
+        return f"{head}: {row.throughput_rps:.1f} req/s, p50 {p50} after {row.windows} windows ({state})"
+    return f"{head}: {progress.phase}"
