@@ -1,0 +1,363 @@
+"""What the Triton + `ge` glue path adds over calling ONNX Runtime directly, for the seed's llama_model.
+
+    python3 benchmarks/glue_overhead.py [--seq 16] [--requests 40] [--rounds 3] [--duration 8]
+                                        [--concurrency 16] [--instances 2] [--threads 1] [--json PATH]
+
+Side by side in one run, interleaved in rounds (the machine is shared): p50/p99 latency at batch 1, 4
+and 8 of direct ONNX Runtime in-process vs Triton + `ge` over HTTP and gRPC; then throughput with
+`--concurrency` requests in flight (batch 1 each, gRPC, dynamic batching) vs direct single-stream.
+It also reads Triton's statistics and the glue's own metrics to split the per-request time into
+queue, the glue's Python (request handling, merge/split, tensors) and the model's execution.
+Prints markdown tables; writes benchmarks/results/glue_overhead.json (or --json PATH).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import queue
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+from triton_ge_console.backend_glue.distribution import find_distribution
+from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.repository.demo_models import demo_bytes
+from triton_ge_console.sessions.process import Ports, TritonProcess, pick_ports, server_args
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MODEL = "llama_model"
+BATCHES = (1, 4, 8)
+CONFIG = """name: "llama_model"
+backend: "ge"
+max_batch_size: 8
+input [{{ name: "input_ids" data_type: TYPE_INT64 dims: [-1] }}]
+output [{{ name: "logits" data_type: TYPE_FP32 dims: [-1, 32000] }}]
+dynamic_batching {{ preferred_batch_size: [4, 8] max_queue_delay_microseconds: 500 }}
+instance_group [{{ count: {instances} kind: KIND_CPU }}]
+parameters {{ key: "intra_op_threads" value: {{ string_value: "{threads}" }} }}
+"""
+
+
+# A Python-backend model answering with logits of the right shape without running anything: what Triton,
+# the Python backend's shared memory and the client cost for this much output, with no glue and no model.
+FLOOR_BACKEND = """import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.cache = {}
+
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            shape = pb_utils.get_input_tensor_by_name(request, "input_ids").as_numpy().shape
+            logits = self.cache.setdefault(shape, np.zeros((*shape, 32000), dtype=np.float32))
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("logits", logits)]))
+        return out
+"""
+FLOOR = "floor_model"
+
+
+def note(text: str) -> None:
+    """Progress on stderr (stdout carries the tables)."""
+    print(text, file=sys.stderr, flush=True)
+
+
+def build(root: Path, instances: int, threads: int) -> tuple[Path, Path]:
+    """The seed's llama_model repository and an installed backend directory."""
+    repo = root / "repo"
+    (repo / MODEL / "1").mkdir(parents=True)
+    (repo / MODEL / "config.pbtxt").write_text(CONFIG.format(instances=instances, threads=threads))
+    (repo / MODEL / "1" / "model.onnx").write_bytes(demo_bytes("demo:llama"))
+    (repo / FLOOR / "1").mkdir(parents=True)
+    floor_config = CONFIG.replace('backend: "ge"', 'backend: "floor"').replace(MODEL, FLOOR)
+    (repo / FLOOR / "config.pbtxt").write_text(floor_config.format(instances=instances, threads=threads))
+    backends = root / "backends"
+    install_backend_dir(backends)
+    (backends / "floor").mkdir(exist_ok=True)
+    (backends / "floor" / "model.py").write_text(FLOOR_BACKEND)
+    return repo, backends
+
+
+def start(root: Path, repo: Path, backends: Path) -> tuple[TritonProcess, Ports]:
+    """A loopback tritonserver with the model loaded."""
+    ports = pick_ports()
+    args = server_args(repo, backends, ports, extra=(f"--load-model={MODEL}", f"--load-model={FLOOR}"))
+    process = TritonProcess(find_distribution(), args, root / "server.log", root)
+    process.start()
+    process.wait_ready(f"http://127.0.0.1:{ports.http}", timeout=120)
+    with httpclient.InferenceServerClient(f"127.0.0.1:{ports.http}") as client:
+        if not (client.is_model_ready(MODEL) and client.is_model_ready(FLOOR)):
+            process.stop()
+            raise RuntimeError(f"{MODEL} did not load; see {root / 'server.log'}")
+    return process, ports
+
+
+def token_ids(batch: int, seq: int, seed: int = 0) -> np.ndarray:
+    """Random token ids [batch, seq]."""
+    return np.random.default_rng(seed).integers(0, 32000, size=(batch, seq), dtype=np.int64)
+
+
+def timed(call: Callable[[], Any], count: int) -> list[float]:
+    """Milliseconds of each of count calls, after two warm-up calls."""
+    call()
+    call()
+    times = []
+    for _ in range(count):
+        begin = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - begin) * 1000.0)
+    return times
+
+
+def callers(session: ort.InferenceSession, ports: Ports, ids: np.ndarray) -> dict[str, Callable[[], Any]]:
+    """One request of ids for each path: direct, HTTP, gRPC (clients kept open across calls)."""
+    http = httpclient.InferenceServerClient(f"127.0.0.1:{ports.http}")
+    grpc = grpcclient.InferenceServerClient(f"127.0.0.1:{ports.grpc}")
+    http_input = httpclient.InferInput("input_ids", list(ids.shape), "INT64")
+    http_input.set_data_from_numpy(ids)
+    grpc_input = grpcclient.InferInput("input_ids", list(ids.shape), "INT64")
+    grpc_input.set_data_from_numpy(ids)
+    return {
+        "direct": lambda: session.run(None, {"input_ids": ids}),
+        "http": lambda: http.infer(MODEL, [http_input]).as_numpy("logits"),
+        "grpc": lambda: grpc.infer(MODEL, [grpc_input]).as_numpy("logits"),
+        "floor_http": lambda: http.infer(FLOOR, [http_input]).as_numpy("logits"),
+        "floor_grpc": lambda: grpc.infer(FLOOR, [grpc_input]).as_numpy("logits"),
+    }
+
+
+def latencies(session: ort.InferenceSession, ports: Ports, seq: int, requests: int,
+              rounds: int) -> dict[int, dict[str, list[float]]]:
+    """Per batch and path, all latency samples, paths interleaved round by round."""
+    paths = ("direct", "http", "grpc", "floor_http", "floor_grpc")
+    samples: dict[int, dict[str, list[float]]] = {b: {p: [] for p in paths} for b in BATCHES}
+    for round_index in range(rounds):
+        for batch in BATCHES:
+            for path, call in callers(session, ports, token_ids(batch, seq)).items():
+                samples[batch][path] += timed(call, requests if batch == 1 else max(10, requests // 2))
+        note(f"latency round {round_index + 1}/{rounds} done")
+    return samples
+
+
+def direct_throughput(session: ort.InferenceSession, seq: int, duration: float) -> float:
+    """Inferences per second, one request (batch 1) at a time, in-process."""
+    ids = token_ids(1, seq)
+    done, end = 0, time.perf_counter() + duration
+    begin = time.perf_counter()
+    while time.perf_counter() < end:
+        session.run(None, {"input_ids": ids})
+        done += 1
+    return done / (time.perf_counter() - begin)
+
+
+def triton_throughput(ports: Ports, seq: int, duration: float, concurrency: int) -> float:
+    """Inferences per second with `concurrency` batch-1 gRPC requests kept in flight."""
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{ports.grpc}")
+    tensor = grpcclient.InferInput("input_ids", [1, seq], "INT64")
+    tensor.set_data_from_numpy(token_ids(1, seq))
+    slots = threading.Semaphore(concurrency)
+    errors: queue.Queue[str] = queue.Queue()
+    counter = {"done": 0}
+    lock = threading.Lock()
+
+    def finished(result: Any, error: Any) -> None:
+        if error is not None:
+            errors.put(str(error))
+        with lock:
+            counter["done"] += 1
+        slots.release()
+
+    begin = time.perf_counter()
+    end = begin + duration
+    while time.perf_counter() < end:
+        slots.acquire()
+        client.async_infer(MODEL, [tensor], callback=finished)
+    for _ in range(concurrency):
+        slots.acquire()
+    elapsed = time.perf_counter() - begin
+    client.close()
+    if not errors.empty():
+        raise RuntimeError(f"throughput run failed: {errors.get()}")
+    return counter["done"] / elapsed
+
+
+def server_split(ports: Ports) -> dict[str, float]:
+    """Average µs per request from Triton's statistics: queue, compute_infer (the glue's execute)."""
+    with httpclient.InferenceServerClient(f"127.0.0.1:{ports.http}") as client:
+        stats = client.get_inference_statistics(MODEL)["model_stats"][0]
+    success = stats["inference_stats"]["success"]["count"] or 1
+    executions = stats["execution_count"] or 1
+
+    def per(key: str, count: int) -> float:
+        return float(stats["inference_stats"][key]["ns"]) / count / 1000.0
+
+    return {"requests": float(stats["inference_stats"]["success"]["count"]),
+            "executions": float(stats["execution_count"]),
+            "queue_us_per_request": per("queue", success),
+            "compute_infer_us_per_execution": per("compute_infer", executions)}
+
+
+def glue_execution_us(ports: Ports) -> tuple[float, float]:
+    """(cumulative model execution µs, executions) from the glue's own counters."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{ports.metrics}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    totals = {"ge_execution_duration_us": 0.0, "ge_executions_total": 0.0}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            name = sample.name if sample.name in totals else family.name  # the parser strips _total
+            if name in totals and sample.labels.get("model") == MODEL:
+                totals[name] += sample.value
+    return totals["ge_execution_duration_us"], totals["ge_executions_total"]
+
+
+def summarize(samples: dict[int, dict[str, list[float]]]) -> dict[str, Any]:
+    """p50/p99 per batch and path, and the added p50 of each Triton path over direct."""
+    figures: dict[str, Any] = {"latency": {}}
+    for batch, paths in samples.items():
+        row = {path: {"p50_ms": float(np.percentile(v, 50)), "p99_ms": float(np.percentile(v, 99)),
+                      "n": len(v)} for path, v in paths.items()}
+        figures["latency"][str(batch)] = row
+        for path in ("http", "grpc"):
+            figures[f"added_p50_ms_batch{batch}_{path}"] = row[path]["p50_ms"] - row["direct"]["p50_ms"]
+            # what the glue itself adds: the ge path minus the model's own time minus the transport floor
+            figures[f"glue_p50_ms_batch{batch}_{path}"] = (row[path]["p50_ms"] - row["direct"]["p50_ms"]
+                                                           - row[f"floor_{path}"]["p50_ms"])
+    figures["added_p50_ms_batch1"] = min(figures["added_p50_ms_batch1_http"],
+                                         figures["added_p50_ms_batch1_grpc"])
+    return figures
+
+
+def print_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:
+    """The markdown tables."""
+    mib = args.seq * 32000 * 4 / (1 << 20)
+    print(f"llama_model (demo:llama, seq {args.seq}: {mib:.1f} MiB of logits per inference), "
+          f"{args.instances} instance(s) x {args.threads} ORT thread(s) in Triton; direct latency with "
+          f"{args.threads} thread(s), direct throughput with ORT's default threads. "
+          f"Floor: a Python-backend model returning same-shaped logits without computing (Triton + shared "
+          f"memory + client cost); glue's own = Triton+ge − direct − floor.\n")
+    print("| batch | direct p50 / p99 ms | Triton+ge HTTP p50 / p99 ms | Triton+ge gRPC p50 / p99 ms "
+          "| added p50 HTTP / gRPC ms |")
+    print("|---:|---:|---:|---:|---:|")
+    for batch in BATCHES:
+        row = figures["latency"][str(batch)]
+        cells = [f"{row[p]['p50_ms']:.2f} / {row[p]['p99_ms']:.2f}" for p in ("direct", "http", "grpc")]
+        added = (f"{figures[f'added_p50_ms_batch{batch}_http']:+.2f} / "
+                 f"{figures[f'added_p50_ms_batch{batch}_grpc']:+.2f}")
+        print(f"| {batch} | {' | '.join(cells)} | {added} |")
+    print("\n| batch | floor HTTP p50 ms | floor gRPC p50 ms | glue's own p50 HTTP / gRPC ms |")
+    print("|---:|---:|---:|---:|")
+    for batch in BATCHES:
+        row = figures["latency"][str(batch)]
+        print(f"| {batch} | {row['floor_http']['p50_ms']:.2f} | {row['floor_grpc']['p50_ms']:.2f} | "
+              f"{figures[f'glue_p50_ms_batch{batch}_http']:+.2f} / "
+              f"{figures[f'glue_p50_ms_batch{batch}_grpc']:+.2f} |")
+    print(f"\n| throughput (median of {args.rounds} alternating rounds) | inf/s |\n|---|---:|")
+    print(f"| direct ORT, single stream, batch 1 | {figures['direct_single_stream_inf_s']:.1f} |")
+    print(f"| Triton+ge gRPC, {args.concurrency} in flight, dynamic batching | "
+          f"{figures['triton_c16_inf_s']:.1f} |")
+    print(f"| ratio, median of the rounds' ratios (target >= 1.5) | {figures['throughput_ratio_c16']:.2f} |")
+    split = figures["split"]
+    print("\n| where a Triton request's time goes (averages over the whole run) | µs |\n|---|---:|")
+    print(f"| queue per request | {split['queue_us_per_request']:.0f} |")
+    rows = [("glue execute() per execution (Triton compute_infer)", split["compute_infer_us_per_execution"]),
+            ("of which the model (ge_execution_duration_us)", split["model_us_per_execution"]),
+            ("of which the rest: the glue's Python and the Python backend's response path "
+             "(outputs into shared memory, IPC to the server)", split["glue_us_per_execution"])]
+    for label, value in rows:
+        print(f"| {label} | {value:.0f} |")
+    average = split["requests"] / max(1, split["executions"])
+    print(f"| average batch (requests / executions) | {average:.2f} |")
+
+
+def parse_args() -> argparse.Namespace:
+    """Command line."""
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seq", type=int, default=16, help="tokens per request")
+    parser.add_argument("--requests", type=int, default=40, help="timed requests per path per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=8.0, help="seconds per throughput run")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--instances", type=int, default=2, help="model instances in Triton")
+    parser.add_argument("--threads", type=int, default=1, help="ORT intra-op threads per Triton instance")
+    parser.add_argument("--json", type=Path, default=RESULTS / "glue_overhead.json")
+    return parser.parse_args()
+
+
+def measure(args: argparse.Namespace, ports: Ports) -> dict[str, Any]:
+    """All figures, with the server up."""
+    # latency: the same ORT settings as one Triton instance, so the difference is Triton + the glue
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    matched = ort.InferenceSession(demo_bytes("demo:llama"), options, providers=["CPUExecutionProvider"])
+    figures = summarize(latencies(matched, ports, args.seq, args.requests, args.rounds))
+    # throughput: the best a single stream does in-process (ORT's default threads)
+    best = ort.InferenceSession(demo_bytes("demo:llama"), providers=["CPUExecutionProvider"])
+    figures.update(throughputs(best, ports, args))
+    split = server_split(ports)
+    model_us, executions = glue_execution_us(ports)
+    split["model_us_per_execution"] = model_us / max(1.0, executions)
+    split["glue_us_per_execution"] = split["compute_infer_us_per_execution"] - split["model_us_per_execution"]
+    figures["split"] = split
+    return figures
+
+
+def throughputs(session: ort.InferenceSession, ports: Ports, args: argparse.Namespace) -> dict[str, Any]:
+    """Direct single-stream and Triton at concurrency, alternated over rounds; medians and the ratio."""
+    direct, served = [], []
+    slice_s = args.duration / args.rounds
+    for round_index in range(args.rounds):
+        direct.append(direct_throughput(session, args.seq, slice_s))
+        served.append(triton_throughput(ports, args.seq, slice_s, args.concurrency))
+        note(f"throughput round {round_index + 1}/{args.rounds}: direct {direct[-1]:.0f}, "
+             f"Triton {served[-1]:.0f} inf/s")
+    ratios = [s / d for s, d in zip(served, direct, strict=True)]
+    return {"direct_single_stream_inf_s": float(np.median(direct)),
+            "triton_c16_inf_s": float(np.median(served)),
+            "throughput_ratio_c16": float(np.median(ratios)), "throughput_rounds": {
+                "direct": direct, "triton": served, "ratio": ratios}}
+
+
+def main() -> int:
+    """Run everything, print the tables, write the JSON."""
+    args = parse_args()
+    root = Path(tempfile.mkdtemp(prefix="ge-glue-bench-"))
+    repo, backends = build(root, args.instances, args.threads)
+    note(f"starting tritonserver (log: {root / 'server.log'})")
+    process, ports = start(root, repo, backends)
+    try:
+        figures = measure(args, ports)
+    finally:
+        process.stop()
+    figures.update({"seq": args.seq, "instances": args.instances, "threads": args.threads,
+                    "concurrency": args.concurrency,
+                    "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                                "python": platform.python_version(), "onnxruntime": ort.__version__,
+                                "load_average": os.getloadavg()}})
+    print_tables(figures, args)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    note(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
