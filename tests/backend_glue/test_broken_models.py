@@ -32,6 +32,8 @@ def server(tmp_path_factory: pytest.TempPathFactory,
     write_model(repo, "too_big", DENSE_CONFIG.format(backend="ge", extra=param("npu_memory_gib", "0.000001")),
                 dense_model())
     write_model(repo, "reloaded", DENSE_CONFIG.format(backend="ge", extra=""), dense_model())
+    npu_only = DENSE_CONFIG.format(backend="ge", extra=param("execution_mode", "npu"))
+    write_model(repo, "npu_without_acl", npu_only, dense_model())
     with run_triton(triton_dist, repo, root / "backends", models=("reloaded",)) as running:
         running.repo = repo  # type: ignore[attr-defined]
         yield running
@@ -54,6 +56,8 @@ def _index_entry(server: RunningServer, model: str) -> dict[str, str]:
 @pytest.mark.parametrize(("model", "cause"), [
     ("missing_onnx", "ONNX model {repo}/missing_onnx/1/gone.onnx does not exist"),
     ("no_model_file", "no ONNX model for CPU emulation: no *.onnx in {repo}/no_model_file/1"),
+    ("npu_without_acl", "model npu_without_acl ({repo}/npu_without_acl/config.pbtxt): execution_mode npu: "
+                        "CANN's acl module is not importable here"),
     ("wrong_input", "input[0].name 'pixels': {repo}/wrong_input/1/model.onnx has no input of that name "
                     "(it has: x)"),
     # 0.000001 GiB is 1073 B; `reloaded` (219 B of ONNX + 320 B of I/O buffers) already holds 539 of them

@@ -20,7 +20,7 @@ from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.demo_models import demo_bytes
 
-MODELS = ("dense", "npu_dense", "llama_model", "bert_model", "om_dense")
+MODELS = ("dense", "npu_dense", "llama_model", "bert_model", "om_dense", "om_forced_cpu")
 
 LLAMA_CONFIG = """
     backend: "ge"
@@ -56,6 +56,10 @@ def server(tmp_path_factory: pytest.TempPathFactory,
     om_folder = write_model(repo, "om_dense", DENSE_CONFIG.format(
         backend="ge", extra=param("om_model_path", "dense.om") + "\n" + param("device_ids", "2")), None)
     write_fake_om(om_folder / "1", dense_model(seed=9), gears=(1, 2, 4, 8), name="dense.om")
+    forced = write_model(repo, "om_forced_cpu", DENSE_CONFIG.format(
+        backend="ge", extra=param("om_model_path", "dense.om") + "\n" + param("execution_mode", "cpu")),
+        dense_model(seed=9))
+    write_fake_om(forced / "1", dense_model(seed=9), name="dense.om")
     saved = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(FAKES)  # the stubs import the fake `acl`, so OMs run as on an NPU
     try:
@@ -141,7 +145,10 @@ def test_om_model_runs_through_acl_when_acl_imports(server: RunningServer) -> No
     modes = {(s.labels["model"], s.labels["device"], s.labels["execution_mode"])
              for s in metric_samples(server, "ge_model_info")}
     assert {("om_dense", "2", "npu"), ("dense", "0", "cpu-emulated"), ("dense", "1", "cpu-emulated"),
-            ("npu_dense", "1", "cpu-emulated")} <= modes
+            ("npu_dense", "1", "cpu-emulated"), ("om_forced_cpu", "0", "cpu-emulated")} <= modes
+    npu_total = [s.value for s in metric_samples(server, "ge_device_memory_total_bytes")
+                 if s.labels == {"device": "2", "kind": "npu"}]
+    assert npu_total == [32 * (1 << 30)]  # acl.rt.get_mem_info of the (fake) 32 GiB device, not the ledger
     # 3 rows of 4 floats padded to gear 4 in; y and z (3 rows of 3 floats each) out
     assert wait_for(lambda: model_value(server, "ge_h2d_bytes_total", "om_dense")) == 4 * 4 * 4
     assert wait_for(lambda: model_value(server, "ge_d2h_bytes_total", "om_dense")) == 2 * 3 * 3 * 4
