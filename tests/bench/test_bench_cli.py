@@ -5,6 +5,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -137,3 +140,25 @@ def test_failure_text_names_the_step_and_cause() -> None:
     assert failure_text(BenchRow(**{**base, "errors": 2, "requests": 9, "first_error": "boom"})) == \
         "2 requests failed at concurrency 4: boom"
     assert "try a longer --window-ms" in failure_text(BenchRow(**base))
+
+
+def test_ctrl_c_keeps_the_steps_already_measured(bench_server: RunningServer) -> None:
+    """SIGINT mid-sweep: the finished steps are still written, exit code 130, nothing left running."""
+    command = [sys.executable, "-m", "triton_ge_console.cli", "bench", "delay",
+               "--url", bench_server.grpc_hostport, "--concurrency", "1,2,4,8", "--json",
+               "--window-ms", "300", "--warmup-ms", "100", "--max-windows", "20"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()  # the first finished step's progress line
+        assert first.startswith("[1/4] concurrency 1:"), first
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130
+    rows = json.loads(out)
+    assert 1 <= len(rows) < 4 and rows[0]["concurrency"] == 1
+    assert "interrupted:" in err and "of 4 steps measured" in err
