@@ -8,6 +8,7 @@ memcpy device→host. OMs built with batch gears get the `ascend_mbatch_shape_da
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import threading
 from collections.abc import Callable
@@ -56,7 +57,7 @@ def check(call: str, ret: int) -> None:
 
 
 def acl_init(acl: Any) -> None:
-    """acl.init exactly once per process (a repeated init from someone else is fine)."""
+    """acl.init exactly once per process (a repeated init from someone else is fine); finalize at exit."""
     global _initialized
     with _init_lock:
         if _initialized:
@@ -64,6 +65,8 @@ def acl_init(acl: Any) -> None:
         ret = acl.init()
         if ret not in (0, ACL_ERROR_REPEAT_INITIALIZE):
             check("acl.init", ret)
+        if ret == 0:
+            atexit.register(acl.finalize)
         _initialized = True
 
 
