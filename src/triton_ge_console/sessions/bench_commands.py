@@ -46,6 +46,15 @@ def register(subparsers: Any) -> None:
                                                          "only one)")
     where.add_argument("--url", metavar="HOST:PORT", help="server address (its gRPC or HTTP port)")
     parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc", help="default: grpc")
+    _add_load_options(parser)
+    parser.add_argument("--csv", nargs="?", const="-", metavar="FILE", help="write CSV (stdout: no FILE)")
+    parser.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write JSON (stdout: no FILE)")
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.set_defaults(func=run_bench)
+
+
+def _add_load_options(parser: argparse.ArgumentParser) -> None:
+    """What load to apply and how to measure it."""
     load = parser.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=int_list, metavar="N[,N...]",
                       help="closed loop: requests kept in flight, one step per value (default: 1)")
@@ -53,19 +62,19 @@ def register(subparsers: Any) -> None:
                       help="open loop: requests per second, one step per value")
     parser.add_argument("--distribution", choices=("constant", "poisson"), default="constant",
                         help="rate mode inter-arrival times (default: constant)")
-    parser.add_argument("--batch-size", type=positive_int, default=1, metavar="N")
+    parser.add_argument("--batch-size", type=positive_int, default=1, metavar="N",
+                        help="items per request for a batching model (default: 1)")
     parser.add_argument("--shape", action="append", default=[], metavar="NAME:DIMS",
-                        help="dims for an input's -1 dimensions, without the batch dimension, e.g. ids:128")
+                        help="an input's shape without the batch dimension, e.g. input_ids:128 (-1 dims "
+                             "default to 1); repeatable")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
-                        help="send this array for an input instead of random data")
-    parser.add_argument("--window-ms", type=positive_int, default=1500, metavar="MS")
-    parser.add_argument("--warmup-ms", type=int, default=1000, metavar="MS")
+                        help="send this array for an input instead of random data; repeatable")
+    parser.add_argument("--window-ms", type=positive_int, default=1500, metavar="MS",
+                        help="length of one measurement window (default: 1500)")
+    parser.add_argument("--warmup-ms", type=int, default=1000, metavar="MS",
+                        help="unmeasured load before each step's windows (default: 1000)")
     parser.add_argument("--max-windows", type=positive_int, default=10, metavar="N",
                         help="windows per step at most while waiting for 3 within 10%% (default: 10)")
-    parser.add_argument("--csv", nargs="?", const="-", metavar="FILE", help="write CSV (stdout without FILE)")
-    parser.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write JSON (stdout w/o FILE)")
-    parser.add_argument("--quiet", action="store_true", help="no progress display")
-    parser.set_defaults(func=run_bench)
 
 
 def int_list(text: str) -> tuple[int, ...]:
