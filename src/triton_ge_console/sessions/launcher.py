@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -152,7 +151,8 @@ def _start(
 ) -> SessionRecord:
     """Spawn the server, register it as starting, and wait; on failure stop it and forget it."""
     args = _arguments(plan, options, dirs.repository, dirs.backend_dir, ports, dirs.workdir)
-    server = SupervisedServer(dist.binary, args, dist.environment(), _fresh_log(dirs.workdir), dirs.workdir)
+    log_path = dirs.workdir / "server.log"
+    server = SupervisedServer(dist.binary, args, dist.environment(), log_path, dirs.workdir)
     server.start()
     record = _record(plan, options, dist, server, ports, dirs, token_ref)
     registry.save(record)
@@ -301,14 +301,6 @@ def _arguments(
     return server_args(repository, backend_dir, ports, host=plan.listen, extra=tuple(extra))
 
 
-def _fresh_log(workdir: Path) -> Path:
-    """The session's log file, the previous run's kept as server.log.1."""
-    log_path = workdir / "server.log"
-    if log_path.exists():
-        os.replace(log_path, workdir / "server.log.1")
-    return log_path
-
-
 def _record(
     plan: _Plan,
     options: LaunchOptions,
@@ -370,6 +362,9 @@ def _check_running(server: SupervisedServer) -> None:
     if server.pid is None or server.exited():
         code = server.exit_code()
         raise LaunchError(f"tritonserver exited with code {code}: {log_cause(server.log_path)}")
+    fatal = server.fatal_line()
+    if fatal:
+        raise LaunchError(f"the server cannot come up: {fatal}")
 
 
 def _is_loopback(address: str) -> bool:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 PID_FILE = "server.pid"
 EXIT_FILE = "server.exit"
+# Log lines after which a server (or its Python stub) will never get its models READY.
+FATAL_MARKERS = ("error while loading shared libraries",)
 
 
 def _write(path: Path, text: str) -> None:
@@ -66,11 +68,14 @@ class SupervisedServer:
         self.workdir = workdir
         self.popen: subprocess.Popen[bytes] | None = None
         self.pid: int | None = None
+        self._log_offset = 0
 
     def start(self, timeout: float = 30.0) -> None:
         """Spawn supervisor and server; returns once the server's pid is known (or it failed to start)."""
         for name in (PID_FILE, EXIT_FILE):
             (self.workdir / name).unlink(missing_ok=True)
+        if self.log_path.exists():  # keep the previous run's log as server.log.1
+            os.replace(self.log_path, self.log_path.with_name(f"{self.log_path.name}.1"))
         with open(self.log_path, "ab") as log:
             self.popen = subprocess.Popen(
                 self.command,
@@ -91,6 +96,21 @@ class SupervisedServer:
         return (self.workdir / EXIT_FILE).exists() or (
             self.popen is not None and self.popen.poll() is not None
         )
+
+    def fatal_line(self) -> str | None:
+        """A line the server logged since the last call that means it cannot come up (read incrementally)."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_offset)
+                chunk = log.read()
+        except OSError:
+            return None
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self._log_offset += len(complete)
+        for line in complete.decode("utf-8", errors="replace").splitlines():
+            if any(marker in line for marker in FATAL_MARKERS):
+                return line.strip()[:500]
+        return None
 
     def exit_code(self) -> int | None:
         """The server's exit code once it has ended."""
