@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import tritonclient.http as httpclient
 
+from tests.backend_glue.models import DENSE_CONFIG, dense_model, write_model
 from tests.conftest import run_triton
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import GLUE_MODEL_PY, install_backend_dir
@@ -96,9 +97,13 @@ def test_tritonserver_runs_a_python_based_backend_from_the_installed_dir(
     (dest / "toy" / "model.py").write_text(TOY_BACKEND)
     (tmp_path / "repo" / "toy" / "1").mkdir(parents=True)
     (tmp_path / "repo" / "toy" / "config.pbtxt").write_text(TOY_CONFIG)
-    with (run_triton(triton_dist, tmp_path / "repo", dest, models=("toy",)) as server,
+    write_model(tmp_path / "repo", "glued", DENSE_CONFIG.format(backend="ge", extra=""), dense_model())
+    with (run_triton(triton_dist, tmp_path / "repo", dest, models=("toy", "glued")) as server,
           httpclient.InferenceServerClient(server.http_hostport) as client):
         assert client.is_model_ready("toy"), server.log()
         x = httpclient.InferInput("X", [1, 2], "FP32")
         x.set_data_from_numpy(np.array([[1.0, 2.0]], dtype=np.float32))
         assert client.infer("toy", [x]).as_numpy("Y").tolist() == [[2.0, 3.0]]
+    # the server's log is complete once it has stopped: the glue logged its mode at load
+    assert (f"ge glue: model glued instance glued_0 execution_mode=cpu-emulated (requested auto) device=0 "
+            f"memory=539 bytes source={tmp_path / 'repo' / 'glued' / '1' / 'model.onnx'}") in server.log()
