@@ -111,6 +111,11 @@ def test_03_reloads_tunes_and_survives_a_broken_reload(tmp_path: Path) -> None:
     reload = facts["reload"]
     assert reload["ok"] and "reload llama_model: version 1 READY" in reload["status_label"]
     assert reload["buttons_after"] == ["reload", "unload"]
+    cycle = facts["unload_load"]
+    assert cycle["unload"] == "unload bert_model: unloaded" and cycle["state_after_unload"] == "UNAVAILABLE"
+    assert cycle["buttons_after_unload"] == ["load"]
+    assert cycle["load"] == "load bert_model: version 1 READY"
+    assert cycle["buttons_after_load"] == ["reload", "unload"]
     tune = facts["tune"]
     assert tune["changed"] == ["llama_model"] and tune["reloaded"] == [True]
     assert tune["before"] == {"max_batch_size": 8, "preferred_batch_size": [4, 8],
