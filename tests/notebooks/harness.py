@@ -44,11 +44,6 @@ class ExecutedNotebook:
         return [entry["state"] for entry in state.values()
                 if model_name is None or entry.get("model_name") == model_name]
 
-    def errors(self) -> list[str]:
-        """Error outputs of any cell (nbclient raises on them unless a cell allows errors)."""
-        return [f"{o.get('ename')}: {o.get('evalue')}" for cell in self.nb.cells if cell.cell_type == "code"
-                for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-
 
 def last_json(text: str) -> Any:
     """The last JSON document a cell printed (it starts at the last line opening with { or [)."""
