@@ -55,7 +55,9 @@ def test_highlight_marks_error_lines() -> None:
 def test_config_checks_diff_and_change_detection(tmp_path: Path) -> None:
     config = REPO / "llama_model" / "config.pbtxt"
     text = config.read_text(encoding="utf-8")
-    assert repo_info.check_config_text(text, config) == []
+    findings = repo_info.check_config_text(text, config)  # the test repository's version folder has no ONNX
+    assert [(f.severity, f.field) for f in findings] == [("error", "backend")]
+    assert "ONNX" in findings[0].message
     broken = repo_info.check_config_text(text.replace("max_batch_size: 8", "max_batch_size: eight"), config)
     assert broken[0].severity == "error" and broken[0].line == 3
     loaded = {"name": "llama_model", "backend": "ge", "max_batch_size": 4, "version_policy": {"latest": {}}}

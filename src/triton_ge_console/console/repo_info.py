@@ -147,23 +147,8 @@ class ConfigFinding:
 
 
 def check_config_text(text: str, path: Path) -> list[ConfigFinding]:
-    """Syntax, then Triton's config rules, for text that may not be saved yet."""
-    try:
-        config = pbtxt.loads(text, path)
-    except pbtxt.ConfigSyntaxError as exc:
-        return [ConfigFinding("error", exc.line, "", exc.message)]
-    from triton_ge_console.repository.triton_rules import check_config
+    """The repository validator's verdict on config text that may not be saved yet (file, line, field)."""
+    from triton_ge_console.repository.validate import validate_config_text
 
-    return [ConfigFinding(f.severity.lower(), _line_of(text, f.field), f.field, f.message)
-            for f in check_config(config)]
-
-
-def _line_of(text: str, field: str) -> int | None:
-    """The first line naming a finding's top-level field, for marking it in the editor."""
-    name = field.split("[", 1)[0].split(".", 1)[0]
-    if not name:
-        return None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip().startswith(name):
-            return number
-    return None
+    report = validate_config_text(text, str(path), path.parent if path.parent.is_dir() else None)
+    return [ConfigFinding(p.severity, p.line, p.field or "", p.message) for p in report.problems]

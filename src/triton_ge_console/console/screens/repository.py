@@ -160,18 +160,22 @@ class RepositoryScreen(Screen[None]):
             self.query_one("#validation", Static).update(findings_text(findings))
 
     def action_save(self) -> None:
-        """Validate; when free of errors, write atomically and reload the model."""
+        """Validate; unless the edit brings new errors, write atomically and reload the model."""
         editor = self.query_one("#config-edit", TextArea)
         if self.current is None or not editor.display:
             return
         text = editor.text
-        findings = repo_info.check_config_text(text, self.current.config_path)
-        errors = [f for f in findings if f.severity == "error"]
-        if errors:
+        path = self.current.config_path
+        findings = repo_info.check_config_text(text, path)
+        on_disk = repo_info.check_config_text(path.read_text(encoding="utf-8"), path)
+        known = {(f.field, f.message) for f in on_disk}
+        new_errors = [f for f in findings if f.severity == "error" and (f.field, f.message) not in known]
+        if new_errors:
             self.query_one("#validation", Static).update(findings_text(findings))
-            self.notify(f"not saved: {len(errors)} error(s), first: {errors[0].message}", severity="error")
+            self.notify(f"not saved: {len(new_errors)} new error(s), first: {new_errors[0].message}",
+                        severity="error")
             return
-        repo_info.write_atomically(self.current.config_path, text)
+        repo_info.write_atomically(path, text)
         self._close_editor()
         self._show_text(text)
         self.console.run_command("reload", self.current.name)

@@ -1,0 +1,113 @@
+"""Repository screen (edit → validate → save → reload), logs screen (filter, search), start screen, serve."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from textual.widgets import RichLog, Static, TextArea
+
+from triton_ge_console.console.screens.logs import LogsScreen
+from triton_ge_console.console.screens.repository import RepositoryScreen
+from triton_ge_console.console.screens.start import SessionEntry, StartApp, StartChoice
+from triton_ge_console.sessions.process import free_port
+from triton_ge_console.sessions.recorded import RecordedController
+
+from .conftest import REPO, SIZE, recorded_app, replayed
+
+
+async def _until(pilot: object, check: object, timeout: float = 20.0) -> None:
+    waited = 0.0
+    while not check() and waited < timeout:  # type: ignore[operator]
+        await pilot.pause(0.05)  # type: ignore[attr-defined]
+        waited += 0.05
+    assert check(), "condition not met in time"  # type: ignore[operator]
+
+
+async def test_edit_validate_save_reload(tmp_path: Path) -> None:
+    repository = tmp_path / "repo"
+    shutil.copytree(REPO, repository)
+    config = repository / "llama_model" / "config.pbtxt"
+    original = config.read_text(encoding="utf-8")
+    controller = RecordedController()
+    app = recorded_app("healthy", controller, repository=repository)
+    async with app.run_test(size=SIZE) as pilot:
+        await replayed(pilot)
+        await pilot.press("down", "g")  # llama_model selected, then the repository screen
+        await _until(pilot, lambda: isinstance(app.screen, RepositoryScreen))
+        screen = app.screen
+        assert isinstance(screen, RepositoryScreen) and screen.current is not None
+        assert screen.current.name == "llama_model"
+        await pilot.press("e")
+        editor = screen.query_one(TextArea)
+        editor.text = original.replace("max_batch_size: 8", "max_batch_size: eight")
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await _until(pilot, lambda: any("not saved" in n.message for n in app._notifications))
+        assert config.read_text(encoding="utf-8") == original and controller.calls == []
+        assert "line 3" in str(screen.query_one("#validation", Static).render())
+        editor.text = original.replace("max_batch_size: 8", "max_batch_size: 4")
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await _until(pilot, lambda: ("reload", "llama_model", None) in controller.calls)
+        assert "max_batch_size: 4" in config.read_text(encoding="utf-8")
+        assert not [p for p in config.parent.iterdir() if p.name.startswith(".config.pbtxt.")]
+
+
+async def test_logs_level_filter_and_search() -> None:
+    app = recorded_app("healthy")
+    async with app.run_test(size=SIZE) as pilot:
+        await replayed(pilot)
+        await pilot.press("o")
+        await _until(pilot, lambda: isinstance(app.screen, LogsScreen))
+        view = app.screen.query_one(RichLog)
+        await _until(pilot, lambda: len(view.lines) >= 14)
+        everything = len(view.lines)
+        await pilot.press("f", "f")  # errors and worse
+        assert isinstance(app.screen, LogsScreen) and app.screen.level == "E"
+        errors = [strip.text for strip in view.lines]
+        assert 0 < len(errors) < everything and not any(line.startswith("I1130") for line in errors)
+        assert any("↳" in line for line in errors)  # GE failures carry what to do next
+        await pilot.press("slash", *"Einsum", "enter")
+        shown = lambda: "".join(strip.text for strip in view.lines)  # noqa: E731 - wrapped lines, joined
+        await _until(pilot, lambda: "Einsum" in shown() and "CompileGraph" not in shown())
+        await pilot.press("escape")
+        await _until(pilot, lambda: not isinstance(app.screen, LogsScreen))
+
+
+async def test_start_screen_choices() -> None:
+    app = StartApp([SessionEntry("prod", "ready", "http://127.0.0.1:8000")])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("enter")
+    assert app.return_value == StartChoice("session", "prod")
+    app = StartApp([])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("d")
+    assert app.return_value == StartChoice("demo")
+
+
+def test_serve_answers_a_browser_on_loopback(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "GE_CONSOLE_STATE_DIR": str(tmp_path)}
+    command = [sys.executable, "-m", "triton_ge_console.cli", "serve", "--port", str(port)]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                              start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        page = ""
+        while time.monotonic() < deadline and not page:
+            assert server.poll() is None, server.stdout.read().decode() if server.stdout else ""
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as response:
+                    page = response.read().decode("utf-8", errors="replace")
+            except OSError:
+                time.sleep(0.2)  # the server is still binding its port
+        assert "GE Console" in page
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
