@@ -1,11 +1,13 @@
 """What the Triton + `ge` glue path adds over calling ONNX Runtime directly, for the seed's llama_model.
 
-    python3 benchmarks/glue_overhead.py [--seq 16] [--requests 40] [--rounds 3] [--duration 8]
+    python3 benchmarks/glue_overhead.py [--seqs 16,1] [--requests 30] [--rounds 3] [--duration 6]
                                         [--concurrency 16] [--instances 2] [--threads 1] [--json PATH]
 
-Side by side in one run, interleaved in rounds (the machine is shared): p50/p99 latency at batch 1, 4
-and 8 of direct ONNX Runtime in-process vs Triton + `ge` over HTTP and gRPC; then throughput with
-`--concurrency` requests in flight (batch 1 each, gRPC, dynamic batching) vs direct single-stream.
+Side by side in one run, interleaved in rounds (the machine is shared), for each sequence length (the
+logits, 125 KiB per token, dominate what Triton moves): p50/p99 latency at batch 1, 4 and 8 of direct
+ONNX Runtime in-process vs Triton + `ge` over HTTP and gRPC, and a "floor" model that returns
+same-shaped logits without computing; then throughput with `--concurrency` requests in flight (batch 1
+each, gRPC, dynamic batching) vs direct single-stream.
 It also reads Triton's statistics and the glue's own metrics to split the per-request time into
 queue, the glue's Python (request handling, merge/split, tensors) and the model's execution.
 Prints markdown tables; writes benchmarks/results/glue_overhead.json (or --json PATH).
@@ -195,37 +197,39 @@ def triton_throughput(ports: Ports, seq: int, duration: float, concurrency: int)
     return counter["done"] / elapsed
 
 
-def server_split(ports: Ports) -> dict[str, float]:
-    """Average µs per request from Triton's statistics: queue, compute_infer (the glue's execute)."""
-    with httpclient.InferenceServerClient(f"127.0.0.1:{ports.http}") as client:
-        stats = client.get_inference_statistics(MODEL)["model_stats"][0]
-    success = stats["inference_stats"]["success"]["count"] or 1
-    executions = stats["execution_count"] or 1
-
-    def per(key: str, count: int) -> float:
-        return float(stats["inference_stats"][key]["ns"]) / count / 1000.0
-
-    return {"requests": float(stats["inference_stats"]["success"]["count"]),
-            "executions": float(stats["execution_count"]),
-            "queue_us_per_request": per("queue", success),
-            "compute_infer_us_per_execution": per("compute_infer", executions)}
-
-
-def glue_execution_us(ports: Ports) -> tuple[float, float]:
-    """(cumulative model execution µs, executions) from the glue's own counters."""
+def counters(ports: Ports) -> dict[str, float]:
+    """Cumulative figures now: Triton's statistics for the model and the glue's own execution counters."""
     import urllib.request
 
     from prometheus_client.parser import text_string_to_metric_families
 
+    with httpclient.InferenceServerClient(f"127.0.0.1:{ports.http}") as client:
+        stats = client.get_inference_statistics(MODEL)["model_stats"][0]
+    inference = stats["inference_stats"]
+    totals = {"requests": float(inference["success"]["count"]), "executions": float(stats["execution_count"]),
+              "queue_ns": float(inference["queue"]["ns"]),
+              "compute_infer_ns": float(inference["compute_infer"]["ns"]),
+              "ge_execution_duration_us": 0.0, "ge_executions_total": 0.0}
     with urllib.request.urlopen(f"http://127.0.0.1:{ports.metrics}/metrics", timeout=5) as response:
         text = response.read().decode()
-    totals = {"ge_execution_duration_us": 0.0, "ge_executions_total": 0.0}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             name = sample.name if sample.name in totals else family.name  # the parser strips _total
             if name in totals and sample.labels.get("model") == MODEL:
                 totals[name] += sample.value
-    return totals["ge_execution_duration_us"], totals["ge_executions_total"]
+    return totals
+
+
+def split(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Average µs per request / execution between two counter readings."""
+    delta = {k: after[k] - before[k] for k in after}
+    requests, executions = max(1.0, delta["requests"]), max(1.0, delta["executions"])
+    model_us = delta["ge_execution_duration_us"] / max(1.0, delta["ge_executions_total"])
+    compute_us = delta["compute_infer_ns"] / executions / 1000.0
+    return {"requests": delta["requests"], "executions": delta["executions"],
+            "queue_us_per_request": delta["queue_ns"] / requests / 1000.0,
+            "compute_infer_us_per_execution": compute_us, "model_us_per_execution": model_us,
+            "glue_us_per_execution": compute_us - model_us}
 
 
 def summarize(samples: dict[int, dict[str, list[float]]]) -> dict[str, Any]:
@@ -247,8 +251,9 @@ def summarize(samples: dict[int, dict[str, list[float]]]) -> dict[str, Any]:
 
 def print_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:
     """The markdown tables."""
-    mib = args.seq * 32000 * 4 / (1 << 20)
-    print(f"llama_model (demo:llama, seq {args.seq}: {mib:.1f} MiB of logits per inference), "
+    seq = figures["seq"]
+    mib = seq * 32000 * 4 / (1 << 20)
+    print(f"\n### seq {seq}\n\nllama_model (demo:llama, seq {seq}: {mib:.1f} MiB of logits per inference), "
           f"{args.instances} instance(s) x {args.threads} ORT thread(s) in Triton; direct latency with "
           f"{args.threads} thread(s), direct throughput with ORT's default threads. "
           f"Floor: a Python-backend model returning same-shaped logits without computing (Triton + shared "
@@ -275,7 +280,8 @@ def print_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:
           f"{figures['triton_c16_inf_s']:.1f} |")
     print(f"| ratio, median of the rounds' ratios (target >= 1.5) | {figures['throughput_ratio_c16']:.2f} |")
     split = figures["split"]
-    print("\n| where a Triton request's time goes (averages over the whole run) | µs |\n|---|---:|")
+    print("\n| where a Triton request's time goes (averages over this sequence length's runs, "
+          "throughput load included) | µs |\n|---|---:|")
     print(f"| queue per request | {split['queue_us_per_request']:.0f} |")
     rows = [("glue execute() per execution (Triton compute_infer)", split["compute_infer_us_per_execution"]),
             ("of which the model (ge_execution_duration_us)", split["model_us_per_execution"]),
@@ -291,10 +297,11 @@ def parse_args() -> argparse.Namespace:
     """Command line."""
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seq", type=int, default=16, help="tokens per request")
-    parser.add_argument("--requests", type=int, default=40, help="timed requests per path per round")
+    parser.add_argument("--seqs", default="16,1", type=lambda text: [int(v) for v in text.split(",")],
+                        help="tokens per request, comma-separated; the first gives the headline figures")
+    parser.add_argument("--requests", type=int, default=30, help="timed requests per path per round")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--duration", type=float, default=8.0, help="seconds per throughput run")
+    parser.add_argument("--duration", type=float, default=6.0, help="seconds of throughput per path")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--instances", type=int, default=2, help="model instances in Triton")
     parser.add_argument("--threads", type=int, default=1, help="ORT intra-op threads per Triton instance")
@@ -302,31 +309,31 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def measure(args: argparse.Namespace, ports: Ports) -> dict[str, Any]:
-    """All figures, with the server up."""
+def measure(args: argparse.Namespace, ports: Ports, seq: int) -> dict[str, Any]:
+    """All figures for one sequence length, with the server up."""
+    note(f"seq {seq}")
+    before = counters(ports)
     # latency: the same ORT settings as one Triton instance, so the difference is Triton + the glue
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads
     matched = ort.InferenceSession(demo_bytes("demo:llama"), options, providers=["CPUExecutionProvider"])
-    figures = summarize(latencies(matched, ports, args.seq, args.requests, args.rounds))
+    figures = summarize(latencies(matched, ports, seq, args.requests, args.rounds))
     # throughput: the best a single stream does in-process (ORT's default threads)
     best = ort.InferenceSession(demo_bytes("demo:llama"), providers=["CPUExecutionProvider"])
-    figures.update(throughputs(best, ports, args))
-    split = server_split(ports)
-    model_us, executions = glue_execution_us(ports)
-    split["model_us_per_execution"] = model_us / max(1.0, executions)
-    split["glue_us_per_execution"] = split["compute_infer_us_per_execution"] - split["model_us_per_execution"]
-    figures["split"] = split
+    figures.update(throughputs(best, ports, args, seq))
+    figures["split"] = split(before, counters(ports))
+    figures["seq"] = seq
     return figures
 
 
-def throughputs(session: ort.InferenceSession, ports: Ports, args: argparse.Namespace) -> dict[str, Any]:
+def throughputs(session: ort.InferenceSession, ports: Ports, args: argparse.Namespace,
+                seq: int) -> dict[str, Any]:
     """Direct single-stream and Triton at concurrency, alternated over rounds; medians and the ratio."""
     direct, served = [], []
     slice_s = args.duration / args.rounds
     for round_index in range(args.rounds):
-        direct.append(direct_throughput(session, args.seq, slice_s))
-        served.append(triton_throughput(ports, args.seq, slice_s, args.concurrency))
+        direct.append(direct_throughput(session, seq, slice_s))
+        served.append(triton_throughput(ports, seq, slice_s, args.concurrency))
         note(f"throughput round {round_index + 1}/{args.rounds}: direct {direct[-1]:.0f}, "
              f"Triton {served[-1]:.0f} inf/s")
     ratios = [s / d for s, d in zip(served, direct, strict=True)]
@@ -344,15 +351,17 @@ def main() -> int:
     note(f"starting tritonserver (log: {root / 'server.log'})")
     process, ports = start(root, repo, backends)
     try:
-        figures = measure(args, ports)
+        by_seq = [measure(args, ports, seq) for seq in args.seqs]
     finally:
         process.stop()
-    figures.update({"seq": args.seq, "instances": args.instances, "threads": args.threads,
-                    "concurrency": args.concurrency,
+    for figures in by_seq:
+        print_tables(figures, args)
+    # the headline figures are the first sequence length's; every one is kept under by_seq
+    figures = {**by_seq[0], "by_seq": {str(f["seq"]): f for f in by_seq}}
+    figures.update({"instances": args.instances, "threads": args.threads, "concurrency": args.concurrency,
                     "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                                 "python": platform.python_version(), "onnxruntime": ort.__version__,
                                 "load_average": os.getloadavg()}})
-    print_tables(figures, args)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(figures, indent=2) + "\n")
     note(f"wrote {args.json}")
