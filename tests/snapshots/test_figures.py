@@ -113,3 +113,14 @@ def test_glue_labels_give_devices_and_execution_mode() -> None:
     )
     glue = MetricViews.of(table).glue
     assert glue["m"] == (("0", "1"), "cpu-emulated") and glue["n"] == (("0",), "npu")
+
+
+def test_skipped_families_are_left_out_before_parsing() -> None:
+    """Families a caller never reads are dropped with their HELP/TYPE lines; the rest is intact."""
+    text = ("# HELP nv_inference_queue_summary_us q\n# TYPE nv_inference_queue_summary_us summary\n"
+            'nv_inference_queue_summary_us{model="m",version="1",quantile="0.5"} 3\n'
+            "# HELP nv_inference_count c\n# TYPE nv_inference_count counter\n"
+            'nv_inference_count{model="m",version="1"} 7\n')
+    table = parse_metrics(text, skip=("nv_inference_queue_summary_us",))
+    assert table.names() == frozenset({"nv_inference_count"})
+    assert table.by_model("nv_inference_count") == {("m", "1"): 7.0}

@@ -53,11 +53,9 @@ class MetricTable:
         """Per (model, version) values of a Triton per-model metric, summed over any other labels."""
         values: dict[ModelKey, float] = {}
         for _, label_pairs, value in self.samples(name):
-            labels = dict(label_pairs)
-            model = labels.get("model")
-            if model is None or math.isnan(value):
+            key = _model_key(label_pairs)
+            if key is None or math.isnan(value):
                 continue
-            key = (model, labels.get("version", ""))
             values[key] = values.get(key, 0.0) + value
         return values
 
@@ -80,15 +78,38 @@ class MetricTable:
         return None
 
 
-def parse_metrics(text: str) -> MetricTable:
+def _model_key(label_pairs: Labels) -> ModelKey | None:
+    """(model, version) of a sample; Triton's common `{model=..,version=..}` is read without a dict."""
+    if len(label_pairs) == 2 and label_pairs[0][0] == "model" and label_pairs[1][0] == "version":
+        return label_pairs[0][1], label_pairs[1][1]
+    labels = dict(label_pairs)
+    model = labels.get("model")
+    return None if model is None else (model, labels.get("version", ""))
+
+
+def without_families(text: str, skip: tuple[str, ...]) -> str:
+    """The text minus every line (samples, HELP, TYPE) of metric names starting with one of `skip`."""
+    if not skip:
+        return text
+    kept = []
+    for line in text.splitlines():
+        name = line.split(None, 3)[2] if line.startswith("# ") and line.count(" ") >= 2 else line
+        if not name.startswith(skip):
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+def parse_metrics(text: str, skip: tuple[str, ...] = ()) -> MetricTable:
     """Parse Prometheus exposition text: a fast path for plain lines, prometheus_client's parser otherwise.
 
-    Triton's /metrics at 100 models is ~1,300 lines, and prometheus_client's parser alone costs more than a
-    poll's whole budget on it; the fast path reads only the plain `name{k="v",...} value [ts]` form and
+    Triton's /metrics at 100 models is ~1,300 lines, and prometheus_client's parser alone costs more than
+    a poll's whole budget on it; the fast path reads only the plain `name{k="v",...} value [ts]` form and
     hands any text with anything else (escapes, braces in values, odd tokens) to the library, whole.
+    `skip` drops families a caller never reads before parsing (per-stage summaries quintuple the text).
     prometheus_client renames Triton's suffix-less counters to `name_total`; MetricTable finds a counter by
     either name.
     """
+    text = without_families(text, skip)
     samples = _parse_plain(text)
     return MetricTable(samples if samples is not None else _parse_with_library(text))
 
@@ -142,12 +163,12 @@ class MetricsError(RuntimeError):
     """The metrics endpoint did not answer with parseable Prometheus text."""
 
 
-def scrape_metrics(endpoint: HttpEndpoint, path: str = "") -> MetricTable:
-    """GET the metrics page over a kept-alive connection and parse it."""
+def scrape_metrics(endpoint: HttpEndpoint, path: str = "", skip: tuple[str, ...] = ()) -> MetricTable:
+    """GET the metrics page and parse it, leaving out families named by `skip` prefixes."""
     status, body = endpoint.request("GET", path)
     if status != 200:
         raise MetricsError(f"{endpoint.base_url}{path}: HTTP {status}")
     try:
-        return parse_metrics(body.decode("utf-8", errors="replace"))
+        return parse_metrics(body.decode("utf-8", errors="replace"), skip)
     except ValueError as exc:
         raise MetricsError(f"{endpoint.base_url}{path}: not Prometheus text ({exc})") from exc

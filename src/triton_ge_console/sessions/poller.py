@@ -32,6 +32,12 @@ from triton_ge_console.sessions.stats import (
 from triton_ge_console.sessions.telemetry import DeviceTelemetry, devices_from_glue
 from triton_ge_console.sessions.trace import TraceCollector, enable_tracing
 
+# Families a snapshot never shows: per-stage latency summaries (5x the text when on), host and GPU figures.
+UNUSED_METRICS = (
+    "nv_inference_queue_summary_us", "nv_inference_compute_input_summary_us",
+    "nv_inference_compute_infer_summary_us", "nv_inference_compute_output_summary_us",
+    "nv_gpu_", "nv_energy_", "nv_cpu_", "nv_pinned_memory_", "nv_cache_",
+)
 # Backends that report no statistics to Triton: their latency comes from traces.
 TRACE_BACKENDS = ("npu_ge",)
 SnapshotCallback = Callable[[ServerSnapshot], None]
@@ -133,7 +139,7 @@ class Poller:
         table: MetricTable | None = None
         metrics = self.metrics
         if metrics is not None:
-            table = _attempt(lambda: scrape_metrics(metrics), problems)
+            table = _attempt(lambda: scrape_metrics(metrics, skip=UNUSED_METRICS), problems)
         self._learn_backends(http, index, problems)
         return PollReadings(index, statistics, table, dict(self._backends), self._trace_latencies(index),
                             MetricViews.of(table))
