@@ -144,8 +144,12 @@ class LoadLoops:
         self.recorder.swap()
         await self.pause(seconds)
         latencies, errors, _ = self.recorder.swap()
-        if errors and not latencies:
-            raise LoadError(f"every request failed during warm-up: {self.recorder.first_error}")
+        self.check_not_all_failed(len(latencies), errors)
+
+    def check_not_all_failed(self, successes: int, errors: int) -> None:
+        """Raise LoadError when requests came back and every one was an error (a broken model or input)."""
+        if errors and not successes:
+            raise LoadError(f"every request failed: {self.recorder.first_error}")
 
     async def measure(self, window_s: float, max_windows: int, stable_windows: int, stability: float,
                       on_window: Callable[[Window], None]) -> StepResult:
@@ -161,6 +165,8 @@ class LoadLoops:
             stats_after = await self.transport.statistics(self.model)
             window = Window(ended - started, latencies, errors, sent, cpu_ended - cpu_started,
                             stats, stats_after)
+            if not result.windows:  # answers that came after a short warm-up get the same check
+                self.check_not_all_failed(len(latencies), errors)
             result.windows.append(window)
             on_window(window)
             started, cpu_started, stats = ended, cpu_ended, stats_after
