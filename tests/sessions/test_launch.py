@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pytest
@@ -210,6 +215,35 @@ def test_watch_reloads_on_save_and_a_broken_edit_keeps_the_old_model(shared: Sha
         assert bert_request(client).shape[0] == 1
     finally:
         client.close()
+
+
+def test_the_watch_command_applies_saves_until_ctrl_c(shared: Shared, session: SessionRecord) -> None:
+    env = {**os.environ, STATE_DIR_ENV: str(shared.state_dir), "PYTHONUNBUFFERED": "1"}
+    watcher = subprocess.Popen([sys.executable, "-m", "triton_ge_console.cli", "watch", str(shared.spec)],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=_collect, args=(watcher.stdout, lines))
+    reader.start()
+    try:
+        _wait_for(lambda: any(line.startswith("watching") for line in lines))
+        write_ge_spec(shared.spec.parent, max_batch_size=5)
+        _wait_for(lambda: any(f"reload {MODEL}" in line for line in lines))
+        assert controller_for(session).model_config(MODEL)["max_batch_size"] == 5
+        watcher.send_signal(signal.SIGINT)
+        assert watcher.wait(timeout=60) == 0
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+        reader.join(timeout=10)
+    assert "stopped watching" in "".join(lines)
+
+
+def _collect(stream: IO[str] | None, lines: list[str]) -> None:
+    """Append every line of a child's output as it arrives."""
+    assert stream is not None
+    for line in stream:
+        lines.append(line)
 
 
 def _wait_for(condition: object, timeout: float = 120.0) -> None:

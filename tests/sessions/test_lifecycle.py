@@ -7,19 +7,30 @@ import os
 import signal
 import socket
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
+import tritonclient.grpc as triton_grpc
+from tritonclient.utils import InferenceServerException
 
 from tests.sessions.helpers import write_echo_model, write_ge_spec
 from triton_ge_console.backend_glue.distribution import find_distribution
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.control import ControlError, TritonControl
 from triton_ge_console.sessions.lifecycle import controller_for
+from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.process import port_in_use
-from triton_ge_console.sessions.registry import DEAD, Registry, SessionRecord, effective_state
+from triton_ge_console.sessions.registry import (
+    DEAD,
+    Registry,
+    SessionRecord,
+    effective_state,
+    grpc_token_header,
+)
 
 
 @pytest.fixture
@@ -131,6 +142,35 @@ def test_an_exposed_server_restricts_its_control_apis_to_the_token(
         TritonControl(record.http_url).index()
     assert any(m.name == "echo" and m.state == "READY" for m in controller_for(record).index())
     assert main(["reload", "echo"]) == 0
+    assert record.grpc_url is not None
+    grpc_client = triton_grpc.InferenceServerClient(record.grpc_url)
+    try:
+        with pytest.raises(InferenceServerException, match="restricted"):
+            grpc_client.get_model_repository_index()
+        index = grpc_client.get_model_repository_index(headers={grpc_token_header(): "s3cret-token"})
+        assert [m.name for m in index.models] == ["echo"]
+    finally:
+        grpc_client.close()
+
+
+def test_the_cli_detaches_and_another_process_sees_and_stops_the_server(
+        echo_repo: Path, state_dir: Path) -> None:
+    env = {**os.environ, STATE_DIR_ENV: str(state_dir)}
+    cli = [sys.executable, "-m", "triton_ge_console.cli"]
+    started = subprocess.run([*cli, "up", str(echo_repo), "--name", "cli"],
+                             env=env, capture_output=True, text=True, timeout=180)
+    assert started.returncode == 0, started.stderr
+    assert "found via" in started.stdout and "session 'cli' ready" in started.stdout
+    record = Registry().load("cli")
+    assert record.pid is not None and effective_state(record) == "ready"
+    status = subprocess.run([*cli, "status", "--json"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert json.loads(status.stdout)["models"][0]["state"] == "READY"
+    stopped = subprocess.run([*cli, "down", "cli"],
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    assert not group_processes(record.pid)
+    assert not any(port_in_use(port) for port in ports_of(record))
 
 
 def test_a_model_that_fails_to_load_reports_triton_error_and_leaves_nothing(

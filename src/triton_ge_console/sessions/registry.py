@@ -22,6 +22,13 @@ SESSION_STATES = (STARTING, READY, DEAD, STOPPED)
 
 # The header Triton's restricted APIs check when we expose a server (`--listen`).
 TOKEN_HEADER = "x-ge-console-token"
+# Triton checks a restricted gRPC protocol's header under this prefix (HTTP uses the key as given).
+GRPC_HEADER_PREFIX = "triton-grpc-protocol-"
+
+
+def grpc_token_header(header: str = TOKEN_HEADER) -> str:
+    """The metadata key a gRPC client sends the token under."""
+    return f"{GRPC_HEADER_PREFIX}{header}"
 
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
