@@ -125,6 +125,21 @@ async def test_reload_key_reloads_llama_with_the_edited_config(session: SessionR
     assert [n.severity for n in app._notifications if n.title == "reload llama_model"] == ["information"]
 
 
+async def test_reload_changed_key_reloads_only_edited_models(session: SessionRecord,
+                                                              state: tuple[Registry, Path]) -> None:
+    registry, repository = state
+    config = repository / "bert_model" / "config.pbtxt"
+    config.write_text(config.read_text(encoding="utf-8") + "\n# touched by a test\n", encoding="utf-8")
+    app = _app(session, registry)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: len(_rows(app)) == 2, what="two models")
+        await pilot.press("R")
+        await _until(pilot, lambda: _titled(app, "reload bert_model"), what="bert reloaded")
+        reloads = [n for n in app._notifications if n.title == "reload bert_model"]
+        assert reloads[0].severity == "information"
+    assert _index(session)["bert_model"] == "READY"
+
+
 async def test_unload_then_load(session: SessionRecord, state: tuple[Registry, Path]) -> None:
     registry, _ = state
     app = _app(session, registry)
@@ -164,6 +179,7 @@ async def test_killed_server_shows_banner_then_recovers_after_restart(state: tup
             os.killpg(record.pid, signal.SIGKILL)
             banner = app.screen.query_one(DisconnectedBanner)
             await _until(pilot, lambda: banner.display and app.screen.has_class("-stale"), what="banner")
+            await _until(pilot, lambda: "tritonserver exited" in str(banner.render()), what="crash reported")
             app.action_start_server()
             await _until(pilot, lambda: not app.connection.stale, what="recovered")
             assert not banner.display and isinstance(app.screen, DashboardScreen)

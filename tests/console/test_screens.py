@@ -59,6 +59,27 @@ async def test_edit_validate_save_reload(tmp_path: Path) -> None:
         assert not [p for p in config.parent.iterdir() if p.name.startswith(".config.pbtxt.")]
 
 
+async def test_watch_reloads_the_model_whose_files_change(tmp_path: Path) -> None:
+    repository = tmp_path / "repo"
+    shutil.copytree(REPO, repository)
+    controller = RecordedController()
+    app = recorded_app("healthy", controller, repository=repository)
+    async with app.run_test(size=SIZE) as pilot:
+        await replayed(pilot)
+        await pilot.press("w")
+        await _until(pilot, lambda: any(n.title == "watch on" for n in app._notifications))
+        config = repository / "bert_model" / "config.pbtxt"
+        for _ in range(40):  # the watcher arms asynchronously: edit until it reports (no fixed sleep)
+            config.write_text(config.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
+            if controller.calls:
+                break
+            await pilot.pause(0.25)
+        await _until(pilot, lambda: ("reload", "bert_model", None) in controller.calls)
+        assert all(call[1] == "bert_model" for call in controller.calls)
+        await pilot.press("w")
+        await _until(pilot, lambda: any(n.title == "watch off" for n in app._notifications))
+
+
 async def test_logs_level_filter_and_search() -> None:
     app = recorded_app("healthy")
     async with app.run_test(size=SIZE) as pilot:

@@ -71,8 +71,23 @@ class GEConsoleApp(Operations):
     def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
         """Fold the snapshot into the connection state and arm the next poll."""
         self.polls_done += 1
+        was_stale = self.connection.stale
         self.connection = next_connection(self.connection, message.snapshot, self.options)
+        if self.connection.stale and not was_stale and self.options.server is not None:
+            self._diagnose_worker(self.options.server)
         self.arm_next_poll()
+
+    @work(thread=True, exclusive=True, group="diagnose", exit_on_error=False)
+    def _diagnose_worker(self, server: ServerLifecycle) -> None:
+        """Ask the lifecycle what happened (exit code, log cause) and show it in the banner."""
+        diagnosis = server.diagnose()
+        if diagnosis:
+            self.call_from_thread(self._set_diagnosis, diagnosis)
+
+    def _set_diagnosis(self, diagnosis: str) -> None:
+        """Show why the server went away, while it still is away."""
+        if self.connection.stale:
+            self.connection = dataclasses.replace(self.connection, diagnosis=diagnosis)
 
     def arm_next_poll(self) -> None:
         """Schedule the next poll once this one finished (backing off while the server is down)."""
@@ -160,7 +175,7 @@ def next_connection(previous: Connection, snapshot: ServerSnapshot, options: Con
     """A good snapshot resets failures; a failed one keeps the last good figures and backs off."""
     if snapshot.error is None:
         return dataclasses.replace(previous, last_good=snapshot, error=None, failed_polls=0, retry_in_s=None,
-                                   stopped=False)
+                                   stopped=False, diagnosis=None)
     failed = previous.failed_polls + 1
     backoff = min(options.interval_s * (2 ** (failed - 1)), options.max_backoff_s)
     return dataclasses.replace(previous, error=snapshot.error, failed_polls=failed, retry_in_s=backoff)

@@ -21,6 +21,10 @@ class ServerLifecycle(Protocol):
         """Stop the server and everything in its process group."""
         ...
 
+    def diagnose(self) -> str | None:
+        """Why the server stopped answering (it exited, with what code and log cause), if known."""
+        ...
+
 
 @dataclass(frozen=True)
 class ConsoleOptions:

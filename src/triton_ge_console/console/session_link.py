@@ -114,6 +114,20 @@ class RecordLifecycle:
         self.record = result.record
         return CommandResult("stop", self.record.name, True, result.message)
 
+    def diagnose(self) -> str | None:
+        """Why the server stopped answering, when it is ours: it exited (its code) and its log's cause."""
+        from triton_ge_console.sessions.lifecycle import server_exit_code
+        from triton_ge_console.sessions.process import log_cause
+        from triton_ge_console.sessions.registry import server_process_alive
+
+        record = self.record
+        if record is None or record.attached or server_process_alive(record):
+            return None
+        code = server_exit_code(record)
+        how = "" if code is None else (f" (killed by signal {-code})" if code < 0 else f" (exit code {code})")
+        cause = log_cause(record.log_path) if record.log_path is not None else ""
+        return f"tritonserver exited{how}" + (f"; log: {cause}" if cause else "")
+
     def start(self, env: Mapping[str, str]) -> CommandResult:
         """Start the stopped session again, with diagnostics' environment."""
         from triton_ge_console.sessions.launcher import LaunchError

@@ -23,6 +23,7 @@ class Connection:
     failed_polls: int = 0
     retry_in_s: float | None = None
     stopped: bool = False  # the operator stopped the server on purpose
+    diagnosis: str | None = None  # what happened to the server, when the console knows (it crashed, ...)
 
     @property
     def stale(self) -> bool:
@@ -68,7 +69,10 @@ def banner_text(connection: Connection) -> Text:
         return Text(" Server stopped. Start it from the command palette (ctrl+p → start).")
     retry = "" if connection.retry_in_s is None else f" — reconnecting in {connection.retry_in_s:g}s"
     attempts = f" (attempt {connection.failed_polls})" if connection.failed_polls else ""
-    return Text(f" ⚠ Server not answering: {connection.error}{retry}{attempts}. Figures shown are stale.")
+    text = Text(f" ⚠ Server not answering: {connection.error}{retry}{attempts}. Figures shown are stale.")
+    if connection.diagnosis:
+        text.append(f"\n   {connection.diagnosis}")
+    return text
 
 
 class StatusHeader(Static):
