@@ -54,7 +54,7 @@ def test_progress_reports_every_phase_and_the_rows(bench_server: RunningServer) 
 def test_background_run_can_be_watched_and_stopped(bench_server: RunningServer) -> None:
     """LoadRun measures on its own thread; stop() ends it promptly with the finished steps."""
     spec = LoadSpec("delay", bench_server.grpc_hostport, concurrency=(1, 2, 4, 8), window_ms=300,
-                    warmup_ms=100, max_windows=50, stability=0.0)
+                    warmup_ms=100, max_windows=10, stability=0.0)
     run = LoadRun(spec).start()
     try:
         deadline = time.monotonic() + 30
