@@ -37,13 +37,15 @@ def test_reset_counts_from_zero_and_first_poll_has_no_rates() -> None:
 
 
 def test_latency_source_order() -> None:
-    """Summary quantiles, then the statistics average, then traces (npu_ge reports zero durations)."""
+    """Summary quantiles, then traces (percentiles; npu_ge reports zero durations), then the average."""
     traced = Latency(avg_ms=9.0, p50_ms=8.0, source="trace")
     with_avg = ModelRates(avg_latency_ms=4.0)
     assert choose_latency(with_avg, {"0.5": 3.0, "0.9": 5.0, "0.99": 7.0}, traced).source == "summary"
-    assert choose_latency(with_avg, {}, traced) == Latency(avg_ms=4.0, source="statistics")
+    assert choose_latency(with_avg, {}, None) == Latency(avg_ms=4.0, source="statistics")
     zero_durations = compute_rates(ModelCounters(success=1), ModelCounters(success=9), 1.0)
+    assert zero_durations.avg_latency_ms is None
     assert choose_latency(zero_durations, {}, traced) is traced
+    assert choose_latency(with_avg, {}, traced) is traced
     assert choose_latency(ModelRates(), {}, None) == Latency()
 
 

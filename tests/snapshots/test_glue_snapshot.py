@@ -4,6 +4,7 @@ automatic trace sampling for `npu_ge` models (whose native backend reports no st
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from tests.backend_glue.models import DENSE_CONFIG, dense_model, param, write_mo
 from tests.conftest import RunningServer, run_triton
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.poller import Poller
 from triton_ge_console.sessions.snapshot import Endpoints
 from triton_ge_console.sessions.trace import TraceCollector, trace_server_args
@@ -66,3 +68,30 @@ def test_glue_devices_mode_and_npu_ge_tracing(glue_server: tuple[RunningServer, 
         assert json.loads(answer.read())["trace_level"] == ["TIMESTAMPS"]
     with urllib.request.urlopen(f"{server.http_url}/v2/models/dense/trace/setting", timeout=30) as answer:
         assert json.loads(answer.read())["trace_level"] == ["OFF"]
+
+
+def test_traced_model_gets_percentiles_without_summaries(glue_server: tuple[RunningServer, Path]) -> None:
+    """Summaries off: after trace_model, the poller's latency for that model comes from the trace file."""
+    server, trace_file = glue_server
+    source = LiveSource("traced", Endpoints(server.http_url, None, server.metrics_url), trace_file=trace_file)
+    client = triton_http.InferenceServerClient(server.http_hostport)
+    tensor = triton_http.InferInput("x", [1, 4], "FP32")
+    tensor.set_data_from_numpy(np.ones((1, 4), dtype=np.float32))
+    try:
+        assert source.poll().model("dense").latency.source != "trace"  # type: ignore[union-attr]
+        assert source.trace_model("dense", rate=1, log_frequency=2)
+        latency = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            client.infer("dense", [tensor])
+            latency = source.poll().model("dense").latency  # type: ignore[union-attr]
+            if latency.source == "trace":
+                break
+    finally:
+        source.close()
+        client.close()
+    assert latency is not None and latency.source == "trace"
+    assert latency.p50_ms is not None and latency.p99_ms is not None and 0 < latency.p50_ms <= latency.p99_ms
+    attached = LiveSource("attached", Endpoints(server.http_url, None, None))  # no trace file of its own
+    assert not attached.trace_model("dense")
+    attached.close()

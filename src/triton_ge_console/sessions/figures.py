@@ -84,13 +84,16 @@ def summary_quantiles(views: MetricViews, key: ModelKey) -> dict[str, float]:
 
 
 def choose_latency(rates: ModelRates, quantiles: dict[str, float], traced: Latency | None) -> Latency:
-    """Summary quantiles when on, else the statistics average, else traces; labelled with the source."""
+    """Summary quantiles when on, else traced requests (percentiles: npu_ge, or a model traced on
+    purpose), else the statistics average; one source per Latency, named in it."""
     if "0.5" in quantiles:
         return Latency(avg_ms=rates.avg_latency_ms, p50_ms=quantiles.get("0.5"), p90_ms=quantiles.get("0.9"),
                        p99_ms=quantiles.get("0.99"), source="summary")
+    if traced is not None:
+        return traced
     if rates.avg_latency_ms is not None:
         return Latency(avg_ms=rates.avg_latency_ms, source="statistics")
-    return traced if traced is not None else Latency()
+    return Latency()
 
 
 def failures_by_reason(views: MetricViews, key: ModelKey) -> tuple[tuple[str, int], ...]:

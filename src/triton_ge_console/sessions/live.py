@@ -10,8 +10,9 @@ from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.poller import Poller, SnapshotCallback
 from triton_ge_console.sessions.snapshot import Endpoints, ServerSnapshot
 from triton_ge_console.sessions.source import Controller
+from triton_ge_console.sessions.stats import EndpointError
 from triton_ge_console.sessions.telemetry import DeviceTelemetry
-from triton_ge_console.sessions.trace import TraceCollector
+from triton_ge_console.sessions.trace import TraceCollector, enable_tracing
 
 if TYPE_CHECKING:
     from triton_ge_console.sessions.registry import SessionRecord
@@ -86,6 +87,22 @@ class LiveSource:
     def start(self, interval_s: float = 1.0, on_snapshot: SnapshotCallback | None = None) -> None:
         """Poll in the background into the history (for notebooks and headless use)."""
         self.poller.start(self.history, interval_s, on_snapshot)
+
+    def trace_model(self, model: str, rate: int = 10, log_frequency: int = 20) -> bool:
+        """Sample `model`'s requests into the session's trace file, for p50/p99 without summaries.
+
+        False when this session has no trace file (an attached server) or Triton refused.
+        """
+        poller = self.poller
+        if poller.trace is None or poller.http is None:
+            return False
+        try:
+            enable_tracing(poller.http, model, rate, log_frequency)
+        except (EndpointError, ValueError):
+            return False
+        finally:
+            poller.http.close()
+        return True
 
     @property
     def controller(self) -> Controller:
