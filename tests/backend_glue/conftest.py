@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,3 +27,18 @@ def fake_acl(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
     yield acl
     for name in [n for n in sys.modules if n == "acl" or n.startswith("acl.")]:
         del sys.modules[name]
+
+
+@contextlib.contextmanager
+def server_env(**values: str) -> Iterator[None]:
+    """Environment variables a tritonserver started inside inherits (its stubs too); restored after."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

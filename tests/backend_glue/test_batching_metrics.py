@@ -12,6 +12,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from tests.backend_glue.conftest import server_env
 from tests.backend_glue.metrics import metric_samples, model_value, wait_for
 from tests.backend_glue.models import TOKEN_CONFIG, VOCAB, dense_model, token_model, write_model
 from tests.conftest import RunningServer, run_triton
@@ -39,7 +40,8 @@ def server(tmp_path_factory: pytest.TempPathFactory,
     write_model(repo, "tokens", TOKEN_CONFIG.format(vocab=VOCAB, extra=""), token_model())
     write_model(repo, "ragged_tokens", RAGGED_TOKENS.format(vocab=VOCAB, extra=""), token_model())
     write_model(repo, "ragged_dense", RAGGED_DENSE, dense_model())
-    with run_triton(triton_dist, repo, root / "backends", models=MODELS) as running:
+    with (server_env(GE_GLUE_RUN_DIR=str(root / "run")),
+          run_triton(triton_dist, repo, root / "backends", models=MODELS) as running):
         yield running
 
 

@@ -9,6 +9,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from tests.backend_glue.conftest import server_env
 from tests.backend_glue.metrics import metric_samples, model_value, wait_for
 from tests.backend_glue.models import DENSE_CONFIG, dense_model, param, write_model
 from tests.conftest import RunningServer, run_triton
@@ -34,7 +35,8 @@ def server(tmp_path_factory: pytest.TempPathFactory,
     write_model(repo, "reloaded", DENSE_CONFIG.format(backend="ge", extra=""), dense_model())
     npu_only = DENSE_CONFIG.format(backend="ge", extra=param("execution_mode", "npu"))
     write_model(repo, "npu_without_acl", npu_only, dense_model())
-    with run_triton(triton_dist, repo, root / "backends", models=("reloaded",)) as running:
+    with (server_env(GE_GLUE_RUN_DIR=str(root / "run")),
+          run_triton(triton_dist, repo, root / "backends", models=("reloaded",)) as running):
         running.repo = repo  # type: ignore[attr-defined]
         yield running
 

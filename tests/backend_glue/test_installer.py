@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import tritonclient.http as httpclient
 
+from tests.backend_glue.conftest import server_env
 from tests.backend_glue.models import DENSE_CONFIG, dense_model, write_model
 from tests.conftest import run_triton
 from triton_ge_console.backend_glue.distribution import TritonDistribution
@@ -98,7 +99,8 @@ def test_tritonserver_runs_a_python_based_backend_from_the_installed_dir(
     (tmp_path / "repo" / "toy" / "1").mkdir(parents=True)
     (tmp_path / "repo" / "toy" / "config.pbtxt").write_text(TOY_CONFIG)
     write_model(tmp_path / "repo", "glued", DENSE_CONFIG.format(backend="ge", extra=""), dense_model())
-    with (run_triton(triton_dist, tmp_path / "repo", dest, models=("toy", "glued")) as server,
+    with (server_env(GE_GLUE_RUN_DIR=str(tmp_path / "run")),
+          run_triton(triton_dist, tmp_path / "repo", dest, models=("toy", "glued")) as server,
           httpclient.InferenceServerClient(server.http_hostport) as client):
         assert client.is_model_ready("toy"), server.log()
         x = httpclient.InferInput("X", [1, 2], "FP32")

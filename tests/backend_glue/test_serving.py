@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from tests.backend_glue.conftest import FAKES
+from tests.backend_glue.conftest import FAKES, server_env
 from tests.backend_glue.metrics import metric_samples, model_value, wait_for
 from tests.backend_glue.models import DENSE_CONFIG, dense_model, param, write_fake_om, write_model
 from tests.conftest import RunningServer, run_triton
@@ -60,17 +59,11 @@ def server(tmp_path_factory: pytest.TempPathFactory,
         backend="ge", extra=param("om_model_path", "dense.om") + "\n" + param("execution_mode", "cpu")),
         dense_model(seed=9))
     write_fake_om(forced / "1", dense_model(seed=9), name="dense.om")
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(FAKES)  # the stubs import the fake `acl`, so OMs run as on an NPU
-    try:
-        with run_triton(triton_dist, repo, root / "backends", models=MODELS) as running:
-            running.repo = repo  # type: ignore[attr-defined]
-            yield running
-    finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
+    # the stubs import the fake `acl`, so OMs run as on an NPU; the device ledger stays in this test's tmp
+    with (server_env(PYTHONPATH=str(FAKES), GE_GLUE_RUN_DIR=str(root / "run")),
+          run_triton(triton_dist, repo, root / "backends", models=MODELS) as running):
+        running.repo = repo  # type: ignore[attr-defined]
+        yield running
 
 
 def _direct(onnx: Path | bytes, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
