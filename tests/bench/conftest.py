@@ -53,17 +53,19 @@ CONFIGS = {
         instance_group [ {{ count: {DELAY_INSTANCES} kind: KIND_CPU }} ]
         parameters {{ key: "delay_ms" value {{ string_value: "{DELAY_MS:g}" }} }}
     ''',
-    # Batching echo with an id input and a fixed-shape float input.
+    # Batching echo: an id input with a dynamic dim, a fixed-shape float input and a string input.
     "echo": '''
         backend: "python"
         max_batch_size: 8
         input [
           { name: "IDS" data_type: TYPE_INT64 dims: [ -1 ] },
-          { name: "FEATURES" data_type: TYPE_FP32 dims: [ 2, 3 ] }
+          { name: "FEATURES" data_type: TYPE_FP32 dims: [ 2, 3 ] },
+          { name: "TEXT" data_type: TYPE_STRING dims: [ 1 ] }
         ]
         output [
           { name: "OUTPUT0" data_type: TYPE_INT64 dims: [ -1 ] },
-          { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 2, 3 ] }
+          { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 2, 3 ] },
+          { name: "OUTPUT2" data_type: TYPE_STRING dims: [ 1 ] }
         ]
         instance_group [ { count: 1 kind: KIND_CPU } ]
     ''',

@@ -87,11 +87,14 @@ def test_unknown_model_is_named(bench_server: RunningServer) -> None:
         run_load_sync(LoadSpec("ghost", bench_server.http_hostport, "http", **FAST))
 
 
-def test_batched_inputs_follow_the_shape_option(bench_server: RunningServer, tmp_path: Path) -> None:
-    """Batch size, --shape for the dynamic dim, a .npy file for the other input; inferences = batch x req."""
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_batched_inputs_follow_the_shape_option(bench_server: RunningServer, tmp_path: Path,
+                                                protocol: str) -> None:
+    """Batch size, --shape for the dynamic dim, a .npy file, generated strings; inferences = batch x req."""
     features = tmp_path / "features.npy"
     np.save(features, np.arange(6, dtype=np.float64).reshape(2, 3))
-    spec = LoadSpec("echo", bench_server.grpc_hostport, batch_size=4, shapes={"IDS": (7,)},
+    url = bench_server.grpc_hostport if protocol == "grpc" else bench_server.http_hostport
+    spec = LoadSpec("echo", url, protocol, batch_size=4, shapes={"IDS": (7,)},
                     input_files={"FEATURES": features}, **FAST)
     (row,) = run_load_sync(spec)
     assert row.batch_size == 4 and row.errors == 0 and row.requests > 0
