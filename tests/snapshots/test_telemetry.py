@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import http.server
 import json
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from triton_ge_console.cli import main
+from triton_ge_console.sessions import telemetry_commands
 from triton_ge_console.sessions.metrics import parse_metrics
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import Registry, SessionRecord
@@ -30,6 +31,14 @@ from triton_ge_console.sessions.telemetry_npu_smi import (
 )
 
 DATA = Path(__file__).parent / "data"
+
+
+def main(argv: list[str]) -> int:
+    """`ge-console <argv>` for the devices command alone (other areas' commands are not imported)."""
+    parser = argparse.ArgumentParser(prog="ge-console")
+    telemetry_commands.register(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    return int(args.func(args))
 NPU_SMI = DATA / "npu_smi"
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
 
