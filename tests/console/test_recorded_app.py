@@ -8,6 +8,7 @@ from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.header import DisconnectedBanner
 from triton_ge_console.console.widgets.models import ModelsTable
 from triton_ge_console.sessions.recorded import RecordedController
+from triton_ge_console.sessions.source import CommandResult
 
 from .conftest import SIZE, recorded_app, replayed
 
@@ -89,3 +90,19 @@ async def test_palette_and_help_come_from_the_registry() -> None:
         await _until(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
         await pilot.press(*"dump_graph", "enter")
         await _until(pilot, lambda: "dump_graph" in app.diagnostics)
+
+
+class _ExplodingController(RecordedController):
+    """A controller whose reload raises, as a broken connection might."""
+
+    def reload(self, model: str, config: str | None = None) -> CommandResult:
+        raise ConnectionResetError("connection reset by peer")
+
+
+async def test_worker_errors_become_notifications_not_crashes() -> None:
+    app = recorded_app("healthy", _ExplodingController())
+    async with app.run_test(size=SIZE) as pilot:
+        await replayed(pilot)
+        await pilot.press("r")
+        await _until(pilot, lambda: any("connection reset by peer" in n.message for n in app._notifications))
+        assert app.is_running and isinstance(app.screen, DashboardScreen)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import ClassVar
 
@@ -112,7 +112,7 @@ class GEConsoleApp(Operations):
     def action_run(self, action_id: str) -> None:
         """Run a registered action, asking first when it is destructive."""
         action = actions.find(action_id)
-        handler = getattr(self, f"action_{action.id}")
+        handler = self._guarded(action.id, getattr(self, f"action_{action.id}"))
         if not action.destructive:
             handler()
             return
@@ -123,6 +123,17 @@ class GEConsoleApp(Operations):
                 handler()
 
         self.push_screen(ConfirmScreen(f"{action.description}?", str(target)), confirmed)
+
+    def _guarded(self, action_id: str, handler: Callable[[], object]) -> Callable[[], None]:
+        """The handler, with any error it raises turned into a notification (the UI never crashes)."""
+
+        def run() -> None:
+            try:
+                handler()
+            except Exception as exc:
+                self.notify(f"{type(exc).__name__}: {exc}", title=f"{action_id} failed", severity="error")
+
+        return run
 
     def on_command_finished(self, message: CommandFinished) -> None:
         """Tell the operator what a command did, with Triton's own message on failure."""

@@ -136,8 +136,11 @@ class RepositoryScreen(Screen[None]):
     def _diff_worker(self, url: str | None, model: repo_info.RepoModel) -> None:
         """GET the loaded config, then draw the diff on the UI thread."""
         loaded: dict[str, Any] | None = repo_info.fetch_loaded_config(url, model.name)
-        text = model.config_path.read_text(encoding="utf-8")
-        self.app.call_from_thread(self._show_diff, repo_info.config_diff(text, loaded))
+        try:
+            lines = repo_info.config_diff(model.config_path.read_text(encoding="utf-8"), loaded)
+        except OSError as exc:
+            lines = [f"(cannot read {model.config_path}: {exc})"]
+        self.app.call_from_thread(self._show_diff, lines)
 
     def _show_diff(self, lines: list[str]) -> None:
         """Draw a diff."""
@@ -148,7 +151,11 @@ class RepositoryScreen(Screen[None]):
         if self.current is None:
             return
         editor = self.query_one("#config-edit", TextArea)
-        editor.load_text(self.current.config_path.read_text(encoding="utf-8"))
+        try:
+            editor.load_text(self.current.config_path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            self.notify(str(exc), title="cannot edit", severity="error")
+            return
         editor.display = True
         self.query_one("#config-scroll").display = False
         editor.focus()
@@ -167,7 +174,10 @@ class RepositoryScreen(Screen[None]):
         text = editor.text
         path = self.current.config_path
         findings = repo_info.check_config_text(text, path)
-        on_disk = repo_info.check_config_text(path.read_text(encoding="utf-8"), path)
+        try:
+            on_disk = repo_info.check_config_text(path.read_text(encoding="utf-8"), path)
+        except OSError:
+            on_disk = []
         known = {(f.field, f.message) for f in on_disk}
         new_errors = [f for f in findings if f.severity == "error" and (f.field, f.message) not in known]
         if new_errors:
@@ -175,7 +185,11 @@ class RepositoryScreen(Screen[None]):
             self.notify(f"not saved: {len(new_errors)} new error(s), first: {new_errors[0].message}",
                         severity="error")
             return
-        repo_info.write_atomically(path, text)
+        try:
+            repo_info.write_atomically(path, text)
+        except OSError as exc:
+            self.notify(f"not saved: {exc}", title="save failed", severity="error")
+            return
         self._close_editor()
         self._show_text(text)
         self.console.run_command("reload", self.current.name)

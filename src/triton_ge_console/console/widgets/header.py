@@ -9,6 +9,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from triton_ge_console.console import format as fmt
+from triton_ge_console.console.session_link import STARTING
 from triton_ge_console.sessions.snapshot import ServerSnapshot
 
 
@@ -35,6 +36,8 @@ def health_text(snapshot: ServerSnapshot | None, connection: Connection) -> Text
     """● ready / ● live / ● down, coloured."""
     if connection.stopped:
         return Text("■ stopped", style="bold yellow")
+    if connection.error == STARTING:
+        return Text("◌ starting", style="bold yellow")
     if connection.stale or snapshot is None:
         return Text("● down", style="bold red")
     if snapshot.ready:
