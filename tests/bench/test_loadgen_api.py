@@ -23,6 +23,7 @@ from triton_ge_console.sessions.loadgen import (
     UnknownModelError,
     run_load_sync,
 )
+from triton_ge_console.sessions.loadgen_engine import MAX_KEPT_WINDOWS, StepResult, Window
 from triton_ge_console.sessions.loadgen_inputs import (
     ModelSignature,
     TensorSpec,
@@ -180,3 +181,13 @@ async def test_sync_wrapper_works_inside_a_running_loop(bench_server: RunningSer
     """A notebook cell has a running event loop; run_load_sync still returns the rows."""
     (row,) = run_load_sync(LoadSpec("delay", bench_server.grpc_hostport, **FAST))
     assert row.requests > 0 and row.errors == 0
+
+
+def test_a_never_ending_step_keeps_a_bounded_number_of_windows() -> None:
+    """A background load (stable_windows huge) keeps only the newest windows, counting all of them."""
+    result = StepResult(kept=MAX_KEPT_WINDOWS)
+    for index in range(MAX_KEPT_WINDOWS + 80):
+        result.add(Window(1.0, [0.01] * 4, 0, 4, 0.0, None, None) if index else
+                   Window(1.0, [9.0], 0, 1, 0.0, None, None))
+    assert result.measured == MAX_KEPT_WINDOWS + 80 and len(result.windows) == MAX_KEPT_WINDOWS
+    assert all(w.latencies == [0.01] * 4 for w in result.last(10**6))

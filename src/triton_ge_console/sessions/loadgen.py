@@ -84,6 +84,7 @@ class _Reporter:
         self.started = time.monotonic()
         self.completed = 0
         self.errors = 0
+        self.windows = 0
 
     def emit(self, step: int, phase: str, window: Window | None = None, windows: int = 0,
              row: BenchRow | None = None) -> None:
@@ -109,14 +110,13 @@ async def _run_step(spec: LoadSpec, transport: Transport, level: float, step: in
         tasks = [asyncio.create_task(loops.open_loop(intervals, spec.max_inflight))]
     else:
         tasks = [asyncio.create_task(loops.closed_loop()) for _ in range(int(level))]
-    report.completed = report.errors = 0
-    counted: list[Window] = []
+    report.completed = report.errors = report.windows = 0
 
     def on_window(window: Window) -> None:
-        counted.append(window)
+        report.windows += 1
         report.completed += len(window.latencies)
         report.errors += window.errors
-        report.emit(step, "measuring", window, len(counted))
+        report.emit(step, "measuring", window, report.windows)
 
     try:
         report.emit(step, "warmup")
@@ -127,13 +127,13 @@ async def _run_step(spec: LoadSpec, transport: Transport, level: float, step: in
         await cancel_all(tasks)
         await loops.cancel_sends()
     row = summarize(spec, level, result, loops.recorder.first_error)
-    report.emit(step, "step-done", None, len(result.windows), row)
+    report.emit(step, "step-done", None, result.measured, row)
     return row
 
 
 def summarize(spec: LoadSpec, level: float, result: StepResult, first_error: str | None) -> BenchRow:
-    """A BenchRow from the step's last `stable_windows` windows (all of them pooled)."""
-    used = result.windows[-spec.stable_windows:]
+    """A BenchRow from the step's last `stable_windows` windows (at most the kept ones), pooled."""
+    used = result.last(spec.stable_windows)
     latencies = np.fromiter((x for w in used for x in w.latencies), dtype=np.float64)
     wall = sum(w.duration_s for w in used)
     throughput = latencies.size / wall if wall > 0 else 0.0
@@ -147,7 +147,7 @@ def summarize(spec: LoadSpec, level: float, result: StepResult, first_error: str
         p95_ms=_percentile_ms(latencies, 95), p99_ms=_percentile_ms(latencies, 99),
         avg_ms=float(latencies.mean() * 1000) if latencies.size else None,
         max_ms=float(latencies.max() * 1000) if latencies.size else None,
-        requests=int(latencies.size), errors=sum(w.errors for w in used), windows=len(result.windows),
+        requests=int(latencies.size), errors=sum(w.errors for w in used), windows=result.measured,
         stable=result.stable, **split,
         client_cpu=sum(w.cpu_s for w in used) / wall if wall > 0 else None,
         send_rate_rps=sum(w.sent for w in used) / wall if rate_mode and wall > 0 else None,

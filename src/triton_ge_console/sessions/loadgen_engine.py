@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -65,12 +66,29 @@ class Window:
         return len(self.latencies) / self.duration_s if self.duration_s > 0 else 0.0
 
 
+# A run that never settles (stable_windows huge, e.g. a background load) keeps only this many windows.
+MAX_KEPT_WINDOWS = 120
+
+
 @dataclass
 class StepResult:
-    """The windows a step measured and whether the last ones were stable."""
+    """The step's most recent windows (bounded), how many it measured, and whether the last were stable."""
 
-    windows: list[Window] = field(default_factory=list)
+    kept: int = MAX_KEPT_WINDOWS
+    windows: deque[Window] = field(default_factory=deque)
+    measured: int = 0
     stable: bool = False
+
+    def add(self, window: Window) -> None:
+        """Keep a window, dropping the oldest past `kept`."""
+        self.windows.append(window)
+        self.measured += 1
+        if len(self.windows) > self.kept:
+            self.windows.popleft()
+
+    def last(self, count: int) -> list[Window]:
+        """The newest `count` windows, oldest first."""
+        return list(self.windows)[-count:]
 
 
 class LoadLoops:
@@ -154,23 +172,23 @@ class LoadLoops:
     async def measure(self, window_s: float, max_windows: int, stable_windows: int, stability: float,
                       on_window: Callable[[Window], None]) -> StepResult:
         """Windows until `stable_windows` in a row agree on throughput within `stability`, or the cap."""
-        result = StepResult()
+        result = StepResult(kept=max(1, min(stable_windows, MAX_KEPT_WINDOWS)))
         stats = await self.transport.statistics(self.model)
         self.recorder.swap()
         started, cpu_started = clock(), time.process_time()
-        while len(result.windows) < max_windows:
+        while result.measured < max_windows:
             await self.pause(window_s)
             latencies, errors, sent = self.recorder.swap()
             ended, cpu_ended = clock(), time.process_time()
             stats_after = await self.transport.statistics(self.model)
             window = Window(ended - started, latencies, errors, sent, cpu_ended - cpu_started,
                             stats, stats_after)
-            if not result.windows:  # answers that came after a short warm-up get the same check
+            if not result.measured:  # answers that came after a short warm-up get the same check
                 self.check_not_all_failed(len(latencies), errors)
-            result.windows.append(window)
+            result.add(window)
             on_window(window)
             started, cpu_started, stats = ended, cpu_ended, stats_after
-            if is_stable(result.windows[-stable_windows:], stable_windows, stability):
+            if is_stable(result.last(stable_windows), stable_windows, stability):
                 result.stable = True
                 break
         return result
