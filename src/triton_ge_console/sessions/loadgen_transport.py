@@ -1,4 +1,4 @@
-"""The load generator's wire: one reused connection per protocol and a request serialized once.
+"""The load generator's wire: reused connections per protocol and a request serialized once.
 
 Metadata, config and statistics go through tritonclient's aio clients; the hot path sends a request
 body (HTTP) or protobuf message (gRPC) built once up front, so a request costs one send and one read.
