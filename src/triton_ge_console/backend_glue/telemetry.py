@@ -21,7 +21,7 @@ FLUSH_INTERVAL_S = 0.5
 UTILIZATION_WINDOW_S = 5.0
 BATCH_BUCKETS = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
 
-# name → (kind, help); kind is "counter" | "gauge" | "histogram".
+# name → (kind, help); kind is "counter" | "gauge". The batch-size distribution is _BatchSizes.
 FAMILIES: dict[str, tuple[str, str]] = {
     "ge_device_utilization_ratio": ("gauge", "Busy fraction of the device over the last seconds (0..1)"),
     "ge_device_memory_used_bytes": ("gauge", "Device memory held by loaded models"),
@@ -31,7 +31,6 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "ge_inferences_total": ("counter", "Batch items executed by the model"),
     "ge_h2d_bytes_total": ("counter", "Bytes copied host to device"),
     "ge_d2h_bytes_total": ("counter", "Bytes copied device to host"),
-    "ge_execution_batch_size": ("histogram", "Batch size of each execution"),
     "ge_model_info": ("gauge", "1 per loaded model instance group, labelled with its execution mode"),
 }
 
@@ -47,6 +46,37 @@ class _Pending:
     d2h: int = 0
     busy_s: float = 0.0
     batch_sizes: list[int] = field(default_factory=list)
+
+
+class _BatchSizes:
+    """Batch sizes: a histogram where this Triton's Python backend has them, else counters per size."""
+
+    def __init__(self, pb_utils: Any, labels: dict[str, str]) -> None:
+        self._pb = pb_utils
+        self._labels = labels
+        self._counters: dict[int, Any] = {}
+        self._histogram: Any = None
+        kind = getattr(pb_utils.MetricFamily, "HISTOGRAM", None)
+        if kind is not None:
+            # the family must outlive its metrics: Triton deletes the series with the family object
+            self._family = pb_utils.MetricFamily(name="ge_execution_batch_size", kind=kind,
+                                                 description="Batch size of each execution")
+            self._histogram = self._family.Metric(labels=labels, buckets=BATCH_BUCKETS)
+        else:
+            self._family = pb_utils.MetricFamily(name="ge_execution_batch_size_total",
+                                                 kind=pb_utils.MetricFamily.COUNTER,
+                                                 description="Executions per batch size")
+
+    def record(self, sizes: list[int]) -> None:
+        """Add executions of these batch sizes."""
+        if self._histogram is not None:
+            for size in sizes:
+                self._histogram.observe(float(size))
+            return
+        for size, count in collections.Counter(sizes).items():
+            if size not in self._counters:
+                self._counters[size] = self._family.Metric(labels={**self._labels, "batch_size": str(size)})
+            self._counters[size].increment(count)
 
 
 def utilization(samples: collections.deque[tuple[float, float]]) -> float | None:
@@ -78,6 +108,7 @@ class Telemetry:
                        if name.startswith("ge_") and not name.startswith(("ge_device_", "ge_model_info"))}
         self._device = {name: self._metric(name, device_labels) for name in FAMILIES
                         if name.startswith("ge_device_")}
+        self._batch_sizes = _BatchSizes(pb_utils, model_labels)
         info_labels = {**model_labels, "backend": settings.backend, "execution_mode": settings.kind}
         self._metric("ge_model_info", info_labels).set(1.0)
         self._stop = threading.Event()
@@ -87,14 +118,11 @@ class Telemetry:
 
     def _family(self, name: str, kind: str, text: str) -> Any:
         """Register (or join) one metric family with Triton."""
-        kinds = {"counter": self._pb.MetricFamily.COUNTER, "gauge": self._pb.MetricFamily.GAUGE,
-                 "histogram": self._pb.MetricFamily.HISTOGRAM}
+        kinds = {"counter": self._pb.MetricFamily.COUNTER, "gauge": self._pb.MetricFamily.GAUGE}
         return self._pb.MetricFamily(name=name, description=text, kind=kinds[kind])
 
     def _metric(self, name: str, labels: dict[str, str]) -> Any:
-        """One labelled series of a family (histograms get the batch-size buckets)."""
-        if FAMILIES[name][0] == "histogram":
-            return self._families[name].Metric(labels=labels, buckets=BATCH_BUCKETS)
+        """One labelled series of a family."""
         return self._families[name].Metric(labels=labels)
 
     def executed(self, seconds: float, batch_size: int, stats: RunStats) -> None:
@@ -122,9 +150,8 @@ class Telemetry:
             self._model["ge_h2d_bytes_total"].increment(pending.h2d)
         if pending.d2h:
             self._model["ge_d2h_bytes_total"].increment(pending.d2h)
-        for size in pending.batch_sizes:
-            self._model["ge_execution_batch_size"].observe(float(size))
         self._ledger.add_busy(pending.busy_s)
+        self._batch_sizes.record(pending.batch_sizes)
 
     def refresh_device(self) -> None:
         """Set the device gauges: AscendCL's own figures when present, else the shared ledger."""

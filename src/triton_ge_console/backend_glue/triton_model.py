@@ -49,7 +49,7 @@ class TritonPythonModel:
             check_config_against_model(self.settings, config, self.executor)
             self.ledger.reserve(self.owner, self.settings.model_name, self.executor.memory_bytes,
                                 self.settings.device_memory_bytes)
-            self.telemetry = Telemetry(pb_utils, self.settings, self.ledger, self.executor.device_figures)
+            self.telemetry = self._telemetry(pb_utils)
         except BaseException:
             self.ledger.release(self.owner)
             self.executor.close()
@@ -58,6 +58,14 @@ class TritonPythonModel:
         self.input_names = [i.name for i in self.inputs]
         self.batched = self.settings.max_batch_size > 0
         pb_utils.Logger.log_info(self._load_message())
+
+    def _telemetry(self, pb_utils: Any) -> Telemetry | None:
+        """Custom metrics, or None (logged) where this Triton's Python backend cannot offer them."""
+        try:
+            return Telemetry(pb_utils, self.settings, self.ledger, self.executor.device_figures)
+        except Exception as exc:  # metrics must never keep a model from serving (older Python backends)
+            pb_utils.Logger.log_warn(f"ge glue: model {self.settings.model_name}: custom metrics off: {exc}")
+            return None
 
     def _load_message(self) -> str:
         """The line logged at load: which mode, device and file this instance runs."""
@@ -118,7 +126,8 @@ class TritonPythonModel:
 
     def _record(self, started: float, batch_size: int, stats: RunStats) -> None:
         """Account one execution in telemetry (never fails the request)."""
-        self.telemetry.executed(time.perf_counter() - started, batch_size, stats)
+        if self.telemetry is not None:
+            self.telemetry.executed(time.perf_counter() - started, batch_size, stats)
 
     def finalize(self) -> None:
         """Give the device memory back first (cheap, local), then free the executor, then stop telemetry."""
