@@ -112,6 +112,7 @@ class Telemetry:
         info_labels = {**model_labels, "backend": settings.backend, "execution_mode": settings.kind}
         self._metric("ge_model_info", info_labels).set(1.0)
         self._stop = threading.Event()
+        self._last_warning = ""
         self.refresh_device()
         self._thread = threading.Thread(target=self._loop, name="ge-telemetry", daemon=True)
         self._thread.start()
@@ -175,8 +176,10 @@ class Telemetry:
             try:
                 self.flush()
                 self.refresh_device()
-            except Exception as exc:  # telemetry must never take the model down
-                self._pb.Logger.log_warn(f"ge glue telemetry: {exc}")
+            except Exception as exc:  # telemetry must never take the model down; say so once per cause
+                if str(exc) != self._last_warning:
+                    self._last_warning = str(exc)
+                    self._pb.Logger.log_warn(f"ge glue telemetry: {exc}")
 
     def close(self) -> None:
         """Stop the flusher after a last flush."""
