@@ -41,6 +41,7 @@ from triton_ge_console.sessions.registry import (
     SessionRecord,
     effective_state,
     process_create_time,
+    session_group,
     store_token,
     validate_name,
 )
@@ -159,8 +160,7 @@ def _start(
     try:
         _wait_ready(server, record, options)
     except BaseException:
-        if server.pid is not None:
-            stop_process_group(server.pid, 10.0)
+        server.stop()
         registry.remove(plan.name)
         raise
     record = record.replace(state=READY)
@@ -224,6 +224,9 @@ def _refuse_running(registry: Registry, name: str) -> None:
     if not registry.exists(name):
         return
     current = registry.load(name)
+    leftover = session_group(current) if effective_state(current) == DEAD else None
+    if leftover is not None:  # a dead server's orphaned stubs: nothing of them is worth waiting for
+        stop_process_group(leftover, 1.0)
     if effective_state(current) not in (DEAD, STOPPED):
         where = "attached to" if current.attached else "serving"
         raise LaunchError(

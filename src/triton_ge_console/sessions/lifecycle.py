@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 from triton_ge_console.sessions import paths
 from triton_ge_console.sessions.control import ControlError, TritonControl, client_url
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
-from triton_ge_console.sessions.process import group_alive, port_in_use, stop_process_group
+from triton_ge_console.sessions.process import port_in_use, stop_process_group
 from triton_ge_console.sessions.registry import (
     DEAD,
     READY,
@@ -24,9 +24,9 @@ from triton_ge_console.sessions.registry import (
     SessionRecord,
     effective_state,
     log_tail,
-    process_create_time,
     resolve_token,
     server_process_alive,
+    session_group,
     store_token,
     validate_name,
 )
@@ -65,7 +65,7 @@ def down(
         return StopResult(record, f"detached from {record.http_url} (the server keeps running)")
     code: int | None = record.exit_code
     state = effective_state(record)
-    group = _session_group(record)
+    group = session_group(record)
     if group is not None:
         # with the server gone, its orphaned stubs (they ignore SIGTERM) have nothing to finish: kill soon
         grace = timeout if server_process_alive(record) else ORPHAN_GRACE_S
@@ -88,17 +88,6 @@ def server_exit_code(record: SessionRecord) -> int | None:
     if record.session_dir is None or record.attached:
         return None
     return read_number(record.session_dir / EXIT_FILE)
-
-
-def _session_group(record: SessionRecord) -> int | None:
-    """The session's process group (led by the server) if anything of it still runs, never a reused pid's."""
-    group = record.pid
-    if group is None or not group_alive(group):
-        return None
-    if server_process_alive(record):
-        return group
-    # Linux never hands out a pid still used as a process group id: a free leader pid means the group is ours.
-    return group if process_create_time(group) is None else None
 
 
 def _wait_exit_recorded(record: SessionRecord, timeout: float) -> None:
@@ -129,7 +118,7 @@ def restart(
     source = record.spec or record.repository
     if source is None:
         raise LaunchError(f"session '{record.name}' records no spec or repository to restart from")
-    if effective_state(record) in (STARTING, READY) or _session_group(record) is not None:
+    if effective_state(record) in (STARTING, READY) or session_group(record) is not None:
         down(record, registry)
     options = LaunchOptions(
         source=source,
@@ -249,8 +238,9 @@ def session_status(record: SessionRecord, timeout: float = 5.0) -> SessionStatus
     try:
         entries = controller_for(record, timeout).index()
     except ControlError as exc:
-        # a launched server still starting may not answer yet; an attached one that does not answer is dead
-        return SessionStatus(record, DEAD if record.attached else state, error=str(exc))
+        # a launched server still starting may not answer yet; an attached one that is not even live is dead
+        gone = record.attached and not controller_for(record, timeout).live()
+        return SessionStatus(record, DEAD if gone else state, error=str(exc))
     models = tuple(
         {"name": m.name, "version": m.version, "state": m.state, "reason": m.reason} for m in entries
     )

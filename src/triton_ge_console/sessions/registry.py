@@ -15,6 +15,7 @@ import psutil
 import yaml
 
 from triton_ge_console.sessions import paths
+from triton_ge_console.sessions.process import group_alive
 
 # Recorded states; "dead" is never written: a starting/ready session whose process is gone reads so.
 STARTING, READY, DEAD, STOPPED = "starting", "ready", "dead", "stopped"
@@ -29,6 +30,7 @@ GRPC_HEADER_PREFIX = "triton-grpc-protocol-"
 def grpc_token_header(header: str = TOKEN_HEADER) -> str:
     """The metadata key a gRPC client sends the token under."""
     return f"{GRPC_HEADER_PREFIX}{header}"
+
 
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -270,6 +272,17 @@ def server_process_alive(record: SessionRecord) -> bool:
     if created is None:
         return False
     return record.pid_create_time is None or abs(created - record.pid_create_time) < 0.5
+
+
+def session_group(record: SessionRecord) -> int | None:
+    """The session's process group (led by the server) if anything of it still runs, never a reused pid's."""
+    group = record.pid
+    if group is None or not group_alive(group):
+        return None
+    if server_process_alive(record):
+        return group
+    # Linux never hands out a pid still used as a process group id: a free leader pid means the group is ours.
+    return group if process_create_time(group) is None else None
 
 
 def effective_state(record: SessionRecord) -> str:

@@ -112,6 +112,19 @@ class SupervisedServer:
                 return line.strip()[:500]
         return None
 
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server's group (SIGTERM, then SIGKILL) and wait for the supervisor to finish."""
+        from triton_ge_console.sessions.process import stop_process_group
+
+        if self.pid is not None:
+            stop_process_group(self.pid, timeout)
+        if self.popen is not None:
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
     def exit_code(self) -> int | None:
         """The server's exit code once it has ended."""
         return read_number(self.workdir / EXIT_FILE)
