@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -43,16 +44,16 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         self.settings = load_settings(args, config)
         self.executor = open_executor(self.settings, config)
-        self.ledger = DeviceLedger(self.settings.device_id)
         self.owner = f"{os.getpid()}:{self.settings.model_name}:{self.settings.instance_name}"
         try:
+            self.ledger = DeviceLedger(self.settings.device_id)
             check_config_against_model(self.settings, config, self.executor)
             self.ledger.reserve(self.owner, self.settings.model_name, self.executor.memory_bytes,
                                 self.settings.device_memory_bytes)
             self.telemetry = self._telemetry(pb_utils)
         except BaseException:
-            self.ledger.release(self.owner)
-            self.executor.close()
+            with contextlib.suppress(Exception):  # the load failure is the error worth reporting
+                self.finalize()
             raise
         self.inputs: tuple[TensorInfo, ...] = self.executor.inputs
         self.input_names = [i.name for i in self.inputs]
@@ -134,9 +135,10 @@ class TritonPythonModel:
         ledger = getattr(self, "ledger", None)
         if ledger is not None:
             ledger.release(self.owner)
-        executor = getattr(self, "executor", None)
-        if executor is not None:
-            executor.close()
-        telemetry = getattr(self, "telemetry", None)
-        if telemetry is not None:
-            telemetry.close()
+        executor, telemetry = getattr(self, "executor", None), getattr(self, "telemetry", None)
+        try:
+            if executor is not None:
+                executor.close()
+        finally:
+            if telemetry is not None:
+                telemetry.close()
