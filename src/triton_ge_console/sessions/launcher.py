@@ -111,24 +111,31 @@ def launch(
             f"warning: exposing Triton on {plan.listen}; model-repository, model-config, logging and trace "
             f"need the token (header {TOKEN_HEADER})"
         )
-    for attempt in range(PORT_RACE_ATTEMPTS):
-        ports = _ports(options, plan)
+    record = _start_retrying_port_races(
+        plan, options, dist, _Dirs(repository, backend_dir, workdir), token_ref, registry, say
+    )
+    record_loaded_digests(record)
+    return record
+
+
+def _start_retrying_port_races(
+    plan: _Plan,
+    options: LaunchOptions,
+    dist: TritonDistribution,
+    dirs: _Dirs,
+    token_ref: str | None,
+    registry: Registry,
+    say: Notify,
+) -> SessionRecord:
+    """Start the server; a port picked free but taken before Triton bound it is picked again."""
+    for attempt in range(1, PORT_RACE_ATTEMPTS + 1):
         try:
-            record = _start(
-                plan, options, dist, ports, _Dirs(repository, backend_dir, workdir), token_ref, registry
-            )
+            return _start(plan, options, dist, _ports(options, plan), dirs, token_ref, registry)
         except LaunchError as exc:
-            # a port picked free can be taken by someone else before Triton binds it: pick again
-            if (
-                "Address already in use" not in str(exc)
-                or _fixed_ports(options, plan)
-                or attempt == PORT_RACE_ATTEMPTS - 1
-            ):
+            raced = "Address already in use" in str(exc) and not _fixed_ports(options, plan)
+            if not raced or attempt == PORT_RACE_ATTEMPTS:
                 raise
             say(f"a picked port was taken meanwhile; retrying with new ports ({exc})")
-            continue
-        record_loaded_digests(record)
-        return record
     raise AssertionError("unreachable")
 
 
@@ -317,26 +324,13 @@ def _record(
     host = _url_host(plan.listen)
     pid = server.pid
     return SessionRecord(
-        name=plan.name,
-        pid=pid,
-        started_at=time.time(),
-        http_url=f"http://{host}:{ports.http}",
-        grpc_url=f"{host}:{ports.grpc}",
-        metrics_url=f"http://{host}:{ports.metrics}/metrics",
-        repository=dirs.repository,
-        spec=plan.spec.path if plan.spec else None,
-        backend_dir=dirs.backend_dir,
-        log_path=server.log_path,
-        token_ref=token_ref,
-        attached=False,
-        session_dir=dirs.workdir,
-        state=STARTING,
-        pid_create_time=process_create_time(pid) if pid else None,
-        models=plan.models,
-        tritonserver=str(dist.binary),
-        tritonserver_origin=dist.origin,
-        explicit_tritonserver=options.tritonserver,
-        listen=plan.listen,
+        name=plan.name, pid=pid, started_at=time.time(), http_url=f"http://{host}:{ports.http}",
+        grpc_url=f"{host}:{ports.grpc}", metrics_url=f"http://{host}:{ports.metrics}/metrics",
+        repository=dirs.repository, spec=plan.spec.path if plan.spec else None, backend_dir=dirs.backend_dir,
+        log_path=server.log_path, token_ref=token_ref, attached=False, session_dir=dirs.workdir,
+        state=STARTING, pid_create_time=process_create_time(pid) if pid else None, models=plan.models,
+        tritonserver=str(dist.binary), tritonserver_origin=dist.origin,
+        explicit_tritonserver=options.tritonserver, listen=plan.listen,
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from triton_ge_console.sessions import paths
-from triton_ge_console.sessions.control import ControlError, TritonControl, client_url
+from triton_ge_console.sessions.control import ControlError, TritonControl
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
 from triton_ge_console.sessions.process import port_in_use, stop_process_group
 from triton_ge_console.sessions.registry import (
@@ -151,14 +151,7 @@ def attach(
             f"session '{name}' already exists; ge-console down {name} first or pick another --name"
         )
     http_url = url if "://" in url else f"http://{url}"
-    client_url(http_url)
-    control = TritonControl(http_url, token, token_header=token_header, timeout=10.0)
-    if not control.live():
-        raise LaunchError(f"{http_url}: no Triton server answers there (GET /v2/health/live failed)")
-    try:
-        models = tuple(dict.fromkeys(m.name for m in control.index() if m.state == "READY"))
-    except ControlError as exc:
-        raise LaunchError(f"{http_url}: cannot read the repository index: {exc}") from None
+    models = _serving_models(TritonControl(http_url, token, token_header=token_header, timeout=10.0))
     workdir = paths.session_dir(name)
     record = SessionRecord(
         name=name,
@@ -180,6 +173,16 @@ def attach(
     )
     registry.save(record)
     return record
+
+
+def _serving_models(control: TritonControl) -> tuple[str, ...]:
+    """The models a server we attach to has READY; LaunchError if it does not answer as Triton."""
+    if not control.live():
+        raise LaunchError(f"{control.http_url}: no Triton server answers there (GET /v2/health/live failed)")
+    try:
+        return tuple(dict.fromkeys(m.name for m in control.index() if m.state == "READY"))
+    except ControlError as exc:
+        raise LaunchError(f"{control.http_url}: cannot read the repository index: {exc}") from None
 
 
 def _default_metrics_url(http_url: str) -> str | None:
