@@ -19,7 +19,14 @@ from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.demo_models import demo_bytes
 
-MODELS = ("dense", "npu_dense", "llama_model", "bert_model", "om_dense", "om_forced_cpu")
+MODELS = ("dense", "npu_dense", "llama_model", "bert_model", "om_dense", "om_forced_cpu", "unbatched")
+UNBATCHED_CONFIG = """
+    backend: "ge"
+    max_batch_size: 0
+    input [{ name: "x" data_type: TYPE_FP32 dims: [-1, 4] }]
+    output [{ name: "y" data_type: TYPE_FP32 dims: [-1, 3] },
+            { name: "z" data_type: TYPE_FP32 dims: [-1, 3] }]
+"""
 
 LLAMA_CONFIG = """
     backend: "ge"
@@ -55,6 +62,7 @@ def server(tmp_path_factory: pytest.TempPathFactory,
     om_folder = write_model(repo, "om_dense", DENSE_CONFIG.format(
         backend="ge", extra=param("om_model_path", "dense.om") + "\n" + param("device_ids", "2")), None)
     write_fake_om(om_folder / "1", dense_model(seed=9), gears=(1, 2, 4, 8), name="dense.om")
+    write_model(repo, "unbatched", UNBATCHED_CONFIG, dense_model(seed=2))
     forced = write_model(repo, "om_forced_cpu", DENSE_CONFIG.format(
         backend="ge", extra=param("om_model_path", "dense.om") + "\n" + param("execution_mode", "cpu")),
         dense_model(seed=9))
@@ -146,3 +154,14 @@ def test_om_model_runs_through_acl_when_acl_imports(server: RunningServer) -> No
     assert wait_for(lambda: model_value(server, "ge_h2d_bytes_total", "om_dense")) == 4 * 4 * 4
     assert wait_for(lambda: model_value(server, "ge_d2h_bytes_total", "om_dense")) == 2 * 3 * 3 * 4
     assert model_value(server, "ge_h2d_bytes_total", "dense") == 0  # CPU emulation copies nothing
+
+
+def test_model_without_batching_answers_and_returns_only_the_requested_output(server: RunningServer) -> None:
+    x = np.random.default_rng(5).standard_normal((3, 4)).astype(np.float32)
+    _, z = _direct(server.repo / "unbatched" / "1" / "model.onnx", {"x": x})  # type: ignore[attr-defined]
+    with httpclient.InferenceServerClient(server.http_hostport) as client:
+        tensor = httpclient.InferInput("x", [3, 4], "FP32")
+        tensor.set_data_from_numpy(x)
+        result = client.infer("unbatched", [tensor], outputs=[httpclient.InferRequestedOutput("z")])
+    np.testing.assert_allclose(result.as_numpy("z"), z, atol=1e-5)
+    assert result.as_numpy("y") is None
