@@ -103,6 +103,13 @@ def test_restart_keeps_the_ports_and_down_leaves_no_process_and_frees_them(
     assert len(group_processes(first.pid)) >= 2, "server (the group leader) and its Python backend stub"
     assert up(echo_repo, "--name", "svc") == 1
     assert "already serving" in one_error_line(capsys)
+    config = echo_repo / "echo" / "config.pbtxt"
+    config.write_text(config.read_text().replace('string_value: "2"', 'string_value: "7"'))
+    assert main(["reload", "--changed"]) == 0
+    assert "reload echo: version 1 READY" in capsys.readouterr().out
+    assert controller_for(first).model_config("echo")["parameters"]["scale"]["string_value"] == "7"
+    assert main(["reload", "--changed"]) == 0
+    assert "no model changed" in capsys.readouterr().out
     assert main(["restart"]) == 0
     second = Registry().load("svc")
     assert second.pid != first.pid and second.http_url == first.http_url
