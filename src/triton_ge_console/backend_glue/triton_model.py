@@ -48,8 +48,7 @@ class TritonPythonModel:
         try:
             self.ledger = DeviceLedger(self.settings.device_id)
             check_config_against_model(self.settings, config, self.executor)
-            self.ledger.reserve(self.owner, self.settings.model_name, self.executor.memory_bytes,
-                                self.settings.device_memory_bytes)
+            self._reserve_memory()
             self.telemetry = self._telemetry(pb_utils)
         except BaseException:
             with contextlib.suppress(Exception):  # the load failure is the error worth reporting
@@ -59,6 +58,14 @@ class TritonPythonModel:
         self.input_names = [i.name for i in self.inputs]
         self.batched = self.settings.max_batch_size > 0
         pb_utils.Logger.log_info(self._load_message())
+
+    def _reserve_memory(self) -> None:
+        """Claim the model's memory in the device's shared pool (a real NPU's own capacity, else emulated)."""
+        figures = self.executor.device_figures()
+        capacity = self.settings.device_memory_bytes
+        if figures is not None and figures.total_bytes:
+            capacity = figures.total_bytes
+        self.ledger.reserve(self.owner, self.settings.model_name, self.executor.memory_bytes, capacity)
 
     def _telemetry(self, pb_utils: Any) -> Telemetry | None:
         """Custom metrics, or None (logged) where this Triton's Python backend cannot offer them."""
