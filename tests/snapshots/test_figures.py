@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -126,3 +128,15 @@ def test_skipped_families_are_left_out_before_parsing() -> None:
     table = parse_metrics(text, skip=("nv_inference_queue_summary_us",))
     assert table.names() == frozenset({"nv_inference_count"})
     assert table.by_model("nv_inference_count") == {("m", "1"): 7.0}
+
+
+def test_old_rotated_trace_files_are_deleted_after_reading(tmp_path: Path) -> None:
+    """Files read longer ago than keep_files_s go; unread or recent ones stay."""
+    collector = TraceCollector(tmp_path / "trace.json", keep_files_s=60)
+    old, recent = tmp_path / "trace.json.0", tmp_path / "trace.json.1"
+    old.write_text(json.dumps(EVENTS[:5]))
+    recent.write_text(json.dumps(EVENTS[5:]))
+    os.utime(old, (time.time() - 120, time.time() - 120))
+    assert collector.update() == 2
+    assert not old.exists() and recent.exists()
+    assert collector.latency("m", "1") is not None and collector.update() == 0

@@ -95,9 +95,11 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
 class TraceCollector:
     """Reads trace files incrementally and keeps each model's recent request latencies."""
 
-    def __init__(self, trace_file: Path, window: int = 1024, max_age_s: float = 60.0) -> None:
+    def __init__(self, trace_file: Path, window: int = 1024, max_age_s: float = 60.0,
+                 keep_files_s: float = 300.0) -> None:
         self.trace_file = trace_file
         self._max_age_s = max_age_s
+        self._keep_files_s = keep_files_s
         self._window = window
         self._consumed: dict[Path, int] = {}  # file -> size when fully read
         self._seen: dict[Path, set[int]] = {}  # file -> trace ids already counted
@@ -116,7 +118,23 @@ class TraceCollector:
         now = time.time()
         for path in self._files():
             added += self._read(path, now)
+        self._prune(now)
         return added
+
+    def _prune(self, now: float) -> None:
+        """Delete rotated files read long ago (a busy model writes megabytes a minute); the delay leaves
+        them to other consoles watching the same session."""
+        for path in list(self._consumed):
+            if path == self.trace_file:
+                continue
+            try:
+                if now - path.stat().st_mtime > self._keep_files_s:
+                    path.unlink()
+            except OSError:
+                pass
+            if not path.exists():
+                self._consumed.pop(path, None)
+                self._seen.pop(path, None)
 
     def _read(self, path: Path, now: float) -> int:
         """Consume one file if it changed and holds complete JSON (a half-written one is retried later)."""
