@@ -1,0 +1,135 @@
+"""Shared state of the fake AscendCL: devices, contexts, memory, models, datasets, and leak accounting.
+
+Error codes follow CANN's aclError values (acl_base.h / acl_rt.h). Memory is real (ctypes buffers), so
+pointers are real addresses and memcpy really copies bytes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+ACL_SUCCESS = 0
+ACL_ERROR_INVALID_PARAM = 100000
+ACL_ERROR_UNINITIALIZE = 100001
+ACL_ERROR_REPEAT_INITIALIZE = 100002
+ACL_ERROR_INVALID_FILE = 100003
+ACL_ERROR_PARSE_FILE = 100006
+ACL_ERROR_INVALID_MODEL_ID = 100011
+ACL_ERROR_MODEL_INPUT_NOT_MATCH = 100017
+ACL_ERROR_MODEL_NOT_DYNAMIC = 100019
+ACL_ERROR_RT_PARAM_INVALID = 107000
+ACL_ERROR_RT_INVALID_DEVICEID = 107001
+ACL_ERROR_RT_CONTEXT_NULL = 107002
+ACL_ERROR_RT_MEMORY_ALLOCATION = 207001
+
+ACL_MEMCPY_HOST_TO_HOST = 0
+ACL_MEMCPY_HOST_TO_DEVICE = 1
+ACL_MEMCPY_DEVICE_TO_HOST = 2
+ACL_MEMCPY_DEVICE_TO_DEVICE = 3
+
+DEVICE_COUNT = int(os.environ.get("FAKE_ACL_DEVICE_COUNT", "8"))
+DEVICE_MEMORY = int(float(os.environ.get("FAKE_ACL_DEVICE_GIB", "32")) * (1 << 30))
+
+
+@dataclass
+class DeviceAlloc:
+    """A device (or pinned host) allocation: real bytes, owned by one context."""
+
+    buffer: Any
+    size: int
+    device: int | None  # None for host memory from malloc_host
+    context: int | None
+
+
+@dataclass
+class Dataset:
+    """An aclmdlDataset: ordered data buffers, plus the batch set by set_dynamic_batch_size."""
+
+    buffers: list[int] = field(default_factory=list)
+    dynamic_batch: int | None = None
+
+
+@dataclass
+class Model:
+    """A loaded fake OM."""
+
+    session: Any
+    context: int
+    device: int
+    inputs: list[dict[str, Any]]  # name, dtype (numpy), dims, acl_type
+    outputs: list[dict[str, Any]]
+    gears: list[int]
+    weight_size: int
+
+
+@dataclass
+class State:
+    """Process-wide fake runtime state."""
+
+    initialized: bool = False
+    devices_set: Counter[int] = field(default_factory=Counter)
+    contexts: dict[int, int] = field(default_factory=dict)  # context → device
+    allocs: dict[int, DeviceAlloc] = field(default_factory=dict)
+    data_buffers: dict[int, tuple[int, int]] = field(default_factory=dict)  # handle → (ptr, size)
+    datasets: dict[int, Dataset] = field(default_factory=dict)
+    descs: dict[int, int | None] = field(default_factory=dict)  # desc → model id
+    models: dict[int, Model] = field(default_factory=dict)
+    calls: Counter[str] = field(default_factory=Counter)
+    busy_executions: Counter[int] = field(default_factory=Counter)
+
+
+STATE = State()
+LOCK = threading.RLock()
+_HANDLES = itertools.count(0x1000)
+_current = threading.local()
+
+
+def new_handle() -> int:
+    """A fresh opaque handle (contexts, descs, datasets, buffers, model ids)."""
+    return next(_HANDLES)
+
+
+def current_context() -> int | None:
+    """This thread's current context (ACL contexts are per thread)."""
+    return getattr(_current, "context", None)
+
+
+def set_current_context(context: int | None) -> None:
+    """Make context current for this thread."""
+    _current.context = context
+
+
+def allocate(size: int, device: int | None, context: int | None) -> int:
+    """Real memory; returns its address."""
+    buffer = ctypes.create_string_buffer(max(1, size))
+    ptr = ctypes.addressof(buffer)
+    STATE.allocs[ptr] = DeviceAlloc(buffer, size, device, context)
+    return ptr
+
+
+def leaks() -> dict[str, int]:
+    """What is still allocated or loaded: every count must be zero after a clean teardown."""
+    return {
+        "devices": sum(STATE.devices_set.values()),
+        "contexts": len(STATE.contexts),
+        "device_memory": sum(1 for a in STATE.allocs.values() if a.device is not None),
+        "host_memory": sum(1 for a in STATE.allocs.values() if a.device is None),
+        "data_buffers": len(STATE.data_buffers),
+        "datasets": len(STATE.datasets),
+        "descs": len(STATE.descs),
+        "models": len(STATE.models),
+    }
+
+
+def reset() -> None:
+    """Forget everything (between tests), as a fresh process would."""
+    global STATE
+    with LOCK:
+        STATE = State()
+        set_current_context(None)

@@ -1,0 +1,168 @@
+"""acl.rt: devices, per-thread contexts, memory, memcpy, device figures."""
+
+from __future__ import annotations
+
+import ctypes
+
+from . import _state
+from ._state import (
+    ACL_ERROR_INVALID_PARAM,
+    ACL_ERROR_RT_CONTEXT_NULL,
+    ACL_ERROR_RT_INVALID_DEVICEID,
+    ACL_ERROR_RT_MEMORY_ALLOCATION,
+    ACL_ERROR_RT_PARAM_INVALID,
+    ACL_ERROR_UNINITIALIZE,
+    ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE,
+    ACL_SUCCESS,
+)
+
+
+def _device_ok(device_id: int) -> bool:
+    return 0 <= device_id < _state.DEVICE_COUNT
+
+
+def set_device(device_id: int) -> int:
+    """aclrtSetDevice: reference-counted; creates the device's default context for this thread."""
+    with _state.LOCK:
+        if not _state.STATE.initialized:
+            return ACL_ERROR_UNINITIALIZE
+        if not _device_ok(device_id):
+            return ACL_ERROR_RT_INVALID_DEVICEID
+        _state.STATE.devices_set[device_id] += 1
+        return ACL_SUCCESS
+
+
+def reset_device(device_id: int) -> int:
+    """aclrtResetDevice."""
+    with _state.LOCK:
+        if _state.STATE.devices_set[device_id] <= 0:
+            return ACL_ERROR_RT_INVALID_DEVICEID
+        _state.STATE.devices_set[device_id] -= 1
+        if _state.STATE.devices_set[device_id] == 0:
+            del _state.STATE.devices_set[device_id]
+        return ACL_SUCCESS
+
+
+def create_context(device_id: int) -> tuple[int, int]:
+    """aclrtCreateContext: (context, ret); the new context becomes current for this thread."""
+    with _state.LOCK:
+        if _state.STATE.devices_set[device_id] <= 0:
+            return 0, ACL_ERROR_RT_INVALID_DEVICEID
+        context = _state.new_handle()
+        _state.STATE.contexts[context] = device_id
+        _state.set_current_context(context)
+        return context, ACL_SUCCESS
+
+
+def destroy_context(context: int) -> int:
+    """aclrtDestroyContext."""
+    with _state.LOCK:
+        if _state.STATE.contexts.pop(context, None) is None:
+            return ACL_ERROR_RT_CONTEXT_NULL
+        if _state.current_context() == context:
+            _state.set_current_context(None)
+        return ACL_SUCCESS
+
+
+def set_context(context: int) -> int:
+    """aclrtSetCurrentContext for the calling thread."""
+    with _state.LOCK:
+        if context not in _state.STATE.contexts:
+            return ACL_ERROR_RT_CONTEXT_NULL
+        _state.set_current_context(context)
+        return ACL_SUCCESS
+
+
+def get_context() -> tuple[int, int]:
+    """aclrtGetCurrentContext: (context, ret)."""
+    context = _state.current_context()
+    return (context, ACL_SUCCESS) if context is not None else (0, ACL_ERROR_RT_CONTEXT_NULL)
+
+
+def _used(device: int) -> int:
+    return sum(a.size for a in _state.STATE.allocs.values() if a.device == device)
+
+
+def malloc(size: int, policy: int) -> tuple[int, int]:
+    """aclrtMalloc on the current context's device: (ptr, ret)."""
+    with _state.LOCK:
+        _state.STATE.calls["rt.malloc"] += 1
+        context = _state.current_context()
+        if context is None or context not in _state.STATE.contexts:
+            return 0, ACL_ERROR_RT_CONTEXT_NULL
+        if size <= 0:
+            return 0, ACL_ERROR_INVALID_PARAM
+        device = _state.STATE.contexts[context]
+        if _used(device) + size > _state.DEVICE_MEMORY:
+            return 0, ACL_ERROR_RT_MEMORY_ALLOCATION
+        return _state.allocate(size, device, context), ACL_SUCCESS
+
+
+def malloc_host(size: int) -> tuple[int, int]:
+    """aclrtMallocHost: (ptr, ret)."""
+    with _state.LOCK:
+        _state.STATE.calls["rt.malloc_host"] += 1
+        if _state.current_context() is None:
+            return 0, ACL_ERROR_RT_CONTEXT_NULL
+        return _state.allocate(size, None, None), ACL_SUCCESS
+
+
+def _free(ptr: int, host: bool) -> int:
+    with _state.LOCK:
+        alloc = _state.STATE.allocs.get(ptr)
+        if alloc is None or (alloc.device is None) != host:
+            return ACL_ERROR_RT_PARAM_INVALID  # double free, or the wrong kind of pointer
+        del _state.STATE.allocs[ptr]
+        return ACL_SUCCESS
+
+
+def free(ptr: int) -> int:
+    """aclrtFree (device memory)."""
+    return _free(ptr, host=False)
+
+
+def free_host(ptr: int) -> int:
+    """aclrtFreeHost."""
+    return _free(ptr, host=True)
+
+
+def _is_device(ptr: int) -> bool:
+    alloc = _state.STATE.allocs.get(ptr)
+    return alloc is not None and alloc.device is not None
+
+
+def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> int:
+    """aclrtMemcpy: the kind must match where dst and src live; count must fit dest_max."""
+    with _state.LOCK:
+        _state.STATE.calls["rt.memcpy"] += 1
+        if count > dest_max or count < 0:
+            return ACL_ERROR_INVALID_PARAM
+        wanted = {ACL_MEMCPY_HOST_TO_DEVICE: (True, False), ACL_MEMCPY_DEVICE_TO_HOST: (False, True)}
+        if kind in wanted and (_is_device(dst), _is_device(src)) != wanted[kind]:
+            return ACL_ERROR_INVALID_PARAM
+        for ptr in (dst, src):
+            alloc = _state.STATE.allocs.get(ptr)
+            if alloc is not None and count > alloc.size:
+                return ACL_ERROR_INVALID_PARAM
+        ctypes.memmove(dst, src, count)
+        return ACL_SUCCESS
+
+
+def get_mem_info(attr: int) -> tuple[int, int, int]:
+    """aclrtGetMemInfo for the current context's device: (free, total, ret)."""
+    with _state.LOCK:
+        context = _state.current_context()
+        if context is None or context not in _state.STATE.contexts:
+            return 0, 0, ACL_ERROR_RT_CONTEXT_NULL
+        used = _used(_state.STATE.contexts[context])
+        return _state.DEVICE_MEMORY - used, _state.DEVICE_MEMORY, ACL_SUCCESS
+
+
+def get_device_utilization_rate(device_id: int) -> tuple[dict[str, int], int]:
+    """aclrtGetDeviceUtilizationRate: (aclrtUtilizationInfo dict, ret); memory utilization is -1."""
+    if not _device_ok(device_id):
+        return {}, ACL_ERROR_RT_INVALID_DEVICEID
+    busy = min(100, _state.STATE.busy_executions[device_id])
+    return {"cubeUtilization": busy, "vectorUtilization": -1, "aicpuUtilization": 0,
+            "memoryUtilization": -1}, ACL_SUCCESS
