@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.metadata
+import json
 import os
 import platform
 import subprocess
@@ -80,14 +81,23 @@ def run_one(bench: Benchmark, timeout: float) -> str:
 
 
 def extract_tables(output: str) -> str:
-    """The markdown tables in a script's output (runs of '|' lines), blank-line separated."""
-    blocks: list[list[str]] = [[]]
-    for line in output.splitlines():
-        if line.lstrip().startswith("|"):
-            blocks[-1].append(line.strip())
-        elif blocks[-1]:
-            blocks.append([])
-    return "\n\n".join("\n".join(block) for block in blocks if block)
+    """A script's tables with their headings (as level-4) and the caption lines right above them."""
+    lines = [line.strip() for line in output.splitlines()]
+    kept: list[str] = []
+    for index, line in enumerate(lines):
+        following = next((later for later in lines[index + 1:] if later), "")
+        if line.startswith("|"):
+            kept.append(line)
+        elif line.startswith("#"):
+            kept += ["", "#### " + line.lstrip("#").strip(), ""]
+        elif line and (following.startswith("|") or following.startswith("#")):
+            kept += ["", line, ""]
+        elif kept and kept[-1]:
+            kept.append("")
+    text = "\n".join(kept)
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    return text.strip()
 
 
 def saved_table(bench: Benchmark) -> str:
@@ -122,16 +132,25 @@ def _version(package: str) -> str:
         return "?"
 
 
-def assemble(tables: dict[str, str]) -> str:
+def assemble(tables: dict[str, str], load: str | None) -> str:
     """The README's Performance section."""
     today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    busy = f" Other work shared the machine: {load}." if load else ""
     parts = ["## Performance", "",
-             f"Measured {today} on {machine_line()}. Reproduce with `python3 benchmarks/run_all.py` "
+             f"Measured {today} on {machine_line()}.{busy} Reproduce with `python3 benchmarks/run_all.py` "
              "(each script alone also works; raw figures are in `benchmarks/results/*.json`).", ""]
     for bench in BENCHMARKS:
         parts += [f"### {bench.title}", "", f"`benchmarks/{bench.name}.py`: {bench.what}.", "",
                   tables[bench.name], ""]
     return "\n".join(parts)
+
+
+def load_note(loads: list[float], cores: int) -> str | None:
+    """How busy the machine was during the last run, when it was busier than one core."""
+    if not loads or max(loads) <= 1.0:
+        return None
+    return (f"1-minute load average {min(loads):.1f}-{max(loads):.1f} on {cores} cores during the run, "
+            "so treat absolute figures as pessimistic")
 
 
 def main() -> int:
@@ -149,12 +168,20 @@ def main() -> int:
               file=sys.stderr)
         return 2
     tables = {}
+    loads = [os.getloadavg()[0]]
     for bench in BENCHMARKS:
         run = bench.name in chosen and not args.collect_only
         tables[bench.name] = run_one(bench, args.timeout) if run else saved_table(bench)
+        loads.append(os.getloadavg()[0])
     RESULTS.mkdir(parents=True, exist_ok=True)
+    record = RESULTS / "run_all.json"
+    if args.collect_only and record.is_file():
+        loads = json.loads(record.read_text(encoding="utf-8")).get("load_averages", [])
+    elif not args.collect_only:
+        record.write_text(json.dumps({"ran": sorted(chosen), "load_averages": loads}) + "\n",
+                          encoding="utf-8")
     target = RESULTS / "PERFORMANCE.md"
-    target.write_text(assemble(tables), encoding="utf-8")
+    target.write_text(assemble(tables, load_note(loads, psutil.cpu_count() or 1)), encoding="utf-8")
     print(f"wrote {os.path.relpath(target)}", file=sys.stderr)
     return 0
 
