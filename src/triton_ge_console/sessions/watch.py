@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import watchfiles
 
 from triton_ge_console.repository.build import BuildError, BuildReport, build_repository, tree_digest
 from triton_ge_console.repository.spec import SpecError, load_spec
@@ -201,6 +200,8 @@ def _watch_until_sources_change(
     files = watched_files(spec_path)
     folders = sorted({str(f.parent) for f in files if f.parent.is_dir()})
     say(f"watching {spec_path} ({len(files) - 1} model source files)")
+    import watchfiles  # only `watch` needs it (a slow import)
+
     for changed in watchfiles.watch(
         *folders,
         watch_filter=lambda _c, p: Path(p).resolve() in files,

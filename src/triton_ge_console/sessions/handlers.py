@@ -1,0 +1,270 @@
+"""What the session commands do (`commands.py` only declares them, so the CLI starts fast)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from triton_ge_console.repository.build import BuildError
+from triton_ge_console.repository.spec import SpecError
+from triton_ge_console.sessions.control import ControlError
+from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, launch
+from triton_ge_console.sessions.lifecycle import attach, controller_for, down, restart, session_status
+from triton_ge_console.sessions.registry import (
+    DEAD,
+    READY,
+    STARTING,
+    STOPPED,
+    Registry,
+    RegistryError,
+    SessionNotFound,
+    SessionRecord,
+    effective_state,
+)
+from triton_ge_console.sessions.source import CommandResult
+from triton_ge_console.sessions.watch import apply_edit, find_changes, rebuild, reload_changed, watch_spec
+
+USER_ERRORS = (LaunchError, ControlError, RegistryError, SessionNotFound, ValueError, OSError)
+
+
+def run_guarded(name: str, args: argparse.Namespace) -> int:
+    """Run handler `name`, turning user errors into one line on stderr and exit code 1."""
+    handler = globals()[name]
+    try:
+        return int(handler(args))
+    except USER_ERRORS as exc:
+        _error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return 1
+
+
+def _error(message: str) -> None:
+    """One line on stderr."""
+    print(f"ge-console: error: {message}", file=sys.stderr)
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The token given on the command line or through an environment variable."""
+    if getattr(args, "token_env", None):
+        value = os.environ.get(args.token_env)
+        if not value:
+            raise LaunchError(f"--token-env {args.token_env}: the variable is not set")
+        return value
+    token: str | None = getattr(args, "token", None)
+    return token
+
+
+def run_up(args: argparse.Namespace) -> int:
+    """Start a session and print where it answers."""
+    options = LaunchOptions(
+        source=args.source,
+        name=args.name,
+        tritonserver=args.tritonserver,
+        listen=args.listen,
+        token=_token(args),
+        http_port=args.http_port,
+        grpc_port=args.grpc_port,
+        metrics_port=args.metrics_port,
+        models=tuple(args.model),
+        timeout=args.timeout,
+    )
+    record = launch(options, Registry(), notify=_notify)
+    print(
+        f"session '{record.name}' ready: http {record.http_url}  grpc {record.grpc_url}  "
+        f"metrics {record.metrics_url}"
+    )
+    print(f"models: {', '.join(record.models)}; log: {record.log_path}")
+    return 0
+
+
+def _notify(line: str) -> None:
+    """Progress on stdout, warnings on stderr."""
+    print(line, file=sys.stderr if line.startswith("warning:") else sys.stdout)
+
+
+def run_down(args: argparse.Namespace) -> int:
+    """Stop (or detach) a session."""
+    registry = Registry()
+    result = down(registry.resolve(args.name), registry, timeout=args.timeout, forget=args.forget)
+    print(result.message + (f" (exit code {result.exit_code})" if result.exit_code not in (None, 0) else ""))
+    return 0 if result.ports_freed else 1
+
+
+def run_restart(args: argparse.Namespace) -> int:
+    """Stop and start a session again."""
+    registry = Registry()
+    record = restart(registry.resolve(args.name), registry, notify=_notify, timeout=args.timeout)
+    print(f"session '{record.name}' ready again: http {record.http_url}")
+    return 0
+
+
+def run_attach(args: argparse.Namespace) -> int:
+    """Register a server we did not start."""
+    record = attach(
+        args.url,
+        args.name,
+        Registry(),
+        metrics_url=args.metrics_url,
+        grpc_url=args.grpc_url,
+        token=_token(args),
+        token_header=args.token_header,
+    )
+    print(
+        f"attached '{record.name}' to {record.http_url} (models: {', '.join(record.models) or 'none loaded'})"
+    )
+    return 0
+
+
+def run_ls(args: argparse.Namespace) -> int:
+    """List sessions; corrupt session files are reported, the rest still listed."""
+    records, errors = Registry().scan()
+    for error in errors:
+        _error(str(error))
+    rows = [_ls_row(record) for record in records]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        print("no sessions (start one with: ge-console up SPEC)")
+    else:
+        print(f"{'NAME':<20} {'STATE':<9} {'PID':>8}  {'HTTP':<28} MODELS")
+        for row in rows:
+            print(
+                f"{row['name']:<20} {row['state']:<9} {row['pid'] or '-':>8}  {row['http_url']:<28} "
+                f"{', '.join(row['models'])}"
+            )
+    return 1 if errors else 0
+
+
+def _ls_row(record: SessionRecord) -> dict[str, Any]:
+    """One session for `ls`."""
+    state = effective_state(record)
+    return {
+        "name": record.name,
+        "state": state,
+        "pid": record.pid,
+        "http_url": record.http_url,
+        "attached": record.attached,
+        "models": list(record.models),
+    }
+
+
+def run_status(args: argparse.Namespace) -> int:
+    """Print one session's state and models (exit code 1 when it is dead)."""
+    status = session_status(Registry().resolve(args.name))
+    data = status.to_dict()
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        _print_status(data)
+    return 1 if status.state == DEAD else 0
+
+
+def _print_status(data: dict[str, Any]) -> None:
+    """Human-readable status."""
+    kind = " (attached)" if data["attached"] else ""
+    print(f"session {data['name']}{kind}: {data['state']}  pid {data['pid'] or '-'}")
+    print(f"  http {data['http_url']}  grpc {data['grpc_url'] or '-'}  metrics {data['metrics_url'] or '-'}")
+    for key in ("repository", "spec", "log_path"):
+        if data[key]:
+            print(f"  {key.replace('_', ' ')}: {data[key]}")
+    if data["started_at"]:
+        print(f"  started {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(data['started_at']))}")
+    for model in data["models"]:
+        reason = f"  ({model['reason']})" if model.get("reason") else ""
+        print(f"  model {model['name']} v{model['version']}: {model['state']}{reason}")
+    if data["error"]:
+        print(f"  error: {data['error']}")
+    if data["exit_code"] is not None:
+        print(f"  exit code {data['exit_code']}")
+    for line in data["log_tail"]:
+        print(f"  | {line}")
+
+
+def run_model_command(args: argparse.Namespace) -> int:
+    """load / unload / reload [--changed]: print what Triton did, one line per model."""
+    if not args.model and not getattr(args, "changed", False):
+        _error("reload needs MODEL or --changed")
+        return 2
+    registry = Registry()
+    record = _running(registry.resolve(args.session))
+    control = controller_for(record)
+    if args.action == "reload" and args.changed:
+        return _print_results(_reload_changed(record, control, registry))
+    config = getattr(args, "config", None)
+    if args.action == "load":
+        return _print_results([control.load(args.model, config)])
+    if args.action == "unload":
+        return _print_results([control.unload(args.model)])
+    return _print_results([control.reload(args.model, config)])
+
+
+def _running(record: SessionRecord) -> SessionRecord:
+    """The record, if its server can take commands; a LaunchError saying what to do if not."""
+    state = effective_state(record)
+    if state in (DEAD, STOPPED):
+        raise LaunchError(
+            f"session '{record.name}' is {state} (start it again with: ge-console restart {record.name})"
+        )
+    return record
+
+
+def _reload_changed(record: SessionRecord, control: Any, registry: Registry) -> list[CommandResult]:
+    """Rebuild a spec session, then reload whatever changed."""
+    try:
+        report = rebuild(record)
+    except SpecError as exc:
+        raise LaunchError(f"spec not applied, running models keep serving: {exc.problems[0]}") from None
+    except BuildError as exc:
+        raise LaunchError(f"{exc}; running models keep serving") from None
+    changes = find_changes(record, report)
+    if changes.empty:
+        print("no model changed")
+        return []
+    return reload_changed(record, control, registry, changes)
+
+
+def _print_results(results: list[CommandResult]) -> int:
+    """One line per result, errors on stderr; exit code 1 if any failed."""
+    for result in results:
+        if result.ok:
+            print(f"{result.message} ({result.duration_s or 0:.1f}s)")
+        else:
+            _error(result.message)
+    return 0 if all(r.ok for r in results) else 1
+
+
+def run_watch(args: argparse.Namespace) -> int:
+    """Rebuild and reload on every save of SPEC until interrupted."""
+    registry = Registry()
+    record = _running(_session_for_spec(registry, args.spec, args.session))
+    control = controller_for(record)
+    apply_edit(record, control, registry, _notify)
+    try:
+        watch_spec(registry.load(record.name), control, _notify, registry)
+    except KeyboardInterrupt:
+        print("stopped watching")
+    return 0
+
+
+def _session_for_spec(registry: Registry, spec: Path, name: str | None) -> SessionRecord:
+    """The running session started from spec (or the named one)."""
+    if name:
+        return registry.load(name)
+    if not spec.is_file():
+        raise LaunchError(f"{spec}: no such spec file")
+    wanted = spec.resolve()
+    matches = [
+        r
+        for r in registry.list()
+        if r.spec and r.spec.resolve() == wanted and effective_state(r) in (STARTING, READY)
+    ]
+    if len(matches) != 1:
+        found = "no running session" if not matches else f"{len(matches)} sessions"
+        raise SessionNotFound(
+            f"{found} started from {spec}; start one with: ge-console up {spec} (or give -s)"
+        )
+    return matches[0]
