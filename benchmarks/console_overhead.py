@@ -6,11 +6,13 @@
    a console-like poller (a separate process polling every 1 s) in alternating rounds. Target: <= 1 % loss.
 3. Throughput with `--metrics-config summary_latencies=true` vs without (Triton issue 8561), two one-model
    servers side by side, alternating rounds.
+Throughput on a shared machine is noisy; each round also records the server's CPU per request (Triton and
+its Python stubs, user + system), which other processes' load disturbs far less.
 
 Prints a markdown table and writes benchmarks/results/console_overhead.json. wrk comes from Debian
 (`apt-get install -y wrk`).
 
-    python3 benchmarks/console_overhead.py [--rounds 4] [--duration 4] [--connections 4]
+    python3 benchmarks/console_overhead.py [--rounds 8] [--duration 2] [--connections 4]
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import tempfile
 import textwrap
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -107,23 +109,41 @@ def server(dist: TritonDistribution, repository: Path, backends: Path, models: l
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def wrk_throughput(url: str, model: str, duration: float, connections: int, script: Path) -> float:
-    """Requests per second wrk reaches against one model; any non-2xx answer is an error."""
+def wrk_throughput(url: str, model: str, duration: float, connections: int,
+                   script: Path) -> tuple[float, int]:
+    """(requests per second, requests) wrk reaches against one model; any non-2xx answer is an error."""
     command = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(duration))}s", "-s", str(script),
                f"{url}/v2/models/{model}/infer"]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     if "Non-2xx" in done.stdout:
         raise RuntimeError(f"wrk saw errors: {done.stdout}")
-    match = re.search(r"Requests/sec:\s+([\d.]+)", done.stdout)
-    if match is None:
+    rate = re.search(r"Requests/sec:\s+([\d.]+)", done.stdout)
+    count = re.search(r"(\d+) requests in", done.stdout)
+    if rate is None or count is None:
         raise RuntimeError(f"no throughput in wrk output: {done.stdout}")
-    return float(match.group(1))
+    return float(rate.group(1)), int(count.group(1))
+
+
+def measured(url: str, pid: int, args: argparse.Namespace, script: Path) -> Callable[[], tuple[float, float]]:
+    """A measurement: (req/s, server CPU microseconds per request, Python stubs included)."""
+
+    def measure() -> tuple[float, float]:
+        before = server_cpu_s(pid)
+        rps, requests = wrk_throughput(url, "m000", args.duration, args.connections, script)
+        return rps, (server_cpu_s(pid) - before) * 1e6 / max(1, requests)
+
+    return measure
 
 
 def server_cpu_s(pid: int) -> float:
-    """CPU seconds tritonserver itself has used (user + system)."""
-    times = psutil.Process(pid).cpu_times()
-    return float(times.user + times.system)
+    """CPU seconds tritonserver and its Python backend stubs have used (user + system)."""
+    process = psutil.Process(pid)
+    total = 0.0
+    for member in (process, *process.children(recursive=True)):
+        with contextlib.suppress(psutil.Error):
+            times = member.cpu_times()
+            total += times.user + times.system
+    return total
 
 
 def measure_poll(http_url: str, metrics_url: str, pid: int, polls: int) -> dict[str, Any]:
@@ -173,14 +193,27 @@ def poller_process(http_url: str, metrics_url: str) -> Iterator[None]:
         process.wait(timeout=30)
 
 
-def alternate(rounds: int, measure_a: Any, measure_b: Any) -> tuple[list[float], list[float]]:
+def alternate(rounds: int, measure_a: Callable[[], tuple[float, float]],
+              measure_b: Callable[[], tuple[float, float]]
+              ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
     """Interleaved A/B rounds (A first, then B first, ...) so drift hits both sides alike."""
-    a_values, b_values = [], []
+    a_values: list[tuple[float, float]] = []
+    b_values: list[tuple[float, float]] = []
     for index in range(rounds):
         order = [(a_values, measure_a), (b_values, measure_b)]
         for values, measure in (order if index % 2 == 0 else order[::-1]):
             values.append(measure())
     return a_values, b_values
+
+
+def comparison(name_a: str, a: list[tuple[float, float]], name_b: str, b: list[tuple[float, float]]
+               ) -> dict[str, Any]:
+    """Throughput and server CPU per request of two alternated variants, and b's cost against a."""
+    a_rps, a_cpu = [r for r, _ in a], [c for _, c in a]
+    b_rps, b_cpu = [r for r, _ in b], [c for _, c in b]
+    return {f"{name_a}_rps": a_rps, f"{name_b}_rps": b_rps, f"{name_a}_cpu_us_per_request": a_cpu,
+            f"{name_b}_cpu_us_per_request": b_cpu, "loss_percent": loss(a_rps, b_rps),
+            "cpu_per_request_increase_percent": -loss(a_cpu, b_cpu)}
 
 
 def loss(reference: list[float], other: list[float]) -> float:
@@ -190,8 +223,8 @@ def loss(reference: list[float], other: list[float]) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--duration", type=int, default=4, help="seconds per wrk run")
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--duration", type=int, default=2, help="seconds per wrk run")
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--polls", type=int, default=30)
     args = parser.parse_args()
@@ -214,7 +247,6 @@ def run(dist: TritonDistribution, root: Path, args: argparse.Namespace) -> dict[
     names = write_repository(root / "repository", 100)
     script = root / "post.lua"
     script.write_text(WRK_SCRIPT)
-    wrk = lambda url: (lambda: wrk_throughput(url, "m000", args.duration, args.connections, script))  # noqa: E731
     started = time.perf_counter()
     with server(dist, root / "repository", root / "backends", names) as (http_url, metrics_url, pid):
         load_s = time.perf_counter() - started
@@ -224,23 +256,26 @@ def run(dist: TritonDistribution, root: Path, args: argparse.Namespace) -> dict[
         for name in names[50:]:
             urllib.request.urlopen(urllib.request.Request(
                 f"{http_url}/v2/repository/models/{name}/unload", data=b"{}", method="POST"), timeout=60)
-        wrk(http_url)()  # warm up
+        measure = measured(http_url, pid, args, script)
+        measure()  # warm up
         without, with_poller = [], []
         for index in range(args.rounds):
             first_without = index % 2 == 0
             if first_without:
-                without.append(wrk(http_url)())
+                without.append(measure())
             with poller_process(http_url, metrics_url):
-                with_poller.append(wrk(http_url)())
+                with_poller.append(measure())
             if not first_without:
-                without.append(wrk(http_url)())
+                without.append(measure())
     progress("summaries off vs on")
     one = write_repository(root / "single", 1)
-    with server(dist, root / "single", root / "backends", one) as (off_url, _, _), \
+    with server(dist, root / "single", root / "backends", one) as (off_url, _, off_pid), \
             server(dist, root / "single", root / "backends", one,
-                   ("--metrics-config=summary_latencies=true",)) as (on_url, _, _):
-        wrk(off_url)(), wrk(on_url)()  # warm up
-        summaries_off, summaries_on = alternate(args.rounds, wrk(off_url), wrk(on_url))
+                   ("--metrics-config=summary_latencies=true",)) as (on_url, _, on_pid):
+        measure_off = measured(off_url, off_pid, args, script)
+        measure_on = measured(on_url, on_pid, args, script)
+        measure_off(), measure_on()  # warm up
+        summaries_off, summaries_on = alternate(args.rounds, measure_off, measure_on)
     return {
         "benchmark": "console_overhead",
         "machine": {"cpu": platform.machine(), "cores": CORES, "load_average_1m": os.getloadavg()[0],
@@ -250,10 +285,8 @@ def run(dist: TritonDistribution, root: Path, args: argparse.Namespace) -> dict[
         "load_100_models_s": load_s,
         "poll": poll,
         "estimated_poller_loss_percent": estimated_loss(poll),
-        "poller_throughput": {"models_loaded": 50, "without_rps": without, "with_poller_1s_rps": with_poller,
-                              "loss_percent": loss(without, with_poller)},
-        "summaries_throughput": {"off_rps": summaries_off, "on_rps": summaries_on,
-                                 "loss_percent": loss(summaries_off, summaries_on)},
+        "poller_throughput": comparison("without", without, "with_poller_1s", with_poller),
+        "summaries_throughput": comparison("off", summaries_off, "on", summaries_on),
     }
 
 
@@ -261,6 +294,12 @@ def estimated_loss(poll: dict[str, Any], interval_s: float = 1.0) -> float:
     """Throughput share a CPU-bound server loses to polling on this host: the CPU both sides spend per
     poll over the CPU the host has per interval (the console on the same host, the worst case)."""
     return 100.0 * (poll["poll_cpu_ms_p50"] + poll["triton_cpu_ms_per_poll"]) / (interval_s * 1000 * CORES)
+
+
+def cpu_line(reference: list[float], other: list[float]) -> str:
+    """'x us vs y us (+z %)'."""
+    ref, oth = statistics.median(reference), statistics.median(other)
+    return f"{oth:.0f} us vs {ref:.0f} us ({100 * (oth / ref - 1):+.1f} %)"
 
 
 def spread(values: list[float]) -> str:
@@ -288,9 +327,13 @@ def report(result: dict[str, Any]) -> None:
         ("throughput, 50 models loaded, no poller (median)", spread(watch["without_rps"]), ""),
         ("throughput, 50 models loaded, poller at 1 s (median)", spread(watch["with_poller_1s_rps"]), ""),
         ("  loss with the poller, measured (A/B rounds)", f"{watch['loss_percent']:+.2f} %", "<= 1 %"),
+        ("  server CPU per request with the poller (median, vs without)",
+         cpu_line(watch["without_cpu_us_per_request"], watch["with_poller_1s_cpu_us_per_request"]), ""),
         ("throughput, summaries off (median)", spread(summ["off_rps"]), ""),
         ("throughput, summary_latencies=true (median)", spread(summ["on_rps"]), ""),
         ("  loss with summaries", f"{summ['loss_percent']:+.2f} %", "material if > 1 %"),
+        ("  server CPU per request with summaries (median, vs off)",
+         cpu_line(summ["off_cpu_us_per_request"], summ["on_cpu_us_per_request"]), "material if > 1 %"),
     ]
     print("| measure | value | target |\n|---|---|---|")
     for row in rows:
