@@ -150,8 +150,10 @@ def test_ctrl_c_keeps_the_steps_already_measured(bench_server: RunningServer) ->
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stderr is not None
-        first = process.stderr.readline()  # the first finished step's progress line
-        assert first.startswith("[1/4] concurrency 1:"), first
+        seen = [process.stderr.readline() for _ in range(1)]
+        while not seen[-1].startswith("[1/4] concurrency 1:") and seen[-1] and len(seen) < 50:
+            seen.append(process.stderr.readline())  # skip anything else (warnings) before the first step
+        assert seen[-1].startswith("[1/4] concurrency 1:"), seen
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=30)
     finally:
