@@ -26,6 +26,13 @@ from triton_ge_console.sessions.loadgen_inputs import parse_input_option, parse_
 from triton_ge_console.sessions.loadgen_report import progress_line, rows_to_csv, rows_to_json, rows_to_table
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXAMPLES = """examples:
+  ge-console bench llama_model --shape input_ids:16 --concurrency 1,2,4,8
+  ge-console bench bert_model --session seed --protocol http --rate 50,100 --distribution poisson
+  ge-console bench llama_model --url 127.0.0.1:8001 --batch-size 4 --input input_ids=ids.npy --json out.json
+
+exit codes: 0 ok; 1 the server failed (unreachable, requests failed); 2 bad options or a model the
+server does not serve; 130 interrupted (the steps already measured are still written)."""
 
 
 class UsageError(ValueError):
@@ -39,7 +46,8 @@ def register(subparsers: Any) -> None:
         usage="ge-console bench MODEL [--session NAME | --url HOST:PORT] "
               "[--concurrency N,... | --rate R,...] [options]",
         description="Load a served model (concurrency sweep or request rate) and report p50/p90/p95/p99 "
-                    "latency, throughput and Triton's queue/compute split over the same windows.")
+                    "latency, throughput and Triton's queue/compute split over the same windows.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="model name as the server knows it")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--session", metavar="NAME", help="a session started by `ge-console up` (default: the "
