@@ -53,3 +53,23 @@ def test_polled_server_still_stops_gracefully(triton_factory, triton_dist, tmp_p
     finally:
         poller.close()
     assert not after.live and after.error
+
+
+def test_restricted_apis_need_the_token(triton_factory, triton_dist, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """An exposed server restricts the repository index and config: without the token the snapshot says
+    so; with it (LiveSource's token header) everything reads."""
+    write_model(tmp_path / "repository", "m")
+    install_backend_dir(tmp_path / "backends", triton_dist)
+    restricted = "--http-restricted-api=model-repository,model-config,trace:x-ge-console-token=s3cret"
+    server = triton_factory(tmp_path / "repository", tmp_path / "backends", ("m",), (restricted,))
+    endpoints = Endpoints(server.http_url, None, server.metrics_url)
+    without = LiveSource("no-token", endpoints)
+    with_token = LiveSource("token", endpoints, token="s3cret")
+    try:
+        refused, allowed = without.poll(), with_token.poll()
+    finally:
+        without.close()
+        with_token.close()
+    assert refused.live and refused.error is not None and "repository/index" in refused.error
+    assert allowed.error is None and allowed.model("m") is not None
+    assert allowed.model("m").backend == "python"  # type: ignore[union-attr]
