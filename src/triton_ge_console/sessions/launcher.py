@@ -160,7 +160,7 @@ def _start(
     """Spawn the server, register it as starting, and wait; on failure stop it and forget it."""
     args = _arguments(plan, options, dirs.repository, dirs.backend_dir, ports, dirs.workdir)
     log_path = dirs.workdir / "server.log"
-    server = SupervisedServer(dist.binary, args, dist.environment(), log_path, dirs.workdir)
+    server = SupervisedServer(dist.binary, args, _server_env(plan, dist, dirs), log_path, dirs.workdir)
     server.start()
     record = _record(plan, options, dist, server, ports, dirs, token_ref)
     registry.save(record)
@@ -173,6 +173,14 @@ def _start(
     record = record.replace(state=READY)
     registry.save(record)
     return record
+
+
+def _server_env(plan: _Plan, dist: TritonDistribution, dirs: _Dirs) -> dict[str, str]:
+    """The server's environment: the glue's device pool lives in the session folder, sized by the spec."""
+    env = dist.environment()
+    env["GE_GLUE_RUN_DIR"] = str(dirs.workdir / "ge-glue")
+    env["GE_NPU_MEMORY_GIB"] = f"{plan.server.npu_memory_gib:g}"
+    return env
 
 
 def _fixed_ports(options: LaunchOptions, plan: _Plan) -> bool:
