@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from triton_ge_console.sessions.figures import MetricViews, PollReadings, build_model, model_counters
@@ -75,6 +76,7 @@ class Poller:
         self._backends: dict[ModelKey, str] = {}
         self._traced: set[str] = set()
         self._lock = threading.Lock()
+        self._helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ge-scrape-{name}")
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -133,13 +135,15 @@ class Poller:
         )
 
     def _read(self, http: HttpEndpoint, problems: list[str]) -> PollReadings:
-        """Index, statistics, metrics and traces for this poll."""
+        """Index, statistics, metrics and traces for this poll; /metrics is fetched and parsed on a helper
+        thread (its own port and connection) while the index and statistics are read here."""
+        metrics = self.metrics
+        scrape = None if metrics is None else self._helper.submit(scrape_metrics, metrics, "", UNUSED_METRICS)
         index = _attempt(lambda: fetch_index(http), problems) or []
         statistics = _attempt(lambda: fetch_statistics(http), problems) or {}
         table: MetricTable | None = None
-        metrics = self.metrics
-        if metrics is not None:
-            table = _attempt(lambda: scrape_metrics(metrics, skip=UNUSED_METRICS), problems)
+        if scrape is not None:
+            table = _attempt(scrape.result, problems)
         self._learn_backends(http, index, problems)
         return PollReadings(index, statistics, table, dict(self._backends), self._trace_latencies(index),
                             MetricViews.of(table))
@@ -230,6 +234,7 @@ class Poller:
     def close(self) -> None:
         """Stop polling and close connections; never touches the server itself."""
         self.stop()
+        self._helper.shutdown(wait=True)
         self._hang_up()
         if self.telemetry is not None:
             self.telemetry.close()
