@@ -115,7 +115,7 @@ def test_unknown_model_exits_2(bench_server: RunningServer, capsys: pytest.Captu
     assert code == 2
     assert err.strip().splitlines() == [
         f"ge-console bench: error: model 'ghost' is not served at {bench_server.grpc_hostport}: "
-        "Request for unknown model: 'ghost' is not found"]
+        "Request for unknown model: 'ghost' is not found (READY: broken, delay, echo)"]
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])

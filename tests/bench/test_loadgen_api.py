@@ -84,7 +84,7 @@ def test_background_run_hands_over_its_error(bench_server: RunningServer) -> Non
 
 def test_unknown_model_is_named(bench_server: RunningServer) -> None:
     """The server's answer for a model it does not serve."""
-    with pytest.raises(UnknownModelError, match="'ghost'"):
+    with pytest.raises(UnknownModelError, match=r"'ghost'.*\(READY: broken, delay, echo\)"):
         run_load_sync(LoadSpec("ghost", bench_server.http_hostport, "http", **FAST))
 
 

@@ -102,9 +102,17 @@ def _not_found(exc: InferenceServerException) -> bool:
     return "unknown model" in text or "not found" in text or "is not ready" in text
 
 
-def _unknown_model(model: str, url: str, exc: InferenceServerException) -> UnknownModelError:
-    """An UnknownModelError with Triton's own words."""
-    return UnknownModelError(f"model {model!r} is not served at {url}: {exc.message()}")
+def _unknown_model(model: str, url: str, exc: InferenceServerException, ready: list[str] | None
+                   ) -> UnknownModelError:
+    """An UnknownModelError with Triton's own words and, when known, the models that are READY."""
+    served = "" if ready is None else f" (READY: {', '.join(ready) or 'none'})"
+    return UnknownModelError(f"model {model!r} is not served at {url}: {exc.message()}{served}")
+
+
+def ready_models(index: Any) -> list[str]:
+    """Names of READY models in a repository index (HTTP list, or gRPC JSON with a 'models' list)."""
+    entries = index.get("models", []) if isinstance(index, Mapping) else index or []
+    return sorted({str(e["name"]) for e in entries if e.get("state") == "READY" and "name" in e})
 
 
 def _unreachable(url: str, exc: BaseException) -> LoadError:
@@ -134,9 +142,17 @@ class GrpcTransport:
             config = await self._control.get_model_config(model, headers=self.headers, as_json=True)
         except InferenceServerException as exc:
             if _not_found(exc):
-                raise _unknown_model(model, self.url, exc) from exc
+                raise _unknown_model(model, self.url, exc, await self._ready()) from exc
             raise _unreachable(self.url, exc) from exc
         return signature_from_metadata(metadata, config.get("config", {}))
+
+    async def _ready(self) -> list[str] | None:
+        """READY models per the repository index, None if it cannot be read."""
+        try:
+            return ready_models(await self._control.get_model_repository_index(headers=self.headers,
+                                                                               as_json=True))
+        except InferenceServerException:
+            return None
 
     async def statistics(self, model: str) -> StatsTotals | None:
         """Statistics through the gRPC control client."""
@@ -188,11 +204,18 @@ class HttpTransport:
             config = await self._control.get_model_config(model, headers=self.headers)
         except InferenceServerException as exc:
             if _not_found(exc):
-                raise _unknown_model(model, self.url, exc) from exc
+                raise _unknown_model(model, self.url, exc, await self._ready()) from exc
             raise _unreachable(self.url, exc) from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise _unreachable(self.url, exc) from exc
         return signature_from_metadata(metadata, config)
+
+    async def _ready(self) -> list[str] | None:
+        """READY models per the repository index, None if it cannot be read."""
+        try:
+            return ready_models(await self._control.get_model_repository_index(headers=self.headers))
+        except (InferenceServerException, aiohttp.ClientError, OSError):
+            return None
 
     async def statistics(self, model: str) -> StatsTotals | None:
         """Statistics through the HTTP control client."""
