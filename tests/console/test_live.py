@@ -74,7 +74,7 @@ async def _until(pilot: Pilot[None], check: object, timeout: float = SLOW, what:
 
 
 def _rows(app: GEConsoleApp) -> list[str]:
-    return [str(key.value) for key in app.screen.query_one(ModelsTable).rows]
+    return app.screen.query_one(ModelsTable).row_keys
 
 
 def _shown_state(app: GEConsoleApp, model: str) -> str | None:
@@ -97,7 +97,7 @@ def _app(record: SessionRecord, registry: Registry) -> GEConsoleApp:
 async def _select(pilot: Pilot[None], app: GEConsoleApp, model: str) -> None:
     await _until(pilot, lambda: f"{model}/1" in _rows(app), what=f"{model} row")
     table = app.screen.query_one(ModelsTable)
-    table.move_cursor(row=_rows(app).index(f"{model}/1"))
+    table.move_cursor(_rows(app).index(f"{model}/1"))
     await _until(pilot, lambda: app.selected_model == model, what=f"{model} selected")
 
 

@@ -15,7 +15,7 @@ from .conftest import SIZE, recorded_app, replayed
 
 def _rows(app: GEConsoleApp) -> list[str]:
     table = app.screen.query_one(ModelsTable)
-    return [str(key.value) for key in table.rows]
+    return table.row_keys
 
 
 async def _until(pilot: object, check: object, timeout: float = 10.0) -> None:

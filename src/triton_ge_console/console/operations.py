@@ -24,8 +24,9 @@ from triton_ge_console.sessions.source import CommandResult, SessionSource
 class Operations(App[None]):
     """The app's base: state and the handlers behind most `action_<id>` of the registry."""
 
-    connection: reactive[Connection] = reactive(Connection("", 1.0), init=False)
-    selected_model: reactive[str | None] = reactive(None)
+    # repaint=False: the app itself draws nothing; screens watch these and redraw only what changed
+    connection: reactive[Connection] = reactive(Connection("", 1.0), init=False, repaint=False)
+    selected_model: reactive[str | None] = reactive(None, repaint=False)
     source: SessionSource
     options: ConsoleOptions
 

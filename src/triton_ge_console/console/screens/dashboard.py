@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input
+from textual.widgets import Footer, Input
 
 from triton_ge_console.console import repo_info
 from triton_ge_console.console.series import ModelSeriesCache, thin
@@ -117,13 +117,9 @@ class DashboardScreen(Screen[None]):
         if model is not None and self.console.selected_model != model:
             self.console.selected_model = model
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_models_table_row_highlighted(self, event: ModelsTable.RowHighlighted) -> None:
         """Cursor moved: follow it."""
         self._select_from_cursor()
-
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
-        """Clicking a header sorts (cycles)."""
-        self.sort_models()
 
     def redraw_detail(self, model_name: str | None) -> None:
         """Draw the selected model's facts; its charts on selection and then every CHART_EVERY_S."""

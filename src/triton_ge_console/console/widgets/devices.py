@@ -13,6 +13,7 @@ from triton_ge_console.sessions.snapshot import DeviceSnapshot, ServerSnapshot
 
 SPARK_WIDTH = 30
 BAR_WIDTH = 16
+DevicesFrame = tuple[ServerSnapshot, dict[str, list[float | None]]]  # a snapshot and recent utilization
 NARROW_BELOW = 130  # terminal columns under which rows use a short sparkline and bar
 
 
@@ -51,10 +52,10 @@ def devices_text(snapshot: ServerSnapshot, series: dict[str, list[float | None]]
 class DevicesPanel(Static):
     """The devices box; fed a snapshot plus each device's recent utilization."""
 
-    frame: reactive[tuple[ServerSnapshot, dict[str, list[float | None]]] | None] = reactive(None)
+    frame: reactive[DevicesFrame | None] = reactive(None, repaint=False)
     _shown_count = -1
 
-    def watch_frame(self, frame: tuple[ServerSnapshot, dict[str, list[float | None]]] | None) -> None:
+    def watch_frame(self, frame: DevicesFrame | None) -> None:
         """Redraw all rows; re-layout only when the number of rows changes."""
         if frame is None:
             return

@@ -81,7 +81,7 @@ def banner_text(connection: Connection) -> Text:
 class StatusHeader(Static):
     """Session, version, health, uptime, endpoints, refresh interval."""
 
-    connection: reactive[Connection | None] = reactive(None, layout=False)
+    connection: reactive[Connection | None] = reactive(None, repaint=False)
 
     def watch_connection(self, connection: Connection | None) -> None:
         """Redraw the line."""
@@ -92,7 +92,7 @@ class StatusHeader(Static):
 class DisconnectedBanner(Static):
     """Shown only while the server is not answering (or stopped)."""
 
-    connection: reactive[Connection | None] = reactive(None)
+    connection: reactive[Connection | None] = reactive(None, repaint=False)
 
     def watch_connection(self, connection: Connection | None) -> None:
         """Show the reason, or hide when reconnected."""

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Span, Text
-from textual.widgets import DataTable
+from textual.binding import Binding, BindingType
+from textual.events import Click
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from triton_ge_console.console import format as fmt
 from triton_ge_console.sessions.snapshot import ModelSnapshot
@@ -99,7 +108,6 @@ def row_line(cells: tuple[Text, ...]) -> Text:
 
 HEADER = row_line(tuple(Text(label, justify="right" if 4 <= index <= 10 else "left")
                         for index, label in enumerate(COLUMNS)))
-ROW_COLUMN = "row"
 
 
 def visible_models(models: Sequence[ModelSnapshot], needle: str, sort: SortKey) -> list[ModelSnapshot]:
@@ -113,20 +121,42 @@ def row_key(model: ModelSnapshot) -> str:
     return f"{model.name}/{model.version}"
 
 
-class ModelsTable(DataTable[Text]):
-    """One DataTable cell per model row; only rows whose text changed are updated."""
+class ModelsTable(ScrollView, can_focus=True):
+    """The models as fixed-width lines under a fixed header; a row re-renders only when its text changes."""
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)  # type: ignore[arg-type]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "cursor(-1)", show=False),
+        Binding("down", "cursor(1)", show=False),
+        Binding("pageup", "page(-1)", show=False),
+        Binding("pagedown", "page(1)", show=False),
+        Binding("home", "cursor(-1000000)", show=False),
+        Binding("end", "cursor(1000000)", show=False),
+    ]
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"models-table--header", "models-table--cursor"}
+    DEFAULT_CSS = """
+    ModelsTable { background: $surface; }
+    ModelsTable > .models-table--header { background: $panel; text-style: bold; }
+    ModelsTable > .models-table--cursor { background: $primary; color: $text; text-style: bold; }
+    """
+
+    class RowHighlighted(Message):
+        """The cursor moved onto a row (its key: "model/version")."""
+
+        def __init__(self, key: str | None) -> None:
+            super().__init__()
+            self.key = key
+
+    cursor_row: reactive[int] = reactive(0, repaint=False)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.needle = ""
         self.sort_index = 0
         self.thresholds: Thresholds = {}
         self._models: tuple[ModelSnapshot, ...] = ()
         self._rows: dict[str, Text] = {}
-
-    def on_mount(self) -> None:
-        """Add the fixed columns."""
-        self.add_column(HEADER, key=ROW_COLUMN, width=len(HEADER.plain))
+        self._keys: list[str] = []
+        self._strips: dict[str, dict[Style, Strip]] = {}  # row key -> rendered line per base style
 
     @property
     def sort_key(self) -> SortKey:
@@ -134,39 +164,86 @@ class ModelsTable(DataTable[Text]):
         return SORT_KEYS[self.sort_index]
 
     @property
+    def row_keys(self) -> list[str]:
+        """Row keys in display order."""
+        return list(self._keys)
+
+    @property
     def selected_key(self) -> str | None:
         """The row key under the cursor."""
-        if not self.row_count:
-            return None
-        return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
+        return self._keys[self.cursor_row] if self._keys else None
 
     def show_models(self, models: Sequence[ModelSnapshot]) -> None:
-        """Show these models under the current filter and sort."""
+        """Show these models under the current filter and sort, keeping the cursor on the same model."""
         self._models = tuple(models)
         shown = visible_models(self._models, self.needle, self.sort_key)
         rows = {row_key(m): row_line(model_cells(m, self.thresholds.get(m.name, {}))) for m in shown}
-        if list(rows) == list(self._rows):
-            self._update_changed(rows)
-        else:
-            self._rebuild(rows)
-        self._rows = rows
-
-    def _update_changed(self, rows: dict[str, Text]) -> None:
-        """Update only the rows whose text or colours changed."""
-        for key, line in rows.items():
-            old = self._rows[key]
-            if line.plain != old.plain or line.spans != old.spans:
-                self.update_cell(key, ROW_COLUMN, line)
-
-    def _rebuild(self, rows: dict[str, Text]) -> None:
-        """Replace all rows, keeping the cursor on the same model where it is still shown."""
         selected = self.selected_key
-        self.clear()
-        for key, line in rows.items():
-            self.add_row(line, key=key)
-        keys = list(rows)
-        if selected in keys:
-            self.move_cursor(row=keys.index(selected), animate=False)
+        changed = [k for k, line in rows.items() if k not in self._rows or not _same(line, self._rows[k])]
+        for key in changed:
+            self._strips.pop(key, None)
+        order_changed = list(rows) != self._keys
+        self._rows, self._keys = rows, list(rows)
+        self.virtual_size = Size(len(HEADER.plain), len(self._keys) + 1)
+        if order_changed:
+            self.move_cursor(self._keys.index(selected) if selected in self._keys else self.cursor_row)
+            self.refresh()
+        else:
+            for key in changed:
+                self.refresh_line(self._keys.index(key) + 1)  # virtual line: the header is line 0
+
+    def move_cursor(self, row: int) -> None:
+        """Put the cursor on a row (clamped), scrolled into view."""
+        self.cursor_row = max(0, min(row, len(self._keys) - 1))
+
+    def watch_cursor_row(self, old: int, new: int) -> None:
+        """Redraw both rows, keep the cursor visible, announce the row."""
+        for row in (old, new):
+            self.refresh_line(row + 1)
+        body = max(1, self.size.height - 1)
+        if new < self.scroll_y:
+            self.scroll_to(y=new, animate=False)
+        elif new >= self.scroll_y + body:
+            self.scroll_to(y=new - body + 1, animate=False)
+        self.post_message(self.RowHighlighted(self.selected_key))
+
+    def action_cursor(self, delta: int) -> None:
+        """Move the cursor by delta rows."""
+        self.move_cursor(self.cursor_row + delta)
+
+    def action_page(self, direction: int) -> None:
+        """Move the cursor by a screenful."""
+        self.move_cursor(self.cursor_row + direction * max(1, self.size.height - 2))
+
+    def on_click(self, event: Click) -> None:
+        """Clicking a row selects it."""
+        if event.y >= 1:
+            self.move_cursor(int(self.scroll_y) + event.y - 1)
+
+    def render_line(self, y: int) -> Strip:
+        """Line 0 is the header; the rest are rows from the scroll position."""
+        width = self.size.width
+        scroll_x = int(self.scroll_x)
+        if y == 0:
+            style = self.get_component_rich_style("models-table--header")
+            return self._strip(HEADER, style).crop_extend(scroll_x, scroll_x + width, style)
+        index = int(self.scroll_y) + y - 1
+        if index >= len(self._keys):
+            return Strip.blank(width, self.rich_style)
+        key = self._keys[index]
+        cursor = index == self.cursor_row
+        highlight = self.get_component_rich_style("models-table--cursor") if cursor else Style()
+        style = self.rich_style + highlight
+        rendered = self._strips.setdefault(key, {})
+        strip = rendered.get(style)
+        if strip is None:  # new text, or new base style (cursor, theme, dimmed while stale)
+            strip = rendered[style] = self._strip(self._rows[key], style)
+        return strip.crop_extend(scroll_x, scroll_x + width, style)
+
+    def _strip(self, line: Text, base: Style) -> Strip:
+        """One line of text as a strip over a base style."""
+        segments = list(line.render(self.app.console))
+        return Strip(Segment.apply_style(segments, base), line.cell_len)
 
     def set_filter(self, needle: str) -> None:
         """Filter by name (case-insensitive substring)."""
@@ -178,3 +255,8 @@ class ModelsTable(DataTable[Text]):
         self.sort_index = (self.sort_index + 1) % len(SORT_KEYS)
         self.show_models(self._models)
         return self.sort_key
+
+
+def _same(a: Text, b: Text) -> bool:
+    """Same text and colours."""
+    return a.plain == b.plain and a.spans == b.spans
