@@ -158,9 +158,9 @@ def measure_poll(http_url: str, metrics_url: str, pid: int, polls: int) -> dict[
         idle_rate = (server_cpu_s(pid) - idle_cpu) / (time.perf_counter() - idle_began)
         began, triton_cpu = time.perf_counter(), server_cpu_s(pid)
         for _ in range(polls):
-            wall, cpu = time.perf_counter(), time.thread_time()
+            wall, cpu = time.perf_counter(), time.process_time()
             snapshot = poller.poll()
-            cpus.append((time.thread_time() - cpu) * 1000)
+            cpus.append((time.process_time() - cpu) * 1000)
             walls.append((time.perf_counter() - wall) * 1000)
         triton_ms = (server_cpu_s(pid) - triton_cpu - idle_rate * (time.perf_counter() - began)) * 1000
         assert snapshot.error is None, snapshot.error

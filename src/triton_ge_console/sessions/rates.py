@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 US_PER_MS = 1000.0
 
 
-@dataclass(frozen=True)
-class ModelCounters:
-    """Triton's cumulative per-model counters at one instant (durations in microseconds)."""
+class ModelCounters(NamedTuple):
+    """Triton's cumulative per-model counters at one instant (durations in microseconds); a tuple, because
+    a poll builds hundreds of them."""
 
     success: float = 0.0
     failure: float = 0.0
@@ -27,8 +27,7 @@ class ModelCounters:
         return self.compute_input_us + self.compute_infer_us + self.compute_output_us
 
 
-@dataclass(frozen=True)
-class ModelRates:
+class ModelRates(NamedTuple):
     """Figures over one interval between polls; None where the interval gives no basis."""
 
     request_rate: float | None = None
@@ -41,12 +40,9 @@ class ModelRates:
     reset: bool = False  # the counters went backwards (model reloaded): deltas count from zero
 
 
-FIELD_NAMES = tuple(f.name for f in fields(ModelCounters))
-
-
 def counters_reset(previous: ModelCounters, current: ModelCounters) -> bool:
     """Whether any counter went backwards, i.e. Triton started counting afresh (a reload)."""
-    return any(getattr(current, name) < getattr(previous, name) for name in FIELD_NAMES)
+    return any(now < before for now, before in zip(current, previous, strict=True))
 
 
 def deltas(previous: ModelCounters | None, current: ModelCounters) -> tuple[ModelCounters, bool]:
@@ -55,8 +51,7 @@ def deltas(previous: ModelCounters | None, current: ModelCounters) -> tuple[Mode
         return ModelCounters(), False
     if counters_reset(previous, current):
         return current, True
-    increase = {name: getattr(current, name) - getattr(previous, name) for name in FIELD_NAMES}
-    return ModelCounters(**increase), False
+    return ModelCounters(*(now - before for now, before in zip(current, previous, strict=True))), False
 
 
 def compute_rates(previous: ModelCounters | None, current: ModelCounters, elapsed_s: float) -> ModelRates:
