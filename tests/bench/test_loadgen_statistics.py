@@ -29,7 +29,7 @@ def test_concurrency_sweep_matches_the_delay_over_grpc(bench_server: RunningServ
     for row in (one, two):
         assert row.p50_ms is not None and DELAY_MS * 0.95 <= row.p50_ms <= DELAY_MS * 2
         assert row.throughput_rps == pytest.approx(row.concurrency * 1000 / DELAY_MS, rel=0.35)
-        assert row.errors == 0 and row.requests > 0
+        assert row.errors == 0 and row.requests > 0 and row.first_error is None
         assert row.server_compute_infer_ms == pytest.approx(DELAY_MS, rel=0.3)
         assert_littles_law(row, row.concurrency or 0)
     # Twice the instances' worth of requests: each waits one delay in the queue, throughput is capped.
@@ -45,6 +45,7 @@ def test_percentiles_are_ordered_and_server_split_adds_up(bench_server: RunningS
     (row,) = run_load_sync(spec)
 
     assert row.protocol == "http"
+    assert row.errors == 0 and row.first_error is None  # ending the load is no error
     figures = [row.p50_ms, row.p90_ms, row.p95_ms, row.p99_ms, row.max_ms]
     assert all(f is not None for f in figures)
     assert figures == sorted(figures)  # type: ignore[type-var]

@@ -35,11 +35,19 @@ class Recorder:
         self.sent = 0
         self.first_error: str | None = None
 
+    def add(self, latency: float) -> None:
+        """Record one successful request's latency (seconds)."""
+        self.latencies.append(latency)
+
     def fail(self, exc: BaseException) -> None:
         """Count a failed request, keeping the first message."""
+        self.fail_text(str(exc))
+
+    def fail_text(self, message: str) -> None:
+        """Count a failed request described by message, keeping the first one."""
         self.errors += 1
         if self.first_error is None:
-            self.first_error = str(exc)
+            self.first_error = message
 
     def swap(self) -> tuple[list[float], int, int]:
         """Hand over (latencies, errors, sent) since the last swap and start afresh."""
@@ -102,17 +110,8 @@ class LoadLoops:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def closed_loop(self) -> None:
-        """One virtual user: send, wait for the answer, send again."""
-        infer = self.transport.infer
-        while True:
-            started = clock()
-            try:
-                await infer()
-            except InferenceFailed as exc:
-                self.recorder.fail(exc)
-                await asyncio.sleep(0)  # a failing server must not starve the loop
-            else:
-                self.recorder.latencies.append(clock() - started)
+        """One virtual user: send, wait for the answer, send again (the transport's fastest way)."""
+        await self.transport.closed_loop(self.recorder.add, self.recorder.fail_text)
 
     async def open_loop(self, intervals: Callable[[], float], max_inflight: int) -> None:
         """Send on schedule whatever the answers do; at max_inflight, later sends wait but keep their time."""

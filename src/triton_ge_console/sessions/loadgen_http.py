@@ -8,7 +8,8 @@ parser uvicorn uses) without being copied unless it is an error.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
 import httptools
 
@@ -125,3 +126,101 @@ class ConnectionPool:
             if connection.transport is not None:
                 connection.transport.close()
         self._idle.clear()
+
+
+# Closed loop without a future or task per request (most of an asyncio client's cost per request).
+class _LoopConnection(asyncio.Protocol):
+    """One virtual user on one connection: each reply's callback times it and writes the next request."""
+
+    def __init__(self, payload: bytes, succeeded: Callable[[float], None],
+                 failed: Callable[[str], None]) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.payload = payload
+        self.succeeded = succeeded
+        self.failed = failed
+        self.transport: asyncio.Transport | None = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.started: float | None = None  # send time of the request in flight
+        self.status = 0
+        self.error_body: list[bytes] | None = None
+        self.active = True  # False once the driver is cancelled: a closing connection is then no error
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Send the first request."""
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self._send()
+
+    def _send(self) -> None:
+        """Write the request and note when."""
+        assert self.transport is not None
+        self.started = time.perf_counter()
+        self.transport.write(self.payload)
+
+    def data_received(self, data: bytes) -> None:
+        """Feed the parser; its callbacks do the rest."""
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._end(f"bad HTTP reply: {exc}")
+
+    def on_headers_complete(self) -> None:
+        """Keep the body only when it explains an error."""
+        self.status = self.parser.get_status_code()
+        self.error_body = [] if self.status != 200 else None
+
+    def on_body(self, body: bytes) -> None:
+        """Collect an error reply's body."""
+        if self.error_body is not None:
+            self.error_body.append(body)
+
+    def on_message_complete(self) -> None:
+        """Record the reply, then send again on the same connection (or let the driver reconnect)."""
+        latency = time.perf_counter() - (self.started or 0.0)
+        self.started = None
+        if self.status == 200:
+            self.succeeded(latency)
+        else:
+            self.failed(http_error_text(self.status, b"".join(self.error_body or ())))
+        if self.parser.should_keep_alive():
+            self._send()
+        elif self.transport is not None:
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """A request in flight failed with the connection; wake the driver to reconnect."""
+        if self.started is not None and self.active:
+            self._end(f"connection closed: {exc}" if exc else "connection closed by the server")
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def _end(self, message: str) -> None:
+        """Fail the request in flight and close."""
+        self.started = None
+        self.failed(message)
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def closed_loop(host: str, port: int, payload: bytes, succeeded: Callable[[float], None],
+                      failed: Callable[[str], None]) -> None:
+    """Keep one request in flight on a keep-alive connection until cancelled, reconnecting as needed."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            transport, connection = await loop.create_connection(
+                lambda: _LoopConnection(payload, succeeded, failed), host, port)
+        except OSError as exc:
+            failed(f"cannot connect to {host}:{port}: {exc}")
+            await asyncio.sleep(0)  # a refused connection must not starve the event loop
+            continue
+        try:
+            await connection.closed
+        finally:
+            connection.active = False
+            transport.close()
+
+
+def http_error_text(status: int, payload: bytes) -> str:
+    """Triton's error text from a failed HTTP infer."""
+    return f"HTTP {status}: {payload[:500].decode('utf-8', errors='replace')}"

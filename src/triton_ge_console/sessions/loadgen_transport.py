@@ -6,7 +6,9 @@ body (HTTP) or protobuf message (gRPC) built once up front, so a request costs o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -20,7 +22,13 @@ import tritonclient.http.aio as http_aio
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
-from triton_ge_console.sessions.loadgen_http import ConnectionPool, HttpRequestFailed, build_request
+from triton_ge_console.sessions.loadgen_http import (
+    ConnectionPool,
+    HttpRequestFailed,
+    build_request,
+    closed_loop,
+    http_error_text,
+)
 from triton_ge_console.sessions.loadgen_inputs import ModelSignature, RequestTensor, signature_from_metadata
 
 GRPC_MAX_MESSAGE = 2**31 - 1
@@ -85,6 +93,10 @@ class Transport(Protocol):
 
     async def infer(self) -> None:
         """Send the prepared request and read the whole response; raises InferenceFailed on error."""
+        ...
+
+    async def closed_loop(self, succeeded: Callable[[float], None], failed: Callable[[str], None]) -> None:
+        """One virtual user until cancelled: send, record the latency (or the error), send again."""
         ...
 
     async def close(self) -> None:
@@ -179,6 +191,19 @@ class GrpcTransport:
         except grpc.aio.AioRpcError as exc:
             raise InferenceFailed(exc.details() or str(exc.code())) from None
 
+    async def closed_loop(self, succeeded: Callable[[float], None], failed: Callable[[str], None]) -> None:
+        """Await each call in turn (gRPC multiplexes every virtual user on the one channel)."""
+        call, request, metadata = self._stub.ModelInfer, self._request, self._metadata or None
+        while True:
+            started = time.perf_counter()
+            try:
+                await call(request, metadata=metadata)
+            except grpc.aio.AioRpcError as exc:
+                failed(exc.details() or str(exc.code()))
+                await asyncio.sleep(0)  # a failing server must not starve the event loop
+            else:
+                succeeded(time.perf_counter() - started)
+
     async def close(self) -> None:
         """Close both channels."""
         await self._channel.close()
@@ -248,18 +273,16 @@ class HttpTransport:
         except HttpRequestFailed as exc:
             raise InferenceFailed(str(exc)) from None
         if status != 200:
-            raise InferenceFailed(_http_error(status, error))
+            raise InferenceFailed(http_error_text(status, error))
+
+    async def closed_loop(self, succeeded: Callable[[float], None], failed: Callable[[str], None]) -> None:
+        """Requests driven from the connection's reply callback (see loadgen_http.closed_loop)."""
+        await closed_loop(self._pool.host, self._pool.port, self._request, succeeded, failed)
 
     async def close(self) -> None:
         """Close the connections and the control client."""
         self._pool.close()
         await self._control.close()
-
-
-def _http_error(status: int, payload: bytes) -> str:
-    """Triton's error text from a failed HTTP infer."""
-    text = payload[:500].decode("utf-8", errors="replace")
-    return f"HTTP {status}: {text}"
 
 
 def _raw_bytes(tensor: RequestTensor) -> bytes:
