@@ -62,28 +62,35 @@ def threshold_style(value: float | int | None, limit: float | None) -> str:
     return "yellow" if value >= 0.75 * limit else ""
 
 
-def model_cells(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Text, ...]:
-    """The row for one model version."""
+Cell = tuple[str, str, bool]  # text, style, right-aligned
+RIGHT_ALIGNED = frozenset(range(4, 11))  # QUEUE .. FAIL
+
+
+def model_fields(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Cell, ...]:
+    """The row for one model version as plain cells (cheap: a refresh builds one per model)."""
     latency = model.latency
     failures = model.failure_total
     return (
-        Text(model.name, style="bold"),
-        Text(model.version),
-        Text(model.state, style=STATE_STYLES.get(model.state, "dim")),
-        Text(model.backend or fmt.MISSING),
-        Text(fmt.number(model.queue_depth), justify="right",
-             style=threshold_style(model.queue_depth, limits.get("queue_depth"))),
-        Text(fmt.number(model.request_rate), justify="right"),
-        Text(fmt.number(model.inference_rate), justify="right"),
-        Text(fmt.number(model.avg_batch), justify="right"),
-        Text(fmt.number(latency.p50_ms, 2), justify="right",
-             style=threshold_style(latency.p50_ms, limits.get("p50_ms"))),
-        Text(fmt.number(latency.p99_ms, 2), justify="right",
-             style=threshold_style(latency.p99_ms, limits.get("p99_ms"))),
-        Text(fmt.number(failures), justify="right", style="bold red" if failures else ""),
-        Text(model.execution_mode or fmt.MISSING),
-        Text(",".join(f"NPU{d}" for d in model.devices) or fmt.MISSING),
+        (model.name, "bold", False),
+        (model.version, "", False),
+        (model.state, STATE_STYLES.get(model.state, "dim"), False),
+        (model.backend or fmt.MISSING, "", False),
+        (fmt.number(model.queue_depth), threshold_style(model.queue_depth, limits.get("queue_depth")), True),
+        (fmt.number(model.request_rate), "", True),
+        (fmt.number(model.inference_rate), "", True),
+        (fmt.number(model.avg_batch), "", True),
+        (fmt.number(latency.p50_ms, 2), threshold_style(latency.p50_ms, limits.get("p50_ms")), True),
+        (fmt.number(latency.p99_ms, 2), threshold_style(latency.p99_ms, limits.get("p99_ms")), True),
+        (fmt.number(failures), "bold red" if failures else "", True),
+        (model.execution_mode or fmt.MISSING, "", False),
+        (",".join(f"NPU{d}" for d in model.devices) or fmt.MISSING, "", False),
     )
+
+
+def model_cells(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Text, ...]:
+    """The row for one model version as Rich cells (for tables outside the console, e.g. the text summary)."""
+    return tuple(Text(text, style=style, justify="right" if right else "left")
+                 for text, style, right in model_fields(model, limits))
 
 
 def fit(text: str, width: int, right: bool) -> str:
@@ -93,21 +100,20 @@ def fit(text: str, width: int, right: bool) -> str:
     return text.rjust(width) if right else text.ljust(width)
 
 
-def row_line(cells: tuple[Text, ...]) -> Text:
-    """A whole row as one line of fixed-width columns (one table cell renders far faster than thirteen)."""
+def row_line(cells: tuple[Cell, ...]) -> Text:
+    """A whole row as one line of fixed-width columns (one line renders far faster than thirteen cells)."""
     parts: list[str] = []
     spans: list[Span] = []
     offset = 0
-    for cell, width in zip(cells, WIDTHS, strict=True):
-        parts.append(fit(cell.plain, width, cell.justify == "right"))
-        if cell.style:
-            spans.append(Span(offset, offset + width, cell.style))
+    for (text, style, right), width in zip(cells, WIDTHS, strict=True):
+        parts.append(fit(text, width, right))
+        if style:
+            spans.append(Span(offset, offset + width, style))
         offset += width + 1
     return Text(" ".join(parts), spans=spans)
 
 
-HEADER = row_line(tuple(Text(label, justify="right" if 4 <= index <= 10 else "left")
-                        for index, label in enumerate(COLUMNS)))
+HEADER = row_line(tuple((label, "", index in RIGHT_ALIGNED) for index, label in enumerate(COLUMNS)))
 
 
 def visible_models(models: Sequence[ModelSnapshot], needle: str, sort: SortKey) -> list[ModelSnapshot]:
@@ -157,6 +163,7 @@ class ModelsTable(ScrollView, can_focus=True):
         self._rows: dict[str, Text] = {}
         self._keys: list[str] = []
         self._strips: dict[str, dict[Style, Strip]] = {}  # row key -> rendered line per base style
+        self._built: dict[str, tuple[ModelSnapshot, Text]] = {}  # row key -> (snapshot, its line)
 
     @property
     def sort_key(self) -> SortKey:
@@ -177,7 +184,8 @@ class ModelsTable(ScrollView, can_focus=True):
         """Show these models under the current filter and sort, keeping the cursor on the same model."""
         self._models = tuple(models)
         shown = visible_models(self._models, self.needle, self.sort_key)
-        rows = {row_key(m): row_line(model_cells(m, self.thresholds.get(m.name, {}))) for m in shown}
+        rows = {row_key(m): self._line(m) for m in shown}
+        self._built = {key: self._built[key] for key in rows}
         selected = self.selected_key
         changed = [k for k, line in rows.items() if k not in self._rows or not _same(line, self._rows[k])]
         for key in changed:
@@ -191,6 +199,16 @@ class ModelsTable(ScrollView, can_focus=True):
         else:
             for key in changed:
                 self.refresh_line(self._keys.index(key) + 1)  # virtual line: the header is line 0
+
+    def _line(self, model: ModelSnapshot) -> Text:
+        """A model's row, rebuilt only when its snapshot differs from the one last shown."""
+        key = row_key(model)
+        known = self._built.get(key)
+        if known is not None and known[0] == model:
+            return known[1]
+        line = row_line(model_fields(model, self.thresholds.get(model.name, {})))
+        self._built[key] = (model, line)
+        return line
 
     def move_cursor(self, row: int) -> None:
         """Put the cursor on a row (clamped), scrolled into view."""
