@@ -228,3 +228,20 @@ async def test_test_request_and_load_test(session: SessionRecord, state: tuple[R
         await _until(pilot, lambda: any(line.startswith("done:") for line in log.lines), what="load test")
         await pilot.press("escape")
         await _until(pilot, lambda: isinstance(app.screen, DashboardScreen), what="dialog closed")
+
+
+async def test_console_launches_a_repository_it_is_given(state: tuple[Registry, Path]) -> None:
+    from triton_ge_console.console.launch_session import open_target
+
+    registry, repository = state
+    opened = open_target(repository, registry, interval_s=0.5, name="console-target")
+    app = GEConsoleApp(opened.source, opened.options)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(pilot, lambda: isinstance(app.screen, DashboardScreen), what="dashboard")
+            await _until(pilot, lambda: _shown_state(app, "llama_model") == "READY", what="llama READY")
+            assert app.repository_path() == repository
+    finally:
+        opened.source.close()
+        assert opened.lifecycle.record is not None
+        assert "stopped" in opened.lifecycle.stop().message

@@ -132,3 +132,18 @@ def test_serve_answers_a_browser_on_loopback(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+def test_console_runs_under_the_web_driver_textual_serve_uses(tmp_path: Path) -> None:
+    env = {**os.environ, "GE_CONSOLE_STATE_DIR": str(tmp_path),
+           "TEXTUAL_DRIVER": "textual.drivers.web_driver:WebDriver", "COLUMNS": "120", "LINES": "40"}
+    app = subprocess.Popen([sys.executable, "-m", "triton_ge_console.cli", "console"], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        assert app.stdout is not None
+        first = app.stdout.read(4096)  # blocks until the app draws its first frame (the start screen)
+        assert len(first) == 4096 and app.poll() is None
+    finally:
+        app.kill()
+        _, errors = app.communicate(timeout=20)
+    assert b"needs a terminal" not in errors

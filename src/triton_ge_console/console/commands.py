@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from triton_ge_console.console.launch_session import OpenedSession
+    from triton_ge_console.sessions.registry import Registry
 
 DEFAULT_HEADLESS_S = 120.0
 
@@ -43,7 +49,9 @@ def _error(message: str) -> None:
 
 
 def _has_terminal() -> bool:
-    """Whether a full-screen UI can run here."""
+    """Whether a full-screen UI can run here: a TTY, or a browser through textual-serve's web driver."""
+    if os.environ.get("TEXTUAL_DRIVER", "").endswith("WebDriver"):
+        return True
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
@@ -76,12 +84,10 @@ def run_console(args: argparse.Namespace) -> int:
     return _run_start_screen(registry, args)
 
 
-def _run_opened(opened: object, keep: bool) -> int:
+def _run_opened(opened: OpenedSession, keep: bool) -> int:
     """Run the app; stop what it started unless kept."""
     from triton_ge_console.console.app import GEConsoleApp
-    from triton_ge_console.console.launch_session import OpenedSession
 
-    assert isinstance(opened, OpenedSession)
     app = GEConsoleApp(opened.source, opened.options)
     try:
         app.run()
@@ -92,13 +98,12 @@ def _run_opened(opened: object, keep: bool) -> int:
     return 1 if app.return_code else 0
 
 
-def _run_start_screen(registry: object, args: argparse.Namespace) -> int:
+def _run_start_screen(registry: Registry, args: argparse.Namespace) -> int:
     """The chooser; then open whatever was chosen."""
     from triton_ge_console.console.launch_session import open_record, open_target, running_sessions
     from triton_ge_console.console.screens.start import SessionEntry, StartApp
-    from triton_ge_console.sessions.registry import Registry, effective_state
+    from triton_ge_console.sessions.registry import effective_state
 
-    assert isinstance(registry, Registry)
     entries = [SessionEntry(r.name, effective_state(r), r.http_url) for r in running_sessions(registry)]
     choice = StartApp(entries).run()
     if choice is None:
