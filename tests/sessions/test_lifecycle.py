@@ -21,7 +21,7 @@ from tests.sessions.helpers import write_echo_model, write_ge_spec
 from triton_ge_console.backend_glue.distribution import find_distribution
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.control import ControlError, TritonControl
-from triton_ge_console.sessions.lifecycle import controller_for
+from triton_ge_console.sessions.lifecycle import controller_for, restart
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.process import port_in_use
 from triton_ge_console.sessions.registry import (
@@ -93,6 +93,31 @@ def test_kill_9_of_the_server_reads_dead_within_2s_with_the_log_tail(
     assert data["exit_code"] == -signal.SIGKILL and "killed by SIGKILL" in data["error"]
     assert main(["down", "victim"]) == 0
     assert not group_processes(record.pid)
+
+
+def test_restart_env_reaches_only_that_server_and_the_glue_pool_lives_in_the_session(
+        echo_repo: Path) -> None:
+    assert up(echo_repo, "--name", "envsvc") == 0
+    registry = Registry()
+    first = registry.load("envsvc")
+    try:
+        assert first.pid is not None and first.session_dir is not None
+        first_env = server_environ(first.pid)
+        assert first_env["GE_GLUE_RUN_DIR"] == str(first.session_dir / "ge-glue")
+        assert first_env["GE_NPU_MEMORY_GIB"] == "64"
+        assert "ASCEND_GLOBAL_LOG_LEVEL" not in first_env
+        second = restart(first, registry, env={"ASCEND_GLOBAL_LOG_LEVEL": "1"})
+        assert second.pid is not None
+        assert server_environ(second.pid)["ASCEND_GLOBAL_LOG_LEVEL"] == "1"
+        assert "ASCEND_GLOBAL_LOG_LEVEL" not in os.environ
+    finally:
+        assert main(["down", "envsvc"]) == 0
+
+
+def server_environ(pid: int) -> dict[str, str]:
+    """The environment a running process was started with."""
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
 
 
 def test_restart_keeps_the_ports_and_down_leaves_no_process_and_frees_them(

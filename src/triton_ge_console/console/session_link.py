@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from triton_ge_console.sessions.history import SnapshotHistory
@@ -82,21 +81,6 @@ class PendingSource:
             inner.close()
 
 
-@contextlib.contextmanager
-def _environment(extra: Mapping[str, str]) -> Iterator[None]:
-    """Extra environment for a server about to be spawned (the launcher copies os.environ)."""
-    saved = {key: os.environ.get(key) for key in extra}
-    os.environ.update(extra)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 class RecordLifecycle:
     """Stop and start a launched session's server through the sessions lifecycle (same ports, same repo)."""
 
@@ -136,8 +120,7 @@ class RecordLifecycle:
         if self.record is None:
             return CommandResult("start", "server", False, "no session to start")
         try:
-            with _environment(env):
-                self.record = restart(self.record, self.registry)
+            self.record = restart(self.record, self.registry, env=env)
         except LaunchError as exc:
             return CommandResult("start", self.record.name, False, str(exc))
         extra = f" with {', '.join(sorted(env))}" if env else ""

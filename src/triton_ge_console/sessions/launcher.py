@@ -8,8 +8,8 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from triton_ge_console.backend_glue.distribution import (
@@ -73,6 +73,7 @@ class LaunchOptions:
     timeout: float = 180.0
     exit_timeout_s: int = 10  # Triton's grace for in-flight requests on SIGTERM
     extra_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)  # extra server environment (CANN diagnostics)
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,8 @@ def _start(
     """Spawn the server, register it as starting, and wait; on failure stop it and forget it."""
     args = _arguments(plan, options, dirs.repository, dirs.backend_dir, ports, dirs.workdir)
     log_path = dirs.workdir / "server.log"
-    server = SupervisedServer(dist.binary, args, _server_env(plan, dist, dirs), log_path, dirs.workdir)
+    env = _server_env(plan, options, dist, dirs)
+    server = SupervisedServer(dist.binary, args, env, log_path, dirs.workdir)
     server.start()
     record = _record(plan, options, dist, server, ports, dirs, token_ref)
     registry.save(record)
@@ -175,11 +177,12 @@ def _start(
     return record
 
 
-def _server_env(plan: _Plan, dist: TritonDistribution, dirs: _Dirs) -> dict[str, str]:
-    """The server's environment: the glue's device pool lives in the session folder, sized by the spec."""
+def _server_env(plan: _Plan, options: LaunchOptions, dist: TritonDistribution, dirs: _Dirs) -> dict[str, str]:
+    """The server's environment: the glue's device pool in the session folder, sized by the spec."""
     env = dist.environment()
     env["GE_GLUE_RUN_DIR"] = str(dirs.workdir / "ge-glue")
     env["GE_NPU_MEMORY_GIB"] = f"{plan.server.npu_memory_gib:g}"
+    env.update(options.env)
     return env
 
 

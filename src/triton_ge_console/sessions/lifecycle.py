@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,9 +111,16 @@ def _wait_ports_free(record: SessionRecord, timeout: float) -> bool:
 
 
 def restart(
-    record: SessionRecord, registry: Registry, notify: Notify | None = None, timeout: float = 180.0
+    record: SessionRecord,
+    registry: Registry,
+    notify: Notify | None = None,
+    timeout: float = 180.0,
+    env: Mapping[str, str] | None = None,
 ) -> SessionRecord:
-    """Stop a launched session and start it again from the same spec or repository, on the same ports."""
+    """Stop a launched session and start it again from the same spec or repository, on the same ports.
+
+    `env` adds to this start's server environment only (CANN plog, dump_graph, profiling switches).
+    """
     if record.attached:
         raise LaunchError(f"session '{record.name}' is attached: restart its server where it runs")
     source = record.spec or record.repository
@@ -131,6 +139,7 @@ def restart(
         metrics_port=_port(record.metrics_url),
         models=record.models if record.spec is None else (),
         timeout=timeout,
+        env=dict(env or {}),
     )
     return launch(options, registry, notify)
 
