@@ -239,4 +239,5 @@ def test_switching_the_charted_model_while_the_poller_redraws() -> None:
     board.close()
     assert board.problem.value == ""
     plotted = board.charts.throughput.plotted["req/s"]
-    assert plotted[:4] == [0.0, 10.0, 20.0, 30.0] and set(plotted[4:]) == {30.0}
+    # Polls after the recording ends repeat its last snapshot; how many ran before close() is timing.
+    assert plotted[:4] == [0.0, 10.0, 20.0, 30.0] and set(plotted[4:]) <= {30.0}
