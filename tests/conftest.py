@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -78,6 +79,7 @@ def run_triton(
         yield RunningServer(process, ports, log_path)
     finally:
         process.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture
