@@ -26,6 +26,7 @@ class RunningServer:
     process: TritonProcess
     ports: Ports
     log_path: Path
+    final_log: str | None = None  # kept once the server stopped and its folder is gone
 
     @property
     def http_url(self) -> str:
@@ -48,7 +49,9 @@ class RunningServer:
         return f"http://127.0.0.1:{self.ports.metrics}/metrics"
 
     def log(self) -> str:
-        """Everything the server logged so far."""
+        """Everything the server logged so far (all of it, after it stopped)."""
+        if self.final_log is not None:
+            return self.final_log
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
 
@@ -74,11 +77,13 @@ def run_triton(
     args = server_args(repository, backend_dir, ports, extra=(*[f"--load-model={m}" for m in models], *extra))
     process = TritonProcess(dist, args, log_path, workdir)
     process.start()
+    running = RunningServer(process, ports, log_path)
     try:
         process.wait_ready(f"http://127.0.0.1:{ports.http}", timeout=timeout)
-        yield RunningServer(process, ports, log_path)
+        yield running
     finally:
         process.stop()
+        running.final_log = running.log()
         shutil.rmtree(workdir, ignore_errors=True)
 
 
