@@ -291,12 +291,16 @@ def _ports(options: LaunchOptions, plan: _Plan) -> Ports:
         "grpc": options.grpc_port if options.grpc_port is not None else plan.server.grpc_port,
         "metrics": options.metrics_port if options.metrics_port is not None else plan.server.metrics_port,
     }
-    probe_host = "127.0.0.1" if plan.listen in ("0.0.0.0", "::") else plan.listen
+    probe_host = _local_host(plan.listen)
     for kind, port in wanted.items():
         if port and port_in_use(port, probe_host):
             raise LaunchError(f"{kind} port {port} is already in use on {probe_host}")
-    bind_host = probe_host if ":" not in probe_host else "127.0.0.1"
-    return pick_ports(wanted["http"], wanted["grpc"], wanted["metrics"], host=bind_host)
+    return pick_ports(wanted["http"], wanted["grpc"], wanted["metrics"], host=probe_host)
+
+
+def _local_host(listen: str) -> str:
+    """The address this machine reaches a listen address at, in its family (wildcards: the loopback)."""
+    return {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(listen, listen)
 
 
 def _arguments(

@@ -100,10 +100,10 @@ def _wait_exit_recorded(record: SessionRecord, timeout: float) -> None:
 
 def _wait_ports_free(record: SessionRecord, timeout: float) -> bool:
     """Wait until nothing listens on the session's ports any more."""
-    ports = [p for p in (_port(record.http_url), _port(record.grpc_url), _port(record.metrics_url)) if p]
-    host = _host(record.http_url)
+    endpoints = [_endpoint(url) for url in (record.http_url, record.grpc_url, record.metrics_url) if url]
+    busy = [(host, port) for host, port in endpoints if port]
     deadline = time.monotonic() + timeout
-    while any(port_in_use(port, host) for port in ports):
+    while any(port_in_use(port, host) for host, port in busy):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
@@ -285,6 +285,7 @@ def _port(url: str | None) -> int | None:
     return parsed.port
 
 
-def _host(url: str) -> str:
-    """The host of an http URL."""
-    return urlparse(url).hostname or "127.0.0.1"
+def _endpoint(url: str) -> tuple[str, int | None]:
+    """Host and port of an http URL or host:port (an IPv6 host without its brackets)."""
+    parsed = urlparse(url if "://" in url else f"tcp://{url}")
+    return parsed.hostname or "127.0.0.1", parsed.port

@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 
@@ -29,29 +30,48 @@ class Ports:
     metrics: int
 
 
+def _address(host: str, port: int) -> tuple[int, tuple[Any, ...]]:
+    """Family and socket address of host:port, so IPv6 listen addresses work as well as IPv4 ones."""
+    family, _type, _proto, _name, sockaddr = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICSERV
+    )[0]
+    return family, sockaddr
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on host right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
+    """A TCP port that is free on host right now (in host's address family)."""
+    family, sockaddr = _address(host, 0)
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind(sockaddr)
         return int(sock.getsockname()[1])
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     """Whether something already listens on host:port."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    family, sockaddr = _address(host, port)
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.2)
-        return sock.connect_ex((host, port)) == 0
+        return sock.connect_ex(sockaddr) == 0
 
 
-def pick_ports(http: int = 0, grpc: int = 0, metrics: int = 0, host: str = "127.0.0.1") -> Ports:
-    """Ports for a server: the given ones, and free ones where 0 was given."""
+def pick_ports(
+    http: int = 0, grpc: int = 0, metrics: int = 0, host: str = "127.0.0.1", metrics_host: str | None = None
+) -> Ports:
+    """Ports for a server: the given ones, and free ones where 0 was given (metrics: on metrics_host)."""
     chosen: list[int] = []
-    for wanted in (http, grpc, metrics):
-        port = wanted or free_port(host)
+    for wanted, where in ((http, host), (grpc, host), (metrics, metrics_host or host)):
+        port = wanted or free_port(where)
         while port in chosen:
-            port = free_port(host)
+            port = free_port(where)
         chosen.append(port)
     return Ports(*chosen)
+
+
+def triton_address(host: str, service: str) -> str:
+    """A listen address as tritonserver takes it: its HTTP servers want `ipv6:ADDR`, gRPC wants `[ADDR]`."""
+    if ":" not in host:
+        return host
+    return f"[{host}]" if service == "grpc" else f"ipv6:{host}"
 
 
 def server_args(
@@ -60,14 +80,15 @@ def server_args(
     ports: Ports,
     host: str = "127.0.0.1",
     extra: tuple[str, ...] = (),
+    metrics_host: str | None = None,
 ) -> list[str]:
-    """tritonserver arguments for a loopback server in explicit model-control mode."""
+    """tritonserver arguments for a server in explicit model-control mode (metrics on metrics_host)."""
     return [
         f"--model-repository={repository}",
         f"--backend-directory={backend_dir}",
-        f"--http-address={host}",
-        f"--grpc-address={host}",
-        f"--metrics-address={host}",
+        f"--http-address={triton_address(host, 'http')}",
+        f"--grpc-address={triton_address(host, 'grpc')}",
+        f"--metrics-address={triton_address(metrics_host or host, 'metrics')}",
         f"--http-port={ports.http}",
         f"--grpc-port={ports.grpc}",
         f"--metrics-port={ports.metrics}",
