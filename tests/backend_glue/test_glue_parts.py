@@ -66,10 +66,11 @@ def _reserve_in_child(run_dir: Path, nbytes: int, queue: multiprocessing.Queue) 
 def test_ledger_is_shared_between_processes_and_refuses_what_does_not_fit(tmp_path: Path) -> None:
     ledger = DeviceLedger(0, tmp_path)
     ledger.reserve("parent", "parent_model", 600, capacity=1000)
-    queue: multiprocessing.Queue = multiprocessing.Queue()  # type: ignore[type-arg]
+    # spawn, not fork: forking a test process that runs gRPC and server threads can deadlock the child
+    context = multiprocessing.get_context("spawn")
+    queue: multiprocessing.Queue = context.Queue()  # type: ignore[type-arg]
     for nbytes in (300, 500):
-        child = multiprocessing.get_context("fork").Process(target=_reserve_in_child,
-                                                            args=(tmp_path, nbytes, queue))
+        child = context.Process(target=_reserve_in_child, args=(tmp_path, nbytes, queue))
         child.start()
         child.join(timeout=30)
         assert child.exitcode == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,13 @@ from textual.pilot import Pilot
 from .conftest import SIZE, recorded_app, replayed
 
 SnapCompare = Callable[..., bool]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _paths_relative_to_the_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Screens show paths relative to the working folder: the same SVG wherever the checkout lives."""
+    monkeypatch.chdir(ROOT)
 
 
 async def _settle(pilot: Pilot[None]) -> None:
@@ -21,8 +29,14 @@ async def _settle(pilot: Pilot[None]) -> None:
 def _then(*keys: str) -> Callable[[Pilot[None]], Any]:
     async def run(pilot: Pilot[None]) -> None:
         await _settle(pilot)
+        before = pilot.app.screen
         await pilot.press(*keys)
-        await pilot.pause(0.5)
+        for _ in range(1500):  # the key opens a screen: wait for it (30 s at most)
+            if pilot.app.screen is not before:
+                break
+            await pilot.pause(0.02)
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
         await pilot.wait_for_scheduled_animations()
 
     return run

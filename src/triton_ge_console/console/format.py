@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 MISSING = "—"
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
@@ -70,3 +73,13 @@ def url_hostport(url: str | None) -> str:
     if not url:
         return MISSING
     return url.split("://", 1)[-1].rstrip("/")
+
+
+def short_path(path: str | os.PathLike[str]) -> str:
+    """A path as an operator reads it: relative to the working folder when inside it, else with ~."""
+    absolute = Path(path).expanduser().absolute()
+    with contextlib.suppress(ValueError):
+        return str(absolute.relative_to(Path.cwd()))
+    with contextlib.suppress(ValueError):
+        return str(Path("~") / absolute.relative_to(Path.home()))
+    return str(absolute)

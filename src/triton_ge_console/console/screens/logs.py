@@ -13,6 +13,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 from textual.widgets import Footer, Input, RichLog, Static
 
+from triton_ge_console.console.format import short_path
 from triton_ge_console.console.logtail import LogLine, LogTail, matches
 
 KEEP_LINES = 5000
@@ -88,7 +89,8 @@ class LogsScreen(Screen[None]):
 
     def _titles(self) -> None:
         """Path, filters, and a count of GE failures seen."""
-        path = self.tail.path or "(this session has no log file on this machine)"
+        no_log = "(this session has no log file on this machine)"
+        path = short_path(self.tail.path) if self.tail.path else no_log
         search = f" ─ search '{self.search}'" if self.search else ""
         self.query_one("#logs-title", Static).update(
             Text(f" Server log {path} ─ level {LEVEL_NAMES[self.level]}{search} ─ {len(self.kept)} lines",

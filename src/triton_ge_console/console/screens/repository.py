@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, TextArea, Tree
 
 from triton_ge_console.console import repo_info
+from triton_ge_console.console.format import short_path
 from triton_ge_console.console.highlight import highlight_pbtxt
 from triton_ge_console.console.repo_info import ConfigFinding
 
@@ -66,7 +67,7 @@ class RepositoryScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         """Tree on the left; config, validation and diff on the right."""
-        yield Static(Text(f" Repository {self.repository}", style="bold"), id="repo-title")
+        yield Static(Text(f" Repository {short_path(self.repository)}", style="bold"), id="repo-title")
         with Horizontal(id="repo-main"):
             yield Tree(self.repository.name or str(self.repository), id="repo-tree")
             with Vertical(id="repo-right"):
@@ -120,7 +121,7 @@ class RepositoryScreen(Screen[None]):
         assert self.current is not None
         findings = repo_info.check_config_text(text, self.current.config_path)
         error_lines = [f.line for f in findings if f.line and f.severity == "error"]
-        self.query_one("#config-scroll").border_title = str(self.current.config_path)
+        self.query_one("#config-scroll").border_title = short_path(self.current.config_path)
         self.query_one("#config-view", Static).update(highlight_pbtxt(text, error_lines))
         self.query_one("#validation", Static).update(findings_text(findings))
 
