@@ -40,6 +40,7 @@ class DemoSession:
     pending: PendingSource
     load: GentleLoad | None = None
     stopped: bool = False
+    launched_here: bool = False  # only a server this run started is stopped on quit
     notes: list[str] = field(default_factory=list)
 
     def start(self, say: Notify, rate_per_s: float = 4.0) -> SessionRecord:
@@ -76,18 +77,25 @@ class DemoSession:
         say("starting tritonserver with the ge glue in CPU emulation …")
         server = seed_spec().server
         extra = ("--metrics-config=summary_latencies=true",) if server.summary_latencies else ()
-        return launch(LaunchOptions(source=repository, name=DEMO_NAME, extra_args=extra), self.registry, say)
+        options = LaunchOptions(source=repository, name=DEMO_NAME, extra_args=extra)
+        record = launch(options, self.registry, say)
+        self.launched_here = True
+        return record
 
     def close(self, keep: bool) -> str | None:
-        """Stop the load and, unless kept, the server; returns what was done."""
+        """Stop the load and, unless kept or not started by this run, the server; returns what was done."""
         if self.stopped:
             return None
         self.stopped = True
         if self.load is not None:
             self.load.stop()
         self.pending.close()
-        if keep or self.lifecycle.record is None:
-            return f"kept session '{DEMO_NAME}' running" if keep and self.lifecycle.record else None
+        if self.lifecycle.record is None:
+            return None
+        if not self.launched_here:
+            return f"left session '{DEMO_NAME}' running: this run reused it, it did not start it"
+        if keep:
+            return f"kept session '{DEMO_NAME}' running"
         return self.lifecycle.stop().message
 
 
