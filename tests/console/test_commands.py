@@ -10,6 +10,8 @@ from pathlib import Path
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import STOPPED, Registry
 
+from .waiting import stop_leftover_sessions
+
 
 def _ge_console(args: list[str], state: Path, timeout: float = 240.0) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, STATE_DIR_ENV: str(state)}
@@ -18,8 +20,12 @@ def _ge_console(args: list[str], state: Path, timeout: float = 240.0) -> subproc
 
 
 def test_demo_without_a_tty_runs_headless_prints_the_dashboard_and_stops(tmp_path: Path) -> None:
-    result = _ge_console(["demo"], tmp_path)
+    try:
+        result = _ge_console(["demo"], tmp_path)
+    finally:
+        left_running = stop_leftover_sessions(tmp_path)  # a timeout or failure must not leave a server
     assert result.returncode == 0, result.stdout + result.stderr
+    assert left_running == []
     out = result.stdout
     assert "running the demo headless" in out
     assert "llama_model" in out and "bert_model" in out and "READY" in out

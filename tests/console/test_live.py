@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -23,8 +24,10 @@ from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import down
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import Registry, SessionRecord
+from triton_ge_console.sessions.watch import record_loaded_digests
 
 from .conftest import SIZE
+from .waiting import until
 
 SLOW = 90.0  # generous: other suites run servers on this 2-core machine at the same time
 
@@ -64,13 +67,7 @@ def _loaded_config(record: SessionRecord, model: str) -> dict[str, object]:
         return dict(json.loads(response.read()))
 
 
-async def _until(pilot: Pilot[None], check: object, timeout: float = SLOW, what: str = "") -> None:
-    """Poll the UI until check() holds."""
-    waited = 0.0
-    while not check() and waited < timeout:  # type: ignore[operator]
-        await pilot.pause(0.1)
-        waited += 0.1
-    assert check(), f"not within {timeout}s: {what}"  # type: ignore[operator]
+_until = functools.partial(until, timeout=SLOW, step=0.1)  # the shared wait, with a generous timeout
 
 
 def _rows(app: GEConsoleApp) -> list[str]:
@@ -87,6 +84,11 @@ def _shown_state(app: GEConsoleApp, model: str) -> str | None:
 def _titled(app: GEConsoleApp, title: str) -> bool:
     """Whether a notification with this title (a finished command) was shown."""
     return any(n.title == title for n in app._notifications)
+
+
+def _commands_running(app: GEConsoleApp) -> bool:
+    """Whether a control command (reload, reload-changed) is still under way."""
+    return any(worker.group == "control" and worker.is_running for worker in app.workers)
 
 
 def _app(record: SessionRecord, registry: Registry) -> GEConsoleApp:
@@ -128,6 +130,7 @@ async def test_reload_key_reloads_llama_with_the_edited_config(session: SessionR
 async def test_reload_changed_key_reloads_only_edited_models(session: SessionRecord,
                                                               state: tuple[Registry, Path]) -> None:
     registry, repository = state
+    record_loaded_digests(session)  # Triton serves every folder as it is now (earlier tests reloaded edits)
     config = repository / "bert_model" / "config.pbtxt"
     config.write_text(config.read_text(encoding="utf-8") + "\n# touched by a test\n", encoding="utf-8")
     app = _app(session, registry)
@@ -135,8 +138,11 @@ async def test_reload_changed_key_reloads_only_edited_models(session: SessionRec
         await _until(pilot, lambda: len(_rows(app)) == 2, what="two models")
         await pilot.press("R")
         await _until(pilot, lambda: _titled(app, "reload bert_model"), what="bert reloaded")
+        await _until(pilot, lambda: not _commands_running(app), what="reloads finished")
+        await pilot.pause()
         reloads = [n for n in app._notifications if n.title == "reload bert_model"]
         assert reloads[0].severity == "information"
+        assert not _titled(app, "reload llama_model"), "llama_model was not edited but was reloaded"
     assert _index(session)["bert_model"] == "READY"
 
 
@@ -169,9 +175,10 @@ async def test_filter_and_sort_live(session: SessionRecord, state: tuple[Registr
 
 async def test_killed_server_shows_banner_then_recovers_after_restart(state: tuple[Registry, Path]) -> None:
     registry, repository = state
-    record = launch(LaunchOptions(source=repository, name="console-kill"), registry)
-    app = _app(record, registry)
+    app: GEConsoleApp | None = None
     try:
+        record = launch(LaunchOptions(source=repository, name="console-kill"), registry)
+        app = _app(record, registry)
         async with app.run_test(size=SIZE) as pilot:
             await _until(pilot, lambda: app.connection.last_good is not None and not app.connection.stale,
                          what="connected")
@@ -185,8 +192,10 @@ async def test_killed_server_shows_banner_then_recovers_after_restart(state: tup
             assert not banner.display and isinstance(app.screen, DashboardScreen)
             assert _index(record) == {"bert_model": "READY", "llama_model": "READY"}
     finally:
-        app.source.close()
-        down(registry.load("console-kill"), registry)
+        if app is not None:
+            app.source.close()
+        if registry.exists("console-kill"):
+            down(registry.load("console-kill"), registry)
 
 
 async def test_demo_app_launches_with_progress_and_serves(state: tuple[Registry, Path]) -> None:

@@ -11,19 +11,12 @@ from triton_ge_console.sessions.recorded import RecordedController
 from triton_ge_console.sessions.source import CommandResult
 
 from .conftest import SIZE, recorded_app, replayed
+from .waiting import until
 
 
 def _rows(app: GEConsoleApp) -> list[str]:
     table = app.screen.query_one(ModelsTable)
     return table.row_keys
-
-
-async def _until(pilot: object, check: object, timeout: float = 10.0) -> None:
-    waited = 0.0
-    while not check() and waited < timeout:  # type: ignore[operator]
-        await pilot.pause(0.02)  # type: ignore[attr-defined]
-        waited += 0.02
-    assert check(), "condition not met in time"  # type: ignore[operator]
 
 
 async def test_reload_notifies_and_failures_carry_tritons_message() -> None:
@@ -33,9 +26,9 @@ async def test_reload_notifies_and_failures_carry_tritons_message() -> None:
         await replayed(pilot)
         assert app.selected_model == "bert_model"
         await pilot.press("r")
-        await _until(pilot, lambda: any("boom" in n.message for n in app._notifications))
+        await until(pilot, lambda: any("boom" in n.message for n in app._notifications))
         await pilot.press("down", "r")
-        await _until(pilot, lambda: ("reload", "llama_model", None) in controller.calls)
+        await until(pilot, lambda: ("reload", "llama_model", None) in controller.calls)
         assert app.last_errors == {"bert_model": "failed to load 'bert_model': boom"}
 
 
@@ -45,12 +38,12 @@ async def test_unload_asks_first_and_only_runs_on_yes() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await replayed(pilot)
         await pilot.press("u")
-        await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("n")
-        await _until(pilot, lambda: isinstance(app.screen, DashboardScreen))
+        await until(pilot, lambda: isinstance(app.screen, DashboardScreen))
         assert controller.calls == []
         await pilot.press("u", "y")
-        await _until(pilot, lambda: controller.calls == [("unload", "bert_model", None)])
+        await until(pilot, lambda: controller.calls == [("unload", "bert_model", None)])
 
 
 async def test_filter_and_sort() -> None:
@@ -84,12 +77,12 @@ async def test_palette_and_help_come_from_the_registry() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await replayed(pilot)
         await pilot.press("question_mark")
-        await _until(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
+        await until(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
         await pilot.press("escape")
         await pilot.press("ctrl+p")
-        await _until(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
+        await until(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
         await pilot.press(*"dump_graph", "enter")
-        await _until(pilot, lambda: "dump_graph" in app.diagnostics)
+        await until(pilot, lambda: "dump_graph" in app.diagnostics)
 
 
 class _ExplodingController(RecordedController):
@@ -104,5 +97,5 @@ async def test_worker_errors_become_notifications_not_crashes() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await replayed(pilot)
         await pilot.press("r")
-        await _until(pilot, lambda: any("connection reset by peer" in n.message for n in app._notifications))
+        await until(pilot, lambda: any("connection reset by peer" in n.message for n in app._notifications))
         assert app.is_running and isinstance(app.screen, DashboardScreen)

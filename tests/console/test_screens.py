@@ -19,14 +19,7 @@ from triton_ge_console.sessions.process import free_port
 from triton_ge_console.sessions.recorded import RecordedController
 
 from .conftest import REPO, SIZE, recorded_app, replayed
-
-
-async def _until(pilot: object, check: object, timeout: float = 20.0) -> None:
-    waited = 0.0
-    while not check() and waited < timeout:  # type: ignore[operator]
-        await pilot.pause(0.05)  # type: ignore[attr-defined]
-        waited += 0.05
-    assert check(), "condition not met in time"  # type: ignore[operator]
+from .waiting import until
 
 
 async def test_edit_validate_save_reload(tmp_path: Path) -> None:
@@ -39,7 +32,7 @@ async def test_edit_validate_save_reload(tmp_path: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await replayed(pilot)
         await pilot.press("down", "g")  # llama_model selected, then the repository screen
-        await _until(pilot, lambda: isinstance(app.screen, RepositoryScreen))
+        await until(pilot, lambda: isinstance(app.screen, RepositoryScreen))
         screen = app.screen
         assert isinstance(screen, RepositoryScreen) and screen.current is not None
         assert screen.current.name == "llama_model"
@@ -48,13 +41,13 @@ async def test_edit_validate_save_reload(tmp_path: Path) -> None:
         editor.text = original.replace("max_batch_size: 8", "max_batch_size: eight")
         await pilot.pause()
         await pilot.press("ctrl+s")
-        await _until(pilot, lambda: any("not saved" in n.message for n in app._notifications))
+        await until(pilot, lambda: any("not saved" in n.message for n in app._notifications))
         assert config.read_text(encoding="utf-8") == original and controller.calls == []
         assert "line 3" in str(screen.query_one("#validation", Static).render())
         editor.text = original.replace("max_batch_size: 8", "max_batch_size: 4")
         await pilot.pause()
         await pilot.press("ctrl+s")
-        await _until(pilot, lambda: ("reload", "llama_model", None) in controller.calls)
+        await until(pilot, lambda: ("reload", "llama_model", None) in controller.calls)
         assert "max_batch_size: 4" in config.read_text(encoding="utf-8")
         assert not [p for p in config.parent.iterdir() if p.name.startswith(".config.pbtxt.")]
 
@@ -67,17 +60,17 @@ async def test_watch_reloads_the_model_whose_files_change(tmp_path: Path) -> Non
     async with app.run_test(size=SIZE) as pilot:
         await replayed(pilot)
         await pilot.press("w")
-        await _until(pilot, lambda: any(n.title == "watch on" for n in app._notifications))
+        await until(pilot, lambda: any(n.title == "watch on" for n in app._notifications))
         config = repository / "bert_model" / "config.pbtxt"
         for _ in range(40):  # the watcher arms asynchronously: edit until it reports (no fixed sleep)
             config.write_text(config.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
             if controller.calls:
                 break
             await pilot.pause(0.25)
-        await _until(pilot, lambda: ("reload", "bert_model", None) in controller.calls)
+        await until(pilot, lambda: ("reload", "bert_model", None) in controller.calls)
         assert all(call[1] == "bert_model" for call in controller.calls)
         await pilot.press("w")
-        await _until(pilot, lambda: any(n.title == "watch off" for n in app._notifications))
+        await until(pilot, lambda: any(n.title == "watch off" for n in app._notifications))
 
 
 async def test_logs_level_filter_and_search() -> None:
@@ -85,9 +78,9 @@ async def test_logs_level_filter_and_search() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await replayed(pilot)
         await pilot.press("o")
-        await _until(pilot, lambda: isinstance(app.screen, LogsScreen))
+        await until(pilot, lambda: isinstance(app.screen, LogsScreen))
         view = app.screen.query_one(RichLog)
-        await _until(pilot, lambda: len(view.lines) >= 14)
+        await until(pilot, lambda: len(view.lines) >= 14)
         everything = len(view.lines)
         await pilot.press("f", "f")  # errors and worse
         assert isinstance(app.screen, LogsScreen) and app.screen.level == "E"
@@ -96,9 +89,9 @@ async def test_logs_level_filter_and_search() -> None:
         assert any("↳" in line for line in errors)  # GE failures carry what to do next
         await pilot.press("slash", *"Einsum", "enter")
         shown = lambda: "".join(strip.text for strip in view.lines)  # noqa: E731 - wrapped lines, joined
-        await _until(pilot, lambda: "Einsum" in shown() and "CompileGraph" not in shown())
+        await until(pilot, lambda: "Einsum" in shown() and "CompileGraph" not in shown())
         await pilot.press("escape")
-        await _until(pilot, lambda: not isinstance(app.screen, LogsScreen))
+        await until(pilot, lambda: not isinstance(app.screen, LogsScreen))
 
 
 async def test_start_screen_choices() -> None:
