@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from textual.app import ComposeResult
@@ -16,6 +17,7 @@ from triton_ge_console.console.widgets.detail import DetailPane, ModelDetail
 from triton_ge_console.console.widgets.devices import SPARK_WIDTH, DevicesPanel
 from triton_ge_console.console.widgets.header import Connection, DisconnectedBanner, StatusHeader
 from triton_ge_console.console.widgets.models import ModelsTable
+from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
@@ -27,16 +29,21 @@ CHART_POINTS = 120  # points per chart line: about two per braille column of a h
 MAX_BUCKET = 10  # snapshots per sparkline cell at most: 30 cells x 10 s = the last 5 minutes at 1 s refresh
 
 
-def utilization_series(history: SnapshotHistory, device_id: str) -> list[float | None]:
-    """Recent utilization averaged into sparkline cells (one snapshot per cell while history is short)."""
+def utilization_series(history: SnapshotHistory, device_ids: Sequence[str]) -> dict[str, list[float | None]]:
+    """Each device's recent utilization averaged into sparkline cells, in one pass over the history."""
     snapshots = history.snapshots()[-SPARK_WIDTH * MAX_BUCKET:]
     bucket_size = min(MAX_BUCKET, max(1, -(-len(snapshots) // SPARK_WIDTH)))
-    values: list[float | None] = []
+    series: dict[str, list[float | None]] = {device_id: [] for device_id in device_ids}
     for start in range(0, len(snapshots), bucket_size):
-        bucket = [d.utilization for s in snapshots[start:start + bucket_size] for d in s.devices
-                  if d.id == device_id and d.utilization is not None]
-        values.append(sum(bucket) / len(bucket) if bucket else None)
-    return values
+        readings: dict[str, list[float]] = {}
+        for snapshot in snapshots[start:start + bucket_size]:
+            for device in snapshot.devices:
+                if device.utilization is not None:
+                    readings.setdefault(device.id, []).append(device.utilization)
+        for device_id, values in series.items():
+            bucket = readings.get(device_id)
+            values.append(sum(bucket) / len(bucket) if bucket else None)
+    return series
 
 
 def last_error(model: ModelSnapshot, command_errors: dict[str, str]) -> str | None:
@@ -95,7 +102,7 @@ class DashboardScreen(Screen[None]):
         if snapshot is None:
             return
         history = self.console.source.history
-        series = {d.id: utilization_series(history, d.id) for d in snapshot.devices}
+        series = utilization_series(history, [d.id for d in snapshot.devices])
         self.query_one(DevicesPanel).frame = (snapshot, series)
         table = self.query_one(ModelsTable)
         table.show_models(snapshot.models)
@@ -108,7 +115,7 @@ class DashboardScreen(Screen[None]):
         table = self.query_one(ModelsTable)
         needle = f" ─ filter '{table.needle}'" if table.needle else " ─ / filter"
         sort = table.sort_key.label
-        self.query_one("#models-box").border_title = f"Models ({count}){needle} ─ s sort: {sort}"
+        retitle(self.query_one("#models-box"), f"Models ({count}){needle} ─ s sort: {sort}")
 
     def _select_from_cursor(self) -> None:
         """Make the model under the cursor the app's selected model."""

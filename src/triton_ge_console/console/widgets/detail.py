@@ -12,6 +12,7 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from triton_ge_console.console import format as fmt
+from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
 Series = Sequence[tuple[float, float | None]]
@@ -80,11 +81,11 @@ class DetailPane(Vertical):
         """Draw one model's detail (charts only when asked: they cost most), or a hint if none is selected."""
         info = self.query_one("#detail-info", Static)
         if detail is None:
-            self.border_title = "No model selected"
+            retitle(self, "No model selected")
             info.update(Text("select a model in the table", style="dim"))
             return
         model = detail.model
-        self.border_title = f"{model.name} v{model.version}"
+        retitle(self, f"{model.name} v{model.version}")
         info.update(self._info(detail), layout=False)  # a fixed three lines
         if not draw_charts:
             return

@@ -9,6 +9,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from triton_ge_console.console import format as fmt
+from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.snapshot import DeviceSnapshot, ServerSnapshot
 
 SPARK_WIDTH = 30
@@ -61,6 +62,6 @@ class DevicesPanel(Static):
             return
         snapshot, series = frame
         count = len(snapshot.devices)
-        self.border_title = f"Devices ({count})"
+        retitle(self, f"Devices ({count})")
         self.update(devices_text(snapshot, series, self.app.size.width), layout=count != self._shown_count)
         self._shown_count = count

@@ -160,7 +160,7 @@ class ModelsTable(ScrollView, can_focus=True):
         self.sort_index = 0
         self.thresholds: Thresholds = {}
         self._models: tuple[ModelSnapshot, ...] = ()
-        self._rows: dict[str, Text] = {}
+        self._shown: dict[str, ModelSnapshot] = {}  # row key -> the snapshot shown, in display order
         self._keys: list[str] = []
         self._strips: dict[str, dict[Style, Strip]] = {}  # row key -> rendered line per base style
         self._built: dict[str, tuple[ModelSnapshot, Text]] = {}  # row key -> (snapshot, its line)
@@ -183,28 +183,34 @@ class ModelsTable(ScrollView, can_focus=True):
     def show_models(self, models: Sequence[ModelSnapshot]) -> None:
         """Show these models under the current filter and sort, keeping the cursor on the same model."""
         self._models = tuple(models)
-        shown = visible_models(self._models, self.needle, self.sort_key)
-        rows = {row_key(m): self._line(m) for m in shown}
-        self._built = {key: self._built[key] for key in rows}
+        shown = {row_key(m): m for m in visible_models(self._models, self.needle, self.sort_key)}
+        self._built = {key: self._built[key] for key in shown if key in self._built}
         selected = self.selected_key
-        changed = [k for k, line in rows.items() if k not in self._rows or not _same(line, self._rows[k])]
+        changed = [key for key, model in shown.items() if not _same_model(self._shown.get(key), model)]
         for key in changed:
             self._strips.pop(key, None)
-        order_changed = list(rows) != self._keys
-        self._rows, self._keys = rows, list(rows)
+        order_changed = list(shown) != self._keys
+        self._shown, self._keys = shown, list(shown)
         self.virtual_size = Size(len(HEADER.plain), len(self._keys) + 1)
         if order_changed:
             self.move_cursor(self._keys.index(selected) if selected in self._keys else self.cursor_row)
             self.refresh()
         else:
-            for key in changed:
-                self.refresh_line(self._keys.index(key) + 1)  # virtual line: the header is line 0
+            self._refresh_rows(changed)
+
+    def _refresh_rows(self, keys: list[str]) -> None:
+        """Repaint the rows of these keys that are in view (the others render when scrolled to)."""
+        changed = set(keys)
+        top = int(self.scroll_y)
+        for index in range(top, min(len(self._keys), top + self.size.height)):
+            if self._keys[index] in changed:
+                self.refresh_line(index + 1)  # virtual line: the header is line 0
 
     def _line(self, model: ModelSnapshot) -> Text:
-        """A model's row, rebuilt only when its snapshot differs from the one last shown."""
+        """A model's row, rebuilt only when its snapshot differs from the one it was last built from."""
         key = row_key(model)
         known = self._built.get(key)
-        if known is not None and known[0] == model:
+        if known is not None and _same_model(known[0], model):
             return known[1]
         line = row_line(model_fields(model, self.thresholds.get(model.name, {})))
         self._built[key] = (model, line)
@@ -255,7 +261,7 @@ class ModelsTable(ScrollView, can_focus=True):
         rendered = self._strips.setdefault(key, {})
         strip = rendered.get(style)
         if strip is None:  # new text, or new base style (cursor, theme, dimmed while stale)
-            strip = rendered[style] = self._strip(self._rows[key], style)
+            strip = rendered[style] = self._strip(self._line(self._shown[key]), style)
         return strip.crop_extend(scroll_x, scroll_x + width, style)
 
     def _strip(self, line: Text, base: Style) -> Strip:
@@ -275,6 +281,6 @@ class ModelsTable(ScrollView, can_focus=True):
         return self.sort_key
 
 
-def _same(a: Text, b: Text) -> bool:
-    """Same text and colours."""
-    return a.plain == b.plain and a.spans == b.spans
+def _same_model(a: ModelSnapshot | None, b: ModelSnapshot) -> bool:
+    """Same snapshot (identity first: an idle model's snapshot is often the very same object)."""
+    return a is b or a == b

@@ -1,0 +1,87 @@
+"""What a dashboard refresh may skip: unchanged border titles, off-screen rows, repeated history scans."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from textual.app import App, ComposeResult
+from textual.widgets import Static
+
+from triton_ge_console.console.app import create_app, next_connection
+from triton_ge_console.console.screens.dashboard import utilization_series
+from triton_ge_console.console.widgets.models import ModelsTable
+from triton_ge_console.console.widgets.titles import retitle
+from triton_ge_console.sessions.history import SnapshotHistory
+from triton_ge_console.sessions.recorded import RecordedSource
+from triton_ge_console.sessions.snapshot import (
+    DeviceSnapshot,
+    Endpoints,
+    Latency,
+    ModelSnapshot,
+    ServerSnapshot,
+)
+
+
+def _snapshot(step: int, utilizations: dict[str, float | None], models: int = 0) -> ServerSnapshot:
+    """A snapshot with these device utilizations and `models` READY models."""
+    devices = tuple(DeviceSnapshot(device_id, "cpu-emulated", "910B", utilization=value)
+                    for device_id, value in utilizations.items())
+    rows = tuple(ModelSnapshot(name=f"m{i:03d}", version="1", state="READY", backend="ge", queue_depth=i,
+                               latency=Latency(p50_ms=1.0, p99_ms=2.0)) for i in range(models))
+    return ServerSnapshot(1_790_000_000.0 + step, "t", True, True, "2.51.0", 1.0 + step,
+                          Endpoints("http://127.0.0.1:1", "127.0.0.1:2"), rows, devices)
+
+
+def test_utilization_series_averages_each_device_per_cell() -> None:
+    history = SnapshotHistory()
+    readings: list[dict[str, float | None]] = [{"0": 0.2, "1": None}, {"0": 0.4}, {"0": 0.6, "1": 1.0}]
+    for step, reading in enumerate(readings):
+        history.append(_snapshot(step, reading))
+    assert utilization_series(history, ["0", "1", "7"]) == {
+        "0": [0.2, 0.4, 0.6], "1": [None, None, 1.0], "7": [None, None, None]}
+    for step in range(3, 62):  # 62 snapshots: three per cell, cells aligned to the oldest
+        history.append(_snapshot(step, {"0": float(step % 3), "1": None}))
+    series = utilization_series(history, ["0", "1"])
+    assert len(series["0"]) == 21 and series["0"][-2:] == [1.0, 0.5] and series["1"][-1] is None
+
+
+class _Titled(App[None]):
+    def compose(self) -> ComposeResult:
+        yield Static("x", id="box")
+
+
+async def test_an_unchanged_border_title_repaints_nothing() -> None:
+    app = _Titled()
+    async with app.run_test() as pilot:
+        box = app.query_one("#box", Static)
+        retitle(box, "Devices (8)")
+        await pilot.pause()
+        refreshes: list[object] = []
+
+        def counted(*regions: object, **options: object) -> Static:
+            refreshes.append(regions)
+            return box
+
+        box.refresh = counted  # type: ignore[method-assign,assignment]
+        retitle(box, "Devices (8)")
+        assert refreshes == [] and box.border_title == "Devices (8)"
+        retitle(box, "Devices (7)")
+        assert len(refreshes) == 1
+
+
+async def test_rows_changed_off_screen_show_their_new_figures_when_scrolled_to() -> None:
+    first = _snapshot(0, {"0": 0.5}, models=60)
+    source = RecordedSource([first], name="t")
+    app = create_app(source, max_polls=1)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause(0.2)
+        table = app.screen.query_one(ModelsTable)
+        last = first.models[-1]
+        moved = dataclasses.replace(last, queue_depth=12345)
+        second = dataclasses.replace(first, taken_at=first.taken_at + 1, models=(*first.models[:-1], moved))
+        app.connection = next_connection(app.connection, second, app.options)
+        await pilot.pause()
+        table.move_cursor(len(table.row_keys) - 1)
+        await pilot.pause()
+        rendered = [table.render_line(y).text for y in range(table.size.height)]
+        assert any("m059" in line and "12345" in line for line in rendered)
