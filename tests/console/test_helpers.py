@@ -65,6 +65,6 @@ def test_config_checks_diff_and_change_detection(tmp_path: Path) -> None:
     assert "-max_batch_size: 4" in diff and "+max_batch_size: 8" in diff
     assert "version_policy" not in "\n".join(diff)
     assert "max_batch 8" in repo_info.config_summary(config)
-    baseline = {m.name: repo_info.model_mtime(m.config_path.parent) for m in repo_info.list_models(REPO)}
+    baseline = {m.name: repo_info.model_digest(m.config_path.parent) for m in repo_info.list_models(REPO)}
     assert repo_info.changed_models(REPO, baseline) == []
     assert repo_info.changed_models(REPO, {}) == ["bert_model", "llama_model"]

@@ -14,9 +14,10 @@ import pytest
 from textual.pilot import Pilot
 
 from triton_ge_console.console.app import GEConsoleApp, create_app
-from triton_ge_console.console.launch_session import open_record
+from triton_ge_console.console.launch_session import open_record, reload_changed_for
 from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.console.screens.dashboard import DashboardScreen
+from triton_ge_console.console.session_link import RecordLifecycle
 from triton_ge_console.console.widgets.header import DisconnectedBanner
 from triton_ge_console.console.widgets.models import ModelsTable
 from triton_ge_console.repository.build import build_demo_repository
@@ -24,7 +25,7 @@ from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import down
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import Registry, SessionRecord
-from triton_ge_console.sessions.watch import record_loaded_digests
+from triton_ge_console.sessions.watch import find_changes, record_loaded_digests
 
 from .conftest import SIZE
 from .waiting import until
@@ -144,6 +145,43 @@ async def test_reload_changed_key_reloads_only_edited_models(session: SessionRec
         assert reloads[0].severity == "information"
         assert not _titled(app, "reload llama_model"), "llama_model was not edited but was reloaded"
     assert _index(session)["bert_model"] == "READY"
+    assert find_changes(session).empty, "the digests were not recorded: reload --changed would repeat it"
+
+
+async def test_watch_reloads_through_the_sessions_digests(session: SessionRecord,
+                                                           state: tuple[Registry, Path]) -> None:
+    registry, repository = state
+    record_loaded_digests(session)
+    config = repository / "bert_model" / "config.pbtxt"
+    original = config.read_text(encoding="utf-8")
+    app = _app(session, registry)
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(pilot, lambda: len(_rows(app)) == 2, what="two models")
+        await pilot.press("w")
+        await _until(pilot, lambda: _titled(app, "watch on"), what="watching")
+        for attempt in range(10):  # the watcher thread starts asynchronously: touch until it reacts
+            config.write_text(original + f"\n# watched edit {attempt}\n", encoding="utf-8")
+            try:
+                await until(pilot, lambda: _titled(app, "reload bert_model"), 3.0, "watch reload")
+                break
+            except AssertionError:
+                continue
+        await _until(pilot, lambda: _titled(app, "reload bert_model"), what="bert reloaded by the watch")
+        await _until(pilot, lambda: not _commands_running(app), what="reloads finished")
+        await pilot.press("w")
+        assert not _titled(app, "reload llama_model")
+    assert find_changes(session).empty, "the watch did not record digests: reload --changed would repeat it"
+
+
+def test_reload_changed_lists_spec_problems_and_reloads_nothing(session: SessionRecord,
+                                                                  state: tuple[Registry, Path],
+                                                                  tmp_path: Path) -> None:
+    registry, _ = state
+    spec = tmp_path / "deploy.yaml"
+    spec.write_text("models:\n  - name: llama_model\n    max_batch_size: eight\n", encoding="utf-8")
+    results = reload_changed_for(RecordLifecycle(registry, session.replace(spec=spec)))()
+    assert [(r.ok, r.target) for r in results] == [(False, "changed")]
+    assert "spec not applied" in results[0].message and "deploy.yaml" in results[0].message
 
 
 async def test_unload_then_load(session: SessionRecord, state: tuple[Registry, Path]) -> None:

@@ -35,16 +35,30 @@ def reload_changed_for(lifecycle: RecordLifecycle) -> Callable[[], list[CommandR
     """Reload-changed through the sessions layer (digests of what Triton loaded), for the session's record."""
 
     def run() -> list[CommandResult]:
+        from triton_ge_console.repository.build import BuildError
+        from triton_ge_console.repository.spec import SpecError
+        from triton_ge_console.sessions.control import ControlError
         from triton_ge_console.sessions.lifecycle import controller_for
         from triton_ge_console.sessions.watch import find_changes, rebuild, reload_changed
 
         record = lifecycle.record
         if record is None or record.repository is None:
             return [CommandResult("reload", "repository", False, "this session has no repository here")]
-        changes = find_changes(record, rebuild(record))
+        try:
+            changes = find_changes(record, rebuild(record))
+        except SpecError as exc:
+            return [_not_applied("spec not applied", [str(p) for p in exc.problems])]
+        except (BuildError, ControlError) as exc:
+            return [_not_applied("repository not rebuilt", [str(exc)])]
         return reload_changed(record, controller_for(record), lifecycle.registry, changes)
 
     return run
+
+
+def _not_applied(what: str, problems: list[str]) -> CommandResult:
+    """A failed rebuild as one result listing every problem; the running models keep serving."""
+    listed = "\n".join(f"  {problem}" for problem in problems)
+    return CommandResult("reload", "changed", False, f"{what}, running models keep serving:\n{listed}")
 
 
 def _repository_of(lifecycle: RecordLifecycle) -> Path | None:

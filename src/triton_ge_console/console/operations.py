@@ -36,9 +36,9 @@ class Operations(App[None]):
         self.diagnostics: set[str] = set()
         self.watch_stop: threading.Event | None = None
         repository = self.repository_path()
-        self.baseline: dict[str, float] = {}
+        self.baseline: dict[str, str | None] = {}
         if repository is not None:
-            self.baseline = {m.name: repo_info.model_mtime(m.config_path.parent)
+            self.baseline = {m.name: repo_info.model_digest(m.config_path.parent)
                              for m in repo_info.list_models(repository)}
 
     def repository_path(self) -> Path | None:
@@ -49,14 +49,14 @@ class Operations(App[None]):
         return locate() if locate is not None else None
 
     def record_result(self, result: CommandResult) -> None:
-        """Remember a model's last failure; a successful (re)load resets its change baseline."""
+        """Remember a model's last failure; a successful (re)load resets its change baseline (digest)."""
         if not result.ok:
             self.last_errors[result.target] = result.message
             return
         self.last_errors.pop(result.target, None)
         repository = self.repository_path()
         if result.action in ("load", "reload") and repository is not None:
-            self.baseline[result.target] = repo_info.model_mtime(repository / result.target)
+            self.baseline[result.target] = repo_info.model_digest(repository / result.target)
 
     def mark_stopped(self, stopped: bool) -> None:
         """The operator stopped the server on purpose: say so rather than "not answering"."""
@@ -95,7 +95,7 @@ class Operations(App[None]):
         self.post_message(CommandFinished(command(model)))
 
     def action_reload_changed(self) -> None:
-        """Reload every model whose folder changed since it was last (re)loaded."""
+        """Reload every model whose folder's digest changed since it was last (re)loaded."""
         if self.options.reload_changed is not None:
             self._reload_changed_worker(self.options.reload_changed)
             return
@@ -144,7 +144,10 @@ class Operations(App[None]):
                 self.post_message(RepositoryChanged(named))
 
     def on_repository_changed(self, message: RepositoryChanged) -> None:
-        """Reload what the watcher saw change."""
+        """Reload what the watcher saw change: through the session's digests when it has them."""
+        if self.options.reload_changed is not None:
+            self._reload_changed_worker(self.options.reload_changed)
+            return
         for model in message.models:
             self.run_command("reload", model)
 

@@ -109,22 +109,17 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
-def model_mtime(folder: Path) -> float:
-    """The newest modification time of anything in a model folder (config, weights, versions)."""
-    newest = 0.0
-    for root, _dirs, files in os.walk(folder):
-        for name in (*files, "."):
-            try:
-                newest = max(newest, os.stat(os.path.join(root, name)).st_mtime)
-            except OSError:
-                continue
-    return newest
+def model_digest(folder: Path) -> str | None:
+    """A model folder's content digest, the sessions' own scheme (so both agree on what changed)."""
+    from triton_ge_console.sessions.watch import model_digest as digest
+
+    return digest(folder)
 
 
-def changed_models(repository: Path, baseline: dict[str, float]) -> list[str]:
-    """Model folders modified after their baseline time (new folders count as changed)."""
+def changed_models(repository: Path, baseline: dict[str, str | None]) -> list[str]:
+    """Model folders whose content digest differs from their baseline (new folders count as changed)."""
     return [m.name for m in list_models(repository)
-            if model_mtime(m.config_path.parent) > baseline.get(m.name, 0.0)]
+            if m.name not in baseline or model_digest(m.config_path.parent) != baseline[m.name]]
 
 
 def model_of_path(repository: Path, path: Path) -> str | None:
