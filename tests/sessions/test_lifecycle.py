@@ -10,6 +10,8 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -174,15 +176,38 @@ def test_an_exposed_server_restricts_its_control_apis_to_the_token(
         TritonControl(record.http_url).index()
     assert any(m.name == "echo" and m.state == "READY" for m in controller_for(record).index())
     assert main(["reload", "echo"]) == 0
+    for method, path in (("GET", "/v2/models/stats"), ("POST", "/v2/systemsharedmemory/region/r/register")):
+        assert "restricted" in refused(f"{record.http_url}{path}", method)
+    assert listening_addresses(ports_of(record)[2]) == {"127.0.0.1"}, "metrics stay on loopback"
     assert record.grpc_url is not None
     grpc_client = triton_grpc.InferenceServerClient(record.grpc_url)
     try:
         with pytest.raises(InferenceServerException, match="restricted"):
             grpc_client.get_model_repository_index()
+        with pytest.raises(InferenceServerException, match="restricted"):
+            grpc_client.get_inference_statistics()
+        with pytest.raises(InferenceServerException, match="restricted"):
+            grpc_client.register_system_shared_memory("r", "/ge_test_region", 64)
         index = grpc_client.get_model_repository_index(headers={grpc_token_header(): "s3cret-token"})
         assert [m.name for m in index.models] == ["echo"]
     finally:
         grpc_client.close()
+
+
+def refused(url: str, method: str) -> str:
+    """The body of Triton's refusal of a request sent without the token (fails if it was served)."""
+    body = b'{"key": "/ge_test_region", "offset": 0, "byte_size": 64}' if method == "POST" else None
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, data=body, method=method), timeout=10)
+    except urllib.error.HTTPError as exc:
+        return exc.read().decode("utf-8", errors="replace")
+    raise AssertionError(f"{method} {url} was served without the token")
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The local addresses something listens on at port."""
+    return {c.laddr.ip for c in psutil.net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port == port}
 
 
 def test_the_cli_detaches_and_another_process_sees_and_stops_the_server(

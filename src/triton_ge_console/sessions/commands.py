@@ -12,6 +12,16 @@ from typing import Any
 
 from triton_ge_console.sessions.registry import TOKEN_HEADER
 
+UP_EPILOG = """\
+exposing a server (--listen other than loopback):
+  a token is required; Triton then restricts model-repository, model-config, shared-memory,
+  statistics, logging and trace to it. Metrics stay on 127.0.0.1 (Triton cannot protect them with
+  a token); reach them through an SSH tunnel or a scraper on this host.
+  Triton only takes the token on its command line, so local users can read it (ps,
+  /proc/PID/cmdline). Prefer --token-env VAR over --token: it keeps the token out of
+  ge-console's own command line and your shell history:
+    GE_TOKEN=... ge-console up repo --listen 0.0.0.0 --token-env GE_TOKEN
+"""
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the session commands."""
@@ -47,7 +57,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def _add_up(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """`up SPEC|REPO`."""
-    parser = subparsers.add_parser("up", help="start Triton for a spec or a model repository (detached)")
+    parser = subparsers.add_parser(
+        "up",
+        help="start Triton for a spec or a model repository (detached)",
+        epilog=UP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument(
         "source", metavar="SPEC|REPO", type=Path, help="deployment spec, or repository folder"
     )

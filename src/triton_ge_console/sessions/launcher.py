@@ -48,7 +48,9 @@ from triton_ge_console.sessions.registry import (
 from triton_ge_console.sessions.supervise import SupervisedServer
 from triton_ge_console.sessions.watch import record_loaded_digests
 
-RESTRICTED_APIS = "model-repository,model-config,logging,trace"
+# shared-memory: any client could register regions; statistics reveal the deployment
+RESTRICTED_APIS = "model-repository,model-config,shared-memory,statistics,logging,trace"
+RESTRICTED_WORDS = ", ".join(RESTRICTED_APIS.split(",")[:-1]) + " and " + RESTRICTED_APIS.split(",")[-1]
 PORT_RACE_ATTEMPTS = 3
 Notify = Callable[[str], None]
 
@@ -109,8 +111,8 @@ def launch(
     token_ref = store_token(workdir, options.token) if options.token else None
     if not _is_loopback(plan.listen):
         say(
-            f"warning: exposing Triton on {plan.listen}; model-repository, model-config, logging and trace "
-            f"need the token (header {TOKEN_HEADER})"
+            f"warning: exposing Triton on {plan.listen}; {RESTRICTED_WORDS} need the token "
+            f"(header {TOKEN_HEADER}); metrics stay on {_metrics_host(plan.listen)}"
         )
     record = _start_retrying_port_races(
         plan, options, dist, _Dirs(repository, backend_dir, workdir), token_ref, registry, say
@@ -216,7 +218,7 @@ def _plan(options: LaunchOptions, registry: Registry) -> _Plan:
     if not _is_loopback(listen) and not options.token:
         raise LaunchError(
             f"--listen {listen} would expose the server without access control: give --token "
-            "(Triton then restricts model-repository, model-config, logging and trace)"
+            f"(Triton then restricts {RESTRICTED_WORDS})"
         )
     return _Plan(name, spec, repository, models, server, listen)
 
@@ -291,16 +293,24 @@ def _ports(options: LaunchOptions, plan: _Plan) -> Ports:
         "grpc": options.grpc_port if options.grpc_port is not None else plan.server.grpc_port,
         "metrics": options.metrics_port if options.metrics_port is not None else plan.server.metrics_port,
     }
-    probe_host = _local_host(plan.listen)
+    probe_host, metrics_host = _local_host(plan.listen), _metrics_host(plan.listen)
     for kind, port in wanted.items():
-        if port and port_in_use(port, probe_host):
-            raise LaunchError(f"{kind} port {port} is already in use on {probe_host}")
-    return pick_ports(wanted["http"], wanted["grpc"], wanted["metrics"], host=probe_host)
+        host = metrics_host if kind == "metrics" else probe_host
+        if port and port_in_use(port, host):
+            raise LaunchError(f"{kind} port {port} is already in use on {host}")
+    return pick_ports(
+        wanted["http"], wanted["grpc"], wanted["metrics"], host=probe_host, metrics_host=metrics_host
+    )
 
 
 def _local_host(listen: str) -> str:
     """The address this machine reaches a listen address at, in its family (wildcards: the loopback)."""
     return {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(listen, listen)
+
+
+def _metrics_host(listen: str) -> str:
+    """Metrics follow a loopback listen; an exposed server keeps them on 127.0.0.1 (no token guards them)."""
+    return _local_host(listen) if _is_loopback(listen) else "127.0.0.1"
 
 
 def _arguments(
@@ -323,7 +333,10 @@ def _arguments(
         restriction = f"{RESTRICTED_APIS}:{TOKEN_HEADER}={options.token}"
         extra += [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]
     extra += [*server.extra_args, *options.extra_args]
-    return server_args(repository, backend_dir, ports, host=plan.listen, extra=tuple(extra))
+    metrics = _metrics_host(plan.listen)
+    return server_args(
+        repository, backend_dir, ports, host=plan.listen, extra=tuple(extra), metrics_host=metrics
+    )
 
 
 def _record(
@@ -340,7 +353,8 @@ def _record(
     pid = server.pid
     return SessionRecord(
         name=plan.name, pid=pid, started_at=time.time(), http_url=f"http://{host}:{ports.http}",
-        grpc_url=f"{host}:{ports.grpc}", metrics_url=f"http://{host}:{ports.metrics}/metrics",
+        grpc_url=f"{host}:{ports.grpc}",
+        metrics_url=f"http://{_url_host(_metrics_host(plan.listen))}:{ports.metrics}/metrics",
         repository=dirs.repository, spec=plan.spec.path if plan.spec else None, backend_dir=dirs.backend_dir,
         log_path=server.log_path, token_ref=token_ref, attached=False, session_dir=dirs.workdir,
         state=STARTING, pid_create_time=process_create_time(pid) if pid else None, models=plan.models,
