@@ -16,7 +16,7 @@ from triton_ge_console.console import repo_info
 from triton_ge_console.console.debug_env import diagnostic_env
 from triton_ge_console.console.messages import CommandFinished, RepositoryChanged
 from triton_ge_console.console.options import ConsoleOptions
-from triton_ge_console.console.probe import send_test_request
+from triton_ge_console.console.probe import send_test_request, session_headers
 from triton_ge_console.console.widgets.header import Connection
 from triton_ge_console.sessions.source import CommandResult, SessionSource
 
@@ -162,12 +162,12 @@ class Operations(App[None]):
             self.notify("the server's HTTP endpoint is not known", severity="warning")
             return
         self.notify(f"sending a test request to {model}…", timeout=2)
-        self._probe_worker(url, model)
+        self._probe_worker(url, model, session_headers(self.source))
 
     @work(thread=True, group="probe", exit_on_error=False)
-    def _probe_worker(self, url: str, model: str) -> None:
-        """The blocking request."""
-        result = send_test_request(url, model)
+    def _probe_worker(self, url: str, model: str, headers: dict[str, str]) -> None:
+        """The blocking request, with the session's token."""
+        result = send_test_request(url, model, headers=headers)
         self.post_message(CommandFinished(CommandResult("test request", model, result.ok, result.message,
                                                         None if result.latency_ms is None else
                                                         result.latency_ms / 1000.0)))
@@ -175,6 +175,7 @@ class Operations(App[None]):
     def action_load_test(self) -> None:
         """Open the load test dialog for the selected model."""
         from triton_ge_console.console.screens.loadtest import LoadTestScreen
+        from triton_ge_console.sessions.registry import grpc_token_header
 
         model = self._selected()
         snapshot = self.connection.last_good
@@ -184,7 +185,8 @@ class Operations(App[None]):
         if grpc is None:
             self.notify("the server's gRPC endpoint is not known", severity="warning")
             return
-        self.push_screen(LoadTestScreen(model, grpc.split("://", 1)[-1]))
+        headers = {grpc_token_header(k): v for k, v in session_headers(self.source).items()}
+        self.push_screen(LoadTestScreen(model, grpc.split("://", 1)[-1], headers))
 
     def action_start_server(self) -> None:
         """Start the session's server with the diagnostics chosen."""

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from triton_ge_console.sessions.loadgen_inputs import LoadSpecError, build_inputs, signature_from_metadata
+from triton_ge_console.sessions.control import client_url
+from triton_ge_console.sessions.loadgen_inputs import (
+    LoadSpecError,
+    ModelSignature,
+    build_inputs,
+    signature_from_metadata,
+)
+from triton_ge_console.sessions.stats import EndpointError, HttpEndpoint, fetch_model_config
 
 
 @dataclass(frozen=True)
@@ -22,44 +27,47 @@ class ProbeResult:
     latency_ms: float | None = None
 
 
-def _get_json(url: str, timeout: float) -> dict[str, Any]:
-    """GET a Triton JSON document; HTTP errors raise with Triton's own error text."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            data = json.loads(response.read().decode("utf-8"))
-    except urllib.error.HTTPError as exc:
-        raise RuntimeError(_triton_error(exc)) from None
-    return data if isinstance(data, dict) else {}
+def session_headers(source: object) -> dict[str, str]:
+    """The headers the session's own poller sends (its token), so commands pass a restricted server."""
+    inner = getattr(source, "inner", None)  # a PendingSource delegates to its bound live source
+    if inner is not None:
+        source = inner
+    endpoint = getattr(getattr(source, "poller", None), "http", None)
+    return dict(endpoint._headers) if isinstance(endpoint, HttpEndpoint) else {}
 
 
-def _triton_error(exc: urllib.error.HTTPError) -> str:
-    """The "error" field Triton puts in a failed response, else the HTTP status."""
-    try:
-        return str(json.loads(exc.read().decode("utf-8")).get("error", exc))
-    except (ValueError, OSError):
-        return f"HTTP {exc.code}"
+def _signature(endpoint: HttpEndpoint, model: str) -> ModelSignature:
+    """The model's inputs and outputs, from its metadata and loaded config."""
+    quoted = urllib.parse.quote(model, safe="")
+    metadata = endpoint.json("GET", f"/v2/models/{quoted}")
+    return signature_from_metadata(metadata if isinstance(metadata, dict) else {},
+                                   fetch_model_config(endpoint, model))
 
 
-def send_test_request(http_url: str, model: str, timeout: float = 30.0) -> ProbeResult:
-    """Ask the model's metadata, build random inputs of the right shapes, infer once over HTTP."""
+def send_test_request(http_url: str, model: str, timeout: float = 30.0,
+                      headers: Mapping[str, str] | None = None) -> ProbeResult:
+    """Ask the model's metadata, build random inputs of the right shapes, infer once over HTTP(S)."""
     import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException
 
-    base = f"{http_url.rstrip('/')}/v2/models/{model}"
+    endpoint = HttpEndpoint(http_url, timeout, dict(headers or {}))
     try:
-        signature = signature_from_metadata(_get_json(base, timeout), _get_json(f"{base}/config", timeout))
+        signature = _signature(endpoint, model)
         tensors = build_inputs(signature)
-    except (RuntimeError, LoadSpecError, urllib.error.URLError, OSError) as exc:
+        hostport, ssl = client_url(http_url)
+    except (EndpointError, LoadSpecError, ValueError) as exc:
         return ProbeResult(model, False, f"{model}: {exc}")
+    finally:
+        endpoint.close()
     inputs = []
     for tensor in tensors:
         item = httpclient.InferInput(tensor.name, list(tensor.array.shape), tensor.datatype)
         item.set_data_from_numpy(tensor.array, binary_data=True)
         inputs.append(item)
-    client = httpclient.InferenceServerClient(http_url.split("://", 1)[-1], network_timeout=timeout)
+    client = httpclient.InferenceServerClient(hostport, ssl=ssl, network_timeout=timeout)
     started = time.perf_counter()
     try:
-        result = client.infer(model, inputs)
+        result = client.infer(model, inputs, headers=dict(headers or {}))
     except (InferenceServerException, OSError) as exc:
         return ProbeResult(model, False, f"{model}: {exc}")
     finally:

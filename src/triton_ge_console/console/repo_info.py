@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,19 +82,23 @@ def config_diff(disk_text: str, loaded: dict[str, Any] | None) -> list[str]:
     return diff or ["(no difference: Triton serves the file on disk)"]
 
 
-def fetch_loaded_config(http_url: str | None, model: str, timeout: float = 3.0) -> dict[str, Any] | None:
-    """GET v2/models/{model}/config, or None when the server or model does not answer."""
-    import urllib.error
-    import urllib.request
+def fetch_loaded_config(http_url: str | None, model: str, timeout: float = 3.0,
+                        headers: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """Triton's loaded config, sent with the session's token; None when the server or model is silent."""
+    from triton_ge_console.sessions.stats import EndpointError, HttpEndpoint, fetch_model_config
 
     if not http_url:
         return None
     try:
-        with urllib.request.urlopen(f"{http_url}/v2/models/{model}/config", timeout=timeout) as response:
-            data = json.loads(response.read().decode("utf-8"))
-    except (urllib.error.URLError, OSError, ValueError):
+        endpoint = HttpEndpoint(http_url, timeout, dict(headers or {}))
+    except ValueError:
         return None
-    return data if isinstance(data, dict) else None
+    try:
+        return fetch_model_config(endpoint, model)
+    except EndpointError:
+        return None
+    finally:
+        endpoint.close()
 
 
 def write_atomically(path: Path, text: str) -> None:

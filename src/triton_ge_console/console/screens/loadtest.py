@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
@@ -43,10 +44,11 @@ class LoadTestScreen(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "stop and close")]
 
-    def __init__(self, model: str, grpc_hostport: str) -> None:
+    def __init__(self, model: str, grpc_hostport: str, headers: Mapping[str, str] | None = None) -> None:
         super().__init__()
         self.model = model
         self.grpc_hostport = grpc_hostport
+        self.headers = dict(headers or {})  # gRPC metadata: the session's token, if it has one
         self.run: LoadRun | None = None
 
     def compose(self) -> ComposeResult:
@@ -80,7 +82,7 @@ class LoadTestScreen(ModalScreen[None]):
             seconds = int(self.query_one("#duration", Input).value)
             spec = LoadSpec(model=self.model, url=self.grpc_hostport, protocol="grpc",
                             concurrency=(concurrency,), window_ms=WINDOW_MS, warmup_ms=500,
-                            max_windows=seconds, stable_windows=seconds)
+                            max_windows=seconds, stable_windows=seconds, headers=self.headers)
             spec.validate()
         except (ValueError, LoadSpecError) as exc:
             self.notify(str(exc), title="load test", severity="error")
