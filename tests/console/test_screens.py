@@ -6,8 +6,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 from textual.widgets import RichLog, Static, TextArea
@@ -15,7 +13,6 @@ from textual.widgets import RichLog, Static, TextArea
 from triton_ge_console.console.screens.logs import LogsScreen
 from triton_ge_console.console.screens.repository import RepositoryScreen
 from triton_ge_console.console.screens.start import SessionEntry, StartApp, StartChoice
-from triton_ge_console.sessions.process import free_port
 from triton_ge_console.sessions.recorded import RecordedController
 
 from .conftest import REPO, SIZE, recorded_app, replayed
@@ -103,28 +100,6 @@ async def test_start_screen_choices() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("d")
     assert app.return_value == StartChoice("demo")
-
-
-def test_serve_answers_a_browser_on_loopback(tmp_path: Path) -> None:
-    port = free_port()
-    env = {**os.environ, "GE_CONSOLE_STATE_DIR": str(tmp_path)}
-    command = [sys.executable, "-m", "triton_ge_console.cli", "serve", "--port", str(port)]
-    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                              start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        page = ""
-        while time.monotonic() < deadline and not page:
-            assert server.poll() is None, server.stdout.read().decode() if server.stdout else ""
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as response:
-                    page = response.read().decode("utf-8", errors="replace")
-            except OSError:
-                time.sleep(0.2)  # the server is still binding its port
-        assert "GE Console" in page
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
 
 
 def test_console_runs_under_the_web_driver_textual_serve_uses(tmp_path: Path) -> None:

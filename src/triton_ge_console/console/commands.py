@@ -7,7 +7,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from triton_ge_console.console.launch_session import OpenedSession
@@ -29,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     demo.set_defaults(func=run_demo)
     serve = subparsers.add_parser("serve", help="serve the console to a browser on loopback (textual-serve)")
     _add_console_arguments(serve)
-    serve.add_argument("--port", type=int, default=8000, help="loopback port for the browser (default 8000)")
+    serve.add_argument("--port", type=int, default=None,
+                       help="loopback port for the browser (default: a free one; 8000 is Triton's)")
     serve.set_defaults(func=run_serve)
 
 
@@ -155,8 +156,10 @@ def _run_demo_ui(keep: bool, rate: float, interval: float) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    """Serve `ge-console console ...` to a browser through textual-serve, on loopback only."""
-    from textual_serve.server import Server
+    """The console in a browser (textual-serve) on a free loopback port, behind a per-run key."""
+    import secrets
+
+    from triton_ge_console.sessions.process import free_port
 
     command = [sys.executable, "-m", "triton_ge_console.cli", "console", "--interval", str(args.interval)]
     if args.session:
@@ -167,6 +170,59 @@ def run_serve(args: argparse.Namespace) -> int:
         command += ["--name", args.name]
     if args.keep:
         command.append("--keep")
-    print(f"serving the console on http://127.0.0.1:{args.port} (ctrl+c stops)", flush=True)
-    Server(shlex.join(command), host="127.0.0.1", port=args.port, title="GE Console").serve()
+    port = args.port if args.port is not None else free_port()
+    key = secrets.token_urlsafe(24)
+    print(f"serving the console on http://127.0.0.1:{port}/?key={key} (ctrl+c stops)", flush=True)
+    keyed_server(shlex.join(command), key, port).serve()
     return 0
+
+
+SERVE_COOKIE = "ge_console_key"
+
+
+def keyed_server(command: str, key: str, port: int) -> Any:
+    """textual-serve's Server on 127.0.0.1, answering only requests that carry the run's key."""
+    from aiohttp import web
+    from textual_serve.server import Server
+
+    class KeyedServer(Server):  # type: ignore[misc]
+        """Adds the key guard to textual-serve's aiohttp application (textual-serve has no auth)."""
+
+        async def _make_app(self) -> web.Application:
+            app = await super()._make_app()
+            app.middlewares.append(key_guard(key))
+            return app
+
+    return KeyedServer(command, host="127.0.0.1", port=port, title="GE Console")
+
+
+def key_guard(key: str) -> Any:
+    """Middleware: any local user can reach loopback, so every request needs the key (or its cookie)."""
+    import hmac
+
+    from aiohttp import web
+
+    def matches(value: str | None) -> bool:
+        return value is not None and hmac.compare_digest(value.encode(), key.encode())
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.headers.get("Upgrade", "").lower() == "websocket" and not _same_origin(request):
+            raise web.HTTPForbidden(text="cross-origin websocket refused")
+        from_query = matches(request.query.get("key"))
+        if not from_query and not matches(request.cookies.get(SERVE_COOKIE)):
+            raise web.HTTPForbidden(text="open the URL with the key `ge-console serve` printed")
+        response: web.StreamResponse = await handler(request)
+        if from_query and not response.prepared:
+            response.set_cookie(SERVE_COOKIE, key, httponly=True, samesite="Strict", path="/")
+        return response
+
+    return guard
+
+
+def _same_origin(request: Any) -> bool:
+    """Whether a websocket upgrade comes from a page of this server (Origin host:port equals Host)."""
+    from urllib.parse import urlsplit
+
+    origin = request.headers.get("Origin")
+    return bool(origin) and urlsplit(origin).netloc == request.host
