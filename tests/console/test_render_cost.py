@@ -1,15 +1,23 @@
-"""What a dashboard refresh may skip: unchanged border titles, off-screen rows, repeated history scans."""
+"""What a dashboard refresh may skip: unchanged titles, off-screen rows, history rescans, Text rendering."""
 
 from __future__ import annotations
 
 import dataclasses
 
+from rich.style import Style
 from textual.app import App, ComposeResult
 from textual.widgets import Static
 
 from triton_ge_console.console.app import create_app, next_connection
 from triton_ge_console.console.screens.dashboard import utilization_series
-from triton_ge_console.console.widgets.models import ModelsTable
+from triton_ge_console.console.widgets.models import (
+    ROW_WIDTH,
+    WIDTHS,
+    ModelsTable,
+    fit,
+    model_fields,
+    row_segments,
+)
 from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.recorded import RecordedSource
@@ -85,3 +93,18 @@ async def test_rows_changed_off_screen_show_their_new_figures_when_scrolled_to()
         await pilot.pause()
         rendered = [table.render_line(y).text for y in range(table.size.height)]
         assert any("m059" in line and "12345" in line for line in rendered)
+
+
+def test_row_segments_are_fixed_width_columns_over_the_base_style() -> None:
+    model = ModelSnapshot(name="llama_model", version="1", state="READY", backend="ge", queue_depth=5,
+                          failure_total=0, latency=Latency(p50_ms=1.0, p99_ms=2.0))
+    cells = model_fields(model, {"queue_depth": 4})
+    base = Style(bgcolor="#101010")
+    segments = row_segments(cells, base, Style.parse)
+    columns = [fit(text, width, right) for (text, _, right), width in zip(cells, WIDTHS, strict=True)]
+    assert "".join(s.text for s in segments) == " ".join(columns)
+    styles = {s.text.strip(): s.style for s in segments}
+    assert styles["llama_model"] == base + Style.parse("bold")
+    assert styles["READY"] == base + Style.parse("green") and styles["5"] == base + Style.parse("bold red")
+    assert all(s.style == base for s in segments if s.text.strip() not in ("llama_model", "READY", "5"))
+    assert sum(len(s.text) for s in segments) == ROW_WIDTH

@@ -8,10 +8,10 @@ from typing import Any, ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Span, Text
+from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.events import Click
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
@@ -100,20 +100,28 @@ def fit(text: str, width: int, right: bool) -> str:
     return text.rjust(width) if right else text.ljust(width)
 
 
-def row_line(cells: tuple[Cell, ...]) -> Text:
-    """A whole row as one line of fixed-width columns (one line renders far faster than thirteen cells)."""
-    parts: list[str] = []
-    spans: list[Span] = []
-    offset = 0
-    for (text, style, right), width in zip(cells, WIDTHS, strict=True):
-        parts.append(fit(text, width, right))
+def row_segments(cells: tuple[Cell, ...], base: Style, parse: Callable[[str], Style]) -> list[Segment]:
+    """A row as fixed-width columns over a base style, built directly (Text.render costs far more per row)."""
+    segments: list[Segment] = []
+    plain: list[str] = []  # unstyled text up to the next styled cell
+    last = len(cells) - 1
+    for index, ((text, style, right), width) in enumerate(zip(cells, WIDTHS, strict=True)):
         if style:
-            spans.append(Span(offset, offset + width, style))
-        offset += width + 1
-    return Text(" ".join(parts), spans=spans)
+            if plain:
+                segments.append(Segment("".join(plain), base))
+                plain = []
+            segments.append(Segment(fit(text, width, right), base + parse(style)))
+        else:
+            plain.append(fit(text, width, right))
+        if index < last:
+            plain.append(" ")
+    if plain:
+        segments.append(Segment("".join(plain), base))
+    return segments
 
 
-HEADER = row_line(tuple((label, "", index in RIGHT_ALIGNED) for index, label in enumerate(COLUMNS)))
+HEADER = tuple((label, "", index in RIGHT_ALIGNED) for index, label in enumerate(COLUMNS))
+ROW_WIDTH = sum(WIDTHS) + len(WIDTHS) - 1
 
 
 def visible_models(models: Sequence[ModelSnapshot], needle: str, sort: SortKey) -> list[ModelSnapshot]:
@@ -163,7 +171,8 @@ class ModelsTable(ScrollView, can_focus=True):
         self._shown: dict[str, ModelSnapshot] = {}  # row key -> the snapshot shown, in display order
         self._keys: list[str] = []
         self._strips: dict[str, dict[Style, Strip]] = {}  # row key -> rendered line per base style
-        self._built: dict[str, tuple[ModelSnapshot, Text]] = {}  # row key -> (snapshot, its line)
+        self._built: dict[str, tuple[ModelSnapshot, tuple[Cell, ...]]] = {}  # key -> (snapshot, its cells)
+        self._base: Style | None = None  # the widget's style for the render pass under way
 
     @property
     def sort_key(self) -> SortKey:
@@ -191,7 +200,7 @@ class ModelsTable(ScrollView, can_focus=True):
             self._strips.pop(key, None)
         order_changed = list(shown) != self._keys
         self._shown, self._keys = shown, list(shown)
-        self.virtual_size = Size(len(HEADER.plain), len(self._keys) + 1)
+        self.virtual_size = Size(ROW_WIDTH, len(self._keys) + 1)
         if order_changed:
             self.move_cursor(self._keys.index(selected) if selected in self._keys else self.cursor_row)
             self.refresh()
@@ -206,15 +215,15 @@ class ModelsTable(ScrollView, can_focus=True):
             if self._keys[index] in changed:
                 self.refresh_line(index + 1)  # virtual line: the header is line 0
 
-    def _line(self, model: ModelSnapshot) -> Text:
-        """A model's row, rebuilt only when its snapshot differs from the one it was last built from."""
+    def _line(self, model: ModelSnapshot) -> tuple[Cell, ...]:
+        """A model's row cells, rebuilt only when its snapshot differs from the one they were built from."""
         key = row_key(model)
         known = self._built.get(key)
         if known is not None and _same_model(known[0], model):
             return known[1]
-        line = row_line(model_fields(model, self.thresholds.get(model.name, {})))
-        self._built[key] = (model, line)
-        return line
+        cells = model_fields(model, self.thresholds.get(model.name, {}))
+        self._built[key] = (model, cells)
+        return cells
 
     def move_cursor(self, row: int) -> None:
         """Put the cursor on a row (clamped), scrolled into view."""
@@ -244,30 +253,35 @@ class ModelsTable(ScrollView, can_focus=True):
         if event.y >= 1:
             self.move_cursor(int(self.scroll_y) + event.y - 1)
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Look the widget's style up once per render pass (it walks the DOM), not once per line."""
+        self._base = self.rich_style
+        return super().render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
         """Line 0 is the header; the rest are rows from the scroll position."""
         width = self.size.width
         scroll_x = int(self.scroll_x)
+        base = self._base or self.rich_style
         if y == 0:
             style = self.get_component_rich_style("models-table--header")
             return self._strip(HEADER, style).crop_extend(scroll_x, scroll_x + width, style)
         index = int(self.scroll_y) + y - 1
         if index >= len(self._keys):
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, base)
         key = self._keys[index]
         cursor = index == self.cursor_row
         highlight = self.get_component_rich_style("models-table--cursor") if cursor else Style()
-        style = self.rich_style + highlight
+        style = base + highlight
         rendered = self._strips.setdefault(key, {})
         strip = rendered.get(style)
-        if strip is None:  # new text, or new base style (cursor, theme, dimmed while stale)
+        if strip is None:  # new figures, or new base style (cursor, theme, dimmed while stale)
             strip = rendered[style] = self._strip(self._line(self._shown[key]), style)
         return strip.crop_extend(scroll_x, scroll_x + width, style)
 
-    def _strip(self, line: Text, base: Style) -> Strip:
-        """One line of text as a strip over a base style."""
-        segments = list(line.render(self.app.console))
-        return Strip(Segment.apply_style(segments, base), line.cell_len)
+    def _strip(self, cells: tuple[Cell, ...], base: Style) -> Strip:
+        """One row of cells as a strip over a base style."""
+        return Strip(row_segments(cells, base, self.app.console.get_style))
 
     def set_filter(self, needle: str) -> None:
         """Filter by name (case-insensitive substring)."""
