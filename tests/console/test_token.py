@@ -65,9 +65,10 @@ def test_probe_and_config_diff_send_the_sessions_token(exposed: tuple[SessionRec
 
 async def test_test_request_and_load_test_keys_work_with_the_token(
         exposed: tuple[SessionRecord, Registry]) -> None:
-    from textual.widgets import Input, Log
+    from textual.widgets import Input, Log, Static
 
     from triton_ge_console.console.screens.loadtest import LoadTestScreen
+    from triton_ge_console.console.screens.repository import RepositoryScreen
 
     record, registry = exposed
     app = _app(record, registry)
@@ -91,3 +92,7 @@ async def test_test_request_and_load_test_keys_work_with_the_token(
         assert " 0 errors" in done and "restricted" not in "\n".join(log.lines), "\n".join(log.lines)
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, DashboardScreen), SLOW, "dialog closed")
+        await pilot.press("g")
+        await until(pilot, lambda: isinstance(app.screen, RepositoryScreen), SLOW, "repository screen")
+        diff = app.screen.query_one("#diff-view", Static)
+        await until(pilot, lambda: "no difference" in str(diff.render()), SLOW, "diff with the token")

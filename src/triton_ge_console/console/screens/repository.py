@@ -16,6 +16,7 @@ from textual.widgets import Footer, Static, TextArea, Tree
 from triton_ge_console.console import repo_info
 from triton_ge_console.console.format import short_path
 from triton_ge_console.console.highlight import highlight_pbtxt
+from triton_ge_console.console.probe import session_headers
 from triton_ge_console.console.repo_info import ConfigFinding
 
 if TYPE_CHECKING:
@@ -131,12 +132,12 @@ class RepositoryScreen(Screen[None]):
             return
         snapshot = self.console.connection.last_good
         url = snapshot.endpoints.http_url if snapshot else None
-        self._diff_worker(url, self.current)
+        self._diff_worker(url, self.current, session_headers(self.console.source))
 
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
-    def _diff_worker(self, url: str | None, model: repo_info.RepoModel) -> None:
-        """GET the loaded config, then draw the diff on the UI thread."""
-        loaded: dict[str, Any] | None = repo_info.fetch_loaded_config(url, model.name)
+    def _diff_worker(self, url: str | None, model: repo_info.RepoModel, headers: dict[str, str]) -> None:
+        """GET the loaded config (with the session's token), then draw the diff on the UI thread."""
+        loaded: dict[str, Any] | None = repo_info.fetch_loaded_config(url, model.name, headers=headers)
         try:
             lines = repo_info.config_diff(model.config_path.read_text(encoding="utf-8"), loaded)
         except OSError as exc:
