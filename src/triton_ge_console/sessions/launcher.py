@@ -165,14 +165,15 @@ def _start(
     log_path = dirs.workdir / "server.log"
     env = _server_env(plan, options, dist, dirs)
     server = SupervisedServer(dist.binary, args, env, log_path, dirs.workdir)
-    server.start()
-    record = _record(plan, options, dist, server, ports, dirs, token_ref)
-    registry.save(record)
-    try:
+    try:  # from the spawn on: whatever fails (even saving the record), no server is left running
+        server.start()
+        record = _record(plan, options, dist, server, ports, dirs, token_ref)
+        registry.save(record)
         _wait_ready(server, record, options)
     except BaseException:
         server.stop()
-        registry.remove(plan.name)
+        with contextlib.suppress(OSError):  # an unwritable registry must not hide the original error
+            registry.remove(plan.name)
         raise
     record = record.replace(state=READY)
     registry.save(record)

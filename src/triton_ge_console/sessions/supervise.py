@@ -3,12 +3,16 @@
 `python -m triton_ge_console.sessions.supervise SESSION_DIR -- TRITONSERVER ARGS...` starts the server as
 the leader of a new process group (so its pid is its group id, and `down` stops it with its Python stubs),
 writes its pid to `server.pid`, waits, writes the exit code (negative: killed by that signal) to
-`server.exit`, and exits. The supervisor stays outside the server's group, so group signals never reach it.
+`server.exit`, and exits. The supervisor stays outside the server's group, so group signals never reach it;
+a SIGTERM sent to the supervisor itself is forwarded to the server's group (how a server whose pid file
+was never read is still stopped).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -33,16 +37,44 @@ def main(argv: list[str]) -> int:
         print("usage: supervise SESSION_DIR -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
     folder, command = Path(argv[0]), argv[2:]
+    forward = _Forwarder()
+    signal.signal(signal.SIGTERM, forward.handle)
     try:
         server = subprocess.Popen(command, start_new_session=True)
     except OSError as exc:
         print(f"cannot start {command[0]}: {exc}", file=sys.stderr, flush=True)
         _write(folder / EXIT_FILE, "127\n")
         return 0
+    forward.attach(server.pid)
     _write(folder / PID_FILE, f"{server.pid}\n")
     code = server.wait()
     _write(folder / EXIT_FILE, f"{code}\n")
     return 0
+
+
+class _Forwarder:
+    """Passes a SIGTERM aimed at the supervisor on to the server's group, even one sent before the spawn."""
+
+    def __init__(self) -> None:
+        self.group: int | None = None
+        self.pending = False
+
+    def handle(self, _signum: int, _frame: object) -> None:
+        """Forward now if the server exists, else once it does."""
+        self.pending = True
+        self._send()
+
+    def attach(self, group: int) -> None:
+        """The server's group is known: deliver a SIGTERM that came early."""
+        self.group = group
+        if self.pending:
+            self._send()
+
+    def _send(self) -> None:
+        """SIGTERM the server's group (Python stubs included)."""
+        if self.group is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.group, signal.SIGTERM)
 
 
 def read_number(path: Path) -> int | None:
@@ -116,14 +148,26 @@ class SupervisedServer:
         """Stop the server's group (SIGTERM, then SIGKILL) and wait for the supervisor to finish."""
         from triton_ge_console.sessions.process import stop_process_group
 
+        if self.pid is None:  # start() gave up before the pid file appeared: it may have since
+            self.pid = read_number(self.workdir / PID_FILE)
         if self.pid is not None:
             stop_process_group(self.pid, timeout)
-        if self.popen is not None:
-            try:
-                self.popen.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
+        elif self.popen is not None and self.popen.poll() is None:
+            self.popen.terminate()  # the supervisor forwards it to the server's group, if there is one yet
+        self._wait_supervisor(timeout)
+        leftover = read_number(self.workdir / PID_FILE)
+        if leftover is not None and leftover != self.pid:  # spawned while we were stopping
+            stop_process_group(leftover, timeout)
+
+    def _wait_supervisor(self, timeout: float) -> None:
+        """Wait for the supervisor to exit (it does once the server has); kill it if it hangs."""
+        if self.popen is None:
+            return
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
 
     def exit_code(self) -> int | None:
         """The server's exit code once it has ended."""
