@@ -164,3 +164,21 @@ def test_ctrl_c_keeps_the_steps_already_measured(bench_server: RunningServer) ->
     rows = json.loads(out)
     assert 1 <= len(rows) < 4 and rows[0]["concurrency"] == 1
     assert "interrupted:" in err and "of 4 steps measured" in err
+
+
+def test_a_sessions_token_goes_under_the_header_each_protocol_expects(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTP sends the session's header as is; gRPC under Triton's restricted-protocol metadata key."""
+    from triton_ge_console.sessions import registry
+    from triton_ge_console.sessions.bench_commands import resolve_endpoint
+
+    monkeypatch.setenv("GE_CONSOLE_STATE_DIR", str(tmp_path))
+    registry.Registry().save(registry.SessionRecord(
+        name="locked", pid=None, started_at=time.time(), http_url="127.0.0.1:1", grpc_url="127.0.0.1:2",
+        metrics_url=None, repository=None, spec=None, backend_dir=None, log_path=None,
+        token_ref=registry.store_token(tmp_path / "locked", "s3cret"), attached=True, session_dir=None,
+        state="ready"))
+    header = registry.TOKEN_HEADER
+    assert resolve_endpoint("locked", None, "http") == ("127.0.0.1:1", {header: "s3cret"})
+    assert resolve_endpoint("locked", None, "grpc") == ("127.0.0.1:2",
+                                                        {registry.grpc_token_header(header): "s3cret"})

@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
+from triton_ge_console.sessions import registry
 from triton_ge_console.sessions.loadgen import (
     BenchRow,
     LoadError,
@@ -174,13 +175,9 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
 
 
 def resolve_endpoint(session: str | None, url: str | None, protocol: str) -> tuple[str, dict[str, str]]:
-    """(host:port, headers) for the protocol: --url as given, else the session's recorded address."""
+    """(host:port, headers) for the protocol: --url as given, else the session's address and token."""
     if url:
         return url, {}
-    try:
-        from triton_ge_console.sessions import registry
-    except ImportError:
-        raise UsageError("give --url HOST:PORT (sessions are not available in this build)") from None
     try:
         record = registry.Registry().resolve(session)
     except (registry.SessionNotFound, registry.RegistryError) as exc:
@@ -189,7 +186,11 @@ def resolve_endpoint(session: str | None, url: str | None, protocol: str) -> tup
     if not address:
         raise UsageError(f"session {record.name!r} has no {protocol} address; try --protocol http")
     token = registry.resolve_token(record.token_ref)
-    return address, ({record.token_header: token} if token else {})
+    if not token:
+        return address, {}
+    # Triton's restricted gRPC protocols read the token from a prefixed metadata key.
+    key = registry.grpc_token_header(record.token_header) if protocol == "grpc" else record.token_header
+    return address, {key: token}
 
 
 def _write_results(args: argparse.Namespace, spec: LoadSpec, rows: list[BenchRow]) -> None:
