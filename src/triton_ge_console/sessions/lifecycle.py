@@ -120,14 +120,14 @@ def restart(
     """Stop a launched session and start it again from the same spec or repository, on the same ports.
 
     `env` adds to this start's server environment only (CANN plog, dump_graph, profiling switches).
+    If the new start fails the session is kept, stopped, with the failure noted (and its token reference).
     """
     if record.attached:
         raise LaunchError(f"session '{record.name}' is attached: restart its server where it runs")
     source = record.spec or record.repository
     if source is None:
         raise LaunchError(f"session '{record.name}' records no spec or repository to restart from")
-    if effective_state(record) in (STARTING, READY) or session_group(record) is not None:
-        down(record, registry)
+    earlier = _stop_for_restart(record, registry)
     options = LaunchOptions(
         source=source,
         name=record.name,
@@ -141,7 +141,19 @@ def restart(
         timeout=timeout,
         env=dict(env or {}),
     )
-    return launch(options, registry, notify)
+    try:
+        return launch(options, registry, notify)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):  # keep the original error even if the registry cannot be written
+            registry.save(earlier.replace(last_error=str(exc) or type(exc).__name__))
+        raise
+
+
+def _stop_for_restart(record: SessionRecord, registry: Registry) -> SessionRecord:
+    """Stop what still runs of a session; the stopped record is what a failed restart falls back to."""
+    if effective_state(record) in (STARTING, READY) or session_group(record) is not None:
+        return down(record, registry).record
+    return record.replace(state=STOPPED, stopped_at=record.stopped_at or time.time())
 
 
 def attach(
@@ -241,7 +253,7 @@ def session_status(record: SessionRecord, timeout: float = 5.0) -> SessionStatus
     """State and models of a session, asking its server; a dead one comes with its log's last lines."""
     state = effective_state(record)
     if state == STOPPED:
-        return SessionStatus(record, state)
+        return SessionStatus(record, state, error=record.last_error)
     if state == DEAD:
         code = server_exit_code(record)
         return SessionStatus(

@@ -70,6 +70,7 @@ class SessionRecord:
     explicit_tritonserver: str | None = None  # --tritonserver as given, reused by restart
     listen: str = "127.0.0.1"
     token_header: str = TOKEN_HEADER
+    last_error: str | None = None  # why the last (re)start failed; the session was kept, stopped
 
     def replace(self, **changes: Any) -> SessionRecord:
         """A copy with some fields changed."""
@@ -97,6 +98,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "explicit_tritonserver": (str,),
     "listen": (str,),
     "token_header": (str,),
+    "last_error": (str,),
     **{name: (str,) for name in _PATH_FIELDS},
 }
 
