@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from triton_ge_console.repository.build import BuildError, BuildReport, build_repository, tree_digest
 from triton_ge_console.repository.spec import SpecError, load_spec
 from triton_ge_console.sessions.control import ControlError, TritonControl
