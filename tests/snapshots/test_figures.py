@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from triton_ge_console.sessions.figures import MetricViews, choose_latency
+from triton_ge_console.sessions import metrics
+from triton_ge_console.sessions.figures import COUNTER_METRICS, MetricViews, choose_latency
 from triton_ge_console.sessions.metrics import parse_metrics
 from triton_ge_console.sessions.rates import ModelCounters, ModelRates, compute_rates
 from triton_ge_console.sessions.snapshot import Latency
@@ -128,6 +129,45 @@ def test_skipped_families_are_left_out_before_parsing() -> None:
     table = parse_metrics(text, skip=("nv_inference_queue_summary_us",))
     assert table.names() == frozenset({"nv_inference_count"})
     assert table.by_model("nv_inference_count") == {("m", "1"): 7.0}
+
+
+def test_plain_lines_break_where_splitlines_does() -> None:
+    """CRLF text parses like LF text, and a label text never runs across a line break (the library's)."""
+    text = '# TYPE x counter\nx{model="m",version="1"} 7 123\ny 1.5\n\n'
+    lf = parse_metrics(text)
+    crlf = parse_metrics(text.replace("\n", "\r\n"))
+    assert lf.names() == crlf.names() and all(lf.samples(n) == crlf.samples(n) for n in lf.names())
+    assert lf.by_model("x") == {("m", "1"): 7.0} and lf.first("y") == 1.5
+    assert metrics._parse_plain('x{a="1\n#"} 2\n') is None
+
+
+def test_skipped_family_need_not_be_plain() -> None:
+    """Samples of skipped families are dropped by name; one the fast path cannot read does not matter."""
+    table = parse_metrics('nv_cpu_x{a="\\"} 1\nx{a="b"} 2\n', skip=("nv_cpu_",))
+    assert table.names() == frozenset({"x"}) and table.first("x", a="b") == 2.0
+
+
+def test_repeated_lines_give_the_same_samples() -> None:
+    """A source's PlainLines reuses the samples of lines that did not change since its last scrape."""
+    lines = metrics.PlainLines()
+    first = parse_metrics('# TYPE x gauge\nx{model="m",version="1"} 1\ny 2\n', lines=lines)
+    second = parse_metrics('# TYPE x gauge\nx{model="m",version="1"} 5\ny 2\n', lines=lines)
+    assert second.samples("y")[0] is first.samples("y")[0]
+    assert second.by_model("x") == {("m", "1"): 5.0}
+    assert parse_metrics("y 2\n", skip=("y",), lines=lines).names() == frozenset()  # other skip, no reuse
+
+
+def test_counter_metrics_follow_model_counters_order() -> None:
+    """counters_from_metrics builds ModelCounters positionally from COUNTER_METRICS."""
+    assert [*COUNTER_METRICS] == [f for f in ModelCounters._fields if f != "failure"]
+
+
+def test_idle_interval_rates_equal_the_arithmetic() -> None:
+    """Unchanged counters give what the deltas would; infinities and NaN take the long way."""
+    counters = ModelCounters(success=3, inference=6, execution=2, request_us=900.0)
+    assert compute_rates(counters, counters, 2.0) == ModelRates(0.0, 0.0, 0.0, None, None, None, None, False)
+    odd = ModelCounters(success=float("inf"))
+    assert compute_rates(odd, odd, 1.0).request_rate != 0.0
 
 
 def test_old_rotated_trace_files_are_deleted_after_reading(tmp_path: Path) -> None:

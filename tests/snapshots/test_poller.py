@@ -151,6 +151,18 @@ def _sample_key(sample: metrics.MetricSample) -> tuple[str, tuple[tuple[str, str
     return sample.name.removesuffix("_total"), sample.labels, repr(sample.value)
 
 
+def test_unchanged_model_keeps_its_snapshot_object(served: Served, poller: Poller) -> None:
+    """A model whose readings did not change keeps the very same snapshot; one with traffic gets a new one."""
+    poller.poll()
+    before = poller.poll()
+    infer(served.client, "fast")
+    after = poller.poll()
+    assert after.model("never_loaded") is before.model("never_loaded")
+    fast_before, fast_after = before.model("fast"), after.model("fast")
+    assert fast_before is not None and fast_after is not None and fast_after is not fast_before
+    assert fast_after.success_total == (fast_before.success_total or 0) + 1
+
+
 def test_unloaded_model_is_listed_unavailable(poller: Poller) -> None:
     """A model in the repository that is not loaded shows with its state and no figures."""
     never = poller.poll().model("never_loaded")

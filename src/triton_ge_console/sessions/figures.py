@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from triton_ge_console.sessions.metrics import MetricTable, ModelKey
 from triton_ge_console.sessions.rates import ModelCounters, ModelRates
@@ -11,7 +12,7 @@ from triton_ge_console.sessions.snapshot import Latency, ModelSnapshot
 from triton_ge_console.sessions.stats import IndexEntry, ModelStatistics
 
 US_PER_MS = 1000.0
-COUNTER_METRICS = {
+COUNTER_METRICS = {  # in ModelCounters' order, failures aside
     "success": "nv_inference_request_success",
     "inference": "nv_inference_count",
     "execution": "nv_inference_exec_count",
@@ -60,13 +61,11 @@ class PollReadings:
 
 def counters_from_metrics(table: MetricTable) -> dict[ModelKey, ModelCounters]:
     """Cumulative counters per model version from Triton's /metrics."""
-    columns = {attr: table.by_model(metric) for attr, metric in COUNTER_METRICS.items()}
+    success, *rest = (table.by_model(metric) for metric in COUNTER_METRICS.values())
     failures = table.by_model(FAILURES)
-    counters = {}
-    for key in columns["success"].keys() | failures.keys():
-        values = {attr: column.get(key, 0.0) for attr, column in columns.items()}
-        counters[key] = ModelCounters(failure=failures.get(key, 0.0), **values)
-    return counters
+    return {key: ModelCounters(success.get(key, 0.0), failures.get(key, 0.0),
+                               *[column.get(key, 0.0) for column in rest])
+            for key in success.keys() | failures.keys()}
 
 
 def model_counters(readings: PollReadings) -> dict[ModelKey, ModelCounters]:
@@ -77,10 +76,9 @@ def model_counters(readings: PollReadings) -> dict[ModelKey, ModelCounters]:
     return found
 
 
-def summary_quantiles(views: MetricViews, key: ModelKey) -> dict[str, float]:
+def summary_quantiles(raw: dict[str, float] | None) -> dict[str, float]:
     """Request latency quantiles in ms from the summary metric (empty when summaries are off or NaN)."""
-    raw = views.quantiles.get(key, {})
-    return {q: v / US_PER_MS for q, v in raw.items() if not math.isnan(v)}
+    return {q: v / US_PER_MS for q, v in (raw or {}).items() if not math.isnan(v)}
 
 
 def choose_latency(rates: ModelRates, quantiles: dict[str, float], traced: Latency | None) -> Latency:
@@ -96,10 +94,9 @@ def choose_latency(rates: ModelRates, quantiles: dict[str, float], traced: Laten
     return Latency()
 
 
-def failures_by_reason(views: MetricViews, key: ModelKey) -> tuple[tuple[str, int], ...]:
+def failures_by_reason(reasons: dict[str, float] | None) -> tuple[tuple[str, int], ...]:
     """Non-zero failure counts by Triton's reason label, sorted by reason."""
-    reasons = views.reasons.get(key, {})
-    return tuple(sorted((reason, int(count)) for reason, count in reasons.items() if count > 0))
+    return tuple(sorted((reason, int(count)) for reason, count in (reasons or {}).items() if count > 0))
 
 
 def glue_labels(table: MetricTable) -> dict[str, tuple[tuple[str, ...], str | None]]:
@@ -122,32 +119,55 @@ def glue_labels(table: MetricTable) -> dict[str, tuple[tuple[str, ...], str | No
     return {m: (tuple(sorted(devices.get(m, ()))), modes.get(m)) for m in devices.keys() | modes.keys()}
 
 
-def build_model(entry: IndexEntry, readings: PollReadings, counters: ModelCounters | None,
-                rates: ModelRates) -> ModelSnapshot:
-    """One model version's snapshot from the poll's readings and its interval rates."""
+class ModelInputs(NamedTuple):
+    """Everything one model version's snapshot is built from: equal inputs give an equal snapshot, so a
+    poller may keep the previous one (an idle model's figures repeat poll after poll)."""
+
+    entry: IndexEntry
+    backend: str | None
+    pending: float | None
+    quantiles: dict[str, float] | None
+    reasons: dict[str, float] | None
+    glue: tuple[tuple[str, ...], str | None] | None
+    traced: Latency | None
+    last_inference: float | None
+    counters: ModelCounters | None
+    rates: ModelRates
+
+
+def model_inputs(entry: IndexEntry, readings: PollReadings, counters: ModelCounters | None,
+                 rates: ModelRates) -> ModelInputs:
+    """The readings one model version's snapshot depends on."""
     key = (entry.name, entry.version)
     views = readings.views
-    pending = views.pending.get(key)
     stats = readings.statistics.get(key)
-    devices, mode = views.glue.get(entry.name, ((), None))
+    return ModelInputs(entry, readings.backends.get(key), views.pending.get(key), views.quantiles.get(key),
+                       views.reasons.get(key), views.glue.get(entry.name), readings.traced.get(key),
+                       stats.last_inference_s if stats is not None else None, counters, rates)
+
+
+def build_model(inputs: ModelInputs) -> ModelSnapshot:
+    """One model version's snapshot from its readings and interval rates."""
+    entry, rates, counters, pending = inputs.entry, inputs.rates, inputs.counters, inputs.pending
+    devices, mode = inputs.glue or ((), None)
     return ModelSnapshot(
         name=entry.name,
         version=entry.version,
         state=entry.state,
         reason=entry.reason,
-        backend=readings.backends.get(key),
+        backend=inputs.backend,
         queue_depth=None if pending is None else int(pending),
         request_rate=rates.request_rate,
         inference_rate=rates.inference_rate,
         execution_rate=rates.execution_rate,
         avg_batch=rates.avg_batch,
-        latency=choose_latency(rates, summary_quantiles(views, key), readings.traced.get(key)),
+        latency=choose_latency(rates, summary_quantiles(inputs.quantiles), inputs.traced),
         queue_ms=rates.queue_ms,
         compute_ms=rates.compute_ms,
         success_total=None if counters is None else int(counters.success),
         failure_total=None if counters is None else int(counters.failure),
-        failures_by_reason=failures_by_reason(views, key),
-        last_inference=stats.last_inference_s if stats is not None else None,
+        failures_by_reason=failures_by_reason(inputs.reasons),
+        last_inference=inputs.last_inference,
         devices=devices,
         execution_mode=mode,
     )

@@ -32,6 +32,7 @@ class MetricTable:
 
     def __init__(self, samples: Iterable[MetricSample]) -> None:
         self._by_name: dict[str, list[MetricSample]] = {}
+        self._keys: dict[Labels, ModelKey | None] = {}  # each model's label set recurs under many names
         for sample in samples:
             self._by_name.setdefault(sample.name, []).append(sample)
 
@@ -52,8 +53,9 @@ class MetricTable:
     def by_model(self, name: str) -> dict[ModelKey, float]:
         """Per (model, version) values of a Triton per-model metric, summed over any other labels."""
         values: dict[ModelKey, float] = {}
-        for _, label_pairs, value in self.samples(name):
-            key = _model_key(label_pairs)
+        keys = self._keys
+        for _, pairs, value in self.samples(name):
+            key = keys[pairs] if pairs in keys else keys.setdefault(pairs, _model_key(pairs))
             if key is None or math.isnan(value):
                 continue
             values[key] = values.get(key, 0.0) + value
@@ -99,19 +101,19 @@ def without_families(text: str, skip: tuple[str, ...]) -> str:
     return "\n".join(kept) + "\n"
 
 
-def parse_metrics(text: str, skip: tuple[str, ...] = ()) -> MetricTable:
+def parse_metrics(text: str, skip: tuple[str, ...] = (), lines: PlainLines | None = None) -> MetricTable:
     """Parse Prometheus exposition text: a fast path for plain lines, prometheus_client's parser otherwise.
 
     Triton's /metrics at 100 models is ~1,300 lines, and prometheus_client's parser alone costs more than
     a poll's whole budget on it; the fast path reads only the plain `name{k="v",...} value [ts]` form and
     hands any text with anything else (escapes, braces in values, odd tokens) to the library, whole.
     `skip` drops families a caller never reads before parsing (per-stage summaries quintuple the text).
-    prometheus_client renames Triton's suffix-less counters to `name_total`; MetricTable finds a counter by
-    either name.
+    `lines` (one per scraped source) remembers the previous scrape, so its unchanged lines are not parsed
+    again. prometheus_client renames Triton's suffix-less counters to `name_total`; MetricTable finds a
+    counter by either name.
     """
-    text = without_families(text, skip)
-    samples = _parse_plain(text)
-    return MetricTable(samples if samples is not None else _parse_with_library(text))
+    samples = (lines or PlainLines()).parse(text, skip)
+    return MetricTable(samples if samples is not None else _parse_with_library(without_families(text, skip)))
 
 
 def _parse_with_library(text: str) -> list[MetricSample]:
@@ -127,27 +129,62 @@ _PLAIN_LINE = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^{}\\]*)\})?[ \t]+(\
 _PLAIN_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"\\]*)",?')
 
 
-def _parse_plain(text: str) -> list[MetricSample] | None:
-    """Samples of text made only of plain lines, or None when any line needs the full parser."""
-    samples: list[MetricSample] = []
-    label_cache: dict[str, Labels | None] = {}  # Triton repeats each model's label set on many lines
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
+class PlainLines:
+    """The plain-line parser with memory of one source's previous scrape: most lines of a poll repeat the
+    last one's (an idle model's counters do not move), and a repeated line gives the very same sample."""
+
+    LABELS_LIMIT = 8192
+
+    def __init__(self) -> None:
+        self._previous: dict[str, MetricSample] = {}
+        self._skip: tuple[str, ...] = ()
+        self._labels: dict[str, Labels | None] = {}  # Triton repeats each model's label set on many lines
+
+    def parse(self, text: str, skip: tuple[str, ...] = ()) -> list[MetricSample] | None:
+        """Samples of text made only of plain lines, or None when any line needs the full parser; lines
+        of families starting with a `skip` prefix are left out, as `without_families` leaves them."""
+        previous = self._previous if skip == self._skip else {}
+        current: dict[str, MetricSample] = {}
+        samples: list[MetricSample] = []
+        for line in text.splitlines():
+            sample = previous.get(line)
+            if sample is None:
+                if not line or line.startswith("#") or (skip and line.startswith(skip)):
+                    continue
+                sample = self._sample(line)
+                if sample is None:
+                    return None
+            current[line] = sample
+            samples.append(sample)
+        self._previous, self._skip = current, skip
+        return samples
+
+    def _sample(self, line: str) -> MetricSample | None:
+        """One plain line's sample, or None when the line is not plain."""
         match = _PLAIN_LINE.fullmatch(line)
         if match is None:
             return None
         name, label_text, value_text = match.groups()
-        key = label_text or ""
-        labels = label_cache[key] if key in label_cache else label_cache.setdefault(key, _plain_labels(key))
+        labels = self._labels_of(label_text or "")
         try:
             value = float(value_text)
         except ValueError:
             return None
-        if labels is None:
-            return None
-        samples.append(MetricSample(name, labels, value))
-    return samples
+        return None if labels is None else MetricSample(name, labels, value)
+
+    def _labels_of(self, label_text: str) -> Labels | None:
+        """Sorted label pairs of a label text, parsed once (the memory is emptied when it grows too big)."""
+        if label_text in self._labels:
+            return self._labels[label_text]
+        if len(self._labels) >= self.LABELS_LIMIT:
+            self._labels.clear()
+        labels = self._labels[label_text] = _plain_labels(label_text)
+        return labels
+
+
+def _parse_plain(text: str) -> list[MetricSample] | None:
+    """Samples of text made only of plain lines, or None when any line needs the full parser."""
+    return PlainLines().parse(text)
 
 
 def _plain_labels(label_text: str) -> Labels | None:
@@ -163,12 +200,13 @@ class MetricsError(RuntimeError):
     """The metrics endpoint did not answer with parseable Prometheus text."""
 
 
-def scrape_metrics(endpoint: HttpEndpoint, path: str = "", skip: tuple[str, ...] = ()) -> MetricTable:
+def scrape_metrics(endpoint: HttpEndpoint, path: str = "", skip: tuple[str, ...] = (),
+                   lines: PlainLines | None = None) -> MetricTable:
     """GET the metrics page and parse it, leaving out families named by `skip` prefixes."""
     status, body = endpoint.request("GET", path)
     if status != 200:
         raise MetricsError(f"{endpoint.base_url}{path}: HTTP {status}")
     try:
-        return parse_metrics(body.decode("utf-8", errors="replace"), skip)
+        return parse_metrics(body.decode("utf-8", errors="replace"), skip, lines)
     except ValueError as exc:
         raise MetricsError(f"{endpoint.base_url}{path}: not Prometheus text ({exc})") from exc

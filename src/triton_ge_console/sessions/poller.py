@@ -8,9 +8,16 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from triton_ge_console.sessions.figures import MetricViews, PollReadings, build_model, model_counters
+from triton_ge_console.sessions.figures import (
+    MetricViews,
+    ModelInputs,
+    PollReadings,
+    build_model,
+    model_counters,
+    model_inputs,
+)
 from triton_ge_console.sessions.history import SnapshotHistory
-from triton_ge_console.sessions.metrics import MetricTable, ModelKey, scrape_metrics
+from triton_ge_console.sessions.metrics import MetricTable, ModelKey, PlainLines, scrape_metrics
 from triton_ge_console.sessions.rates import ModelCounters, ModelRates, compute_rates
 from triton_ge_console.sessions.snapshot import (
     DeviceSnapshot,
@@ -73,6 +80,8 @@ class Poller:
         self._first_seen: float | None = None
         self._previous: dict[ModelKey, ModelCounters] = {}
         self._previous_at: float | None = None
+        self._lines = PlainLines()  # /metrics lines of the previous poll, parsed
+        self._built: dict[ModelKey, tuple[ModelInputs, ModelSnapshot]] = {}
         self._backends: dict[ModelKey, str] = {}
         self._traced: set[str] = set()
         self._lock = threading.Lock()
@@ -138,7 +147,8 @@ class Poller:
         """Index, statistics, metrics and traces for this poll; /metrics is fetched and parsed on a helper
         thread (its own port and connection) while the index and statistics are read here."""
         metrics = self.metrics
-        scrape = None if metrics is None else self._helper.submit(scrape_metrics, metrics, "", UNUSED_METRICS)
+        scrape = None if metrics is None else self._helper.submit(scrape_metrics, metrics, "", UNUSED_METRICS,
+                                                                  self._lines)
         index = _attempt(lambda: fetch_index(http), problems) or []
         statistics = _attempt(lambda: fetch_statistics(http), problems) or {}
         table: MetricTable | None = None
@@ -181,16 +191,22 @@ class Poller:
         return found
 
     def _models(self, readings: PollReadings, now: float) -> tuple[ModelSnapshot, ...]:
-        """Model snapshots with rates from the counter deltas since the previous poll."""
+        """Model snapshots with rates from the counter deltas since the previous poll; a model whose
+        inputs did not change keeps its previous snapshot object (cheaper here and for the console)."""
         counters = model_counters(readings)
         elapsed = now - self._previous_at if self._previous_at is not None else 0.0
+        built: dict[ModelKey, tuple[ModelInputs, ModelSnapshot]] = {}
         models = []
         for entry in readings.index:
             key = (entry.name, entry.version)
             current = counters.get(key)
             rates = compute_rates(self._previous.get(key), current, elapsed) if current else ModelRates()
-            models.append(build_model(entry, readings, current, rates))
-        self._previous, self._previous_at = counters, now
+            inputs = model_inputs(entry, readings, current, rates)
+            known = self._built.get(key)
+            model = known[1] if known is not None and known[0] == inputs else build_model(inputs)
+            built[key] = (inputs, model)
+            models.append(model)
+        self._previous, self._previous_at, self._built = counters, now, built
         return tuple(models)
 
     def _devices(self, table: MetricTable | None) -> tuple[DeviceSnapshot, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 US_PER_MS = 1000.0
@@ -40,6 +41,9 @@ class ModelRates(NamedTuple):
     reset: bool = False  # the counters went backwards (model reloaded): deltas count from zero
 
 
+IDLE = ModelRates(request_rate=0.0, inference_rate=0.0, execution_rate=0.0)
+
+
 def counters_reset(previous: ModelCounters, current: ModelCounters) -> bool:
     """Whether any counter went backwards, i.e. Triton started counting afresh (a reload)."""
     return any(now < before for now, before in zip(current, previous, strict=True))
@@ -58,6 +62,8 @@ def compute_rates(previous: ModelCounters | None, current: ModelCounters, elapse
     """Rates per second and averages per request over the interval; the first poll has no rates."""
     if previous is None or elapsed_s <= 0:
         return ModelRates()
+    if previous == current and math.isfinite(sum(current)):
+        return IDLE  # what the arithmetic below gives for all-zero deltas, without it (most models idle)
     delta, reset = deltas(previous, current)
     return ModelRates(
         request_rate=delta.success / elapsed_s,
