@@ -70,6 +70,20 @@ async def test_watch_reloads_the_model_whose_files_change(tmp_path: Path) -> Non
         await until(pilot, lambda: any(n.title == "watch off" for n in app._notifications))
 
 
+async def test_quitting_while_watching_ends_the_watch_thread(tmp_path: Path) -> None:
+    repository = tmp_path / "repo"
+    shutil.copytree(REPO, repository)
+    app = recorded_app("healthy", RecordedController(), repository=repository)
+    async with app.run_test(size=SIZE) as pilot:
+        await replayed(pilot)
+        await pilot.press("w")
+        await until(pilot, lambda: any(n.title == "watch on" for n in app._notifications))
+        stop = app.watch_stop
+        assert stop is not None and not stop.is_set()
+    # watchfiles returns once this is set; otherwise its thread blocks the interpreter's exit
+    assert stop.is_set()
+
+
 async def test_logs_level_filter_and_search() -> None:
     app = recorded_app("healthy")
     async with app.run_test(size=SIZE) as pilot:

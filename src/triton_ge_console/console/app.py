@@ -50,6 +50,11 @@ class GEConsoleApp(Operations):
         """The dashboard is the home screen."""
         return DashboardScreen()
 
+    def on_unmount(self) -> None:
+        """Release the watch thread: asyncio waits for executor threads before the process can exit."""
+        if self.watch_stop is not None:
+            self.watch_stop.set()
+
     def on_mount(self) -> None:
         """Start polling (once the server is launched, when the console launches it)."""
         startup = self.options.startup
