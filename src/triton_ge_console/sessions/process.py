@@ -173,7 +173,7 @@ def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
             return stat.read().split(") ", 1)[1][0] != "Z"
-    except (FileNotFoundError, IndexError):
+    except (OSError, IndexError):  # gone, or exiting while read (ESRCH: ProcessLookupError)
         return False
 
 
