@@ -34,3 +34,13 @@ def test_controller_records_calls_and_scripted_failures() -> None:
     failed = source.controller.reload("bert_model")
     assert not failed.ok and "failed to load" in failed.message
     assert controller.calls == [("reload", "llama_model", None), ("reload", "bert_model", None)]
+
+
+def test_series_sets_come_from_one_copy_of_the_history_and_line_up() -> None:
+    source = RecordedSource([_snap(1.0, 0), _snap(2.0, 3)])
+    source.poll(), source.poll()
+    queue, p50 = source.history.model_series_set(
+        "llama_model", (lambda m: m.queue_depth, lambda m: m.latency.p50_ms))
+    assert queue == [(1.0, 0.0), (2.0, 3.0)] and p50 == [(1.0, 2.0), (2.0, 2.0)]
+    absent = source.history.model_series_set("absent", (lambda m: m.queue_depth,))
+    assert absent == [[(1.0, None), (2.0, None)]]

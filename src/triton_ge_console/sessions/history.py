@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from triton_ge_console.sessions.snapshot import DeviceSnapshot, ModelSnapshot, ServerSnapshot
 
@@ -42,12 +42,19 @@ class SnapshotHistory:
         self, model: str, figure: Callable[[ModelSnapshot], float | int | None]
     ) -> list[tuple[float, float | None]]:
         """(taken_at, value) for one model's figure; None where the model or figure was missing."""
-        series: list[tuple[float, float | None]] = []
+        return self.model_series_set(model, (figure,))[0]
+
+    def model_series_set(
+        self, model: str, figures: Sequence[Callable[[ModelSnapshot], float | int | None]]
+    ) -> list[list[tuple[float, float | None]]]:
+        """Several figures' series from one copy of the ring, so they line up while a poller appends."""
+        sets: list[list[tuple[float, float | None]]] = [[] for _ in figures]
         for snap in self.snapshots():
             found = snap.model(model)
-            value = figure(found) if found is not None else None
-            series.append((snap.taken_at, None if value is None else float(value)))
-        return series
+            for series, figure in zip(sets, figures, strict=True):
+                value = figure(found) if found is not None else None
+                series.append((snap.taken_at, None if value is None else float(value)))
+        return sets
 
     def device_series(
         self, device_id: str, figure: Callable[[DeviceSnapshot], float | int | None]

@@ -65,8 +65,8 @@ class ModelCharts:
         if model is None or history is None:
             return
         for chart, figures in ((self.latency, LATENCY), (self.throughput, THROUGHPUT), (self.queue, QUEUE)):
-            series = [window(history.model_series(model, f), self._now, self.history_seconds)
-                      for f in figures.values()]
+            series = [window(s, self._now, self.history_seconds)
+                      for s in history.model_series_set(model, list(figures.values()))]
             chart.plot(relative_times(series[0], self._now), [values(s) for s in series])
         latest = history.latest.model(model) if history.latest else None
         self.caption.value = caption(latest)
