@@ -255,6 +255,24 @@ def test_background_polling_feeds_history(served: Served) -> None:
     assert seen[: len(snapshots)] == list(snapshots[: len(seen)])
 
 
+def test_a_failing_snapshot_callback_does_not_stop_background_polling(served: Served) -> None:
+    """A view whose callback raises is logged; the poller keeps feeding the history."""
+    poller = Poller("bg-broken", served.endpoints())
+    history = SnapshotHistory(capacity=100)
+
+    def broken(_snapshot: ServerSnapshot) -> None:
+        raise RuntimeError("a view's bug")
+
+    try:
+        poller.start(history, interval_s=0.05, on_snapshot=broken)
+        deadline = time.monotonic() + 30
+        while len(history) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(history) >= 3 and poller.running
+    finally:
+        poller.close()
+
+
 def test_live_source_polls_and_controls(served: Served) -> None:
     """LiveSource: poll into history, commands through TritonControl, log path passed through."""
     source = LiveSource("live", served.endpoints(), log_path=served.server.log_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -39,6 +40,8 @@ from triton_ge_console.sessions.stats import (
 )
 from triton_ge_console.sessions.telemetry import DeviceTelemetry, devices_from_glue
 from triton_ge_console.sessions.trace import TraceCollector, enable_tracing
+
+LOG = logging.getLogger(__name__)
 
 # Families a snapshot never shows: per-stage latency summaries (5x the text when on), host and GPU figures.
 UNUSED_METRICS = (
@@ -232,7 +235,10 @@ class Poller:
             snapshot = self.poll()
             history.append(snapshot)
             if on_snapshot is not None:
-                on_snapshot(snapshot)
+                try:
+                    on_snapshot(snapshot)
+                except Exception:  # a view's bug must not end the polling every view depends on
+                    LOG.exception("snapshot callback failed; polling goes on")
             self._stop.wait(max(0.0, interval_s - (time.monotonic() - began)))
 
     @property
