@@ -25,28 +25,20 @@ def build_request(host: str, path: str, body: bytes, headers: Mapping[str, str])
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-class _Connection(asyncio.Protocol):
-    """One keep-alive connection with at most one request in flight."""
+class _ReplyReader(asyncio.Protocol):
+    """Feeds replies to httptools and keeps a reply's status, and its body only when it is an error."""
 
     def __init__(self) -> None:
         self.parser = httptools.HttpResponseParser(self)
-        self.transport: asyncio.Transport | None = None
-        self.waiter: asyncio.Future[tuple[int, bytes]] | None = None
         self.status = 0
         self.error_body: list[bytes] | None = None
-        self.reusable = True
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Keep the transport."""
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        """Feed the parser; its callbacks complete the waiting request."""
+        """Feed the parser; its callbacks do the rest."""
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self._fail(f"bad HTTP reply: {exc}")
+            self._broken(f"bad HTTP reply: {exc}")
 
     def on_headers_complete(self) -> None:
         """Keep the body only when it explains an error."""
@@ -57,6 +49,29 @@ class _Connection(asyncio.Protocol):
         """Collect an error reply's body."""
         if self.error_body is not None:
             self.error_body.append(body)
+
+    def _broken(self, message: str) -> None:
+        """The reply was not HTTP: subclasses fail what is in flight."""
+        raise NotImplementedError
+
+
+class _Connection(_ReplyReader):
+    """One keep-alive connection with at most one request in flight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future[tuple[int, bytes]] | None = None
+        self.reusable = True
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Keep the transport."""
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def _broken(self, message: str) -> None:
+        """A reply that is not HTTP fails the request."""
+        self._fail(message)
 
     def on_message_complete(self) -> None:
         """Hand the status (and error body) to the request."""
@@ -129,20 +144,18 @@ class ConnectionPool:
 
 
 # Closed loop without a future or task per request (most of an asyncio client's cost per request).
-class _LoopConnection(asyncio.Protocol):
+class _LoopConnection(_ReplyReader):
     """One virtual user on one connection: each reply's callback times it and writes the next request."""
 
     def __init__(self, payload: bytes, succeeded: Callable[[float], None],
                  failed: Callable[[str], None]) -> None:
-        self.parser = httptools.HttpResponseParser(self)
+        super().__init__()
         self.payload = payload
         self.succeeded = succeeded
         self.failed = failed
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.started: float | None = None  # send time of the request in flight
-        self.status = 0
-        self.error_body: list[bytes] | None = None
         self.active = True  # False once the driver is cancelled: a closing connection is then no error
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -157,22 +170,9 @@ class _LoopConnection(asyncio.Protocol):
         self.started = time.perf_counter()
         self.transport.write(self.payload)
 
-    def data_received(self, data: bytes) -> None:
-        """Feed the parser; its callbacks do the rest."""
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            self._end(f"bad HTTP reply: {exc}")
-
-    def on_headers_complete(self) -> None:
-        """Keep the body only when it explains an error."""
-        self.status = self.parser.get_status_code()
-        self.error_body = [] if self.status != 200 else None
-
-    def on_body(self, body: bytes) -> None:
-        """Collect an error reply's body."""
-        if self.error_body is not None:
-            self.error_body.append(body)
+    def _broken(self, message: str) -> None:
+        """A reply that is not HTTP fails the request in flight."""
+        self._end(message)
 
     def on_message_complete(self) -> None:
         """Record the reply, then send again on the same connection (or let the driver reconnect)."""
