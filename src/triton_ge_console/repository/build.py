@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,14 +99,15 @@ def tree_digest(file_hashes: dict[str, str]) -> str:
     return digest.hexdigest()
 
 
-def folder_digest(folder: Path) -> str | None:
-    """The tree_digest of a folder on disk, or None if it is not a folder."""
-    if not folder.is_dir() or folder.is_symlink():
+def folder_digest(folder: Path, ignore: Collection[str] = ()) -> str | None:
+    """The tree_digest of a folder on disk (files under a path part named in `ignore` left out), or None."""
+    if not folder.is_dir():
         return None
+    ignored = set(ignore)
     hashes = {
         p.relative_to(folder).as_posix(): _sha256_of(p)
         for p in folder.rglob("*")
-        if p.is_file() or p.is_symlink()
+        if (p.is_file() or p.is_symlink()) and not ignored.intersection(p.relative_to(folder).parts)
     }
     return tree_digest(hashes)
 
@@ -175,7 +177,8 @@ def _changes(out: Path, plans: list[ModelPlan], previous: dict[str, Any]) -> lis
     """Compare what each model folder holds now with what the spec wants."""
     changes = []
     for plan in plans:
-        current = folder_digest(out / plan.model.name)
+        folder = out / plan.model.name
+        current = None if folder.is_symlink() else folder_digest(folder)  # a link is not a folder we built
         status = "added" if current is None else "unchanged" if current == plan.digest else "updated"
         changes.append(ModelChange(plan.model.name, status, plan.digest))
     wanted = {plan.model.name for plan in plans}

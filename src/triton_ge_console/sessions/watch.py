@@ -7,7 +7,6 @@ the new one READY, so a failed reload is retried next time while the old model k
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -15,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from triton_ge_console.repository.build import BuildError, BuildReport, build_repository, tree_digest
+from triton_ge_console.repository.build import BuildError, BuildReport, build_repository, folder_digest
 from triton_ge_console.repository.spec import SpecError, load_spec
 from triton_ge_console.sessions.control import ControlError, TritonControl
 from triton_ge_console.sessions.registry import Registry, SessionRecord
@@ -41,19 +40,11 @@ class Changes:
 
 
 def model_digest(folder: Path) -> str | None:
-    """Content digest of a model folder (the builder's scheme; Python bytecode caches ignored)."""
-    if not folder.is_dir():
+    """The builder's folder digest, Python bytecode caches left out; None when unknown (changed)."""
+    try:
+        return folder_digest(folder, ignore=_IGNORED_PARTS)
+    except OSError:  # a file replaced while an editor saves it: unknown, so the model counts as changed
         return None
-    hashes: dict[str, str] = {}
-    for path in sorted(folder.rglob("*")):
-        relative = path.relative_to(folder)
-        if path.is_dir() or any(part in _IGNORED_PARTS for part in relative.parts):
-            continue
-        try:
-            hashes[relative.as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
-        except OSError:
-            continue
-    return tree_digest(hashes)
 
 
 def _digests_path(record: SessionRecord) -> Path | None:
