@@ -109,3 +109,15 @@ def test_tritonserver_runs_a_python_based_backend_from_the_installed_dir(
     # the server's log is complete once it has stopped: the glue logged its mode at load
     assert (f"ge glue: model glued instance glued_0 execution_mode=cpu-emulated (requested auto) device=0 "
             f"memory=539 bytes source={tmp_path / 'repo' / 'glued' / '1' / 'model.onnx'}") in server.log()
+
+
+def test_server_environment_puts_this_python_first_and_keeps_the_operators_allocator_choice(
+        triton_dist: TritonDistribution) -> None:
+    import sys
+    import sysconfig
+
+    env = triton_dist.environment({"PATH": "/usr/bin", "MALLOC_TRIM_THRESHOLD_": "1234"})
+    assert env["LD_LIBRARY_PATH"].split(":")[0] == sysconfig.get_config_var("LIBDIR")
+    assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
+    assert env["MALLOC_MMAP_THRESHOLD_"] == str(32 << 20)  # response buffers come from the heap
+    assert env["MALLOC_TRIM_THRESHOLD_"] == "1234"  # what the operator set wins
