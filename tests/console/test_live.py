@@ -25,7 +25,12 @@ from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import down
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import Registry, SessionRecord
-from triton_ge_console.sessions.watch import find_changes, record_loaded_digests
+from triton_ge_console.sessions.watch import (
+    find_changes,
+    model_digest,
+    read_loaded_digests,
+    record_loaded_digests,
+)
 
 from .conftest import SIZE
 from .waiting import until
@@ -126,6 +131,8 @@ async def test_reload_key_reloads_llama_with_the_edited_config(session: SessionR
     assert after["dynamic_batching"]["max_queue_delay_microseconds"] == delay  # type: ignore[index]
     assert _index(session)["llama_model"] == "READY"
     assert [n.severity for n in app._notifications if n.title == "reload llama_model"] == ["information"]
+    loaded = read_loaded_digests(session).get("llama_model")
+    assert loaded == model_digest(repository / "llama_model"), "`r` did not record the digest it loaded"
 
 
 async def test_reload_changed_key_reloads_only_edited_models(session: SessionRecord,

@@ -24,7 +24,7 @@ from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import controller_for
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import Registry, SessionRecord
-from triton_ge_console.sessions.watch import watch_spec
+from triton_ge_console.sessions.watch import find_changes, watch_spec
 
 MODEL = "bert_model"
 
@@ -187,6 +187,21 @@ def test_reload_changed_rebuilds_from_the_spec_and_reloads_what_changed(
     assert controller_for(session).model_config(MODEL)["max_batch_size"] == 6
     assert main(["reload", "--changed"]) == 0
     assert "no model changed" in capsys.readouterr().out
+
+
+def test_a_single_model_reload_counts_for_reload_changed(session: SessionRecord) -> None:
+    assert session.repository is not None
+    config = session.repository / MODEL / "config.pbtxt"
+    original = config.read_text(encoding="utf-8")
+    config.write_text(original + "\n# edited by hand\n", encoding="utf-8")
+    try:
+        assert find_changes(session).updated == (MODEL,)
+        assert main(["reload", MODEL]) == 0
+        assert find_changes(session).empty, "reload MODEL did not record the digest it loaded"
+    finally:
+        config.write_text(original, encoding="utf-8")
+        assert main(["reload", MODEL]) == 0
+    assert find_changes(session).empty
 
 
 def test_watch_reloads_on_save_and_a_broken_edit_keeps_the_old_model(shared: Shared,

@@ -32,13 +32,15 @@ from triton_ge_console.sessions.registry import (
     validate_name,
 )
 from triton_ge_console.sessions.supervise import EXIT_FILE, read_number
+from triton_ge_console.sessions.watch import SessionControl
 
 ORPHAN_GRACE_S = 1.0
 
 
 def controller_for(record: SessionRecord, timeout: float = 300.0) -> TritonControl:
-    """The controller of a session, with its token (if any) and its log for error details."""
-    return TritonControl(
+    """The controller of a session, with its token (if any), its log for error details, and its digests."""
+    return SessionControl(
+        record,
         record.http_url,
         resolve_token(record.token_ref),
         token_header=record.token_header,

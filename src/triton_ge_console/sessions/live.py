@@ -61,6 +61,7 @@ class LiveSource:
 
         npu-smi is only asked about servers on this machine; the trace file is the session's own.
         """
+        from triton_ge_console.sessions.lifecycle import controller_for
         from triton_ge_console.sessions.registry import resolve_token
 
         local = not record.attached
@@ -72,6 +73,7 @@ class LiveSource:
             Endpoints(record.http_url, record.grpc_url, record.metrics_url),
             log_path=record.log_path,
             started_at=record.started_at if local else None,
+            controller=controller_for(record),
             token=resolve_token(record.token_ref),
             token_header=record.token_header,
             trace_file=trace_file,

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from triton_ge_console.repository.build import BuildError, BuildReport, build_repository, folder_digest
 from triton_ge_console.repository.spec import SpecError, load_spec
@@ -79,6 +80,40 @@ def record_loaded_digests(
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(digests, indent=2, sort_keys=True), encoding="utf-8")
     os.replace(tmp, path)
+
+
+class SessionControl(TritonControl):
+    """A session's TritonControl that keeps `loaded-digests.json` true after single-model commands.
+
+    Without it, a model reloaded by `r` or `ge-console reload MODEL` would still look changed, and the
+    next `reload --changed` would reload it again. A load or reload with a config override is not
+    recorded: Triton then runs something other than the folder, so the folder still counts as changed.
+    """
+
+    def __init__(self, record: SessionRecord, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.record = record
+
+    def load(self, model: str, config: str | None = None) -> CommandResult:
+        """Load, and remember the folder as loaded."""
+        return self._remember(super().load(model, config), config)
+
+    def reload(self, model: str, config: str | None = None) -> CommandResult:
+        """Reload, and remember the folder as loaded."""
+        return self._remember(super().reload(model, config), config)
+
+    def unload(self, model: str) -> CommandResult:
+        """Unload, and forget the model's digest."""
+        result = super().unload(model)
+        if result.ok:
+            record_loaded_digests(self.record, [], forget=[model])
+        return result
+
+    def _remember(self, result: CommandResult, config: str | None) -> CommandResult:
+        """Record the model's folder digest when Triton took the folder as it is."""
+        if result.ok and config is None:
+            record_loaded_digests(self.record, [result.target])
+        return result
 
 
 def rebuild(record: SessionRecord) -> BuildReport | None:
