@@ -1,4 +1,4 @@
-"""The selected model's time series, kept incrementally (history grows at its end), thinned for charts."""
+"""Time series the dashboard draws, kept incrementally (history grows at its end), thinned for charts."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from triton_ge_console.sessions.history import DEFAULT_CAPACITY
+from triton_ge_console.sessions.history import DEFAULT_CAPACITY, SnapshotHistory
 from triton_ge_console.sessions.snapshot import ServerSnapshot
 
 Point = tuple[float, float | None]
@@ -38,19 +38,17 @@ class ModelSeriesCache:
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.model: str | None = None
         self.points: deque[Figures] = deque(maxlen=capacity)
+        self._history: SnapshotHistory | None = None
 
-    def update(self, model: str, snapshots: Sequence[ServerSnapshot]) -> None:
-        """Catch up with the history (rebuilt from scratch when the model changes)."""
-        if model != self.model:
-            self.model = model
-            self.points.clear()
+    def update(self, model: str, history: SnapshotHistory) -> None:
+        """Catch up with the history (rebuilt from scratch when the model or the history changes)."""
         last = self.points[-1].taken_at if self.points else float("-inf")
-        fresh: list[ServerSnapshot] = []
-        for snapshot in reversed(snapshots):
-            if snapshot.taken_at <= last:
-                break
-            fresh.append(snapshot)
-        self.points.extend(figures_of(s, model) for s in reversed(fresh))
+        newest = history.latest
+        if model != self.model or history is not self._history or (newest and newest.taken_at < last):
+            self.model, self._history = model, history
+            self.points.clear()
+            last = float("-inf")
+        self.points.extend(figures_of(s, model) for s in history.newer_than(last))
 
     def series(self, figure: Callable[[Figures], float | None]) -> list[Point]:
         """(taken_at, value) for one figure."""
@@ -62,11 +60,45 @@ def thin(points: Sequence[Point], max_points: int, peak: bool = False) -> list[P
     if len(points) <= max_points:
         return list(points)
     size = -(-len(points) // max_points)
+    values = [v for _, v in points]
     thinned: list[Point] = []
     for start in range(0, len(points), size):
-        bucket = points[start:start + size]
-        values = [v for _, v in bucket if v is not None]
-        value = (max(values) if peak else sum(values) / len(values)) if values else None
-        thinned.append((bucket[-1][0], value))
+        known = [v for v in values[start:start + size] if v is not None]
+        value = (max(known) if peak else sum(known) / len(known)) if known else None
+        thinned.append((points[min(start + size, len(points)) - 1][0], value))
     return thinned
 
+
+class UtilizationCache:
+    """Recent snapshots' device utilizations, kept as the history grows, so sparklines never rescan it."""
+
+    def __init__(self, cells: int, max_bucket: int) -> None:
+        self.cells, self.max_bucket = cells, max_bucket
+        self.readings: deque[tuple[float, dict[str, float]]] = deque(maxlen=cells * max_bucket)
+        self._history: SnapshotHistory | None = None
+
+    def update(self, history: SnapshotHistory) -> None:
+        """Read the snapshots added since the last call (all of the window when the history changed)."""
+        last = self.readings[-1][0] if self.readings else float("-inf")
+        newest = history.latest
+        if history is not self._history or (newest is not None and newest.taken_at < last):
+            self._history = history
+            self.readings.clear()
+            last = float("-inf")
+        fresh = history.newer_than(last)[-(self.readings.maxlen or 0):]
+        self.readings.extend((s.taken_at, {d.id: d.utilization for d in s.devices
+                                           if d.utilization is not None}) for s in fresh)
+
+    def series(self, device_ids: Sequence[str]) -> dict[str, list[float | None]]:
+        """Each device's utilization averaged into at most `cells` cells, aligned to the oldest reading."""
+        readings = [reading for _, reading in self.readings]
+        size = min(self.max_bucket, max(1, -(-len(readings) // self.cells)))
+        series: dict[str, list[float | None]] = {}
+        for device_id in device_ids:
+            values = [reading.get(device_id) for reading in readings]
+            cells: list[float | None] = []
+            for start in range(0, len(values), size):
+                known = [v for v in values[start:start + size] if v is not None]
+                cells.append(sum(known) / len(known) if known else None)
+            series[device_id] = cells
+        return series

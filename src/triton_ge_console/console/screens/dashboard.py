@@ -12,8 +12,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from triton_ge_console.console import repo_info
-from triton_ge_console.console.series import ModelSeriesCache, thin
-from triton_ge_console.console.widgets.detail import DetailPane, ModelDetail
+from triton_ge_console.console.series import ModelSeriesCache, UtilizationCache, thin
+from triton_ge_console.console.widgets.detail import CHARTS, DetailPane, ModelDetail
 from triton_ge_console.console.widgets.devices import SPARK_WIDTH, DevicesPanel
 from triton_ge_console.console.widgets.header import Connection, DisconnectedBanner, StatusHeader
 from triton_ge_console.console.widgets.models import ModelsTable
@@ -29,21 +29,12 @@ CHART_POINTS = 120  # points per chart line: about two per braille column of a h
 MAX_BUCKET = 10  # snapshots per sparkline cell at most: 30 cells x 10 s = the last 5 minutes at 1 s refresh
 
 
-def utilization_series(history: SnapshotHistory, device_ids: Sequence[str]) -> dict[str, list[float | None]]:
-    """Each device's recent utilization averaged into sparkline cells, in one pass over the history."""
-    snapshots = history.snapshots()[-SPARK_WIDTH * MAX_BUCKET:]
-    bucket_size = min(MAX_BUCKET, max(1, -(-len(snapshots) // SPARK_WIDTH)))
-    series: dict[str, list[float | None]] = {device_id: [] for device_id in device_ids}
-    for start in range(0, len(snapshots), bucket_size):
-        readings: dict[str, list[float]] = {}
-        for snapshot in snapshots[start:start + bucket_size]:
-            for device in snapshot.devices:
-                if device.utilization is not None:
-                    readings.setdefault(device.id, []).append(device.utilization)
-        for device_id, values in series.items():
-            bucket = readings.get(device_id)
-            values.append(sum(bucket) / len(bucket) if bucket else None)
-    return series
+def utilization_series(history: SnapshotHistory, device_ids: Sequence[str],
+                       cache: UtilizationCache | None = None) -> dict[str, list[float | None]]:
+    """Each device's recent utilization averaged into sparkline cells (the cache reads only new snapshots)."""
+    cache = cache if cache is not None else UtilizationCache(SPARK_WIDTH, MAX_BUCKET)
+    cache.update(history)
+    return cache.series(device_ids)
 
 
 def last_error(model: ModelSnapshot, command_errors: dict[str, str]) -> str | None:
@@ -65,8 +56,10 @@ class DashboardScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self.series = ModelSeriesCache()
+        self.utilization = UtilizationCache(SPARK_WIDTH, MAX_BUCKET)
         self._summaries: dict[str, tuple[float, str]] = {}
         self._charts_drawn: tuple[str, float] | None = None  # (model, snapshot time) of the last chart draw
+        self._pending_chart: ModelDetail | None = None  # drawn: the latency chart; due: the throughput one
 
     @property
     def console(self) -> GEConsoleApp:
@@ -102,7 +95,7 @@ class DashboardScreen(Screen[None]):
         if snapshot is None:
             return
         history = self.console.source.history
-        series = utilization_series(history, [d.id for d in snapshot.devices])
+        series = utilization_series(history, [d.id for d in snapshot.devices], self.utilization)
         self.query_one(DevicesPanel).frame = (snapshot, series)
         table = self.query_one(ModelsTable)
         table.show_models(snapshot.models)
@@ -129,25 +122,34 @@ class DashboardScreen(Screen[None]):
         self._select_from_cursor()
 
     def redraw_detail(self, model_name: str | None) -> None:
-        """Draw the selected model's facts; its charts on selection and then every CHART_EVERY_S."""
+        """The selected model's facts; its charts on selection, then every CHART_EVERY_S, one per refresh."""
         pane = self.query_one(DetailPane)
         snapshot = self.console.connection.last_good
         model = snapshot.model(model_name) if snapshot and model_name else None
+        pending, self._pending_chart = self._pending_chart, None
         if model is None or snapshot is None:
             pane.show(None)
             return
         drawn = self._charts_drawn
-        due = drawn is None or drawn[0] != model.name or snapshot.taken_at - drawn[1] >= CHART_EVERY_S
-        pane.show(self._detail(model, due), draw_charts=due)
-        if due:
-            self._charts_drawn = (model.name, snapshot.taken_at)
+        switched = drawn is None or drawn[0] != model.name
+        if not switched and drawn is not None and snapshot.taken_at - drawn[1] < CHART_EVERY_S:
+            pane.show(self._detail(model, False), charts=())
+            if pending is not None and pending.model.name == model.name:
+                pane.draw_charts(pending, CHARTS[1:])  # the series of the refresh that drew the first chart
+            return
+        detail = self._detail(model, True)
+        self._charts_drawn = (model.name, snapshot.taken_at)
+        spread = not switched and pending is None  # two plotext builds in one frame would miss it
+        pane.show(detail, charts=CHARTS[:1] if spread else CHARTS)
+        if spread:
+            self._pending_chart = detail
 
     def _detail(self, model: ModelSnapshot, with_series: bool) -> ModelDetail:
         """Facts for one model, and its chart series when the charts are due."""
         if not with_series:
             errors = self.console.last_errors
             return ModelDetail(model, (), (), (), (), self._config_summary(model), last_error(model, errors))
-        self.series.update(model.name, self.console.source.history.snapshots())
+        self.series.update(model.name, self.console.source.history)
         summary = self._config_summary(model)
         return ModelDetail(
             model=model,

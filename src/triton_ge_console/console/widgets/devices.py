@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from textual.geometry import Size
 from textual.reactive import reactive
-from textual.widgets import Static
+from textual.strip import Strip
+from textual.widget import Widget
 
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.widgets.titles import retitle
@@ -16,52 +21,92 @@ SPARK_WIDTH = 30
 BAR_WIDTH = 16
 DevicesFrame = tuple[ServerSnapshot, dict[str, list[float | None]]]  # a snapshot and recent utilization
 NARROW_BELOW = 130  # terminal columns under which rows use a short sparkline and bar
+Piece = tuple[str, str]  # text and its style ("" for none)
+NO_DEVICES: tuple[Piece, ...] = (
+    (" no device figures yet (the GE glue reports them once a model is loaded)", "dim"),)
+
+
+def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | None],
+                  narrow: bool = False) -> tuple[Piece, ...]:
+    """One device's line as styled pieces: cheap to compare, so an unchanged line is not redrawn."""
+    spark_width, bar_width = (10, 8) if narrow else (SPARK_WIDTH, BAR_WIDTH)
+    name = device.name or ""
+    temp = fmt.MISSING if device.temperature_c is None else f"{device.temperature_c:.0f}°C"
+    power = fmt.MISSING if device.power_w is None else f"{device.power_w:.0f} W"
+    health = device.health or fmt.MISSING
+    return (
+        (f"NPU{device.id:<3}", "bold"),
+        (f" {name:<6} ", ""),
+        (f"{device.kind:<13}", "cyan" if device.kind == "npu" else "magenta"),
+        (" " if narrow else " util ", ""),
+        (fmt.sparkline(utilization_series, spark_width, top=1.0), "green"),
+        (f" {fmt.percent(device.utilization):>4}  " + ("" if narrow else "HBM "), ""),
+        (fmt.bar(device.memory_used_bytes, device.memory_total_bytes, bar_width), "blue"),
+        (f" {fmt.gib(device.memory_used_bytes):>5}/{fmt.gib(device.memory_total_bytes):<5} GiB  "
+         + (f"{temp:>5} {power:>5}  " if narrow else f"{temp:>5}  {power:>6}  "), ""),
+        (health, "green" if health == "OK" else ("yellow" if health != fmt.MISSING else "dim")),
+    )
 
 
 def device_line(device: DeviceSnapshot, utilization_series: Sequence[float | None],
                 narrow: bool = False) -> Text:
     """One device as a single line (shorter sparkline and bar on narrow terminals)."""
-    spark_width, bar_width = (10, 8) if narrow else (SPARK_WIDTH, BAR_WIDTH)
-    name = device.name or ""
-    line = Text()
-    line.append(f"NPU{device.id:<3}", style="bold")
-    line.append(f" {name:<6} ")
-    line.append(f"{device.kind:<13}", style="cyan" if device.kind == "npu" else "magenta")
-    line.append(" " if narrow else " util ")
-    line.append(fmt.sparkline(utilization_series, spark_width, top=1.0), style="green")
-    line.append(f" {fmt.percent(device.utilization):>4}  ")
-    line.append("" if narrow else "HBM ")
-    line.append(fmt.bar(device.memory_used_bytes, device.memory_total_bytes, bar_width), style="blue")
-    line.append(f" {fmt.gib(device.memory_used_bytes):>5}/{fmt.gib(device.memory_total_bytes):<5} GiB  ")
-    temp = fmt.MISSING if device.temperature_c is None else f"{device.temperature_c:.0f}°C"
-    power = fmt.MISSING if device.power_w is None else f"{device.power_w:.0f} W"
-    line.append(f"{temp:>5} {power:>5}  " if narrow else f"{temp:>5}  {power:>6}  ")
-    health = device.health or fmt.MISSING
-    line.append(health, style="green" if health == "OK" else ("yellow" if health != fmt.MISSING else "dim"))
-    return line
+    return Text.assemble(*device_pieces(device, utilization_series, narrow))
+
+
+def device_rows(snapshot: ServerSnapshot, series: dict[str, list[float | None]],
+                width: int = 160) -> list[tuple[Piece, ...]]:
+    """All devices' lines, one per device; a note when the server reports none."""
+    if not snapshot.devices:
+        return [NO_DEVICES]
+    narrow = width < NARROW_BELOW
+    return [device_pieces(d, series.get(d.id, []), narrow) for d in snapshot.devices]
 
 
 def devices_text(snapshot: ServerSnapshot, series: dict[str, list[float | None]], width: int = 160) -> Text:
     """All devices, one per line; a note when the server reports none."""
-    if not snapshot.devices:
-        return Text(" no device figures yet (the GE glue reports them once a model is loaded)", style="dim")
-    narrow = width < NARROW_BELOW
-    lines = [device_line(d, series.get(d.id, []), narrow) for d in snapshot.devices]
-    return Text("\n").join(lines)
+    return Text("\n").join(Text.assemble(*row) for row in device_rows(snapshot, series, width))
 
 
-class DevicesPanel(Static):
-    """The devices box; fed a snapshot plus each device's recent utilization."""
+class DevicesPanel(Widget):
+    """The devices box; fed a snapshot plus each device's recent utilization, drawn line by line."""
 
+    DEFAULT_CSS = "DevicesPanel { height: auto; }"
     frame: reactive[DevicesFrame | None] = reactive(None, repaint=False)
-    _shown_count = -1
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._rows: list[tuple[Piece, ...]] = []
+        self._strips: dict[int, tuple[tuple[Piece, ...], Style, Strip]] = {}  # line -> what it was built from
 
     def watch_frame(self, frame: DevicesFrame | None) -> None:
-        """Redraw all rows; re-layout only when the number of rows changes."""
+        """Repaint only when a line's text changed; re-layout only when the number of lines changes."""
         if frame is None:
             return
         snapshot, series = frame
-        count = len(snapshot.devices)
-        retitle(self, f"Devices ({count})")
-        self.update(devices_text(snapshot, series, self.app.size.width), layout=count != self._shown_count)
-        self._shown_count = count
+        retitle(self, f"Devices ({len(snapshot.devices)})")
+        rows = device_rows(snapshot, series, self.app.size.width)
+        if rows == self._rows:
+            return
+        relayout = len(rows) != len(self._rows)
+        self._rows = rows
+        self.refresh(layout=relayout)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        """One line per device (or the note)."""
+        return max(1, len(self._rows))
+
+    def render_line(self, y: int) -> Strip:
+        """A device's line, rebuilt only when its pieces or the widget's style changed."""
+        base = self.rich_style
+        width = self.size.width
+        if y >= len(self._rows):
+            return Strip.blank(width, base)
+        pieces = self._rows[y]
+        cached = self._strips.get(y)
+        if cached is None or cached[0] != pieces or cached[1] != base:
+            parse = self.app.console.get_style
+            strip = Strip([Segment(text, base + parse(style) if style else base) for text, style in pieces])
+            cached = self._strips[y] = (pieces, base, strip)
+        strip = cached[2]
+        return strip.crop(0, width) if strip.cell_length > width else strip  # the box pads it
