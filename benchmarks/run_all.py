@@ -41,6 +41,8 @@ class Benchmark:
 BENCHMARKS = (
     Benchmark("glue_overhead", "GE glue overhead",
               "the same model called directly vs through Triton and the `ge` backend"),
+    Benchmark("response_path", "Where a served request's CPU goes",
+              "CPU per request of tritonserver, the Python stub and the client; glibc allocator setting A/B"),
     Benchmark("console_overhead", "Console overhead",
               "Triton throughput with and without the console's 1 s poller (50 models); cost of one refresh"),
     Benchmark("startup", "Start-up", "`ge-console up` to READY and `ge-console demo` to a live dashboard"),
