@@ -412,14 +412,18 @@ def main() -> int:
     # the headline figures are the first sequence length's; every one is kept under by_seq
     figures = {**by_seq[0], "by_seq": {str(f["seq"]): f for f in by_seq}}
     figures.update({"instances": args.instances, "threads": args.threads, "concurrency": args.concurrency,
-                    "queue_delay_us": args.queue_delay_us,
-                    "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                                "python": platform.python_version(), "onnxruntime": ort.__version__,
-                                "load_average": os.getloadavg()}})
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(figures, indent=2) + "\n")
-    note(f"wrote {args.json}")
+                    "queue_delay_us": args.queue_delay_us})
+    write_json(args.json, figures)
     return 0
+
+
+def write_json(path: Path, figures: dict[str, Any]) -> None:
+    """The figures with what they were measured on, as pretty JSON."""
+    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
+               "onnxruntime": ort.__version__, "load_average": os.getloadavg()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**figures, "machine": machine}, indent=2) + "\n")
+    note(f"wrote {path}")
 
 
 if __name__ == "__main__":

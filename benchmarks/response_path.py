@@ -15,9 +15,7 @@ Prints markdown tables; writes benchmarks/results/response_path.json (or --json 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -28,7 +26,7 @@ from typing import Any
 import psutil
 import tritonclient.http as httpclient
 
-from glue_overhead import FLOOR, MODEL, build, note
+from glue_overhead import FLOOR, MODEL, build, note, write_json
 from triton_ge_console.backend_glue.distribution import ALLOCATOR_ENV, TritonDistribution, find_distribution
 from triton_ge_console.sessions.loadgen import LoadSpec, run_load_sync
 from triton_ge_console.sessions.process import Ports, TritonProcess, pick_ports, server_args
@@ -161,12 +159,8 @@ def main() -> int:
     for seq, figures in by_seq.items():
         print_table(seq, figures, args.concurrency)
     result = {"by_seq": {str(seq): figures for seq, figures in by_seq.items()},
-              "allocator_env": ALLOCATOR_ENV, "concurrency": args.concurrency, "rounds": args.rounds,
-              "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                          "python": platform.python_version(), "load_average": os.getloadavg()}}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=2) + "\n")
-    note(f"wrote {args.json}")
+              "allocator_env": ALLOCATOR_ENV, "concurrency": args.concurrency, "rounds": args.rounds}
+    write_json(args.json, result)
     return 0
 
 
