@@ -37,9 +37,9 @@ models:
       - {name: input_ids, data_type: INT64, dims: [-1]}
     outputs:
       - {name: logits, data_type: FP32, dims: [-1, 32000]}
-    dynamic_batching:
-      preferred_batch_size: [4, 8]
-      max_queue_delay_microseconds: 500
+    dynamic_batching:     # a request waits up to the delay for others to reach a preferred size:
+      preferred_batch_size: [4, 8]       # more throughput under load, but a lone request pays
+      max_queue_delay_microseconds: 500  # about the delay (0 = batch only what is already queued)
     # instance_group:
     #   count: 1          # model instances
     #   device_ids: [0]   # NPUs the instances are spread over
