@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from triton_ge_console.sessions.history import DEFAULT_CAPACITY, SnapshotHistory
 from triton_ge_console.sessions.snapshot import ServerSnapshot
@@ -54,18 +55,28 @@ class ModelSeriesCache:
         """(taken_at, value) for one figure."""
         return [(p.taken_at, figure(p)) for p in self.points]
 
+    def thinned(self, figure: str, max_points: int, peak: bool = False) -> list[Point]:
+        """One figure (a Figures field) thinned for a chart, without building its full series first."""
+        times = [p.taken_at for p in self.points]
+        return thin_values(times, list(map(attrgetter(figure), self.points)), max_points, peak)
+
 
 def thin(points: Sequence[Point], max_points: int, peak: bool = False) -> list[Point]:
     """At most max_points points: consecutive buckets averaged (or their peak, for tail latency)."""
-    if len(points) <= max_points:
-        return list(points)
-    size = -(-len(points) // max_points)
-    values = [v for _, v in points]
+    return thin_values([t for t, _ in points], [v for _, v in points], max_points, peak)
+
+
+def thin_values(times: Sequence[float], values: Sequence[float | None], max_points: int,
+                peak: bool = False) -> list[Point]:
+    """thin() over parallel lists: each bucket's last time with its average (or peak) known value."""
+    if len(times) <= max_points:
+        return list(zip(times, values, strict=True))
+    size = -(-len(times) // max_points)
     thinned: list[Point] = []
-    for start in range(0, len(points), size):
+    for start in range(0, len(times), size):
         known = [v for v in values[start:start + size] if v is not None]
         value = (max(known) if peak else sum(known) / len(known)) if known else None
-        thinned.append((points[min(start + size, len(points)) - 1][0], value))
+        thinned.append((times[min(start + size, len(times)) - 1], value))
     return thinned
 
 
@@ -74,30 +85,44 @@ class UtilizationCache:
 
     def __init__(self, cells: int, max_bucket: int) -> None:
         self.cells, self.max_bucket = cells, max_bucket
-        self.readings: deque[tuple[float, dict[str, float]]] = deque(maxlen=cells * max_bucket)
+        self.times: deque[float] = deque(maxlen=cells * max_bucket)
+        self.columns: dict[str, deque[float | None]] = {}  # device -> one reading per kept snapshot
         self._history: SnapshotHistory | None = None
 
     def update(self, history: SnapshotHistory) -> None:
         """Read the snapshots added since the last call (all of the window when the history changed)."""
-        last = self.readings[-1][0] if self.readings else float("-inf")
+        last = self.times[-1] if self.times else float("-inf")
         newest = history.latest
         if history is not self._history or (newest is not None and newest.taken_at < last):
             self._history = history
-            self.readings.clear()
+            self.times.clear()
+            self.columns.clear()
             last = float("-inf")
-        fresh = history.newer_than(last)[-(self.readings.maxlen or 0):]
-        self.readings.extend((s.taken_at, {d.id: d.utilization for d in s.devices
-                                           if d.utilization is not None}) for s in fresh)
+        for snapshot in history.newer_than(last)[-(self.times.maxlen or 0):]:
+            self._add(snapshot)
+        for _ in range(len(self.times) - len(history)):  # a ring smaller than the window forgot these
+            self.times.popleft()
+            for column in self.columns.values():
+                column.popleft()
+
+    def _add(self, snapshot: ServerSnapshot) -> None:
+        """One snapshot's readings: a column per device, None where it reported nothing."""
+        readings = {d.id: d.utilization for d in snapshot.devices if d.utilization is not None}
+        for device_id in readings.keys() - self.columns.keys():
+            self.columns[device_id] = deque([None] * len(self.times), maxlen=self.times.maxlen)
+        self.times.append(snapshot.taken_at)
+        for device_id, column in self.columns.items():
+            column.append(readings.get(device_id))
 
     def series(self, device_ids: Sequence[str]) -> dict[str, list[float | None]]:
         """Each device's utilization averaged into at most `cells` cells, aligned to the oldest reading."""
-        readings = [reading for _, reading in self.readings]
-        size = min(self.max_bucket, max(1, -(-len(readings) // self.cells)))
+        count = len(self.times)
+        size = min(self.max_bucket, max(1, -(-count // self.cells)))
         series: dict[str, list[float | None]] = {}
         for device_id in device_ids:
-            values = [reading.get(device_id) for reading in readings]
+            values = list(self.columns.get(device_id, ())) or [None] * count
             cells: list[float | None] = []
-            for start in range(0, len(values), size):
+            for start in range(0, count, size):
                 known = [v for v in values[start:start + size] if v is not None]
                 cells.append(sum(known) / len(known) if known else None)
             series[device_id] = cells

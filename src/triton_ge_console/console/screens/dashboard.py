@@ -12,7 +12,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from triton_ge_console.console import repo_info
-from triton_ge_console.console.series import ModelSeriesCache, UtilizationCache, thin
+from triton_ge_console.console.series import ModelSeriesCache, UtilizationCache
 from triton_ge_console.console.widgets.detail import CHARTS, DetailPane, ModelDetail
 from triton_ge_console.console.widgets.devices import SPARK_WIDTH, DevicesPanel
 from triton_ge_console.console.widgets.header import Connection, DisconnectedBanner, StatusHeader
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from triton_ge_console.console.app import GEConsoleApp
 
 CHART_EVERY_S = 5.0  # charts span 15 minutes: redrawing them every 5 s of snapshots loses nothing visible
-CHART_POINTS = 120  # points per chart line: about two per braille column of a half-width chart
+CHART_POINTS = 120  # points per chart line at most, and never more than the chart has columns
 MAX_BUCKET = 10  # snapshots per sparkline cell at most: 30 cells x 10 s = the last 5 minutes at 1 s refresh
 
 
@@ -59,7 +59,7 @@ class DashboardScreen(Screen[None]):
         self.utilization = UtilizationCache(SPARK_WIDTH, MAX_BUCKET)
         self._summaries: dict[str, tuple[float, str]] = {}
         self._charts_drawn: tuple[str, float] | None = None  # (model, snapshot time) of the last chart draw
-        self._pending_chart: ModelDetail | None = None  # drawn: the latency chart; due: the throughput one
+        self._chart_queue: tuple[ModelDetail, list[str]] | None = None  # series computed, charts to draw
 
     @property
     def console(self) -> GEConsoleApp:
@@ -122,27 +122,42 @@ class DashboardScreen(Screen[None]):
         self._select_from_cursor()
 
     def redraw_detail(self, model_name: str | None) -> None:
-        """The selected model's facts; its charts on selection, then every CHART_EVERY_S, one per refresh."""
+        """The selected model's facts; its charts on selection, then every CHART_EVERY_S."""
         pane = self.query_one(DetailPane)
         snapshot = self.console.connection.last_good
         model = snapshot.model(model_name) if snapshot and model_name else None
-        pending, self._pending_chart = self._pending_chart, None
         if model is None or snapshot is None:
+            self._chart_queue = None
             pane.show(None)
             return
         drawn = self._charts_drawn
-        switched = drawn is None or drawn[0] != model.name
-        if not switched and drawn is not None and snapshot.taken_at - drawn[1] < CHART_EVERY_S:
-            pane.show(self._detail(model, False), charts=())
-            if pending is not None and pending.model.name == model.name:
-                pane.draw_charts(pending, CHARTS[1:])  # the series of the refresh that drew the first chart
+        if drawn is None or drawn[0] != model.name:  # a new selection: both charts at once
+            self._chart_queue = None
+            self._charts_drawn = (model.name, snapshot.taken_at)
+            pane.show(self._detail(model, True))
             return
-        detail = self._detail(model, True)
-        self._charts_drawn = (model.name, snapshot.taken_at)
-        spread = not switched and pending is None  # two plotext builds in one frame would miss it
-        pane.show(detail, charts=CHARTS[:1] if spread else CHARTS)
-        if spread:
-            self._pending_chart = detail
+        pane.show(self._detail(model, False), charts=())
+        self._advance_charts(model, snapshot.taken_at, due=snapshot.taken_at - drawn[1] >= CHART_EVERY_S)
+
+    def _advance_charts(self, model: ModelSnapshot, taken_at: float, due: bool) -> None:
+        """Spread a periodic redraw: series on one refresh, then one plotext build (most of a frame) each."""
+        pane = self.query_one(DetailPane)
+        queue = self._chart_queue
+        queue = queue if queue is not None and queue[0].model.name == model.name else None
+        if due:
+            if queue is not None:  # refreshes came slower than the spread: finish it now
+                pane.draw_charts(*queue)
+            detail = self._detail(model, True)
+            self._charts_drawn = (model.name, taken_at)
+            self._chart_queue = (detail, list(CHARTS))
+            if self.console.options.interval_s * len(CHARTS) >= CHART_EVERY_S:
+                pane.draw_charts(detail)
+                self._chart_queue = None
+        elif queue is not None:
+            pane.draw_charts(queue[0], queue[1][:1])
+            del queue[1][0]
+            if not queue[1]:
+                self._chart_queue = None
 
     def _detail(self, model: ModelSnapshot, with_series: bool) -> ModelDetail:
         """Facts for one model, and its chart series when the charts are due."""
@@ -150,13 +165,14 @@ class DashboardScreen(Screen[None]):
             errors = self.console.last_errors
             return ModelDetail(model, (), (), (), (), self._config_summary(model), last_error(model, errors))
         self.series.update(model.name, self.console.source.history)
+        points = min(CHART_POINTS, self.query_one(DetailPane).chart_width() or CHART_POINTS)
         summary = self._config_summary(model)
         return ModelDetail(
             model=model,
-            p50=thin(self.series.series(lambda f: f.p50), CHART_POINTS),
-            p99=thin(self.series.series(lambda f: f.p99), CHART_POINTS, peak=True),
-            inferences=thin(self.series.series(lambda f: f.inferences), CHART_POINTS),
-            requests=thin(self.series.series(lambda f: f.requests), CHART_POINTS),
+            p50=self.series.thinned("p50", points),
+            p99=self.series.thinned("p99", points, peak=True),
+            inferences=self.series.thinned("inferences", points),
+            requests=self.series.thinned("requests", points),
             config_summary=summary,
             last_error=last_error(model, self.console.last_errors),
         )

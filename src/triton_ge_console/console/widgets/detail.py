@@ -14,10 +14,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.strip import Strip
-from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from triton_ge_console.console import format as fmt
+from triton_ge_console.console.widgets.textlines import TextLines
 from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
@@ -139,19 +139,23 @@ class DetailPane(Vertical):
         with Horizontal(id="charts"):
             yield SeriesChart(id="latency-chart")
             yield SeriesChart(id="throughput-chart")
-        yield Static(id="detail-info")
+        yield TextLines(id="detail-info")
 
     def show(self, detail: ModelDetail | None, charts: Sequence[str] = CHARTS) -> None:
         """Draw one model's facts and the named charts (they cost most), or a hint if none is selected."""
-        info = self.query_one("#detail-info", Static)
+        info = self.query_one("#detail-info", TextLines)
         if detail is None:
             retitle(self, "No model selected")
-            info.update(Text("select a model in the table", style="dim"))
+            info.show(Text("select a model in the table", style="dim"))
             return
         model = detail.model
         retitle(self, f"{model.name} v{model.version}")
-        info.update(self._info(detail), layout=False)  # a fixed three lines
+        info.show(self._info(detail))  # a fixed three lines
         self.draw_charts(detail, charts)
+
+    def chart_width(self) -> int:
+        """Columns of the narrower chart (0 before layout): more points per line than that cannot show."""
+        return min(chart.size.width for chart in self.query(SeriesChart))
 
     def draw_charts(self, detail: ModelDetail, charts: Sequence[str] = CHARTS) -> None:
         """Redraw the named charts from the detail's series."""

@@ -8,7 +8,7 @@ from typing import Any
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
@@ -78,6 +78,7 @@ class DevicesPanel(Widget):
         super().__init__(**kwargs)
         self._rows: list[tuple[Piece, ...]] = []
         self._strips: dict[int, tuple[tuple[Piece, ...], Style, Strip]] = {}  # line -> what it was built from
+        self._base: Style | None = None  # the widget's style for the render pass under way
 
     def watch_frame(self, frame: DevicesFrame | None) -> None:
         """Repaint only when a line's text changed; re-layout only when the number of lines changes."""
@@ -96,9 +97,14 @@ class DevicesPanel(Widget):
         """One line per device (or the note)."""
         return max(1, len(self._rows))
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Look the widget's style up once per render pass (it walks the DOM), not once per line."""
+        self._base = self.rich_style
+        return super().render_lines(crop)
+
     def render_line(self, y: int) -> Strip:
         """A device's line, rebuilt only when its pieces or the widget's style changed."""
-        base = self.rich_style
+        base = self._base or self.rich_style
         width = self.size.width
         if y >= len(self._rows):
             return Strip.blank(width, base)

@@ -10,6 +10,7 @@ from textual.widgets import Static
 
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.session_link import STARTING
+from triton_ge_console.console.widgets.textlines import TextLines
 from triton_ge_console.sessions.snapshot import ServerSnapshot
 
 
@@ -78,7 +79,7 @@ def banner_text(connection: Connection) -> Text:
     return text
 
 
-class StatusHeader(Static):
+class StatusHeader(TextLines):
     """Session, version, health, uptime, endpoints, refresh interval."""
 
     connection: reactive[Connection | None] = reactive(None, repaint=False)
@@ -86,7 +87,7 @@ class StatusHeader(Static):
     def watch_connection(self, connection: Connection | None) -> None:
         """Redraw the line."""
         if connection is not None:
-            self.update(header_text(connection), layout=False)  # always one line
+            self.show(header_text(connection))  # always one line
 
 
 class DisconnectedBanner(Static):
