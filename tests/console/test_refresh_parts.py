@@ -1,0 +1,177 @@
+"""A refresh's cheaper parts draw what the slower ones drew: history views, sparklines, charts, text."""
+
+from __future__ import annotations
+
+import math
+
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.strip import Strip
+from textual.widgets import Static
+from textual_plotext.plot import Plot
+
+from triton_ge_console.console.app import create_app, next_connection
+from triton_ge_console.console.screens.dashboard import CHART_EVERY_S, DashboardScreen
+from triton_ge_console.console.series import UtilizationCache
+from triton_ge_console.console.widgets.detail import SeriesChart, ansi_strips
+from triton_ge_console.console.widgets.textlines import TextLines
+from triton_ge_console.sessions.history import SnapshotHistory
+from triton_ge_console.sessions.recorded import RecordedSource
+from triton_ge_console.sessions.snapshot import (
+    DeviceSnapshot,
+    Endpoints,
+    Latency,
+    ModelSnapshot,
+    ServerSnapshot,
+)
+
+
+def _snapshot(step: int, models: int = 2, devices: int = 2) -> ServerSnapshot:
+    """Figures that move every step; device 1 reports no utilization on odd steps."""
+    wave = 0.5 + 0.5 * math.sin(step / 3)
+    rows = tuple(ModelSnapshot(name=f"m{i}", version="1", state="READY", backend="ge", request_rate=wave * 10,
+                               inference_rate=wave * 20, latency=Latency(p50_ms=1 + wave, p99_ms=3 + wave))
+                 for i in range(models))
+    cards = tuple(DeviceSnapshot(str(d), "cpu-emulated", "910B",
+                                 utilization=None if d == 1 and step % 2 else (wave + d / 4) % 1.0)
+                  for d in range(devices))
+    return ServerSnapshot(1_790_000_000.0 + step, "t", True, True, "2.51.0", 1.0 + step,
+                          Endpoints("http://127.0.0.1:1", "127.0.0.1:2"), rows, cards)
+
+
+def test_history_views_copy_only_the_window_asked_for() -> None:
+    history = SnapshotHistory(capacity=5)
+    for step in range(8):
+        history.append(_snapshot(step))
+    times = [s.taken_at for s in history.snapshots()]
+    assert [s.taken_at for s in history.recent(2)] == times[-2:]
+    assert [s.taken_at for s in history.recent(99)] == times and history.recent(0) == []
+    assert [s.taken_at for s in history.newer_than(times[1])] == times[2:]
+    assert history.newer_than(times[-1]) == []
+
+
+def _rescanned(history: SnapshotHistory, device_ids: list[str], cells: int, most: int) -> dict[str, list]:
+    """The sparkline cells computed from scratch over the history (what the cache must agree with)."""
+    window = history.snapshots()[-cells * most:]
+    size = min(most, max(1, -(-len(window) // cells)))
+    out: dict[str, list] = {}
+    for device_id in device_ids:
+        values = [next((d.utilization for d in s.devices if d.id == device_id), None) for s in window]
+        buckets = [[v for v in values[i:i + size] if v is not None] for i in range(0, len(values), size)]
+        out[device_id] = [sum(b) / len(b) if b else None for b in buckets]
+    return out
+
+
+def test_the_utilization_cache_agrees_with_a_rescan_as_the_history_grows_and_wraps() -> None:
+    for capacity in (7, 50):  # a ring smaller than the sparkline window, and one larger
+        history = SnapshotHistory(capacity=capacity)
+        cache = UtilizationCache(cells=4, max_bucket=3)
+        for step in range(40):
+            history.append(_snapshot(step, devices=2 + step // 20))  # a device appears half-way
+            cache.update(history)
+            ids = ["0", "1", "2", "9"]
+            assert cache.series(ids) == _rescanned(history, ids, 4, 3), (capacity, step)
+
+
+def _look(style: Style | None) -> tuple[object, ...]:
+    """What a style looks like: attributes and colours by value ("yellow" is "color(3)"), no metadata."""
+    if style is None:
+        return ()
+    colors = [(c.type, c.number, c.triplet) if c else None for c in (style.color, style.bgcolor)]
+    return (*colors, style.bold, style.dim, style.italic, style.underline, style.reverse, style.strike)
+
+
+def _cells(segments: list[Segment]) -> list[tuple[str, tuple[object, ...]]]:
+    """Each cell's character and look (Textual's Content adds selection offsets, which do not show)."""
+    return [(char, _look(segment.style)) for segment in segments for char in segment.text]
+
+
+def test_chart_strips_style_every_cell_as_richs_ansi_decoder_does() -> None:
+    plot = Plot()
+    plot.plot([-2.0, -1.0, 0.0], [1.0, 3.0, 2.0], label="p50", marker="braille")
+    plot.title("latency")
+    plot.plotsize(40, 8)
+    ansi = str(plot.build())
+    base = Style(color="#e0e0e0", bgcolor="#1e1e1e")
+    console = Console(width=200)
+    decoded = [Text.from_ansi(line).render(console) for line in ansi.split("\n")]
+    expected = [_cells(list(Segment.apply_style(list(line), base))) for line in decoded]
+    assert [_cells(list(strip)) for strip in ansi_strips(ansi, base)] == expected
+
+
+def _drawn(screen: DashboardScreen) -> tuple[int, int]:
+    charts = [screen.query_one(f"#{name}-chart", SeriesChart) for name in ("latency", "throughput")]
+    return charts[0]._drawn, charts[1]._drawn
+
+
+async def test_a_periodic_chart_redraw_builds_one_chart_per_refresh_from_one_instant() -> None:
+    source = RecordedSource([_snapshot(0)], name="t")
+    app = create_app(source, max_polls=1)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause(0.2)
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        before = _drawn(screen)
+        assert min(before) >= 1  # the selection drew both charts at once
+        steps: list[tuple[int, int]] = []
+        for step in range(1, 2 * int(CHART_EVERY_S) + 3):
+            source.history.append(_snapshot(step))
+            app.connection = next_connection(app.connection, _snapshot(step), app.options)
+            await pilot.pause()
+            now = _drawn(screen)
+            steps.append((now[0] - before[0], now[1] - before[1]))
+            before = now
+        assert all(sum(step) <= 1 for step in steps), steps
+        assert sum(a for a, _ in steps) == sum(b for _, b in steps) == 2
+        latency = screen.query_one("#latency-chart", SeriesChart)._plotted
+        throughput = screen.query_one("#throughput-chart", SeriesChart)._plotted
+        assert latency and throughput and latency[1][0][1] == throughput[1][0][1]  # the same x positions
+
+
+async def test_a_chart_given_the_same_data_again_rebuilds_nothing() -> None:
+    class Charted(App[None]):
+        def compose(self) -> ComposeResult:
+            yield SeriesChart(id="c")
+
+    async with Charted().run_test() as pilot:
+        chart = pilot.app.query_one(SeriesChart)
+        lines = [("p50", [(1.0, 2.0), (2.0, 3.0)])]
+        chart.draw("t", lines, 2.0)
+        drawn = chart._drawn
+        chart.draw("t", lines, 2.0)
+        assert chart._drawn == drawn
+        chart.draw("t", [("p50", [(1.0, 2.0), (2.0, 4.0)])], 2.0)
+        assert chart._drawn == drawn + 1
+
+
+class _Both(App[None]):
+    CSS = "Static, TextLines { height: 3; padding: 0 1; }"
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="static")
+        yield TextLines(id="lines")
+
+
+def _text(width: int) -> Text:
+    text = Text("queue ")
+    text.append("60%", style="yellow")
+    text.append(" ─ " + "x" * width + "\n")
+    text.append("config: ", style="dim")
+    text.append("max_batch 8")
+    return text
+
+
+async def test_text_lines_look_like_a_static_whether_or_not_the_text_fits() -> None:
+    async with _Both().run_test(size=(60, 8)) as pilot:
+        static, lines = pilot.app.query_one(Static), pilot.app.query_one(TextLines)
+        for width in (10, 80):  # fits; too wide (wrapped as a Static wraps it)
+            static.update(_text(width))
+            lines.show(_text(width))
+            await pilot.pause()
+            ours: list[Strip] = [lines.render_line(y) for y in range(3)]
+            theirs = [static.render_line(y) for y in range(3)]
+            assert [s.text.rstrip() for s in ours] == [s.text.rstrip() for s in theirs]
+            assert [_cells(list(s)) for s in ours] == [_cells(list(s)) for s in theirs]
