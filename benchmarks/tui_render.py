@@ -10,10 +10,14 @@ and which other load on a shared machine inflates far less than wall time (the l
 - total: both.
 Snapshots are synthetic but shaped like a live session's (every figure changes every refresh), with a
 15-minute history behind them. The detail charts (textual-plotext) are redrawn every 5 s of snapshots,
-so p50 is a typical refresh and p95/max include chart redraws. "full repaint" (every widget from
-scratch, as after a terminal resize; wall time) is shown for reference.
+spread over three refreshes (their series, then one chart build each), so p50 is a typical refresh and
+p95/max include those. "full repaint" (every widget from scratch, as after a terminal resize; wall
+time) is shown for reference.
 
-    python3 benchmarks/tui_render.py [--refreshes 60] [--models 100] [--devices 8]
+    python3 benchmarks/tui_render.py [--refreshes 60] [--models 100] [--devices 8] [--table]
+
+The JSON (every sample) always goes to results/tui_render.json; --table also writes the printed tables
+to results/tui_render.table.md, as run_all.py keeps them.
 """
 
 from __future__ import annotations
@@ -155,16 +159,19 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=100)
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--history", type=int, default=900, help="snapshots in history (15 min at 1 s)")
+    parser.add_argument("--table", action="store_true", help="also write results/tui_render.table.md")
     args = parser.parse_args()
     scenarios: list[dict[str, Any]] = []
+    sections: list[str] = []
     for title, busy in SCENARIOS:
         times = asyncio.run(measure(args.refreshes, args.models, args.devices, args.history, busy))
         summary = summarize(times)
         load = os.getloadavg()[0]
-        print(f"### {title}\n\nDashboard refresh at {SIZE[0]}x{SIZE[1]}, {args.models} models, "
-              f"{args.devices} devices, {args.history} snapshots of history, {args.refreshes} refreshes "
-              f"(target ≤ {TARGET_MS:g} ms), load average {load:.1f} on {os.cpu_count()} CPUs\n")
-        print_table(summary)
+        caption = (f"Dashboard refresh at {SIZE[0]}x{SIZE[1]}, {args.models} models, {args.devices} devices, "
+                   f"{args.history} snapshots of history, {args.refreshes} refreshes "
+                   f"(target ≤ {TARGET_MS:g} ms), load average {load:.1f} on {os.cpu_count()} CPUs")
+        sections.append(f"#### {title}\n\n{caption}\n\n{table(summary)}")
+        print(f"### {title}\n\n{caption}\n\n{table(summary)}\n")
         scenarios.append({"scenario": title, "busy_fraction": busy, "load_average": load, "summary": summary,
                           "samples": times})
     result: dict[str, Any] = {
@@ -174,17 +181,20 @@ def main() -> None:
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "tui_render.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    if args.table:
+        (RESULTS / "tui_render.table.md").write_text("\n\n".join(sections) + "\n", encoding="utf-8")
 
 
-def print_table(summary: dict[str, dict[str, float]]) -> None:
+def table(summary: dict[str, dict[str, float]]) -> str:
     """One markdown table: p50 / p95 / max per part, and the verdict on the total."""
-    print("| part (UI-thread CPU) | p50 ms | p95 ms | max ms | within target (p95) |")
-    print("|---|---|---|---|---|")
+    rows = ["| part (UI-thread CPU) | p50 ms | p95 ms | max ms | within target (p95) |",
+            "|---|---|---|---|---|"]
     for part, figures in summary.items():
         verdict = ("yes" if figures["p95"] <= TARGET_MS else "no") if part == "total_ms" else ""
         label = "full repaint, wall (reference)" if part == "full_repaint_ms" else part[:-3]
-        print(f"| {label} | {figures['p50']:.2f} | {figures['p95']:.2f} | {figures['max']:.2f} | {verdict} |")
-    print()
+        figures_text = " | ".join(f"{figures[key]:.2f}" for key in ("p50", "p95", "max"))
+        rows.append(f"| {label} | {figures_text} | {verdict} |")
+    return "\n".join(rows)
 
 
 if __name__ == "__main__":
