@@ -71,7 +71,12 @@ def check_config(config: mc.ModelConfig) -> list[Finding]:
         findings.append(
             error("max_batch_size", f"'max_batch_size' must be non-negative value for {config.name}")
         )
-    from triton_ge_console.repository import triton_rules_batching, triton_rules_ensemble
+    from triton_ge_console.repository import (
+        triton_rules_batching,
+        triton_rules_ensemble,
+        triton_rules_state,
+        triton_rules_warmup,
+    )
 
     findings += triton_rules_batching.check_dynamic_batching(config)
     findings += triton_rules_batching.check_sequence_batching(config)
@@ -79,6 +84,8 @@ def check_config(config: mc.ModelConfig) -> list[Finding]:
     findings += check_cache_and_metrics(config)
     findings += check_instance_groups(config)
     findings += check_io(config)
+    findings += triton_rules_warmup.check_warmup(config)  # at load: instances are created, then warmed up
+    findings += triton_rules_state.check_states(config)  # at load: then the sequence batcher is created
     return _unique(findings)
 
 

@@ -3,18 +3,30 @@ report every problem with file, line and field, before any server is started."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from google.protobuf.descriptor import Descriptor
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_ge_console.repository import ge_rules, pbtxt, triton_rules, triton_rules_repository
+from triton_ge_console.repository import (
+    ge_rules,
+    pbtxt,
+    triton_rules,
+    triton_rules_repository,
+    triton_rules_state,
+    triton_rules_warmup,
+)
 from triton_ge_console.repository.triton_rules import ERROR, WARNING, Finding, error, warning
 
 CONFIG_NAME = "config.pbtxt"
 # Fields whose errors Triton reports when loading a model (backend model creation), not when polling it.
-LOAD_TIME_FIELDS = ("input", "output", "batch_input", "batch_output", "instance_group", "parameters")
+LOAD_TIME_FIELDS = (
+    "input", "output", "batch_input", "batch_output", "instance_group", "parameters", "model_warmup",
+    "sequence_batching.state",
+)  # fmt: skip
 NO_CONFIG = (
     f"no {CONFIG_NAME}: Triton can only auto-complete a config for backends that read it from the model "
     "file; GE backends need one"
@@ -189,9 +201,14 @@ def _model_entry(evaluation: _Evaluation, folder: Path) -> triton_rules_reposito
     if evaluation.config is not None and evaluation.report.ok:
         return evaluation.config
     first = evaluation.report.errors[0]
-    at_load = (first.field or "").split("[")[0].split(".")[0] in LOAD_TIME_FIELDS
+    at_load = any(_field_under(first.field or "", parent) for parent in LOAD_TIME_FIELDS)
     versions = version_folders(folder)
     return triton_rules_repository.Unavailable(first.message, at_load, versions[-1].name if versions else "1")
+
+
+def _field_under(field: str, parent: str) -> bool:
+    """Whether a field path is parent or lies below it: input[0].dims is under input, inputs is not."""
+    return field == parent or (field.startswith(parent) and field[len(parent)] in ".[")
 
 
 def _judge(config: mc.ModelConfig, path: str, model_dir: Path | None) -> list[Finding]:
@@ -276,6 +293,8 @@ def _folder_findings(config: mc.ModelConfig, model_dir: Path) -> list[Finding]:
             )
         )
     findings += ge_rules.check_ge_files(config, model_dir, versions)
+    findings += triton_rules_warmup.check_warmup_files(config, model_dir)
+    findings += triton_rules_state.check_state_files(config, model_dir)
     return findings
 
 
@@ -294,6 +313,28 @@ def _policy_versions(config: mc.ModelConfig, versions: list[Path]) -> list[Path]
 
 def _place(finding: Finding, path: str, sites: dict[pbtxt.FieldKey, pbtxt.FieldSite]) -> Problem:
     """A finding with the line and column where its field (or nearest written parent) is."""
-    site = pbtxt.locate(sites, finding.field) if finding.field else None
+    site = pbtxt.locate(sites, written_path(finding.field)) if finding.field else None
     line, column = (site.line, site.column) if site else (None, None)
     return Problem(finding.severity, path, line, column, finding.field or None, finding.message)
+
+
+_PART = re.compile(r"([A-Za-z_]\w*)(\[[^\]]*\])?")
+
+
+def written_path(field: str) -> str:
+    """A field path as the text writes it: a map entry's message fields sit under its `value`, so
+    `model_warmup[0].inputs["IN"].dims` is written `model_warmup[0].inputs["IN"].value.dims`."""
+    descriptor: Descriptor | None = mc.ModelConfig.DESCRIPTOR
+    entry: Descriptor | None = None  # the map entry a quoted index just chose
+    parts: list[str] = []
+    for name, index in _PART.findall(field):
+        if entry is not None:
+            descriptor = entry
+            if name not in ("key", "value"):
+                parts.append("value")
+                descriptor = entry.fields_by_name["value"].message_type
+        known = descriptor.fields_by_name.get(name) if descriptor is not None else None
+        descriptor = known.message_type if known is not None else None
+        entry = descriptor if descriptor is not None and descriptor.GetOptions().map_entry and index else None
+        parts.append(name + index)
+    return ".".join(parts)
