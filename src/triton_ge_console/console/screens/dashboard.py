@@ -59,7 +59,7 @@ class DashboardScreen(Screen[None]):
         self.utilization = UtilizationCache(SPARK_WIDTH, MAX_BUCKET)
         self._summaries: dict[str, tuple[float, str]] = {}
         self._charts_drawn: tuple[str, float] | None = None  # (model, snapshot time) of the last chart draw
-        self._chart_queue: tuple[ModelDetail, list[str]] | None = None  # series computed, charts to draw
+        self._chart_queue: list[str] = []  # charts handed their series but not shown yet
 
     @property
     def console(self) -> GEConsoleApp:
@@ -127,12 +127,12 @@ class DashboardScreen(Screen[None]):
         snapshot = self.console.connection.last_good
         model = snapshot.model(model_name) if snapshot and model_name else None
         if model is None or snapshot is None:
-            self._chart_queue = None
+            self._chart_queue = []
             pane.show(None)
             return
         drawn = self._charts_drawn
         if drawn is None or drawn[0] != model.name:  # a new selection: both charts at once
-            self._chart_queue = None
+            self._chart_queue = []
             self._charts_drawn = (model.name, snapshot.taken_at)
             pane.show(self._detail(model, True))
             return
@@ -142,22 +142,18 @@ class DashboardScreen(Screen[None]):
     def _advance_charts(self, model: ModelSnapshot, taken_at: float, due: bool) -> None:
         """Spread a periodic redraw: series on one refresh, then one plotext build (most of a frame) each."""
         pane = self.query_one(DetailPane)
-        queue = self._chart_queue
-        queue = queue if queue is not None and queue[0].model.name == model.name else None
         if due:
-            if queue is not None:  # refreshes came slower than the spread: finish it now
-                pane.draw_charts(*queue)
-            detail = self._detail(model, True)
             self._charts_drawn = (model.name, taken_at)
-            self._chart_queue = (detail, list(CHARTS))
-            if self.console.options.interval_s * len(CHARTS) >= CHART_EVERY_S:
-                pane.draw_charts(detail)
-                self._chart_queue = None
-        elif queue is not None:
-            pane.draw_charts(queue[0], queue[1][:1])
-            del queue[1][0]
-            if not queue[1]:
-                self._chart_queue = None
+            pane.stage_charts(self._detail(model, True))
+            slow = self.console.options.interval_s * len(CHARTS) >= CHART_EVERY_S
+            if slow or self._chart_queue:  # polls too far apart for the spread (or it did not finish)
+                pane.reveal_charts()
+                self._chart_queue = []
+            else:
+                self._chart_queue = list(CHARTS)
+        elif self._chart_queue:
+            pane.reveal_charts(self._chart_queue[:1])
+            del self._chart_queue[0]
 
     def _detail(self, model: ModelSnapshot, with_series: bool) -> ModelDetail:
         """Facts for one model, and its chart series when the charts are due."""

@@ -92,11 +92,17 @@ class SeriesChart(PlotextPlot):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._plotted: tuple[str, Lines] | None = None
-        self._drawn = 0  # bumped by every draw that changed the data
+        self._staged = False  # plotext holds data not shown yet
+        self._drawn = 0  # bumped by every reveal of new data
         self._strips: tuple[object, list[Strip]] | None = None  # (what they were built for, the lines)
 
     def draw(self, title: str, lines: Sequence[tuple[str, Series]], now: float) -> None:
-        """Replace the plotted data; the same data again redraws nothing."""
+        """Replace the plotted data and show it; the same data again redraws nothing."""
+        self.stage(title, lines, now)
+        self.reveal()
+
+    def stage(self, title: str, lines: Sequence[tuple[str, Series]], now: float) -> None:
+        """Hand plotext new data without showing it yet: the build, which costs most, waits for reveal()."""
         points = [(label, *_points(series, now)) for label, series in lines]
         plotted = (title, tuple((label, tuple(xs), tuple(ys)) for label, xs, ys in points))
         if plotted == self._plotted:
@@ -110,8 +116,14 @@ class SeriesChart(PlotextPlot):
         for label, xs, ys in plotted[1]:
             if xs:
                 plt.plot(list(xs), list(ys), label=label, marker="braille")
-        self._drawn += 1
-        self.refresh()
+        self._staged = True
+
+    def reveal(self) -> None:
+        """Show the staged data (built on the next render); nothing when none is staged."""
+        if self._staged:
+            self._staged = False
+            self._drawn += 1
+            self.refresh()
 
     def render_line(self, y: int) -> Strip:
         """One line of the chart as built by plotext for the current data, size, theme and style."""
@@ -159,13 +171,23 @@ class DetailPane(Vertical):
 
     def draw_charts(self, detail: ModelDetail, charts: Sequence[str] = CHARTS) -> None:
         """Redraw the named charts from the detail's series."""
+        self.stage_charts(detail, charts)
+        self.reveal_charts(charts)
+
+    def stage_charts(self, detail: ModelDetail, charts: Sequence[str] = CHARTS) -> None:
+        """Hand the named charts the detail's series; reveal_charts shows them."""
         now = max((t for t, _ in detail.p50), default=0.0)
         if "latency" in charts:
-            self.query_one("#latency-chart", SeriesChart).draw(
+            self.query_one("#latency-chart", SeriesChart).stage(
                 "latency ms (p50 / p99)", [("p50", detail.p50), ("p99", detail.p99)], now)
         if "throughput" in charts:
-            self.query_one("#throughput-chart", SeriesChart).draw(
+            self.query_one("#throughput-chart", SeriesChart).stage(
                 "throughput /s", [("inf/s", detail.inferences), ("req/s", detail.requests)], now)
+
+    def reveal_charts(self, charts: Sequence[str] = CHARTS) -> None:
+        """Show what the named charts were last handed."""
+        for name in charts:
+            self.query_one(f"#{name}-chart", SeriesChart).reveal()
 
     @staticmethod
     def _info(detail: ModelDetail) -> Text:
