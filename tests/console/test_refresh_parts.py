@@ -175,3 +175,14 @@ async def test_text_lines_look_like_a_static_whether_or_not_the_text_fits() -> N
             theirs = [static.render_line(y) for y in range(3)]
             assert [s.text.rstrip() for s in ours] == [s.text.rstrip() for s in theirs]
             assert [_cells(list(s)) for s in ours] == [_cells(list(s)) for s in theirs]
+
+
+async def test_device_lines_follow_a_resize_without_waiting_for_the_next_poll() -> None:
+    app = create_app(RecordedSource([_snapshot(0)], name="t"), max_polls=1)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause(0.2)
+        panel = app.screen.query_one("#devices")
+        assert " util " in panel.render_line(0).text
+        await pilot.resize_terminal(100, 30)
+        await pilot.pause(0.2)
+        assert " util " not in panel.render_line(0).text and panel.render_line(0).text.startswith("NPU0")

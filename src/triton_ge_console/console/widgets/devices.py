@@ -8,6 +8,7 @@ from typing import Any
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.geometry import Region, Size
 from textual.reactive import reactive
 from textual.strip import Strip
@@ -92,6 +93,10 @@ class DevicesPanel(Widget):
         relayout = len(rows) != len(self._rows)
         self._rows = rows
         self.refresh(layout=relayout)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Short or full lines follow the terminal's width at once, not at the next poll."""
+        self.watch_frame(self.frame)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         """One line per device (or the note)."""
