@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -51,24 +51,15 @@ class ModelSeriesCache:
             last = float("-inf")
         self.points.extend(figures_of(s, model) for s in history.newer_than(last))
 
-    def series(self, figure: Callable[[Figures], float | None]) -> list[Point]:
-        """(taken_at, value) for one figure."""
-        return [(p.taken_at, figure(p)) for p in self.points]
-
     def thinned(self, figure: str, max_points: int, peak: bool = False) -> list[Point]:
         """One figure (a Figures field) thinned for a chart, without building its full series first."""
         times = [p.taken_at for p in self.points]
         return thin_values(times, list(map(attrgetter(figure), self.points)), max_points, peak)
 
 
-def thin(points: Sequence[Point], max_points: int, peak: bool = False) -> list[Point]:
-    """At most max_points points: consecutive buckets averaged (or their peak, for tail latency)."""
-    return thin_values([t for t, _ in points], [v for _, v in points], max_points, peak)
-
-
 def thin_values(times: Sequence[float], values: Sequence[float | None], max_points: int,
                 peak: bool = False) -> list[Point]:
-    """thin() over parallel lists: each bucket's last time with its average (or peak) known value."""
+    """At most max_points points: each bucket's last time with its average (or peak, for tail latency)."""
     if len(times) <= max_points:
         return list(zip(times, values, strict=True))
     size = -(-len(times) // max_points)

@@ -29,13 +29,6 @@ class SnapshotHistory:
         with self._lock:
             return tuple(self._ring)
 
-    def recent(self, count: int) -> list[ServerSnapshot]:
-        """The newest `count` snapshots, oldest first: views of a short window need not copy the ring."""
-        with self._lock:
-            newest_first = list(itertools.islice(reversed(self._ring), max(0, count)))
-        newest_first.reverse()
-        return newest_first
-
     def newer_than(self, taken_at: float) -> list[ServerSnapshot]:
         """Snapshots taken after `taken_at`, oldest first: a view catching up reads only what is new."""
         with self._lock:

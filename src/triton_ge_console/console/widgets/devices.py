@@ -64,11 +64,6 @@ def device_rows(snapshot: ServerSnapshot, series: dict[str, list[float | None]],
     return [device_pieces(d, series.get(d.id, []), narrow) for d in snapshot.devices]
 
 
-def devices_text(snapshot: ServerSnapshot, series: dict[str, list[float | None]], width: int = 160) -> Text:
-    """All devices, one per line; a note when the server reports none."""
-    return Text("\n").join(Text.assemble(*row) for row in device_rows(snapshot, series, width))
-
-
 class DevicesPanel(Widget):
     """The devices box; fed a snapshot plus each device's recent utilization, drawn line by line."""
 
