@@ -119,6 +119,7 @@ def test_missing_figures_format_as_a_dash() -> None:
     assert shown == ["—", "2", "2.35", "—", "63%"]
     assert gib(None, None) == "—" and gib(None, 2 * 1024**3) == "—/2.0 GiB"
     assert duration(3725.9) == "01:02:05" and duration(None) == "—"
+    assert duration(90061) == "1d 01:01:01"  # as the console shows a long uptime (display.py)
 
 
 def test_snapshot_round_trip_recording_drives_the_poller(tmp_path: Path) -> None:

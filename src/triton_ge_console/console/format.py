@@ -1,4 +1,4 @@
-"""Turning snapshot figures into short cells: one place decides how a missing figure (`—`) looks."""
+"""Turning snapshot figures into short terminal cells (the shared rules are in `display`)."""
 
 from __future__ import annotations
 
@@ -7,40 +7,22 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-MISSING = "—"
+from triton_ge_console.display import GIB as GIB
+from triton_ge_console.display import MISSING as MISSING
+from triton_ge_console.display import duration as duration
+from triton_ge_console.display import number as number
+
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
-GIB = 1024**3
-
-
-def number(value: float | int | None, digits: int = 1) -> str:
-    """A figure with fixed decimals, or the missing mark."""
-    if value is None:
-        return MISSING
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:.{digits}f}"
 
 
 def percent(fraction: float | None) -> str:
-    """A 0..1 fraction as a whole percentage."""
+    """A 0..1 fraction as a whole percentage, padded so columns line up."""
     return MISSING if fraction is None else f"{fraction * 100:3.0f}%"
 
 
 def gib(value: int | None) -> str:
     """Bytes as GiB with one decimal."""
     return MISSING if value is None else f"{value / GIB:.1f}"
-
-
-def duration(seconds: float | None) -> str:
-    """Seconds as HH:MM:SS (days prefixed when over a day)."""
-    if seconds is None:
-        return MISSING
-    whole = int(seconds)
-    days, rest = divmod(whole, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{days}d {clock}" if days else clock
 
 
 def sparkline(values: Sequence[float | None], width: int, top: float | None = None) -> str:

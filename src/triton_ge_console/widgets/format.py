@@ -1,20 +1,13 @@
-"""Number formatting shared by the widgets: a missing figure shows as an em dash, never raises."""
+"""Number formatting for the notebook widgets (the shared rules are in `display`); never raises."""
 
 from __future__ import annotations
 
 import math
 
-MISSING = "—"
-GIB = 1024**3
-
-
-def number(value: float | int | None, digits: int = 1) -> str:
-    """A figure with fixed decimals, or the missing mark."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return MISSING
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:.{digits}f}"
+from triton_ge_console.display import GIB as GIB
+from triton_ge_console.display import MISSING as MISSING
+from triton_ge_console.display import duration as duration
+from triton_ge_console.display import number as number
 
 
 def percent(ratio: float | None) -> str:
@@ -29,14 +22,6 @@ def gib(used: int | None, total: int | None) -> str:
     used_gib = None if used is None else used / GIB
     total_gib = None if total is None else total / GIB
     return f"{number(used_gib)}/{number(total_gib)} GiB"
-
-
-def duration(seconds: float | None) -> str:
-    """An uptime as HH:MM:SS."""
-    if seconds is None:
-        return MISSING
-    whole = int(seconds)
-    return f"{whole // 3600:02d}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
 
 
 def as_float(value: float | int | None) -> float:

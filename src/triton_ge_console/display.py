@@ -1,0 +1,32 @@
+"""How snapshot figures read as text, shared by the Textual console and the notebook widgets (UI-free).
+
+One place decides what a missing figure looks like (`—`, also for NaN) and how an uptime reads.
+"""
+
+from __future__ import annotations
+
+import math
+
+MISSING = "—"
+GIB = 1024**3
+
+
+def number(value: float | int | None, digits: int = 1) -> str:
+    """A figure with fixed decimals, or the missing mark (None or NaN)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.{digits}f}"
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds as HH:MM:SS (days prefixed when over a day)."""
+    if seconds is None:
+        return MISSING
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}d {clock}" if days else clock
