@@ -164,6 +164,7 @@ ENSEMBLES = {
     "e_missing": _ensemble("not_in_repo"),
     "e_invalid_step": _ensemble("negative_batch"),
     "e_failed_step": _ensemble("bad_dims"),
+    "e_failed_warmup": _ensemble("warmup_type"),
     "e_batch": _ensemble("good", max_batch_size=8),
     "e_no_input": _ensemble("good", in_key="NOPE"),
     "e_no_output": _ensemble("good", out_key="NOPE"),
