@@ -7,8 +7,11 @@ the new one READY, so a failed reload is retried next time while the old model k
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
 import json
 import os
+import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -22,6 +25,7 @@ from triton_ge_console.sessions.registry import Registry, SessionRecord
 from triton_ge_console.sessions.source import CommandResult
 
 LOADED_DIGESTS = "loaded-digests.json"
+_DIGESTS_LOCK = threading.Lock()  # threads of one process; flock covers other processes
 _IGNORED_PARTS = ("__pycache__",)
 Report = Callable[[str], None]
 
@@ -67,27 +71,39 @@ def record_loaded_digests(
     record: SessionRecord, models: Iterable[str] | None = None, forget: Iterable[str] = ()
 ) -> None:
     """Note the current folder digest of models just loaded (default: all the session's models)."""
-    path = _digests_path(record)
-    if path is None or record.repository is None:
+    if record.repository is None:
         return
-    digests = read_loaded_digests(record)
-    for model in record.models if models is None else models:
-        digest = model_digest(record.repository / model)
-        if digest is not None:
-            digests[model] = digest
-    for model in forget:
-        digests.pop(model, None)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(digests, indent=2, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
+    digests = {model: model_digest(record.repository / model)
+               for model in (record.models if models is None else models)}
+    store_digests(record, digests, forget)
+
+
+def store_digests(record: SessionRecord, digests: dict[str, str | None], forget: Iterable[str] = ()) -> None:
+    """Merge digests (None: unknown) into the session's file, locked: console workers and the CLI may race."""
+    path = _digests_path(record)
+    if path is None:
+        return
+    with _DIGESTS_LOCK, open(path.with_name(f".{path.name}.lock"), "a") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        merged = read_loaded_digests(record)
+        merged.update({model: digest for model, digest in digests.items() if digest is not None})
+        for model in forget:
+            merged.pop(model, None)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(merged, out, indent=2, sort_keys=True)
+        os.replace(tmp, path)
 
 
 class SessionControl(TritonControl):
-    """A session's TritonControl that keeps `loaded-digests.json` true after single-model commands.
+    """A session's TritonControl that keeps `loaded-digests.json` true after a single load or reload.
 
     Without it, a model reloaded by `r` or `ge-console reload MODEL` would still look changed, and the
-    next `reload --changed` would reload it again. A load or reload with a config override is not
-    recorded: Triton then runs something other than the folder, so the folder still counts as changed.
+    next `reload --changed` would reload it again. Only the session's own models are recorded (a model
+    loaded from outside its list stays outside `reload --changed`), the digest is taken before the
+    command (an edit saved meanwhile still counts as changed), and a command with a config override is
+    not recorded: Triton then runs something other than the folder. Unload leaves the digests alone, so
+    `reload --changed` does not bring back a model the operator unloaded.
     """
 
     def __init__(self, record: SessionRecord, *args: Any, **kwargs: Any) -> None:
@@ -96,23 +112,29 @@ class SessionControl(TritonControl):
 
     def load(self, model: str, config: str | None = None) -> CommandResult:
         """Load, and remember the folder as loaded."""
-        return self._remember(super().load(model, config), config)
+        digest = self._digest_before(model, config)
+        return self._remember(super().load(model, config), digest)
 
     def reload(self, model: str, config: str | None = None) -> CommandResult:
         """Reload, and remember the folder as loaded."""
-        return self._remember(super().reload(model, config), config)
+        digest = self._digest_before(model, config)
+        return self._remember(super().reload(model, config), digest)
 
-    def unload(self, model: str) -> CommandResult:
-        """Unload, and forget the model's digest."""
-        result = super().unload(model)
-        if result.ok:
-            record_loaded_digests(self.record, [], forget=[model])
-        return result
+    def _digest_before(self, model: str, config: str | None) -> str | None:
+        """The folder's digest now, when this command's outcome should be recorded."""
+        if config is not None or model not in self.record.models or self.record.repository is None:
+            return None
+        return model_digest(self.record.repository / model)
 
-    def _remember(self, result: CommandResult, config: str | None) -> CommandResult:
-        """Record the model's folder digest when Triton took the folder as it is."""
-        if result.ok and config is None:
-            record_loaded_digests(self.record, [result.target])
+    def _remember(self, result: CommandResult, digest: str | None) -> CommandResult:
+        """Record the digest after success; a failed write is said, never hides Triton's answer."""
+        if not result.ok or digest is None:
+            return result
+        try:
+            store_digests(self.record, {result.target: digest})
+        except OSError as exc:
+            note = f" (not recorded for reload --changed: {exc})"
+            return dataclasses.replace(result, message=result.message + note)
         return result
 
 
@@ -143,19 +165,22 @@ def reload_changed(
 ) -> list[CommandResult]:
     """Load added, reload updated and unload removed models; remember what Triton now serves."""
     changes = changes if changes is not None else find_changes(record)
+    repository = record.repository
+    if repository is None:
+        raise ControlError(f"session '{record.name}' has no repository on this machine")
+    # digests taken before the commands (an edit saved meanwhile stays "changed"); the plain
+    # TritonControl commands, so a SessionControl does not hash the folders a second time
+    digests = {m: model_digest(repository / m) for m in (*changes.updated, *changes.added)}
     results: list[CommandResult] = []
     for model in changes.updated:
-        results.append(control.reload(model))
+        results.append(TritonControl.reload(control, model))
     for model in changes.added:
-        results.append(control.load(model))
+        results.append(TritonControl.load(control, model))
     for model in changes.removed:
-        results.append(control.unload(model))
+        results.append(TritonControl.unload(control, model))
     done = {r.target for r in results if r.ok}
-    record_loaded_digests(
-        record,
-        [m for m in (*changes.updated, *changes.added) if m in done],
-        forget=[m for m in changes.removed if m in done],
-    )
+    store_digests(record, {m: d for m, d in digests.items() if m in done},
+                  forget=[m for m in changes.removed if m in done])
     models = tuple(m for m in (*record.models, *changes.added) if not (m in changes.removed and m in done))
     if registry is not None and models != record.models:
         registry.save(record.replace(models=tuple(dict.fromkeys(models))))
