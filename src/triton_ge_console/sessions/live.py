@@ -61,7 +61,6 @@ class LiveSource:
 
         npu-smi is only asked about servers on this machine; the trace file is the session's own.
         """
-        from triton_ge_console.sessions.lifecycle import controller_for
         from triton_ge_console.sessions.registry import resolve_token
 
         local = not record.attached
@@ -73,7 +72,7 @@ class LiveSource:
             Endpoints(record.http_url, record.grpc_url, record.metrics_url),
             log_path=record.log_path,
             started_at=record.started_at if local else None,
-            controller=controller_for(record),
+            controller=_session_controller(record),
             token=resolve_token(record.token_ref),
             token_header=record.token_header,
             trace_file=trace_file,
@@ -108,7 +107,7 @@ class LiveSource:
 
     @property
     def controller(self) -> Controller:
-        """TritonControl for this server, created on first use."""
+        """The session's controller (from a record), else a TritonControl made on first use."""
         if self._controller is None:
             from triton_ge_console.sessions.control import TritonControl
 
@@ -126,3 +125,13 @@ class LiveSource:
     def close(self) -> None:
         """Stop polling and release connections; the server keeps running."""
         self.poller.close()
+
+
+def _session_controller(record: SessionRecord) -> Controller | None:
+    """The record's SessionControl; None when its URL is unusable, so the error comes on use."""
+    from triton_ge_console.sessions.lifecycle import controller_for
+
+    try:
+        return controller_for(record)
+    except ValueError:
+        return None
