@@ -244,6 +244,7 @@ def data_file_findings(
     if size >= needed:
         return []
     prefix, stop = (REQUEST, "") if setting == "warmup setting" else ("", ".")
+    # "{file_name}only has" (no space) is Triton 2.51's wording, reproduced on purpose: do not add one.
     return [
         error(
             where,
