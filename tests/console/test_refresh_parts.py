@@ -9,6 +9,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.css.query import NoMatches
 from textual.strip import Strip
 from textual.widgets import Static
 from textual_plotext.plot import Plot
@@ -27,6 +28,8 @@ from triton_ge_console.sessions.snapshot import (
     ModelSnapshot,
     ServerSnapshot,
 )
+
+from .waiting import until
 
 
 def _snapshot(step: int, models: int = 2, devices: int = 2) -> ServerSnapshot:
@@ -109,7 +112,8 @@ async def test_a_periodic_chart_redraw_builds_one_chart_per_refresh_from_one_ins
     source = RecordedSource([_snapshot(0)], name="t")
     app = create_app(source, max_polls=1)
     async with app.run_test(size=(160, 45)) as pilot:
-        await pilot.pause(0.2)
+        await until(pilot, lambda: isinstance(app.screen, DashboardScreen) and min(_drawn(app.screen)) >= 1,
+                    what="the dashboard's first charts")
         screen = app.screen
         assert isinstance(screen, DashboardScreen)
         before = _drawn(screen)
@@ -175,12 +179,49 @@ async def test_text_lines_look_like_a_static_whether_or_not_the_text_fits() -> N
             assert [_cells(list(s)) for s in ours] == [_cells(list(s)) for s in theirs]
 
 
+def _first_device_line(app: App[None]) -> str:
+    """The device panel's first line as drawn now ("" before the panel is mounted)."""
+    try:
+        return app.screen.query_one("#devices").render_line(0).text
+    except NoMatches:
+        return ""
+
+
+async def test_text_lines_repaint_a_change_of_the_whole_texts_style() -> None:
+    """Rich's Text.__eq__ ignores Text.style: a text that only changed its style is still drawn anew."""
+
+    def styled(style: str) -> Text:
+        text = Text("queue ", style=style)
+        text.append("60%", style="yellow")
+        return text
+
+    def look_of_q(lines: TextLines) -> Style | None:
+        return next(segment.style for segment in lines.render_line(0) if "q" in segment.text)
+
+    assert styled("bold") == styled("italic")
+    async with _Both().run_test(size=(60, 8)) as pilot:
+        lines = pilot.app.query_one(TextLines)
+        lines.show(styled("bold"))
+        await pilot.pause()
+        bold = look_of_q(lines)
+        assert bold is not None and bold.bold and not bold.italic
+        lines.show(styled("italic"))
+        await pilot.pause()
+        italic = look_of_q(lines)
+        assert italic is not None and italic.italic and not italic.bold
+
+
+def _narrow(line: str) -> bool:
+    """A device line as drawn in a narrow terminal: the NPU first, no utilization column."""
+    return " util " not in line and line.startswith("NPU0")
+
+
 async def test_device_lines_follow_a_resize_without_waiting_for_the_next_poll() -> None:
     app = create_app(RecordedSource([_snapshot(0)], name="t"), max_polls=1)
     async with app.run_test(size=(160, 45)) as pilot:
-        await pilot.pause(0.2)
+        await until(pilot, lambda: " util " in _first_device_line(app), what="the wide device lines")
         panel = app.screen.query_one("#devices")
         assert " util " in panel.render_line(0).text
         await pilot.resize_terminal(100, 30)
-        await pilot.pause(0.2)
+        await until(pilot, lambda: _narrow(_first_device_line(app)), what="the narrow device lines")
         assert " util " not in panel.render_line(0).text and panel.render_line(0).text.startswith("NPU0")

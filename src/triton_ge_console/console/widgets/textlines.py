@@ -12,6 +12,11 @@ from textual.visual import Visual, visualize
 from textual.widgets import Static
 
 
+def _look(text: Text) -> tuple[object, ...]:
+    """What a Text shows: its characters, its spans and its own style."""
+    return text.plain, text.spans, text.style
+
+
 class TextLines(Static):
     """Lines that fit are strips built straight from the Text; wider text wraps as a Static would."""
 
@@ -22,7 +27,8 @@ class TextLines(Static):
 
     def show(self, text: Text) -> None:
         """Show this text (no re-layout: the box keeps its size); the same text again repaints nothing."""
-        if self._text is not None and text == self._text:
+        # Text.__eq__ compares plain text and spans only: a change of the whole text's style must repaint.
+        if self._text is not None and _look(text) == _look(self._text):
             return
         self._text = text
         self._strips = None
