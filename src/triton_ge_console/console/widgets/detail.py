@@ -166,7 +166,10 @@ class DetailPane(Vertical):
         self.draw_charts(detail, charts)
 
     def chart_width(self) -> int:
-        """Columns of the narrower chart (0 before layout): more points per line than that cannot show."""
+        """Columns of the narrower chart (0 before layout), the points per line the charts are thinned to.
+
+        A braille plot has 2 x-positions per column, so up to twice as many points could still show:
+        one per column is a choice (fewer points to build), not the most a chart can draw."""
         return min(chart.size.width for chart in self.query(SeriesChart))
 
     def draw_charts(self, detail: ModelDetail, charts: Sequence[str] = CHARTS) -> None:
