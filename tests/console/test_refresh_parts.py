@@ -179,6 +179,16 @@ async def test_text_lines_look_like_a_static_whether_or_not_the_text_fits() -> N
             assert [_cells(list(s)) for s in ours] == [_cells(list(s)) for s in theirs]
 
 
+async def test_text_lines_draw_a_text_without_spans_in_its_own_style_as_a_static_does() -> None:
+    """The detail pane's dim hint is one Text with a style and no spans."""
+    async with _Both().run_test(size=(60, 8)) as pilot:
+        static, lines = pilot.app.query_one(Static), pilot.app.query_one(TextLines)
+        static.update(Text("select a model in the table", style="dim"))
+        lines.show(Text("select a model in the table", style="dim"))
+        await pilot.pause()
+        assert _cells(list(lines.render_line(0))) == _cells(list(static.render_line(0)))
+
+
 def _first_device_line(app: App[None]) -> str:
     """The device panel's first line as drawn now ("" before the panel is mounted)."""
     try:

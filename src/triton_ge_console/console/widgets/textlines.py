@@ -51,4 +51,11 @@ class TextLines(Static):
         if any(line.cell_len > width for line in lines):
             return Visual.to_strips(self, visualize(self, text), width, height, self.visual_style)
         console = self.app.console
-        return [Strip(Segment.apply_style(line.render(console), base)) for line in lines]
+        # Text.render leaves out the Text's own style when it has no spans: apply it under the spans
+        return [Strip(Segment.apply_style(line.render(console), base + _own_style(console, line)))
+                for line in lines]
+
+
+def _own_style(console: Any, text: Text) -> Style:
+    """The style of the Text as a whole (a name or a Style), as a Static would draw it."""
+    return console.get_style(text.style, default=Style.null()) if text.style else Style.null()
