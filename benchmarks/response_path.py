@@ -102,16 +102,18 @@ def one_round(server: Server, model: str, seq: int, concurrency: int) -> dict[st
     return {"rps": row.throughput_rps, **figures}
 
 
-def measure(servers: dict[str, Server], seq: int, rounds: int, concurrency: int) -> dict[str, Any]:
-    """Per model and arm, the median of the rounds' figures; arms alternate within each round."""
+def measure(servers: dict[str, Server], seq: int, rounds: int,
+            concurrency: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per model and arm, the median of the rounds' figures, and every round's; arms alternate."""
     samples: dict[str, dict[str, list[dict[str, float]]]] = {m: {a: [] for a in ARMS} for m in (MODEL, FLOOR)}
     for round_index in range(rounds):
         for model in (MODEL, FLOOR):
             for arm in ARMS if round_index % 2 == 0 else reversed(ARMS):
                 samples[model][arm].append(one_round(servers[arm], model, seq, concurrency))
         note(f"seq {seq}: round {round_index + 1}/{rounds} done")
-    return {model: {arm: {key: statistics.median(s[key] for s in runs) for key in runs[0]}
-                    for arm, runs in arms.items()} for model, arms in samples.items()}
+    medians = {model: {arm: {key: statistics.median(s[key] for s in runs) for key in runs[0]}
+                       for arm, runs in arms.items()} for model, arms in samples.items()}
+    return medians, samples
 
 
 def print_table(seq: int, figures: dict[str, Any], concurrency: int) -> None:
@@ -152,13 +154,14 @@ def main() -> int:
     try:
         servers["tuned"] = start(root / "tuned", dist)
         servers["default"] = start(root / "default", GlibcDefaults(**vars(dist)))
-        by_seq = {seq: measure(servers, seq, args.rounds, args.concurrency) for seq in args.seqs}
+        measured = {seq: measure(servers, seq, args.rounds, args.concurrency) for seq in args.seqs}
     finally:
         for server in servers.values():
             server.process.stop()
-    for seq, figures in by_seq.items():
+    for seq, (figures, _) in measured.items():
         print_table(seq, figures, args.concurrency)
-    result = {"by_seq": {str(seq): figures for seq, figures in by_seq.items()},
+    result = {"by_seq": {str(seq): figures for seq, (figures, _) in measured.items()},
+              "rounds_by_seq": {str(seq): rounds for seq, (_, rounds) in measured.items()},
               "allocator_env": ALLOCATOR_ENV, "concurrency": args.concurrency, "rounds": args.rounds}
     write_json(args.json, result)
     return 0

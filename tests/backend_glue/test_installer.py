@@ -121,3 +121,5 @@ def test_server_environment_puts_this_python_first_and_keeps_the_operators_alloc
     assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
     assert env["MALLOC_MMAP_THRESHOLD_"] == str(32 << 20)  # response buffers come from the heap
     assert env["MALLOC_TRIM_THRESHOLD_"] == "1234"  # what the operator set wins
+    plain = triton_dist.environment({"PATH": "/usr/bin", "GE_CONSOLE_ALLOCATOR": "glibc"})
+    assert "MALLOC_MMAP_THRESHOLD_" not in plain and "MALLOC_TRIM_THRESHOLD_" not in plain
