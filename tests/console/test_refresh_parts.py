@@ -29,6 +29,7 @@ from triton_ge_console.sessions.snapshot import (
     ServerSnapshot,
 )
 
+from .conftest import recorded_app
 from .waiting import until
 
 
@@ -235,3 +236,11 @@ async def test_device_lines_follow_a_resize_without_waiting_for_the_next_poll() 
         await pilot.resize_terminal(100, 30)
         await until(pilot, lambda: _narrow(_first_device_line(app)), what="the narrow device lines")
         assert " util " not in panel.render_line(0).text and panel.render_line(0).text.startswith("NPU0")
+
+
+async def test_an_80_column_terminal_still_shows_each_devices_health() -> None:
+    """Narrow lines put health before temperature and power: the crop at 80 columns cuts those."""
+    app = recorded_app("healthy")  # a recorded session whose devices report health OK
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: _narrow(_first_device_line(app)), what="the narrow device lines")
+        assert _first_device_line(app).rstrip().endswith("GiB  OK")

@@ -35,7 +35,9 @@ def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | N
     temp = fmt.MISSING if device.temperature_c is None else f"{device.temperature_c:.0f}°C"
     power = fmt.MISSING if device.power_w is None else f"{device.power_w:.0f} W"
     health = device.health or fmt.MISSING
-    return (
+    health_piece = (health, "green" if health == "OK" else ("yellow" if health != fmt.MISSING else "dim"))
+    memory = f" {fmt.gib(device.memory_used_bytes):>5}/{fmt.gib(device.memory_total_bytes):<5} GiB  "
+    head = (
         (f"NPU{device.id:<3}", "bold"),
         (f" {name:<6} ", ""),
         (f"{device.kind:<13}", "cyan" if device.kind == "npu" else "magenta"),
@@ -43,10 +45,10 @@ def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | N
         (fmt.sparkline(utilization_series, spark_width, top=1.0), "green"),
         (f" {fmt.percent(device.utilization):>4}  " + ("" if narrow else "HBM "), ""),
         (fmt.bar(device.memory_used_bytes, device.memory_total_bytes, bar_width), "blue"),
-        (f" {fmt.gib(device.memory_used_bytes):>5}/{fmt.gib(device.memory_total_bytes):<5} GiB  "
-         + (f"{temp:>5} {power:>5}  " if narrow else f"{temp:>5}  {power:>6}  "), ""),
-        (health, "green" if health == "OK" else ("yellow" if health != fmt.MISSING else "dim")),
     )
+    if narrow:  # health before temperature and power, so an 80-column crop cuts the least telling
+        return (*head, (memory, ""), health_piece, (f"  {temp:>5} {power:>5}", ""))
+    return (*head, (memory + f"{temp:>5}  {power:>6}  ", ""), health_piece)
 
 
 def device_line(device: DeviceSnapshot, utilization_series: Sequence[float | None],
