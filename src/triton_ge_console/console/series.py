@@ -44,8 +44,7 @@ class ModelSeriesCache:
     def update(self, model: str, history: SnapshotHistory) -> None:
         """Catch up with the history (rebuilt from scratch when the model or the history changes)."""
         last = self.points[-1].taken_at if self.points else float("-inf")
-        newest = history.latest
-        if model != self.model or history is not self._history or (newest and newest.taken_at < last):
+        if model != self.model or is_new_history(self._history, history, last):
             self.model, self._history = model, history
             self.points.clear()
             last = float("-inf")
@@ -63,12 +62,23 @@ def thin_values(times: Sequence[float], values: Sequence[float | None], max_poin
     if len(times) <= max_points:
         return list(zip(times, values, strict=True))
     size = -(-len(times) // max_points)
-    thinned: list[Point] = []
-    for start in range(0, len(times), size):
+    last_times = [times[min(start + size, len(times)) - 1] for start in range(0, len(times), size)]
+    return list(zip(last_times, bucketed(values, size, peak), strict=True))
+
+
+def bucketed(values: Sequence[float | None], size: int, peak: bool = False) -> list[float | None]:
+    """Consecutive buckets of `size` values, each its average (or peak) of the known ones, else None."""
+    cells: list[float | None] = []
+    for start in range(0, len(values), size):
         known = [v for v in values[start:start + size] if v is not None]
-        value = (max(known) if peak else sum(known) / len(known)) if known else None
-        thinned.append((times[min(start + size, len(times)) - 1], value))
-    return thinned
+        cells.append((max(known) if peak else sum(known) / len(known)) if known else None)
+    return cells
+
+
+def is_new_history(cached: SnapshotHistory | None, history: SnapshotHistory, last: float) -> bool:
+    """Whether a cache must start over: another history, or one whose newest is older than what it has."""
+    newest = history.latest
+    return history is not cached or (newest is not None and newest.taken_at < last)
 
 
 class UtilizationCache:
@@ -83,8 +93,7 @@ class UtilizationCache:
     def update(self, history: SnapshotHistory) -> None:
         """Read the snapshots added since the last call (all of the window when the history changed)."""
         last = self.times[-1] if self.times else float("-inf")
-        newest = history.latest
-        if history is not self._history or (newest is not None and newest.taken_at < last):
+        if is_new_history(self._history, history, last):
             self._history = history
             self.times.clear()
             self.columns.clear()
@@ -109,12 +118,5 @@ class UtilizationCache:
         """Each device's utilization averaged into at most `cells` cells, aligned to the oldest reading."""
         count = len(self.times)
         size = min(self.max_bucket, max(1, -(-count // self.cells)))
-        series: dict[str, list[float | None]] = {}
-        for device_id in device_ids:
-            values = list(self.columns.get(device_id, ())) or [None] * count
-            cells: list[float | None] = []
-            for start in range(0, count, size):
-                known = [v for v in values[start:start + size] if v is not None]
-                cells.append(sum(known) / len(known) if known else None)
-            series[device_id] = cells
-        return series
+        return {device_id: bucketed(list(self.columns.get(device_id, ())) or [None] * count, size)
+                for device_id in device_ids}
