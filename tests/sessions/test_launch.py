@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 import tritonclient.http as triton_http
 
 from tests.sessions.conftest import stopping_sessions
-from tests.sessions.helpers import write_ge_spec
+from tests.sessions.helpers import wait_until, write_ge_spec
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import controller_for
@@ -136,11 +137,11 @@ def test_reload_under_load_fails_no_request_and_applies_the_new_config(session: 
     for thread in threads:
         thread.start()
     try:
-        _wait_for(lambda: counts["ok"] >= 8)
+        wait_until(lambda: counts["ok"] >= 8)
         override = {"max_batch_size": 4, "dynamic_batching": {"preferred_batch_size": [4]}}
         result = controller_for(session).reload(MODEL, json.dumps(override))
         served_before = counts["ok"]
-        _wait_for(lambda: counts["ok"] >= served_before + 8)
+        wait_until(lambda: counts["ok"] >= served_before + 8)
     finally:
         stop.set()
         for thread in threads:
@@ -222,12 +223,12 @@ def test_watch_reloads_on_save_and_a_broken_edit_keeps_the_old_model(shared: Sha
                                kwargs={"debounce_ms": 100})
     watcher.start()
     try:
-        _wait_for(lambda: any(line.startswith("watching") for line in lines))
+        wait_until(lambda: any(line.startswith("watching") for line in lines))
         _save_until(lambda: write_ge_spec(shared.spec.parent, max_batch_size=3),
                     lambda: any(f"reload {MODEL}" in line for line in lines))
         assert control.model_config(MODEL)["max_batch_size"] == 3
         shared.spec.write_text(shared.spec.read_text().replace("max_batch_size: 3", "max_batch_size: lots"))
-        _wait_for(lambda: any("spec not applied" in line for line in lines))
+        wait_until(lambda: any("spec not applied" in line for line in lines))
     finally:
         stop.set()
         watcher.join(timeout=30)
@@ -249,7 +250,7 @@ def test_the_watch_command_applies_saves_until_ctrl_c(shared: Shared, session: S
     reader = threading.Thread(target=_collect, args=(watcher.stdout, lines))
     reader.start()
     try:
-        _wait_for(lambda: any(line.startswith("watching") for line in lines))
+        wait_until(lambda: any(line.startswith("watching") for line in lines))
         _save_until(lambda: write_ge_spec(shared.spec.parent, max_batch_size=5),
                     lambda: any(f"reload {MODEL}" in line for line in lines))
         assert controller_for(session).model_config(MODEL)["max_batch_size"] == 5
@@ -277,24 +278,11 @@ def _save_until(save: Callable[[], object], reacted: Callable[[], bool], timeout
     can land before the watch exists. Saving the same content again is a new event, and the rebuild
     still finds the repository behind the spec.
     """
-    import time
-
     deadline = time.monotonic() + timeout
     while True:
         save()
         try:
-            _wait_for(reacted, timeout=5.0)
+            wait_until(reacted, timeout=5.0)
             return
         except AssertionError:
             assert time.monotonic() < deadline, "timed out waiting for the watcher to react to a save"
-
-
-def _wait_for(condition: object, timeout: float = 120.0) -> None:
-    """Poll until condition() holds (a readiness poll, not a fixed sleep)."""
-    import time
-
-    assert callable(condition)
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.05)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.sessions.helpers import write_echo_model
+from tests.sessions.helpers import wait_until, write_echo_model
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.paths import session_dir
 from triton_ge_console.sessions.registry import Registry
@@ -29,15 +28,6 @@ def sleeper(workdir: Path, marker: str) -> SupervisedServer:
     workdir.mkdir(parents=True, exist_ok=True)
     code = f"import time  # {marker}\ntime.sleep(600)"
     return SupervisedServer(Path(sys.executable), ["-c", code], dict(os.environ), workdir / "log", workdir)
-
-
-def wait_until(condition: object, timeout: float = 30.0) -> None:
-    """Poll until condition() holds."""
-    assert callable(condition)
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.02)
 
 
 def test_stop_after_start_gave_up_before_the_pid_file_still_stops_the_server(tmp_path: Path) -> None:
