@@ -291,6 +291,12 @@ def print_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:
           f"Floor: a Python-backend model returning same-shaped logits without computing (Triton + shared "
           f"memory + client cost); glue's own = Triton+ge − direct − floor. Dynamic batcher "
           f"max_queue_delay_microseconds {args.queue_delay_us}.\n")
+    print_latency_tables(figures)
+    print_throughput_tables(figures, args)
+
+
+def print_latency_tables(figures: dict[str, Any]) -> None:
+    """Latency per batch size: every path, then the floors and the glue's own share."""
     print("| batch | direct p50 / p99 ms | Triton+ge HTTP p50 / p99 ms | Triton+ge gRPC p50 / p99 ms "
           "| added p50 HTTP / gRPC ms |")
     print("|---:|---:|---:|---:|---:|")
@@ -309,6 +315,10 @@ def print_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:
               f"| {row['floor_http']['p50_ms']:.2f} | {row['floor_grpc']['p50_ms']:.2f} | "
               f"{figures[f'glue_p50_ms_batch{batch}_http']:+.2f} / "
               f"{figures[f'glue_p50_ms_batch{batch}_grpc']:+.2f} |")
+
+
+def print_throughput_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:
+    """Throughput of both clients against direct, then where a Triton request's time goes."""
     print(f"\n| throughput (median of {args.rounds} alternating rounds) | inf/s |\n|---|---:|")
     print(f"| direct ORT, single stream, batch 1 | {figures['direct_single_stream_inf_s']:.1f} |")
     for client, label in (("grpc_client", "tritonclient gRPC"), ("loadgen_http", "`ge-console bench` HTTP")):
