@@ -12,10 +12,9 @@ and which other load on a shared machine inflates far less than wall time (the l
   that harness cost is not the console's;
 - total: both.
 Snapshots are synthetic but shaped like a live session's (every figure changes every refresh), with a
-15-minute history behind them. The detail charts (textual-plotext) are redrawn every 5 s of snapshots,
-spread over three refreshes (their series, then one chart build each), so p50 is a typical refresh and
-p95/max include those. "full repaint" (every widget from scratch, as after a terminal resize; wall
-time) is shown for reference.
+15-minute history behind them. The two detail charts are redrawn every 5 s of snapshots (one refresh in
+five), so p50 is a typical refresh and p95/max include those. "full repaint" (every widget from scratch,
+as after a terminal resize; wall time) is shown for reference.
 
     python3 benchmarks/tui_render.py [--refreshes 60] [--models 100] [--devices 8] [--table]
 

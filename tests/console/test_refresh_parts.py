@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -12,12 +11,11 @@ from textual.app import App, ComposeResult
 from textual.css.query import NoMatches
 from textual.strip import Strip
 from textual.widgets import Static
-from textual_plotext.plot import Plot
 
 from triton_ge_console.console.app import create_app, next_connection
 from triton_ge_console.console.screens.dashboard import CHART_EVERY_S, DashboardScreen
-from triton_ge_console.console.series import UtilizationCache
-from triton_ge_console.console.widgets.detail import SeriesChart, ansi_strips
+from triton_ge_console.console.series import ModelSeriesCache, UtilizationCache
+from triton_ge_console.console.widgets.detail import SeriesChart
 from triton_ge_console.console.widgets.textlines import TextLines
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.recorded import RecordedSource
@@ -53,6 +51,22 @@ def test_history_hands_a_catching_up_view_only_what_is_new() -> None:
     times = [s.taken_at for s in history.snapshots()]
     assert [s.taken_at for s in history.newer_than(times[1])] == times[2:]
     assert history.newer_than(times[-1]) == []
+
+
+def test_chart_points_fold_fixed_runs_of_snapshots_as_a_rescan_would() -> None:
+    history = SnapshotHistory(capacity=50)
+    cache = ModelSeriesCache(capacity=50, points=10)  # 5 snapshots per point, at most 11 points
+    taken: list[ServerSnapshot] = []
+    for step in range(73):
+        snapshot = _snapshot(step) if step % 7 else _snapshot(step, models=0)  # m0 missing every 7th
+        history.append(snapshot)
+        taken.append(snapshot)
+        cache.update("m0", history)
+        runs = [taken[start:start + 5] for start in range(0, len(taken), 5)][-11:]
+        p99 = [[s.models[0].latency.p99_ms for s in run if s.models] for run in runs]
+        assert cache.series("p99", peak=True) == [(run[-1].taken_at, max(v) if v else None)
+                                                  for run, v in zip(runs, p99, strict=True)]
+    assert len(cache.series("p50")) == 11 and cache.series("p50")[-1][0] == taken[-1].taken_at
 
 
 def _rescanned(history: SnapshotHistory, device_ids: list[str], cells: int, most: int) -> dict[str, list]:
@@ -91,25 +105,12 @@ def _cells(segments: list[Segment]) -> list[tuple[str, tuple[object, ...]]]:
     return [(char, _look(segment.style)) for segment in segments for char in segment.text]
 
 
-def test_chart_strips_style_every_cell_as_richs_ansi_decoder_does() -> None:
-    plot = Plot()
-    plot.plot([-2.0, -1.0, 0.0], [1.0, 3.0, 2.0], label="p50", marker="braille")
-    plot.title("latency")
-    plot.plotsize(40, 8)
-    ansi = str(plot.build())
-    base = Style(color="#e0e0e0", bgcolor="#1e1e1e")
-    console = Console(width=200)
-    decoded = [Text.from_ansi(line).render(console) for line in ansi.split("\n")]
-    expected = [_cells(list(Segment.apply_style(list(line), base))) for line in decoded]
-    assert [_cells(list(strip)) for strip in ansi_strips(ansi, base)] == expected
-
-
 def _drawn(screen: DashboardScreen) -> tuple[int, int]:
     charts = [screen.query_one(f"#{name}-chart", SeriesChart) for name in ("latency", "throughput")]
-    return charts[0]._drawn, charts[1]._drawn
+    return charts[0].drawn, charts[1].drawn
 
 
-async def test_a_periodic_chart_redraw_builds_one_chart_per_refresh_from_one_instant() -> None:
+async def test_charts_redraw_together_every_chart_interval_from_one_instant() -> None:
     source = RecordedSource([_snapshot(0)], name="t")
     app = create_app(source, max_polls=1)
     async with app.run_test(size=(160, 45)) as pilot:
@@ -118,20 +119,20 @@ async def test_a_periodic_chart_redraw_builds_one_chart_per_refresh_from_one_ins
         screen = app.screen
         assert isinstance(screen, DashboardScreen)
         before = _drawn(screen)
-        assert min(before) >= 1  # the selection drew both charts at once
         steps: list[tuple[int, int]] = []
-        for step in range(1, 2 * int(CHART_EVERY_S) + 3):
+        for step in range(1, 2 * int(CHART_EVERY_S) + 1):
             source.history.append(_snapshot(step))
             app.connection = next_connection(app.connection, _snapshot(step), app.options)
             await pilot.pause()
             now = _drawn(screen)
             steps.append((now[0] - before[0], now[1] - before[1]))
             before = now
-        assert all(sum(step) <= 1 for step in steps), steps
-        assert sum(a for a, _ in steps) == sum(b for _, b in steps) == 2
-        latency = screen.query_one("#latency-chart", SeriesChart)._plotted
-        throughput = screen.query_one("#throughput-chart", SeriesChart)._plotted
-        assert latency and throughput and latency[1][0][1] == throughput[1][0][1]  # the same x positions
+        assert steps.count((1, 1)) == 2 and steps.count((0, 0)) == len(steps) - 2, steps
+        latency = screen.query_one("#latency-chart", SeriesChart).plotted
+        throughput = screen.query_one("#throughput-chart", SeriesChart).plotted
+        assert latency and throughput
+        assert [x for x, _ in latency[1][0].points] == [x for x, _ in throughput[1][0].points]
+        assert latency[1][0].points[-1][0] == 0.0  # minutes before the newest point
 
 
 async def test_a_chart_given_the_same_data_again_rebuilds_nothing() -> None:
@@ -143,11 +144,11 @@ async def test_a_chart_given_the_same_data_again_rebuilds_nothing() -> None:
         chart = pilot.app.query_one(SeriesChart)
         lines = [("p50", [(1.0, 2.0), (2.0, 3.0)])]
         chart.draw("t", lines, 2.0)
-        drawn = chart._drawn
+        drawn = chart.drawn
         chart.draw("t", lines, 2.0)
-        assert chart._drawn == drawn
+        assert chart.drawn == drawn
         chart.draw("t", [("p50", [(1.0, 2.0), (2.0, 4.0)])], 2.0)
-        assert chart._drawn == drawn + 1
+        assert chart.drawn == drawn + 1
 
 
 class _Both(App[None]):

@@ -4,66 +4,77 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
-from operator import attrgetter
 
 from triton_ge_console.sessions.history import DEFAULT_CAPACITY, SnapshotHistory
 from triton_ge_console.sessions.snapshot import ServerSnapshot
 
 Point = tuple[float, float | None]
+FIGURES = ("p50", "p99", "inferences", "requests")  # what the detail charts draw, per model
+CHART_POINTS = 120  # points per chart line at most: a braille chart has two dot columns per cell
 
 
-@dataclass(frozen=True)
-class Figures:
-    """The figures charted for one model at one instant."""
-
-    taken_at: float
-    p50: float | None
-    p99: float | None
-    inferences: float | None
-    requests: float | None
-
-
-def figures_of(snapshot: ServerSnapshot, model: str) -> Figures:
-    """One model's charted figures in one snapshot (all None when the model is absent)."""
+def figures_of(snapshot: ServerSnapshot, model: str) -> tuple[float | None, ...]:
+    """One model's charted figures in one snapshot, in FIGURES order (all None when the model is absent)."""
     found = snapshot.model(model)
     if found is None:
-        return Figures(snapshot.taken_at, None, None, None, None)
-    return Figures(snapshot.taken_at, found.latency.p50_ms, found.latency.p99_ms, found.inference_rate,
-                   found.request_rate)
+        return (None,) * len(FIGURES)
+    return found.latency.p50_ms, found.latency.p99_ms, found.inference_rate, found.request_rate
+
+
+class Bucket:
+    """Consecutive snapshots of one model folded into one chart point: last time, sums, counts, peaks."""
+
+    __slots__ = ("counts", "filled", "last_time", "peaks", "sums")
+
+    def __init__(self) -> None:
+        self.last_time = float("-inf")
+        self.filled = 0
+        self.sums = [0.0] * len(FIGURES)
+        self.counts = [0] * len(FIGURES)
+        self.peaks = [float("-inf")] * len(FIGURES)
+
+    def add(self, taken_at: float, figures: Sequence[float | None]) -> None:
+        """Fold in one snapshot's figures (a None is left out of that figure's average and peak)."""
+        self.last_time, self.filled = taken_at, self.filled + 1
+        for index, value in enumerate(figures):
+            if value is not None:
+                self.sums[index] += value
+                self.counts[index] += 1
+                self.peaks[index] = max(self.peaks[index], value)
 
 
 class ModelSeriesCache:
-    """Figures for one model over the history; each refresh only reads the snapshots that are new."""
+    """One model's figures over the history, folded into chart points as snapshots arrive.
 
-    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+    Points are buckets of a fixed number of consecutive snapshots, so a finished bucket never changes and
+    a refresh folds in only the new snapshots: thinning 15 minutes of history for a chart costs nothing
+    at redraw. The oldest point may include up to one bucket of snapshots the history already dropped."""
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, points: int = CHART_POINTS) -> None:
         self.model: str | None = None
-        self.points: deque[Figures] = deque(maxlen=capacity)
+        self.size = max(1, -(-capacity // points))  # snapshots per point
+        self.buckets: deque[Bucket] = deque(maxlen=-(-capacity // self.size) + 1)
         self._history: SnapshotHistory | None = None
 
     def update(self, model: str, history: SnapshotHistory) -> None:
         """Catch up with the history (rebuilt from scratch when the model or the history changes)."""
-        last = self.points[-1].taken_at if self.points else float("-inf")
+        last = self.buckets[-1].last_time if self.buckets else float("-inf")
         if model != self.model or is_new_history(self._history, history, last):
             self.model, self._history = model, history
-            self.points.clear()
+            self.buckets.clear()
             last = float("-inf")
-        self.points.extend(figures_of(s, model) for s in history.newer_than(last))
+        for snapshot in history.newer_than(last):
+            if not self.buckets or self.buckets[-1].filled == self.size:
+                self.buckets.append(Bucket())
+            self.buckets[-1].add(snapshot.taken_at, figures_of(snapshot, model))
 
-    def thinned(self, figure: str, max_points: int, peak: bool = False) -> list[Point]:
-        """One figure (a Figures field) thinned for a chart, without building its full series first."""
-        times = [p.taken_at for p in self.points]
-        return thin_values(times, list(map(attrgetter(figure), self.points)), max_points, peak)
-
-
-def thin_values(times: Sequence[float], values: Sequence[float | None], max_points: int,
-                peak: bool = False) -> list[Point]:
-    """At most max_points points: each bucket's last time with its average (or peak, for tail latency)."""
-    if len(times) <= max_points:
-        return list(zip(times, values, strict=True))
-    size = -(-len(times) // max_points)
-    last_times = [times[min(start + size, len(times)) - 1] for start in range(0, len(times), size)]
-    return list(zip(last_times, bucketed(values, size, peak), strict=True))
+    def series(self, figure: str, peak: bool = False) -> list[Point]:
+        """One figure (a FIGURES name) per point: its average, or its peak (for tail latency)."""
+        index = FIGURES.index(figure)
+        if peak:
+            return [(b.last_time, b.peaks[index] if b.counts[index] else None) for b in self.buckets]
+        return [(b.last_time, b.sums[index] / b.counts[index] if b.counts[index] else None)
+                for b in self.buckets]
 
 
 def bucketed(values: Sequence[float | None], size: int, peak: bool = False) -> list[float | None]:

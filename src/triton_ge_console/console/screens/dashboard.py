@@ -13,7 +13,7 @@ from textual.widgets import Footer, Input
 
 from triton_ge_console.console import repo_info
 from triton_ge_console.console.series import ModelSeriesCache, UtilizationCache
-from triton_ge_console.console.widgets.detail import CHARTS, DetailPane, ModelDetail
+from triton_ge_console.console.widgets.detail import DetailPane, ModelDetail
 from triton_ge_console.console.widgets.devices import SPARK_WIDTH, DevicesPanel
 from triton_ge_console.console.widgets.header import Connection, DisconnectedBanner, StatusHeader
 from triton_ge_console.console.widgets.models import ModelsTable
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from triton_ge_console.console.app import GEConsoleApp
 
 CHART_EVERY_S = 5.0  # charts span 15 minutes: redrawing them every 5 s of snapshots loses nothing visible
-CHART_POINTS = 120  # points per chart line at most, and never more than the chart has columns
 MAX_BUCKET = 10  # snapshots per sparkline cell at most: 30 cells x 10 s = the last 5 minutes at 1 s refresh
 
 
@@ -59,7 +58,6 @@ class DashboardScreen(Screen[None]):
         self.utilization = UtilizationCache(SPARK_WIDTH, MAX_BUCKET)
         self._summaries: dict[str, tuple[float, str]] = {}
         self._charts_drawn: tuple[str, float] | None = None  # (model, snapshot time) of the last chart draw
-        self._chart_queue: list[str] = []  # charts handed their series but not shown yet
 
     @property
     def console(self) -> GEConsoleApp:
@@ -122,38 +120,18 @@ class DashboardScreen(Screen[None]):
         self._select_from_cursor()
 
     def redraw_detail(self, model_name: str | None) -> None:
-        """The selected model's facts; its charts on selection, then every CHART_EVERY_S."""
+        """The selected model's facts; its charts on selection, then every CHART_EVERY_S of snapshots."""
         pane = self.query_one(DetailPane)
         snapshot = self.console.connection.last_good
         model = snapshot.model(model_name) if snapshot and model_name else None
         if model is None or snapshot is None:
-            self._chart_queue = []
             pane.show(None)
             return
         drawn = self._charts_drawn
-        if drawn is None or drawn[0] != model.name:  # a new selection: both charts at once
-            self._chart_queue = []
-            self._charts_drawn = (model.name, snapshot.taken_at)
-            pane.show(self._detail(model, True))
-            return
-        pane.show(self._detail(model, False), charts=())
-        self._advance_charts(model, snapshot.taken_at, due=snapshot.taken_at - drawn[1] >= CHART_EVERY_S)
-
-    def _advance_charts(self, model: ModelSnapshot, taken_at: float, due: bool) -> None:
-        """Spread a periodic redraw: series on one refresh, then one plotext build (most of a frame) each."""
-        pane = self.query_one(DetailPane)
+        due = drawn is None or drawn[0] != model.name or snapshot.taken_at - drawn[1] >= CHART_EVERY_S
         if due:
-            self._charts_drawn = (model.name, taken_at)
-            pane.stage_charts(self._detail(model, True))
-            slow = self.console.options.interval_s * len(CHARTS) >= CHART_EVERY_S
-            if slow or self._chart_queue:  # polls too far apart for the spread (or it did not finish)
-                pane.reveal_charts()
-                self._chart_queue = []
-            else:
-                self._chart_queue = list(CHARTS)
-        elif self._chart_queue:
-            pane.reveal_charts(self._chart_queue[:1])
-            del self._chart_queue[0]
+            self._charts_drawn = (model.name, snapshot.taken_at)
+        pane.show(self._detail(model, due), charts=due)
 
     def _detail(self, model: ModelSnapshot, with_series: bool) -> ModelDetail:
         """Facts for one model, and its chart series when the charts are due."""
@@ -161,14 +139,13 @@ class DashboardScreen(Screen[None]):
             errors = self.console.last_errors
             return ModelDetail(model, (), (), (), (), self._config_summary(model), last_error(model, errors))
         self.series.update(model.name, self.console.source.history)
-        points = min(CHART_POINTS, self.query_one(DetailPane).chart_width() or CHART_POINTS)
         summary = self._config_summary(model)
         return ModelDetail(
             model=model,
-            p50=self.series.thinned("p50", points),
-            p99=self.series.thinned("p99", points, peak=True),
-            inferences=self.series.thinned("inferences", points),
-            requests=self.series.thinned("requests", points),
+            p50=self.series.series("p50"),
+            p99=self.series.series("p99", peak=True),
+            inferences=self.series.series("inferences"),
+            requests=self.series.series("requests"),
             config_summary=summary,
             last_error=last_error(model, self.console.last_errors),
         )

@@ -2,29 +2,26 @@
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.geometry import Region
 from textual.strip import Strip
-from textual_plotext import PlotextPlot
+from textual.widget import Widget
 
 from triton_ge_console.console import format as fmt
+from triton_ge_console.console.chart import ChartSeries, Point, Run, chart_runs
 from triton_ge_console.console.widgets.textlines import TextLines
 from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
 Series = Sequence[tuple[float, float | None]]
-Lines = tuple[tuple[str, tuple[float, ...], tuple[float, ...]], ...]  # (label, xs, ys) per plotted line
-SGR = re.compile(r"\x1b\[([0-9;]*)m")
-CHARTS = ("latency", "throughput")
 
 
 @dataclass(frozen=True)
@@ -40,11 +37,9 @@ class ModelDetail:
     last_error: str | None
 
 
-def _points(series: Series, now: float) -> tuple[list[float], list[float]]:
-    """Known points as (minutes relative to now, value)."""
-    xs = [(t - now) / 60.0 for t, v in series if v is not None]
-    ys = [v for _, v in series if v is not None]
-    return xs, ys
+def _points(series: Series, now: float) -> tuple[Point, ...]:
+    """Points as (minutes relative to now, value); None values stay, as gaps."""
+    return tuple(((t - now) / 60.0, v) for t, v in series)
 
 
 def split_text(model: ModelSnapshot) -> Text:
@@ -59,88 +54,58 @@ def split_text(model: ModelSnapshot) -> Text:
     return text
 
 
-@functools.lru_cache(maxsize=256)
-def sgr_style(codes: str) -> Style:
-    """The style an SGR parameter list sets, read by rich's own decoder (cached: a chart uses a handful)."""
-    spans = Text.from_ansi(f"\x1b[{codes}m ").spans if codes else []
-    style = spans[0].style if spans else Style.null()
-    return style if isinstance(style, Style) else Style.parse(style)
+class SeriesChart(Widget):
+    """A small time chart of one or two series (console.chart), redrawn only when its data or size change."""
 
-
-def ansi_strips(ansi: str, base: Style) -> list[Strip]:
-    """Plotext's output as strips over a base style, without decoding it into a Text first (~5x cheaper)."""
-    strips = []
-    for line in ansi.split("\n"):
-        segments: list[Segment] = []
-        codes: list[str] = []  # SGR parameters in force since the last reset
-        position = 0
-        for match in SGR.finditer(line):
-            if match.start() > position:
-                segments.append(Segment(line[position:match.start()], base + sgr_style(";".join(codes))))
-            code = match.group(1)
-            codes = [] if code in ("", "0") else [*codes, code]
-            position = match.end()
-        if position < len(line):
-            segments.append(Segment(line[position:], base + sgr_style(";".join(codes))))
-        strips.append(Strip(segments))
-    return strips
-
-
-class SeriesChart(PlotextPlot):
-    """A small time chart of one or two series, rebuilt only when what it plots or its size changes."""
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "series-chart--axis", "series-chart--title", "series-chart--line0", "series-chart--line1"}
+    DEFAULT_CSS = """
+    SeriesChart { width: 1fr; padding: 0 1; }
+    SeriesChart > .series-chart--axis { color: $text-muted; }
+    SeriesChart > .series-chart--title { text-style: bold; }
+    SeriesChart > .series-chart--line0 { color: $success; }
+    SeriesChart > .series-chart--line1 { color: $warning; }
+    """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._plotted: tuple[str, Lines] | None = None
-        self._staged = False  # plotext holds data not shown yet
-        self._drawn = 0  # bumped by every reveal of new data
+        self.plotted: tuple[str, tuple[ChartSeries, ...]] | None = None  # title and lines shown
+        self.drawn = 0  # bumped by every draw of new data
         self._strips: tuple[object, list[Strip]] | None = None  # (what they were built for, the lines)
 
     def draw(self, title: str, lines: Sequence[tuple[str, Series]], now: float) -> None:
         """Replace the plotted data and show it; the same data again redraws nothing."""
-        self.stage(title, lines, now)
-        self.reveal()
-
-    def stage(self, title: str, lines: Sequence[tuple[str, Series]], now: float) -> None:
-        """Hand plotext new data without showing it yet: the build, which costs most, waits for reveal()."""
-        points = [(label, *_points(series, now)) for label, series in lines]
-        plotted = (title, tuple((label, tuple(xs), tuple(ys)) for label, xs, ys in points))
-        if plotted == self._plotted:
+        plotted = (title, tuple(ChartSeries(label, _points(series, now)) for label, series in lines))
+        if plotted == self.plotted:
             return
-        self._plotted = plotted
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
-        plt.title(title)
-        plt.xlabel("minutes")
-        for label, xs, ys in plotted[1]:
-            if xs:
-                plt.plot(list(xs), list(ys), label=label, marker="braille")
-        self._staged = True
+        self.plotted = plotted
+        self.drawn += 1
+        self.refresh()
 
-    def reveal(self) -> None:
-        """Show the staged data (built on the next render); nothing when none is staged."""
-        if self._staged:
-            self._staged = False
-            self._drawn += 1
-            self.refresh()
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Rebuild the strips, once per render pass, when the data, size or styles changed."""
+        width, height = self.size
+        base = self.rich_style
+        styles = {role: self.get_component_rich_style(f"series-chart--{role}") for role in ROLES}
+        key = (self.drawn, width, height, base, tuple(styles.values()))
+        if self._strips is None or self._strips[0] != key:
+            rows = chart_runs(*self.plotted, width, height) if self.plotted else []
+            self._strips = (key, [_strip(row, base, styles, width) for row in rows])
+        return super().render_lines(crop)
 
     def render_line(self, y: int) -> Strip:
-        """One line of the chart as built by plotext for the current data, size, theme and style."""
-        base = self.rich_style
-        width, height = self.size
-        key = (self._drawn, width, height, self.app.theme, self.theme, base)
-        if self._strips is None or self._strips[0] != key:
-            self._strips = (key, ansi_strips(self._build(width, height), base))
-        lines = self._strips[1]
-        return lines[y].crop(0, width) if y < len(lines) else Strip.blank(width, base)
+        """One line of the chart as render_lines built it."""
+        lines = self._strips[1] if self._strips else []
+        return lines[y] if y < len(lines) else Strip.blank(self.size.width, self.rich_style)
 
-    def _build(self, width: int, height: int) -> str:
-        """Plotext's ANSI text at this size and theme (what PlotextPlot.render decodes into a Text)."""
-        self._plot.plotsize(width, height)
-        self._plot._set_size(width, height)
-        self._plot.theme(self._get_plotext_theme_name(self.app.theme))
-        return str(self._plot.build())
+
+ROLES = ("axis", "title", "line0", "line1")
+
+
+def _strip(runs: list[Run], base: Style, styles: dict[str, Style], width: int) -> Strip:
+    """A row of runs as a strip of exactly `width` cells over the widget's style."""
+    segments = [Segment(text, base + styles.get(role, Style.null())) for text, role in runs]
+    return Strip(segments).crop_extend(0, width, base)
 
 
 class DetailPane(Vertical):
@@ -153,8 +118,8 @@ class DetailPane(Vertical):
             yield SeriesChart(id="throughput-chart")
         yield TextLines(id="detail-info")
 
-    def show(self, detail: ModelDetail | None, charts: Sequence[str] = CHARTS) -> None:
-        """Draw one model's facts and the named charts (they cost most), or a hint if none is selected."""
+    def show(self, detail: ModelDetail | None, charts: bool = True) -> None:
+        """Draw one model's facts, and its charts unless told not to, or a hint if none is selected."""
         info = self.query_one("#detail-info", TextLines)
         if detail is None:
             retitle(self, "No model selected")
@@ -163,34 +128,16 @@ class DetailPane(Vertical):
         model = detail.model
         retitle(self, f"{model.name} v{model.version}")
         info.show(self._info(detail))  # a fixed three lines
-        self.draw_charts(detail, charts)
+        if charts:
+            self.draw_charts(detail)
 
-    def chart_width(self) -> int:
-        """Columns of the narrower chart (0 before layout), the points per line the charts are thinned to.
-
-        A braille plot has 2 x-positions per column, so up to twice as many points could still show:
-        one per column is a choice (fewer points to build), not the most a chart can draw."""
-        return min(chart.size.width for chart in self.query(SeriesChart))
-
-    def draw_charts(self, detail: ModelDetail, charts: Sequence[str] = CHARTS) -> None:
-        """Redraw the named charts from the detail's series."""
-        self.stage_charts(detail, charts)
-        self.reveal_charts(charts)
-
-    def stage_charts(self, detail: ModelDetail, charts: Sequence[str] = CHARTS) -> None:
-        """Hand the named charts the detail's series; reveal_charts shows them."""
+    def draw_charts(self, detail: ModelDetail) -> None:
+        """Both charts from the detail's series, on one time axis (minutes before its newest point)."""
         now = max((t for t, _ in detail.p50), default=0.0)
-        if "latency" in charts:
-            self.query_one("#latency-chart", SeriesChart).stage(
-                "latency ms (p50 / p99)", [("p50", detail.p50), ("p99", detail.p99)], now)
-        if "throughput" in charts:
-            self.query_one("#throughput-chart", SeriesChart).stage(
-                "throughput /s", [("inf/s", detail.inferences), ("req/s", detail.requests)], now)
-
-    def reveal_charts(self, charts: Sequence[str] = CHARTS) -> None:
-        """Show what the named charts were last handed."""
-        for name in charts:
-            self.query_one(f"#{name}-chart", SeriesChart).reveal()
+        self.query_one("#latency-chart", SeriesChart).draw(
+            "latency ms", [("p50", detail.p50), ("p99", detail.p99)], now)
+        self.query_one("#throughput-chart", SeriesChart).draw(
+            "throughput /s", [("inf/s", detail.inferences), ("req/s", detail.requests)], now)
 
     @staticmethod
     def _info(detail: ModelDetail) -> Text:
