@@ -77,3 +77,9 @@ def test_x_labels_stay_inside_the_width() -> None:
     assert x_labels(Scale(-1.5, 0.0, 1.0), 20, "min") == "-1.5 min         now"  # no room for -0.8
     assert x_labels(Scale(-1.5, 0.0, 1.0), 26, "min") == "-1.5 min  -0.8         now"
     assert len(x_labels(Scale(-15.0, 0.0, 1.0), 8, "min")) == 8
+
+
+def test_a_single_instant_sits_at_the_right_edge() -> None:
+    rows = chart_runs("t", [ChartSeries("a", [(5.0, 1.0)])], 20, 5)
+    plot = [runs for runs in rows[1:-1]]
+    assert any(runs[-1][1] == "line0" and runs[-1][0][-1] != " " for runs in plot)

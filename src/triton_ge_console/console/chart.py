@@ -17,6 +17,8 @@ Run = tuple[str, str]  # text and its role: "axis", "title", or "line0" / "line1
 BRAILLE_BASE = 0x2800
 # braille dot bits by (column 0-1, row 0-3 from the top of the cell)
 DOT_BITS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
+# the dots of rows a..b (from the top of a cell) in one of its two columns: RANGE_BITS[column][a][b]
+RANGE_BITS = tuple(tuple(tuple(sum(side[a:b + 1]) for b in range(4)) for a in range(4)) for side in DOT_BITS)
 NICE_STEPS = (1.0, 2.0, 2.5, 5.0, 10.0)
 HEADROOM = 1.05  # the top of the y scale clears the highest point, so a flat line at its peak still shows
 
@@ -119,37 +121,44 @@ class Grid:
     def draw(self, points: Sequence[Point], scale: Scale, role: str) -> None:
         """Connect consecutive known points; a None breaks the line."""
         previous: tuple[int, int] | None = None
-        for x, y in points:
-            if y is None or not math.isfinite(y):
-                previous = None
-                continue
-            dot = self._dot(x, y, scale)
-            self._segment(previous or dot, dot, role)
+        for dot in self._dots(points, scale):
+            if dot is not None:
+                self._segment(previous or dot, dot, role)
             previous = dot
 
-    def _dot(self, x: float, y: float, scale: Scale) -> tuple[int, int]:
-        """Dot column and dot row (0 at the bottom) of a point."""
-        span = scale.x1 - scale.x0
-        column = round((x - scale.x0) / span * (2 * self.width - 1)) if span > 0 else 2 * self.width - 1
-        row = round(min(max(y, 0.0), scale.top) / scale.top * (4 * self.height - 1))
-        return column, row
+    def _dots(self, points: Sequence[Point], scale: Scale) -> list[tuple[int, int] | None]:
+        """Each point's dot column and dot row (0 at the bottom); None for a missing figure."""
+        columns, rows = 2 * self.width - 1, 4 * self.height - 1
+        span = (scale.x1 - scale.x0) or 1.0  # a single instant: at the right edge
+        x_start, x_factor, y_factor = scale.x1 - span, columns / span, rows / scale.top
+        return [None if y is None or not math.isfinite(y)
+                else (round((x - x_start) * x_factor), round(min(max(y, 0.0), scale.top) * y_factor))
+                for x, y in points]
 
     def _segment(self, start: tuple[int, int], end: tuple[int, int], role: str) -> None:
         """Every dot column from start to end gets a vertical run reaching the interpolated height."""
-        (c0, r0), (c1, r1) = sorted((start, end))  # x order, should a clock step back
+        (c0, r0), (c1, r1) = (start, end) if start[0] <= end[0] else (end, start)  # should a clock step back
+        if c0 == c1:
+            self._light(c0, min(r0, r1), max(r0, r1), role)
+            return
         last = r0
+        slope = (r1 - r0) / (c1 - c0)
         for column in range(c0, c1 + 1):
-            row = r1 if c1 == c0 else round(r0 + (r1 - r0) * (column - c0) / (c1 - c0))
-            for dot_row in range(min(last, row), max(last, row) + 1):
-                self._set(column, dot_row, role)
+            row = round(r0 + slope * (column - c0))
+            self._light(column, min(last, row), max(last, row), role)
             last = row
 
-    def _set(self, column: int, dot_row: int, role: str) -> None:
-        """Light one dot (rows count from the bottom)."""
-        top_row = 4 * self.height - 1 - dot_row
-        cell_row, cell_column = top_row // 4, column // 2
-        self.bits[cell_row][cell_column] |= DOT_BITS[column % 2][top_row % 4]
-        self.owner[cell_row][cell_column] = role
+    def _light(self, column: int, low: int, high: int, role: str) -> None:
+        """Light dot rows low..high (counted from the bottom) of one dot column, a cell at a time."""
+        top = 4 * self.height - 1
+        first, last = top - high, top - low  # the same rows counted from the top
+        side, cell_column = RANGE_BITS[column % 2], column // 2
+        bits, owner = self.bits, self.owner
+        for cell_row in range(first >> 2, (last >> 2) + 1):
+            offset = cell_row << 2
+            bits[cell_row][cell_column] |= side[first - offset if first > offset else 0][
+                last - offset if last - offset < 3 else 3]
+            owner[cell_row][cell_column] = role
 
     def runs(self, row: int) -> list[Run]:
         """One row of cells as runs of the same owner (blank cells are spaces)."""
