@@ -128,10 +128,13 @@ class DashboardScreen(Screen[None]):
             pane.show(None)
             return
         drawn = self._charts_drawn
-        due = drawn is None or drawn[0] != model.name or snapshot.taken_at - drawn[1] >= CHART_EVERY_S
+        selected = drawn is None or drawn[0] != model.name
+        due = selected or (drawn is not None and snapshot.taken_at - drawn[1] >= CHART_EVERY_S)
         if due:
             self._charts_drawn = (model.name, snapshot.taken_at)
-        pane.show(self._detail(model, due), charts=due)
+        # a periodic redraw draws one chart per refresh; a new selection shows both at once
+        spread = not selected and self.console.options.interval_s * 2 < CHART_EVERY_S
+        pane.show(self._detail(model, due), charts=due, spread=spread)
 
     def _detail(self, model: ModelSnapshot, with_series: bool) -> ModelDetail:
         """Facts for one model, and its chart series when the charts are due."""

@@ -42,6 +42,11 @@ def _points(series: Series, now: float) -> tuple[Point, ...]:
     return tuple(((t - now) / 60.0, v) for t, v in series)
 
 
+def _newest(detail: ModelDetail) -> float:
+    """The time of the detail's newest point: the charts' "now"."""
+    return max((t for t, _ in detail.p50), default=0.0)
+
+
 def split_text(model: ModelSnapshot) -> Text:
     """Queue vs compute share of a request's time."""
     queue, compute = model.queue_ms, model.compute_ms
@@ -111,6 +116,10 @@ def _strip(runs: list[Run], base: Style, styles: dict[str, Style], width: int) -
 class DetailPane(Vertical):
     """Charts on top, facts below."""
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._pending: ModelDetail | None = None  # series the throughput chart draws at the next show()
+
     def compose(self) -> ComposeResult:
         """Two charts side by side and an info block."""
         with Horizontal(id="charts"):
@@ -118,9 +127,10 @@ class DetailPane(Vertical):
             yield SeriesChart(id="throughput-chart")
         yield TextLines(id="detail-info")
 
-    def show(self, detail: ModelDetail | None, charts: bool = True) -> None:
-        """Draw one model's facts, and its charts unless told not to, or a hint if none is selected."""
+    def show(self, detail: ModelDetail | None, charts: bool = True, spread: bool = False) -> None:
+        """Draw one model's facts and, when told, its charts (spread: the second one at the next call)."""
         info = self.query_one("#detail-info", TextLines)
+        pending, self._pending = self._pending, None
         if detail is None:
             retitle(self, "No model selected")
             info.show(Text("select a model in the table", style="dim"))
@@ -129,15 +139,23 @@ class DetailPane(Vertical):
         retitle(self, f"{model.name} v{model.version}")
         info.show(self._info(detail))  # a fixed three lines
         if charts:
-            self.draw_charts(detail)
+            self._draw_latency(detail)
+            if spread:
+                self._pending = detail
+            else:
+                self._draw_throughput(detail)
+        elif pending is not None and pending.model.name == model.name:
+            self._draw_throughput(pending)
 
-    def draw_charts(self, detail: ModelDetail) -> None:
-        """Both charts from the detail's series, on one time axis (minutes before its newest point)."""
-        now = max((t for t, _ in detail.p50), default=0.0)
+    def _draw_latency(self, detail: ModelDetail) -> None:
+        """The latency chart, in minutes before the detail's newest point (as the throughput chart)."""
         self.query_one("#latency-chart", SeriesChart).draw(
-            "latency ms", [("p50", detail.p50), ("p99", detail.p99)], now)
+            "latency ms", [("p50", detail.p50), ("p99", detail.p99)], _newest(detail))
+
+    def _draw_throughput(self, detail: ModelDetail) -> None:
+        """The throughput chart, on the latency chart's time axis."""
         self.query_one("#throughput-chart", SeriesChart).draw(
-            "throughput /s", [("inf/s", detail.inferences), ("req/s", detail.requests)], now)
+            "throughput /s", [("inf/s", detail.inferences), ("req/s", detail.requests)], _newest(detail))
 
     @staticmethod
     def _info(detail: ModelDetail) -> Text:

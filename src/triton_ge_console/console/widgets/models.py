@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from rich.segment import Segment
 from rich.style import Style
@@ -135,6 +135,17 @@ def row_key(model: ModelSnapshot) -> str:
     return f"{model.name}/{model.version}"
 
 
+class RenderPass(NamedTuple):
+    """What every line of one render pass shares."""
+
+    width: int
+    scroll_x: int
+    scroll_y: int
+    base: Style
+    header: Style
+    cursor: Style
+
+
 class ModelsTable(ScrollView, can_focus=True):
     """The models as fixed-width lines under a fixed header; a row re-renders only when its text changes."""
 
@@ -170,9 +181,9 @@ class ModelsTable(ScrollView, can_focus=True):
         self._models: tuple[ModelSnapshot, ...] = ()
         self._shown: dict[str, ModelSnapshot] = {}  # row key -> the snapshot shown, in display order
         self._keys: list[str] = []
-        self._strips: dict[str, dict[Style, Strip]] = {}  # row key -> rendered line per base style
-        self._built: dict[str, tuple[ModelSnapshot, tuple[Cell, ...]]] = {}  # key -> (snapshot, its cells)
-        self._base: Style | None = None  # the widget's style for the render pass under way
+        # row key -> the snapshot its lines were drawn from, and its line per base style
+        self._drawn: dict[str, tuple[ModelSnapshot, dict[Style, Strip]]] = {}
+        self._pass: RenderPass | None = None  # what the render pass under way looked up once
 
     @property
     def sort_key(self) -> SortKey:
@@ -193,37 +204,37 @@ class ModelsTable(ScrollView, can_focus=True):
         """Show these models under the current filter and sort, keeping the cursor on the same model."""
         self._models = tuple(models)
         shown = {row_key(m): m for m in visible_models(self._models, self.needle, self.sort_key)}
-        self._built = {key: self._built[key] for key in shown if key in self._built}
         selected = self.selected_key
-        changed = [key for key, model in shown.items() if not _same_model(self._shown.get(key), model)]
-        for key in changed:
-            self._strips.pop(key, None)
         order_changed = list(shown) != self._keys
         self._shown, self._keys = shown, list(shown)
         self.virtual_size = Size(ROW_WIDTH, len(self._keys) + 1)
         if order_changed:
+            self._drawn = {key: self._drawn[key] for key in shown if key in self._drawn}
             self.move_cursor(self._keys.index(selected) if selected in self._keys else self.cursor_row)
             self.refresh()
         else:
-            self._refresh_rows(changed)
+            self._refresh_changed_rows()
 
-    def _refresh_rows(self, keys: list[str]) -> None:
-        """Repaint the rows of these keys that are in view (the others render when scrolled to)."""
-        changed = set(keys)
+    def _refresh_changed_rows(self) -> None:
+        """Repaint the rows in view whose snapshot changed (rows out of view redraw when scrolled to)."""
         top = int(self.scroll_y)
         for index in range(top, min(len(self._keys), top + self.size.height)):
-            if self._keys[index] in changed:
+            key = self._keys[index]
+            drawn = self._drawn.get(key)
+            if drawn is None or not _same_model(drawn[0], self._shown[key]):
                 self.refresh_line(index + 1)  # virtual line: the header is line 0
 
-    def _line(self, model: ModelSnapshot) -> tuple[Cell, ...]:
-        """A model's row cells, rebuilt only when its snapshot differs from the one they were built from."""
-        key = row_key(model)
-        known = self._built.get(key)
-        if known is not None and _same_model(known[0], model):
-            return known[1]
-        cells = model_fields(model, self.thresholds.get(model.name, {}))
-        self._built[key] = (model, cells)
-        return cells
+    def _row_strip(self, key: str, style: Style) -> Strip:
+        """A row's line in a style, rebuilt only when its snapshot differs from the one it was drawn from."""
+        model = self._shown[key]
+        drawn = self._drawn.get(key)
+        if drawn is None or not _same_model(drawn[0], model):
+            drawn = self._drawn[key] = (model, {})
+        strip = drawn[1].get(style)
+        if strip is None:  # new figures, or new base style (cursor, theme, dimmed while stale)
+            cells = model_fields(model, self.thresholds.get(model.name, {}))
+            strip = drawn[1][style] = self._strip(cells, style)
+        return strip
 
     def move_cursor(self, row: int) -> None:
         """Put the cursor on a row (clamped), scrolled into view."""
@@ -254,30 +265,31 @@ class ModelsTable(ScrollView, can_focus=True):
             self.move_cursor(int(self.scroll_y) + event.y - 1)
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        """Look the widget's style up once per render pass (it walks the DOM), not once per line."""
-        self._base = self.rich_style
-        return super().render_lines(crop)
+        """Look up size, scroll offsets and styles once per render pass (each walks the DOM), not per line."""
+        self._pass = self._look_up_pass()
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass = None
+
+    def _look_up_pass(self) -> RenderPass:
+        """What every line of a render pass shares."""
+        base = self.rich_style
+        return RenderPass(self.size.width, int(self.scroll_x), int(self.scroll_y), base,
+                          self.get_component_rich_style("models-table--header"),
+                          base + self.get_component_rich_style("models-table--cursor"))
 
     def render_line(self, y: int) -> Strip:
         """Line 0 is the header; the rest are rows from the scroll position."""
-        width = self.size.width
-        scroll_x = int(self.scroll_x)
-        base = self._base or self.rich_style
+        now = self._pass or self._look_up_pass()
+        left, right = now.scroll_x, now.scroll_x + now.width
         if y == 0:
-            style = self.get_component_rich_style("models-table--header")
-            return self._strip(HEADER, style).crop_extend(scroll_x, scroll_x + width, style)
-        index = int(self.scroll_y) + y - 1
+            return self._strip(HEADER, now.header).crop_extend(left, right, now.header)
+        index = now.scroll_y + y - 1
         if index >= len(self._keys):
-            return Strip.blank(width, base)
-        key = self._keys[index]
-        cursor = index == self.cursor_row
-        highlight = self.get_component_rich_style("models-table--cursor") if cursor else Style()
-        style = base + highlight
-        rendered = self._strips.setdefault(key, {})
-        strip = rendered.get(style)
-        if strip is None:  # new figures, or new base style (cursor, theme, dimmed while stale)
-            strip = rendered[style] = self._strip(self._line(self._shown[key]), style)
-        return strip.crop_extend(scroll_x, scroll_x + width, style)
+            return Strip.blank(now.width, now.base)
+        style = now.cursor if index == self.cursor_row else now.base
+        return self._row_strip(self._keys[index], style).crop_extend(left, right, style)
 
     def _strip(self, cells: tuple[Cell, ...], base: Style) -> Strip:
         """One row of cells as a strip over a base style."""
