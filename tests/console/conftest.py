@@ -35,3 +35,9 @@ async def replayed(pilot: Pilot[None], timeout: float = 30.0) -> None:
         waited += 0.02
     assert app.polls_done >= limit, f"only {app.polls_done}/{limit} polls after {timeout}s"
     await pilot.pause()
+
+
+def rounded(series: dict[str, list[float | None]], digits: int = 9) -> dict[str, list[float | None]]:
+    """Sparkline cells to `digits` places: running totals and a rescan differ in the last bits."""
+    return {key: [None if value is None else round(value, digits) for value in cells]
+            for key, cells in series.items()}

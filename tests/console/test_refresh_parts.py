@@ -27,7 +27,7 @@ from triton_ge_console.sessions.snapshot import (
     ServerSnapshot,
 )
 
-from .conftest import recorded_app
+from .conftest import recorded_app, rounded
 from .waiting import until
 
 
@@ -89,7 +89,7 @@ def test_the_utilization_cache_agrees_with_a_rescan_as_the_history_grows_and_wra
             history.append(_snapshot(step, devices=2 + step // 20))  # a device appears half-way
             cache.update(history)
             ids = ["0", "1", "2", "9"]
-            assert cache.series(ids) == _rescanned(history, ids, 4, 3), (capacity, step)
+            assert rounded(cache.series(ids)) == rounded(_rescanned(history, ids, 4, 3)), (capacity, step)
 
 
 def _look(style: Style | None) -> tuple[object, ...]:

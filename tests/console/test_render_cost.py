@@ -29,6 +29,8 @@ from triton_ge_console.sessions.snapshot import (
     ServerSnapshot,
 )
 
+from .conftest import rounded
+
 
 def _snapshot(step: int, utilizations: dict[str, float | None], models: int = 0) -> ServerSnapshot:
     """A snapshot with these device utilizations and `models` READY models."""
@@ -45,11 +47,11 @@ def test_utilization_series_averages_each_device_per_cell() -> None:
     readings: list[dict[str, float | None]] = [{"0": 0.2, "1": None}, {"0": 0.4}, {"0": 0.6, "1": 1.0}]
     for step, reading in enumerate(readings):
         history.append(_snapshot(step, reading))
-    assert utilization_series(history, ["0", "1", "7"]) == {
+    assert rounded(utilization_series(history, ["0", "1", "7"])) == {
         "0": [0.2, 0.4, 0.6], "1": [None, None, 1.0], "7": [None, None, None]}
     for step in range(3, 62):  # 62 snapshots: three per cell, cells aligned to the oldest
         history.append(_snapshot(step, {"0": float(step % 3), "1": None}))
-    series = utilization_series(history, ["0", "1"])
+    series = rounded(utilization_series(history, ["0", "1"]))
     assert len(series["0"]) == 21 and series["0"][-2:] == [1.0, 0.5] and series["1"][-1] is None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Sequence
 
@@ -77,28 +78,23 @@ class ModelSeriesCache:
                 for b in self.buckets]
 
 
-def bucketed(values: Sequence[float | None], size: int, peak: bool = False) -> list[float | None]:
-    """Consecutive buckets of `size` values, each its average (or peak) of the known ones, else None."""
-    cells: list[float | None] = []
-    for start in range(0, len(values), size):
-        known = [v for v in values[start:start + size] if v is not None]
-        cells.append((max(known) if peak else sum(known) / len(known)) if known else None)
-    return cells
-
-
 def is_new_history(cached: SnapshotHistory | None, history: SnapshotHistory, last: float) -> bool:
     """Whether a cache must start over: another history, or one whose newest is older than what it has."""
     newest = history.latest
     return history is not cached or (newest is not None and newest.taken_at < last)
 
 
+Total = tuple[float, int]  # running sum and count of the known readings
+
+
 class UtilizationCache:
-    """Recent snapshots' device utilizations, kept as the history grows, so sparklines never rescan it."""
+    """Recent snapshots' device utilizations as running totals, so a sparkline cell is one subtraction."""
 
     def __init__(self, cells: int, max_bucket: int) -> None:
         self.cells, self.max_bucket = cells, max_bucket
         self.times: deque[float] = deque(maxlen=cells * max_bucket)
-        self.columns: dict[str, deque[float | None]] = {}  # device -> one reading per kept snapshot
+        # device -> running totals, one more than times: entry i is the total before the i-th kept snapshot
+        self.totals: dict[str, deque[Total]] = {}
         self._history: SnapshotHistory | None = None
 
     def update(self, history: SnapshotHistory) -> None:
@@ -107,27 +103,43 @@ class UtilizationCache:
         if is_new_history(self._history, history, last):
             self._history = history
             self.times.clear()
-            self.columns.clear()
+            self.totals.clear()
             last = float("-inf")
         for snapshot in history.newer_than(last)[-(self.times.maxlen or 0):]:
             self._add(snapshot)
         for _ in range(len(self.times) - len(history)):  # a ring smaller than the window forgot these
             self.times.popleft()
-            for column in self.columns.values():
-                column.popleft()
+            for totals in self.totals.values():
+                totals.popleft()
 
     def _add(self, snapshot: ServerSnapshot) -> None:
-        """One snapshot's readings: a column per device, None where it reported nothing."""
+        """One snapshot's readings added to each device's running totals (a missing reading adds nothing)."""
         readings = {d.id: d.utilization for d in snapshot.devices if d.utilization is not None}
-        for device_id in readings.keys() - self.columns.keys():
-            self.columns[device_id] = deque([None] * len(self.times), maxlen=self.times.maxlen)
+        window = self.times.maxlen or 0
+        for device_id in readings.keys() - self.totals.keys():
+            self.totals[device_id] = deque([(0.0, 0)] * (len(self.times) + 1), maxlen=window + 1)
         self.times.append(snapshot.taken_at)
-        for device_id, column in self.columns.items():
-            column.append(readings.get(device_id))
+        for device_id, totals in self.totals.items():
+            total, count = totals[-1]
+            value = readings.get(device_id)
+            totals.append((total + value, count + 1) if value is not None else (total, count))
 
     def series(self, device_ids: Sequence[str]) -> dict[str, list[float | None]]:
         """Each device's utilization averaged into at most `cells` cells, aligned to the oldest reading."""
         count = len(self.times)
         size = min(self.max_bucket, max(1, -(-count // self.cells)))
-        return {device_id: bucketed(list(self.columns.get(device_id, ())) or [None] * count, size)
-                for device_id in device_ids}
+        edges = [*range(0, count, size), count]
+        return {device_id: _cell_averages(self.totals.get(device_id), edges) for device_id in device_ids}
+
+
+def _cell_averages(totals: deque[Total] | None, edges: list[int]) -> list[float | None]:
+    """The average known reading between consecutive edges (None where there was none)."""
+    if totals is None:
+        return [None] * (len(edges) - 1)
+    kept = list(totals)
+    cells: list[float | None] = []
+    for start, end in itertools.pairwise(edges):
+        (sum_before, count_before), (sum_after, count_after) = kept[start], kept[end]
+        cells.append((sum_after - sum_before) / (count_after - count_before) if count_after > count_before
+                     else None)
+    return cells

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Endpoints:
     """Where a server answers."""
 
@@ -19,7 +19,7 @@ class Endpoints:
     metrics_url: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Latency:
     """Per-request latency figures with where they came from ("summary", "statistics", "trace")."""
 
@@ -30,7 +30,7 @@ class Latency:
     source: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ModelSnapshot:
     """One model version at one instant."""
 
@@ -55,7 +55,7 @@ class ModelSnapshot:
     execution_mode: str | None = None  # "npu" | "cpu-emulated" as the glue reports it
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeviceSnapshot:
     """One NPU (or emulated NPU) at one instant."""
 
@@ -71,7 +71,7 @@ class DeviceSnapshot:
     source: str | None = None  # "ge-glue", "npu-smi", "npu-exporter"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ServerSnapshot:
     """Everything known about one session's server at `taken_at` (epoch seconds)."""
 
