@@ -9,6 +9,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.css.query import NoMatches
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widgets import Static
 
@@ -152,6 +153,26 @@ async def test_a_chart_given_the_same_data_again_rebuilds_nothing() -> None:
         assert chart.drawn == drawn + 1
 
 
+async def test_a_chart_takes_the_new_themes_colours() -> None:
+    class Charted(App[None]):
+        def compose(self) -> ComposeResult:
+            yield SeriesChart(id="c")
+
+    def line_colour(chart: SeriesChart) -> object:
+        strips = chart.render_lines(Region(0, 0, *chart.size))
+        return next(segment.style.color for strip in strips[1:] for segment in strip
+                    if segment.text.strip() and segment.text[0] >= "\u2800")
+
+    async with Charted().run_test(size=(40, 10)) as pilot:
+        chart = pilot.app.query_one(SeriesChart)
+        chart.draw("t", [("p50", [(1.0, 2.0), (2.0, 3.0)])], 2.0)
+        await pilot.pause()
+        dark = line_colour(chart)
+        pilot.app.theme = "nord"
+        await pilot.pause()
+        assert line_colour(chart) != dark
+
+
 class _Both(App[None]):
     CSS = "Static, TextLines { height: 3; padding: 0 1; }"
 
@@ -190,6 +211,22 @@ async def test_text_lines_draw_a_text_without_spans_in_its_own_style_as_a_static
         lines.show(Text("select a model in the table", style="dim"))
         await pilot.pause()
         assert _cells(list(lines.render_line(0))) == _cells(list(static.render_line(0)))
+
+
+async def test_text_lines_redraw_only_the_line_that_changed() -> None:
+    async with _Both().run_test(size=(60, 8)) as pilot:
+        lines = pilot.app.query_one(TextLines)
+        lines.show(Text("queue 1\nconfig\nlast error: —"))
+        await pilot.pause()
+        built: list[int] = []
+        build_line = lines._line_strip
+        lines._line_strip = lambda y, base: built.append(y) or build_line(y, base)  # type: ignore[method-assign]
+        lines.show(Text("queue 2\nconfig\nlast error: —"))
+        await pilot.pause()
+        assert built == [0]
+        lines.show(Text("queue 2\nconfig"))  # fewer lines: all of it
+        await pilot.pause()
+        assert sorted(built[1:]) == [0, 1, 2]
 
 
 def _first_device_line(app: App[None]) -> str:

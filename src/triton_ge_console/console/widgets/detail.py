@@ -88,15 +88,20 @@ class SeriesChart(Widget):
         self.refresh()
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        """Rebuild the strips, once per render pass, when the data, size or styles changed."""
+        """Rebuild the strips, once per render pass, when the data, the size or the widget's style changed."""
         width, height = self.size
         base = self.rich_style
-        styles = {role: self.get_component_rich_style(f"series-chart--{role}") for role in ROLES}
-        key = (self.drawn, width, height, base, tuple(styles.values()))
+        key = (self.drawn, width, height, base)
         if self._strips is None or self._strips[0] != key:
+            styles = {role: self.get_component_rich_style(f"series-chart--{role}") for role in ROLES}
             rows = chart_runs(*self.plotted, width, height) if self.plotted else []
             self._strips = (key, [_strip(row, base, styles, width) for row in rows])
         return super().render_lines(crop)
+
+    def notify_style_update(self) -> None:
+        """The theme or the CSS changed: the line colours may have too."""
+        super().notify_style_update()
+        self._strips = None
 
     def render_line(self, y: int) -> Strip:
         """One line of the chart as render_lines built it."""

@@ -79,7 +79,7 @@ class DevicesPanel(Widget):
         self._base: Style | None = None  # the widget's style for the render pass under way
 
     def watch_frame(self, frame: DevicesFrame | None) -> None:
-        """Repaint only when a line's text changed; re-layout only when the number of lines changes."""
+        """Repaint only the lines whose text changed; re-layout only when the number of lines changes."""
         if frame is None:
             return
         snapshot, series = frame
@@ -87,9 +87,13 @@ class DevicesPanel(Widget):
         rows = device_rows(snapshot, series, self.app.size.width)
         if rows == self._rows:
             return
-        relayout = len(rows) != len(self._rows)
-        self._rows = rows
-        self.refresh(layout=relayout)
+        old, self._rows = self._rows, rows
+        if len(rows) != len(old):
+            self.refresh(layout=True)
+            return
+        width = self.size.width
+        for y in (y for y, (before, now) in enumerate(zip(old, rows, strict=True)) if before != now):
+            self.refresh(Region(0, y, width, 1))  # that line only, not the box around it
 
     def on_resize(self, event: events.Resize) -> None:
         """Short or full lines follow the terminal's width at once, not at the next poll."""

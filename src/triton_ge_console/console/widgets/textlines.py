@@ -7,6 +7,7 @@ from typing import Any
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widgets import Static
@@ -18,42 +19,67 @@ def _look(text: Text) -> tuple[object, ...]:
 
 
 class TextLines(Static):
-    """Lines that fit are strips built straight from the Text; wider text wraps as a Static would."""
+    """Lines that fit are strips built straight from the Text, and only a changed line is redrawn;
+    wider text wraps as a Static would."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._text: Text | None = None
-        self._strips: tuple[tuple[int, int, Style], list[Strip]] | None = None  # key: width, height, style
+        self._lines: list[Text] = []
+        self._strips: dict[int, Strip] = {}  # line -> its strip, for the size and style in _built_for
+        self._built_for: tuple[int, int, Style] | None = None
 
     def show(self, text: Text) -> None:
         """Show this text (no re-layout: the box keeps its size); the same text again repaints nothing."""
         # Text.__eq__ compares plain text and spans only: a change of the whole text's style must repaint.
         if self._text is not None and _look(text) == _look(self._text):
             return
-        self._text = text
-        self._strips = None
-        self.refresh()
+        lines = list(text.split("\n", allow_blank=True))
+        changed = self._changed_lines(text, lines)
+        self._text, self._lines = text, lines
+        if changed is None:
+            self._strips.clear()
+            self.refresh()
+            return
+        for y in changed:
+            self._strips.pop(y, None)
+            self.refresh(Region(0, y, self.size.width, 1))
+
+    def _changed_lines(self, text: Text, lines: list[Text]) -> list[int] | None:
+        """The lines that differ from those shown, or None when everything must be redrawn."""
+        width = self.size.width
+        if self._text is None or len(lines) != len(self._lines) or text.style != self._text.style:
+            return None
+        if any(line.cell_len > width for line in (*lines, *self._lines)):  # wrapped: lines move
+            return None
+        pairs = enumerate(zip(self._lines, lines, strict=True))
+        return [y for y, (old, new) in pairs if _look(old) != _look(new)]
 
     def render_line(self, y: int) -> Strip:
-        """A line of the text, from strips rebuilt only when the text, the size or the style changed."""
+        """A line of the text, from a strip rebuilt only when that line, the size or the style changed."""
         if self._text is None:
             return super().render_line(y)
         width, height = self.size
-        key = (width, height, self.rich_style)
-        if self._strips is None or self._strips[0] != key:
-            self._strips = (key, self._build(self._text, *key))
-        lines = self._strips[1]
-        return lines[y] if y < len(lines) else Strip.blank(width, key[2])
+        built_for = (width, height, self.rich_style)
+        if built_for != self._built_for:
+            self._strips.clear()
+            self._built_for = built_for
+        if not self._strips and any(line.cell_len > width for line in self._lines):
+            wrapped = Visual.to_strips(self, visualize(self, self._text), width, height, self.visual_style)
+            self._strips = dict(enumerate(wrapped))
+        strip = self._strips.get(y)
+        if strip is None:
+            strip = self._strips[y] = self._line_strip(y, built_for[2])
+        return strip
 
-    def _build(self, text: Text, width: int, height: int, base: Style) -> list[Strip]:
-        """Each line as a strip over the widget's style; Textual's own wrapping when a line is too wide."""
-        lines = text.split("\n", allow_blank=True)
-        if any(line.cell_len > width for line in lines):
-            return Visual.to_strips(self, visualize(self, text), width, height, self.visual_style)
+    def _line_strip(self, y: int, base: Style) -> Strip:
+        """One line that fits as a strip over the widget's style (a blank one below the text)."""
+        if y >= len(self._lines):
+            return Strip.blank(self.size.width, base)
+        line = self._lines[y]
         console = self.app.console
         # Text.render leaves out the Text's own style when it has no spans: apply it under the spans
-        return [Strip(Segment.apply_style(line.render(console), base + _own_style(console, line)))
-                for line in lines]
+        return Strip(Segment.apply_style(line.render(console), base + _own_style(console, line)))
 
 
 def _own_style(console: Any, text: Text) -> Style:
