@@ -126,7 +126,8 @@ ROW_WIDTH = sum(WIDTHS) + len(WIDTHS) - 1
 
 def visible_models(models: Sequence[ModelSnapshot], needle: str, sort: SortKey) -> list[ModelSnapshot]:
     """Models whose name contains the filter text, in sort order."""
-    chosen = [m for m in models if needle.lower() in m.name.lower()]
+    wanted = needle.lower()
+    chosen = [m for m in models if wanted in m.name.lower()] if wanted else list(models)
     return sorted(chosen, key=sort.key, reverse=sort.descending)  # type: ignore[arg-type]
 
 
