@@ -10,6 +10,7 @@ from textual.widgets import Static
 
 from triton_ge_console.console.app import create_app, next_connection
 from triton_ge_console.console.screens.dashboard import utilization_series
+from triton_ge_console.console.widgets.dirty import line_runs
 from triton_ge_console.console.widgets.models import (
     ROW_WIDTH,
     WIDTHS,
@@ -110,3 +111,8 @@ def test_row_segments_are_fixed_width_columns_over_the_base_style() -> None:
     assert styles["READY"] == base + Style.parse("green") and styles["5"] == base + Style.parse("bold red")
     assert all(s.style == base for s in segments if s.text.strip() not in ("llama_model", "READY", "5"))
     assert sum(len(s.text) for s in segments) == ROW_WIDTH
+
+
+def test_changed_lines_are_marked_one_region_per_run() -> None:
+    assert line_runs([]) == []
+    assert line_runs([5, 1, 2, 3, 9, 10, 5]) == [(1, 3), (5, 1), (9, 2)]

@@ -18,6 +18,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from triton_ge_console.console import format as fmt
+from triton_ge_console.console.widgets.dirty import line_runs
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
 Thresholds = Mapping[str, Mapping[str, float]]  # model -> {"queue_depth": 8, "p99_ms": 50}
@@ -219,11 +220,14 @@ class ModelsTable(ScrollView, can_focus=True):
     def _refresh_changed_rows(self) -> None:
         """Repaint the rows in view whose snapshot changed (rows out of view redraw when scrolled to)."""
         top = int(self.scroll_y)
+        changed = []
         for index in range(top, min(len(self._keys), top + self.size.height)):
             key = self._keys[index]
             drawn = self._drawn.get(key)
             if drawn is None or not _same_model(drawn[0], self._shown[key]):
-                self.refresh_line(index + 1)  # virtual line: the header is line 0
+                changed.append(index + 1)  # virtual line: the header is line 0
+        for first, count in line_runs(changed):
+            self.refresh_lines(first, count)
 
     def _row_strip(self, key: str, style: Style) -> Strip:
         """A row's line in a style, rebuilt only when its snapshot differs from the one it was drawn from."""
