@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -146,7 +147,7 @@ def test_buttons_are_disabled_while_a_command_runs_in_the_background() -> None:
 
 
 def test_an_unreadable_server_shows_a_banner_and_disables_commands() -> None:
-    stale = ServerSnapshot(**{**snapshot(2).__dict__, "live": False, "ready": False, "error": "timed out"})
+    stale = dataclasses.replace(snapshot(2), live=False, ready=False, error="timed out")
     board = Dashboard(RecordedSource([snapshot(1), stale, down(3)]), autostart=False, background=False)
     board.refresh()
     board.refresh()
@@ -160,7 +161,7 @@ def test_an_unreadable_server_shows_a_banner_and_disables_commands() -> None:
 
 def test_rows_follow_the_repository() -> None:
     only_llama = snapshot(1)
-    only_llama = ServerSnapshot(**{**only_llama.__dict__, "models": only_llama.models[:1]})
+    only_llama = dataclasses.replace(only_llama, models=only_llama.models[:1])
     board = Dashboard(RecordedSource([snapshot(1), only_llama]), autostart=False, background=False)
     board.refresh()
     assert set(board.models.rows) == {("llama_model", "1"), ("bert_model", "1")}
