@@ -20,6 +20,23 @@ def number(value: float | int | None, digits: int = 1) -> str:
     return f"{value:.{digits}f}"
 
 
+def age(seconds: float | None) -> str:
+    """Seconds as an age the way kubectl prints one (42s, 12m, 2h05m, 3d4h): it changes once a minute."""
+    if seconds is None:
+        return MISSING
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes = whole // 60
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours}h"
+
+
 def duration(seconds: float | None) -> str:
     """Seconds as HH:MM:SS (days prefixed when over a day)."""
     if seconds is None:

@@ -16,6 +16,8 @@ from .conftest import LOG, REPO
 def test_missing_figures_render_as_dash() -> None:
     assert fmt.number(None) == fmt.percent(None) == fmt.gib(None) == fmt.duration(None) == "—"
     assert fmt.duration(90061) == "1d 01:01:01"
+    ages = [fmt.age(seconds) for seconds in (None, 42.9, 61, 3599, 3600 + 5 * 60, 90061)]
+    assert ages == ["—", "42s", "1m", "59m", "1h05m", "1d1h"]  # the header's uptime: changes once a minute
     assert fmt.number(float("nan")) == "—"  # the console and the notebooks share one rule (display.py)
     assert fmt.sparkline([0.0, None, 1.0], 3, top=1.0) == "▁ █"
     assert fmt.bar(None, 10, 4) == "····" and fmt.bar(5, 10, 4) == "██░░"

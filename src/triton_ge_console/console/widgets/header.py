@@ -50,7 +50,7 @@ def header_text(connection: Connection) -> Text:
     """The header line built only from snapshot fields (no wall clock), so recordings render the same."""
     snap = connection.last_good
     version = snap.version if snap and snap.version else fmt.MISSING
-    uptime = fmt.duration(snap.uptime_s if snap else None)
+    uptime = fmt.age(snap.uptime_s if snap else None)  # minutes, not seconds: no repaint every refresh
     http = fmt.url_hostport(snap.endpoints.http_url if snap else None)
     grpc = fmt.url_hostport(snap.endpoints.grpc_url if snap else None)
     sep = Text(" ─ ", style="dim")
