@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from textual.app import ComposeResult
@@ -64,6 +65,21 @@ class DashboardScreen(Screen[None]):
         """The app, typed."""
         return cast("GEConsoleApp", self.app)
 
+    @cached_property
+    def table(self) -> ModelsTable:
+        """The models table (looked up once: a refresh would otherwise query the DOM for each panel)."""
+        return self.query_one(ModelsTable)
+
+    @cached_property
+    def detail(self) -> DetailPane:
+        """The selected model's pane."""
+        return self.query_one(DetailPane)
+
+    @cached_property
+    def status(self) -> tuple[StatusHeader, DisconnectedBanner, DevicesPanel]:
+        """The header, the banner and the devices box."""
+        return self.query_one(StatusHeader), self.query_one(DisconnectedBanner), self.query_one(DevicesPanel)
+
     def compose(self) -> ComposeResult:
         """Header, banner, devices, models (with its filter box), detail, footer."""
         yield StatusHeader(id="status")
@@ -77,7 +93,7 @@ class DashboardScreen(Screen[None]):
 
     def on_mount(self) -> None:
         """Follow the app's connection and selection."""
-        table = self.query_one(ModelsTable)
+        table = self.table
         table.thresholds = self.console.options.thresholds
         self.query_one("#filter", Input).display = False
         self._title_models(0)
@@ -86,31 +102,31 @@ class DashboardScreen(Screen[None]):
 
     def redraw(self, connection: Connection) -> None:
         """Push the newest figures into every panel; dim them when stale."""
-        self.query_one(StatusHeader).connection = connection
-        self.query_one(DisconnectedBanner).connection = connection
+        header, banner, devices = self.status
+        header.connection = connection
+        banner.connection = connection
         self.set_class(connection.stale or connection.stopped, "-stale")
         snapshot = connection.last_good
         if snapshot is None:
             return
         history = self.console.source.history
         series = utilization_series(history, [d.id for d in snapshot.devices], self.utilization)
-        self.query_one(DevicesPanel).frame = (snapshot, series)
-        table = self.query_one(ModelsTable)
-        table.show_models(snapshot.models)
+        devices.frame = (snapshot, series)
+        self.table.show_models(snapshot.models)
         self._title_models(len(snapshot.models))
         self._select_from_cursor()
         self.redraw_detail(self.console.selected_model)
 
     def _title_models(self, count: int) -> None:
         """The models box title: count, filter, sort."""
-        table = self.query_one(ModelsTable)
+        table = self.table
         needle = f" ─ filter '{table.needle}'" if table.needle else " ─ / filter"
         sort = table.sort_key.label
         retitle(self.query_one("#models-box"), f"Models ({count}){needle} ─ s sort: {sort}")
 
     def _select_from_cursor(self) -> None:
         """Make the model under the cursor the app's selected model."""
-        key = self.query_one(ModelsTable).selected_key
+        key = self.table.selected_key
         model = key.split("/", 1)[0] if key else None
         if model is not None and self.console.selected_model != model:
             self.console.selected_model = model
@@ -121,7 +137,7 @@ class DashboardScreen(Screen[None]):
 
     def redraw_detail(self, model_name: str | None) -> None:
         """The selected model's facts; its charts on selection, then every CHART_EVERY_S of snapshots."""
-        pane = self.query_one(DetailPane)
+        pane = self.detail
         snapshot = self.console.connection.last_good
         model = snapshot.model(model_name) if snapshot and model_name else None
         if model is None or snapshot is None:
@@ -178,14 +194,14 @@ class DashboardScreen(Screen[None]):
     def on_input_changed(self, event: Input.Changed) -> None:
         """Filter as the operator types."""
         if event.input.id == "filter":
-            self.query_one(ModelsTable).set_filter(event.value)
+            self.table.set_filter(event.value)
             self._after_table_change()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Keep the filter, go back to the table."""
         if event.input.id == "filter":
             event.input.display = False
-            self.query_one(ModelsTable).focus()
+            self.table.focus()
 
     def action_close_filter(self) -> None:
         """Clear and hide the filter."""
@@ -193,13 +209,13 @@ class DashboardScreen(Screen[None]):
         if box.display:
             box.value = ""
             box.display = False
-            self.query_one(ModelsTable).set_filter("")
+            self.table.set_filter("")
             self._after_table_change()
-            self.query_one(ModelsTable).focus()
+            self.table.focus()
 
     def sort_models(self) -> None:
         """Sort by the next column."""
-        sort = self.query_one(ModelsTable).next_sort()
+        sort = self.table.next_sort()
         self._after_table_change()
         self.notify(f"sorted by {sort.label}", timeout=1.5)
 
