@@ -13,6 +13,7 @@ from triton_ge_console.console.chart import (
     nice_ceiling,
     scale_of,
     x_labels,
+    y_label,
 )
 
 
@@ -74,12 +75,30 @@ def test_a_chart_without_figures_says_so() -> None:
 
 
 def test_x_labels_stay_inside_the_width() -> None:
-    assert x_labels(Scale(-1.5, 0.0, 1.0), 20, "min") == "-1.5 min         now"  # no room for -0.8
-    assert x_labels(Scale(-1.5, 0.0, 1.0), 26, "min") == "-1.5 min  -0.8         now"
-    assert len(x_labels(Scale(-15.0, 0.0, 1.0), 8, "min")) == 8
+    assert x_labels(Scale(-1.5, 0.0, 1.0), 20) == "-1.5 min         now"  # no room for -0.8
+    assert x_labels(Scale(-1.5, 0.0, 1.0), 26) == "-1.5 min  -0.8         now"
+    assert len(x_labels(Scale(-15.0, 0.0, 1.0), 8)) == 8
 
 
 def test_a_single_instant_sits_at_the_right_edge() -> None:
     rows = chart_runs("t", [ChartSeries("a", [(5.0, 1.0)])], 20, 5)
     plot = [runs for runs in rows[1:-1]]
     assert any(runs[-1][1] == "line0" and runs[-1][0][-1] != " " for runs in plot)
+
+
+@pytest.mark.parametrize(("value", "label"), [(0.0, "0"), (2.5, "2.5"), (12.5, "12.5"), (1250.0, "1.25k"),
+                                              (2500.0, "2.5k"), (12500.0, "12.5k"), (2_000_000.0, "2M")])
+def test_y_labels_stay_short_and_never_scientific(value: float, label: str) -> None:
+    assert y_label(value) == label
+
+
+@pytest.mark.parametrize("peak", [0.4, 4.0, 11.0, 2400.0, 4000.0, 1_200_000.0])
+def test_every_plot_row_is_exactly_the_chart_width(peak: float) -> None:
+    points = [(-10.0 + minute, peak * minute / 10) for minute in range(11)]
+    text = _text(chart_runs("t", [ChartSeries("a", points)], 40, 9))
+    assert all(len(line) == 40 for line in text[1:]) and not any("e+" in line for line in text)
+
+
+def test_a_short_span_reads_in_tenths_and_never_minus_zero() -> None:
+    assert x_labels(Scale(-0.04, 0.0, 1.0), 20) == "0.0 min          now"
+    assert x_labels(Scale(-0.5, -0.2, 1.0), 20).endswith("-0.2")

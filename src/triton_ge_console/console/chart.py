@@ -19,6 +19,7 @@ BRAILLE_BASE = 0x2800
 DOT_BITS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 # the dots of rows a..b (from the top of a cell) in one of its two columns: RANGE_BITS[column][a][b]
 RANGE_BITS = tuple(tuple(tuple(sum(side[a:b + 1]) for b in range(4)) for a in range(4)) for side in DOT_BITS)
+DOT_ROWS = 4  # per cell (and 2 dot columns)
 NICE_STEPS = (1.0, 2.0, 2.5, 5.0, 10.0)
 HEADROOM = 1.05  # the top of the y scale clears the highest point, so a flat line at its peak still shows
 
@@ -54,18 +55,20 @@ def scale_of(series: Sequence[ChartSeries]) -> Scale | None:
     if not known:
         return None
     xs = [x for x, _ in known]
-    return Scale(min(xs), max(xs), nice_ceiling(HEADROOM * max(y for _, y in known)))
+    oldest, newest = min(xs), max(xs)
+    oldest = oldest if oldest < newest else newest - 1.0  # a single instant: at the right edge
+    return Scale(oldest, newest, nice_ceiling(HEADROOM * max(y for _, y in known)))
 
 
 def y_label(value: float) -> str:
-    """A tick value in at most 5 characters."""
-    if value >= 10_000:
-        return f"{value / 1000:.0f}k"
+    """A tick value in at most 5 characters, thousands and millions as k and M (never 2.5e+03)."""
+    for unit, factor in (("M", 1e6), ("k", 1e3)):
+        if value >= factor:
+            return f"{value / factor:.3g}{unit}"
     return f"{value:.3g}"
 
 
-def chart_runs(title: str, series: Sequence[ChartSeries], width: int, height: int,
-               x_unit: str = "min") -> list[list[Run]]:
+def chart_runs(title: str, series: Sequence[ChartSeries], width: int, height: int) -> list[list[Run]]:
     """The chart as `height` rows of runs: legend row, plot rows with a y axis, then the x labels."""
     if width < 12 or height < 4:
         return [[(title[:width], "title")]] + [[] for _ in range(height - 1)]
@@ -74,17 +77,18 @@ def chart_runs(title: str, series: Sequence[ChartSeries], width: int, height: in
     if scale is None:
         rows.append([("no data yet", "axis")])
         return rows + [[] for _ in range(height - 2)]
-    gutter = max(len(y_label(scale.top)), len(y_label(0.0)))
-    plot_width, plot_height = width - gutter - 1, height - 2
+    plot_height = height - 2
+    tick_rows = {0: scale.top, plot_height // 2: scale.top / 2, plot_height - 1: 0.0}
+    gutter = max(len(y_label(value)) for value in tick_rows.values())
+    plot_width = width - gutter - 1
     grid = Grid(plot_width, plot_height)
     for index, line in enumerate(series):
         grid.draw(line.points, scale, f"line{index}")
-    tick_rows = {0: scale.top, plot_height // 2: scale.top / 2, plot_height - 1: 0.0}
     for row in range(plot_height):
         tick = tick_rows.get(row)
         axis = (y_label(tick).rjust(gutter) + "┤") if tick is not None else " " * gutter + "│"
         rows.append([(axis, "axis"), *grid.runs(row)])
-    rows.append([(" " * (gutter + 1) + x_labels(scale, plot_width, x_unit), "axis")])
+    rows.append([(" " * (gutter + 1) + x_labels(scale, plot_width), "axis")])
     return rows
 
 
@@ -96,18 +100,25 @@ def legend(title: str, series: Sequence[ChartSeries]) -> list[Run]:
     return runs
 
 
-def x_labels(scale: Scale, width: int, unit: str) -> str:
-    """Labels at the start and end of the x span, and the middle where it fits; an end at 0 reads "now"."""
+def x_labels(scale: Scale, width: int) -> str:
+    """Minutes at the start and end of the x span, and the middle where it fits; an end at 0 reads "now"."""
     decimals = 0 if scale.x1 - scale.x0 >= 3 else 1
-    first = f"{scale.x0:.{decimals}f} {unit}"
-    last = "now" if round(scale.x1, decimals) == 0 else f"{scale.x1:.{decimals}f}"
-    middle = f"{(scale.x0 + scale.x1) / 2:.{decimals}f}"
+    first = f"{_minutes(scale.x0, decimals)} min"
+    last = _minutes(scale.x1, decimals)
+    last = "now" if last == "0" or last == "0.0" else last
+    middle = _minutes((scale.x0 + scale.x1) / 2, decimals)
     start = max(0, (width - 1) // 2 - len(middle) // 2)
     if start >= len(first) + 2 and start + len(middle) + 2 <= width - len(last):
         line = first.ljust(start) + middle
     else:
         line = first
     return (line.ljust(width - len(last)) + last)[:width]
+
+
+def _minutes(value: float, decimals: int) -> str:
+    """A tick value in minutes, never "-0"."""
+    text = f"{value:.{decimals}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 class Grid:
@@ -128,7 +139,7 @@ class Grid:
 
     def _dots(self, points: Sequence[Point], scale: Scale) -> list[tuple[int, int] | None]:
         """Each point's dot column and dot row (0 at the bottom); None for a missing figure."""
-        columns, rows = 2 * self.width - 1, 4 * self.height - 1
+        columns, rows = 2 * self.width - 1, DOT_ROWS * self.height - 1
         span = (scale.x1 - scale.x0) or 1.0  # a single instant: at the right edge
         x_start, x_factor, y_factor = scale.x1 - span, columns / span, rows / scale.top
         return [None if y is None or not math.isfinite(y)
@@ -150,14 +161,13 @@ class Grid:
 
     def _light(self, column: int, low: int, high: int, role: str) -> None:
         """Light dot rows low..high (counted from the bottom) of one dot column, a cell at a time."""
-        top = 4 * self.height - 1
+        top = DOT_ROWS * self.height - 1
         first, last = top - high, top - low  # the same rows counted from the top
         side, cell_column = RANGE_BITS[column % 2], column // 2
         bits, owner = self.bits, self.owner
-        for cell_row in range(first >> 2, (last >> 2) + 1):
-            offset = cell_row << 2
-            bits[cell_row][cell_column] |= side[first - offset if first > offset else 0][
-                last - offset if last - offset < 3 else 3]
+        for cell_row in range(first // DOT_ROWS, last // DOT_ROWS + 1):
+            offset = cell_row * DOT_ROWS
+            bits[cell_row][cell_column] |= side[max(first - offset, 0)][min(last - offset, DOT_ROWS - 1)]
             owner[cell_row][cell_column] = role
 
     def runs(self, row: int) -> list[Run]:
