@@ -63,11 +63,24 @@ def test_chart_points_fold_fixed_runs_of_snapshots_as_a_rescan_would() -> None:
         history.append(snapshot)
         taken.append(snapshot)
         cache.update("m0", history)
-        runs = [taken[start:start + 5] for start in range(0, len(taken), 5)][-11:]
+        oldest = taken[-50:][0].taken_at  # what the history still holds
+        runs = [run for run in (taken[start:start + 5] for start in range(0, len(taken), 5))
+                if run[-1].taken_at >= oldest][-11:]
         p99 = [[s.models[0].latency.p99_ms for s in run if s.models] for run in runs]
         assert cache.series("p99", peak=True) == [(run[-1].taken_at, max(v) if v else None)
                                                   for run, v in zip(runs, p99, strict=True)]
     assert len(cache.series("p50")) == 11 and cache.series("p50")[-1][0] == taken[-1].taken_at
+
+
+def test_chart_points_never_reach_past_a_smaller_history() -> None:
+    history = SnapshotHistory(capacity=20)
+    cache = ModelSeriesCache()  # sized for 15 minutes
+    for step in range(200):
+        history.append(_snapshot(step))
+        cache.update("m0", history)
+    oldest = history.snapshots()[0].taken_at
+    points = cache.series("p50")
+    assert points[0][0] >= oldest and points[-1][0] == history.snapshots()[-1].taken_at
 
 
 def _rescanned(history: SnapshotHistory, device_ids: list[str], cells: int, most: int) -> dict[str, list]:
@@ -137,6 +150,27 @@ async def test_a_periodic_chart_redraw_draws_one_chart_per_refresh_from_one_inst
         assert latency[1][0].points[-1][0] == 0.0  # minutes before the newest point
 
 
+async def test_snapshots_further_apart_than_the_chart_interval_redraw_both_charts_every_time() -> None:
+    source = RecordedSource([_snapshot(0)], name="t")
+    app = create_app(source, max_polls=1)  # a 1 s refresh interval, but snapshots 6 s apart
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, DashboardScreen) and min(_drawn(app.screen)) >= 1,
+                    what="the dashboard's first charts")
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        before = _drawn(screen)
+        for step in range(1, 5):
+            source.history.append(_snapshot(6 * step))
+            app.connection = next_connection(app.connection, _snapshot(6 * step), app.options)
+            await pilot.pause()
+        after = _drawn(screen)
+        assert after[0] - before[0] == 4 and after[1] - before[1] == 2  # at most one redraw behind
+        latency = screen.query_one("#latency-chart", SeriesChart).plotted
+        throughput = screen.query_one("#throughput-chart", SeriesChart).plotted
+        assert latency and throughput
+        assert [x for x, _ in latency[1][0].points] == [x for x, _ in throughput[1][0].points]
+
+
 async def test_a_chart_given_the_same_data_again_rebuilds_nothing() -> None:
     class Charted(App[None]):
         def compose(self) -> ComposeResult:
@@ -193,9 +227,11 @@ def _text(width: int) -> Text:
 async def test_text_lines_look_like_a_static_whether_or_not_the_text_fits() -> None:
     async with _Both().run_test(size=(60, 8)) as pilot:
         static, lines = pilot.app.query_one(Static), pilot.app.query_one(TextLines)
-        for width in (10, 80):  # fits; too wide (wrapped as a Static wraps it)
-            static.update(_text(width))
-            lines.show(_text(width))
+        texts = [_text(10), _text(80), _text(10)]  # fits; too wide (wrapped as a Static wraps it); fits again
+        texts += [Text("one\ntwo", style="bold"), Text("one\ntwo", style="italic")]  # only its own style
+        for text in texts:
+            static.update(text)
+            lines.show(text)
             await pilot.pause()
             ours: list[Strip] = [lines.render_line(y) for y in range(3)]
             theirs = [static.render_line(y) for y in range(3)]

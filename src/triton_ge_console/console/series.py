@@ -6,10 +6,10 @@ import itertools
 from collections import deque
 from collections.abc import Sequence
 
+from triton_ge_console.console.chart import Point
 from triton_ge_console.sessions.history import DEFAULT_CAPACITY, SnapshotHistory
 from triton_ge_console.sessions.snapshot import ServerSnapshot
 
-Point = tuple[float, float | None]
 FIGURES = ("p50", "p99", "inferences", "requests")  # what the detail charts draw, per model
 CHART_POINTS = 120  # points per chart line at most: a braille chart has two dot columns per cell
 
@@ -49,7 +49,7 @@ class ModelSeriesCache:
 
     Points are buckets of a fixed number of consecutive snapshots, so a finished bucket never changes and
     a refresh folds in only the new snapshots: thinning 15 minutes of history for a chart costs nothing
-    at redraw. The oldest point may include up to one bucket of snapshots the history already dropped."""
+    at redraw. The oldest point may still include a few snapshots the history has dropped since."""
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY, points: int = CHART_POINTS) -> None:
         self.model: str | None = None
@@ -68,6 +68,9 @@ class ModelSeriesCache:
             if not self.buckets or self.buckets[-1].filled == self.size:
                 self.buckets.append(Bucket())
             self.buckets[-1].add(snapshot.taken_at, figures_of(snapshot, model))
+        oldest = history.oldest
+        while self.buckets and oldest is not None and self.buckets[0].last_time < oldest.taken_at:
+            self.buckets.popleft()  # a history smaller than this cache forgot all of that point
 
     def series(self, figure: str, peak: bool = False) -> list[Point]:
         """One figure (a FIGURES name) per point: its average, or its peak (for tail latency)."""

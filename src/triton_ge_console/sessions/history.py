@@ -37,6 +37,12 @@ class SnapshotHistory:
         return fresh
 
     @property
+    def oldest(self) -> ServerSnapshot | None:
+        """The oldest snapshot kept, if any."""
+        with self._lock:
+            return self._ring[0] if self._ring else None
+
+    @property
     def latest(self) -> ServerSnapshot | None:
         """The newest snapshot, if any."""
         with self._lock:

@@ -21,7 +21,7 @@ from triton_ge_console.console.widgets.textlines import TextLines
 from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
-Series = Sequence[tuple[float, float | None]]
+Series = Sequence[Point]  # (epoch seconds, value) per chart point
 
 
 @dataclass(frozen=True)
@@ -59,11 +59,13 @@ def split_text(model: ModelSnapshot) -> Text:
     return text
 
 
+ROLES = ("axis", "title", "line0", "line1")  # what chart runs are drawn as, each a component class
+
+
 class SeriesChart(Widget):
     """A small time chart of one or two series (console.chart), redrawn only when its data or size change."""
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = {
-        "series-chart--axis", "series-chart--title", "series-chart--line0", "series-chart--line1"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {f"series-chart--{role}" for role in ROLES}
     DEFAULT_CSS = """
     SeriesChart { width: 1fr; padding: 0 1; }
     SeriesChart > .series-chart--axis { color: $text-muted; }
@@ -109,9 +111,6 @@ class SeriesChart(Widget):
         return lines[y] if y < len(lines) else Strip.blank(self.size.width, self.rich_style)
 
 
-ROLES = ("axis", "title", "line0", "line1")
-
-
 def _strip(runs: list[Run], base: Style, styles: dict[str, Style], width: int) -> Strip:
     """A row of runs as a strip of exactly `width` cells over the widget's style."""
     segments = [Segment(text, base + styles.get(role, Style.null())) for text, role in runs]
@@ -145,9 +144,9 @@ class DetailPane(Vertical):
         info.show(self._info(detail))  # a fixed three lines
         if charts:
             self._draw_latency(detail)
-            if spread:
+            if spread and pending is None:
                 self._pending = detail
-            else:
+            else:  # not spread, or redraws come faster than the spread finishes: both at once
                 self._draw_throughput(detail)
         elif pending is not None and pending.model.name == model.name:
             self._draw_throughput(pending)

@@ -220,21 +220,22 @@ class ModelsTable(ScrollView, can_focus=True):
     def _refresh_changed_rows(self) -> None:
         """Repaint the rows in view whose snapshot changed (rows out of view redraw when scrolled to)."""
         top = int(self.scroll_y)
-        changed = []
-        for index in range(top, min(len(self._keys), top + self.size.height)):
-            key = self._keys[index]
-            drawn = self._drawn.get(key)
-            if drawn is None or not _same_model(drawn[0], self._shown[key]):
-                changed.append(index + 1)  # virtual line: the header is line 0
+        in_view = range(top, min(len(self._keys), top + self.size.height))
+        changed = [index + 1 for index in in_view if not self._is_drawn(self._keys[index])]  # line 0: header
         for first, count in line_runs(changed):
             self.refresh_lines(first, count)
+
+    def _is_drawn(self, key: str) -> bool:
+        """Whether the row's lines were drawn from the snapshot it shows now."""
+        drawn = self._drawn.get(key)
+        return drawn is not None and _same_model(drawn[0], self._shown[key])
 
     def _row_strip(self, key: str, style: Style) -> Strip:
         """A row's line in a style, rebuilt only when its snapshot differs from the one it was drawn from."""
         model = self._shown[key]
-        drawn = self._drawn.get(key)
-        if drawn is None or not _same_model(drawn[0], model):
-            drawn = self._drawn[key] = (model, {})
+        if not self._is_drawn(key):
+            self._drawn[key] = (model, {})
+        drawn = self._drawn[key]
         strip = drawn[1].get(style)
         if strip is None:  # new figures, or new base style (cursor, theme, dimmed while stale)
             cells = model_fields(model, self.thresholds.get(model.name, {}))
