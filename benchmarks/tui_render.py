@@ -12,12 +12,14 @@ and which other load on a shared machine inflates far less than wall time (the l
   that harness cost is not the console's;
 - total: both.
 Snapshots are synthetic but shaped like a live session's (every figure changes every refresh), with a
-15-minute history behind them. The two detail charts are redrawn every 5 s of snapshots (one refresh in
-five), so p50 is a typical refresh and p95/max include those. "full repaint" (every widget from scratch,
-as after a terminal resize; wall time) is shown for reference, and so is one full garbage collection
-with all of it alive: a live console runs one every few minutes (when the objects kept since the last
-one reach a quarter of those it holds), so the benchmark runs one before the window, because building
-15 minutes of history in one go would otherwise put it inside, and reports its pause on its own row.
+15-minute history behind them. The two detail charts are redrawn every 5 s of snapshots, spread over two
+refreshes (latency, then throughput on the next), so p50 is a typical refresh and p95/max include those.
+"full repaint" (every widget from scratch, as after a terminal resize; wall time) is shown for reference,
+and so is one full garbage collection with all of it alive (wall time): a live console runs one every
+few minutes (when the objects kept since the last one reach a quarter of those it holds), and the
+refresh it lands in costs that much more. The benchmark runs one before the measured window, because
+building 15 minutes of history in one go would otherwise put it inside (and keep the young generations
+full of history); so no measured refresh includes a full collection, and its row is where it shows.
 
     python3 benchmarks/tui_render.py [--refreshes 60] [--models 100] [--devices 8] [--table]
 
