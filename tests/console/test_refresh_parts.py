@@ -10,10 +10,11 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.css.query import NoMatches
 from textual.geometry import Region
+from textual.pilot import Pilot
 from textual.strip import Strip
 from textual.widgets import Static
 
-from triton_ge_console.console.app import create_app, next_connection
+from triton_ge_console.console.app import GEConsoleApp, create_app, next_connection
 from triton_ge_console.console.screens.dashboard import CHART_EVERY_S, DashboardScreen
 from triton_ge_console.console.series import ModelSeriesCache, UtilizationCache
 from triton_ge_console.console.widgets.detail import SeriesChart
@@ -124,51 +125,57 @@ def _drawn(screen: DashboardScreen) -> tuple[int, int]:
     return charts[0].drawn, charts[1].drawn
 
 
+async def _charted(pilot: Pilot[None], app: GEConsoleApp) -> DashboardScreen:
+    """The dashboard, once its first charts are drawn."""
+    await until(pilot, lambda: isinstance(app.screen, DashboardScreen) and min(_drawn(app.screen)) >= 1,
+                what="the dashboard's first charts")
+    assert isinstance(app.screen, DashboardScreen)
+    return app.screen
+
+
+async def _feed(pilot: Pilot[None], app: GEConsoleApp, snapshot: ServerSnapshot) -> None:
+    """One poll's snapshot, into the history and the app, and the frame it causes."""
+    app.source.history.append(snapshot)
+    app.connection = next_connection(app.connection, snapshot, app.options)
+    await pilot.pause()
+
+
+def _same_time_axis(screen: DashboardScreen) -> bool:
+    """Whether both charts were drawn from one instant's series (their x positions agree)."""
+    latency = screen.query_one("#latency-chart", SeriesChart).plotted
+    throughput = screen.query_one("#throughput-chart", SeriesChart).plotted
+    assert latency and throughput
+    return [x for x, _ in latency[1][0].points] == [x for x, _ in throughput[1][0].points]
+
+
 async def test_a_periodic_chart_redraw_draws_one_chart_per_refresh_from_one_instant() -> None:
-    source = RecordedSource([_snapshot(0)], name="t")
-    app = create_app(source, max_polls=1)
+    app = create_app(RecordedSource([_snapshot(0)], name="t"), max_polls=1)
     async with app.run_test(size=(160, 45)) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, DashboardScreen) and min(_drawn(app.screen)) >= 1,
-                    what="the dashboard's first charts")
-        screen = app.screen
-        assert isinstance(screen, DashboardScreen)
+        screen = await _charted(pilot, app)
         before = _drawn(screen)
         steps: list[tuple[int, int]] = []
         for step in range(1, 2 * int(CHART_EVERY_S) + 2):
-            source.history.append(_snapshot(step))
-            app.connection = next_connection(app.connection, _snapshot(step), app.options)
-            await pilot.pause()
+            await _feed(pilot, app, _snapshot(step))
             now = _drawn(screen)
             steps.append((now[0] - before[0], now[1] - before[1]))
             before = now
         assert [index for index, step in enumerate(steps) if step != (0, 0)] == [4, 5, 9, 10], steps
         assert [steps[index] for index in (4, 5, 9, 10)] == [(1, 0), (0, 1)] * 2
+        assert _same_time_axis(screen)
         latency = screen.query_one("#latency-chart", SeriesChart).plotted
-        throughput = screen.query_one("#throughput-chart", SeriesChart).plotted
-        assert latency and throughput
-        assert [x for x, _ in latency[1][0].points] == [x for x, _ in throughput[1][0].points]
-        assert latency[1][0].points[-1][0] == 0.0  # minutes before the newest point
+        assert latency and latency[1][0].points[-1][0] == 0.0  # minutes before the newest point
 
 
-async def test_snapshots_further_apart_than_the_chart_interval_redraw_both_charts_every_time() -> None:
-    source = RecordedSource([_snapshot(0)], name="t")
-    app = create_app(source, max_polls=1)  # a 1 s refresh interval, but snapshots 6 s apart
+async def test_snapshots_further_apart_than_the_chart_interval_leave_throughput_one_redraw_behind() -> None:
+    app = create_app(RecordedSource([_snapshot(0)], name="t"), max_polls=1)  # 1 s refresh, 6 s snapshots
     async with app.run_test(size=(160, 45)) as pilot:
-        await until(pilot, lambda: isinstance(app.screen, DashboardScreen) and min(_drawn(app.screen)) >= 1,
-                    what="the dashboard's first charts")
-        screen = app.screen
-        assert isinstance(screen, DashboardScreen)
+        screen = await _charted(pilot, app)
         before = _drawn(screen)
         for step in range(1, 5):
-            source.history.append(_snapshot(6 * step))
-            app.connection = next_connection(app.connection, _snapshot(6 * step), app.options)
-            await pilot.pause()
+            await _feed(pilot, app, _snapshot(6 * step))
         after = _drawn(screen)
-        assert after[0] - before[0] == 4 and after[1] - before[1] == 2  # at most one redraw behind
-        latency = screen.query_one("#latency-chart", SeriesChart).plotted
-        throughput = screen.query_one("#throughput-chart", SeriesChart).plotted
-        assert latency and throughput
-        assert [x for x, _ in latency[1][0].points] == [x for x, _ in throughput[1][0].points]
+        assert after[0] - before[0] == 4 and after[1] - before[1] == 2
+        assert _same_time_axis(screen)  # the fourth redraw drew both
 
 
 async def test_a_chart_given_the_same_data_again_rebuilds_nothing() -> None:
@@ -256,7 +263,12 @@ async def test_text_lines_redraw_only_the_line_that_changed() -> None:
         await pilot.pause()
         built: list[int] = []
         build_line = lines._line_strip
-        lines._line_strip = lambda y, base: built.append(y) or build_line(y, base)  # type: ignore[method-assign]
+
+        def counted(y: int, base: Style) -> Strip:
+            built.append(y)
+            return build_line(y, base)
+
+        lines._line_strip = counted  # type: ignore[method-assign]
         lines.show(Text("queue 2\nconfig\nlast error: —"))
         await pilot.pause()
         assert built == [0]
