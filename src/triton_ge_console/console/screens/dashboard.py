@@ -65,20 +65,31 @@ class DashboardScreen(Screen[None]):
         """The app, typed."""
         return cast("GEConsoleApp", self.app)
 
+    # the panels, looked up once: a refresh would otherwise query the DOM for each of them
+    @cached_property
+    def header(self) -> StatusHeader:
+        """The one-line status header."""
+        return self.query_one(StatusHeader)
+
+    @cached_property
+    def banner(self) -> DisconnectedBanner:
+        """The banner shown while the server does not answer."""
+        return self.query_one(DisconnectedBanner)
+
+    @cached_property
+    def devices(self) -> DevicesPanel:
+        """The devices box."""
+        return self.query_one(DevicesPanel)
+
     @cached_property
     def table(self) -> ModelsTable:
-        """The models table (looked up once: a refresh would otherwise query the DOM for each panel)."""
+        """The models table."""
         return self.query_one(ModelsTable)
 
     @cached_property
     def detail(self) -> DetailPane:
         """The selected model's pane."""
         return self.query_one(DetailPane)
-
-    @cached_property
-    def status(self) -> tuple[StatusHeader, DisconnectedBanner, DevicesPanel]:
-        """The header, the banner and the devices box."""
-        return self.query_one(StatusHeader), self.query_one(DisconnectedBanner), self.query_one(DevicesPanel)
 
     def compose(self) -> ComposeResult:
         """Header, banner, devices, models (with its filter box), detail, footer."""
@@ -102,16 +113,15 @@ class DashboardScreen(Screen[None]):
 
     def redraw(self, connection: Connection) -> None:
         """Push the newest figures into every panel; dim them when stale."""
-        header, banner, devices = self.status
-        header.connection = connection
-        banner.connection = connection
+        self.header.connection = connection
+        self.banner.connection = connection
         self.set_class(connection.stale or connection.stopped, "-stale")
         snapshot = connection.last_good
         if snapshot is None:
             return
         history = self.console.source.history
         series = utilization_series(history, [d.id for d in snapshot.devices], self.utilization)
-        devices.frame = (snapshot, series)
+        self.devices.frame = (snapshot, series)
         self.table.show_models(snapshot.models)
         self._title_models(len(snapshot.models))
         self._select_from_cursor()
