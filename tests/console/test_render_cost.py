@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 
 from rich.style import Style
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.widgets import Static
 
 from triton_ge_console.console.app import create_app, next_connection
 from triton_ge_console.console.screens.dashboard import utilization_series
 from triton_ge_console.console.widgets.dirty import line_runs
+from triton_ge_console.console.widgets.header import StatusHeader
 from triton_ge_console.console.widgets.models import (
     ROW_WIDTH,
     WIDTHS,
@@ -78,6 +80,31 @@ async def test_an_unchanged_border_title_repaints_nothing() -> None:
         assert refreshes == [] and box.border_title == "Devices (8)"
         retitle(box, "Devices (7)")
         assert len(refreshes) == 1
+
+
+async def test_the_header_is_rebuilt_only_when_what_it_shows_changes() -> None:
+    first = _snapshot(0, {"0": 0.5})  # up 1 s
+    app = create_app(RecordedSource([first], name="t"), max_polls=1)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause(0.2)
+        header = app.screen.query_one(StatusHeader)
+        shown: list[str] = []
+        show = header.show
+
+        def recorded(text: Text) -> None:
+            shown.append(text.plain)
+            show(text)
+
+        header.show = recorded  # type: ignore[method-assign]
+        for uptime in (30.0, 59.0, 61.0):  # 30 s and 59 s read "up 30s"/"up 59s"; 61 s reads "up 1m"
+            later = dataclasses.replace(first, taken_at=first.taken_at + uptime, uptime_s=uptime)
+            app.connection = next_connection(app.connection, later, app.options)
+        await pilot.pause()
+        assert [line.split(" ─ ")[4] for line in shown] == ["up 30s", "up 59s", "up 1m"]
+        again = dataclasses.replace(first, taken_at=first.taken_at + 62, uptime_s=61.5)  # still "up 1m"
+        app.connection = next_connection(app.connection, again, app.options)
+        await pilot.pause()
+        assert len(shown) == 3
 
 
 async def test_rows_changed_off_screen_show_their_new_figures_when_scrolled_to() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from rich.text import Text
 from textual.reactive import reactive
@@ -33,38 +34,75 @@ class Connection:
         return self.error is not None
 
 
-def health_text(snapshot: ServerSnapshot | None, connection: Connection) -> Text:
-    """● ready / ● live / ● down, coloured."""
+HEALTH_LOOKS = {  # health -> its mark and colour in the header
+    "stopped": ("■ stopped", "bold yellow"),
+    "starting": ("◌ starting", "bold yellow"),
+    "down": ("● down", "bold red"),
+    "ready": ("● ready", "bold green"),
+    "live": ("● live", "bold yellow"),
+}
+
+
+def health_of(snapshot: ServerSnapshot | None, connection: Connection) -> str:
+    """stopped / starting / down / ready / live (a HEALTH_LOOKS key)."""
     if connection.stopped:
-        return Text("■ stopped", style="bold yellow")
+        return "stopped"
     if connection.error == STARTING:
-        return Text("◌ starting", style="bold yellow")
+        return "starting"
     if connection.stale or snapshot is None:
-        return Text("● down", style="bold red")
+        return "down"
     if snapshot.ready:
-        return Text("● ready", style="bold green")
-    return Text("● live", style="bold yellow") if snapshot.live else Text("● down", style="bold red")
+        return "ready"
+    return "live" if snapshot.live else "down"
 
 
-def header_text(connection: Connection) -> Text:
-    """The header line built only from snapshot fields (no wall clock), so recordings render the same."""
+class HeaderFacts(NamedTuple):
+    """What the header line shows, as plain values: equal facts draw the same line."""
+
+    session: str
+    version: str
+    health: str
+    uptime: str
+    http: str
+    grpc: str
+    interval_s: float
+    stale: bool
+
+
+def header_facts(connection: Connection) -> HeaderFacts:
+    """The header's facts, built only from snapshot fields (no wall clock), so recordings render the same."""
     snap = connection.last_good
-    version = snap.version if snap and snap.version else fmt.MISSING
-    uptime = fmt.age(snap.uptime_s if snap else None)  # minutes, not seconds: no repaint every refresh
-    http = fmt.url_hostport(snap.endpoints.http_url if snap else None)
-    grpc = fmt.url_hostport(snap.endpoints.grpc_url if snap else None)
+    return HeaderFacts(
+        session=connection.session,
+        version=snap.version if snap and snap.version else fmt.MISSING,
+        health=health_of(snap, connection),
+        uptime=fmt.age(snap.uptime_s if snap else None),  # minutes, not seconds: no repaint every refresh
+        http=fmt.url_hostport(snap.endpoints.http_url if snap else None),
+        grpc=fmt.url_hostport(snap.endpoints.grpc_url if snap else None),
+        interval_s=connection.interval_s,
+        stale=connection.stale,
+    )
+
+
+def header_line(facts: HeaderFacts) -> Text:
+    """The header line for these facts, dimmed when stale."""
     sep = Text(" ─ ", style="dim")
     parts: list[Text | str] = [
-        Text("GE Console", style="bold"), sep, f"session {connection.session}", sep, f"Triton {version}", sep,
-        health_text(snap, connection), sep, f"up {uptime}", sep, f"http {http}", sep,
-        f"refresh {connection.interval_s:g}s", sep, f"grpc {grpc}",
+        Text("GE Console", style="bold"), sep, f"session {facts.session}", sep,
+        f"Triton {facts.version}", sep, Text(*HEALTH_LOOKS[facts.health]), sep, f"up {facts.uptime}", sep,
+        f"http {facts.http}", sep, f"refresh {facts.interval_s:g}s", sep, f"grpc {facts.grpc}",
     ]
     line = Text(" ")
     for part in parts:
         line.append(part if isinstance(part, Text) else Text(part))
-    if connection.stale:
+    if facts.stale:
         line.stylize("dim", 1)
     return line
+
+
+def header_text(connection: Connection) -> Text:
+    """The header line for a connection."""
+    return header_line(header_facts(connection))
 
 
 def banner_text(connection: Connection) -> Text:
@@ -83,11 +121,17 @@ class StatusHeader(TextLines):
     """Session, version, health, uptime, endpoints, refresh interval."""
 
     connection: reactive[Connection | None] = reactive(None, repaint=False)
+    facts: reactive[HeaderFacts | None] = reactive(None, repaint=False)
 
     def watch_connection(self, connection: Connection | None) -> None:
-        """Redraw the line."""
+        """Take the connection's facts: most refreshes change none of them."""
         if connection is not None:
-            self.show(header_text(connection))  # always one line
+            self.facts = header_facts(connection)
+
+    def watch_facts(self, facts: HeaderFacts | None) -> None:
+        """Redraw the line (called only when a fact changed)."""
+        if facts is not None:
+            self.show(header_line(facts))  # always one line
 
 
 class DisconnectedBanner(Static):
