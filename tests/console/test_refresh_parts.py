@@ -194,6 +194,35 @@ async def test_a_chart_given_the_same_data_again_rebuilds_nothing() -> None:
         assert chart.drawn == drawn + 1
 
 
+async def test_a_chart_redraw_repaints_only_the_lines_it_changed_and_draws_as_a_fresh_chart() -> None:
+    class TwoCharts(App[None]):
+        def compose(self) -> ComposeResult:
+            yield SeriesChart(id="kept")
+            yield SeriesChart(id="fresh")
+
+    first = [("p50", [(1.0, 2.0), (2.0, 3.0), (3.0, 3.0)])]
+    second = [("p50", [(1.0, 2.0), (2.0, 3.0), (3.0, 2.5)])]  # same scale and title: the legend stays
+    async with TwoCharts().run_test(size=(40, 20)) as pilot:
+        kept, fresh = pilot.app.query_one("#kept", SeriesChart), pilot.app.query_one("#fresh", SeriesChart)
+        kept.draw("t", first, 3.0)
+        await pilot.pause()
+        repainted: list[Region] = []
+        refresh = kept.refresh
+
+        def recorded(*regions: Region, **options: bool) -> SeriesChart:
+            repainted.extend(regions or [Region(0, 0, *kept.size)])
+            return refresh(*regions, **options)
+
+        kept.refresh = recorded  # type: ignore[method-assign]
+        kept.draw("t", second, 3.0)
+        fresh.draw("t", second, 3.0)
+        await pilot.pause()
+        lines = {y for region in repainted for y in range(region.y, region.bottom)}
+        assert lines and 0 not in lines and len(lines) < kept.size.height
+        whole = Region(0, 0, *kept.size)
+        assert [s.text for s in kept.render_lines(whole)] == [s.text for s in fresh.render_lines(whole)]
+
+
 async def test_a_chart_takes_the_new_themes_colours() -> None:
     class Charted(App[None]):
         def compose(self) -> ComposeResult:

@@ -17,6 +17,7 @@ from textual.widget import Widget
 
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.chart import ChartSeries, Point, Run, chart_runs
+from triton_ge_console.console.widgets.dirty import line_runs
 from triton_ge_console.console.widgets.textlines import TextLines
 from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.snapshot import ModelSnapshot
@@ -81,16 +82,28 @@ class SeriesChart(Widget):
         self._strips: tuple[object, list[Strip]] | None = None  # (what they were built for, the lines)
 
     def draw(self, title: str, lines: Sequence[tuple[str, Series]], now: float) -> None:
-        """Replace the plotted data and show it; the same data again redraws nothing."""
+        """Replace the plotted data and repaint the lines it changed; the same data again redraws nothing."""
         plotted = (title, tuple(ChartSeries(label, _points(series, now)) for label, series in lines))
         if plotted == self.plotted:
             return
         self.plotted = plotted
         self.drawn += 1
-        self.refresh()
+        before = self._strips[1] if self._strips else None
+        after = self._built()[1]
+        if before is None or len(before) != len(after):
+            self.refresh()
+            return
+        changed = (y for y, (old, new) in enumerate(zip(before, after, strict=True)) if old != new)
+        for first, count in line_runs(changed):  # the legend, and often the axes, stay as they were
+            self.refresh(Region(0, first, self.size.width, count))
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        """Rebuild the strips, once per render pass, when the data, the size or the widget's style changed."""
+        """Make sure the strips are up to date for this render pass (the size or style may have changed)."""
+        self._built()
+        return super().render_lines(crop)
+
+    def _built(self) -> tuple[object, list[Strip]]:
+        """The chart's lines, rebuilt when the data, the size or the widget's style changed."""
         width, height = self.size
         base = self.rich_style
         key = (self.drawn, width, height, base)
@@ -98,7 +111,7 @@ class SeriesChart(Widget):
             styles = {role: self.get_component_rich_style(f"series-chart--{role}") for role in ROLES}
             rows = chart_runs(*self.plotted, width, height) if self.plotted else []
             self._strips = (key, [_strip(row, base, styles, width) for row in rows])
-        return super().render_lines(crop)
+        return self._strips
 
     def notify_style_update(self) -> None:
         """The theme or the CSS changed: the line colours may have too."""
