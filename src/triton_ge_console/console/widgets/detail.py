@@ -80,6 +80,7 @@ class SeriesChart(Widget):
         self.plotted: tuple[str, tuple[ChartSeries, ...]] | None = None  # title and lines shown
         self.drawn = 0  # bumped by every draw of new data
         self._strips: tuple[object, list[Strip]] | None = None  # (what they were built for, the lines)
+        self._styles: dict[str, Style] | None = None  # each role's style, until the theme or CSS changes
 
     def draw(self, title: str, lines: Sequence[tuple[str, Series]], now: float) -> None:
         """Replace the plotted data and repaint the lines it changed; the same data again redraws nothing."""
@@ -108,15 +109,21 @@ class SeriesChart(Widget):
         base = self.rich_style
         key = (self.drawn, width, height, base)
         if self._strips is None or self._strips[0] != key:
-            styles = {role: self.get_component_rich_style(f"series-chart--{role}") for role in ROLES}
             rows = chart_runs(*self.plotted, width, height) if self.plotted else []
-            self._strips = (key, [_strip(row, base, styles, width) for row in rows])
+            self._strips = (key, [_strip(row, base, self._role_styles(), width) for row in rows])
         return self._strips
+
+    def _role_styles(self) -> dict[str, Style]:
+        """Each chart role's style, looked up (a walk of the CSS) once per theme, not once per draw."""
+        if self._styles is None:
+            self._styles = {role: self.get_component_rich_style(f"series-chart--{role}") for role in ROLES}
+        return self._styles
 
     def notify_style_update(self) -> None:
         """The theme or the CSS changed: the line colours may have too."""
         super().notify_style_update()
         self._strips = None
+        self._styles = None
 
     def render_line(self, y: int) -> Strip:
         """One line of the chart as render_lines built it."""
