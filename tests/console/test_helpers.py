@@ -9,6 +9,7 @@ from triton_ge_console.console import format as fmt
 from triton_ge_console.console import repo_info
 from triton_ge_console.console.highlight import highlight_pbtxt
 from triton_ge_console.console.logtail import LogTail, classify, matches
+from triton_ge_console.console.widgets.header import HeaderFacts, header_line
 
 from .conftest import LOG, REPO
 
@@ -71,3 +72,15 @@ def test_config_checks_diff_and_change_detection(tmp_path: Path) -> None:
     baseline = {m.name: repo_info.model_digest(m.config_path.parent) for m in repo_info.list_models(REPO)}
     assert repo_info.changed_models(REPO, baseline) == []
     assert repo_info.changed_models(REPO, {}) == ["bert_model", "llama_model"]
+
+
+def test_a_narrow_header_leaves_out_the_title_then_grpc_then_the_refresh_interval() -> None:
+    facts = HeaderFacts("demo", "2.51.0", "ready", "13m", "127.0.0.1:8000", "127.0.0.1:8001", 1.0, False)
+    wide = header_line(facts).plain
+    assert wide.split(" ─ ")[0] == " GE Console" and wide.endswith("grpc 127.0.0.1:8001")
+    for width in (len(wide), 100, 80, 60):
+        line = header_line(facts._replace(width=width)).plain
+        assert len(line) <= width or width == 60  # 60 columns: only the parts that always stay
+        assert all(part in line for part in ("session demo", "● ready", "up 13m", "http 127.0.0.1:8000"))
+    assert header_line(facts._replace(width=100)).plain.endswith("refresh 1s")
+    assert header_line(facts._replace(width=80)).plain.endswith("http 127.0.0.1:8000")

@@ -14,7 +14,8 @@ from triton_ge_console.console.screens.dashboard import utilization_series
 from triton_ge_console.console.widgets.dirty import line_runs
 from triton_ge_console.console.widgets.header import StatusHeader
 from triton_ge_console.console.widgets.models import (
-    ROW_WIDTH,
+    COMPACT,
+    FULL,
     WIDTHS,
     ModelsTable,
     fit,
@@ -137,7 +138,24 @@ def test_row_segments_are_fixed_width_columns_over_the_base_style() -> None:
     assert styles["llama_model"] == base + Style.parse("bold")
     assert styles["READY"] == base + Style.parse("green") and styles["5"] == base + Style.parse("bold red")
     assert all(s.style == base for s in segments if s.text.strip() not in ("llama_model", "READY", "5"))
-    assert sum(len(s.text) for s in segments) == ROW_WIDTH
+    assert sum(len(s.text) for s in segments) == FULL.width
+
+
+async def test_a_narrow_table_shows_the_compact_columns_without_scrolling_sideways() -> None:
+    first = _snapshot(0, {"0": 0.5}, models=3)
+    app = create_app(RecordedSource([first], name="t"), max_polls=1)
+    async with app.run_test(size=(80, 30)) as pilot:
+        await pilot.pause(0.2)
+        table = app.screen.query_one(ModelsTable)
+        header, row = (table.render_line(y).text for y in (0, 1))
+        assert header.split() == ["MODEL", "STATE", "QUEUE", "REQ/S", "INF/S", "P50", "ms", "P99", "ms",
+                                  "FAIL"]
+        assert row.split()[:3] == ["m000", "READY", "0"] and len(row.rstrip()) <= COMPACT.width
+        assert table.virtual_size.width <= table.size.width
+        await pilot.resize_terminal(160, 45)
+        await pilot.pause()
+        header = table.render_line(0).text
+        assert "BACKEND" in header and "DEVICE" in header and table.virtual_size.width == FULL.width
 
 
 def test_changed_lines_are_marked_one_region_per_run() -> None:

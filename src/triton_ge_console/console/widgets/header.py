@@ -67,9 +67,10 @@ class HeaderFacts(NamedTuple):
     grpc: str
     interval_s: float
     stale: bool
+    width: int | None = None  # the terminal's columns (None: no limit)
 
 
-def header_facts(connection: Connection) -> HeaderFacts:
+def header_facts(connection: Connection, width: int | None = None) -> HeaderFacts:
     """The header's facts, built only from snapshot fields (no wall clock), so recordings render the same."""
     snap = connection.last_good
     return HeaderFacts(
@@ -81,21 +82,36 @@ def header_facts(connection: Connection) -> HeaderFacts:
         grpc=fmt.url_hostport(snap.endpoints.grpc_url if snap else None),
         interval_s=connection.interval_s,
         stale=connection.stale,
+        width=width,
     )
 
 
+DROPPABLE = ("title", "grpc", "refresh")  # left out in this order while the line is wider than the terminal
+
+
 def header_line(facts: HeaderFacts) -> Text:
-    """The header line for these facts, dimmed when stale."""
-    sep = Text(" ─ ", style="dim")
-    parts: list[Text | str] = [
-        Text("GE Console", style="bold"), sep, f"session {facts.session}", sep,
-        f"Triton {facts.version}", sep, Text(*HEALTH_LOOKS[facts.health]), sep, f"up {facts.uptime}", sep,
-        f"http {facts.http}", sep, f"refresh {facts.interval_s:g}s", sep, f"grpc {facts.grpc}",
-    ]
+    """The header line for these facts, dimmed when stale; on a narrow terminal the least telling parts go."""
+    parts = {
+        "title": Text("GE Console", style="bold"), "session": Text(f"session {facts.session}"),
+        "version": Text(f"Triton {facts.version}"), "health": Text(*HEALTH_LOOKS[facts.health]),
+        "uptime": Text(f"up {facts.uptime}"), "http": Text(f"http {facts.http}"),
+        "refresh": Text(f"refresh {facts.interval_s:g}s"), "grpc": Text(f"grpc {facts.grpc}"),
+    }
+    for dropped in range(len(DROPPABLE) + 1):
+        line = _joined([part for name, part in parts.items() if name not in DROPPABLE[:dropped]], facts.stale)
+        if facts.width is None or line.cell_len <= facts.width:
+            break
+    return line
+
+
+def _joined(parts: list[Text], stale: bool) -> Text:
+    """Parts separated by dim dashes after a space, all dimmed when stale."""
     line = Text(" ")
-    for part in parts:
-        line.append(part if isinstance(part, Text) else Text(part))
-    if facts.stale:
+    for index, part in enumerate(parts):
+        if index:
+            line.append(" ─ ", style="dim")
+        line.append(part)
+    if stale:
         line.stylize("dim", 1)
     return line
 
@@ -126,7 +142,11 @@ class StatusHeader(TextLines):
     def watch_connection(self, connection: Connection | None) -> None:
         """Take the connection's facts: most refreshes change none of them."""
         if connection is not None:
-            self.facts = header_facts(connection)
+            self.facts = header_facts(connection, self.size.width or None)
+
+    def on_resize(self) -> None:
+        """Fit the line to the new width at once, not at the next poll."""
+        self.watch_connection(self.connection)
 
     def watch_facts(self, facts: HeaderFacts | None) -> None:
         """Redraw the line (called only when a fact changed)."""

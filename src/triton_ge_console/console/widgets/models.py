@@ -101,12 +101,41 @@ def fit(text: str, width: int, right: bool) -> str:
     return text.rjust(width) if right else text.ljust(width)
 
 
-def row_segments(cells: tuple[Cell, ...], base: Style, parse: Callable[[str], Style]) -> list[Segment]:
+class Columns(NamedTuple):
+    """Which of a row's cells a table shows (indices into COLUMNS) and each one's width."""
+
+    shown: tuple[int, ...]
+    widths: tuple[int, ...]
+
+    @property
+    def width(self) -> int:
+        """A row's width: the cells and one space between each two."""
+        return sum(self.widths) + len(self.widths) - 1
+
+    def pick(self, cells: tuple[Cell, ...]) -> tuple[Cell, ...]:
+        """The shown cells of a full row."""
+        return tuple(cells[index] for index in self.shown)
+
+
+FULL = Columns(tuple(range(len(COLUMNS))), WIDTHS)
+# narrower tables drop mode and devices, then version, backend and batch, each column as narrow as it reads:
+# what an operator watches (state, queue, rates, latency, failures) stays in view without scrolling sideways
+MEDIUM = Columns(tuple(range(11)), (20, 3, 11, 7, 5, 7, 7, 5, 7, 7, 4))
+COMPACT = Columns((0, 2, 4, 5, 6, 8, 9, 10), (20, 11, 5, 7, 7, 7, 7, 4))
+
+
+def columns_for(width: int) -> Columns:
+    """The widest set of columns that fits (the compact one when none does)."""
+    return next((columns for columns in (FULL, MEDIUM) if columns.width <= width), COMPACT)
+
+
+def row_segments(cells: tuple[Cell, ...], base: Style, parse: Callable[[str], Style],
+                 widths: tuple[int, ...] = WIDTHS) -> list[Segment]:
     """A row as fixed-width columns over a base style, built directly (Text.render costs far more per row)."""
     segments: list[Segment] = []
     plain: list[str] = []  # unstyled text up to the next styled cell
     last = len(cells) - 1
-    for index, ((text, style, right), width) in enumerate(zip(cells, WIDTHS, strict=True)):
+    for index, ((text, style, right), width) in enumerate(zip(cells, widths, strict=True)):
         if style:
             if plain:
                 segments.append(Segment("".join(plain), base))
@@ -122,7 +151,6 @@ def row_segments(cells: tuple[Cell, ...], base: Style, parse: Callable[[str], St
 
 
 HEADER = tuple((label, "", index in RIGHT_ALIGNED) for index, label in enumerate(COLUMNS))
-ROW_WIDTH = sum(WIDTHS) + len(WIDTHS) - 1
 
 
 def visible_models(models: Sequence[ModelSnapshot], needle: str, sort: SortKey) -> list[ModelSnapshot]:
@@ -186,6 +214,7 @@ class ModelsTable(ScrollView, can_focus=True):
         # row key -> the snapshot its lines were drawn from, and its line per base style
         self._drawn: dict[str, tuple[ModelSnapshot, dict[Style, Strip]]] = {}
         self._pass: RenderPass | None = None  # what the render pass under way looked up once
+        self._columns = FULL  # all of them, or the compact set when the table is narrower
 
     @property
     def sort_key(self) -> SortKey:
@@ -209,13 +238,22 @@ class ModelsTable(ScrollView, can_focus=True):
         selected = self.selected_key
         order_changed = list(shown) != self._keys
         self._shown, self._keys = shown, list(shown)
-        self.virtual_size = Size(ROW_WIDTH, len(self._keys) + 1)
+        self.virtual_size = Size(self._columns.width, len(self._keys) + 1)
         if order_changed:
             self._drawn = {key: self._drawn[key] for key in shown if key in self._drawn}
             self.move_cursor(self._keys.index(selected) if selected in self._keys else self.cursor_row)
             self.refresh()
         else:
             self._refresh_changed_rows()
+
+    def on_resize(self) -> None:
+        """Narrower than every column: the compact set, so latency and failures stay in view."""
+        columns = columns_for(self.size.width)
+        if columns != self._columns:
+            self._columns = columns
+            self._drawn.clear()
+            self.virtual_size = Size(columns.width, len(self._keys) + 1)
+            self.refresh()
 
     def _refresh_changed_rows(self) -> None:
         """Repaint the rows in view whose snapshot changed (rows out of view redraw when scrolled to)."""
@@ -238,7 +276,7 @@ class ModelsTable(ScrollView, can_focus=True):
         drawn = self._drawn[key]
         strip = drawn[1].get(style)
         if strip is None:  # new figures, or new base style (cursor, theme, dimmed while stale)
-            cells = model_fields(model, self.thresholds.get(model.name, {}))
+            cells = self._columns.pick(model_fields(model, self.thresholds.get(model.name, {})))
             strip = drawn[1][style] = self._strip(cells, style)
         return strip
 
@@ -290,7 +328,8 @@ class ModelsTable(ScrollView, can_focus=True):
         now = self._pass or self._look_up_pass()
         left, right = now.scroll_x, now.scroll_x + now.width
         if y == 0:
-            return self._strip(HEADER, now.header).crop_extend(left, right, now.header)
+            header = self._columns.pick(HEADER)
+            return self._strip(header, now.header).crop_extend(left, right, now.header)
         index = now.scroll_y + y - 1
         if index >= len(self._keys):
             return Strip.blank(now.width, now.base)
@@ -299,7 +338,7 @@ class ModelsTable(ScrollView, can_focus=True):
 
     def _strip(self, cells: tuple[Cell, ...], base: Style) -> Strip:
         """One row of cells as a strip over a base style."""
-        return Strip(row_segments(cells, base, self.app.console.get_style))
+        return Strip(row_segments(cells, base, self.app.console.get_style, self._columns.widths))
 
     def set_filter(self, needle: str) -> None:
         """Filter by name (case-insensitive substring)."""
