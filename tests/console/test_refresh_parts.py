@@ -306,6 +306,23 @@ async def test_text_lines_redraw_only_the_line_that_changed() -> None:
         assert sorted(built[1:]) == [0, 1, 2]
 
 
+async def test_text_lines_can_be_selected_with_the_mouse_and_show_the_selection() -> None:
+    async with _Both().run_test(size=(60, 8)) as pilot:
+        lines = pilot.app.query_one(TextLines)
+        lines.show(Text("http 127.0.0.1:8000\nlast error: model not found"))
+        await pilot.pause()
+        plain = lines.render_line(1)
+        await pilot.mouse_down("#lines", offset=(1, 1))  # the box's padding is one column
+        await pilot.hover("#lines", offset=(10, 1))  # the cell under the pointer is selected too
+        await pilot.mouse_up("#lines", offset=(10, 1))
+        await pilot.pause()
+        assert pilot.app.screen.get_selected_text() == "last error"
+        assert _cells(list(lines.render_line(1))) != _cells(list(plain))  # drawn in the selection's colours
+        lines.show(Text("http 127.0.0.1:8000\nlast error: model not ready"))  # a refresh under the selection
+        await pilot.pause()
+        assert "not ready" in lines.render_line(1).text and pilot.app.screen.get_selected_text() == "last error"
+
+
 def _first_device_line(app: App[None]) -> str:
     """The device panel's first line as drawn now ("" before the panel is mounted)."""
     try:

@@ -8,6 +8,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Region
+from textual.selection import Selection
 from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widgets import Static
@@ -20,14 +21,14 @@ def _look(text: Text) -> tuple[object, ...]:
 
 class TextLines(Static):
     """Lines that fit are strips built straight from the Text, and only a changed line is redrawn;
-    wider text wraps as a Static would."""
+    wider text, or text under a mouse selection, is drawn as a Static would draw it."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._text: Text | None = None
         self._lines: list[Text] = []
         self._strips: dict[int, Strip] = {}  # line -> its strip, for the size and style in _built_for
-        self._built_for: tuple[int, int, Style] | None = None
+        self._built_for: tuple[int, int, Style, Selection | None] | None = None
 
     def show(self, text: Text) -> None:
         """Show this text (no re-layout: the box keeps its size); the same text again repaints nothing."""
@@ -37,7 +38,7 @@ class TextLines(Static):
         lines = list(text.split("\n", allow_blank=True))
         changed = self._changed_lines(text, lines)
         self._text, self._lines = text, lines
-        if changed is None:
+        if changed is None or (self.is_mounted and self.text_selection is not None):  # drawn over every line
             self._strips.clear()
             self.refresh()
             return
@@ -60,11 +61,12 @@ class TextLines(Static):
         if self._text is None:
             return super().render_line(y)
         width, height = self.size
-        built_for = (width, height, self.rich_style)
+        selection = self.text_selection
+        built_for = (width, height, self.rich_style, selection)
         if built_for != self._built_for:
             self._strips.clear()
             self._built_for = built_for
-        if not self._strips and any(line.cell_len > width for line in self._lines):
+        if not self._strips and (selection is not None or any(line.cell_len > width for line in self._lines)):
             wrapped = Visual.to_strips(self, visualize(self, self._text), width, height, self.visual_style)
             self._strips = dict(enumerate(wrapped))
         strip = self._strips.get(y)
@@ -79,7 +81,12 @@ class TextLines(Static):
         line = self._lines[y]
         console = self.app.console
         # Text.render leaves out the Text's own style when it has no spans: apply it under the spans
-        return Strip(Segment.apply_style(line.render(console), base + _own_style(console, line)))
+        strip = Strip(Segment.apply_style(line.render(console), base + _own_style(console, line)))
+        return strip.apply_offsets(0, y)  # where each cell is in the text, so the mouse can select it
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        """The selected part of the text shown (a Static would look in what it was last updated with)."""
+        return (selection.extract(self._text.plain), "\n") if self._text is not None else None
 
 
 def _own_style(console: Any, text: Text) -> Style:
