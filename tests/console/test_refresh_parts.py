@@ -320,7 +320,8 @@ async def test_text_lines_can_be_selected_with_the_mouse_and_show_the_selection(
         assert _cells(list(lines.render_line(1))) != _cells(list(plain))  # drawn in the selection's colours
         lines.show(Text("http 127.0.0.1:8000\nlast error: model not ready"))  # a refresh under the selection
         await pilot.pause()
-        assert "not ready" in lines.render_line(1).text and pilot.app.screen.get_selected_text() == "last error"
+        assert "not ready" in lines.render_line(1).text
+        assert pilot.app.screen.get_selected_text() == "last error"
 
 
 def _first_device_line(app: App[None]) -> str:
