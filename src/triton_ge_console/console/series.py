@@ -8,15 +8,14 @@ from collections.abc import Sequence
 
 from triton_ge_console.console.chart import Point
 from triton_ge_console.sessions.history import DEFAULT_CAPACITY, SnapshotHistory
-from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
 
 FIGURES = ("p50", "p99", "inferences", "requests")  # what the detail charts draw, per model
 CHART_POINTS = 120  # points per chart line at most: a braille chart has two dot columns per cell
 
 
-def figures_of(snapshot: ServerSnapshot, model: str) -> tuple[float | None, ...]:
+def figures_of(found: ModelSnapshot | None) -> tuple[float | None, ...]:
     """One model's charted figures in one snapshot, in FIGURES order (all None when the model is absent)."""
-    found = snapshot.model(model)
     if found is None:
         return (None,) * len(FIGURES)
     return found.latency.p50_ms, found.latency.p99_ms, found.inference_rate, found.request_rate
@@ -64,10 +63,10 @@ class ModelSeriesCache:
             self.model, self._history = model, history
             self.buckets.clear()
             last = float("-inf")
-        for snapshot in history.newer_than(last):
+        for taken_at, found in history.model_newer_than(model, last):  # that model only, not every one
             if not self.buckets or self.buckets[-1].filled == self.size:
                 self.buckets.append(Bucket())
-            self.buckets[-1].add(snapshot.taken_at, figures_of(snapshot, model))
+            self.buckets[-1].add(taken_at, figures_of(found))
         oldest = history.oldest
         while self.buckets and oldest is not None and self.buckets[0].last_time < oldest.taken_at:
             self.buckets.popleft()  # a history smaller than this cache forgot all of that point
@@ -108,7 +107,7 @@ class UtilizationCache:
             self.times.clear()
             self.totals.clear()
             last = float("-inf")
-        for snapshot in history.newer_than(last)[-(self.times.maxlen or 0):]:
+        for snapshot in history.newer_than(last, models=False)[-(self.times.maxlen or 0):]:
             self._add(snapshot)
         for _ in range(len(self.times) - len(history)):  # a ring smaller than the window forgot these
             self.times.popleft()

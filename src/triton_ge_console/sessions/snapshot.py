@@ -89,7 +89,7 @@ class ServerSnapshot:
     def model(self, name: str) -> ModelSnapshot | None:
         """The snapshot of the model named so (its newest version), if present."""
         matches = [m for m in self.models if m.name == name]
-        return max(matches, key=lambda m: _version_key(m.version)) if matches else None
+        return max(matches, key=lambda m: version_key(m.version)) if matches else None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON (recordings, `status --json`)."""
@@ -115,6 +115,6 @@ def _model_from_dict(data: dict[str, Any]) -> ModelSnapshot:
     )
 
 
-def _version_key(version: str) -> tuple[int, str]:
+def version_key(version: str) -> tuple[int, str]:
     """Sort versions numerically where they are numbers."""
     return (int(version), "") if version.isdigit() else (-1, version)
