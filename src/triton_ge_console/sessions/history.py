@@ -66,17 +66,16 @@ class SnapshotHistory:
 
         models=False leaves their models out (nothing to rebuild), for views of the server and devices."""
         with self._lock:
-            fresh = list(itertools.takewhile(lambda kept: kept.taken_at > taken_at, reversed(self._ring)))
-            latest = self._latest
+            fresh, latest = self._newer(taken_at), self._latest
         if not models:
-            return [kept.shell for kept in reversed(fresh)]
-        return [self._snapshot(kept, latest) for kept in reversed(fresh)]
+            return [kept.shell for kept in fresh]
+        return [self._snapshot(kept, latest) for kept in fresh]
 
     def model_newer_than(self, model: str, taken_at: float) -> list[tuple[float, ModelSnapshot | None]]:
         """(taken_at, the model's snapshot or None) for each snapshot after `taken_at`, oldest first."""
         with self._lock:
-            fresh = list(itertools.takewhile(lambda kept: kept.taken_at > taken_at, reversed(self._ring)))
-        return [(kept.taken_at, find_model(kept.models, model)) for kept in reversed(fresh)]
+            fresh = self._newer(taken_at)
+        return [(kept.taken_at, find_model(kept.models, model)) for kept in fresh]
 
     @property
     def oldest(self) -> ServerSnapshot | None:
@@ -94,6 +93,12 @@ class SnapshotHistory:
     def __len__(self) -> int:
         with self._lock:
             return len(self._ring)
+
+    def _newer(self, taken_at: float) -> list[_Kept]:
+        """The kept snapshots after `taken_at`, oldest first, read from the newest end (the lock held)."""
+        fresh = list(itertools.takewhile(lambda kept: kept.taken_at > taken_at, reversed(self._ring)))
+        fresh.reverse()
+        return fresh
 
     @staticmethod
     def _snapshot(kept: _Kept, latest: tuple[_Kept, ServerSnapshot] | None) -> ServerSnapshot:
