@@ -154,7 +154,8 @@ class Grid:
             return
         last = r0
         slope = (r1 - r0) / (c1 - c0)
-        for column in range(c0, c1 + 1):
+        # the start dot ends the segment before (or is lit alone, after a gap): begin a column later
+        for column in range(c0 + 1 if start[0] < end[0] else c0, c1 + 1):
             row = round(r0 + slope * (column - c0))
             self._light(column, min(last, row), max(last, row), role)
             last = row
