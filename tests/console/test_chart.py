@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from random import Random
+
 import pytest
 
 from triton_ge_console.console.chart import (
     BRAILLE_BASE,
+    DOT_BITS,
+    DOT_ROWS,
     ChartSeries,
     Grid,
     Scale,
@@ -47,6 +51,23 @@ def test_a_missing_figure_breaks_the_line() -> None:
     grid.draw([(0.0, 1.0), (1.0, 1.0), (2.0, None), (3.0, 1.0), (4.0, 1.0)], Scale(0.0, 4.0, 1.0), "line0")
     lit = [bool(bits) for bits in grid.bits[0]]
     assert lit[0] and lit[-1] and not all(lit)
+
+
+def test_every_known_point_lights_its_own_dot_even_when_the_clock_steps_back() -> None:
+    random = Random(7)
+    for _ in range(200):
+        xs = sorted(random.uniform(0.0, 10.0) for _ in range(random.randint(1, 60)))
+        if len(xs) > 2:
+            xs[len(xs) // 2] -= random.uniform(0.0, 3.0)  # a point out of time order
+        points = [(x, None if random.random() < 0.1 else random.uniform(0.0, 1.0)) for x in xs]
+        grid, scale = Grid(width=30, height=4), Scale(min(xs), max(xs), 1.0)
+        grid.draw(points, scale, "line0")
+        for dot in grid._dots(points, scale):
+            if dot is not None:
+                column, row = dot
+                top_row = DOT_ROWS * grid.height - 1 - row
+                cell_row, in_cell = divmod(top_row, DOT_ROWS)
+                assert grid.bits[cell_row][column // 2] & DOT_BITS[column % 2][in_cell], (points, dot)
 
 
 def test_a_cell_two_lines_share_takes_the_colour_of_the_later_one() -> None:
