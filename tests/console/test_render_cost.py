@@ -142,16 +142,19 @@ def test_row_segments_are_fixed_width_columns_over_the_base_style() -> None:
 
 
 async def test_a_narrow_table_shows_the_compact_columns_without_scrolling_sideways() -> None:
-    first = _snapshot(0, {"0": 0.5}, models=3)
+    first = _snapshot(0, {"0": 0.5}, models=40)  # more rows than fit: the scrollbar takes its columns
     app = create_app(RecordedSource([first], name="t"), max_polls=1)
     async with app.run_test(size=(80, 30)) as pilot:
         await pilot.pause(0.2)
         table = app.screen.query_one(ModelsTable)
         header, row = (table.render_line(y).text for y in (0, 1))
-        assert header.split() == ["MODEL", "STATE", "QUEUE", "REQ/S", "INF/S", "P50", "ms", "P99", "ms",
-                                  "FAIL"]
-        assert row.split()[:3] == ["m000", "READY", "0"] and len(row.rstrip()) <= COMPACT.width
-        assert table.virtual_size.width <= table.size.width
+        assert header.split() == ["MODEL", "VER", "STATE", "QUEUE", "REQ/S", "INF/S", "P50", "ms", "P99",
+                                  "ms", "FAIL"]
+        assert row.split()[:4] == ["m000", "1", "READY", "0"] and len(row.rstrip()) <= COMPACT.width
+        assert table.virtual_size.width <= table.scrollable_content_region.width
+        await pilot.resize_terminal(131, 45)  # every column would fit but for the scrollbar
+        await pilot.pause()
+        assert table.virtual_size.width <= table.scrollable_content_region.width
         await pilot.resize_terminal(160, 45)
         await pilot.pause()
         header = table.render_line(0).text

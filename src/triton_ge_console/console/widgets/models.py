@@ -118,10 +118,10 @@ class Columns(NamedTuple):
 
 
 FULL = Columns(tuple(range(len(COLUMNS))), WIDTHS)
-# narrower tables drop mode and devices, then version, backend and batch, each column as narrow as it reads:
-# what an operator watches (state, queue, rates, latency, failures) stays in view without scrolling sideways
+# narrower tables drop mode and devices, then backend and batch, each column as narrow as it reads: what an
+# operator watches (version, state, queue, rates, latency, failures) stays in view without scrolling sideways
 MEDIUM = Columns(tuple(range(11)), (20, 3, 11, 7, 5, 7, 7, 5, 7, 7, 4))
-COMPACT = Columns((0, 2, 4, 5, 6, 8, 9, 10), (20, 11, 5, 7, 7, 7, 7, 4))
+COMPACT = Columns((0, 1, 2, 4, 5, 6, 8, 9, 10), (17, 3, 11, 5, 7, 7, 7, 7, 4))  # 76: 80 columns, boxed
 
 
 def columns_for(width: int) -> Columns:
@@ -247,8 +247,8 @@ class ModelsTable(ScrollView, can_focus=True):
             self._refresh_changed_rows()
 
     def on_resize(self) -> None:
-        """Narrower than every column: the compact set, so latency and failures stay in view."""
-        columns = columns_for(self.size.width)
+        """Too narrow for every column: a smaller set (the scrollbar's width kept free, shown or not)."""
+        columns = columns_for(self.size.width - self.styles.scrollbar_size_vertical)
         if columns != self._columns:
             self._columns = columns
             self._drawn.clear()
