@@ -322,6 +322,9 @@ async def test_text_lines_can_be_selected_with_the_mouse_and_show_the_selection(
         await pilot.pause()
         assert "not ready" in lines.render_line(1).text
         assert pilot.app.screen.get_selected_text() == "last error"
+        lines.show(Text("select a model in the table"))  # fewer lines: the selection would point past them
+        await pilot.pause()
+        assert not pilot.app.screen.get_selected_text()
 
 
 def _first_device_line(app: App[None]) -> str:

@@ -36,6 +36,8 @@ class TextLines(Static):
         if self._text is not None and _look(text) == _look(self._text):
             return
         lines = list(text.split("\n", allow_blank=True))
+        if len(lines) != len(self._lines) and self.is_mounted:
+            self._drop_selection()
         changed = self._changed_lines(text, lines)
         self._text, self._lines = text, lines
         if changed is None or (self.is_mounted and self.text_selection is not None):  # drawn over every line
@@ -86,7 +88,15 @@ class TextLines(Static):
 
     def get_selection(self, selection: Selection) -> tuple[str, str] | None:
         """The selected part of the text shown (a Static would look in what it was last updated with)."""
-        return (selection.extract(self._text.plain), "\n") if self._text is not None else None
+        if self._text is None:
+            return super().get_selection(selection)
+        return selection.extract(self._text.plain), "\n"
+
+    def _drop_selection(self) -> None:
+        """Forget a selection in this widget: its lines would point past a text with fewer lines."""
+        screen = self.screen
+        if self in screen.selections:
+            screen.selections = {widget: span for widget, span in screen.selections.items() if widget != self}
 
 
 def _own_style(console: Any, text: Text) -> Style:
