@@ -80,7 +80,7 @@ class SeriesChart(Widget):
         self.plotted: tuple[str, tuple[ChartSeries, ...]] | None = None  # title and lines shown
         self.drawn = 0  # bumped by every draw of new data
         self._strips: tuple[object, list[Strip]] | None = None  # (what they were built for, the lines)
-        self._styles: dict[str, Style] | None = None  # each role's style, until the theme or CSS changes
+        self._styles: tuple[Style, dict[str, Style]] | None = None  # the widget's style, each role's over it
 
     def draw(self, title: str, lines: Sequence[tuple[str, Series]], now: float) -> None:
         """Replace the plotted data and repaint the lines it changed; the same data again redraws nothing."""
@@ -89,6 +89,9 @@ class SeriesChart(Widget):
             return
         self.plotted = plotted
         self.drawn += 1
+        if not self.is_mounted or not self.size.area:  # no styles or size yet: the first render builds it
+            self.refresh()
+            return
         before = self._strips[1] if self._strips else None
         after = self._built()[1]
         if before is None or len(before) != len(after):
@@ -110,14 +113,15 @@ class SeriesChart(Widget):
         key = (self.drawn, width, height, base)
         if self._strips is None or self._strips[0] != key:
             rows = chart_runs(*self.plotted, width, height) if self.plotted else []
-            self._strips = (key, [_strip(row, base, self._role_styles(), width) for row in rows])
+            self._strips = (key, [_strip(row, base, self._role_styles(base), width) for row in rows])
         return self._strips
 
-    def _role_styles(self) -> dict[str, Style]:
-        """Each chart role's style, looked up (a walk of the CSS) once per theme, not once per draw."""
-        if self._styles is None:
-            self._styles = {role: self.get_component_rich_style(f"series-chart--{role}") for role in ROLES}
-        return self._styles
+    def _role_styles(self, base: Style) -> dict[str, Style]:
+        """Each role's style, looked up (a CSS walk) again only when the widget's style or theme changes."""
+        if self._styles is None or self._styles[0] != base:
+            styles = {role: self.get_component_rich_style(f"series-chart--{role}") for role in ROLES}
+            self._styles = (base, styles)
+        return self._styles[1]
 
     def notify_style_update(self) -> None:
         """The theme or the CSS changed: the line colours may have too."""
