@@ -41,11 +41,18 @@ def test_the_history_hands_back_what_was_appended() -> None:
     for snapshot in appended:
         history.append(snapshot)
     assert history.snapshots() == tuple(appended[3:]) and history.oldest == appended[3]
+    assert history.oldest_taken_at == appended[3].taken_at
     assert history.latest is appended[-1] and history.newer_than(appended[-2].taken_at)[0] is appended[-1]
     assert history.newer_than(appended[5].taken_at) == appended[6:]
     shells = history.newer_than(appended[5].taken_at, models=False)
     assert [s.models for s in shells] == [(), ()]
     assert [s.devices for s in shells] == [a.devices for a in appended[6:]]
+
+
+def test_a_history_of_no_capacity_keeps_nothing() -> None:
+    history = SnapshotHistory(capacity=0)
+    history.append(_snapshot(0))
+    assert len(history) == 0 and history.latest is None and history.oldest_taken_at is None
 
 
 def test_one_models_figures_read_from_the_history_match_the_snapshots() -> None:

@@ -67,8 +67,8 @@ class ModelSeriesCache:
             if not self.buckets or self.buckets[-1].filled == self.size:
                 self.buckets.append(Bucket())
             self.buckets[-1].add(taken_at, figures_of(found))
-        oldest = history.oldest
-        while self.buckets and oldest is not None and self.buckets[0].last_time < oldest.taken_at:
+        oldest = history.oldest_taken_at
+        while self.buckets and oldest is not None and self.buckets[0].last_time < oldest:
             self.buckets.popleft()  # a history smaller than this cache forgot all of that point
 
     def series(self, figure: str, peak: bool = False) -> list[Point]:

@@ -40,8 +40,9 @@ def _rebuilt(kept: _Kept) -> ServerSnapshot:
 class SnapshotHistory:
     """Recent snapshots, oldest first; safe to append from a poller thread while views read.
 
-    The newest snapshot is kept as it was appended; older ones are rebuilt when read, so reading one
-    model's figures over the whole history (`model_series`, `model_newer_than`) rebuilds only that model."""
+    The newest snapshot is kept as it was appended; older ones are rebuilt (equal, not the same objects)
+    when read, so reading all of them (`snapshots`) costs far more than one model's figures over the
+    whole history (`model_series`, `model_newer_than`), which rebuild only that model."""
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self._ring: deque[_Kept] = deque(maxlen=capacity)
@@ -53,7 +54,7 @@ class SnapshotHistory:
         kept = _keep(snapshot)
         with self._lock:
             self._ring.append(kept)
-            self._latest = (kept, snapshot)
+            self._latest = (kept, snapshot) if self._ring else None  # a ring of no capacity keeps nothing
 
     def snapshots(self) -> tuple[ServerSnapshot, ...]:
         """All kept snapshots, oldest first (each rebuilt: reading one model's series is far cheaper)."""
@@ -83,6 +84,12 @@ class SnapshotHistory:
         with self._lock:
             oldest, latest = (self._ring[0] if self._ring else None), self._latest
         return self._snapshot(oldest, latest) if oldest is not None else None
+
+    @property
+    def oldest_taken_at(self) -> float | None:
+        """When the oldest snapshot kept was taken (nothing rebuilt), if any."""
+        with self._lock:
+            return self._ring[0].taken_at if self._ring else None
 
     @property
     def latest(self) -> ServerSnapshot | None:

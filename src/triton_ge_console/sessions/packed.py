@@ -20,6 +20,7 @@ _FIELDS = [field.name for field in dataclasses.fields(ModelSnapshot)]
 _LATENCY_FIELDS = [field.name for field in dataclasses.fields(Latency)]
 _LATENCY_START = _FIELDS.index("latency")
 _LATENCY_END = _LATENCY_START + len(_LATENCY_FIELDS)
+_NAME, _VERSION = _FIELDS.index("name"), _FIELDS.index("version")  # both before the latency fields
 # one flat tuple per model, built in C: a poll of 100 models allocates 100 objects to keep, not 400
 pack_model = operator.attrgetter(*_FIELDS[:_LATENCY_START], *(f"latency.{name}" for name in _LATENCY_FIELDS),
                                  *_FIELDS[_LATENCY_START + 1:])
@@ -33,7 +34,7 @@ def unpack_model(packed: PackedModel) -> ModelSnapshot:
 
 def find_model(packed: Sequence[PackedModel], name: str) -> ModelSnapshot | None:
     """The named model's newest version among packed models, as ServerSnapshot.model finds it."""
-    matches = [model for model in packed if model[0] == name]
+    matches = [model for model in packed if model[_NAME] == name]
     if not matches:
         return None
-    return unpack_model(max(matches, key=lambda model: version_key(str(model[1]))))
+    return unpack_model(max(matches, key=lambda model: version_key(str(model[_VERSION]))))
