@@ -231,7 +231,8 @@ def summarize(times: dict[str, list[float]]) -> dict[str, dict[str, float]]:
 def render_over_same_repaints(times: dict[str, list[float]]) -> float:
     """How a refresh's render compares with Textual redoing its repaints: 1.0 means ours adds nothing."""
     pairs = zip(times["render_ms"], times["same_repaints_ms"], strict=True)
-    return statistics.median(render / again for render, again in pairs if again > 0)
+    ratios = [render / again for render, again in pairs if again > 0]
+    return statistics.median(ratios) if ratios else math.nan  # every replay within the idle cost: no ratio
 
 
 REFERENCE_LABELS = {"same_repaints_ms": "render, same repaints with nothing new (Textual's part)",
