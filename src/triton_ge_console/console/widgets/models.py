@@ -214,7 +214,7 @@ class ModelsTable(ScrollView, can_focus=True):
         # row key -> the snapshot its lines were drawn from, and its line per base style
         self._drawn: dict[str, tuple[ModelSnapshot, dict[Style, Strip]]] = {}
         self._pass: RenderPass | None = None  # what the render pass under way looked up once
-        self._columns = FULL  # all of them, or the compact set when the table is narrower
+        self._columns = FULL  # all of them, or a smaller set (MEDIUM, COMPACT) when the table is narrower
 
     @property
     def sort_key(self) -> SortKey:
