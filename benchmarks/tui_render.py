@@ -117,7 +117,7 @@ async def measure(refreshes: int, models: int, devices: int, history: int,
             source.history.append(snapshot)
             log.calls = []
             started = time.thread_time()
-            _fold_in(app, snapshot)
+            fold_in(app, snapshot)
             updated = time.thread_time()
             await asyncio.sleep(FRAME_WAIT_S)  # the app's 60 Hz update timer renders and writes the frame
             done = time.thread_time()
@@ -189,11 +189,11 @@ async def idle_cpu_ms(windows: int = 10) -> float:
 async def _refresh_unmeasured(app: GEConsoleApp, source: RecordedSource, snapshot: ServerSnapshot) -> None:
     """One refresh and its frame, not timed."""
     source.history.append(snapshot)
-    _fold_in(app, snapshot)
+    fold_in(app, snapshot)
     await asyncio.sleep(FRAME_WAIT_S)
 
 
-def _fold_in(app: GEConsoleApp, snapshot: ServerSnapshot) -> None:
+def fold_in(app: GEConsoleApp, snapshot: ServerSnapshot) -> None:
     """What the app does when a poll returns (the watchers run synchronously)."""
     app.connection = next_connection(app.connection, snapshot, app.options)
 

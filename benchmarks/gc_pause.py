@@ -1,0 +1,111 @@
+"""The full garbage collections a live dashboard runs, with 15 minutes of 100 busy models in its history.
+
+A full collection walks every object the collector tracks and pauses the UI thread for that long; CPython
+runs one whenever the objects promoted since the last reach a quarter of those it holds, so how often and
+how long both depend on what the console keeps. This drives the dashboard of `tui_render.py` (160x45, 100
+models, 8 devices, every figure moving, a 900-snapshot history built first) through `--refreshes`
+refreshes back to back (a short pause for each frame, not the 1 s of a live console: the collections
+come per refresh, not per second), and times every full collection with `gc.callbacks`.
+
+    python3 benchmarks/gc_pause.py [--refreshes 600] [--table]
+
+The JSON goes to results/gc_pause.json; --table also writes results/gc_pause.table.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from triton_ge_console.console.app import create_app
+from triton_ge_console.sessions.recorded import RecordedSource
+from tui_render import SIZE, fold_in, synthetic
+
+RESULTS = Path(__file__).resolve().parent / "results"
+FRAME_S = 0.03  # long enough for the app's 60 Hz timer to draw each refresh
+
+
+class FullCollections:
+    """Wall milliseconds of each full (generation 2) collection while switched on."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+        self.on = False
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        """gc.callbacks hook: time from a collection's start to its stop."""
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif self.on and info["generation"] == 2:
+            self.pauses.append((time.perf_counter() - self._started) * 1000)
+
+
+async def run(refreshes: int, models: int, devices: int, history: int) -> dict[str, Any]:
+    """Refresh the dashboard `refreshes` times after filling the history; every full collection's pause."""
+    source = RecordedSource([synthetic(0, models, devices)], name="bench")
+    for step in range(history):
+        source.history.append(synthetic(step, models, devices))
+    app = create_app(source, max_polls=1)
+    collections = FullCollections()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        gc.collect()
+        tracked = len(gc.get_objects())
+        gc.callbacks.append(collections)
+        collections.on = True
+        for step in range(history, history + refreshes):
+            snapshot = synthetic(step, models, devices)
+            source.history.append(snapshot)
+            fold_in(app, snapshot)
+            await asyncio.sleep(FRAME_S)
+        collections.on = False
+        gc.callbacks.remove(collections)
+    return {"tracked_objects": tracked, "pauses_ms": collections.pauses}
+
+
+def table(refreshes: int, result: dict[str, Any]) -> str:
+    """One markdown row: how many full collections, how long, how often."""
+    pauses = result["pauses_ms"]
+    every = f"{refreshes / len(pauses):.0f}" if pauses else "—"
+    p50 = f"{statistics.median(pauses):.0f}" if pauses else "—"
+    longest = f"{max(pauses):.0f}" if pauses else "—"
+    return "\n".join([
+        "| refreshes | objects tracked at start | full collections | one per refreshes | p50 ms | max ms |",
+        "|---|---|---|---|---|---|",
+        f"| {refreshes} | {result['tracked_objects']} | {len(pauses)} | {every} | {p50} | {longest} |",
+    ])
+
+
+def main() -> None:
+    """Run, print the table, write JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--refreshes", type=int, default=600)
+    parser.add_argument("--models", type=int, default=100)
+    parser.add_argument("--devices", type=int, default=8)
+    parser.add_argument("--history", type=int, default=900, help="snapshots in history (15 min at 1 s)")
+    parser.add_argument("--table", action="store_true", help="also write results/gc_pause.table.md")
+    args = parser.parse_args()
+    result = asyncio.run(run(args.refreshes, args.models, args.devices, args.history))
+    caption = (f"Full garbage collections over {args.refreshes} dashboard refreshes, {args.models} models, "
+               f"{args.devices} devices, {args.history} snapshots of history (wall time of each)")
+    text = table(args.refreshes, result)
+    print(f"### Full garbage collections\n\n{caption}\n\n{text}\n")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    payload = {"benchmark": "gc_pause", **vars(args), **result,
+               "machine": {"python": platform.python_version(), "cpus": os.cpu_count()}}
+    (RESULTS / "gc_pause.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    if args.table:
+        (RESULTS / "gc_pause.table.md").write_text(f"{caption}\n\n{text}\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
