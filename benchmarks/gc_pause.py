@@ -14,7 +14,6 @@ The JSON goes to results/gc_pause.json; --table also writes results/gc_pause.tab
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
 import json
@@ -27,7 +26,7 @@ from typing import Any
 
 from triton_ge_console.console.app import create_app
 from triton_ge_console.sessions.recorded import RecordedSource
-from tui_render import SIZE, fold_in, synthetic
+from tui_render import SIZE, dashboard_arguments, fold_in, synthetic
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FRAME_S = 0.03  # long enough for the app's 60 Hz timer to draw each refresh
@@ -87,13 +86,7 @@ def table(refreshes: int, result: dict[str, Any]) -> str:
 
 def main() -> None:
     """Run, print the table, write JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--refreshes", type=int, default=600)
-    parser.add_argument("--models", type=int, default=100)
-    parser.add_argument("--devices", type=int, default=8)
-    parser.add_argument("--history", type=int, default=900, help="snapshots in history (15 min at 1 s)")
-    parser.add_argument("--table", action="store_true", help="also write results/gc_pause.table.md")
-    args = parser.parse_args()
+    args = dashboard_arguments(__doc__.splitlines()[0], "gc_pause", refreshes=600)
     result = asyncio.run(run(args.refreshes, args.models, args.devices, args.history))
     caption = (f"Full garbage collections over {args.refreshes} dashboard refreshes, {args.models} models, "
                f"{args.devices} devices, {args.history} snapshots of history (wall time of each)")

@@ -241,15 +241,20 @@ REFERENCE_LABELS = {"same_repaints_ms": "render, same repaints with nothing new 
 SCENARIOS = (("every model's figures change", 1.0), ("10% of models busy, the rest idle", 0.1))
 
 
-def main() -> None:
-    """Run both scenarios, print markdown tables, write JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--refreshes", type=int, default=60)
+def dashboard_arguments(description: str, name: str, refreshes: int) -> argparse.Namespace:
+    """The command line the dashboard benchmarks share: how many refreshes, models, devices, history."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--refreshes", type=int, default=refreshes)
     parser.add_argument("--models", type=int, default=100)
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--history", type=int, default=900, help="snapshots in history (15 min at 1 s)")
-    parser.add_argument("--table", action="store_true", help="also write results/tui_render.table.md")
-    args = parser.parse_args()
+    parser.add_argument("--table", action="store_true", help=f"also write results/{name}.table.md")
+    return parser.parse_args()
+
+
+def main() -> None:
+    """Run both scenarios, print markdown tables, write JSON."""
+    args = dashboard_arguments(__doc__.splitlines()[0], "tui_render", refreshes=60)
     scenarios: list[dict[str, Any]] = []
     sections: list[str] = []
     for title, busy in SCENARIOS:
