@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from triton_ge_console.console.app import create_app, next_connection
 from triton_ge_console.console.screens.dashboard import utilization_series
-from triton_ge_console.console.widgets.dirty import line_runs
+from triton_ge_console.console.widgets.dirty import changed_lines, line_runs
 from triton_ge_console.console.widgets.header import StatusHeader
 from triton_ge_console.console.widgets.models import (
     COMPACT,
@@ -164,3 +164,4 @@ async def test_a_narrow_table_shows_the_compact_columns_without_scrolling_sidewa
 def test_changed_lines_are_marked_one_region_per_run() -> None:
     assert line_runs([]) == []
     assert line_runs([5, 1, 2, 3, 9, 10, 5]) == [(1, 3), (5, 1), (9, 2)]
+    assert changed_lines(["a", "b", "c", "d"], ["a", "B", "C", "d"]) == [1, 2]

@@ -17,7 +17,7 @@ from textual.widget import Widget
 
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.chart import ChartSeries, Point, Run, chart_runs
-from triton_ge_console.console.widgets.dirty import line_runs
+from triton_ge_console.console.widgets.dirty import changed_lines, repaint_lines
 from triton_ge_console.console.widgets.textlines import TextLines
 from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.snapshot import ModelSnapshot
@@ -97,9 +97,7 @@ class SeriesChart(Widget):
         if before is None or len(before) != len(after):
             self.refresh()
             return
-        changed = (y for y, (old, new) in enumerate(zip(before, after, strict=True)) if old != new)
-        for first, count in line_runs(changed):  # the legend, and often the axes, stay as they were
-            self.refresh(Region(0, first, self.size.width, count))
+        repaint_lines(self, changed_lines(before, after))  # the legend, and often the axes, stay as they were
 
     def render_lines(self, crop: Region) -> list[Strip]:
         """Make sure the strips are up to date for this render pass (the size or style may have changed)."""

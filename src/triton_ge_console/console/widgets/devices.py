@@ -15,7 +15,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from triton_ge_console.console import format as fmt
-from triton_ge_console.console.widgets.dirty import line_runs
+from triton_ge_console.console.widgets.dirty import changed_lines, repaint_lines
 from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.snapshot import DeviceSnapshot, ServerSnapshot
 
@@ -92,10 +92,7 @@ class DevicesPanel(Widget):
         if len(rows) != len(old):
             self.refresh(layout=True)
             return
-        width = self.size.width
-        changed = (y for y, (before, now) in enumerate(zip(old, rows, strict=True)) if before != now)
-        for first, count in line_runs(changed):
-            self.refresh(Region(0, first, width, count))  # those lines only, not the box around them
+        repaint_lines(self, changed_lines(old, rows))  # those lines only, not the box around them
 
     def on_resize(self, event: events.Resize) -> None:
         """Short or full lines follow the terminal's width at once, not at the next poll."""

@@ -1,8 +1,11 @@
-"""Changed lines grouped into runs, so a widget marks one region per run instead of one per line."""
+"""Repainting only the lines that changed, one region per run of them rather than one per line."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+
+from textual.geometry import Region
+from textual.widget import Widget
 
 
 def line_runs(lines: Iterable[int]) -> list[tuple[int, int]]:
@@ -14,3 +17,15 @@ def line_runs(lines: Iterable[int]) -> list[tuple[int, int]]:
         else:
             runs.append((line, 1))
     return runs
+
+
+def changed_lines(before: Sequence[object], after: Sequence[object]) -> list[int]:
+    """The indices where two equally long sequences of lines differ."""
+    return [y for y, (old, new) in enumerate(zip(before, after, strict=True)) if old != new]
+
+
+def repaint_lines(widget: Widget, lines: Iterable[int]) -> None:
+    """Mark these content lines of a widget for repaint (not its border or padding), a region per run."""
+    width = widget.size.width
+    for first, count in line_runs(lines):
+        widget.refresh(Region(0, first, width, count))

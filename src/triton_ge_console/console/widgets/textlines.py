@@ -7,11 +7,12 @@ from typing import Any
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.geometry import Region
 from textual.selection import Selection
 from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widgets import Static
+
+from triton_ge_console.console.widgets.dirty import repaint_lines
 
 
 def _look(text: Text) -> tuple[object, ...]:
@@ -46,7 +47,7 @@ class TextLines(Static):
             return
         for y in changed:
             self._strips.pop(y, None)
-            self.refresh(Region(0, y, self.size.width, 1))
+        repaint_lines(self, changed)
 
     def _changed_lines(self, text: Text, lines: list[Text]) -> list[int] | None:
         """The lines that differ from those shown, or None when everything must be redrawn."""
