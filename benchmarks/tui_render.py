@@ -1,16 +1,20 @@
 """Render cost of one dashboard refresh with 100 models and 8 devices (target: 16 ms, one 60 Hz frame).
 
 The 160x45 dashboard runs in Textual's headless driver; each refresh folds a new snapshot into the
-widgets (models table rows, device lines, detail pane) and then lets the app render and write its next
-frame. Measured as CPU time on the UI thread (the event loop's thread), which is what a refresh costs
-and which other load on a shared machine inflates far less than wall time (the load average is printed):
+widgets (models table rows, device lines, detail pane) and then lets the app render its next frame, which
+it hands to the driver (the headless driver writes nothing to a terminal). Refreshes run back to back:
+the next one starts as soon as the last frame is handed over. Measured as CPU time on the UI thread (the
+event loop's thread), which is what a refresh costs and which other load on a shared machine inflates far
+less than wall time (the load average is printed):
 - update: the watchers putting the snapshot into the widgets (synchronous);
-- render: everything else the UI thread does until the frame is written (layout, widget rendering,
-  compositing, writing to the driver), less the CPU an idle window of the same length costs the app.
-  The window is a plain sleep, so the app's own 60 Hz update timer writes the frame; the test pilot's
-  pause is not used there, because it wakes every widget (tens of ms per second on this machine) and
-  that harness cost is not the console's;
+- render: everything else the UI thread does until the frame is handed over (waiting for the app's 60 Hz
+  update timer, layout, widget rendering, compositing);
 - total: both.
+Back to back, because on the machines these benchmarks run on, memory left untouched for a few
+milliseconds costs many times more to touch again, whatever program touches it, and a refresh touches
+thousands of pages: at 20 refreshes a second the same refresh costs a few ms more, at the console's one a
+second several times more, and a one-label Textual app alone costs more than the target there.
+refresh_pace.py measures that side by side; this script measures the console's own work.
 Snapshots are synthetic but shaped like a live session's (every figure changes every refresh), with a
 15-minute history behind them. The two detail charts are redrawn every 5 s of snapshots, spread over two
 refreshes (latency, then throughput on the next), so p50 is a typical refresh and p95/max include those.
@@ -35,6 +39,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import functools
 import gc
 import json
 import math
@@ -46,7 +52,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rich.console import RenderableType
+from textual.app import App
 from textual.geometry import Region
+from textual.screen import Screen
 from textual.widget import Widget
 
 from triton_ge_console.console.app import GEConsoleApp, create_app, next_connection
@@ -63,7 +72,8 @@ from triton_ge_console.sessions.snapshot import (
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_MS = 16.0
 WARMUP = 3  # refreshes not counted
-FRAME_WAIT_S = 0.05  # longer than a 60 Hz frame: the refresh's frame is written within it
+FRAME_WAIT_S = 0.05  # longer than a 60 Hz frame: an unmeasured refresh's frame is written within it
+FRAME_TIMEOUT_S = 1.0  # a refresh that changes nothing on screen has no frame: stop waiting for one
 SIZE = (160, 45)
 GIB = 1024**3
 
@@ -110,23 +120,18 @@ async def measure(refreshes: int, models: int, devices: int, history: int,
             await _refresh_unmeasured(app, source, synthetic(step, models, devices, busy))
         history += WARMUP
         gc.collect()  # the history was built in one go: its full collection would land in the window
-        idle = await idle_cpu_ms()
+        frames = FrameWatch(app)
         log = RepaintLog(screen)
         for step in range(history, history + refreshes):
             snapshot = synthetic(step, models, devices, busy)
             source.history.append(snapshot)
             log.calls = []
-            started = time.thread_time()
-            fold_in(app, snapshot)
-            updated = time.thread_time()
-            await asyncio.sleep(FRAME_WAIT_S)  # the app's 60 Hz update timer renders and writes the frame
-            done = time.thread_time()
-            times["update_ms"].append((updated - started) * 1000)
-            render = max(0.0, (done - updated) * 1000 - idle)
+            update, render = await frames.time_refresh(functools.partial(fold_in, app, snapshot))
+            times["update_ms"].append(update)
             times["render_ms"].append(render)
-            times["total_ms"].append((updated - started) * 1000 + render)
+            times["total_ms"].append(update + render)
             # the same repaints again at once, side by side with the refresh that made them
-            times["same_repaints_ms"].append(await replayed_render_ms(log, idle))
+            times["same_repaints_ms"].append(await replayed_render_ms(log, frames))
         log.stop()
         times["full_repaint_ms"] = full_repaint_ms(screen)
         times["full_gc_ms"] = full_gc_ms()
@@ -161,29 +166,44 @@ class RepaintLog:
             del widget.refresh
 
 
-async def replayed_render_ms(log: RepaintLog, idle: float) -> float:
+class FrameWatch:
+    """Knows when the app hands a frame to its driver, so a refresh is timed to its frame and no further."""
+
+    def __init__(self, app: App[Any]) -> None:
+        self.handed_over = asyncio.Event()
+        display = app._display
+
+        def watched(screen: Screen[Any], renderable: RenderableType | None) -> None:
+            display(screen, renderable)
+            self.handed_over.set()
+
+        app._display = watched  # type: ignore[method-assign]
+
+    async def time_refresh(self, update: Callable[[], object]) -> tuple[float, float]:
+        """UI-thread CPU ms of `update`, and of everything after it until the app hands over its frame."""
+        self.handed_over.clear()
+        started = time.thread_time()
+        update()
+        updated = time.thread_time()
+        with contextlib.suppress(TimeoutError):  # nothing changed on screen: no frame comes
+            await asyncio.wait_for(self.handed_over.wait(), FRAME_TIMEOUT_S)
+        return (updated - started) * 1000, (time.thread_time() - updated) * 1000
+
+
+async def replayed_render_ms(log: RepaintLog, frames: FrameWatch) -> float:
     """Render CPU of the last refresh's repaints made again, with nothing new (widgets draw from cache)."""
     calls, log.calls = log.calls, []
-    for widget, regions, options in calls:
-        widget.refresh(*regions, **options)
-    started = time.thread_time()  # as for the refresh, whose refresh() calls count in its update
-    await asyncio.sleep(FRAME_WAIT_S)
-    return max(0.0, (time.thread_time() - started) * 1000 - idle)
+
+    def repaint() -> None:
+        for widget, regions, options in calls:
+            widget.refresh(*regions, **options)
+
+    return (await frames.time_refresh(repaint))[1]  # as for the refresh, whose refresh() calls are its update
 
 
 def full_gc_ms(repeats: int = 3) -> list[float]:
     """One full garbage collection with the history and the app alive (wall), for reference."""
     return wall_ms(gc.collect, repeats)
-
-
-async def idle_cpu_ms(windows: int = 10) -> float:
-    """UI-thread CPU the app spends in a frame window with nothing to draw, subtracted from renders."""
-    samples = []
-    for _ in range(windows):
-        started = time.thread_time()
-        await asyncio.sleep(FRAME_WAIT_S)
-        samples.append((time.thread_time() - started) * 1000)
-    return statistics.median(samples)
 
 
 async def _refresh_unmeasured(app: GEConsoleApp, source: RecordedSource, snapshot: ServerSnapshot) -> None:
@@ -232,7 +252,7 @@ def render_over_same_repaints(times: dict[str, list[float]]) -> float:
     """How a refresh's render compares with Textual redoing its repaints: 1.0 means ours adds nothing."""
     pairs = zip(times["render_ms"], times["same_repaints_ms"], strict=True)
     ratios = [render / again for render, again in pairs if again > 0]
-    return statistics.median(ratios) if ratios else math.nan  # every replay within the idle cost: no ratio
+    return statistics.median(ratios) if ratios else math.nan  # no replay cost anything measurable
 
 
 REFERENCE_LABELS = {"same_repaints_ms": "render, same repaints with nothing new (Textual's part)",
