@@ -11,6 +11,7 @@ from rich.text import Text
 from textual import events
 from textual.geometry import Region, Size
 from textual.reactive import reactive
+from textual.selection import Selection
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -24,6 +25,7 @@ BAR_WIDTH = 16
 DevicesFrame = tuple[ServerSnapshot, dict[str, list[float | None]]]  # a snapshot and recent utilization
 NARROW_BELOW = 130  # terminal columns under which rows use a short sparkline and bar
 Piece = tuple[str, str]  # text and its style ("" for none)
+Span = tuple[int, int]  # the selected characters of one line: start, end (-1: to the line's end)
 NO_DEVICES: tuple[Piece, ...] = (
     (" no device figures yet (the GE glue reports them once a model is loaded)", "dim"),)
 
@@ -76,8 +78,10 @@ class DevicesPanel(Widget):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._rows: list[tuple[Piece, ...]] = []
-        self._strips: dict[int, tuple[tuple[Piece, ...], Style, Strip]] = {}  # line -> what it was built from
-        self._base: Style | None = None  # the widget's style for the render pass under way
+        # line -> what its strip was built from (pieces, style, selected span) and the strip
+        self._strips: dict[int, tuple[tuple[Piece, ...], Style, Span | None, Strip]] = {}
+        # the widget's style and the mouse selection in it, for the render pass under way
+        self._pass: tuple[Style, Selection | None] | None = None
 
     def watch_frame(self, frame: DevicesFrame | None) -> None:
         """Repaint only the lines whose text changed; re-layout only when the number of lines changes."""
@@ -103,21 +107,49 @@ class DevicesPanel(Widget):
         return max(1, len(self._rows))
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        """Look the widget's style up once per render pass (it walks the DOM), not once per line."""
-        self._base = self.rich_style
-        return super().render_lines(crop)
+        """Look the style and the selection up once per render pass (each walks the DOM), not per line."""
+        self._pass = (self.rich_style, self.text_selection)
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass = None
 
     def render_line(self, y: int) -> Strip:
-        """A device's line, rebuilt only when its pieces or the widget's style changed."""
-        base = self._base or self.rich_style
+        """A device's line, rebuilt only when its pieces, the widget's style or the selection changed."""
+        base, selection = self._pass or (self.rich_style, self.text_selection)
         width = self.size.width
         if y >= len(self._rows):
             return Strip.blank(width, base)
         pieces = self._rows[y]
+        span = selection.get_span(y) if selection is not None else None
         cached = self._strips.get(y)
-        if cached is None or cached[0] != pieces or cached[1] != base:
-            parse = self.app.console.get_style
-            strip = Strip([Segment(text, base + parse(style) if style else base) for text, style in pieces])
-            cached = self._strips[y] = (pieces, base, strip)
-        strip = cached[2]
+        if cached is None or cached[:3] != (pieces, base, span):
+            cached = self._strips[y] = (pieces, base, span, self._line_strip(y, pieces, base, span))
+        strip = cached[3]
         return strip.crop(0, width) if strip.cell_length > width else strip  # the box pads it
+
+    def _line_strip(self, y: int, pieces: tuple[Piece, ...], base: Style, span: Span | None) -> Strip:
+        """One line's strip; each cell knows where it is in the text, so the mouse can select it."""
+        parse = self.app.console.get_style
+        segments = [Segment(text, base + parse(style) if style else base) for text, style in pieces]
+        if span is not None:
+            start, end = span
+            segments = _restyled(segments, start, None if end == -1 else end, self.selection_style)
+        return Strip(segments).apply_offsets(0, y)
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        """The selected part of the device lines (nothing when fewer devices left it past the end)."""
+        if selection.start is not None and selection.start.y >= len(self._rows):
+            return None
+        text = "\n".join("".join(piece for piece, _ in pieces) for pieces in self._rows)
+        return selection.extract(text), "\n"
+
+
+def _restyled(segments: list[Segment], start: int, end: int | None, style: Style) -> list[Segment]:
+    """The segments with `style` laid over the characters from start to end (None: to the line's end)."""
+    length = Segment.get_line_length(segments)
+    end = length if end is None else min(end, length)
+    if start >= end:
+        return segments
+    before, chosen, after = (list(part) for part in Segment.divide(segments, [start, end, length]))
+    return [*before, *(Segment(text, (own or Style.null()) + style) for text, own, _ in chosen), *after]
