@@ -58,3 +58,13 @@ def test_a_selection_left_past_the_last_device_copies_nothing() -> None:
     panel._rows = [(("NPU0", ""),)]  # one device left where there were two
     assert panel.get_selection(Selection(Offset(0, 1), Offset(4, 1))) is None
     assert panel.get_selection(Selection(Offset(0, 0), Offset(4, 1))) == ("NPU0", "\n")
+
+
+async def test_the_mouse_finds_the_right_characters_in_a_line_the_selection_cut() -> None:
+    app = recorded_app("healthy")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await replayed(pilot)
+        line = app.screen.query_one(DevicesPanel).render_line(0).text
+        await _drag(pilot, (2, 1), (5, 1))  # "NPU0": its piece is now drawn in two parts
+        await _drag(pilot, (7, 1), (11, 1))  # from inside the second part
+        assert app.screen.get_selected_text() == line[5:10]

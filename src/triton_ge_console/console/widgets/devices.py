@@ -25,6 +25,7 @@ BAR_WIDTH = 16
 DevicesFrame = tuple[ServerSnapshot, dict[str, list[float | None]]]  # a snapshot and recent utilization
 NARROW_BELOW = 130  # terminal columns under which rows use a short sparkline and bar
 Piece = tuple[str, str]  # text and its style ("" for none)
+MAX_STYLES = 4096  # cached piece styles (a few hundred in use): past this, start again
 Span = tuple[int, int]  # the selected characters of one line: start, end (-1: to the line's end)
 NO_DEVICES: tuple[Piece, ...] = (
     (" no device figures yet (the GE glue reports them once a model is loaded)", "dim"),)
@@ -78,6 +79,7 @@ class DevicesPanel(Widget):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._rows: list[tuple[Piece, ...]] = []
+        self._styles: dict[tuple[Style, str, bool, int, int], Style] = {}  # see _styled
         # line -> what its strip was built from (pieces, style, selected span) and the strip
         self._strips: dict[int, tuple[tuple[Piece, ...], Style, Span | None, Strip]] = {}
         # the widget's style and the mouse selection in it, for the render pass under way
@@ -129,13 +131,26 @@ class DevicesPanel(Widget):
         return strip.crop(0, width) if strip.cell_length > width else strip  # the box pads it
 
     def _line_strip(self, y: int, pieces: tuple[Piece, ...], base: Style, span: Span | None) -> Strip:
-        """One line's strip; each cell knows where it is in the text, so the mouse can select it."""
-        parse = self.app.console.get_style
-        segments = [Segment(text, base + parse(style) if style else base) for text, style in pieces]
-        if span is not None:
-            start, end = span
-            segments = _restyled(segments, start, None if end == -1 else end, self.selection_style)
-        return Strip(segments).apply_offsets(0, y)
+        """One line's strip; each segment knows where its text is, so the mouse can select it."""
+        segments, x = [], 0
+        for text, style, selected in _split_at_selection(pieces, span):
+            segments.append(Segment(text, self._styled(base, style, selected, x, y)))
+            x += len(text)
+        return Strip(segments)
+
+    def _styled(self, base: Style, style: str, selected: bool, x: int, y: int) -> Style:
+        """A piece's style over the widget's, the selection's over it, and the piece's text offset.
+
+        Cached: a device line's pieces keep their places from one refresh to the next."""
+        key = (base, style, selected, x, y)
+        found = self._styles.get(key)
+        if found is None:
+            if len(self._styles) > MAX_STYLES:
+                self._styles.clear()
+            own = base + self.app.console.get_style(style) if style else base
+            found = (own + self.selection_style if selected else own) + Style.from_meta({"offset": (x, y)})
+            self._styles[key] = found
+        return found
 
     def get_selection(self, selection: Selection) -> tuple[str, str] | None:
         """The selected part of the device lines (nothing when fewer devices left it past the end)."""
@@ -145,11 +160,20 @@ class DevicesPanel(Widget):
         return selection.extract(text), "\n"
 
 
-def _restyled(segments: list[Segment], start: int, end: int | None, style: Style) -> list[Segment]:
-    """The segments with `style` laid over the characters from start to end (None: to the line's end)."""
-    length = Segment.get_line_length(segments)
-    end = length if end is None else min(end, length)
-    if start >= end:
-        return segments
-    before, chosen, after = (list(part) for part in Segment.divide(segments, [start, end, length]))
-    return [*before, *(Segment(text, (own or Style.null()) + style) for text, own, _ in chosen), *after]
+def _split_at_selection(pieces: Sequence[Piece], span: Span | None) -> list[tuple[str, str, bool]]:
+    """The pieces cut where the selected characters start and end, each marked selected or not."""
+    if span is None:
+        return [(text, style, False) for text, style in pieces]
+    start, end = span
+    cut: list[tuple[str, str, bool]] = []
+    x = 0
+    for text, style in pieces:
+        first = max(start, x) - x
+        last = len(text) if end == -1 else min(end - x, len(text))
+        if first < last:
+            parts = ((text[:first], False), (text[first:last], True), (text[last:], False))
+            cut += [(part, style, selected) for part, selected in parts if part]
+        else:
+            cut.append((text, style, False))
+        x += len(text)
+    return cut
