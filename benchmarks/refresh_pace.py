@@ -37,7 +37,7 @@ from textual.widgets import Static
 
 from triton_ge_console.console.app import create_app
 from triton_ge_console.sessions.recorded import RecordedSource
-from tui_render import SIZE, FrameWatch, dashboard_arguments, fold_in, synthetic
+from tui_render import SIZE, FrameWatch, dashboard_arguments, fill_history, fold_in, synthetic
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PAGE = 4096
@@ -140,8 +140,6 @@ async def dashboard(gap_s: float, refreshes: int, pages: PageCounter, args: Any)
     """The tui_render dashboard at one pace."""
     models, devices = args.models, args.devices
     source = RecordedSource([synthetic(0, models, devices)], name="bench")
-    for step in range(args.history):
-        source.history.append(synthetic(step, models, devices))
     app = create_app(source, max_polls=1)
 
     def prepare(step: int) -> Callable[[], object]:
@@ -151,6 +149,7 @@ async def dashboard(gap_s: float, refreshes: int, pages: PageCounter, args: Any)
 
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.3)
+        fill_history(source, args.history, models, devices)
         for step in range(args.history, args.history + 3):  # caches built, everything laid out
             prepare(step)()
             await pilot.pause(0.05)

@@ -48,7 +48,7 @@ BENCHMARKS = (
     Benchmark("startup", "Start-up", "`ge-console up` to READY and `ge-console demo` to a live dashboard"),
     Benchmark("tui_render", "Console rendering", "time to render the dashboard"),
     Benchmark("refresh_pace", "Console refresh pace",
-              "the dashboard refresh back to back, 20 a second and once a second; idle memory on this machine"),
+              "a dashboard refresh back to back, 20 and 1 a second; what idle memory costs on this machine"),
     Benchmark("gc_pause", "Console garbage collections",
               "full garbage collections over 600 dashboard refreshes with 15 minutes of history"),
     Benchmark("demo_models", "Demo models", "build time, size and ONNX Runtime latency of the demo models"),

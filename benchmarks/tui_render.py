@@ -27,7 +27,9 @@ collection with all of it alive (wall time) is shown for reference too: a live c
 few minutes (when the objects kept since the last one reach a quarter of those it holds), and the
 refresh it lands in costs that much more. The benchmark runs one before the measured window, because
 building 15 minutes of history in one go would otherwise put it inside (and keep the young generations
-full of history); so no measured refresh includes a full collection, and its row is where it shows.
+full of history). The window's refreshes and replays still allocate enough for about one automatic full
+collection (one per ~120 refreshes, gc_pause.py): it lands in one refresh or one replay, whose max it
+becomes, and it costs more than the forced one because the memory it walks has sat idle (refresh_pace.py).
 
     python3 benchmarks/tui_render.py [--refreshes 60] [--models 100] [--devices 8] [--table]
 
@@ -108,12 +110,11 @@ async def measure(refreshes: int, models: int, devices: int, history: int,
                   busy: float = 1.0) -> dict[str, list[float]]:
     """Time `refreshes` refreshes after filling `history` snapshots."""
     source = RecordedSource([synthetic(0, models, devices)], name="bench")
-    for step in range(history):
-        source.history.append(synthetic(step, models, devices, busy))
     app = create_app(source, thresholds={"model_001": {"queue_depth": 4, "p99_ms": 20}}, max_polls=1)
     times: dict[str, list[float]] = {"update_ms": [], "render_ms": [], "total_ms": [], "same_repaints_ms": []}
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.3)
+        fill_history(source, history, models, devices, busy)
         screen = app.screen
         assert isinstance(screen, DashboardScreen)
         for step in range(history, history + WARMUP):  # first frames build caches and lay everything out
@@ -213,6 +214,12 @@ async def _refresh_unmeasured(app: GEConsoleApp, source: RecordedSource, snapsho
     await asyncio.sleep(FRAME_WAIT_S)
 
 
+def fill_history(source: RecordedSource, steps: int, models: int, devices: int, busy: float = 1.0) -> None:
+    """A session's history, built once the app is running, as a live console builds it after start-up."""
+    for step in range(steps):
+        source.history.append(synthetic(step, models, devices, busy))
+
+
 def fold_in(app: GEConsoleApp, snapshot: ServerSnapshot) -> None:
     """What the app does when a poll returns (the watchers run synchronously)."""
     app.connection = next_connection(app.connection, snapshot, app.options)
@@ -262,6 +269,11 @@ SCENARIOS = (("every model's figures change", 1.0), ("10% of models busy, the re
 
 
 def dashboard_arguments(description: str, name: str, refreshes: int) -> argparse.Namespace:
+    """The command line the dashboard benchmarks share, parsed."""
+    return dashboard_parser(description, name, refreshes).parse_args()
+
+
+def dashboard_parser(description: str, name: str, refreshes: int) -> argparse.ArgumentParser:
     """The command line the dashboard benchmarks share: how many refreshes, models, devices, history."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--refreshes", type=int, default=refreshes)
@@ -269,7 +281,7 @@ def dashboard_arguments(description: str, name: str, refreshes: int) -> argparse
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--history", type=int, default=900, help="snapshots in history (15 min at 1 s)")
     parser.add_argument("--table", action="store_true", help=f"also write results/{name}.table.md")
-    return parser.parse_args()
+    return parser
 
 
 def main() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 from triton_ge_console.console.app import GEConsoleApp
 from triton_ge_console.console.screens.confirm import ConfirmScreen
 from triton_ge_console.console.screens.dashboard import DashboardScreen
@@ -99,3 +101,11 @@ async def test_worker_errors_become_notifications_not_crashes() -> None:
         await pilot.press("r")
         await until(pilot, lambda: any("connection reset by peer" in n.message for n in app._notifications))
         assert app.is_running and isinstance(app.screen, DashboardScreen)
+
+
+async def test_start_up_objects_stay_out_of_full_collections_until_the_console_exits() -> None:
+    app = recorded_app("healthy")
+    async with app.run_test(size=SIZE) as pilot:
+        await replayed(pilot)
+        assert gc.get_freeze_count() > 10_000  # modules, classes, the app: not walked by later collections
+    assert gc.get_freeze_count() == 0  # handed back at exit, so what the app made can be freed

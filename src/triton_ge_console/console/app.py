@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from triton_ge_console.console import actions
+from triton_ge_console.console import actions, long_lived
 from triton_ge_console.console.messages import CommandFinished, SnapshotArrived
 from triton_ge_console.console.operations import Operations
 from triton_ge_console.console.options import ConsoleOptions, ServerLifecycle
@@ -51,12 +51,14 @@ class GEConsoleApp(Operations):
         return DashboardScreen()
 
     def on_unmount(self) -> None:
-        """Release the watch thread: asyncio waits for executor threads before the process can exit."""
+        """Release the watch thread (asyncio waits for executor threads before the process can exit)."""
         if self.watch_stop is not None:
             self.watch_stop.set()
+        long_lived.hand_back_start_up_objects()
 
     def on_mount(self) -> None:
-        """Start polling (once the server is launched, when the console launches it)."""
+        """Leave start-up objects out of full collections; poll (once the server is up, if it starts one)."""
+        long_lived.leave_out_start_up_objects()
         startup = self.options.startup
         if startup is None:
             self.poll_once()
