@@ -1,17 +1,19 @@
 """A dashboard refresh at three paces, beside what this machine charges to touch memory that sat idle.
 
-tui_render.py refreshes the dashboard 20 times a second; a live console refreshes once a second. On the
+tui_render.py runs dashboard refreshes back to back; a live console refreshes once a second. On the
 machines these benchmarks run on, memory that nobody touched for a few milliseconds costs far more to
 touch again than memory touched a moment ago, whatever program touches it: the first table shows it with
 no console at all (one byte read from each of 2,000 pages of a bytearray, after the pages sat idle).
 A refresh touches thousands of pages (Python objects, code and Textual's state), so at a slower pace the
 same refresh costs more. This measures, side by side in one run:
 - the dashboard of tui_render.py (160x45, 100 models, 8 devices, every figure moving, 15 minutes of
-  history) and, as a floor for any Textual app, a one-label app whose label changes every refresh;
-- at three paces: back to back (the next refresh as soon as the last frame is written), 20 a second,
-  and once a second (the console's default poll interval);
-- UI-thread CPU from handing the app the new snapshot to the frame being written (Textual's headless
-  driver: the app renders the frame but writes nothing to a terminal), and the memory pages the refresh
+  history) and, for scale, a one-label Textual app whose label changes every refresh;
+- at three paces: back to back (the next refresh as soon as the last frame is written), 50 ms idle
+  between refreshes (about tui_render.py's pace before it ran back to back), and 1 s idle between (the
+  console polls once a second);
+- UI-thread CPU from handing the app the new snapshot (built just before, as a poll hands over fresh
+  objects) to the frame being written (Textual's headless driver: the app renders the frame but writes
+  nothing to a terminal), and the memory pages the refresh
   touched (Linux's /proc/self/clear_refs, on separate refreshes; "—" where the kernel does not offer it).
 
     python3 benchmarks/refresh_pace.py [--refreshes 20] [--table]
@@ -42,7 +44,7 @@ from tui_render import SIZE, FrameWatch, dashboard_arguments, fill_history, fold
 RESULTS = Path(__file__).resolve().parent / "results"
 PAGE = 4096
 PROBE_PAGES = 2000
-PACES = (("back to back", 0.0), ("20 a second", 0.05), ("once a second (the console's default)", 1.0))
+PACES = (("back to back", 0.0), ("50 ms idle between", 0.05), ("1 s idle between (the console's pace)", 1.0))
 IDLES = (0.0, 0.005, 0.05, 1.0)  # seconds the probe's pages sit untouched before they are read again
 PAGE_COUNT_REFRESHES = 8
 
@@ -79,8 +81,12 @@ class PageCounter:
 
     def _count(self, between: Callable[[], object]) -> int:
         """Referenced pages after clearing the kernel's referenced bits and running `between`."""
-        self.CLEAR.write_text("1")
+        self.start()
         between()
+        return self._referenced()
+
+    def _referenced(self) -> int:
+        """Pages the kernel has seen referenced since its bits were last cleared."""
         for line in self.ROLLUP.read_text().splitlines():
             if line.startswith("Referenced:"):
                 return int(line.split()[1]) * 1024 // PAGE
@@ -92,14 +98,11 @@ class PageCounter:
 
     def stop(self) -> int:
         """Pages referenced since start(), less the counting's own."""
-        for line in self.ROLLUP.read_text().splitlines():
-            if line.startswith("Referenced:"):
-                return max(0, int(line.split()[1]) * 1024 // PAGE - self.overhead)
-        return 0
+        return max(0, self._referenced() - self.overhead)
 
 
 class OneLabel(App[None]):
-    """The smallest refresh Textual has: one label whose text changes."""
+    """A minimal Textual app for scale: one label whose text changes."""
 
     def compose(self) -> ComposeResult:
         """One Static."""
@@ -120,8 +123,8 @@ async def paced(app: App[Any], prepare: Refresh, gap_s: float, refreshes: int,
     times: dict[str, list[float]] = {"update_ms": [], "render_ms": [], "total_ms": [], "pages": []}
     gc.collect()
     for step in range(first, first + refreshes + PAGE_COUNT_REFRESHES):
-        apply = prepare(step)  # the new snapshot is built now: a poll hands over fresh objects
         await asyncio.sleep(gap_s)
+        apply = prepare(step)  # the new snapshot is built now, not timed: a poll hands over fresh objects
         counting = step >= first + refreshes
         if counting and pages.available:
             pages.start()

@@ -48,7 +48,7 @@ BENCHMARKS = (
     Benchmark("startup", "Start-up", "`ge-console up` to READY and `ge-console demo` to a live dashboard"),
     Benchmark("tui_render", "Console rendering", "time to render the dashboard"),
     Benchmark("refresh_pace", "Console refresh pace",
-              "a dashboard refresh back to back, 20 and 1 a second; what idle memory costs on this machine"),
+              "a dashboard refresh back to back, 50 ms and 1 s apart; what idle memory costs here"),
     Benchmark("gc_pause", "Console garbage collections",
               "full garbage collections over 600 dashboard refreshes with 15 minutes of history"),
     Benchmark("demo_models", "Demo models", "build time, size and ONNX Runtime latency of the demo models"),
@@ -87,16 +87,18 @@ def run_one(bench: Benchmark, timeout: float) -> str:
 
 
 def extract_tables(output: str) -> str:
-    """A script's tables with their headings (as level-4) and the caption lines right above them."""
+    """A script's tables with their headings (as level-4), the caption lines right above them and the
+    footnote line right below them (a ratio, say)."""
     lines = [line.strip() for line in output.splitlines()]
     kept: list[str] = []
     for index, line in enumerate(lines):
         following = next((later for later in lines[index + 1:] if later), "")
+        before = next((earlier for earlier in reversed(lines[:index]) if earlier), "")
         if line.startswith("|"):
             kept.append(line)
         elif line.startswith("#"):
             kept += ["", "#### " + line.lstrip("#").strip(), ""]
-        elif line and (following.startswith("|") or following.startswith("#")):
+        elif line and (following.startswith("|") or following.startswith("#") or before.startswith("|")):
             kept += ["", line, ""]
         elif kept and kept[-1]:
             kept.append("")
