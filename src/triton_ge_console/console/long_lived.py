@@ -6,6 +6,9 @@ console exits, so walking them every few minutes finds nothing. Freezing them on
 (after a collection, so no garbage is frozen) leaves them out; benchmarks/gc_pause.py measures the pause
 both ways. An object made at start-up that later dies in a reference cycle (a start screen) stays until
 the console exits, when everything frozen is handed back to the collector.
+
+Freezing is process-wide: with several apps in one process (tests, a notebook) the first to mount
+freezes and the last to exit hands back, and a process that froze objects itself is left as it was.
 """
 
 from __future__ import annotations
@@ -13,12 +16,25 @@ from __future__ import annotations
 import gc
 
 
+class _Holders:
+    """How many running apps want start-up objects left out, and whether this module froze them."""
+
+    count = 0
+    froze = False
+
+
 def leave_out_start_up_objects() -> None:
-    """Collect, then move every object still alive out of reach of later collections."""
-    gc.collect()
-    gc.freeze()
+    """Collect, then move every object still alive out of reach of later collections (first app only)."""
+    if _Holders.count == 0 and gc.get_freeze_count() == 0:
+        gc.collect()
+        gc.freeze()
+        _Holders.froze = True
+    _Holders.count += 1
 
 
 def hand_back_start_up_objects() -> None:
-    """Let the collector walk them again (the console is exiting; its objects can now be freed)."""
-    gc.unfreeze()
+    """Let the collector walk them again once the last app that wanted them left out has exited."""
+    _Holders.count = max(0, _Holders.count - 1)
+    if _Holders.count == 0 and _Holders.froze:
+        gc.unfreeze()
+        _Holders.froze = False
