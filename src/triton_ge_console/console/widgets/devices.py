@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from rich.segment import Segment
 from rich.style import Style
@@ -17,6 +17,7 @@ from textual.widget import Widget
 
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.widgets.dirty import changed_lines, repaint_lines
+from triton_ge_console.console.widgets.selection import forget_selection
 from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.snapshot import DeviceSnapshot, ServerSnapshot
 
@@ -27,6 +28,14 @@ NARROW_BELOW = 130  # terminal columns under which rows use a short sparkline an
 Piece = tuple[str, str]  # text and its style ("" for none)
 MAX_STYLES = 4096  # cached piece styles (a few hundred in use): past this, start again
 Span = tuple[int, int]  # the selected characters of one line: start, end (-1: to the line's end)
+
+
+class RenderPass(NamedTuple):
+    """What every line of one render pass shares."""
+
+    base: Style  # the widget's style
+    selection: Selection | None  # the mouse selection in the widget
+    selected: Style  # how selected characters look
 NO_DEVICES: tuple[Piece, ...] = (
     (" no device figures yet (the GE glue reports them once a model is loaded)", "dim"),)
 
@@ -79,11 +88,10 @@ class DevicesPanel(Widget):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._rows: list[tuple[Piece, ...]] = []
-        self._styles: dict[tuple[Style, str, bool, int, int], Style] = {}  # see _styled
+        self._styles: dict[tuple[tuple[Style, Style], str, bool, int, int], Style] = {}  # see _styled
         # line -> what its strip was built from (pieces, style, selected span) and the strip
         self._strips: dict[int, tuple[tuple[Piece, ...], Style, Span | None, Strip]] = {}
-        # the widget's style and the mouse selection in it, for the render pass under way
-        self._pass: tuple[Style, Selection | None] | None = None
+        self._render_pass: RenderPass | None = None  # what the render pass under way looked up once
 
     def watch_frame(self, frame: DevicesFrame | None) -> None:
         """Repaint only the lines whose text changed; re-layout only when the number of lines changes."""
@@ -96,6 +104,8 @@ class DevicesPanel(Widget):
             return
         old, self._rows = self._rows, rows
         if len(rows) != len(old):
+            if self.is_mounted:
+                forget_selection(self)
             self.refresh(layout=True)
             return
         repaint_lines(self, changed_lines(old, rows))  # those lines only, not the box around them
@@ -109,16 +119,20 @@ class DevicesPanel(Widget):
         return max(1, len(self._rows))
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        """Look the style and the selection up once per render pass (each walks the DOM), not per line."""
-        self._pass = (self.rich_style, self.text_selection)
+        """Look the styles and the selection up once per render pass (each walks the DOM), not per line."""
+        self._render_pass = self._look_up_pass()
         try:
             return super().render_lines(crop)
         finally:
-            self._pass = None
+            self._render_pass = None
+
+    def _look_up_pass(self) -> RenderPass:
+        """The widget's style, the selection in it and the selection's style."""
+        return RenderPass(self.rich_style, self.text_selection, self.selection_style)
 
     def render_line(self, y: int) -> Strip:
         """A device's line, rebuilt only when its pieces, the widget's style or the selection changed."""
-        base, selection = self._pass or (self.rich_style, self.text_selection)
+        base, selection, selected_style = self._render_pass or self._look_up_pass()
         width = self.size.width
         if y >= len(self._rows):
             return Strip.blank(width, base)
@@ -126,29 +140,32 @@ class DevicesPanel(Widget):
         span = selection.get_span(y) if selection is not None else None
         cached = self._strips.get(y)
         if cached is None or cached[:3] != (pieces, base, span):
-            cached = self._strips[y] = (pieces, base, span, self._line_strip(y, pieces, base, span))
+            looks = (base, selected_style)
+            cached = self._strips[y] = (pieces, base, span, self._line_strip(y, pieces, looks, span))
         strip = cached[3]
         return strip.crop(0, width) if strip.cell_length > width else strip  # the box pads it
 
-    def _line_strip(self, y: int, pieces: tuple[Piece, ...], base: Style, span: Span | None) -> Strip:
+    def _line_strip(self, y: int, pieces: tuple[Piece, ...], looks: tuple[Style, Style],
+                    span: Span | None) -> Strip:
         """One line's strip; each segment knows where its text is, so the mouse can select it."""
         segments, x = [], 0
         for text, style, selected in _split_at_selection(pieces, span):
-            segments.append(Segment(text, self._styled(base, style, selected, x, y)))
+            segments.append(Segment(text, self._styled(looks, style, selected, x, y)))
             x += len(text)
         return Strip(segments)
 
-    def _styled(self, base: Style, style: str, selected: bool, x: int, y: int) -> Style:
-        """A piece's style over the widget's, the selection's over it, and the piece's text offset.
-
-        Cached: a device line's pieces keep their places from one refresh to the next."""
-        key = (base, style, selected, x, y)
+    def _styled(self, looks: tuple[Style, Style], style: str, selected: bool, x: int, y: int) -> Style:
+        """A piece's style over the widget's (looks[0]), the selection's (looks[1]) over it when selected,
+        and the piece's text offset. Cached: a device line's pieces keep their places from one refresh to
+        the next."""
+        key = (looks, style, selected, x, y)
         found = self._styles.get(key)
         if found is None:
             if len(self._styles) > MAX_STYLES:
                 self._styles.clear()
+            base, selected_style = looks
             own = base + self.app.console.get_style(style) if style else base
-            found = (own + self.selection_style if selected else own) + Style.from_meta({"offset": (x, y)})
+            found = (own + selected_style if selected else own) + Style.from_meta({"offset": (x, y)})
             self._styles[key] = found
         return found
 

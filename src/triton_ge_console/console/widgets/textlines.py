@@ -13,6 +13,7 @@ from textual.visual import Visual, visualize
 from textual.widgets import Static
 
 from triton_ge_console.console.widgets.dirty import repaint_lines
+from triton_ge_console.console.widgets.selection import forget_selection
 
 
 def _look(text: Text) -> tuple[object, ...]:
@@ -38,7 +39,7 @@ class TextLines(Static):
             return
         lines = list(text.split("\n", allow_blank=True))
         if len(lines) != len(self._lines) and self.is_mounted:
-            self._drop_selection()
+            forget_selection(self)
         changed = self._changed_lines(text, lines)
         self._text, self._lines = text, lines
         if changed is None or (self.is_mounted and self.text_selection is not None):  # drawn over every line
@@ -92,12 +93,6 @@ class TextLines(Static):
         if self._text is None:
             return super().get_selection(selection)
         return selection.extract(self._text.plain), "\n"
-
-    def _drop_selection(self) -> None:
-        """Forget a selection in this widget: its lines would point past a text with fewer lines."""
-        screen = self.screen
-        if self in screen.selections:
-            screen.selections = {widget: span for widget, span in screen.selections.items() if widget != self}
 
 
 def _own_style(console: Any, text: Text) -> Style:
