@@ -8,7 +8,8 @@ how long both depend on what the console keeps. The console leaves the objects s
 app runs, as a live console builds it) through `--refreshes` refreshes back to back (a short pause for
 each frame, not the 1 s of a live console: the collections come per refresh, not per second), and times
 every full collection with `gc.callbacks`. Each round runs it twice, side by side: as the console runs,
-and with start-up's objects handed back to the collector first (as before the console froze them).
+and with start-up's objects handed back to the collector first (as before the console froze them); each
+run in a fresh interpreter, and which goes first alternates from round to round.
 
     python3 benchmarks/gc_pause.py [--refreshes 600] [--rounds 2] [--table]
 
@@ -17,6 +18,7 @@ The JSON goes to results/gc_pause.json; --table also writes results/gc_pause.tab
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
 import json
@@ -24,6 +26,8 @@ import math
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -84,12 +88,12 @@ def table(refreshes: int, results: list[dict[str, Any]]) -> str:
     """One markdown row per run: how many full collections, how long, how often; then the ratio."""
     rows = ["| round | start-up objects | objects tracked at start | full collections | one per refreshes "
             "| p50 ms | max ms |", "|---|---|---|---|---|---|---|"]
-    for index, result in enumerate(results):
+    for result in results:
         pauses = result["pauses_ms"]
         every = f"{refreshes / len(pauses):.0f}" if pauses else "—"
         p50 = f"{statistics.median(pauses):.0f}" if pauses else "—"
         longest = f"{max(pauses):.0f}" if pauses else "—"
-        rows.append(f"| {index // 2 + 1} | {WAYS[result['frozen']]} | {result['tracked_objects']} | "
+        rows.append(f"| {result['round']} | {WAYS[result['frozen']]} | {result['tracked_objects']} | "
                     f"{len(pauses)} | {every} | {p50} | {longest} |")
     ratio = frozen_ratio(results)
     return "\n".join(rows) + f"\n\nfrozen ÷ walked, p50 pause (median of the rounds): {ratio:.2f}×"
@@ -98,25 +102,41 @@ def table(refreshes: int, results: list[dict[str, Any]]) -> str:
 def frozen_ratio(results: list[dict[str, Any]]) -> float:
     """Median over rounds of the frozen run's p50 pause ÷ the walked run's (nan when a run had none)."""
     ratios = []
-    for frozen, walked in zip(results[::2], results[1::2], strict=True):  # each round: frozen, then walked
+    for first, second in zip(results[::2], results[1::2], strict=True):  # a round's two runs, either order
+        frozen, walked = (first, second) if first["frozen"] else (second, first)
         if frozen["pauses_ms"] and walked["pauses_ms"]:
             ratios.append(statistics.median(frozen["pauses_ms"]) / statistics.median(walked["pauses_ms"]))
     return statistics.median(ratios) if ratios else math.nan
 
 
+def in_own_process(args: argparse.Namespace, frozen: bool, round_number: int) -> dict[str, Any]:
+    """One run in a fresh interpreter, so nothing one run leaves behind weighs on the other."""
+    command = [sys.executable, __file__, "--single", "frozen" if frozen else "walked",
+               *(f"--{name}={getattr(args, name)}" for name in ("refreshes", "models", "devices", "history"))]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return {"round": round_number, **json.loads(done.stdout.splitlines()[-1])}
+
+
 def main() -> None:
-    """Run both ways in alternating rounds, print the table, write JSON."""
+    """Run both ways in rounds (which goes first alternates), each run its own process; table and JSON."""
     parser = dashboard_parser(__doc__.splitlines()[0], "gc_pause", refreshes=600)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--single", choices=("frozen", "walked"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    results = [asyncio.run(run(args.refreshes, args.models, args.devices, args.history, frozen))
-               for _ in range(args.rounds) for frozen in (True, False)]
+    if args.single:  # one run, for in_own_process: its result as the last line
+        print(json.dumps(asyncio.run(run(args.refreshes, args.models, args.devices, args.history,
+                                         args.single == "frozen"))))
+        return
+    orders = ((True, False), (False, True))
+    results = [in_own_process(args, frozen, number + 1)
+               for number in range(args.rounds) for frozen in orders[number % 2]]
     caption = (f"Full garbage collections over {args.refreshes} dashboard refreshes, {args.models} models, "
                f"{args.devices} devices, {args.history} snapshots of history (wall time of each)")
     text = table(args.refreshes, results)
     print(f"### Full garbage collections\n\n{caption}\n\n{text}\n")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    payload = {"benchmark": "gc_pause", **vars(args), "runs": results, "frozen_ratio": frozen_ratio(results),
+    settings = {name: value for name, value in vars(args).items() if name != "single"}
+    payload = {"benchmark": "gc_pause", **settings, "runs": results, "frozen_ratio": frozen_ratio(results),
                "machine": {"python": platform.python_version(), "cpus": os.cpu_count()}}
     (RESULTS / "gc_pause.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     if args.table:

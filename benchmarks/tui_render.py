@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import functools
 import gc
 import json
@@ -55,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import RenderableType
+from textual._compositor import CompositorUpdate
 from textual.app import App
 from textual.geometry import Region
 from textual.screen import Screen
@@ -107,8 +107,8 @@ def _model(i: int, step: int, devices: int) -> ModelSnapshot:
 
 
 async def measure(refreshes: int, models: int, devices: int, history: int,
-                  busy: float = 1.0) -> dict[str, list[float]]:
-    """Time `refreshes` refreshes after filling `history` snapshots."""
+                  busy: float = 1.0) -> tuple[dict[str, list[float]], int]:
+    """Time `refreshes` refreshes after filling `history` snapshots; also how many drew no frame."""
     source = RecordedSource([synthetic(0, models, devices)], name="bench")
     app = create_app(source, thresholds={"model_001": {"queue_depth": 4, "p99_ms": 20}}, max_polls=1)
     times: dict[str, list[float]] = {"update_ms": [], "render_ms": [], "total_ms": [], "same_repaints_ms": []}
@@ -127,7 +127,10 @@ async def measure(refreshes: int, models: int, devices: int, history: int,
             snapshot = synthetic(step, models, devices, busy)
             source.history.append(snapshot)
             log.calls = []
-            update, render = await frames.time_refresh(functools.partial(fold_in, app, snapshot))
+            timed = await frames.time_refresh(functools.partial(fold_in, app, snapshot))
+            if timed is None:
+                continue  # no frame: counted in frames.missed, reported under the table
+            update, render = timed
             times["update_ms"].append(update)
             times["render_ms"].append(render)
             times["total_ms"].append(update + render)
@@ -136,7 +139,7 @@ async def measure(refreshes: int, models: int, devices: int, history: int,
         log.stop()
         times["full_repaint_ms"] = full_repaint_ms(screen)
         times["full_gc_ms"] = full_gc_ms()
-    return times
+    return times, frames.missed
 
 
 Repaint = tuple[Widget, tuple[Region, ...], dict[str, bool]]  # a widget.refresh() call: regions, options
@@ -168,26 +171,36 @@ class RepaintLog:
 
 
 class FrameWatch:
-    """Knows when the app hands a frame to its driver, so a refresh is timed to its frame and no further."""
+    """Knows when the app hands a frame to its driver, so a refresh is timed to its frame and no further.
+
+    Textual's headless driver skips turning the frame into the terminal's text; this does it, as a
+    terminal driver would, so that work is timed too (writing the text out is not)."""
 
     def __init__(self, app: App[Any]) -> None:
         self.handed_over = asyncio.Event()
+        self.missed = 0  # refreshes that drew no frame within FRAME_TIMEOUT_S
         display = app._display
 
         def watched(screen: Screen[Any], renderable: RenderableType | None) -> None:
             display(screen, renderable)
-            self.handed_over.set()
+            if isinstance(renderable, CompositorUpdate) and not app._batch_count:
+                renderable.render_segments(app.console)
+                self.handed_over.set()
 
         app._display = watched  # type: ignore[method-assign]
 
-    async def time_refresh(self, update: Callable[[], object]) -> tuple[float, float]:
-        """UI-thread CPU ms of `update`, and of everything after it until the app hands over its frame."""
+    async def time_refresh(self, update: Callable[[], object]) -> tuple[float, float] | None:
+        """UI-thread CPU ms of `update`, and of everything after it until the app hands over its frame
+        (None, counted in `missed`, when no frame comes)."""
         self.handed_over.clear()
         started = time.thread_time()
         update()
         updated = time.thread_time()
-        with contextlib.suppress(TimeoutError):  # nothing changed on screen: no frame comes
+        try:
             await asyncio.wait_for(self.handed_over.wait(), FRAME_TIMEOUT_S)
+        except TimeoutError:
+            self.missed += 1
+            return None
         return (updated - started) * 1000, (time.thread_time() - updated) * 1000
 
 
@@ -199,7 +212,8 @@ async def replayed_render_ms(log: RepaintLog, frames: FrameWatch) -> float:
         for widget, regions, options in calls:
             widget.refresh(*regions, **options)
 
-    return (await frames.time_refresh(repaint))[1]  # as for the refresh, whose refresh() calls are its update
+    timed = await frames.time_refresh(repaint)
+    return timed[1] if timed else math.nan  # as for the refresh, whose refresh() calls are its update
 
 
 def full_gc_ms(repeats: int = 3) -> list[float]:
@@ -249,7 +263,7 @@ def summarize(times: dict[str, list[float]]) -> dict[str, dict[str, float]]:
     """p50 / p95 / max per part."""
     out = {}
     for part, values in times.items():
-        ordered = sorted(values)
+        ordered = sorted(value for value in values if not math.isnan(value))  # nan: a replay drew no frame
         out[part] = {"p50": statistics.median(ordered), "p95": ordered[int(0.95 * (len(ordered) - 1))],
                      "max": ordered[-1]}
     return out
@@ -258,7 +272,7 @@ def summarize(times: dict[str, list[float]]) -> dict[str, dict[str, float]]:
 def render_over_same_repaints(times: dict[str, list[float]]) -> float:
     """How a refresh's render compares with Textual redoing its repaints: 1.0 means ours adds nothing."""
     pairs = zip(times["render_ms"], times["same_repaints_ms"], strict=True)
-    ratios = [render / again for render, again in pairs if again > 0]
+    ratios = [render / again for render, again in pairs if again > 0]  # nan > 0 is False: left out
     return statistics.median(ratios) if ratios else math.nan  # no replay cost anything measurable
 
 
@@ -290,18 +304,19 @@ def main() -> None:
     scenarios: list[dict[str, Any]] = []
     sections: list[str] = []
     for title, busy in SCENARIOS:
-        times = asyncio.run(measure(args.refreshes, args.models, args.devices, args.history, busy))
+        times, missed = asyncio.run(measure(args.refreshes, args.models, args.devices, args.history, busy))
         summary = summarize(times)
         load = os.getloadavg()[0]
         caption = (f"Dashboard refresh at {SIZE[0]}x{SIZE[1]}, {args.models} models, {args.devices} devices, "
                    f"{args.history} snapshots of history, {args.refreshes} refreshes "
                    f"(target ≤ {TARGET_MS:g} ms), load average {load:.1f} on {os.cpu_count()} CPUs")
         ratio = render_over_same_repaints(times)
-        footnote = f"render ÷ the same repaints with nothing new, per refresh (median): {ratio:.2f}×"
+        footnote = (f"render ÷ the same repaints with nothing new, per refresh (median): {ratio:.2f}×; "
+                    f"refreshes that drew no frame (left out): {missed}")
         sections.append(f"#### {title}\n\n{caption}\n\n{table(summary)}\n\n{footnote}")
         print(f"### {title}\n\n{caption}\n\n{table(summary)}\n\n{footnote}\n")
         scenarios.append({"scenario": title, "busy_fraction": busy, "load_average": load, "summary": summary,
-                          "render_over_same_repaints": ratio, "samples": times})
+                          "render_over_same_repaints": ratio, "missed_frames": missed, "samples": times})
     result: dict[str, Any] = {
         "benchmark": "tui_render", "target_ms": TARGET_MS, "terminal": list(SIZE), "models": args.models,
         "devices": args.devices, "history": args.history, "refreshes": args.refreshes, "scenarios": scenarios,
