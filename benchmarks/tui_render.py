@@ -2,19 +2,22 @@
 
 The 160x45 dashboard runs in Textual's headless driver; each refresh folds a new snapshot into the
 widgets (models table rows, device lines, detail pane) and then lets the app render its next frame, which
-it hands to the driver (the headless driver writes nothing to a terminal). Refreshes run back to back:
-the next one starts as soon as the last frame is handed over. Measured as CPU time on the UI thread (the
-event loop's thread), which is what a refresh costs and which other load on a shared machine inflates far
-less than wall time (the load average is printed):
+it hands to the driver. Refreshes run back to back: the next one starts as soon as the last frame is
+handed over (a refresh that draws no frame within a second is counted and left out). Measured as CPU
+time on the UI thread (the event loop's thread), which is what a refresh costs and which other load on a
+shared machine inflates far less than wall time (the load average is printed):
 - update: the watchers putting the snapshot into the widgets (synchronous);
 - render: everything else the UI thread does until the frame is handed over (waiting for the app's 60 Hz
-  update timer, layout, widget rendering, compositing);
+  update timer, layout, widget rendering, compositing, and turning the frame into the terminal's text,
+  which Textual's headless driver skips and this does; writing that text out is not timed);
 - total: both.
 Back to back, because on the machines these benchmarks run on, memory left untouched for a few
-milliseconds costs many times more to touch again, whatever program touches it, and a refresh touches
-thousands of pages: at 20 refreshes a second the same refresh costs a few ms more, at the console's one a
-second several times more, and a one-label Textual app alone costs more than the target there.
-refresh_pace.py measures that side by side; this script measures the console's own work.
+milliseconds costs many times more to touch again, whatever program touches it (why is not known here),
+and a refresh touches thousands of pages: with 50 ms idle between refreshes the same refresh costs a few
+ms more, at the console's one a second several times more, and a one-label Textual app alone costs more
+than the target there. refresh_pace.py measures that side by side; this script measures the console's
+own work. Each measured refresh follows the replay of the one before (below), which touches much of the
+same memory; refresh_pace.py's back-to-back row has no replays, for comparison.
 Snapshots are synthetic but shaped like a live session's (every figure changes every refresh), with a
 15-minute history behind them. The two detail charts are redrawn every 5 s of snapshots, spread over two
 refreshes (latency, then throughput on the next), so p50 is a typical refresh and p95/max include those.
