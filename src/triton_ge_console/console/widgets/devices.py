@@ -28,6 +28,9 @@ NARROW_BELOW = 130  # terminal columns under which rows use a short sparkline an
 Piece = tuple[str, str]  # text and its style ("" for none)
 MAX_STYLES = 4096  # cached piece styles (a few hundred in use): past this, start again
 Span = tuple[int, int]  # the selected characters of one line: start, end (-1: to the line's end)
+Looks = tuple[Style, Style]  # the widget's style and the selection's
+NO_DEVICES: tuple[Piece, ...] = (
+    (" no device figures yet (the GE glue reports them once a model is loaded)", "dim"),)
 
 
 class RenderPass(NamedTuple):
@@ -36,8 +39,6 @@ class RenderPass(NamedTuple):
     base: Style  # the widget's style
     selection: Selection | None  # the mouse selection in the widget
     selected: Style  # how selected characters look
-NO_DEVICES: tuple[Piece, ...] = (
-    (" no device figures yet (the GE glue reports them once a model is loaded)", "dim"),)
 
 
 def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | None],
@@ -88,9 +89,9 @@ class DevicesPanel(Widget):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._rows: list[tuple[Piece, ...]] = []
-        self._styles: dict[tuple[tuple[Style, Style], str, bool, int, int], Style] = {}  # see _styled
-        # line -> what its strip was built from (pieces, style, selected span) and the strip
-        self._strips: dict[int, tuple[tuple[Piece, ...], Style, Span | None, Strip]] = {}
+        self._styles: dict[tuple[Looks, str, bool, int, int], Style] = {}  # see _styled
+        # line -> what its strip was built from (pieces, looks, selected span) and the strip
+        self._strips: dict[int, tuple[tuple[Piece, ...], Looks, Span | None, Strip]] = {}
         self._render_pass: RenderPass | None = None  # what the render pass under way looked up once
 
     def watch_frame(self, frame: DevicesFrame | None) -> None:
@@ -138,15 +139,14 @@ class DevicesPanel(Widget):
             return Strip.blank(width, base)
         pieces = self._rows[y]
         span = selection.get_span(y) if selection is not None else None
+        looks = (base, selected_style)
         cached = self._strips.get(y)
-        if cached is None or cached[:3] != (pieces, base, span):
-            looks = (base, selected_style)
-            cached = self._strips[y] = (pieces, base, span, self._line_strip(y, pieces, looks, span))
+        if cached is None or cached[:3] != (pieces, looks, span):
+            cached = self._strips[y] = (pieces, looks, span, self._line_strip(y, pieces, looks, span))
         strip = cached[3]
         return strip.crop(0, width) if strip.cell_length > width else strip  # the box pads it
 
-    def _line_strip(self, y: int, pieces: tuple[Piece, ...], looks: tuple[Style, Style],
-                    span: Span | None) -> Strip:
+    def _line_strip(self, y: int, pieces: tuple[Piece, ...], looks: Looks, span: Span | None) -> Strip:
         """One line's strip; each segment knows where its text is, so the mouse can select it."""
         segments, x = [], 0
         for text, style, selected in _split_at_selection(pieces, span):
@@ -154,7 +154,7 @@ class DevicesPanel(Widget):
             x += len(text)
         return Strip(segments)
 
-    def _styled(self, looks: tuple[Style, Style], style: str, selected: bool, x: int, y: int) -> Style:
+    def _styled(self, looks: Looks, style: str, selected: bool, x: int, y: int) -> Style:
         """A piece's style over the widget's (looks[0]), the selection's (looks[1]) over it when selected,
         and the piece's text offset. Cached: a device line's pieces keep their places from one refresh to
         the next."""

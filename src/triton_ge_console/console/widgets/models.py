@@ -238,7 +238,7 @@ class ModelsTable(ScrollView, can_focus=True):
         selected = self.selected_key
         order_changed = list(shown) != self._keys
         self._shown, self._keys = shown, list(shown)
-        self.virtual_size = Size(self._columns.width, len(self._keys) + 1)
+        self._fit_virtual_size()
         if order_changed:
             self._drawn = {key: self._drawn[key] for key in shown if key in self._drawn}
             self.move_cursor(self._keys.index(selected) if selected in self._keys else self.cursor_row)
@@ -252,8 +252,12 @@ class ModelsTable(ScrollView, can_focus=True):
         if columns != self._columns:
             self._columns = columns
             self._drawn.clear()
-            self.virtual_size = Size(columns.width, len(self._keys) + 1)
+            self._fit_virtual_size()
             self.refresh()
+
+    def _fit_virtual_size(self) -> None:
+        """What there is to scroll over: the shown columns' width, the header and one line per row."""
+        self.virtual_size = Size(self._columns.width, len(self._keys) + 1)
 
     def _refresh_changed_rows(self) -> None:
         """Repaint the rows in view whose snapshot changed (rows out of view redraw when scrolled to)."""
