@@ -10,6 +10,7 @@ import contextlib
 import json
 import re
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,8 @@ from triton_ge_console.sessions.registry import TOKEN_HEADER
 from triton_ge_console.sessions.source import CommandResult
 
 READY_STATE = "READY"
+# A config parameter a reload sets to a fresh value, so Triton loads new instances (backends ignore it).
+RELOAD_PARAMETER = "ge_console_reload_id"
 _POLL_FAILED = re.compile(r"Poll failed for model directory '(?P<model>[^']+)': (?P<why>.*?)\"?$")
 
 
@@ -198,12 +201,37 @@ class TritonControl:
         return mine
 
     def _reload(self, model: str, config: str | None) -> tuple[bool, str]:
-        """Explicit load of a loaded model, with an override merged over its running config."""
+        """Make Triton load a new instance of a loaded model; the old one serves until it is READY.
+
+        Triton skips a load whose config and files look unchanged, and updates in place (keeping its
+        instances) one whose config changed only in instance groups. So a plain request reloads what
+        changed on disk; when the log shows no new instance (or there is no log to tell), the running
+        config is sent explicitly with any override and a fresh `RELOAD_PARAMETER`, which Triton loads
+        as a new model and swaps in once READY.
+        """
         if not any(entry.state == READY_STATE for entry in self._known(model)):
             return False, f"reload {model}: not loaded (use load)"
         override = parse_config(config)
-        full = json.dumps(merge_config(self.model_config(model), override)) if override else None
-        return self._load(model, full, "reload", override)
+        running = self.model_config(model)
+        offset = self._log_size()
+        if override is None and offset is not None:
+            ok, message = self._load(model, None, "reload")
+            if not ok or new_instance_logged(self._log_since(offset), model):
+                return self._verified(model, ok, message, offset)
+        full = json.dumps(merge_config(running, {**(override or {}), "parameters": reload_marker(override)}))
+        ok, message = self._load(model, full, "reload", override or {})
+        return self._verified(model, ok, message, offset)
+
+    def _verified(self, model: str, ok: bool, message: str, offset: int | None) -> tuple[bool, str]:
+        """A reload's result as the server log shows it: "new instance" only when a load was logged."""
+        if not ok:
+            return ok, message
+        versions = "version " + ", ".join(e.version for e in self._known(model) if e.state == READY_STATE)
+        if offset is None:
+            return True, f"reload {model}: {versions} READY (no server log here to confirm a new instance)"
+        if not new_instance_logged(self._log_since(offset), model):
+            return False, f"reload {model}: Triton answered {versions} READY; its log shows no new instance"
+        return True, f"reload {model}: new instance of {versions} READY"
 
     def _load(self, model: str, config: str | None, action: str,
               expected: dict[str, Any] | None = None) -> tuple[bool, str]:
@@ -253,7 +281,7 @@ class TritonControl:
         with contextlib.suppress(ControlError):
             serving = [e.version for e in self._known(model) if e.state == READY_STATE]
             if serving:
-                text += f"; version {', '.join(serving)} still READY and serving"
+                text += f"; Triton kept version {', '.join(serving)} serving"
         return text
 
     def _states(self, model: str) -> str:
@@ -270,21 +298,45 @@ class TritonControl:
         except OSError:
             return None
 
-    def _log_detail(self, model: str, offset: int | None) -> str | None:
-        """Why Triton could not read the model's directory, from the log lines written since `offset`."""
+    def _log_since(self, offset: int | None) -> list[str]:
+        """The server log's lines written since `offset` (none without a log)."""
         if self.log_path is None or offset is None:
-            return None
+            return []
         try:
             with open(self.log_path, "rb") as log:
                 log.seek(offset)
-                lines = log.read().decode("utf-8", errors="replace").splitlines()
+                return log.read().decode("utf-8", errors="replace").splitlines()
         except OSError:
-            return None
-        for line in reversed(lines):
+            return []
+
+    def _log_detail(self, model: str, offset: int | None) -> str | None:
+        """Why Triton could not read the model's directory, from the log lines written since `offset`."""
+        for line in reversed(self._log_since(offset)):
             found = _POLL_FAILED.search(line.strip())
             if found and found.group("model") == model:
                 return found.group("why").replace('\\"', '"')
         return None
+
+
+def reload_marker(override: dict[str, Any] | None) -> dict[str, Any]:
+    """The override's parameters plus a fresh RELOAD_PARAMETER: a config Triton cannot update in place."""
+    parameters = dict((override or {}).get("parameters") or {})
+    parameters[RELOAD_PARAMETER] = {"string_value": uuid.uuid4().hex}
+    return parameters
+
+
+def new_instance_logged(lines: list[str], model: str) -> bool:
+    """Whether these server log lines show a new instance of `model` initialised: Triton logged its load
+    and a backend's instance initialisation before logging the model loaded."""
+    loading = False
+    for line in lines:
+        if f"loading: {model}:" in line:
+            loading = True
+        elif loading and "ModelInstanceInitialize:" in line:
+            return True
+        elif f"successfully loaded '{model}'" in line:
+            loading = False
+    return False
 
 
 def _model_state(entry: dict[str, Any]) -> ModelState:
