@@ -109,7 +109,7 @@ def test_03_reloads_tunes_and_survives_a_broken_reload(tmp_path: Path) -> None:
         facts = run.facts()
         assert no_tritonserver_under(run.state_dir)
     reload = facts["reload"]
-    assert reload["ok"] and "reload llama_model: version 1 READY" in reload["status_label"]
+    assert reload["ok"] and "reload llama_model: new instance of version 1 READY" in reload["status_label"]
     assert reload["buttons_after"] == ["reload", "unload"]
     cycle = facts["unload_load"]
     assert cycle["unload"] == "unload bert_model: unloaded" and cycle["state_after_unload"] == "UNAVAILABLE"
@@ -130,7 +130,7 @@ def test_03_reloads_tunes_and_survives_a_broken_reload(tmp_path: Path) -> None:
     assert compare["plotted_latency"][0] == [compare["before"]["p50_ms"], compare["after"]["p50_ms"]]
     broken = facts["broken"]
     assert not broken["ok"] and "execution_mode npu" in broken["message"]
-    assert "still READY and serving" in broken["message"] and "firebrick" in broken["status_label"]
+    assert "Triton kept version 1 serving" in broken["message"] and "firebrick" in broken["status_label"]
     assert broken["index"]["llama_model:1"] == "READY" and broken["still_answers_shape"] == [1, 16, 32000]
     assert broken["config_in_effect"] == tune["after"]  # the tuned version kept serving
     assert facts["cleanup"] == {"state": "stopped", "ports_freed": True}

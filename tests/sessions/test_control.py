@@ -73,7 +73,7 @@ def test_reload_of_a_broken_config_reports_triton_error_and_keeps_the_old_model(
     before = infer(server).tolist()
     result = control.reload("echo", json.dumps({"parameters": {"scale": None}}))
     assert not result.ok
-    assert "reload echo failed" in result.message and "still READY and serving" in result.message
+    assert "reload echo failed" in result.message and "Triton kept version 1 serving" in result.message
     assert infer(server).tolist() == before
 
 

@@ -156,7 +156,7 @@ def test_reload_of_a_broken_config_reports_it_and_the_old_model_still_answers(
     broken = json.dumps({"parameters": {"execution_mode": {"string_value": "warp-drive"}}})
     assert main(["reload", MODEL, "--config", broken]) == 1
     err = capsys.readouterr().err
-    assert "execution_mode 'warp-drive'" in err and "still READY and serving" in err
+    assert "execution_mode 'warp-drive'" in err and "Triton kept version 1 serving" in err
     client = triton_http.InferenceServerClient(hostport(session))
     try:
         assert bert_request(client).shape[0] == 1
@@ -184,7 +184,7 @@ def test_reload_changed_rebuilds_from_the_spec_and_reloads_what_changed(
     assert "no model changed" in capsys.readouterr().out
     write_ge_spec(shared.spec.parent, max_batch_size=6)
     assert main(["reload", "--changed"]) == 0
-    assert f"reload {MODEL}: version 1 READY" in capsys.readouterr().out
+    assert f"reload {MODEL}: new instance of version 1 READY" in capsys.readouterr().out
     assert controller_for(session).model_config(MODEL)["max_batch_size"] == 6
     assert main(["reload", "--changed"]) == 0
     assert "no model changed" in capsys.readouterr().out

@@ -133,7 +133,7 @@ def test_restart_keeps_the_ports_and_down_leaves_no_process_and_frees_them(
     config = echo_repo / "echo" / "config.pbtxt"
     config.write_text(config.read_text().replace('string_value: "2"', 'string_value: "7"'))
     assert main(["reload", "--changed"]) == 0
-    assert "reload echo: version 1 READY" in capsys.readouterr().out
+    assert "reload echo: new instance of version 1 READY" in capsys.readouterr().out
     assert controller_for(first).model_config("echo")["parameters"]["scale"]["string_value"] == "7"
     assert main(["reload", "--changed"]) == 0
     assert "no model changed" in capsys.readouterr().out

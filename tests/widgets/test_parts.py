@@ -132,10 +132,10 @@ def test_snapshot_round_trip_recording_drives_the_poller(tmp_path: Path) -> None
 
 def test_status_lines_do_not_repeat_what_the_message_already_says() -> None:
     own_words = CommandResult("reload", "llama_model", ok=False,
-                              message="reload llama_model failed: version 1 still READY and serving")
+                              message="reload llama_model failed: Triton kept version 1 serving")
     bare = CommandResult("load", "bert_model", ok=False, message="failed to load 'bert_model'",
                          duration_s=1.25)
-    assert describe(own_words) == "✗ reload llama_model failed: version 1 still READY and serving"
+    assert describe(own_words) == "✗ reload llama_model failed: Triton kept version 1 serving"
     assert describe(bare) == "✗ load bert_model failed: failed to load 'bert_model' (1.2s)"
 
 

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from triton_ge_console.sessions.health import model_health
 from triton_ge_console.sessions.metrics import MetricTable, ModelKey
 from triton_ge_console.sessions.rates import ModelCounters, ModelRates
 from triton_ge_console.sessions.snapshot import Latency, ModelSnapshot
@@ -57,6 +58,7 @@ class PollReadings:
     backends: dict[ModelKey, str] = field(default_factory=dict)
     traced: dict[ModelKey, Latency] = field(default_factory=dict)
     views: MetricViews = field(default_factory=MetricViews)
+    dead: dict[ModelKey, str] = field(default_factory=dict)  # READY versions whose instance died: why
 
 
 def counters_from_metrics(table: MetricTable) -> dict[ModelKey, ModelCounters]:
@@ -133,6 +135,7 @@ class ModelInputs(NamedTuple):
     last_inference: float | None
     counters: ModelCounters | None
     rates: ModelRates
+    dead: str | None = None
 
 
 def model_inputs(entry: IndexEntry, readings: PollReadings, counters: ModelCounters | None,
@@ -143,18 +146,21 @@ def model_inputs(entry: IndexEntry, readings: PollReadings, counters: ModelCount
     stats = readings.statistics.get(key)
     return ModelInputs(entry, readings.backends.get(key), views.pending.get(key), views.quantiles.get(key),
                        views.reasons.get(key), views.glue.get(entry.name), readings.traced.get(key),
-                       stats.last_inference_s if stats is not None else None, counters, rates)
+                       stats.last_inference_s if stats is not None else None, counters, rates,
+                       readings.dead.get(key))
 
 
 def build_model(inputs: ModelInputs) -> ModelSnapshot:
     """One model version's snapshot from its readings and interval rates."""
     entry, rates, counters, pending = inputs.entry, inputs.rates, inputs.counters, inputs.pending
     devices, mode = inputs.glue or ((), None)
+    health, failing = model_health(entry.state, inputs.dead, rates.request_rate, rates.failure_rate)
     return ModelSnapshot(
         name=entry.name,
         version=entry.version,
         state=entry.state,
-        reason=entry.reason,
+        health=health,
+        reason=failing or entry.reason,
         backend=inputs.backend,
         queue_depth=None if pending is None else int(pending),
         request_rate=rates.request_rate,

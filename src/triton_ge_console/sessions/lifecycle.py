@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from triton_ge_console.sessions import paths
-from triton_ge_console.sessions.control import ControlError, TritonControl
+from triton_ge_console.sessions.control import ControlError, ModelState, TritonControl
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
 from triton_ge_console.sessions.process import port_in_use, stop_process_group
 from triton_ge_console.sessions.registry import (
@@ -31,10 +31,12 @@ from triton_ge_console.sessions.registry import (
     store_token,
     validate_name,
 )
+from triton_ge_console.sessions.snapshot import ModelSnapshot
 from triton_ge_console.sessions.supervise import EXIT_FILE, read_number
 from triton_ge_console.sessions.watch import SessionControl
 
 ORPHAN_GRACE_S = 1.0
+HEALTH_WINDOW_S = 1.0  # how long `status` watches a model with failed requests for FAILING
 
 
 def controller_for(record: SessionRecord, timeout: float = 300.0) -> TritonControl:
@@ -267,13 +269,35 @@ def session_status(record: SessionRecord, timeout: float = 5.0) -> SessionStatus
         # a launched server still starting may not answer yet; an attached one that is not even live is dead
         gone = record.attached and not controller_for(record, timeout).live()
         return SessionStatus(record, DEAD if gone else state, error=str(exc))
-    models = tuple(
-        {"name": m.name, "version": m.version, "state": m.state, "reason": m.reason} for m in entries
-    )
+    models = tuple(_status_row(m) for m in observe_models(record, timeout) or entries)
     wanted_ready = all(
         any(m["name"] == name and m["state"] == "READY" for m in models) for name in record.models
     )
     return SessionStatus(record, READY if state == READY or wanted_ready else state, models)
+
+
+def observe_models(record: SessionRecord, timeout: float = 5.0,
+                   window_s: float = HEALTH_WINDOW_S) -> tuple[ModelSnapshot, ...]:
+    """The session's models with their health; a model that has failed requests is watched for one
+    more poll window, since FAILING by counters needs two readings. Empty when the poll failed."""
+    from triton_ge_console.sessions.live import LiveSource
+
+    source = LiveSource.from_record(record, npu_smi=None)
+    try:
+        snapshot = source.poller.poll()
+        if any(m.failure_total and not m.failing for m in snapshot.models):
+            time.sleep(window_s)  # the window itself: a counter rate needs time to pass
+            snapshot = source.poller.poll()
+    finally:
+        source.poller.close()
+    return snapshot.models if snapshot.live else ()
+
+
+def _status_row(model: ModelSnapshot | ModelState) -> dict[str, Any]:
+    """One model for `status`: its state and health, and why it is not serving (if it is not)."""
+    health = model.health if isinstance(model, ModelSnapshot) else None
+    return {"name": model.name, "version": model.version, "state": model.state, "health": health,
+            "reason": model.reason}
 
 
 def _death(code: int | None) -> str:

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triton_ge_console.sessions.health import InstanceWatch, instance_watch
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.poller import Poller, SnapshotCallback
 from triton_ge_console.sessions.snapshot import Endpoints, ServerSnapshot
@@ -39,6 +40,7 @@ class LiveSource:
         trace_file: Path | None = None,
         telemetry: DeviceTelemetry | None = None,
         history: SnapshotHistory | None = None,
+        instances: InstanceWatch | None = None,
     ) -> None:
         self.name = name
         self.endpoints = endpoints
@@ -52,6 +54,7 @@ class LiveSource:
             headers={token_header: token} if token else None,
             trace=TraceCollector(trace_file) if trace_file is not None else None,
             telemetry=telemetry,
+            instances=instances,
         )
 
     @classmethod
@@ -77,6 +80,7 @@ class LiveSource:
             token_header=record.token_header,
             trace_file=trace_file,
             telemetry=telemetry,
+            instances=instance_watch(record),
         )
 
     def poll(self) -> ServerSnapshot:

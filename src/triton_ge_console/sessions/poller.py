@@ -17,6 +17,7 @@ from triton_ge_console.sessions.figures import (
     model_counters,
     model_inputs,
 )
+from triton_ge_console.sessions.health import InstanceWatch
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.metrics import MetricTable, ModelKey, PlainLines, scrape_metrics
 from triton_ge_console.sessions.rates import ModelCounters, ModelRates, compute_rates
@@ -70,12 +71,14 @@ class Poller:
         telemetry: DeviceTelemetry | None = None,
         trace_rate: int = 10,
         trace_log_frequency: int = 20,
+        instances: InstanceWatch | None = None,
     ) -> None:
         self.name = name
         self.endpoints = endpoints
         self.started_at = started_at
         self.trace = trace
         self.telemetry = telemetry
+        self.instances = instances
         self._trace_settings = (trace_rate, trace_log_frequency)
         self.http = HttpEndpoint(endpoints.http_url, timeout, headers) if endpoints.http_url else None
         self.metrics = HttpEndpoint(endpoints.metrics_url, timeout) if endpoints.metrics_url else None
@@ -159,7 +162,14 @@ class Poller:
             table = _attempt(scrape.result, problems)
         self._learn_backends(http, index, problems)
         return PollReadings(index, statistics, table, dict(self._backends), self._trace_latencies(index),
-                            MetricViews.of(table))
+                            MetricViews.of(table), self._dead_instances(index))
+
+    def _dead_instances(self, index: list[IndexEntry]) -> dict[ModelKey, str]:
+        """READY model versions whose instance process died (only where the server's processes are seen)."""
+        if self.instances is None:
+            return {}
+        ready = [(e.name, e.version) for e in index if e.state == "READY"]
+        return self.instances.dead({key: self._backends.get(key) for key in ready})
 
     def _learn_backends(self, http: HttpEndpoint, index: list[IndexEntry], problems: list[str]) -> None:
         """Fetch the config of newly READY models once (backend name), and start tracing npu_ge ones."""

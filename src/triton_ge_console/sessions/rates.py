@@ -32,6 +32,7 @@ class ModelRates(NamedTuple):
     """Figures over one interval between polls; None where the interval gives no basis."""
 
     request_rate: float | None = None
+    failure_rate: float | None = None  # failed requests per second
     inference_rate: float | None = None
     execution_rate: float | None = None
     avg_batch: float | None = None
@@ -41,7 +42,7 @@ class ModelRates(NamedTuple):
     reset: bool = False  # the counters went backwards (model reloaded): deltas count from zero
 
 
-IDLE = ModelRates(request_rate=0.0, inference_rate=0.0, execution_rate=0.0)
+IDLE = ModelRates(request_rate=0.0, failure_rate=0.0, inference_rate=0.0, execution_rate=0.0)
 
 
 def counters_reset(previous: ModelCounters, current: ModelCounters) -> bool:
@@ -67,6 +68,7 @@ def compute_rates(previous: ModelCounters | None, current: ModelCounters, elapse
     delta, reset = deltas(previous, current)
     return ModelRates(
         request_rate=delta.success / elapsed_s,
+        failure_rate=delta.failure / elapsed_s,
         inference_rate=delta.inference / elapsed_s,
         execution_rate=delta.execution / elapsed_s,
         avg_batch=_ratio(delta.inference, delta.execution),

@@ -9,6 +9,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from triton_ge_console.sessions.health import FAILING
+
 
 @dataclass(frozen=True, slots=True)
 class Endpoints:
@@ -37,7 +39,7 @@ class ModelSnapshot:
     name: str
     version: str
     state: str  # READY | UNAVAILABLE | LOADING | UNLOADING | UNKNOWN
-    reason: str | None = None
+    reason: str | None = None  # why it is not serving: Triton's (not READY) or ours (FAILING)
     backend: str | None = None
     queue_depth: int | None = None
     request_rate: float | None = None  # successful requests per second
@@ -53,6 +55,12 @@ class ModelSnapshot:
     last_inference: float | None = None  # epoch seconds
     devices: tuple[str, ...] = ()  # device ids it runs on, e.g. ("0",)
     execution_mode: str | None = None  # "npu" | "cpu-emulated" as the glue reports it
+    health: str | None = None  # OK | FAILING (READY, yet its instance died or all requests fail) | NOT_READY
+
+    @property
+    def failing(self) -> bool:
+        """READY in Triton's index, yet not serving (see `sessions.health`)."""
+        return self.health == FAILING
 
 
 @dataclass(frozen=True, slots=True)
