@@ -20,12 +20,14 @@ from urllib.parse import urlparse
 import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
+from triton_ge_console.sessions.health import InstanceWatch
 from triton_ge_console.sessions.registry import TOKEN_HEADER
 from triton_ge_console.sessions.source import CommandResult
 
 READY_STATE = "READY"
 # A config parameter a reload sets to a fresh value, so Triton loads new instances (backends ignore it).
 RELOAD_PARAMETER = "ge_console_reload_id"
+DEAD_UNLOAD_WAIT_S = 5.0  # how long unload waits for a model whose instance died before saying so
 _POLL_FAILED = re.compile(r"Poll failed for model directory '(?P<model>[^']+)': (?P<why>.*?)\"?$")
 
 
@@ -122,8 +124,10 @@ class TritonControl:
         token_header: str = TOKEN_HEADER,
         log_path: Path | None = None,
         timeout: float = 300.0,
+        instances: InstanceWatch | None = None,
     ) -> None:
         self.http_url = http_url
+        self.instances = instances  # the server's instance processes, where they can be seen
         self._hostport, self._ssl = client_url(http_url)
         self._headers = {token_header: token} if token else None
         self.log_path = log_path
@@ -259,20 +263,34 @@ class TritonControl:
         return True, f"{action} {model}: version {versions} READY"
 
     def _unload(self, model: str) -> tuple[bool, str]:
-        """Ask Triton to unload, then wait until no version is READY or UNLOADING."""
+        """Ask Triton to unload, then wait until no version is READY or UNLOADING (not long for a model
+        whose instance died: Triton waits on it for ever)."""
         self._known(model)
+        dead = self._dead_instance(model)
         try:
             with self._client() as client:
                 client.unload_model(model, headers=self._headers)
         except InferenceServerException as exc:
             return False, f"unload {model}: {triton_message(exc)}"
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + (DEAD_UNLOAD_WAIT_S if dead else self.timeout)
         while time.monotonic() < deadline:
             busy = [e for e in self._known(model) if e.state in (READY_STATE, "UNLOADING")]
             if not busy:
                 return True, f"unload {model}: unloaded"
             time.sleep(0.1)
+        if dead:
+            return False, (f"unload {model}: Triton cannot finish unloading it ({dead}) and takes no more "
+                           f"requests for it; `ge-console reload {model}` serves it again, `down` stops "
+                           "the server")
         return False, f"unload {model}: still {self._states(model)} after {self.timeout:.0f}s"
+
+    def _dead_instance(self, model: str) -> str | None:
+        """Why a READY version of the model has a dead instance process, if one has (and it can be seen)."""
+        if self.instances is None:
+            return None
+        ready = [(e.name, e.version) for e in self._known(model) if e.state == READY_STATE]
+        backend = str(self.model_config(model).get("backend", "")) if ready else None
+        return next(iter(self.instances.dead({key: backend for key in ready}).values()), None)
 
     def _failure(self, action: str, model: str, message: str, log_offset: int | None) -> str:
         """Triton's message, plus the log's detail when the API gave a generic one, and what still serves."""

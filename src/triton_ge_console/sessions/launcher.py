@@ -23,6 +23,7 @@ from triton_ge_console.repository.spec import SpecError, load_spec
 from triton_ge_console.repository.spec_types import DeploymentSpec, ServerSpec
 from triton_ge_console.sessions import paths
 from triton_ge_console.sessions.control import ControlError, TritonControl, squeeze
+from triton_ge_console.sessions.health import stub_backends
 from triton_ge_console.sessions.process import (
     Ports,
     log_cause,
@@ -45,6 +46,7 @@ from triton_ge_console.sessions.registry import (
     store_token,
     validate_name,
 )
+from triton_ge_console.sessions.shm import new_shm_prefix, shm_arguments
 from triton_ge_console.sessions.supervise import SupervisedServer
 from triton_ge_console.sessions.watch import record_loaded_digests
 
@@ -162,6 +164,7 @@ def _start(
 ) -> SessionRecord:
     """Spawn the server, register it as starting, and wait; on failure stop it and forget it."""
     args = _arguments(plan, options, dirs.repository, dirs.backend_dir, ports, dirs.workdir)
+    args += shm_arguments(new_shm_prefix(dirs.workdir), stub_backends(dirs.backend_dir))
     log_path = dirs.workdir / "server.log"
     env = _server_env(plan, options, dist, dirs)
     server = SupervisedServer(dist.binary, args, env, log_path, dirs.workdir)

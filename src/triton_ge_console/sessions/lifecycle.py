@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 
 from triton_ge_console.sessions import paths
 from triton_ge_console.sessions.control import ControlError, ModelState, TritonControl
+from triton_ge_console.sessions.health import instance_watch
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
 from triton_ge_console.sessions.process import port_in_use, stop_process_group
 from triton_ge_console.sessions.registry import (
@@ -31,11 +32,13 @@ from triton_ge_console.sessions.registry import (
     store_token,
     validate_name,
 )
+from triton_ge_console.sessions.shm import remove_shm_regions
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 from triton_ge_console.sessions.supervise import EXIT_FILE, read_number
 from triton_ge_console.sessions.watch import SessionControl
 
 ORPHAN_GRACE_S = 1.0
+EXIT_TIMEOUT_MARKER = "Exit timeout expired"  # Triton's main.cc when models outlive --exit-timeout-secs
 HEALTH_WINDOW_S = 1.0  # how long `status` watches a model with failed requests for FAILING
 
 
@@ -48,6 +51,7 @@ def controller_for(record: SessionRecord, timeout: float = 300.0) -> TritonContr
         token_header=record.token_header,
         log_path=record.log_path,
         timeout=timeout,
+        instances=instance_watch(record),
     )
 
 
@@ -78,14 +82,25 @@ def down(
         _wait_exit_recorded(record, timeout=2.0)
     code = server_exit_code(record) if server_exit_code(record) is not None else code
     freed = _wait_ports_free(record, timeout=10.0)
+    regions = remove_shm_regions(record.session_dir) if record.session_dir is not None else 0
     stopped = record.replace(state=STOPPED, stopped_at=time.time(), exit_code=code)
     if forget:
         registry.remove(record.name)
     else:
         registry.save(stopped)
     what = "was already stopped" if state == STOPPED else "was dead" if state == DEAD else "stopped"
-    message = f"session '{record.name}' {what}" + ("" if freed else "; some ports are still in use")
+    notes = [_exit_timeout_note(record)] if code not in (None, 0) else []
+    notes += [f"removed {regions} shared-memory region(s) it left"] if regions else []
+    notes += [] if freed else ["some ports are still in use"]
+    message = f"session '{record.name}' {what}" + "".join(f"; {note}" for note in notes if note)
     return StopResult(stopped, message, code, freed)
+
+
+def _exit_timeout_note(record: SessionRecord) -> str | None:
+    """Why Triton exited non-zero on a stop, when its log says: a model it could not unload in time."""
+    if any(EXIT_TIMEOUT_MARKER in line for line in log_tail(record, 5)):
+        return "Triton's exit timeout expired with a model still unloading (as one whose instance died does)"
+    return None
 
 
 def server_exit_code(record: SessionRecord) -> int | None:

@@ -233,3 +233,4 @@ def log_cause(log_path: Path, max_lines: int = 400) -> str:
                 return line.strip()[:500]
     tail = [line for line in lines if line.strip()][-3:]
     return " | ".join(tail)[:500] if tail else "(log is empty)"
+

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from triton_ge_console.sessions.shm import remove_shm_regions
+
 PID_FILE = "server.pid"
 EXIT_FILE = "server.exit"
 # Log lines after which a server (or its Python stub) will never get its models READY.
@@ -48,6 +50,7 @@ def main(argv: list[str]) -> int:
     forward.attach(server.pid)
     _write(folder / PID_FILE, f"{server.pid}\n")
     code = server.wait()
+    remove_shm_regions(folder)  # a killed server or stub leaves its regions behind
     _write(folder / EXIT_FILE, f"{code}\n")
     return 0
 
