@@ -7,8 +7,9 @@ import gc
 from triton_ge_console.console.app import GEConsoleApp
 from triton_ge_console.console.screens.confirm import ConfirmScreen
 from triton_ge_console.console.screens.dashboard import DashboardScreen
-from triton_ge_console.console.widgets.header import DisconnectedBanner
+from triton_ge_console.console.widgets.header import DisconnectedBanner, FailingBanner
 from triton_ge_console.console.widgets.models import ModelsTable
+from triton_ge_console.console.widgets.textlines import TextLines
 from triton_ge_console.sessions.recorded import RecordedController
 from triton_ge_console.sessions.source import CommandResult
 
@@ -109,3 +110,25 @@ async def test_start_up_objects_stay_out_of_full_collections_until_the_console_e
         await replayed(pilot)
         assert gc.get_freeze_count() > 10_000  # modules, classes, the app: not walked by later collections
     assert gc.get_freeze_count() == 0  # handed back at exit, so what the app made can be freed
+
+
+async def test_a_failing_model_shows_its_reason_and_r_reloads_it() -> None:
+    controller = RecordedController()
+    app = recorded_app("failing", controller)
+    async with app.run_test(size=SIZE) as pilot:
+        await replayed(pilot)
+        banner = app.screen.query_one(FailingBanner)
+        assert banner.display and "llama_model v1 FAILING: instance process gone" in str(banner.render())
+        await pilot.press("down")
+        assert app.selected_model == "llama_model"
+        info = app.screen.query_one("#detail-info", TextLines).plain
+        assert "last error: FAILING: instance process gone: llama_model_0" in info
+        await pilot.press("r")
+        await until(pilot, lambda: ("reload", "llama_model", None) in controller.calls)
+
+
+async def test_no_failing_banner_while_every_model_serves() -> None:
+    app = recorded_app("healthy")
+    async with app.run_test(size=SIZE) as pilot:
+        await replayed(pilot)
+        assert not app.screen.query_one(FailingBanner).display

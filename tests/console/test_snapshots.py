@@ -55,6 +55,10 @@ def test_dashboard_model_unavailable(snap_compare: SnapCompare) -> None:
     assert snap_compare(recorded_app("unavailable"), terminal_size=SIZE, run_before=_settle)
 
 
+def test_dashboard_model_failing(snap_compare: SnapCompare) -> None:
+    assert snap_compare(recorded_app("failing"), terminal_size=SIZE, run_before=_settle)
+
+
 def test_repository_screen(snap_compare: SnapCompare) -> None:
     assert snap_compare(recorded_app("healthy"), terminal_size=SIZE, run_before=_then("g"))
 

@@ -85,7 +85,24 @@ def unavailable() -> list[ServerSnapshot]:
     return out
 
 
+def failing() -> list[ServerSnapshot]:
+    """llama_model's instance process was killed: READY in Triton's index, every request failing."""
+    reason = "instance process gone: llama_model_0 (killed or crashed)"
+    out = []
+    for step, snap in enumerate(healthy(20)):
+        llama = snap.models[0]
+        if step >= 12:
+            llama = dataclasses.replace(llama, health="FAILING", reason=reason, request_rate=0.0,
+                                        inference_rate=0.0, execution_rate=0.0, avg_batch=None,
+                                        latency=Latency(), queue_ms=None, compute_ms=None,
+                                        success_total=1000 + 40 * 12, failure_total=40 * (step - 11),
+                                        failures_by_reason=(("BACKEND", 40 * (step - 11)),))
+        out.append(dataclasses.replace(snap, models=(llama, snap.models[1])))
+    return out
+
+
 if __name__ == "__main__":
     RecordedSource.save(healthy(), HERE / "healthy.jsonl")
     RecordedSource.save(disconnected(), HERE / "disconnected.jsonl")
     RecordedSource.save(unavailable(), HERE / "unavailable.jsonl")
+    RecordedSource.save(failing(), HERE / "failing.jsonl")

@@ -16,7 +16,12 @@ from triton_ge_console.console import repo_info
 from triton_ge_console.console.series import ModelSeriesCache, UtilizationCache
 from triton_ge_console.console.widgets.detail import DetailPane, ModelDetail
 from triton_ge_console.console.widgets.devices import SPARK_WIDTH, DevicesPanel
-from triton_ge_console.console.widgets.header import Connection, DisconnectedBanner, StatusHeader
+from triton_ge_console.console.widgets.header import (
+    Connection,
+    DisconnectedBanner,
+    FailingBanner,
+    StatusHeader,
+)
 from triton_ge_console.console.widgets.models import ModelsTable
 from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.history import SnapshotHistory
@@ -38,9 +43,10 @@ def utilization_series(history: SnapshotHistory, device_ids: Sequence[str],
 
 
 def last_error(model: ModelSnapshot, command_errors: dict[str, str]) -> str | None:
-    """Why the model is not ready, else the last failed command, else its failure reasons."""
-    if model.state not in ("READY", "LOADING", "UNLOADING") and model.reason:
-        return model.reason
+    """Why the model is not serving (not ready, or FAILING), else the last failed command, else its
+    failure reasons."""
+    if (model.failing or model.state not in ("READY", "LOADING", "UNLOADING")) and model.reason:
+        return f"FAILING: {model.reason}" if model.failing else model.reason
     if model.name in command_errors:
         return command_errors[model.name]
     if model.failures_by_reason:
@@ -77,6 +83,11 @@ class DashboardScreen(Screen[None]):
         return self.query_one(DisconnectedBanner)
 
     @cached_property
+    def failing_banner(self) -> FailingBanner:
+        """The banner naming models that are READY but not serving."""
+        return self.query_one(FailingBanner)
+
+    @cached_property
     def devices(self) -> DevicesPanel:
         """The devices box."""
         return self.query_one(DevicesPanel)
@@ -95,6 +106,7 @@ class DashboardScreen(Screen[None]):
         """Header, banner, devices, models (with its filter box), detail, footer."""
         yield StatusHeader(id="status")
         yield DisconnectedBanner(id="banner")
+        yield FailingBanner(id="failing-banner")
         yield DevicesPanel(id="devices")
         with Vertical(id="models-box"):
             yield ModelsTable(id="models")
@@ -115,6 +127,8 @@ class DashboardScreen(Screen[None]):
         """Push the newest figures into every panel; dim them when stale."""
         self.header.connection = connection
         self.banner.connection = connection
+        models = connection.last_good.models if connection.last_good else ()
+        self.failing_banner.models = tuple(m for m in models if m.failing)
         self.set_class(connection.stale or connection.stopped, "-stale")
         snapshot = connection.last_good
         if snapshot is None:

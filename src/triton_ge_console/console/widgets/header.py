@@ -1,4 +1,4 @@
-"""The one-line status header and the disconnected banner."""
+"""The one-line status header and the banners: disconnected, and models failing."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from textual.widgets import Static
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.session_link import STARTING
 from triton_ge_console.console.widgets.textlines import TextLines
-from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
 
 
 @dataclass(frozen=True)
@@ -165,3 +165,28 @@ class DisconnectedBanner(Static):
         self.display = visible
         if visible and connection is not None:
             self.update(banner_text(connection))
+
+
+def failing_text(models: tuple[ModelSnapshot, ...]) -> Text | None:
+    """One line per FAILING model and what recovers it; None when every model serves."""
+    failing = [m for m in models if m.failing]
+    if not failing:
+        return None
+    text = Text()
+    for index, model in enumerate(failing):
+        text.append(("\n" if index else "") + f" ✗ {model.name} v{model.version} FAILING: {model.reason}")
+    text.append(" — select it and press r to reload")
+    return text
+
+
+class FailingBanner(Static):
+    """Shown while a model is READY in Triton's index but not serving (see `sessions.health`)."""
+
+    models: reactive[tuple[ModelSnapshot, ...]] = reactive((), repaint=False)
+
+    def watch_models(self, models: tuple[ModelSnapshot, ...]) -> None:
+        """Name the failing models, or hide."""
+        text = failing_text(models)
+        self.display = text is not None
+        if text is not None:
+            self.update(text)

@@ -26,7 +26,8 @@ Thresholds = Mapping[str, Mapping[str, float]]  # model -> {"queue_depth": 8, "p
 COLUMNS = ("MODEL", "VER", "STATE", "BACKEND", "QUEUE", "REQ/S", "INF/S", "BATCH", "P50 ms", "P99 ms",
            "FAIL", "MODE", "DEVICE")
 WIDTHS = (22, 4, 12, 8, 6, 7, 7, 6, 8, 8, 5, 13, 10)
-STATE_STYLES = {"READY": "green", "UNAVAILABLE": "bold red", "LOADING": "yellow", "UNLOADING": "yellow"}
+STATE_STYLES = {"READY": "green", "UNAVAILABLE": "bold red", "LOADING": "yellow", "UNLOADING": "yellow",
+                "FAILING": "bold white on red"}  # FAILING: READY in Triton's index, yet not serving
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,13 @@ SORT_KEYS = (
     SortKey("inf/s", lambda m: _num(m.inference_rate), True),
     SortKey("p99", lambda m: _num(m.latency.p99_ms), True),
     SortKey("failures", lambda m: _num(m.failure_total), True),
-    SortKey("state", lambda m: (m.state != "READY", m.name), False),
+    SortKey("state", lambda m: (shown_state(m) != "READY", m.name), False),
 )
+
+
+def shown_state(model: ModelSnapshot) -> str:
+    """The state column: Triton's state, or FAILING for a READY model that does not serve."""
+    return "FAILING" if model.failing else model.state
 
 
 def threshold_style(value: float | int | None, limit: float | None) -> str:
@@ -74,7 +80,7 @@ def model_fields(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Cel
     return (
         (model.name, "bold", False),
         (model.version, "", False),
-        (model.state, STATE_STYLES.get(model.state, "dim"), False),
+        (shown_state(model), STATE_STYLES.get(shown_state(model), "dim"), False),
         (model.backend or fmt.MISSING, "", False),
         (fmt.number(model.queue_depth), threshold_style(model.queue_depth, limits.get("queue_depth")), True),
         (fmt.number(model.request_rate), "", True),
