@@ -242,3 +242,17 @@ def test_switching_the_charted_model_while_the_poller_redraws() -> None:
     plotted = board.charts.throughput.plotted["req/s"]
     # Polls after the recording ends repeat its last snapshot; how many ran before close() is timing.
     assert plotted[:4] == [0.0, 10.0, 20.0, 30.0] and set(plotted[4:]) <= {30.0}
+
+
+def test_a_failing_model_reads_failing_with_its_reason_and_can_be_reloaded() -> None:
+    base = snapshot(1)
+    reason = "instance process gone: llama_model_0 (killed or crashed)"
+    llama = dataclasses.replace(base.models[0], health="FAILING", reason=reason)
+    board = Dashboard(RecordedSource([dataclasses.replace(base, models=(llama, *base.models[1:]))]),
+                      autostart=False, background=False)
+    board.refresh()
+    state = board.state()
+    assert state["models"]["llama_model:1"]["STATE"] == "FAILING"
+    assert f"llama_model: FAILING: {reason}" in board.models.reasons.value
+    assert state["buttons"]["llama_model:1"] == ["reload", "unload"]
+    board.close()

@@ -62,6 +62,11 @@ class ModelSnapshot:
         """READY in Triton's index, yet not serving (see `sessions.health`)."""
         return self.health == FAILING
 
+    @property
+    def serving_state(self) -> str:
+        """What views show as its state: Triton's, or FAILING for a READY model that does not serve."""
+        return FAILING if self.failing else self.state
+
 
 @dataclass(frozen=True, slots=True)
 class DeviceSnapshot:

@@ -16,7 +16,7 @@ COLUMNS = ("MODEL", "VER", "STATE", "BACKEND", "QUEUE", "REQ/S", "INF/S", "BATCH
            "P99 ms", "FAIL", "MODE")
 ACTIONS = ("reload", "load", "unload")
 STATE_COLOURS = {"READY": "green", "UNAVAILABLE": "firebrick", "LOADING": "darkorange",
-                 "UNLOADING": "darkorange"}
+                 "UNLOADING": "darkorange", "FAILING": "white; background-color:firebrick"}
 
 ActionHandler = Callable[[str, str], object]
 
@@ -25,7 +25,8 @@ def cells_for(model: ModelSnapshot) -> dict[str, str]:
     """The table's text for one model version."""
     failures = model.failure_total
     return {
-        "MODEL": model.name, "VER": model.version, "STATE": model.state, "BACKEND": model.backend or MISSING,
+        "MODEL": model.name, "VER": model.version, "STATE": model.serving_state,
+        "BACKEND": model.backend or MISSING,
         "QUEUE": number(model.queue_depth), "REQ/S": number(model.request_rate),
         "INF/S": number(model.inference_rate), "BATCH": number(model.avg_batch),
         "AVG ms": number(model.latency.avg_ms, 2),
@@ -63,8 +64,8 @@ class ModelRow:
         self.model = model
         for column, text in cells_for(model).items():
             self.cells[column].value = html.escape(text)
-        colour = STATE_COLOURS.get(model.state, "gray")
-        self.cells["STATE"].value = f'<span style="color:{colour}">{html.escape(model.state)}</span>'
+        colour = STATE_COLOURS.get(model.serving_state, "gray")
+        self.cells["STATE"].value = f'<span style="color:{colour}">{html.escape(model.serving_state)}</span>'
         self.cells["STATE"].tooltip = model.reason or None
 
     def set_enabled(self, actions: set[str]) -> None:
@@ -116,8 +117,9 @@ class ModelsTable:
         for model in snapshot.models:
             self.rows[(model.name, model.version)].update(model)
         self.reasons.value = "<br>".join(
-            f"<span style='color:firebrick'>{html.escape(m.name)}: {html.escape(m.reason)}</span>"
-            for m in snapshot.models if m.reason and m.state != "READY")
+            f"<span style='color:firebrick'>{html.escape(m.name)}: {html.escape(m.serving_state)}: "
+            f"{html.escape(m.reason)}</span>"
+            for m in snapshot.models if m.reason and (m.state != "READY" or m.failing))
         self.refresh_buttons()
 
     def refresh_buttons(self) -> None:

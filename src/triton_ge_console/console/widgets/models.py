@@ -51,13 +51,8 @@ SORT_KEYS = (
     SortKey("inf/s", lambda m: _num(m.inference_rate), True),
     SortKey("p99", lambda m: _num(m.latency.p99_ms), True),
     SortKey("failures", lambda m: _num(m.failure_total), True),
-    SortKey("state", lambda m: (shown_state(m) != "READY", m.name), False),
+    SortKey("state", lambda m: (m.serving_state != "READY", m.name), False),
 )
-
-
-def shown_state(model: ModelSnapshot) -> str:
-    """The state column: Triton's state, or FAILING for a READY model that does not serve."""
-    return "FAILING" if model.failing else model.state
 
 
 def threshold_style(value: float | int | None, limit: float | None) -> str:
@@ -80,7 +75,7 @@ def model_fields(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Cel
     return (
         (model.name, "bold", False),
         (model.version, "", False),
-        (shown_state(model), STATE_STYLES.get(shown_state(model), "dim"), False),
+        (model.serving_state, STATE_STYLES.get(model.serving_state, "dim"), False),
         (model.backend or fmt.MISSING, "", False),
         (fmt.number(model.queue_depth), threshold_style(model.queue_depth, limits.get("queue_depth")), True),
         (fmt.number(model.request_rate), "", True),
