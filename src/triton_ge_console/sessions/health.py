@@ -8,12 +8,14 @@ processes can be seen) or when it failed every request over the last poll interv
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psutil
+
+from triton_ge_console.sessions.supervise import PID_FILE, read_number
 
 if TYPE_CHECKING:
     from triton_ge_console.sessions.registry import SessionRecord
@@ -64,14 +66,18 @@ class InstanceWatch:
     same instance names, which makes the model whole again.
     """
 
-    def __init__(self, server_pid: int, stub_backends: frozenset[str] = frozenset({"python"})) -> None:
-        self.server_pid = server_pid
+    def __init__(self, server_pid: Callable[[], int | None],
+                 stub_backends: frozenset[str] = frozenset({"python"})) -> None:
+        self.server_pid = server_pid  # asked at every look: a restarted session has a new server
         self.stub_backends = stub_backends
         self._seen: dict[ModelKey, set[str]] = {}
 
     def dead(self, ready: Mapping[ModelKey, str | None]) -> dict[ModelKey, str]:
         """Why each READY model version (with its backend, if known) that lost an instance is failing."""
-        alive = stub_instances(self.server_pid)
+        pid = self.server_pid()
+        if pid is None:
+            return {}
+        alive = stub_instances(pid)
         self._seen = {key: names for key, names in self._seen.items() if key in ready}
         reasons = {}
         for key, backend in ready.items():
@@ -99,7 +105,14 @@ def instance_watch(record: SessionRecord) -> InstanceWatch | None:
     """The instance watch of a session whose server runs on this machine (None: attached, or no pid)."""
     if record.attached or record.pid is None:
         return None
-    return InstanceWatch(record.pid, stub_backends(record.backend_dir))
+    folder, launched_pid = record.session_dir, record.pid
+
+    def server_pid() -> int | None:
+        """The pid its supervisor recorded for the server now running (a restart writes a new one)."""
+        recorded = read_number(folder / PID_FILE) if folder is not None else None
+        return recorded if recorded is not None else launched_pid
+
+    return InstanceWatch(server_pid, stub_backends(record.backend_dir))
 
 
 def model_health(state: str, dead: str | None, request_rate: float | None,
