@@ -73,10 +73,14 @@ def built_for(om_path: Path) -> str | None:
     return soc if isinstance(soc, str) and soc else None
 
 
-def mismatch(om_path: Path, visible: tuple[str, ...]) -> str | None:
-    """Why this host's NPUs would refuse the OM, or None when they would not (or nobody can tell)."""
+def mismatch(om_path: Path, visible: tuple[str, ...] | None = None) -> str | None:
+    """Why this host's NPUs would refuse the OM, or None when they would not (or nobody can tell);
+    npu-smi is asked only for an OM whose SoC is known."""
     soc = built_for(om_path)
-    if soc is None or not visible or soc in visible:
+    if soc is None:
+        return None
+    visible = visible_soc_versions() if visible is None else visible
+    if not visible or soc in visible:
         return None
     return (f"{om_path.name} was built for {soc} ({record_path(om_path).name}), but this host's NPUs are "
             f"{', '.join(visible)}: AscendCL refuses it at load (\"Model soc version is not support in this "
