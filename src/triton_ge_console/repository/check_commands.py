@@ -29,7 +29,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     validate.add_argument("path", type=Path, metavar="PATH")
     validate.add_argument("--json", action="store_true", help="print the report as JSON")
     validate.set_defaults(func=run_validate)
+    _register_convert(subparsers)
 
+
+def _register_convert(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the convert subcommand: ATC's options, spelled with dashes."""
     convert = subparsers.add_parser(
         "convert",
         help="compile an ONNX model to an Ascend .om with CANN's ATC",
