@@ -6,11 +6,14 @@
 
 Side by side in one run, interleaved in rounds (the machine is shared), for each sequence length (the
 logits, 125 KiB per token, dominate what Triton moves): p50/p99 latency at batch 1, 4 and 8 of direct
-ONNX Runtime in-process vs Triton + `ge` over HTTP and gRPC, and a "floor" model that returns
-same-shaped logits without computing, and a "tiny" one answering 4 bytes (the Python backend's bare
-round trip); then throughput with `--concurrency` requests in flight (batch 1 each, dynamic batching
-with `--queue-delay-us`, default 0) from two clients (tritonclient gRPC and `ge-console bench` over HTTP)
-vs direct single-stream.
+ONNX Runtime in-process vs Triton + `ge` through three clients, one request at a time: `ge-console
+bench`'s HTTP load generator (the headline: measured near wrk, a client as lean as perf_analyzer's) and
+tritonclient's HTTP and gRPC (what users of those libraries see); through the same clients, a "floor"
+model that returns same-shaped logits without computing and a "tiny" one answering 4 bytes (the Python
+backend's bare round trip). "Added" is Triton+ge − direct per client; the glue's own share is what `ge`
+costs beyond the floor moving the same output (− direct). Then throughput with `--concurrency` requests
+in flight (batch 1 each, dynamic batching with `--queue-delay-us`, default 0) from two clients
+(tritonclient gRPC and `ge-console bench` over HTTP) vs direct single-stream.
 It also reads Triton's statistics and the glue's own metrics to split the per-request time into
 queue, the glue's Python (request handling, merge/split, tensors) and the model's execution.
 Prints markdown tables; writes benchmarks/results/glue_overhead.json (or --json PATH).
@@ -150,7 +153,7 @@ def callers(session: ort.InferenceSession, ports: Ports, ids: np.ndarray) -> dic
     grpc_input.set_data_from_numpy(ids)
     return {
         "direct": lambda: session.run(None, {"input_ids": ids}),
-        "http": lambda: http.infer(MODEL, [http_input]).as_numpy("logits"),
+        "http": lambda: http.infer(MODEL, [http_input]).as_numpy("logits"),  # tritonclient HTTP
         "grpc": lambda: grpc.infer(MODEL, [grpc_input]).as_numpy("logits"),
         "floor_http": lambda: http.infer(FLOOR, [http_input]).as_numpy("logits"),
         "floor_grpc": lambda: grpc.infer(FLOOR, [grpc_input]).as_numpy("logits"),
@@ -159,17 +162,39 @@ def callers(session: ort.InferenceSession, ports: Ports, ids: np.ndarray) -> dic
     }
 
 
+CLIENTS = ("loadgen", "http", "grpc")  # `ge-console bench`'s HTTP client (the headline), tritonclient's
+PATHS = ("direct", *CLIENTS, *(f"{kind}_{c}" for kind in ("floor", "tiny") for c in CLIENTS))
+LOADGEN_MODELS = {"loadgen": MODEL, "floor_loadgen": FLOOR, "tiny_loadgen": TINY}
+Rounds = dict[int, dict[str, list[tuple[float, float]]]]  # batch → path → (p50, p99) ms of each round
+
+
+def loadgen_latency(ports: Ports, model: str, seq: int, batch: int, seconds: float) -> tuple[float, float]:
+    """p50 and p99 ms of requests sent one at a time by `ge-console bench`'s HTTP client (the client that
+    is measured near wrk, as perf_analyzer's C++ client would be, rather than tritonclient's Python)."""
+    windows = 2
+    spec = LoadSpec(model=model, url=f"127.0.0.1:{ports.http}", protocol="http", concurrency=(1,),
+                    batch_size=batch, shapes={"input_ids": (seq,)}, window_ms=int(seconds * 1000 / windows),
+                    warmup_ms=200, max_windows=windows, stable_windows=windows)
+    row = run_load_sync(spec)[0]
+    if row.errors or row.p50_ms is None or row.p99_ms is None:
+        raise RuntimeError(f"{model}: load generator run failed: {row.first_error}")
+    return row.p50_ms, row.p99_ms
+
+
 def latencies(session: ort.InferenceSession, ports: Ports, seq: int, requests: int,
-              rounds: int) -> dict[int, dict[str, list[float]]]:
-    """Per batch and path, all latency samples, paths interleaved round by round."""
-    paths = ("direct", "http", "grpc", "floor_http", "floor_grpc", "tiny_http", "tiny_grpc")
-    samples: dict[int, dict[str, list[float]]] = {b: {p: [] for p in paths} for b in BATCHES}
+              rounds: int) -> Rounds:
+    """Per batch and path, each round's p50/p99, paths interleaved round by round."""
+    found: Rounds = {b: {p: [] for p in PATHS} for b in BATCHES}
     for round_index in range(rounds):
         for batch in BATCHES:
+            count = requests if batch == 1 else max(10, requests // 2)
             for path, call in callers(session, ports, token_ids(batch, seq)).items():
-                samples[batch][path] += timed(call, requests if batch == 1 else max(10, requests // 2))
+                times = timed(call, count)
+                found[batch][path].append((float(np.percentile(times, 50)), float(np.percentile(times, 99))))
+            for path, model in LOADGEN_MODELS.items():
+                found[batch][path].append(loadgen_latency(ports, model, seq, batch, seconds=1.0))
         note(f"latency round {round_index + 1}/{rounds} done")
-    return samples
+    return found
 
 
 def direct_throughput(session: ort.InferenceSession, seq: int, duration: float) -> float:
@@ -264,20 +289,33 @@ def split(before: dict[str, float], after: dict[str, float]) -> dict[str, float]
             "glue_us_per_execution": compute_us - model_us}
 
 
-def summarize(samples: dict[int, dict[str, list[float]]]) -> dict[str, Any]:
-    """p50/p99 per batch and path, and the added p50 of each Triton path over direct."""
+def _spread(values: list[float]) -> dict[str, float]:
+    """Median and range over the rounds."""
+    return {"median": float(np.median(values)), "min": float(min(values)), "max": float(max(values))}
+
+
+def summarize(found: Rounds) -> dict[str, Any]:
+    """Per batch and path, p50/p99 (median of the rounds, and the p50's range); per client, what Triton
+    adds over direct ORT and the glue's own share (ge − no-work floor moving the same logits − direct),
+    each computed within a round, then over the rounds."""
     figures: dict[str, Any] = {"latency": {}}
-    for batch, paths in samples.items():
-        row = {path: {"p50_ms": float(np.percentile(v, 50)), "p99_ms": float(np.percentile(v, 99)),
-                      "n": len(v)} for path, v in paths.items()}
+    for batch, paths in found.items():
+        row = {path: {"p50_ms": _spread([r[0] for r in rounds])["median"],
+                      "p99_ms": _spread([r[1] for r in rounds])["median"],
+                      "p50_range_ms": [min(r[0] for r in rounds), max(r[0] for r in rounds)]}
+               for path, rounds in paths.items()}
         figures["latency"][str(batch)] = row
-        for path in ("http", "grpc"):
-            figures[f"added_p50_ms_batch{batch}_{path}"] = row[path]["p50_ms"] - row["direct"]["p50_ms"]
-            # what the glue itself adds: the ge path minus the model's own time minus the transport floor
-            figures[f"glue_p50_ms_batch{batch}_{path}"] = (row[path]["p50_ms"] - row["direct"]["p50_ms"]
-                                                           - row[f"floor_{path}"]["p50_ms"])
-    figures["added_p50_ms_batch1"] = min(figures["added_p50_ms_batch1_http"],
-                                         figures["added_p50_ms_batch1_grpc"])
+        direct = [r[0] for r in paths["direct"]]
+        for client in CLIENTS:
+            ge, floor = [r[0] for r in paths[client]], [r[0] for r in paths[f"floor_{client}"]]
+            added = _spread([g - d for g, d in zip(ge, direct, strict=True)])
+            glue = _spread([g - f - d for g, f, d in zip(ge, floor, direct, strict=True)])
+            figures[f"added_p50_ms_batch{batch}_{client}"] = added["median"]
+            figures[f"added_p50_range_ms_batch{batch}_{client}"] = [added["min"], added["max"]]
+            figures[f"glue_p50_ms_batch{batch}_{client}"] = glue["median"]
+            figures[f"glue_p50_range_ms_batch{batch}_{client}"] = [glue["min"], glue["max"]]
+    figures["added_p50_ms_batch1"] = figures["added_p50_ms_batch1_loadgen"]
+    figures["latency_client"] = "loadgen"
     return figures
 
 
@@ -289,32 +327,40 @@ def print_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:
           f"{args.instances} instance(s) x {args.threads} ORT thread(s) in Triton; direct latency with "
           f"{args.threads} thread(s), direct throughput with ORT's default threads. "
           f"Floor: a Python-backend model returning same-shaped logits without computing (Triton + shared "
-          f"memory + client cost); glue's own = Triton+ge − direct − floor. Dynamic batcher "
+          f"memory + client cost), through each client; glue's own = Triton+ge − direct − floor. Latency "
+          f"per round is each path's p50/p99 in that round; figures are the rounds' median. Dynamic batcher "
           f"max_queue_delay_microseconds {args.queue_delay_us}.\n")
     print_latency_tables(figures)
     print_throughput_tables(figures, args)
 
 
+def _range(values: list[float]) -> str:
+    """A round range, signed."""
+    return f"{values[0]:+.3f}…{values[1]:+.3f}"
+
+
 def print_latency_tables(figures: dict[str, Any]) -> None:
-    """Latency per batch size: every path, then the floors and the glue's own share."""
-    print("| batch | direct p50 / p99 ms | Triton+ge HTTP p50 / p99 ms | Triton+ge gRPC p50 / p99 ms "
-          "| added p50 HTTP / gRPC ms |")
-    print("|---:|---:|---:|---:|---:|")
+    """Latency per batch size and client: ge, the no-work floor with the same logits, the 4-byte round trip;
+    then what Triton adds over direct ORT and the glue's own share, per client."""
+    labels = {"loadgen": "`ge-console bench` HTTP", "http": "tritonclient HTTP", "grpc": "tritonclient gRPC"}
+    print("| batch | client | direct p50 ms | Triton+ge p50 / p99 ms | no-work floor, same logits, p50 ms "
+          "| no-work, 4 bytes, p50 ms |")
+    print("|---:|---|---:|---:|---:|---:|")
     for batch in BATCHES:
         row = figures["latency"][str(batch)]
-        cells = [f"{row[p]['p50_ms']:.2f} / {row[p]['p99_ms']:.2f}" for p in ("direct", "http", "grpc")]
-        added = (f"{figures[f'added_p50_ms_batch{batch}_http']:+.2f} / "
-                 f"{figures[f'added_p50_ms_batch{batch}_grpc']:+.2f}")
-        print(f"| {batch} | {' | '.join(cells)} | {added} |")
-    print("\n| batch | 4-byte round trip HTTP / gRPC p50 ms | floor HTTP p50 ms | floor gRPC p50 ms "
-          "| glue's own p50 HTTP / gRPC ms |")
-    print("|---:|---:|---:|---:|---:|")
+        for client in CLIENTS:
+            print(f"| {batch} | {labels[client]} | {row['direct']['p50_ms']:.3f} "
+                  f"| {row[client]['p50_ms']:.3f} / {row[client]['p99_ms']:.3f} "
+                  f"| {row[f'floor_{client}']['p50_ms']:.3f} | {row[f'tiny_{client}']['p50_ms']:.3f} |")
+    print("\n| batch | client | added p50 ms (Triton+ge − direct), median; range over rounds "
+          "| glue's own p50 ms (− the floor too), median; range |")
+    print("|---:|---|---:|---:|")
     for batch in BATCHES:
-        row = figures["latency"][str(batch)]
-        print(f"| {batch} | {row['tiny_http']['p50_ms']:.2f} / {row['tiny_grpc']['p50_ms']:.2f} "
-              f"| {row['floor_http']['p50_ms']:.2f} | {row['floor_grpc']['p50_ms']:.2f} | "
-              f"{figures[f'glue_p50_ms_batch{batch}_http']:+.2f} / "
-              f"{figures[f'glue_p50_ms_batch{batch}_grpc']:+.2f} |")
+        for client in CLIENTS:
+            print(f"| {batch} | {labels[client]} | {figures[f'added_p50_ms_batch{batch}_{client}']:+.3f}; "
+                  f"{_range(figures[f'added_p50_range_ms_batch{batch}_{client}'])} "
+                  f"| {figures[f'glue_p50_ms_batch{batch}_{client}']:+.3f}; "
+                  f"{_range(figures[f'glue_p50_range_ms_batch{batch}_{client}'])} |")
 
 
 def print_throughput_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:

@@ -29,6 +29,16 @@ def fake_acl(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
         del sys.modules[name]
 
 
+CANN_VERSIONS = ("cann-8.0-910b", "cann-6.0.0-910", "cann-7.0-310")
+
+
+@pytest.fixture(params=CANN_VERSIONS)
+def any_cann(request: pytest.FixtureRequest, fake_acl: ModuleType) -> ModuleType:
+    """The fake acl as each CANN version and card it imitates (tests/fakes/acl/_versions.py)."""
+    fake_acl._versions.apply(request.param)
+    return fake_acl
+
+
 @contextlib.contextmanager
 def server_env(**values: str) -> Iterator[None]:
     """Environment variables a tritonserver started inside inherits (its stubs too); restored after."""

@@ -30,6 +30,24 @@ def dense_model(features: int = 4, outputs: int = 3, seed: int = 0) -> bytes:
     return _serialize(graph)
 
 
+def mixed_model(seed: int = 0) -> bytes:
+    """x FP32 [N, 4] → y [N, 3], t = yᵀ [3, N] (batch not leading) and w = W [4, 3] (no batch at all)."""
+    rng = np.random.default_rng(seed)
+    weight = numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "W")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"], name="Gemm_0"),
+         helper.make_node("Transpose", ["y"], ["t"], perm=[1, 0], name="Transpose_1"),
+         helper.make_node("Identity", ["W"], ["w"], name="Identity_2")],
+        "mixed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3]),
+         helper.make_tensor_value_info("t", TensorProto.FLOAT, [3, "N"]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 3])],
+        [weight],
+    )
+    return _serialize(graph)
+
+
 def token_model(seed: int = 1) -> bytes:
     """input_ids INT64 [N, S] → logits FP32 [N, S, VOCAB]: embedding then a projection, like a tiny LM."""
     rng = np.random.default_rng(seed)
@@ -90,8 +108,9 @@ def param(key: str, value: str) -> str:
 
 def write_fake_om(folder: Path, onnx_bytes: bytes, gears: tuple[int, ...] = (),
                   static_batch: int = 1, input_shape: dict[str, list[int]] | None = None,
-                  name: str = "model.om") -> Path:
-    """A fake OM (JSON read by tests/fakes/acl) beside its ONNX: batch gears, or a static batch."""
+                  name: str = "model.om", **extra: object) -> Path:
+    """A fake OM (JSON read by tests/fakes/acl) beside its ONNX: batch gears, or a static batch; extra
+    keys: output_names, soc_version, damaged."""
     import json
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -101,5 +120,6 @@ def write_fake_om(folder: Path, onnx_bytes: bytes, gears: tuple[int, ...] = (),
     spec.update({"dynamic_batch": list(gears)} if gears else {"static_batch": static_batch})
     if input_shape:
         spec["input_shape"] = input_shape
+    spec.update(extra)
     (folder / name).write_text(json.dumps(spec), encoding="utf-8")
     return folder / name

@@ -1,18 +1,21 @@
-"""AclExecutor over the fake acl: load/execute/unload, buffers reused, batch gears, ACL codes, no leaks."""
+"""AclExecutor over the fake acl, as each CANN version it imitates: load/execute/unload, buffers reused,
+batch gears, ATC's output names, ACL and GE codes, device figures, shutdown order, no leaks."""
 
 from __future__ import annotations
 
 import threading
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 
-from tests.backend_glue.models import dense_model, token_model, write_fake_om
+from tests.backend_glue.models import dense_model, mixed_model, token_model, write_fake_om
 from triton_ge_console.backend_glue.acl_executor import AclError, AclExecutor
 from triton_ge_console.backend_glue.executor import ExecutorError, TensorInfo
+from triton_ge_console.backend_glue.loading import match_outputs_by_index
+from triton_ge_console.backend_glue.triton_model import TritonPythonModel
 
 ALLOCATING_CALLS = ("rt.malloc", "rt.malloc_host", "create_data_buffer", "mdl.load_from_file")
 
@@ -27,7 +30,8 @@ def _no_leaks(acl: ModuleType) -> bool:
     return not any(acl._state.leaks().values())
 
 
-def test_static_om_loads_executes_and_frees_everything(fake_acl: ModuleType, tmp_path: Path) -> None:
+def test_static_om_loads_executes_and_frees_everything(any_cann: ModuleType, tmp_path: Path) -> None:
+    fake_acl = any_cann
     onnx = dense_model()
     executor = AclExecutor(write_fake_om(tmp_path, onnx, static_batch=2), device_id=3)
     assert executor.kind == "npu" and executor.gears == () and executor.max_batch is None
@@ -57,7 +61,8 @@ def test_buffers_are_allocated_once_not_per_request(fake_acl: ModuleType, tmp_pa
     assert _no_leaks(fake_acl)
 
 
-def test_batch_is_padded_to_the_next_gear_and_sliced_back(fake_acl: ModuleType, tmp_path: Path) -> None:
+def test_batch_is_padded_to_the_next_gear_and_sliced_back(any_cann: ModuleType, tmp_path: Path) -> None:
+    fake_acl = any_cann
     onnx = token_model()
     om = write_fake_om(tmp_path, onnx, gears=(1, 2, 4, 8), input_shape={"input_ids": [-1, 5]})
     executor = AclExecutor(om, device_id=0)
@@ -76,7 +81,8 @@ def test_batch_is_padded_to_the_next_gear_and_sliced_back(fake_acl: ModuleType, 
     assert _no_leaks(fake_acl)
 
 
-def test_runs_from_another_thread_by_setting_its_context(fake_acl: ModuleType, tmp_path: Path) -> None:
+def test_runs_from_another_thread_by_setting_its_context(any_cann: ModuleType, tmp_path: Path) -> None:
+    fake_acl = any_cann
     executor = AclExecutor(write_fake_om(tmp_path, dense_model(), gears=(1, 2)), device_id=1)
     results: list[np.ndarray] = []
     batch = {"x": np.ones((2, 4), np.float32)}
@@ -85,14 +91,20 @@ def test_runs_from_another_thread_by_setting_its_context(fake_acl: ModuleType, t
     thread.join()
     assert results and results[0].shape == (2, 3)
     figures = executor.device_figures()
-    assert figures is not None and figures.total_bytes and figures.used_bytes and figures.used_bytes > 0
-    assert figures.utilization is not None and 0 < figures.utilization <= 1
+    # the card's main memory: HBM, or DDR on a 310 whose HBM answers 0/0
+    assert figures is not None and figures.total_bytes == fake_acl._state.DEVICE_MEMORY
+    assert figures.used_bytes and figures.used_bytes > 0
+    if fake_acl._state.PROFILE.utilization:  # snake-case keys, as the binding builds the dict
+        assert figures.utilization is not None and 0 < figures.utilization <= 1
+    else:  # older pyacl: no figure rather than an invented one
+        assert figures.utilization is None
     executor.close()
     assert _no_leaks(fake_acl)
 
 
 def test_acl_errors_name_the_call_and_code_and_leave_nothing(fake_acl: ModuleType, tmp_path: Path) -> None:
-    with pytest.raises(AclError, match=r"acl\.mdl\.load_from_file\(.*missing.om\) failed .* 100003"):
+    with pytest.raises(AclError, match=r"acl\.mdl\.load_from_file\(.*missing.om\) failed .* 100003: the "
+                       "model file does not exist"):
         AclExecutor(tmp_path / "missing.om", device_id=0)
     assert _no_leaks(fake_acl)
     with pytest.raises(AclError, match=r"acl\.rt\.set_device failed with ACL error 107001"):
@@ -113,3 +125,100 @@ def test_execute_error_is_surfaced_and_run_after_close_refused(fake_acl: ModuleT
     with pytest.raises(ExecutorError, match="run after close"):
         executor.run({"x": np.ones((1, 4), np.float32)})
     assert _no_leaks(fake_acl)
+
+
+def test_outputs_named_by_atc_map_to_the_onnx_names(fake_acl: ModuleType, tmp_path: Path) -> None:
+    executor = AclExecutor(write_fake_om(tmp_path, mixed_model(), static_batch=2), device_id=0)
+    desc = executor._desc
+    assert [fake_acl.mdl.get_output_name_by_index(desc, i) for i in range(3)] == [
+        "Gemm_0:0:y", "Transpose_1:0:t", "Identity_2:0:w"]  # what ATC writes for an ONNX model
+    assert [o.name for o in executor.outputs] == ["y", "t", "w"]
+    executor.close()
+    assert _no_leaks(fake_acl)
+
+
+def test_outputs_whose_names_cannot_match_take_the_configs_by_index(fake_acl: ModuleType,
+                                                                      tmp_path: Path) -> None:
+    om = write_fake_om(tmp_path, dense_model(), output_names=["PartitionedCall:0:Identity",
+                                                             "PartitionedCall:1:Identity_1"])
+    executor = AclExecutor(om, device_id=0)
+    assert [o.name for o in executor.outputs] == ["Identity", "Identity_1"]
+    declared = [{"name": "y", "data_type": "TYPE_FP32"}, {"name": "z", "data_type": "TYPE_FP32"}]
+    assert match_outputs_by_index(declared, executor)
+    outputs, _ = executor.run({"x": np.ones((1, 4), np.float32)})
+    assert list(outputs) == ["y", "z"]
+    assert not match_outputs_by_index(declared[:1], executor)  # a count that differs is not guessed
+    executor.close()
+    assert _no_leaks(fake_acl)
+
+
+def test_gear_outputs_are_read_at_the_current_dims_and_unpadded_on_their_batch_axis(
+        any_cann: ModuleType, tmp_path: Path) -> None:
+    onnx = mixed_model()
+    executor = AclExecutor(write_fake_om(tmp_path, onnx, gears=(2, 4, 8)), device_id=0)
+    desc = executor._desc
+    assert any_cann.mdl.get_output_dims(desc, 0)[0]["dims"] == [8, 3]  # the largest gear, not -1
+    assert [o.dims for o in executor.outputs] == [(-1, 3), (3, -1), (4, 3)]
+    x = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
+    outputs, stats = executor.run({"x": x})
+    y, t, w = _ort(onnx, {"x": x})
+    np.testing.assert_allclose(outputs["y"], y, atol=1e-6)
+    np.testing.assert_allclose(outputs["t"], t, atol=1e-6)  # [3, 3]: sliced on axis 1, from gear 4
+    np.testing.assert_allclose(outputs["w"], w, atol=1e-6)  # untouched: it has no batch
+    assert stats.d2h_bytes == y.nbytes + t.nbytes + w.nbytes
+    executor.close()
+    assert _no_leaks(any_cann)
+
+
+def test_load_refusals_from_ge_are_explained(fake_acl: ModuleType, tmp_path: Path) -> None:
+    other_soc = write_fake_om(tmp_path, dense_model(), soc_version="Ascend310P3", name="soc.om")
+    with pytest.raises(AclError, match=r"ACL error 145000: GE refused .*Model soc version is not support"):
+        AclExecutor(other_soc, device_id=0)
+    damaged = write_fake_om(tmp_path, dense_model(), damaged=True, name="damaged.om")
+    with pytest.raises(AclError, match=r"ACL error 545003: GE failed to load the model's weights"):
+        AclExecutor(damaged, device_id=0)
+    assert _no_leaks(fake_acl)
+
+
+def test_device_figures_never_wait_for_an_execution(fake_acl: ModuleType, tmp_path: Path) -> None:
+    executor = AclExecutor(write_fake_om(tmp_path, dense_model()), device_id=0)
+    results: list[object] = []
+    with executor._lock:  # an execution in progress (acl.mdl.execute holds the lock, and the GIL)
+        reader = threading.Thread(target=lambda: results.append(executor.device_figures()))
+        reader.start()
+        reader.join(timeout=5)
+        assert not reader.is_alive() and results and results[0] is not None
+    executor.close()
+    assert _no_leaks(fake_acl)
+
+
+def test_device_figures_racing_close_never_touch_a_destroyed_context(fake_acl: ModuleType,
+                                                                      tmp_path: Path) -> None:
+    executor = AclExecutor(write_fake_om(tmp_path, dense_model()), device_id=0)
+    stop = threading.Event()
+    seen: list[object] = []
+
+    def poll() -> None:
+        while not stop.is_set():
+            seen.append(executor.device_figures())
+
+    pollers = [threading.Thread(target=poll) for _ in range(2)]
+    for poller in pollers:
+        poller.start()
+    while not seen:
+        pass
+    executor.close()
+    stop.set()
+    for poller in pollers:
+        poller.join()
+    assert fake_acl._state.STATE.misuse == []
+    assert executor.device_figures() is None and _no_leaks(fake_acl)
+
+
+def test_finalize_stops_telemetry_before_it_frees_the_executor() -> None:
+    order: list[str] = []
+    model = TritonPythonModel()
+    model.executor = SimpleNamespace(close=lambda: order.append("executor"))  # type: ignore[assignment]
+    model.telemetry = SimpleNamespace(close=lambda: order.append("telemetry"))  # type: ignore[attr-defined]
+    model.finalize()
+    assert order == ["telemetry", "executor"]  # the telemetry thread reads the executor's context

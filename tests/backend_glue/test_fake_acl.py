@@ -105,3 +105,34 @@ def test_leak_accounting_sees_everything_left_behind(fake_acl: ModuleType, tmp_p
                      "datasets": 0, "descs": 1, "models": 1}
     assert fake_acl.destroy_data_buffer(buffer) == 0 and fake_acl.destroy_data_buffer(buffer) == 100000
     assert fake_acl.mdl.destroy_desc(desc) == 0
+
+
+def test_versions_lack_what_their_pyacl_lacks_and_a_310_has_no_hbm(fake_acl: ModuleType) -> None:
+    assert fake_acl._versions.apply("cann-6.0.0-910").cann < (6, 0, 1)
+    assert not hasattr(fake_acl.util, "bytes_to_ptr") and not hasattr(fake_acl.util, "ptr_to_bytes")
+    assert not hasattr(fake_acl.rt, "get_device_utilization_rate")
+    _session(fake_acl)
+    host, _ = fake_acl.rt.malloc_host(16)
+    data = np.arange(4, dtype=np.float32)
+    device, _ = fake_acl.rt.malloc(16, 0)
+    assert fake_acl.rt.memcpy(device, 16, fake_acl.util.numpy_to_ptr(data), 16, H2D) == 0
+    assert fake_acl.rt.memcpy(host, 16, device, 16, D2H) == 0
+    view = fake_acl.util.ptr_to_numpy(host, (4,), np.dtype(np.float32).num)
+    np.testing.assert_array_equal(view, data)
+    assert fake_acl.rt.memcpy(host, 16, fake_acl.util.numpy_to_ptr(data * 2), 16, 0) == 0
+    np.testing.assert_array_equal(view, data * 2)  # a view of the memory, not a copy
+    fake_acl._versions.apply("cann-7.0-310")
+    free, total, ret = fake_acl.rt.get_mem_info(1)  # ACL_HBM_MEM
+    assert (free, total, ret) == (0, 0, 0)  # success, and nothing: an Atlas 200/300/500 has DDR only
+    assert fake_acl.rt.get_mem_info(0)[1] == fake_acl._state.DEVICE_MEMORY  # ACL_DDR_MEM
+
+
+def test_utilization_keys_are_snake_case_and_a_destroyed_context_is_misuse(fake_acl: ModuleType) -> None:
+    context = _session(fake_acl)
+    info, ret = fake_acl.rt.get_device_utilization_rate(0)
+    assert ret == 0 and set(info) == {"cube_utilization", "vector_utilization", "aicpu_utilization",
+                                      "memory_utilization", "utilization_extend"}
+    assert fake_acl.rt.destroy_context(context) == 0
+    assert fake_acl.rt.set_context(context) == 107002
+    assert fake_acl._state.STATE.misuse == [f"set_context({context:#x}) after destroy_context"]
+    assert fake_acl.rt.reset_device(0) == 0

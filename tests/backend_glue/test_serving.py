@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,7 +69,9 @@ def server(tmp_path_factory: pytest.TempPathFactory,
         dense_model(seed=9))
     write_fake_om(forced / "1", dense_model(seed=9), name="dense.om")
     # the stubs import the fake `acl`, so OMs run as on an NPU; the device ledger stays in this test's tmp
-    with (server_env(PYTHONPATH=str(FAKES), GE_GLUE_RUN_DIR=str(root / "run")),
+    # this checkout's package, not whichever one is installed
+    source = str(Path(__file__).resolve().parents[2] / "src")
+    with (server_env(PYTHONPATH=os.pathsep.join([str(FAKES), source]), GE_GLUE_RUN_DIR=str(root / "run")),
           run_triton(triton_dist, repo, root / "backends", models=MODELS) as running):
         running.repo = repo  # type: ignore[attr-defined]
         yield running

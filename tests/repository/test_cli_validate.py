@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -149,10 +150,10 @@ def test_convert_bad_arguments_exit_2_before_atc(tmp_path: Path, capsys: pytest.
     """ATC's own argument rules are checked first: no ATC needed to learn the gears are wrong."""
     model = _onnx(tmp_path / "m.onnx")
     args = ["convert", str(model), "--soc-version", "Ascend310P3", "-o", str(tmp_path / "m"),
-            "--input-shape", "x:4,4", "--dynamic-batch-size", "1,4096"]  # fmt: skip
+            "--input-shape", "x:4,4", "--dynamic-batch-size", "1,4,4"]  # fmt: skip
     assert main(args) == 2
     err = capsys.readouterr().err.splitlines()
-    assert [line.split(":")[1].strip() for line in err] == ["E10001", "E10031"]
+    assert [line.split(":")[1].strip() for line in err] == ["E10039", "E10031"]
 
 
 def test_convert_without_atc_exit_1(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -208,5 +209,64 @@ def test_convert_unknown_input_name_exit_1(
     args = ["convert", str(model), "--soc-version", "Ascend310P3", "-o", str(tmp_path / "m"),
             "--input-shape", "pixels:1,4"]  # fmt: skip
     assert main(args) == 1
-    assert capsys.readouterr().err.startswith("ge-console convert: E10016: Opname pixels")
+    assert capsys.readouterr().err.startswith("ge-console convert: E10016: Op name pixels")
     assert not (tmp_path / "m.om").exists()
+
+
+def test_convert_finds_the_om_atc_names_for_a_dynamic_shape(fake_atc: None, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """-1 without gears: ATC writes m_<os>_<arch>.om; convert reports that file, exit 0 (it said "atc exited
+    0 but wrote no m.om" and exited 1)."""
+    model = _onnx(tmp_path / "m.onnx")
+    args = ["convert", str(model), "--soc-version", "Ascend910B3", "-o", str(tmp_path / "m"),
+            "--input-shape", "x:-1,4"]  # fmt: skip
+    assert main(args) == 0
+    written = tmp_path / f"m_linux_{platform.machine()}.om"
+    assert capsys.readouterr().out.startswith(f"wrote {written} (")
+    assert json.loads((tmp_path / f"{written.name}.atc.json").read_text())["soc_version"] == "Ascend910B3"
+
+
+def _npu_smi_layout(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    """The fake npu-smi (on PATH with the fake atc) shows this recorded card; nothing cached from before."""
+    from triton_ge_console.repository import soc
+
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", layout)
+    monkeypatch.setattr(soc, "_CACHE", {})
+
+
+def test_convert_offers_the_soc_of_the_visible_npus(fake_atc: None, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """No --soc-version: "Ascend" + the chip name npu-smi shows; a table that does not tell asks for it."""
+    model = _onnx(tmp_path / "m.onnx")
+    _npu_smi_layout(monkeypatch, "910b4")
+    assert main(["convert", str(model), "-o", str(tmp_path / "m")]) == 0
+    assert "--soc-version Ascend910B4 (this host's NPUs)" in capsys.readouterr().err
+    assert main(["convert", str(model), "--soc-version", "Ascend910B", "-o", str(tmp_path / "legacy")]) == 0
+    err = capsys.readouterr().err
+    assert "Ascend910B is the legacy 910-class SoC, not the 910B series" in err
+    assert "this host's NPUs are Ascend910B4; an OM built for Ascend910B will not load on them" in err
+    _npu_smi_layout(monkeypatch, "a3_910")  # A3 shows "Ascend910": the SoC needs the board's NPU name
+    assert main(["convert", str(model), "-o", str(tmp_path / "m")]) == 2
+    assert capsys.readouterr().err == ("ge-console convert: --soc-version is required (npu-smi names no "
+                                       "NPU's SoC here)\n")
+
+
+def test_validate_says_an_om_built_for_another_soc_will_not_load(
+        fake_atc: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An OM convert recorded as built for Ascend310P3, on a host with 910B4 NPUs: an error before load."""
+    from triton_ge_console.repository.validate import validate_path
+
+    folder = tmp_path / "repo" / "m"
+    (folder / "1").mkdir(parents=True)
+    model = _onnx(folder / "1" / "model.onnx")
+    param = 'parameters { key: "om_model_path" value { string_value: "model.om" } }\n'
+    (folder / "config.pbtxt").write_text('name: "m"\nbackend: "ge"\n' + param, encoding="utf-8")
+    args = ["convert", str(model), "--soc-version", "Ascend310P3", "-o", str(folder / "1" / "model")]
+    assert main(args) == 0
+    _npu_smi_layout(monkeypatch, "910b4")
+    (problem,) = validate_path(folder).problems
+    assert "model.om was built for Ascend310P3 (model.om.atc.json), but this host's NPUs are Ascend910B4: " \
+           "AscendCL refuses it at load" in str(problem)
+    _npu_smi_layout(monkeypatch, "310p3_duo")
+    assert validate_path(folder).problems == ()

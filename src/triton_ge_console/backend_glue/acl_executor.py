@@ -3,7 +3,12 @@
 Per instance: set_device, create_context, load_from_file, a model description, and device buffers plus
 datasets allocated once and reused. Per execution, under a lock: memcpy host→device, execute (sync),
 memcpy device→host. OMs built with batch gears get the `ascend_mbatch_shape_data` input and
-`set_dynamic_batch_size`: a batch is padded to the next gear and the result sliced back.
+`set_dynamic_batch_size`: a batch is padded to the next gear, each output read at the dims
+`get_cur_output_dims` gives for that gear, and what the gear padded sliced off.
+
+Supported: CANN 5.x to 8.x pyacl. Before CANN 6.0.1 pyacl has no `acl.util.bytes_to_ptr`/`ptr_to_bytes`
+and the numpy pair is used (as Huawei's samples do); without `get_device_utilization_rate` utilization
+comes from the glue's own busy time; on Ascend 310 cards (no HBM) memory is read as DDR.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from triton_ge_console.backend_glue.acl_codes import meaning
 from triton_ge_console.backend_glue.executor import (
     TRITON_TO_NUMPY,
     DeviceFigures,
@@ -29,6 +35,7 @@ from triton_ge_console.backend_glue.executor import (
 ACL_MEM_MALLOC_HUGE_FIRST = 0
 ACL_MEMCPY_HOST_TO_DEVICE = 1
 ACL_MEMCPY_DEVICE_TO_HOST = 2
+ACL_DDR_MEM = 0
 ACL_HBM_MEM = 1
 ACL_ERROR_REPEAT_INITIALIZE = 100002
 DYNAMIC_BATCH_INPUT = "ascend_mbatch_shape_data"
@@ -45,7 +52,7 @@ class AclError(ExecutorError):
     """A non-zero AscendCL return code, naming the call."""
 
     def __init__(self, call: str, code: int) -> None:
-        super().__init__(f"{call} failed with ACL error {code}")
+        super().__init__(f"{call} failed with ACL error {code}: {meaning(code)}")
         self.call = call
         self.code = code
 
@@ -78,6 +85,24 @@ def pick_gear(batch: int, gears: tuple[int, ...]) -> int:
     raise ExecutorError(f"batch {batch} exceeds the OM's largest batch gear {gears[-1]}")
 
 
+def tensor_name(om_name: str) -> str:
+    """The graph's name of an OM output: ATC names ONNX outputs `opName:edgeIndex:outputName`."""
+    parts = om_name.split(":", 2)
+    if len(parts) == 3 and parts[1].isdigit() and parts[2]:
+        return parts[2]
+    return om_name
+
+
+def batch_axis(full: tuple[int, ...], smallest: tuple[int, ...], gears: tuple[int, ...]) -> int | None:
+    """Which axis of an output follows the batch gear: where its dims at the largest and smallest differ."""
+    if len(gears) == 1:  # nothing to compare: a leading dim equal to the gear is taken as the batch
+        return 0 if full and full[0] == gears[0] else None
+    for axis, (big, small) in enumerate(zip(full, smallest, strict=False)):
+        if big != small:
+            return axis
+    return None
+
+
 def _bound(call: Callable[[Any], int], handle: Any) -> Callable[[], int]:
     """call(handle), for later."""
     return lambda: call(handle)
@@ -90,8 +115,10 @@ class _Slot:
     info: TensorInfo
     dtype: np.dtype
     size: int  # bytes at the largest gear
+    index: int = 0  # in the model description
     device_ptr: int = 0
     host_ptr: int = 0
+    batch_axis: int | None = None  # outputs with gears: the axis a gear pads
 
 
 class AclExecutor:
@@ -105,7 +132,8 @@ class AclExecutor:
         self._acl = acl
         self.path = om_path
         self.device_id = device_id
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # executions
+        self._life = threading.Lock()  # open/closed: device_figures against close, never against run
         self._undo: list[tuple[int, str, Callable[[], int]]] = []
         self._closed = False
         try:
@@ -139,6 +167,37 @@ class AclExecutor:
         self._describe()
         self._in_dataset = self._dataset(self._in_slots + self._mbatch_slots, "input")
         self._out_dataset = self._dataset(self._out_slots, "output")
+        self._find_batch_axes()
+
+    def _find_batch_axes(self) -> None:
+        """Which axis of each output the gear pads: its dims at the smallest gear against the largest."""
+        if not self.gears:
+            return
+        acl = self._acl
+        check(f"acl.mdl.set_dynamic_batch_size({self.gears[0]})", acl.mdl.set_dynamic_batch_size(
+            self._model_id, self._in_dataset, self._mbatch_index, self.gears[0]))
+        infos = []
+        for slot in self._out_slots:
+            small = self._cur_dims(slot)
+            slot.batch_axis = batch_axis(slot.info.dims, small, self.gears)
+            dims = list(slot.info.dims)
+            if slot.batch_axis is not None:
+                dims[slot.batch_axis] = -1
+            slot.info = TensorInfo(slot.info.name, slot.info.data_type, tuple(dims))
+            infos.append(slot.info)
+        self.outputs = tuple(infos)
+
+    def _cur_dims(self, slot: _Slot) -> tuple[int, ...]:
+        """An output's dims at the gear last set (acl.mdl.get_cur_output_dims)."""
+        dims, ret = self._acl.mdl.get_cur_output_dims(self._desc, slot.index)
+        check(f"acl.mdl.get_cur_output_dims({slot.index})", ret)
+        return tuple(int(d) for d in dims.get("dims", [])[:dims.get("dimCount", 0)])
+
+    def rename_outputs(self, names: list[str]) -> None:
+        """Name the outputs by position (an OM whose output names cannot match the config's)."""
+        for slot, name in zip(self._out_slots, names, strict=True):
+            slot.info = TensorInfo(name, slot.info.data_type, slot.info.dims)
+        self.outputs = tuple(s.info for s in self._out_slots)
 
     def _describe(self) -> None:
         """Inputs, outputs, sizes, dims and batch gears from the model description."""
@@ -180,7 +239,8 @@ class AclExecutor:
         size = (mdl.get_input_size_by_index if inp else mdl.get_output_size_by_index)(self._desc, index)
         shape = tuple(int(d) for d in dims.get("dims", [])[:dims.get("dimCount", 0)])
         data_type = ACL_TYPES[acl_type]
-        slot = _Slot(TensorInfo(str(name), data_type, shape), TRITON_TO_NUMPY[data_type], int(size))
+        info = TensorInfo(str(name) if inp else tensor_name(str(name)), data_type, shape)
+        slot = _Slot(info, TRITON_TO_NUMPY[data_type], int(size), index)
         slot.device_ptr = self._malloc(slot.size)
         return slot
 
@@ -222,6 +282,8 @@ class AclExecutor:
         gear = pick_gear(batch, self.gears) if self.gears else 0
         acl = self._acl
         with self._lock:
+            if self._closed:  # closed while this run waited for the lock
+                raise ExecutorError(f"{self.path}: run after close")
             check("acl.rt.set_context", acl.rt.set_context(self._context))
             if self.gears:
                 check(f"acl.mdl.set_dynamic_batch_size({gear})", acl.mdl.set_dynamic_batch_size(
@@ -238,48 +300,74 @@ class AclExecutor:
             padded = np.zeros((gear, *array.shape[1:]), dtype=slot.dtype)
             padded[:array.shape[0]] = array
             array = padded
-        data = np.ascontiguousarray(array, dtype=slot.dtype).tobytes()
-        if len(data) > slot.size:
-            raise ExecutorError(f"input {slot.info.name}: {len(data)} bytes do not fit the OM's {slot.size}")
-        ptr = self._acl.util.bytes_to_ptr(data)
+        array = np.ascontiguousarray(array, dtype=slot.dtype)
+        if array.nbytes > slot.size:
+            raise ExecutorError(f"input {slot.info.name}: {array.nbytes} bytes do not fit the OM's "
+                                f"{slot.size}")
+        util = self._acl.util
+        if hasattr(util, "bytes_to_ptr"):  # CANN >= 6.0.1
+            keep: Any = array.tobytes()
+            ptr = util.bytes_to_ptr(keep)
+        else:  # older pyacl: the array's own memory (contiguous, alive until the copy returns)
+            keep = array
+            ptr = util.numpy_to_ptr(keep)
         check(f"acl.rt.memcpy(host→device, {slot.info.name})", self._acl.rt.memcpy(
-            slot.device_ptr, slot.size, ptr, len(data), ACL_MEMCPY_HOST_TO_DEVICE))
-        return len(data)
+            slot.device_ptr, slot.size, ptr, array.nbytes, ACL_MEMCPY_HOST_TO_DEVICE))
+        return int(array.nbytes)
 
     def _copy_out(self, slot: _Slot, gear: int, batch: int) -> np.ndarray:
-        """Device→host for one output; numpy from the bytes, sliced back to the real batch."""
-        dims = slot.info.dims
-        shape = (gear, *dims[1:]) if gear else dims
-        nbytes = int(np.prod(shape)) * slot.dtype.itemsize if all(d >= 0 for d in shape) else slot.size
+        """Device→host for one output at its dims for this gear; the gear's padding sliced off."""
+        shape = self._cur_dims(slot) if gear else slot.info.dims
+        known = all(d >= 0 for d in shape)
+        nbytes = int(np.prod(shape)) * slot.dtype.itemsize if known else slot.size
         check(f"acl.rt.memcpy(device→host, {slot.info.name})", self._acl.rt.memcpy(
             slot.host_ptr, slot.size, slot.device_ptr, nbytes, ACL_MEMCPY_DEVICE_TO_HOST))
-        array = np.frombuffer(self._acl.util.ptr_to_bytes(slot.host_ptr, nbytes), dtype=slot.dtype)
-        array = array.reshape(shape) if all(d >= 0 for d in shape) else array
-        return array[:batch] if gear else array
+        util = self._acl.util
+        if hasattr(util, "ptr_to_bytes"):  # CANN >= 6.0.1
+            array = np.frombuffer(util.ptr_to_bytes(slot.host_ptr, nbytes), dtype=slot.dtype)
+        else:  # older pyacl: a view of the staging buffer, reused by the next run: copy it
+            count = nbytes // slot.dtype.itemsize
+            array = util.ptr_to_numpy(slot.host_ptr, (count,), slot.dtype.num).copy()
+        array = array.reshape(shape) if known else array
+        if gear and slot.batch_axis is not None and batch < array.shape[slot.batch_axis]:
+            array = array.take(range(batch), axis=slot.batch_axis) if slot.batch_axis else array[:batch]
+        return array
 
     def device_figures(self) -> DeviceFigures | None:
-        """HBM from acl.rt.get_mem_info and AICore utilization where this CANN has it."""
-        if self._closed:
-            return None
+        """Memory and AICore utilization from AscendCL, without waiting for (or holding up) an execution.
+
+        Contexts are per thread: the caller's thread makes ours current for itself, so the execution
+        lock is not needed; the lifecycle lock keeps close from destroying the context meanwhile.
+        """
         acl = self._acl
-        with self._lock:
-            if acl.rt.set_context(self._context) != 0:
+        with self._life:
+            if self._closed or acl.rt.set_context(self._context) != 0:
                 return None
-            free, total, ret = acl.rt.get_mem_info(ACL_HBM_MEM)
-            util_fn = getattr(acl.rt, "get_device_utilization_rate", None)
+            used, total = self._memory()
+            util_fn = getattr(acl.rt, "get_device_utilization_rate", None)  # absent from older pyacl
             info, util_ret = util_fn(self.device_id) if util_fn else ({}, -1)
-        rates = [v for k, v in info.items() if k in ("cubeUtilization", "vectorUtilization") and v >= 0]
-        return DeviceFigures(
-            used_bytes=int(total - free) if ret == 0 else None,
-            total_bytes=int(total) if ret == 0 else None,
-            utilization=max(rates) / 100.0 if util_ret == 0 and rates else None,
-        )
+        rates = [v for k, v in info.items() if k in ("cube_utilization", "vector_utilization") and v >= 0]
+        return DeviceFigures(used_bytes=used, total_bytes=total,
+                             utilization=max(rates) / 100.0 if util_ret == 0 and rates else None)
+
+    def _memory(self) -> tuple[int | None, int | None]:
+        """(used, total) of the device's main memory: HBM, or DDR where HBM answers 0/0 (Ascend 310)."""
+        for attr in (ACL_HBM_MEM, ACL_DDR_MEM):
+            free, total, ret = self._acl.rt.get_mem_info(attr)
+            if ret == 0 and total > 0:  # a total of 0 is "no such memory", not a size
+                return int(total - free), int(total)
+        return None, None
 
     def close(self) -> None:
         """Tear down in order (unload, desc, buffers, datasets, free, context, device); safe twice."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._life:
+            if self._closed:
+                return
+            self._closed = True
+            self._teardown()
+
+    def _teardown(self) -> None:
+        """Undo everything in order, after any running execution."""
         failures = []
         with self._lock:
             if hasattr(self, "_context"):

@@ -80,6 +80,18 @@ def _check_side(where: str, side: str, declared: Sequence[dict[str, Any]], actua
                                   f"{list(info.dims)} for {name}")
 
 
+def match_outputs_by_index(declared: Sequence[dict[str, Any]], executor: Executor) -> bool:
+    """An OM whose output names cannot match the config's (renamed by ATC, --out_nodes, another
+    framework) takes the config's names by position, when it has exactly as many outputs; True if so."""
+    names = [str(t.get("name", "")) for t in declared]
+    actual = {o.name for o in executor.outputs}
+    rename = getattr(executor, "rename_outputs", None)
+    if rename is None or not names or set(names) <= actual or len(names) != len(executor.outputs):
+        return False
+    rename(names)
+    return True
+
+
 def check_config_against_model(settings: GlueSettings, config: dict[str, Any], executor: Executor) -> None:
     """Refuse to serve a config that contradicts the model file (names, types, dims, missing inputs)."""
     where = _where(settings)
@@ -87,6 +99,8 @@ def check_config_against_model(settings: GlueSettings, config: dict[str, Any], e
     batched = settings.max_batch_size > 0
     declared_inputs = config.get("input", [])
     _check_side(where, "input", declared_inputs, executor.inputs, batched, source)
+    if settings.mode == "npu":
+        match_outputs_by_index(config.get("output", []), executor)
     _check_side(where, "output", config.get("output", []), executor.outputs, batched, source)
     if executor.max_batch is not None and settings.max_batch_size > executor.max_batch:
         raise GlueConfigError(f"{where}: max_batch_size {settings.max_batch_size}: {source} takes at most "

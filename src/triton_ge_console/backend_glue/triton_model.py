@@ -138,14 +138,18 @@ class TritonPythonModel:
             self.telemetry.executed(time.perf_counter() - started, batch_size, stats)
 
     def finalize(self) -> None:
-        """Give the device memory back first (cheap, local), then free the executor, then stop telemetry."""
+        """Give the device memory back first (cheap, local), stop telemetry, then free the executor.
+
+        Telemetry stops first: its thread reads the executor's device figures, which must never make
+        a destroyed context current.
+        """
         ledger = getattr(self, "ledger", None)
         if ledger is not None:
             ledger.release(self.owner)
         executor, telemetry = getattr(self, "executor", None), getattr(self, "telemetry", None)
         try:
-            if executor is not None:
-                executor.close()
-        finally:
             if telemetry is not None:
                 telemetry.close()
+        finally:
+            if executor is not None:
+                executor.close()

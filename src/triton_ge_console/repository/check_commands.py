@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from triton_ge_console.repository import atc
+from triton_ge_console.repository import atc, soc
 from triton_ge_console.repository.validate import ValidationReport, validate_path
 
 STATUS_WIDTH = 80
@@ -29,22 +29,39 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     validate.add_argument("path", type=Path, metavar="PATH")
     validate.add_argument("--json", action="store_true", help="print the report as JSON")
     validate.set_defaults(func=run_validate)
+    _register_convert(subparsers)
 
+
+def _register_convert(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the convert subcommand: ATC's options, spelled with dashes."""
     convert = subparsers.add_parser(
         "convert",
         help="compile an ONNX model to an Ascend .om with CANN's ATC",
-        description="Run ATC (--framework=5) on MODEL after checking ATC's own argument rules.",
+        description="Run ATC (--framework=5) on MODEL after checking ATC's own argument rules. ATC runs in "
+        "OUT.atc/ (its check_result.json and fusion_result.json land there).",
     )
     convert.add_argument("model", type=Path, metavar="MODEL.onnx")
-    convert.add_argument("--soc-version", required=True, help="target SoC, e.g. Ascend310P3 or Ascend910B1")
+    convert.add_argument("--soc-version", help="target SoC: 'Ascend' + the chip name npu-smi shows, e.g. "
+                         "Ascend910B3 or Ascend310P3 (default: this host's NPUs, when npu-smi sees one kind)")
     convert.add_argument(
         "-o", "--output", required=True, type=Path, help="OM to write (.om is added if missing)"
     )
-    convert.add_argument("--input-shape", help='ATC --input_shape, e.g. "input_ids:-1,128"')
-    convert.add_argument(
-        "--dynamic-batch-size", help="batch size gears, e.g. 1,2,4,8 (N axis -1 in --input-shape)"
-    )
+    convert.add_argument("--input-shape",
+                         help='ATC --input_shape, e.g. "input_ids:-1,128" ("name:" for a scalar)')
+    gears = convert  # one at most: ATC's own E10009 says so
+    gears.add_argument("--dynamic-batch-size",
+                       help="batch size gears, e.g. 1,2,4,8 (N axis -1 in --input-shape)")
+    gears.add_argument("--dynamic-dims", help='gears for the -1 axes of --input-shape, e.g. "1,128;4,128"')
+    gears.add_argument("--dynamic-image-size", help='H,W gears, e.g. "224,224;448,448"')
     convert.add_argument("--input-format", help="ATC --input_format (ND, NCHW or NCDHW for ONNX)")
+    convert.add_argument("--precision-mode", help=f"ATC --precision_mode: {', '.join(atc.PRECISION_MODES)} "
+                         f"(ATC's default: {atc.DEFAULT_PRECISION_MODE})")
+    convert.add_argument("--output-type",
+                         help='ATC --output_type: FP32, FP16, UINT8, INT8, or "node:0:FP16;..."')
+    convert.add_argument("--out-nodes", help='ATC --out_nodes, e.g. "logits_node:0"')
+    convert.add_argument("--op-select-implmode",
+                         help=f"ATC --op_select_implmode: {', '.join(atc.IMPL_MODES)}")
+    convert.add_argument("--log", help=f"ATC --log level: {', '.join(atc.LOG_LEVELS)} (ATC's default: null)")
     convert.set_defaults(func=run_convert)
 
 
@@ -72,16 +89,42 @@ def summary(report: ValidationReport) -> str:
     return f"{report.path}: {verdict}: {counts} in {judged}"
 
 
+def _request(args: argparse.Namespace, soc_version: str) -> atc.AtcRequest:
+    """The ATC request the command line asks for."""
+    return atc.AtcRequest(
+        args.model, soc_version, args.output, args.input_shape, args.dynamic_batch_size, args.input_format,
+        precision_mode=args.precision_mode, output_type=args.output_type, out_nodes=args.out_nodes,
+        op_select_implmode=args.op_select_implmode, log=args.log, dynamic_dims=args.dynamic_dims,
+        dynamic_image_size=args.dynamic_image_size,
+    )
+
+
+def _soc_version(given: str | None) -> str | None:
+    """The SoC to build for: the one given, else this host's NPUs' (one kind only); notes on stderr."""
+    visible = soc.visible_soc_versions()
+    if given is None:
+        if len(visible) == 1:
+            print(f"ge-console convert: --soc-version {visible[0]} (this host's NPUs)", file=sys.stderr)
+            return visible[0]
+        seen = (f"this host's NPUs are {', '.join(visible)}" if visible
+                else "npu-smi names no NPU's SoC here")
+        print(f"ge-console convert: --soc-version is required ({seen})", file=sys.stderr)
+        return None
+    if given == soc.LEGACY_910:
+        print(f"ge-console convert: note: {given} is the legacy 910-class SoC, not the 910B series "
+              "(Ascend910B1..B4: 'Ascend' + the chip name npu-smi shows)", file=sys.stderr)
+    if visible and given not in visible:
+        print(f"ge-console convert: note: this host's NPUs are {', '.join(visible)}; an OM built for {given} "
+              "will not load on them", file=sys.stderr)
+    return given
+
+
 def run_convert(args: argparse.Namespace) -> int:
     """Check ATC's rules, find ATC, run it with progress; 0 OM written, 1 failed, 2 bad arguments."""
-    request = atc.AtcRequest(
-        args.model,
-        args.soc_version,
-        args.output,
-        args.input_shape,
-        args.dynamic_batch_size,
-        args.input_format,
-    )
+    soc_version = _soc_version(args.soc_version)
+    if soc_version is None:
+        return 2
+    request = _request(args, soc_version)
     problems = atc.check_request(request)
     for problem in problems:
         print(f"ge-console convert: {problem}", file=sys.stderr)
@@ -97,12 +140,18 @@ def run_convert(args: argparse.Namespace) -> int:
         return 1
     executable = atc.find_atc()
     if executable is None:
-        print(f"ge-console convert: {atc.ATC_MISSING}", file=sys.stderr)
+        print(f"ge-console convert: {atc.atc_missing()}", file=sys.stderr)
         return 1
+    return _convert(request, executable)
+
+
+def _convert(request: atc.AtcRequest, executable: str) -> int:
+    """Run ATC and report what it wrote, recording the SoC beside the OM."""
     started = time.monotonic()
     result = _run_with_progress(request, executable)
     if not result.ok:
-        return _report_failure(result)
+        return _report_failure(request, result)
+    soc.write_record(result.om_path, request.soc_version, atc.atc_command(request, executable))
     size_mib = result.om_path.stat().st_size / (1 << 20)
     print(f"wrote {result.om_path} ({size_mib:.1f} MiB) in {time.monotonic() - started:.1f}s")
     return 0
@@ -122,12 +171,13 @@ def _run_with_progress(request: atc.AtcRequest, executable: str) -> atc.AtcResul
         return atc.run_atc(request, executable, on_line=show)
 
 
-def _report_failure(result: atc.AtcResult) -> int:
-    """ATC's error lines on stderr (or its last lines when it named none)."""
+def _report_failure(request: atc.AtcRequest, result: atc.AtcResult) -> int:
+    """ATC's error lines on stderr (or its last lines when it named none), and where its reports are."""
     if result.returncode == 0:
         print(f"ge-console convert: atc exited 0 but wrote no {result.om_path}", file=sys.stderr)
         return 1
     print(f"ge-console convert: atc failed (exit {result.returncode}):", file=sys.stderr)
     for line in result.error_lines or result.output[-10:]:
         print(f"  {line}", file=sys.stderr)
+    print(f"  (ATC's check_result.json and fusion_result.json, if any: {request.work_dir})", file=sys.stderr)
     return 1

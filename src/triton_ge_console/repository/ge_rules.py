@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_ge_console.repository import ge_rules_onnx
+from triton_ge_console.repository import ge_rules_onnx, soc
 from triton_ge_console.repository.triton_rules import Finding, error, warning
 
 GE_BACKENDS = ("ge", "npu_ge")
@@ -196,6 +196,10 @@ def _ge_version_findings(config: mc.ModelConfig, version_dir: Path) -> list[Find
         findings.append(error(where, message + "has no *.onnx (nor onnx_model_path) for CPU emulation"))
     elif om_text and om_path is None:
         findings.append(_missing_om_finding(config, om_text, version_dir))
+    if om_path is not None and (parameter(config, "execution_mode") or "auto").lower() != "cpu":
+        refused = soc.mismatch(om_path)
+        if refused is not None:
+            findings.append(error(param_field("om_model_path"), refused))
     return findings
 
 

@@ -5,16 +5,26 @@ Mirrors the documented pyacl API: `ret = acl.init()`, `ptr, ret = acl.rt.malloc(
 A "fake OM" is a JSON file: {"fake_om": 1, "onnx": "<path, relative to the .om>",
 "dynamic_batch": [1, 2, 4, 8]} (batch gears, adds the `ascend_mbatch_shape_data` input) or
 {"fake_om": 1, "onnx": ..., "static_batch": 1}; the fake runs the ONNX with ONNX Runtime.
-`acl._state.leaks()` counts what is still allocated; `acl._state.STATE.calls` counts calls.
+`acl._state.leaks()` counts what is still allocated; `acl._state.STATE.calls` counts calls;
+`acl._state.STATE.misuse` lists calls the real runtime would crash on (a destroyed context made current).
+`acl._versions.apply(name)` imitates an older CANN or another card (FAKE_ACL_CANN for a whole process).
+
+Checked against the real binding's source (hicann/runtime python/pyACL/: mdl/mdl_wrap.cpp,
+rt/rt_device.cpp, util/*.cpp), CANN's pyacl API reference and Ascend/samples acl_net.py /
+acllite_model.py. None of pyacl's wrappers release the GIL (no Py_BEGIN_ALLOW_THREADS in mdl_wrap.cpp):
+`acl.mdl.execute` holds it for the whole execution (this fake cannot hold it; it serialises on its lock).
 """
 
 from __future__ import annotations
 
-from . import _state, mdl, rt, util
+from . import _state, _versions, mdl, rt, util
 from ._state import ACL_ERROR_INVALID_PARAM, ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_UNINITIALIZE, ACL_SUCCESS
 
 __all__ = ["create_data_buffer", "destroy_data_buffer", "finalize", "get_data_buffer_addr",
            "get_data_buffer_size_v2", "init", "mdl", "rt", "util"]
+
+
+_versions.apply_from_environment()
 
 
 def init(config_path: str | None = None) -> int:

@@ -1,7 +1,9 @@
 """Shared state of the fake AscendCL: devices, contexts, memory, models, datasets, and leak accounting.
 
-Error codes follow CANN's aclError values (acl_base.h / acl_rt.h). Memory is real (ctypes buffers), so
-pointers are real addresses and memcpy really copies bytes.
+Error codes follow CANN's aclError values (hicann/runtime include/external/acl/acl_base_rt.h) and GE's
+(include/external/acl/error_codes/ge_error_codes.h). Memory is real (ctypes buffers), so pointers are real
+addresses and memcpy really copies bytes. `PROFILE` is the CANN version and card being imitated
+(tests/fakes/acl/_versions.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,14 @@ ACL_ERROR_RT_PARAM_INVALID = 107000
 ACL_ERROR_RT_INVALID_DEVICEID = 107001
 ACL_ERROR_RT_CONTEXT_NULL = 107002
 ACL_ERROR_RT_MEMORY_ALLOCATION = 207001
+# GE's codes, which aclmdlLoadFromFile passes through (ge_error_codes.h)
+ACL_ERROR_GE_PARAM_INVALID = 145000
+ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID = 145002
+ACL_ERROR_GE_LOAD_MODEL = 545001
+ACL_ERROR_GE_EXEC_LOAD_WEIGHT_PARTITION_FAILED = 545003
+# aclrtMemAttr (acl_rt.h): ACL_DDR_MEM, ACL_HBM_MEM, ...
+ACL_DDR_MEM = 0
+ACL_HBM_MEM = 1
 
 ACL_MEMCPY_HOST_TO_HOST = 0
 ACL_MEMCPY_HOST_TO_DEVICE = 1
@@ -66,6 +76,8 @@ class Model:
     outputs: list[dict[str, Any]]
     gears: list[int]
     weight_size: int
+    output_dims: dict[int, list[list[int]]] = field(default_factory=dict)  # gear → each output's dims
+    current_gear: int | None = None  # the last set_dynamic_batch_size (aclmdlGetCurOutputDims reads it)
 
 
 @dataclass
@@ -75,6 +87,7 @@ class State:
     initialized: bool = False
     devices_set: Counter[int] = field(default_factory=Counter)
     contexts: dict[int, int] = field(default_factory=dict)  # context → device
+    destroyed_contexts: set[int] = field(default_factory=set)
     allocs: dict[int, DeviceAlloc] = field(default_factory=dict)
     data_buffers: dict[int, tuple[int, int]] = field(default_factory=dict)  # handle → (ptr, size)
     datasets: dict[int, Dataset] = field(default_factory=dict)
@@ -82,8 +95,23 @@ class State:
     models: dict[int, Model] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
     busy_executions: Counter[int] = field(default_factory=Counter)
+    misuse: list[str] = field(default_factory=list)  # calls the real runtime would crash or corrupt on
 
 
+@dataclass(frozen=True)
+class Profile:
+    """The CANN version and card imitated: which calls exist and how memory is reported."""
+
+    name: str
+    cann: tuple[int, int, int]
+    soc: str  # the SoC the device is (OMs built for another fail to load)
+    hbm: bool = True  # False: Atlas 200/300/500 (Ascend 310) report HBM as 0/0, memory is DDR
+    bytes_ptr: bool = True  # acl.util.bytes_to_ptr / ptr_to_bytes (CANN >= 6.0.1)
+    utilization: bool = True  # acl.rt.get_device_utilization_rate
+
+
+PROFILES_DEFAULT = Profile("cann-8.0-910b", (8, 0, 0), "Ascend910B3")
+PROFILE = PROFILES_DEFAULT
 STATE = State()
 LOCK = threading.RLock()
 _HANDLES = itertools.count(0x1000)
@@ -128,8 +156,9 @@ def leaks() -> dict[str, int]:
 
 
 def reset() -> None:
-    """Forget everything (between tests), as a fresh process would."""
-    global STATE
+    """Forget everything (between tests), as a fresh process would (the default version again)."""
+    global STATE, PROFILE
     with LOCK:
         STATE = State()
+        PROFILE = PROFILES_DEFAULT
         set_current_context(None)

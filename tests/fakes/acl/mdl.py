@@ -1,4 +1,11 @@
-"""acl.mdl: load a fake OM, describe it, datasets, dynamic batch gears, synchronous execute."""
+"""acl.mdl: load a fake OM, describe it, datasets, dynamic batch gears, synchronous execute.
+
+Output names are those of an OM that ATC built from ONNX: `opName:edgeIndex:outputName` (e.g.
+`Gemm_0:0:y`), the producing node, its output index, and the graph output's name; an OM spec's
+"output_names" overrides them (an OM built with --out_nodes, or from another framework). With batch
+gears, `get_output_dims` gives each output at the largest gear (not -1), and `get_cur_output_dims` at
+the gear last set by `set_dynamic_batch_size` (as acl_net.py / acllite_model.py read them).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,8 @@ import numpy as np
 
 from . import _state
 from ._state import (
+    ACL_ERROR_GE_EXEC_LOAD_WEIGHT_PARTITION_FAILED,
+    ACL_ERROR_GE_PARAM_INVALID,
     ACL_ERROR_INVALID_FILE,
     ACL_ERROR_INVALID_MODEL_ID,
     ACL_ERROR_INVALID_PARAM,
@@ -45,27 +54,67 @@ def _tensor(name: str, dtype: Any, dims: list[int], batch: int) -> dict[str, Any
     return {"name": name, "dtype": np_dtype, "dims": dims, "size": size, "acl_type": _ACL_TYPES[np_dtype]}
 
 
-def _build(spec: dict[str, Any], om_path: Path, context: int) -> _state.Model:
-    """Describe the OM: input dims from input_shape (batch -1 with gears), outputs by a trial run."""
-    import onnxruntime as ort
+def _output_names(spec: dict[str, Any], session: Any, onnx_path: Path) -> list[str]:
+    """`opName:edgeIndex:outputName` per graph output, as ATC names an ONNX model's outputs."""
+    if "output_names" in spec:
+        return [str(n) for n in spec["output_names"]]
+    import onnx
 
-    session = ort.InferenceSession(str(om_path.parent / spec["onnx"]), providers=["CPUExecutionProvider"])
-    gears = sorted(int(g) for g in spec.get("dynamic_batch", []))
-    batch = gears[-1] if gears else int(spec.get("static_batch", 1))
-    shapes = spec.get("input_shape", {})
+    graph = onnx.load(str(onnx_path), load_external_data=False).graph
+    producers = {}
+    for number, node in enumerate(graph.node):
+        for edge, produced in enumerate(node.output):
+            producers[produced] = (node.name or f"{node.op_type}_{number}", edge)
+    names = []
+    for output in session.get_outputs():
+        op_name, edge = producers.get(output.name, (output.name, 0))
+        names.append(f"{op_name}:{edge}:{output.name}")
+    return names
+
+
+def _trial(session: Any, shapes: dict[str, Any], batch: int) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Inputs at this batch, and the outputs one run gives for them."""
     inputs, feeds = [], {}
     for node in session.get_inputs():
         rest = shapes.get(node.name, [d if isinstance(d, int) else 1 for d in node.shape])[1:]
-        dims = [-1 if gears else batch, *[int(d) for d in rest]]
+        dims = [batch, *[int(d) for d in rest]]
         inputs.append(_tensor(node.name, _ORT_TYPES[node.type], dims, batch))
-        feeds[node.name] = np.zeros([batch, *rest], dtype=_ORT_TYPES[node.type])
-    results = session.run(None, feeds)
-    outputs = [_tensor(n.name, r.dtype, [-1 if gears else batch, *r.shape[1:]], batch)
-               for n, r in zip(session.get_outputs(), results, strict=True)]
+        feeds[node.name] = np.zeros(dims, dtype=_ORT_TYPES[node.type])
+    return inputs, session.run(None, feeds)
+
+
+def _build(spec: dict[str, Any], om_path: Path, context: int) -> _state.Model:
+    """Describe the OM: input dims from input_shape (batch -1 with gears), outputs by a run per gear."""
+    import onnxruntime as ort
+
+    onnx_path = om_path.parent / spec["onnx"]
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    gears = sorted(int(g) for g in spec.get("dynamic_batch", []))
+    batch = gears[-1] if gears else int(spec.get("static_batch", 1))
+    shapes = spec.get("input_shape", {})
+    inputs, results = _trial(session, shapes, batch)
+    if gears:
+        for tensor in inputs:
+            tensor["dims"] = [-1, *tensor["dims"][1:]]
+    names = _output_names(spec, session, onnx_path)
+    outputs = [_tensor(name, r.dtype, list(r.shape), 1) for name, r in zip(names, results, strict=True)]
+    output_dims = {gear: [list(r.shape) for r in _trial(session, shapes, gear)[1]] for gear in gears}
     if gears:
         inputs.append(_tensor(MBATCH_INPUT, np.int64, [1], 1))
-    weight_size = (om_path.parent / spec["onnx"]).stat().st_size
-    return _state.Model(session, context, _state.STATE.contexts[context], inputs, outputs, gears, weight_size)
+    model = _state.Model(session, context, _state.STATE.contexts[context], inputs, outputs, gears,
+                         onnx_path.stat().st_size)
+    model.output_dims = output_dims
+    return model
+
+
+def _load_error(spec: dict[str, Any]) -> int:
+    """GE's refusal of an OM: built for another SoC, or damaged (spec "damaged": true)."""
+    soc = spec.get("soc_version")
+    if soc is not None and soc != _state.PROFILE.soc:
+        return ACL_ERROR_GE_PARAM_INVALID  # logged as "Model soc version is not support in this device"
+    if spec.get("damaged"):
+        return ACL_ERROR_GE_EXEC_LOAD_WEIGHT_PARTITION_FAILED
+    return ACL_SUCCESS
 
 
 def load_from_file(model_path: str) -> tuple[int, int]:
@@ -81,6 +130,9 @@ def load_from_file(model_path: str) -> tuple[int, int]:
         spec = _read_om(path)
         if spec is None:
             return 0, ACL_ERROR_PARSE_FILE
+        refused = _load_error(spec)
+        if refused:
+            return 0, refused
         model_id = _state.new_handle()
         _state.STATE.models[model_id] = _build(spec, path, context)
         return model_id, ACL_SUCCESS
@@ -176,7 +228,18 @@ def get_input_dims(model_desc: int, index: int) -> tuple[dict[str, Any], int]:
 
 
 def get_output_dims(model_desc: int, index: int) -> tuple[dict[str, Any], int]:
+    """aclmdlGetOutputDims: with batch gears, the dims at the largest gear (no -1)."""
     return _dims(model_desc, "out", index)
+
+
+def get_cur_output_dims(model_desc: int, index: int) -> tuple[dict[str, Any], int]:
+    """aclmdlGetCurOutputDims: the dims at the gear last set by set_dynamic_batch_size."""
+    found, ret = _dims(model_desc, "out", index)
+    model = _DESC_MODELS.get(model_desc)
+    if ret != ACL_SUCCESS or model is None or model.current_gear is None:
+        return found, ret
+    dims = model.output_dims[model.current_gear][index]
+    return {"name": found["name"], "dimCount": len(dims), "dims": list(dims)}, ACL_SUCCESS
 
 
 def get_input_name_by_index(model_desc: int, index: int) -> str:
@@ -258,6 +321,7 @@ def set_dynamic_batch_size(model_id: int, dataset: int, index: int, batch_size: 
         if found is None or index != mbatch or batch_size not in model.gears:
             return ACL_ERROR_INVALID_PARAM
         found.dynamic_batch = batch_size
+        model.current_gear = batch_size
         return ACL_SUCCESS
 
 

@@ -6,12 +6,14 @@ import ctypes
 
 from . import _state
 from ._state import (
+    ACL_DDR_MEM,
     ACL_ERROR_INVALID_PARAM,
     ACL_ERROR_RT_CONTEXT_NULL,
     ACL_ERROR_RT_INVALID_DEVICEID,
     ACL_ERROR_RT_MEMORY_ALLOCATION,
     ACL_ERROR_RT_PARAM_INVALID,
     ACL_ERROR_UNINITIALIZE,
+    ACL_HBM_MEM,
     ACL_MEMCPY_DEVICE_TO_HOST,
     ACL_MEMCPY_HOST_TO_DEVICE,
     ACL_SUCCESS,
@@ -60,14 +62,21 @@ def destroy_context(context: int) -> int:
     with _state.LOCK:
         if _state.STATE.contexts.pop(context, None) is None:
             return ACL_ERROR_RT_CONTEXT_NULL
+        _state.STATE.destroyed_contexts.add(context)
         if _state.current_context() == context:
             _state.set_current_context(None)
         return ACL_SUCCESS
 
 
 def set_context(context: int) -> int:
-    """aclrtSetCurrentContext for the calling thread."""
+    """aclrtSetCurrentContext for the calling thread.
+
+    The real runtime does not check a handle it was given: a destroyed context is a dangling pointer
+    (undefined behaviour, typically a crash). The fake answers an error and records the misuse.
+    """
     with _state.LOCK:
+        if context in _state.STATE.destroyed_contexts:
+            _state.STATE.misuse.append(f"set_context({context:#x}) after destroy_context")
         if context not in _state.STATE.contexts:
             return ACL_ERROR_RT_CONTEXT_NULL
         _state.set_current_context(context)
@@ -149,20 +158,37 @@ def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> int:
         return ACL_SUCCESS
 
 
+DDR_OF_HBM_CARDS = 16 << 30  # the DDR of a card with HBM: not where models are allocated
+
+
 def get_mem_info(attr: int) -> tuple[int, int, int]:
-    """aclrtGetMemInfo for the current context's device: (free, total, ret)."""
+    """aclrtGetMemInfo(attr) for the current context's device: (free, total, ret).
+
+    Models are allocated in the card's main memory: HBM, or DDR on Ascend 310 (Atlas 200/300/500),
+    where ACL_HBM_MEM answers 0/0 with success (the profile's `hbm`).
+    """
     with _state.LOCK:
         context = _state.current_context()
         if context is None or context not in _state.STATE.contexts:
             return 0, 0, ACL_ERROR_RT_CONTEXT_NULL
+        if attr not in (ACL_DDR_MEM, ACL_HBM_MEM):
+            return 0, 0, ACL_ERROR_INVALID_PARAM
+        if (attr == ACL_HBM_MEM) != _state.PROFILE.hbm:
+            return (0, 0, ACL_SUCCESS) if attr == ACL_HBM_MEM else (
+                DDR_OF_HBM_CARDS, DDR_OF_HBM_CARDS, ACL_SUCCESS)
         used = _used(_state.STATE.contexts[context])
         return _state.DEVICE_MEMORY - used, _state.DEVICE_MEMORY, ACL_SUCCESS
 
 
 def get_device_utilization_rate(device_id: int) -> tuple[dict[str, int], int]:
-    """aclrtGetDeviceUtilizationRate: (aclrtUtilizationInfo dict, ret); memory utilization is -1."""
+    """aclrtGetDeviceUtilizationRate: (dict, ret) with snake-case keys, as the binding builds them.
+
+    hicann/runtime python/pyACL/rt/rt_device.cpp GetPyDictFromUtilizationInfo: cube_utilization,
+    vector_utilization, aicpu_utilization, memory_utilization, utilization_extend. -1: not measured.
+    Older pyacl has no such function (the profile's `utilization`; `_versions.apply` removes it).
+    """
     if not _device_ok(device_id):
         return {}, ACL_ERROR_RT_INVALID_DEVICEID
     busy = min(100, _state.STATE.busy_executions[device_id])
-    return {"cubeUtilization": busy, "vectorUtilization": -1, "aicpuUtilization": 0,
-            "memoryUtilization": -1}, ACL_SUCCESS
+    return {"cube_utilization": busy, "vector_utilization": -1, "aicpu_utilization": 0,
+            "memory_utilization": -1, "utilization_extend": 0}, ACL_SUCCESS

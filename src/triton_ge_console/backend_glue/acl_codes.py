@@ -1,0 +1,51 @@
+"""What AscendCL and GE return codes mean, so a failed load says why and not only a number.
+
+aclmdlLoadFromFile answers ACL's own codes (1000xx, 107xxx, 207xxx: acl_base_rt.h) and passes GE's through
+(145xxx, 245xxx, 545xxx: include/external/acl/error_codes/ge_error_codes.h, hicann/runtime).
+"""
+
+from __future__ import annotations
+
+MEANINGS: dict[int, str] = {
+    100000: "invalid parameter",
+    100001: "AscendCL is not initialized",
+    100003: "the model file does not exist or cannot be read",
+    100006: "the file could not be parsed (not an OM?)",
+    100007: "the file lacks a required attribute",
+    100011: "invalid model id (not loaded, or unloaded)",
+    100012: "the model could not be deserialized (damaged, or from an incompatible CANN)",
+    100013: "the model could not be parsed (damaged, or from an incompatible CANN)",
+    100014: "the model file could not be read",
+    100015: "the model size is invalid (truncated file?)",
+    100016: "the model lacks a required attribute",
+    100017: "the inputs do not match the model",
+    100019: "the model has no dynamic batch gears",
+    107001: "invalid device id (not visible to this process?)",
+    107002: "no current context",
+    207001: "out of device memory",
+    145000: "GE refused a parameter (for a model built for another SoC: 'Model soc version is not "
+            "support in this device'; check the plog)",
+    145002: "GE: invalid model path",
+    145003: "GE: invalid model id",
+    145006: "GE: invalid input data size",
+    145013: "GE: invalid dynamic batch size (not one of the OM's gears)",
+    145021: "GE: invalid shape",
+    145022: "GE: invalid data type",
+    245000: "GE: out of memory",
+    245002: "GE: device memory operation failed",
+    545000: "GE internal error",
+    545001: "GE failed to load the model",
+    545002: "GE failed to load the model's partitions (damaged OM?)",
+    545003: "GE failed to load the model's weights (damaged OM?)",
+    545004: "GE failed to load the model's tasks (OM built for another SoC or CANN?)",
+    545005: "GE failed to load the model's kernels (OM built for another SoC or CANN?)",
+    545601: "GE: model execution timed out",
+}
+
+
+def meaning(code: int) -> str:
+    """A short explanation of an ACL/GE code, or where to look when we do not know it."""
+    if code in MEANINGS:
+        return MEANINGS[code]
+    family = "GE" if len(str(code)) == 6 and str(code)[1:3] == "45" else "ACL"
+    return f"{family} error (see CANN's error code reference and the plog in ~/ascend/log)"

@@ -1,0 +1,87 @@
+"""ATC's --soc_version for the NPUs this host can see, and the SoC an OM was built for (when known).
+
+The value is "Ascend" + the chip name `npu-smi info` shows (Ascend910B3, Ascend310P3, Ascend310). Plain
+`Ascend910B` is the legacy 910-class SoC, not the 910B series. On A3 the table shows only "Ascend910": the
+value is Chip Name + "_" + NPU Name from `npu-smi info -t board`, which this module does not guess.
+`ge-console convert` records the SoC beside the OM it wrote (`<om>.atc.json`), since an OM's header does
+not carry it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+from triton_ge_console.sessions.telemetry_npu_smi import (
+    NpuSmiError,
+    find_npu_smi,
+    parse_info_table,
+    run_npu_smi,
+)
+
+LEGACY_910 = "Ascend910B"
+RECORD_SUFFIX = ".atc.json"
+_CHIP = re.compile(r"^\d{3}[A-Z]?\d?$")  # 310, 310P3, 910B4
+_CACHE: dict[str, tuple[float, tuple[str, ...]]] = {}
+CACHE_S = 30.0
+
+
+def soc_from_chip_name(name: str | None) -> str | None:
+    """ATC's SoC value for a chip name from `npu-smi info` (None where the table cannot tell)."""
+    if name is None or not _CHIP.match(name.strip()):
+        return None  # "Ascend910" on A3, a masked name
+    return f"Ascend{name.strip()}"
+
+
+def visible_soc_versions(npu_smi: Path | None = None) -> tuple[str, ...]:
+    """The SoC values of the NPUs npu-smi shows (cached briefly); () without npu-smi or NPUs."""
+    binary = npu_smi or find_npu_smi()
+    if binary is None:
+        return ()
+    cached = _CACHE.get(str(binary))
+    if cached is not None and time.monotonic() - cached[0] < CACHE_S:
+        return cached[1]
+    try:
+        chips = parse_info_table(run_npu_smi(binary, "info"))
+    except NpuSmiError:
+        return ()
+    found = tuple(sorted({soc for soc in (soc_from_chip_name(c.name) for c in chips) if soc}))
+    _CACHE[str(binary)] = (time.monotonic(), found)
+    return found
+
+
+def record_path(om_path: Path) -> Path:
+    """Where convert records what an OM was built for."""
+    return om_path.with_name(om_path.name + RECORD_SUFFIX)
+
+
+def write_record(om_path: Path, soc_version: str, command: list[str]) -> None:
+    """Remember the SoC (and ATC command) an OM was built with."""
+    record = {"soc_version": soc_version, "atc": command}
+    record_path(om_path).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+
+def built_for(om_path: Path) -> str | None:
+    """The SoC an OM was built for, when convert recorded it."""
+    try:
+        record = json.loads(record_path(om_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    soc = record.get("soc_version") if isinstance(record, dict) else None
+    return soc if isinstance(soc, str) and soc else None
+
+
+def mismatch(om_path: Path, visible: tuple[str, ...] | None = None) -> str | None:
+    """Why this host's NPUs would refuse the OM, or None when they would not (or nobody can tell);
+    npu-smi is asked only for an OM whose SoC is known."""
+    soc = built_for(om_path)
+    if soc is None:
+        return None
+    visible = visible_soc_versions() if visible is None else visible
+    if not visible or soc in visible:
+        return None
+    return (f"{om_path.name} was built for {soc} ({record_path(om_path).name}), but this host's NPUs are "
+            f"{', '.join(visible)}: AscendCL refuses it at load (\"Model soc version is not support in this "
+            f"device\"); rebuild it with --soc-version {visible[0]}")
