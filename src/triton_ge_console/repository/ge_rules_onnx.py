@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from triton_ge_console.backend_glue.settings import model_file_candidates
 from triton_ge_console.repository.onnx_io import OnnxReadError, read_onnx_io, triton_dims
 from triton_ge_console.repository.spec_types import TensorSpec
 from triton_ge_console.repository.triton_rules import WILDCARD_DIM, Finding, error
@@ -15,9 +16,7 @@ from triton_ge_console.repository.triton_rules import WILDCARD_DIM, Finding, err
 def onnx_of_version(onnx_text: str | None, version_dir: Path) -> Path | None:
     """The ONNX a version runs: onnx_model_path (version folder, then model folder) or the first *.onnx."""
     if onnx_text:
-        path = Path(onnx_text)
-        candidates = [path] if path.is_absolute() else [version_dir / path, version_dir.parent / path]
-        return next((c for c in candidates if c.is_file()), None)
+        return next((c for c in model_file_candidates(onnx_text, version_dir) if c.is_file()), None)
     found = sorted(p for p in version_dir.glob("*.onnx") if p.is_file())
     return found[0] if found else None
 

@@ -25,11 +25,16 @@ SERVER_KEYS = (
     "extra_args",
 )
 METRICS_KEYS = ("interval_ms", "summary_latencies")
+MAX_SPEC_BYTES = 1 << 20  # a deployment spec is a page or two; anything near this is not one
+MAX_DEPTH = 32  # nesting of mappings and lists; the deepest real spec field is about 6 levels down
 
 
 def load_spec(path: Path) -> DeploymentSpec:
     """Read a spec file; relative model paths are resolved against the file's folder."""
     try:
+        size = path.stat().st_size
+        if size > MAX_SPEC_BYTES:
+            raise SpecError([SpecProblem(str(path), 0, 0, "", too_big(size))])
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -42,6 +47,9 @@ def parse_spec(
 ) -> DeploymentSpec:
     """Parse spec text; `file` labels problems, `base_dir` anchors relative paths."""
     problems = Problems(file)
+    if len(text) > MAX_SPEC_BYTES:
+        problems.items.append(SpecProblem(file, 0, 0, "", too_big(len(text))))
+        problems.raise_if_any()
     loader, root = yaml_root(text, problems)
     reader = Reader(loader, problems)
     if root is None:
@@ -69,6 +77,7 @@ def yaml_root(text: str, problems: Problems) -> tuple[yaml.SafeLoader, yaml.Node
     """The document's root node (None for an empty document or a syntax error, which is recorded)."""
     loader = yaml.SafeLoader(text)
     try:
+        _check_depth(text, problems)
         root = loader.get_single_node()
         if root is not None:
             loader.construct_document(root)  # what safe_load would refuse (e.g. python/* tags) stops here
@@ -84,6 +93,27 @@ def yaml_root(text: str, problems: Problems) -> tuple[yaml.SafeLoader, yaml.Node
         problems.items.append(SpecProblem(problems.file, 1, 1, "", f"YAML syntax: {exc}"))
         problems.raise_if_any()
     return loader, None
+
+
+def too_big(size: int) -> str:
+    """The problem of an oversized spec."""
+    return f"{size} bytes is too large for a deployment spec (at most {MAX_SPEC_BYTES})"
+
+
+def _check_depth(text: str, problems: Problems) -> None:
+    """Refuse nesting deeper than MAX_DEPTH before building nodes (PyYAML builds them recursively)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+                problems.items.append(SpecProblem(
+                    problems.file, line, column, "", f"nested more than {MAX_DEPTH} levels deep: not a spec"))
+                problems.raise_if_any()
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 def _models(reader: Reader, node: yaml.Node, base_dir: Path | None) -> tuple[ModelSpec, ...] | None:

@@ -15,8 +15,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+from triton_ge_console.sessions.paths import PRIVATE_UMASK, open_private
 
 PID_FILE = "server.pid"
 EXIT_FILE = "server.exit"
@@ -47,9 +50,45 @@ def main(argv: list[str]) -> int:
         return 0
     forward.attach(server.pid)
     _write(folder / PID_FILE, f"{server.pid}\n")
+    ended = threading.Event()
+    guard = threading.Thread(target=guard_shared_memory, args=(server.pid, ended), daemon=True)
+    guard.start()
     code = server.wait()
+    ended.set()
     _write(folder / EXIT_FILE, f"{code}\n")
     return 0
+
+
+SHM_GUARD_INTERVAL_S = 0.2
+
+
+def guard_shared_memory(pid: int, ended: threading.Event) -> None:
+    """Keep the server's /dev/shm regions 0600 while it runs.
+
+    Triton's Python backend creates its regions 0644 whatever the umask (boost.interprocess sets the mode
+    explicitly); the server maps every region it creates, so its own maps list them all.
+    """
+    while not ended.wait(SHM_GUARD_INTERVAL_S):
+        for path in mapped_shm(pid):
+            with contextlib.suppress(OSError):
+                info = os.stat(path)
+                if info.st_uid == os.getuid() and info.st_mode & 0o077:
+                    os.chmod(path, 0o600)
+
+
+def mapped_shm(pid: int) -> set[str]:
+    """The /dev/shm files process pid has mapped (empty once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return set()
+    found = set()
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5].startswith("/dev/shm/") and not fields[5].endswith(" (deleted)"):
+            found.add(fields[5])
+    return found
 
 
 class _Forwarder:
@@ -108,7 +147,7 @@ class SupervisedServer:
             (self.workdir / name).unlink(missing_ok=True)
         if self.log_path.exists():  # keep the previous run's log as server.log.1
             os.replace(self.log_path, self.log_path.with_name(f"{self.log_path.name}.1"))
-        with open(self.log_path, "ab") as log:
+        with open(open_private(self.log_path), "ab") as log:
             self.popen = subprocess.Popen(
                 self.command,
                 stdout=log,
@@ -117,6 +156,7 @@ class SupervisedServer:
                 cwd=self.workdir,
                 env=self.env,
                 start_new_session=True,
+                umask=PRIVATE_UMASK,  # inherited by the server and its stubs (logs, shm regions: 0600)
             )
         deadline = time.monotonic() + timeout
         while self.pid is None and not self.exited() and time.monotonic() < deadline:
