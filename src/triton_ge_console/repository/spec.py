@@ -74,10 +74,10 @@ def parse_spec(
 
 
 def yaml_root(text: str, problems: Problems) -> tuple[yaml.SafeLoader, yaml.Node | None]:
-    """The document's root node (None for an empty document or a syntax error, which is recorded)."""
-    loader = yaml.SafeLoader(text)
+    """The document's root node (None for an empty document); a syntax error is raised as a SpecError."""
     try:
         _check_depth(text, problems)
+        loader = yaml.SafeLoader(text)  # its reader refuses control characters already
         root = loader.get_single_node()
         if root is not None:
             loader.construct_document(root)  # what safe_load would refuse (e.g. python/* tags) stops here
@@ -88,11 +88,21 @@ def yaml_root(text: str, problems: Problems) -> tuple[yaml.SafeLoader, yaml.Node
         reason = exc.problem or exc.context or "invalid YAML"
         kind = "unsupported YAML" if isinstance(exc, yaml.constructor.ConstructorError) else "YAML syntax"
         problems.items.append(SpecProblem(problems.file, line, column, "", f"{kind}: {reason}"))
-        problems.raise_if_any()
+    except yaml.reader.ReaderError as exc:
+        line, column = _position(text, exc.position)
+        character = f"U+{exc.character:04X}" if isinstance(exc.character, int) else repr(exc.character)
+        message = f"YAML: {exc.reason} ({character})"
+        problems.items.append(SpecProblem(problems.file, line, column, "", message))
     except yaml.YAMLError as exc:
         problems.items.append(SpecProblem(problems.file, 1, 1, "", f"YAML syntax: {exc}"))
-        problems.raise_if_any()
-    return loader, None
+    problems.raise_if_any()
+    raise AssertionError("unreachable: a YAML error was recorded")
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of a character offset."""
+    line_start = text.rfind("\n", 0, offset) + 1
+    return text.count("\n", 0, offset) + 1, offset - line_start + 1
 
 
 def too_big(size: int) -> str:
