@@ -157,6 +157,11 @@ def test_public_health_leaves_only_liveness_and_readiness_open(
     capsys.readouterr()
     assert main(["status", "probed", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["models"][0]["state"] == "READY"  # the CLI sends the token
+    for protocol in ("grpc", "http"):  # so does bench, on each protocol under the header it expects
+        assert main(["bench", "echo", "--session", "probed", "--protocol", protocol, "--window-ms", "200",
+                     "--warmup-ms", "0", "--max-windows", "3", "--quiet", "--json"]) == 0
+        (row,) = json.loads(capsys.readouterr().out)
+        assert row["requests"] > 0 and row["errors"] == 0, row
 
 
 def test_a_session_is_private_on_disk_and_in_memory(
