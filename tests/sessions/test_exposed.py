@@ -103,7 +103,8 @@ def test_triton_251_accepts_exactly_the_categories_we_restrict(triton_dist: Any)
     assert sorted(a.strip(" .") for a in allowed.split(",")) == sorted(TRITON_CATEGORIES)
 
 
-def test_every_endpoint_refuses_a_missing_or_wrong_token_and_serves_with_it(echo_repo: Path) -> None:
+def test_every_endpoint_refuses_a_missing_or_wrong_token_and_serves_with_it(
+        echo_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     record = launch(LaunchOptions(source=echo_repo, name="locked", token=TOKEN, timeout=120))
     header = record.token_header
     for method, path in HTTP_ENDPOINTS:
@@ -125,6 +126,7 @@ def test_every_endpoint_refuses_a_missing_or_wrong_token_and_serves_with_it(echo
     finally:
         client.close()
     refused_in_our_words(record)
+    attach_sends_the_token(record, capsys)
 
 
 def refused_in_our_words(record: SessionRecord) -> None:
@@ -139,6 +141,18 @@ def refused_in_our_words(record: SessionRecord) -> None:
                     stable_windows=1)
     with pytest.raises(LoadError, match="token refused"):
         run_load_sync(spec)
+
+
+def attach_sends_the_token(record: SessionRecord, capsys: pytest.CaptureFixture[str]) -> None:
+    """`attach` with a wrong token says so; with the right one it reads the server; detaching forgets it."""
+    capsys.readouterr()
+    assert main(["attach", record.http_url, "--name", "remote", "--token", WRONG]) == 1
+    assert "token refused" in capsys.readouterr().err
+    assert main(["attach", record.http_url, "--name", "remote", "--token", TOKEN]) == 0
+    remote = Registry().load("remote")
+    assert remote.models == ("echo",) and remote.token_ref is not None
+    assert main(["down", "remote"]) == 0
+    assert not Path(remote.token_ref[5:]).exists(), "detaching removes the token file too"
 
 
 def test_public_health_leaves_only_liveness_and_readiness_open(
@@ -165,7 +179,8 @@ def test_public_health_leaves_only_liveness_and_readiness_open(
 
 
 def test_a_session_is_private_on_disk_and_in_memory(
-        echo_repo: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        echo_repo: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("GE_TEST_TOKEN", TOKEN)
     assert main(["up", str(echo_repo), "--name", "private", "--token-env", "GE_TEST_TOKEN",
                  "--timeout", "120"]) == 0
@@ -189,6 +204,9 @@ def test_a_session_is_private_on_disk_and_in_memory(
     assert {path: mode(path) for path in regions} == dict.fromkeys(regions, 0o600)
     assert main(["down", "private"]) == 0
     assert not Path(record.token_ref[5:]).exists(), "down removes the token file"
+    capsys.readouterr()
+    assert main(["restart", "private"]) == 1, "never restarted without the token it had"
+    assert "start it again with ge-console up ... --token" in capsys.readouterr().err
 
 
 def mode(path: Path) -> int:

@@ -19,7 +19,7 @@ from urllib.parse import urlparse, urlsplit
 import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
-from triton_ge_console.sessions.access import explain
+from triton_ge_console.sessions.access import explain, refusal
 from triton_ge_console.sessions.registry import TOKEN_HEADER
 from triton_ge_console.sessions.source import CommandResult
 
@@ -191,6 +191,17 @@ class TritonControl:
                 return bool(client.is_server_live(headers=self._headers))
         except (InferenceServerException, OSError, ValueError):
             return False
+
+    def access_problem(self) -> str | None:
+        """Why the server refuses us ("token refused" / "token required"), None when it does not."""
+        try:
+            with self._client() as client:
+                client.get_server_metadata(headers=self._headers)
+        except InferenceServerException as exc:
+            return refusal(triton_message(exc), token_sent=self._headers is not None)
+        except (OSError, ValueError):
+            return None
+        return None
 
     def load(self, model: str, config: str | None = None) -> CommandResult:
         """Load a model (a full JSON config replaces config.pbtxt, as Triton defines it)."""

@@ -211,7 +211,9 @@ def attach(
 def _serving_models(control: TritonControl) -> tuple[str, ...]:
     """The models a server we attach to has READY; LaunchError if it does not answer as Triton."""
     if not control.live():
-        raise LaunchError(f"{control.http_url}: no Triton server answers there (GET /v2/health/live failed)")
+        refused = control.access_problem()  # a Triton that wants a (different) token says so
+        raise LaunchError(f"{control.http_url}: "
+                          f"{refused or 'no Triton server answers there (GET /v2/health/live failed)'}")
     try:
         return tuple(dict.fromkeys(m.name for m in control.index() if m.state == "READY"))
     except ControlError as exc:
