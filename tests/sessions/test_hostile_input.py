@@ -245,3 +245,16 @@ def test_validate_refuses_onnx_external_data_leaving_the_model_folder(
     assert bool(said) == refused, validate_path(model).problems
     if refused:
         assert f"'{location}' leaves the model folder" in said[0].message
+
+
+@pytest.mark.parametrize(("token", "said"), [
+    ("two words", "printable ASCII without spaces"), ("a\r\nx-injected: 1", "printable ASCII without spaces"),
+    ("key=value", "must not contain any of , : ="), ("a,b", "must not contain any of , : ="),
+])
+def test_a_token_triton_or_http_could_not_carry_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], token: str, said: str) -> None:
+    code, err = run(["up", str(spec(tmp_path, "")), "--token", token], capsys)
+    assert code == 1 and said in one_line(err) and token not in err
+    code, err = run(["attach", f"http://127.0.0.1:{free_port()}", "--name", "r", "--token", token], capsys)
+    assert code == 1 and said in one_line(err) and token not in err
+    assert Registry().names() == []

@@ -29,6 +29,19 @@ PUBLIC_HEALTH = ("health",)
 _REFUSAL = re.compile(r"This (?:API|protocol) is restricted, expecting header '(?P<header>[^']*)'")
 
 
+_TOKEN_SHAPE = re.compile(r"^[!-~]+$")
+_TOKEN_SEPARATORS = ",:="  # Triton splits its --*-restricted-* value on these
+
+
+def token_problem(token: str) -> str | None:
+    """Why a token cannot work (Triton's argument syntax, an HTTP header value), None when it can."""
+    if not _TOKEN_SHAPE.match(token):
+        return "the token must be printable ASCII without spaces"
+    if any(char in token for char in _TOKEN_SEPARATORS):
+        return f"the token must not contain any of {' '.join(_TOKEN_SEPARATORS)} (Triton's separators)"
+    return None
+
+
 def restricted_categories(public_health: bool = False) -> tuple[str, ...]:
     """The categories a token guards: every one, or all but health for load-balancer probes."""
     return tuple(c for c in TRITON_CATEGORIES if not (public_health and c in PUBLIC_HEALTH))

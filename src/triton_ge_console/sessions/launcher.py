@@ -22,7 +22,7 @@ from triton_ge_console.repository.build import BuildError, build_repository
 from triton_ge_console.repository.spec import SpecError, load_spec
 from triton_ge_console.repository.spec_types import DeploymentSpec, ServerSpec
 from triton_ge_console.sessions import paths
-from triton_ge_console.sessions.access import categories_in_words, restriction_argument
+from triton_ge_console.sessions.access import categories_in_words, restriction_argument, token_problem
 from triton_ge_console.sessions.control import ControlError, TritonControl, squeeze
 from triton_ge_console.sessions.process import (
     Ports,
@@ -221,6 +221,8 @@ def _plan(options: LaunchOptions, registry: Registry) -> _Plan:
     _refuse_running(registry, name)
     server = spec.server if spec else ServerSpec()
     listen = options.listen or server.listen or "127.0.0.1"
+    if options.token is not None and (problem := token_problem(options.token)):
+        raise LaunchError(problem)
     if not _is_loopback(listen) and not options.token:
         raise LaunchError(
             f"--listen {listen} would expose the server without access control: give --token "

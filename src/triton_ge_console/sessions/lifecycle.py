@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from triton_ge_console.sessions import paths
+from triton_ge_console.sessions.access import token_problem
 from triton_ge_console.sessions.control import ControlError, TritonControl, endpoint_url
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
 from triton_ge_console.sessions.process import port_in_use, stop_process_group
@@ -181,6 +182,8 @@ def attach(
         raise LaunchError(
             f"session '{name}' already exists; ge-console down {name} first or pick another --name"
         )
+    if token is not None and (problem := token_problem(token)):
+        raise LaunchError(problem)
     http_url = endpoint_url(url, "URL")
     grpc_url = endpoint_url(grpc_url, "--grpc-url", ("grpc",)).split("://", 1)[1] if grpc_url else None
     metrics_url = endpoint_url(metrics_url, "--metrics-url", path_allowed=True) if metrics_url else None

@@ -30,7 +30,7 @@ def session_dir(name: str) -> Path:
     return state_dir() / "runs" / name
 
 
-PRIVATE_UMASK = 0o077  # servers, supervisors and stubs: what they create (logs, shm regions) is the user's
+PRIVATE_UMASK = 0o077  # servers, supervisors and stubs: what they create is the user's alone
 
 
 def private_dir(path: Path) -> Path:

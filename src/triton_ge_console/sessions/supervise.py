@@ -5,7 +5,8 @@ the leader of a new process group (so its pid is its group id, and `down` stops 
 writes its pid to `server.pid`, waits, writes the exit code (negative: killed by that signal) to
 `server.exit`, and exits. The supervisor stays outside the server's group, so group signals never reach it;
 a SIGTERM sent to the supervisor itself is forwarded to the server's group (how a server whose pid file
-was never read is still stopped).
+was never read is still stopped). While the server runs, the supervisor keeps its shared-memory regions
+0600 (Triton's Python backend creates them 0644 whatever the umask).
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ class SupervisedServer:
                 cwd=self.workdir,
                 env=self.env,
                 start_new_session=True,
-                umask=PRIVATE_UMASK,  # inherited by the server and its stubs (logs, shm regions: 0600)
+                umask=PRIVATE_UMASK,  # inherited by the server and its stubs: what they create is private
             )
         deadline = time.monotonic() + timeout
         while self.pid is None and not self.exited() and time.monotonic() < deadline:
