@@ -18,7 +18,7 @@ from triton_ge_console.cli import main
 from triton_ge_console.console.commands import redact_keys
 from triton_ge_console.repository.validate import validate_path
 from triton_ge_console.sessions.process import free_port
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.registry import Registry, SessionRecord
 
 CLI = [sys.executable, "-m", "triton_ge_console.cli"]
 MODEL = """\
@@ -200,8 +200,13 @@ def _get_until_served(url: str) -> None:
             time.sleep(0.1)
 
 
-@pytest.mark.parametrize("argv", [["ls"], ["ls", "--json"], ["validate", "--help"]])
+@pytest.mark.parametrize("argv", [["status", "old"], ["status", "old", "--json"], ["ls"],
+                                  ["validate", "--help"]])
 def test_a_closed_stdout_ends_quietly(argv: list[str]) -> None:
+    Registry().save(SessionRecord(  # a stopped session, so `status` has something to print
+        name="old", pid=None, started_at=time.time(), http_url=f"http://127.0.0.1:{free_port()}",
+        grpc_url=None, metrics_url=None, repository=None, spec=None, backend_dir=None, log_path=None,
+        token_ref=None, attached=False, session_dir=None, state="stopped"))
     reader = subprocess.Popen([*CLI, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
     assert reader.stdout is not None and reader.stderr is not None
     reader.stdout.close()  # like `| head -0`: the reader is gone before anything is written
