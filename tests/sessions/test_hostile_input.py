@@ -61,6 +61,7 @@ def spec(tmp_path: Path, extra: str) -> Path:
     ("    instance_group: {count: 100000}\n", ":5:", "count: must be <= 64"),
     ("    versions: 1\n", ":5:", "versions: must be a list of version numbers"),
     ("    parameters: {om_model_path: ../../../../etc/passwd}\n", ":5:", "leaves the model folder"),
+    ("    thresholds: {p99_ms: .nan}\n", ":5:", "p99_ms: must be a finite number, not nan"),
 ])
 @pytest.mark.parametrize("command", ["build", "up"])
 def test_a_bad_number_or_path_in_a_spec_is_an_error_at_its_line(

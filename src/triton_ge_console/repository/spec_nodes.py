@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,6 +128,9 @@ class Reader:
         value = self.value(node)
         if isinstance(value, bool) or not isinstance(value, int | float):
             self.problems.add(node, path, f"must be a number, not {describe(value)}")
+            return None
+        if not math.isfinite(value):
+            self.problems.add(node, path, f"must be a finite number, not {value}")
             return None
         if positive and value <= 0:
             self.problems.add(node, path, "must be > 0")
