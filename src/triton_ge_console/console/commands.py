@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     console.set_defaults(func=run_console)
     demo = subparsers.add_parser("demo", help="serve the demo models in CPU emulation and open the console")
     demo.add_argument("--keep", action="store_true", help="leave the demo server running on quit")
-    demo.add_argument("--headless", type=seconds, metavar="SECONDS", default=None,
+    demo.add_argument("--headless", type=float, metavar="SECONDS", default=None,
                       help="no UI: wait up to SECONDS for live figures, print the dashboard as text, stop")
     demo.add_argument("--rate", type=float, default=4.0, help="background requests per second per model")
     demo.set_defaults(func=run_demo)
