@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -22,6 +23,28 @@ Handler = Callable[[argparse.Namespace], int]
 
 # Bare `ge-console` opens the console.
 DEFAULT_COMMAND = "console"
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 meaning "pick a free one" (argparse names the option)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (0-65535)")
+    return port
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text[:40]} must be a positive number of seconds")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,13 +76,22 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; exit codes: 0 ok, 1 failure, 2 usage."""
+    try:
+        code = _run(list(sys.argv[1:] if argv is None else argv))
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return _reader_went_away()
+
+
+def _run(arguments: list[str]) -> int:
+    """Parse and dispatch to the command's handler."""
     parser = build_parser()
-    arguments = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(arguments)
     handler: Handler | None = getattr(args, "func", None)
     if handler is None:
         if not arguments and DEFAULT_COMMAND in args.known_commands:
-            return main([DEFAULT_COMMAND])
+            return _run([DEFAULT_COMMAND])
         parser.print_help()
         return 2
     try:
@@ -67,6 +99,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _reader_went_away() -> int:
+    """stdout was closed (`status | head -1`): stop quietly, and keep the exit flush from complaining."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 1
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def test_probe_and_config_diff_send_the_sessions_token(exposed: tuple[SessionRec
         headers = session_headers(app.source)
         assert headers == {record.token_header: TOKEN}
         without = send_test_request(record.http_url, "llama_model")
-        assert not without.ok and "restricted" in without.message  # the server really enforces the token
+        assert not without.ok and "token required" in without.message  # the server really enforces the token
         assert repo_info.fetch_loaded_config(record.http_url, "llama_model") is None
         loaded = repo_info.fetch_loaded_config(record.http_url, "llama_model", headers=headers)
         assert loaded is not None and loaded["name"] == "llama_model"
@@ -89,7 +89,7 @@ async def test_test_request_and_load_test_keys_work_with_the_token(
         log = app.screen.query_one(Log)
         await until(pilot, lambda: any(line.startswith("done:") for line in log.lines), SLOW, "load test")
         done = next(line for line in log.lines if line.startswith("done:"))
-        assert " 0 errors" in done and "restricted" not in "\n".join(log.lines), "\n".join(log.lines)
+        assert " 0 errors" in done and "restrict" not in "\n".join(log.lines), "\n".join(log.lines)
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, DashboardScreen), SLOW, "dialog closed")
         await pilot.press("g")

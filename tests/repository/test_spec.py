@@ -166,7 +166,7 @@ def test_bad_types_are_named(tmp_path: Path) -> None:
     assert _problems(path) == [
         "deploy.yaml:1:9 server: must be a mapping, not a list",
         "deploy.yaml:3:11 models[0].name: must be a string, not int 42",
-        "deploy.yaml:6:15 models[0].versions: must be an integer, not string 'one'",
+        "deploy.yaml:6:15 models[0].versions: must be a list of version numbers, like [1], not string 'one'",
         "deploy.yaml:7:21 models[0].max_batch_size: must be an integer, not float 2.5",
         "deploy.yaml:8:13 models[0].inputs: must be a list, not a mapping",
     ]

@@ -85,17 +85,30 @@ def pick_device(device_ids: tuple[int, ...], instance_name: str, triton_device_i
     return device_ids[instance_index(instance_name) % len(device_ids)]
 
 
-def _resolve(path_text: str | None, version_dir: Path) -> Path | None:
+def model_file_candidates(path_text: str, version_dir: Path) -> list[Path]:
+    """Where a configured file may be: absolute as is; relative, against the version folder, then the
+    model folder, and only where that stays inside the model folder (`../../etc/passwd` has no place)."""
+    path = Path(path_text)
+    if path.is_absolute():
+        return [path]
+    model_dir = Path(os.path.normpath(version_dir.parent))
+    candidates = [Path(os.path.normpath(base / path)) for base in (version_dir, version_dir.parent)]
+    return [c for c in candidates if c != model_dir and model_dir in c.parents]
+
+
+def leaves_model_folder(path_text: str) -> bool:
+    """Whether a relative configured path points outside its model folder from every place it is tried."""
+    return not model_file_candidates(path_text, Path("model") / "1")
+
+
+def _resolve(path_text: str | None, version_dir: Path, where: str, key: str) -> Path | None:
     """A configured path: absolute as is, relative against the version folder, then the model folder."""
     if path_text is None:
         return None
-    path = Path(path_text)
-    if path.is_absolute():
-        return path
-    for base in (version_dir, version_dir.parent):
-        if (base / path).exists():
-            return base / path
-    return version_dir / path
+    candidates = model_file_candidates(path_text, version_dir)
+    if not candidates:
+        raise GlueConfigError(f"{where}: {key} {path_text[:80]!r} leaves the model folder")
+    return next((c for c in candidates if c.exists()), candidates[0])
 
 
 def first_onnx(version_dir: Path) -> Path | None:
@@ -160,8 +173,9 @@ def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
     name = args.get("model_name", config.get("name", model_dir.name))
     where = f"model {name} ({model_dir / 'config.pbtxt'})"
     device_ids = parse_device_ids(parameter(config, "device_ids", "DEVICEIDS"), where)
-    om_path = _resolve(parameter(config, "om_model_path"), version_dir)
-    onnx_path = _resolve(parameter(config, "onnx_model_path"), version_dir) or first_onnx(version_dir)
+    om_path = _resolve(parameter(config, "om_model_path"), version_dir, where, "om_model_path")
+    onnx_path = (_resolve(parameter(config, "onnx_model_path"), version_dir, where, "onnx_model_path")
+                 or first_onnx(version_dir))
     requested = (parameter(config, "execution_mode") or "auto").lower()
     instance_name = args.get("model_instance_name", name)
     return GlueSettings(

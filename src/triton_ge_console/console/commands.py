@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from triton_ge_console.cli import port_number, seconds
 
 if TYPE_CHECKING:
     from triton_ge_console.console.launch_session import OpenedSession
@@ -29,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     demo.set_defaults(func=run_demo)
     serve = subparsers.add_parser("serve", help="serve the console to a browser on loopback (textual-serve)")
     _add_console_arguments(serve)
-    serve.add_argument("--port", type=int, default=None,
+    serve.add_argument("--port", type=port_number, default=None,
                        help="loopback port for the browser (default: a free one; 8000 is Triton's)")
     serve.set_defaults(func=run_serve)
 
@@ -40,7 +44,7 @@ def _add_console_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a spec file or model repository to launch and open")
     parser.add_argument("--session", default=None, help="open this registered session")
     parser.add_argument("--name", default=None, help="session name when launching TARGET")
-    parser.add_argument("--interval", type=float, default=1.0, help="refresh interval in seconds (default 1)")
+    parser.add_argument("--interval", type=seconds, default=1.0, help="refresh interval, seconds (default 1)")
     parser.add_argument("--keep", action="store_true", help="leave a server it started running on quit")
 
 
@@ -170,7 +174,7 @@ def run_serve(args: argparse.Namespace) -> int:
         command += ["--name", args.name]
     if args.keep:
         command.append("--keep")
-    port = args.port if args.port is not None else free_port()
+    port = args.port or free_port()
     key = secrets.token_urlsafe(24)
     print(f"serving the console on http://127.0.0.1:{port}/?key={key} (ctrl+c stops)", flush=True)
     keyed_server(shlex.join(command), key, port).serve()
@@ -193,7 +197,23 @@ def keyed_server(command: str, key: str, port: int) -> Any:
             app.middlewares.append(key_guard(key))
             return app
 
+        def initialize_logging(self) -> None:
+            super().initialize_logging()
+            for handler in logging.getLogger().handlers:  # the access log would print every ?key=
+                handler.addFilter(redact_keys)
+
     return KeyedServer(command, host="127.0.0.1", port=port, title="GE Console")
+
+
+_KEY_IN_URL = re.compile(r"(?<=[?&]key=)[^&\s\"']+")
+
+
+def redact_keys(record: logging.LogRecord) -> bool:
+    """A logging filter: the serve key never reaches a log line (aiohttp logs each request's URL)."""
+    message = record.getMessage()
+    if "key=" in message:
+        record.msg, record.args = _KEY_IN_URL.sub("…", message), ()
+    return True
 
 
 def key_guard(key: str) -> Any:

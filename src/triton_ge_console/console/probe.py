@@ -7,6 +7,7 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from triton_ge_console.sessions.access import explain
 from triton_ge_console.sessions.control import client_url
 from triton_ge_console.sessions.loadgen_inputs import (
     LoadSpecError,
@@ -69,7 +70,7 @@ def send_test_request(http_url: str, model: str, timeout: float = 30.0,
     try:
         result = client.infer(model, inputs, headers=dict(headers or {}))
     except (InferenceServerException, OSError) as exc:
-        return ProbeResult(model, False, f"{model}: {exc}")
+        return ProbeResult(model, False, f"{model}: {explain(str(exc), token_sent=bool(headers))}")
     finally:
         client.close()
     elapsed = (time.perf_counter() - started) * 1000.0

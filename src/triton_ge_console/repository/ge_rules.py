@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from triton_ge_console.backend_glue.settings import leaves_model_folder, model_file_candidates
 from triton_ge_console.repository import ge_rules_onnx, soc
 from triton_ge_console.repository.triton_rules import Finding, error, warning
 
@@ -57,6 +58,7 @@ def check_ge_config(config: mc.ModelConfig) -> list[Finding]:
     findings = _unknown_parameters(config)
     findings += _device_id_findings(config)
     findings += _value_findings(config)
+    findings += _path_findings(config)
     if _is_true(parameter(config, "static_model")) and config.HasField("dynamic_batching"):
         findings.append(
             error(
@@ -160,18 +162,26 @@ def check_ge_files(config: mc.ModelConfig, model_dir: Path, versions: list[Path]
         onnx_path = ge_rules_onnx.onnx_of_version(parameter(config, "onnx_model_path"), version_dir)
         if onnx_path is not None:
             findings += ge_rules_onnx.check_io_against_onnx(config, onnx_path)
+            findings += ge_rules_onnx.check_external_data(onnx_path, model_dir)
     return list(dict.fromkeys(findings))
 
 
 def resolve_model_path(text: str, version_dir: Path) -> Path | None:
     """A configured file: absolute as is, else relative to the version folder, then the model folder."""
-    path = Path(text)
-    if path.is_absolute():
-        return path if path.is_file() else None
-    for base in (version_dir, version_dir.parent):
-        if (base / path).is_file():
-            return base / path
-    return None
+    return next((path for path in model_file_candidates(text, version_dir) if path.is_file()), None)
+
+
+def _path_findings(config: mc.ModelConfig) -> list[Finding]:
+    """A relative model path must stay in the model folder; an absolute one is named (it is not copied)."""
+    findings = []
+    for key in ("om_model_path", "onnx_model_path"):
+        text = parameter(config, key)
+        if text and leaves_model_folder(text):
+            findings.append(error(param_field(key), f"{key} '{text[:80]}' leaves the model folder"))
+        elif text and Path(text).is_absolute() and Path(text).is_file():  # a missing one is said elsewhere
+            said = f"{key} is absolute: {text[:200]} (outside the repository, not checked by build)"
+            findings.append(warning(param_field(key), said))
+    return findings
 
 
 def _ge_version_findings(config: mc.ModelConfig, version_dir: Path) -> list[Finding]:

@@ -3,11 +3,18 @@ refuse a config that names a tensor the graph lacks, or gives it another type or
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_ge_console.repository.onnx_io import OnnxReadError, read_onnx_io, triton_dims
+from triton_ge_console.backend_glue.settings import model_file_candidates
+from triton_ge_console.repository.onnx_io import (
+    OnnxReadError,
+    external_data_locations,
+    read_onnx_io,
+    triton_dims,
+)
 from triton_ge_console.repository.spec_types import TensorSpec
 from triton_ge_console.repository.triton_rules import WILDCARD_DIM, Finding, error
 
@@ -15,11 +22,21 @@ from triton_ge_console.repository.triton_rules import WILDCARD_DIM, Finding, err
 def onnx_of_version(onnx_text: str | None, version_dir: Path) -> Path | None:
     """The ONNX a version runs: onnx_model_path (version folder, then model folder) or the first *.onnx."""
     if onnx_text:
-        path = Path(onnx_text)
-        candidates = [path] if path.is_absolute() else [version_dir / path, version_dir.parent / path]
-        return next((c for c in candidates if c.is_file()), None)
+        return next((c for c in model_file_candidates(onnx_text, version_dir) if c.is_file()), None)
     found = sorted(p for p in version_dir.glob("*.onnx") if p.is_file())
     return found[0] if found else None
+
+
+def check_external_data(onnx_path: Path, model_dir: Path) -> list[Finding]:
+    """An ONNX's external weight files must stay inside its model folder (no `../../etc/passwd`)."""
+    findings = []
+    inside = Path(os.path.normpath(model_dir))
+    for location in external_data_locations(onnx_path):
+        target = Path(os.path.normpath(onnx_path.parent / location))
+        if Path(location).is_absolute() or inside not in target.parents:
+            message = f"{onnx_path.name}: external data location '{location[:80]}' leaves the model folder"
+            findings.append(error("backend", message))
+    return findings
 
 
 def check_io_against_onnx(config: mc.ModelConfig, onnx_path: Path) -> list[Finding]:

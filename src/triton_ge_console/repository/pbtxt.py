@@ -13,6 +13,7 @@ from tritonclient.grpc import model_config_pb2
 ModelConfig = model_config_pb2.ModelConfig
 
 _POSITION = re.compile(r"^(\d+):(\d+) : (.*)$", re.DOTALL)
+_LONG_QUOTE = re.compile(r"(['\"])([^'\"]{40})[^'\"]{20,}\1")
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,14 @@ def loads(text: str, path: str | Path = "config.pbtxt") -> model_config_pb2.Mode
         match = _POSITION.match(message)
         if match:
             line, column, message = int(match.group(1)), int(match.group(2)), match.group(3)
-        raise ConfigSyntaxError(str(path), line, column, message.strip()) from None
+        raise ConfigSyntaxError(str(path), line, column, excerpted(message.strip())) from None
     return config
+
+
+def excerpted(message: str) -> str:
+    """protobuf's message with any long quoted token cut to an excerpt (it quotes whole tokens)."""
+    return _LONG_QUOTE.sub(lambda m: f"{m.group(1)}{m.group(2)}… ({len(m.group(0)) - 2} chars){m.group(1)}",
+                           message)
 
 
 def load(path: Path) -> model_config_pb2.ModelConfig:

@@ -25,11 +25,16 @@ SERVER_KEYS = (
     "extra_args",
 )
 METRICS_KEYS = ("interval_ms", "summary_latencies")
+MAX_SPEC_BYTES = 1 << 20  # a deployment spec is a page or two; anything near this is not one
+MAX_DEPTH = 32  # nesting of mappings and lists; the deepest real spec field is about 6 levels down
 
 
 def load_spec(path: Path) -> DeploymentSpec:
     """Read a spec file; relative model paths are resolved against the file's folder."""
     try:
+        size = path.stat().st_size
+        if size > MAX_SPEC_BYTES:
+            raise SpecError([SpecProblem(str(path), 0, 0, "", too_big(size))])
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -42,6 +47,9 @@ def parse_spec(
 ) -> DeploymentSpec:
     """Parse spec text; `file` labels problems, `base_dir` anchors relative paths."""
     problems = Problems(file)
+    if len(text) > MAX_SPEC_BYTES:
+        problems.items.append(SpecProblem(file, 0, 0, "", too_big(len(text))))
+        problems.raise_if_any()
     loader, root = yaml_root(text, problems)
     reader = Reader(loader, problems)
     if root is None:
@@ -66,9 +74,10 @@ def parse_spec(
 
 
 def yaml_root(text: str, problems: Problems) -> tuple[yaml.SafeLoader, yaml.Node | None]:
-    """The document's root node (None for an empty document or a syntax error, which is recorded)."""
-    loader = yaml.SafeLoader(text)
+    """The document's root node (None for an empty document); a syntax error is raised as a SpecError."""
     try:
+        _check_depth(text, problems)
+        loader = yaml.SafeLoader(text)  # its reader refuses control characters already
         root = loader.get_single_node()
         if root is not None:
             loader.construct_document(root)  # what safe_load would refuse (e.g. python/* tags) stops here
@@ -79,11 +88,42 @@ def yaml_root(text: str, problems: Problems) -> tuple[yaml.SafeLoader, yaml.Node
         reason = exc.problem or exc.context or "invalid YAML"
         kind = "unsupported YAML" if isinstance(exc, yaml.constructor.ConstructorError) else "YAML syntax"
         problems.items.append(SpecProblem(problems.file, line, column, "", f"{kind}: {reason}"))
-        problems.raise_if_any()
+    except yaml.reader.ReaderError as exc:
+        line, column = _position(text, exc.position)
+        character = f"U+{exc.character:04X}" if isinstance(exc.character, int) else repr(exc.character)
+        message = f"YAML: {exc.reason} ({character})"
+        problems.items.append(SpecProblem(problems.file, line, column, "", message))
     except yaml.YAMLError as exc:
         problems.items.append(SpecProblem(problems.file, 1, 1, "", f"YAML syntax: {exc}"))
-        problems.raise_if_any()
-    return loader, None
+    problems.raise_if_any()
+    raise AssertionError("unreachable: a YAML error was recorded")
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of a character offset."""
+    line_start = text.rfind("\n", 0, offset) + 1
+    return text.count("\n", 0, offset) + 1, offset - line_start + 1
+
+
+def too_big(size: int) -> str:
+    """The problem of an oversized spec."""
+    return f"{size} bytes is too large for a deployment spec (at most {MAX_SPEC_BYTES})"
+
+
+def _check_depth(text: str, problems: Problems) -> None:
+    """Refuse nesting deeper than MAX_DEPTH before building nodes (PyYAML builds them recursively)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+                problems.items.append(SpecProblem(
+                    problems.file, line, column, "", f"nested more than {MAX_DEPTH} levels deep: not a spec"))
+                problems.raise_if_any()
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 def _models(reader: Reader, node: yaml.Node, base_dir: Path | None) -> tuple[ModelSpec, ...] | None:

@@ -11,7 +11,7 @@ import yaml
 
 from triton_ge_console.repository import demo_models, onnx_io
 from triton_ge_console.repository import spec_options as options
-from triton_ge_console.repository.spec_nodes import Reader, join, suggest
+from triton_ge_console.repository.spec_nodes import INT32_MAX, Reader, describe, join, suggest
 from triton_ge_console.repository.spec_tensors import LocatedTensor, check_against_graph, tensors
 from triton_ge_console.repository.spec_types import (
     GE_BACKENDS,
@@ -91,7 +91,9 @@ def _fields(reader: Reader, values: dict[str, yaml.Node], path: str, base_dir: P
     backend = _backend(reader, values.get("backend"), join(path, "backend"))
     source = _source(reader, values, path, base_dir, backend)
     mbs_node = values.get("max_batch_size")
-    max_batch = reader.integer(mbs_node, join(path, "max_batch_size"), 0) if mbs_node is not None else 0
+    max_batch = (
+        reader.integer(mbs_node, join(path, "max_batch_size"), 0, INT32_MAX) if mbs_node is not None else 0
+    )
     parameters = options.read_parameters(reader, values.get("parameters"), join(path, "parameters"))
     options.check_static(reader, parameters, values, path)
     return {
@@ -214,6 +216,10 @@ def _versions(reader: Reader, node: yaml.Node | None, path: str) -> tuple[int, .
     """Version numbers (folder names): positive, unique; default [1]."""
     if node is None:
         return (1,)
+    if not isinstance(node, yaml.SequenceNode):
+        said = describe(reader.value(node))
+        reader.problems.add(node, path, f"must be a list of version numbers, like [1], not {said}")
+        return None
     versions = reader.int_list(node, path, 1)
     if versions is not None and len(set(versions)) != len(versions):
         reader.problems.add(node, path, "lists a version twice")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,9 @@ class Problems:
     def add(self, node: yaml.Node | None, path: str, message: str) -> None:
         """Record a problem at node's position (or the file start when there is no node)."""
         line, column = (node.start_mark.line + 1, node.start_mark.column + 1) if node is not None else (1, 1)
+        if len(message) > MAX_MESSAGE_CHARS:  # a safety net: values are quoted as excerpts already
+            message = message[:MAX_MESSAGE_CHARS] + "…"
+        path = path if len(path) <= MAX_MESSAGE_CHARS // 2 else path[: MAX_MESSAGE_CHARS // 2] + "…"
         self.items.append(SpecProblem(self.file, line, column, path, message))
 
     def raise_if_any(self) -> None:
@@ -103,7 +107,7 @@ class Reader:
     def integer(
         self, node: yaml.Node, path: str, minimum: int | None = None, maximum: int | None = None
     ) -> int | None:
-        """An integer in [minimum, maximum]."""
+        """An integer in [minimum, maximum], and always within Triton's int64 config fields."""
         value = self.value(node)
         if isinstance(value, bool) or not isinstance(value, int):
             self.problems.add(node, path, f"must be an integer, not {describe(value)}")
@@ -112,7 +116,10 @@ class Reader:
             self.problems.add(node, path, f"must be >= {minimum}")
             return None
         if maximum is not None and value > maximum:
-            self.problems.add(node, path, f"must be <= {maximum}")
+            self.problems.add(node, path, f"must be <= {maximum}{_field_width(maximum)}")
+            return None
+        if not INT64_MIN <= value <= INT64_MAX:
+            self.problems.add(node, path, f"{short(value)} does not fit Triton's int64 field")
             return None
         return value
 
@@ -121,6 +128,9 @@ class Reader:
         value = self.value(node)
         if isinstance(value, bool) or not isinstance(value, int | float):
             self.problems.add(node, path, f"must be a number, not {describe(value)}")
+            return None
+        if not math.isfinite(value):
+            self.problems.add(node, path, f"must be a finite number, not {value}")
             return None
         if positive and value <= 0:
             self.problems.add(node, path, "must be > 0")
@@ -159,16 +169,37 @@ class Reader:
             return "1" if value else "0"
         return str(value)
 
-    def int_list(self, node: yaml.Node, path: str, minimum: int | None = None) -> tuple[int, ...] | None:
+    def int_list(
+        self, node: yaml.Node, path: str, minimum: int | None = None, maximum: int | None = None
+    ) -> tuple[int, ...] | None:
         """A list of integers (a single integer is accepted as a list of one)."""
         if isinstance(node, yaml.ScalarNode):
-            single = self.integer(node, path, minimum)
+            single = self.integer(node, path, minimum, maximum)
             return None if single is None else (single,)
         items = self.sequence(node, path)
         if items is None:
             return None
-        values = [self.integer(item, f"{path}[{i}]", minimum) for i, item in enumerate(items)]
+        values = [self.integer(item, f"{path}[{i}]", minimum, maximum) for i, item in enumerate(items)]
         return None if any(v is None for v in values) else tuple(v for v in values if v is not None)
+
+
+INT32_MAX = 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+EXCERPT_CHARS = 40  # how much of an offending value a message quotes
+MAX_MESSAGE_CHARS = 400
+
+
+def _field_width(maximum: int) -> str:
+    """Why a bound is what it is, when it is a protobuf field's width."""
+    return " (Triton's int32 field)" if maximum == INT32_MAX else ""
+
+
+def short(value: Any) -> Any:
+    """A value as a message may quote it: a long string or number cut to an excerpt."""
+    text = value if isinstance(value, str) else str(value) if isinstance(value, int) else None
+    if text is None or len(text) <= EXCERPT_CHARS:
+        return value
+    return f"{text[:EXCERPT_CHARS]}… ({len(text)} chars)"
 
 
 def join(path: str, key: str) -> str:
@@ -187,15 +218,15 @@ def describe(value: Any) -> str:
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, str):
-        return f"string {value!r}"
-    return f"{type(value).__name__} {value!r}"
+        return f"string {short(value)!r}"
+    return f"{type(value).__name__} {short(value)!r}"
 
 
 def unknown_key_message(key: str, allowed: tuple[str, ...]) -> str:
     """'unknown key' with the closest allowed key as a suggestion."""
     close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
     hint = f"; did you mean '{close[0]}'?" if close else f"; allowed: {', '.join(allowed)}"
-    return f"unknown key '{key}'{hint}"
+    return f"unknown key '{short(key)}'{hint}"
 
 
 def suggest(value: str, choices: tuple[str, ...]) -> str:

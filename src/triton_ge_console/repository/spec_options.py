@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import yaml
 
-from triton_ge_console.repository.spec_nodes import Reader, join, suggest, unknown_key_message
+from triton_ge_console.backend_glue.settings import leaves_model_folder
+from triton_ge_console.repository.spec_nodes import (
+    INT32_MAX,
+    Reader,
+    join,
+    short,
+    suggest,
+    unknown_key_message,
+)
 from triton_ge_console.repository.spec_types import DynamicBatchingSpec, InstanceGroupSpec
 
 BATCHING_KEYS = ("preferred_batch_size", "max_queue_delay_microseconds")
 INSTANCE_KEYS = ("count", "device_ids")
+MODEL_PATH_KEYS = ("om_model_path", "onnx_model_path")
+MAX_INSTANCES = 64  # per group; each instance of a GE model is its own backend process and device context
 THRESHOLD_KEYS = ("queue_depth", "p99_ms")
 # Parameters the GE backends read; others pass through (Triton ignores what a backend does not read), but a
 # near-miss of one of these is almost surely a typo and is reported.
@@ -41,7 +51,7 @@ def read_batching(
     preferred: tuple[int, ...] = ()
     if "preferred_batch_size" in entries:
         pref_node = entries["preferred_batch_size"][1]
-        preferred = reader.int_list(pref_node, join(path, "preferred_batch_size"), 1) or ()
+        preferred = reader.int_list(pref_node, join(path, "preferred_batch_size"), 1, INT32_MAX) or ()
         too_big = [size for size in preferred if max_batch and size > max_batch]
         if too_big:
             reader.problems.add(
@@ -71,8 +81,12 @@ def read_instance_group(reader: Reader, node: yaml.Node | None, path: str) -> In
     device_ids: tuple[int, ...] | None = (0,)
     if "count" in entries:
         count = reader.integer(entries["count"][1], join(path, "count"), 1)
+        if count is not None and count > MAX_INSTANCES:
+            reader.problems.add(entries["count"][1], join(path, "count"),
+                                f"must be <= {MAX_INSTANCES} (each instance is a backend process)")
+            count = None
     if "device_ids" in entries:
-        device_ids = reader.int_list(entries["device_ids"][1], join(path, "device_ids"), 0)
+        device_ids = reader.int_list(entries["device_ids"][1], join(path, "device_ids"), 0, INT32_MAX)
         if device_ids is not None and not device_ids:
             reader.problems.add(
                 entries["device_ids"][1], join(path, "device_ids"), "must list at least one id"
@@ -104,6 +118,9 @@ def read_parameters(reader: Reader, node: yaml.Node | None, path: str) -> dict[s
             reader.problems.add(
                 value_node, key_path, f"unknown mode '{value}'{suggest(value, EXECUTION_MODES)}"
             )
+        elif key in MODEL_PATH_KEYS and value is not None and leaves_model_folder(value):
+            reader.problems.add(value_node, key_path, f"'{short(value)}' leaves the model folder "
+                                "(relative paths are read from the version folder; absolute ones are kept)")
         elif value is not None:
             params[key] = value
     return params

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import yaml
 
 from triton_ge_console.repository.onnx_io import TRITON_DATA_TYPES, for_config
-from triton_ge_console.repository.spec_nodes import Reader, join, suggest
+from triton_ge_console.repository.spec_nodes import INT64_MAX, Reader, join, short, suggest
 from triton_ge_console.repository.spec_types import TensorSpec
 
 TENSOR_KEYS = ("name", "data_type", "dims")
+MAX_ELEMENTS = INT64_MAX // 16  # so elements x the widest type x a batch still has room in an int64
 DATA_TYPE_ALIASES = {
     "BYTES": "STRING",
     "FLOAT": "FP32",
@@ -62,6 +64,10 @@ def dims(reader: Reader, node: yaml.Node, path: str) -> tuple[int, ...] | None:
         if value is None:
             return None
         values.append(value)
+    elements = math.prod(v for v in values if v > 0)
+    if elements > MAX_ELEMENTS:
+        reader.problems.add(node, path, f"{short(elements)} elements: the tensor's byte size overflows int64")
+        return None
     return tuple(values)
 
 

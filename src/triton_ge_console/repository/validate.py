@@ -19,9 +19,11 @@ from triton_ge_console.repository import (
     triton_rules_state,
     triton_rules_warmup,
 )
+from triton_ge_console.repository.pbtxt import excerpted
 from triton_ge_console.repository.triton_rules import ERROR, WARNING, Finding, error, warning
 
 CONFIG_NAME = "config.pbtxt"
+MAX_CONFIG_BYTES = 8 << 20  # a model config is kilobytes; reading more than this is not validating one
 # Fields whose errors Triton reports when loading a model (backend model creation), not when polling it.
 LOAD_TIME_FIELDS = (
     "input", "output", "batch_input", "batch_output", "instance_group", "parameters", "model_warmup",
@@ -154,11 +156,14 @@ def _model_names(model_dir: Path | None) -> tuple[str, ...]:
 
 
 def _read_and_evaluate(config_path: Path, model_dir: Path | None) -> _Evaluation:
-    """Read a config file and judge it; an unreadable file is one error."""
+    """Read a config file and judge it; an unreadable (or absurdly large) file is one error."""
     try:
+        size = config_path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise OSError(f"{size} bytes is too large for a model config (at most {MAX_CONFIG_BYTES})")
         text = config_path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        problem = Problem(ERROR, str(config_path), None, None, None, f"cannot read: {exc}")
+        problem = Problem(ERROR, str(config_path), None, None, None, f"cannot read: {excerpted(str(exc))}")
         return _Evaluation(ValidationReport(str(config_path), (problem,), _model_names(model_dir)), None, {})
     return _evaluate(text, str(config_path), model_dir)
 

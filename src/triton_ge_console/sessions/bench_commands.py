@@ -14,6 +14,7 @@ from typing import Any
 from rich.console import Console
 
 from triton_ge_console.sessions import registry
+from triton_ge_console.sessions.access import token_headers
 from triton_ge_console.sessions.loadgen import (
     BenchRow,
     LoadError,
@@ -185,12 +186,7 @@ def resolve_endpoint(session: str | None, url: str | None, protocol: str) -> tup
     address = record.grpc_url if protocol == "grpc" else record.http_url
     if not address:
         raise UsageError(f"session {record.name!r} has no {protocol} address; try --protocol http")
-    token = registry.resolve_token(record.token_ref)
-    if not token:
-        return address, {}
-    # Triton's restricted gRPC protocols read the token from a prefixed metadata key.
-    key = registry.grpc_token_header(record.token_header) if protocol == "grpc" else record.token_header
-    return address, {key: token}
+    return address, token_headers(record, protocol)
 
 
 def _write_results(args: argparse.Namespace, spec: LoadSpec, rows: list[BenchRow]) -> None:

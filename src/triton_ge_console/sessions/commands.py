@@ -10,13 +10,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from triton_ge_console.cli import port_number, seconds
 from triton_ge_console.sessions.registry import TOKEN_HEADER
 
 UP_EPILOG = """\
 exposing a server (--listen other than loopback):
-  a token is required; Triton then restricts model-repository, model-config, shared-memory,
-  statistics, logging and trace to it. Metrics stay on 127.0.0.1 (Triton cannot protect them with
-  a token); reach them through an SSH tunnel or a scraper on this host.
+  a token is required; Triton then restricts every API to it: inference, metadata, health,
+  model-repository, model-config, shared-memory, statistics, logging and trace (--public-health
+  leaves liveness/readiness open for load balancers). Metrics stay on 127.0.0.1 (Triton cannot
+  protect them with a token); reach them through an SSH tunnel or a scraper on this host.
+  `down` removes the session's token file.
   Triton only takes the token on its command line, so local users can read it (ps,
   /proc/PID/cmdline). Prefer --token-env VAR over --token: it keeps the token out of
   ge-console's own command line and your shell history:
@@ -72,8 +75,15 @@ def _add_up(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[typ
         "--listen", metavar="ADDR", help="bind address (default 127.0.0.1; others need --token)"
     )
     _add_token_options(parser)
+    parser.add_argument(
+        "--public-health",
+        action="store_true",
+        help="with a token: leave liveness/readiness open for load-balancer probes",
+    )
     for kind in ("http", "grpc", "metrics"):
-        parser.add_argument(f"--{kind}-port", type=int, metavar="PORT", help=f"{kind} port (default: free)")
+        parser.add_argument(
+            f"--{kind}-port", type=port_number, metavar="PORT", help=f"{kind} port (default: free)"
+        )
     parser.add_argument(
         "--model",
         action="append",
@@ -82,7 +92,7 @@ def _add_up(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[typ
         help="REPO only: load just this model (repeatable; default: all)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=180.0, help="seconds to wait for READY (default 180)"
+        "--timeout", type=seconds, default=180.0, help="seconds to wait for READY (default 180)"
     )
     parser.set_defaults(func=_guarded("run_up"))
 
@@ -91,12 +101,12 @@ def _add_down(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[t
     """`down` and `restart`."""
     parser = subparsers.add_parser("down", help="stop a session's server (an attached one is only detached)")
     parser.add_argument("name", nargs="?", metavar="NAME", help="session (default: the only one)")
-    parser.add_argument("--timeout", type=float, default=15.0, help="seconds before SIGKILL (default 15)")
+    parser.add_argument("--timeout", type=seconds, default=15.0, help="seconds before SIGKILL (default 15)")
     parser.add_argument("--forget", action="store_true", help="also remove it from the session list")
     parser.set_defaults(func=_guarded("run_down"))
     restart_parser = subparsers.add_parser("restart", help="stop and start a session again, same ports")
     restart_parser.add_argument("name", nargs="?", metavar="NAME", help="session (default: the only one)")
-    restart_parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for READY")
+    restart_parser.add_argument("--timeout", type=seconds, default=180.0, help="seconds to wait for READY")
     restart_parser.set_defaults(func=_guarded("run_restart"))
 
 

@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
+from triton_ge_console.sessions.access import explain, refusal
 from triton_ge_console.sessions.health import InstanceWatch
 from triton_ge_console.sessions.registry import TOKEN_HEADER
 from triton_ge_console.sessions.source import CommandResult
@@ -52,6 +53,26 @@ def client_url(http_url: str) -> tuple[str, bool]:
         raise ValueError(f"bad server URL {http_url!r}: expected http://HOST:PORT")
     host = f"[{parsed.hostname}]" if ":" in parsed.hostname else parsed.hostname
     return f"{host}:{parsed.port}", parsed.scheme == "https"
+
+
+def endpoint_url(url: str, what: str = "URL", schemes: tuple[str, ...] = ("http", "https"),
+                 path_allowed: bool = False) -> str:
+    """scheme://host:port of an endpoint, normalised; ValueError naming what is wrong (a path, a bad port)."""
+    parsed = urlsplit(url.strip() if "://" in url else f"{schemes[0]}://{url.strip()}")
+    try:
+        port = parsed.port
+    except ValueError:
+        raise ValueError(f"{what} {url[:80]!r}: the port is not a number in 0-65535") from None
+    if parsed.scheme.lower() not in schemes:
+        raise ValueError(f"{what} {url[:80]!r}: expected {schemes[0]}://HOST:PORT")
+    if not parsed.hostname or port is None:
+        raise ValueError(f"{what} {url[:80]!r}: expected {schemes[0]}://HOST:PORT")
+    if parsed.username or parsed.password or parsed.query or parsed.fragment:
+        raise ValueError(f"{what} {url[:80]!r}: credentials, a query or a fragment are not taken here")
+    if parsed.path.strip("/") and not path_allowed:
+        raise ValueError(f"{what} {url[:80]!r}: an endpoint has no path (give {schemes[0]}://HOST:PORT)")
+    host = f"[{parsed.hostname}]" if ":" in parsed.hostname else parsed.hostname
+    return f"{parsed.scheme.lower()}://{host}:{port}" + (parsed.path.rstrip("/") if path_allowed else "")
 
 
 def one_line(message: str) -> str:
@@ -133,6 +154,10 @@ class TritonControl:
         self.log_path = log_path
         self.timeout = timeout
 
+    def _message(self, exc: InferenceServerException) -> str:
+        """Triton's words for a failed call; a restricted-API refusal says whether the token was refused."""
+        return explain(triton_message(exc), token_sent=self._headers is not None)
+
     @contextlib.contextmanager
     def _client(self) -> Iterator[triton_http.InferenceServerClient]:
         """A fresh client per call: safe from any thread; no idle connection delays the server's exit."""
@@ -150,7 +175,7 @@ class TritonControl:
             with self._client() as client:
                 entries = client.get_model_repository_index(headers=self._headers)
         except InferenceServerException as exc:
-            raise ControlError(f"{self.http_url}: {triton_message(exc)}") from None
+            raise ControlError(f"{self.http_url}: {self._message(exc)}") from None
         except (OSError, ValueError) as exc:
             raise ControlError(f"{self.http_url}: server unreachable: {one_line(str(exc))}") from None
         return [_model_state(entry) for entry in entries]
@@ -161,7 +186,7 @@ class TritonControl:
             with self._client() as client:
                 config = client.get_model_config(model, headers=self._headers)
         except InferenceServerException as exc:
-            raise ControlError(f"{model}: {triton_message(exc)}") from None
+            raise ControlError(f"{model}: {self._message(exc)}") from None
         except OSError as exc:
             raise ControlError(f"{self.http_url}: server unreachable: {one_line(str(exc))}") from None
         return dict(config)
@@ -173,6 +198,17 @@ class TritonControl:
                 return bool(client.is_server_live(headers=self._headers))
         except (InferenceServerException, OSError, ValueError):
             return False
+
+    def access_problem(self) -> str | None:
+        """Why the server refuses us ("token refused" / "token required"), None when it does not."""
+        try:
+            with self._client() as client:
+                client.get_server_metadata(headers=self._headers)
+        except InferenceServerException as exc:
+            return refusal(triton_message(exc), token_sent=self._headers is not None)
+        except (OSError, ValueError):
+            return None
+        return None
 
     def load(self, model: str, config: str | None = None) -> CommandResult:
         """Load a model (a full JSON config replaces config.pbtxt, as Triton defines it)."""
@@ -247,7 +283,7 @@ class TritonControl:
             with self._client() as client:
                 client.load_model(model, headers=self._headers, config=config)
         except InferenceServerException as exc:
-            return False, self._failure(action, model, triton_message(exc), log_offset)
+            return False, self._failure(action, model, self._message(exc), log_offset)
         except OSError as exc:
             return False, f"{action} {model}: server unreachable: {one_line(str(exc))}"
         ready = [entry for entry in self._known(model) if entry.state == READY_STATE]
@@ -271,7 +307,7 @@ class TritonControl:
             with self._client() as client:
                 client.unload_model(model, headers=self._headers)
         except InferenceServerException as exc:
-            return False, f"unload {model}: {triton_message(exc)}"
+            return False, f"unload {model}: {self._message(exc)}"
         deadline = time.monotonic() + (DEAD_UNLOAD_WAIT_S if dead else self.timeout)
         while time.monotonic() < deadline:
             busy = [e for e in self._known(model) if e.state in (READY_STATE, "UNLOADING")]

@@ -37,6 +37,8 @@ def run_guarded(name: str, args: argparse.Namespace) -> int:
     handler = globals()[name]
     try:
         return int(handler(args))
+    except BrokenPipeError:
+        raise  # stdout closed by the reader (`status | head -1`): the CLI ends quietly
     except USER_ERRORS as exc:
         _error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return 1
@@ -66,6 +68,7 @@ def run_up(args: argparse.Namespace) -> int:
         tritonserver=args.tritonserver,
         listen=args.listen,
         token=_token(args),
+        public_health=args.public_health,
         http_port=args.http_port,
         grpc_port=args.grpc_port,
         metrics_port=args.metrics_port,

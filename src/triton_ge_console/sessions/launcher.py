@@ -22,6 +22,7 @@ from triton_ge_console.repository.build import BuildError, build_repository
 from triton_ge_console.repository.spec import SpecError, load_spec
 from triton_ge_console.repository.spec_types import DeploymentSpec, ServerSpec
 from triton_ge_console.sessions import paths
+from triton_ge_console.sessions.access import categories_in_words, restriction_argument, token_problem
 from triton_ge_console.sessions.control import ControlError, TritonControl, squeeze
 from triton_ge_console.sessions.health import stub_backends
 from triton_ge_console.sessions.process import (
@@ -50,9 +51,6 @@ from triton_ge_console.sessions.shm import new_shm_prefix, shm_arguments
 from triton_ge_console.sessions.supervise import SupervisedServer
 from triton_ge_console.sessions.watch import record_loaded_digests
 
-# shared-memory: any client could register regions; statistics reveal the deployment
-RESTRICTED_APIS = "model-repository,model-config,shared-memory,statistics,logging,trace"
-RESTRICTED_WORDS = ", ".join(RESTRICTED_APIS.split(",")[:-1]) + " and " + RESTRICTED_APIS.split(",")[-1]
 PORT_RACE_ATTEMPTS = 3
 Notify = Callable[[str], None]
 
@@ -70,6 +68,7 @@ class LaunchOptions:
     tritonserver: str | None = None
     listen: str | None = None
     token: str | None = None
+    public_health: bool = False  # with a token: leave Triton's health category (live/ready) open
     http_port: int | None = None
     grpc_port: int | None = None
     metrics_port: int | None = None
@@ -107,14 +106,15 @@ def launch(
             f"the session dir {workdir} is inside the repository {plan.repository}; "
             f"set $GE_CONSOLE_STATE_DIR elsewhere"
         )
-    workdir.mkdir(parents=True, exist_ok=True)
+    paths.private_dir(workdir)
     backend_dir = _backend_dir(workdir, dist, say)
     repository = _repository(plan, workdir, say)
     token_ref = store_token(workdir, options.token) if options.token else None
+    paths.make_private(workdir)
     if not _is_loopback(plan.listen):
         say(
-            f"warning: exposing Triton on {plan.listen}; {RESTRICTED_WORDS} need the token "
-            f"(header {TOKEN_HEADER}); metrics stay on {_metrics_host(plan.listen)}"
+            f"warning: exposing Triton on {plan.listen}; {categories_in_words(options.public_health)} need "
+            f"the token (header {TOKEN_HEADER}); metrics stay on {_metrics_host(plan.listen)}"
         )
     record = _start_retrying_port_races(
         plan, options, dist, _Dirs(repository, backend_dir, workdir), token_ref, registry, say
@@ -184,11 +184,16 @@ def _start(
 
 
 def _server_env(plan: _Plan, options: LaunchOptions, dist: TritonDistribution, dirs: _Dirs) -> dict[str, str]:
-    """The server's environment: the glue's device pool in the session folder, sized by the spec."""
+    """The server's environment: the glue's device pool in the session folder, sized by the spec.
+
+    The token (e.g. the variable `--token-env` named) is left out: Triton takes it on its command line.
+    """
     env = dist.environment()
     env["GE_GLUE_RUN_DIR"] = str(dirs.workdir / "ge-glue")
     env["GE_NPU_MEMORY_GIB"] = f"{plan.server.npu_memory_gib:g}"
     env.update(options.env)
+    if options.token:
+        env = {key: value for key, value in env.items() if value != options.token}
     return env
 
 
@@ -219,10 +224,12 @@ def _plan(options: LaunchOptions, registry: Registry) -> _Plan:
     _refuse_running(registry, name)
     server = spec.server if spec else ServerSpec()
     listen = options.listen or server.listen or "127.0.0.1"
+    if options.token is not None and (problem := token_problem(options.token)):
+        raise LaunchError(problem)
     if not _is_loopback(listen) and not options.token:
         raise LaunchError(
             f"--listen {listen} would expose the server without access control: give --token "
-            f"(Triton then restricts {RESTRICTED_WORDS})"
+            f"(Triton then restricts {categories_in_words(options.public_health)})"
         )
     return _Plan(name, spec, repository, models, server, listen)
 
@@ -334,7 +341,7 @@ def _arguments(
         extra.append(f"--log-verbose={server.log_verbose}")
     extra += [f"--trace-config=triton,file={workdir / 'trace.json'}", "--trace-config=level=OFF"]
     if options.token:
-        restriction = f"{RESTRICTED_APIS}:{TOKEN_HEADER}={options.token}"
+        restriction = restriction_argument(options.token, TOKEN_HEADER, options.public_health)
         extra += [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]
     extra += [*server.extra_args, *options.extra_args]
     metrics = _metrics_host(plan.listen)
@@ -363,7 +370,7 @@ def _record(
         log_path=server.log_path, token_ref=token_ref, attached=False, session_dir=dirs.workdir,
         state=STARTING, pid_create_time=process_create_time(pid) if pid else None, models=plan.models,
         tritonserver=str(dist.binary), tritonserver_origin=dist.origin,
-        explicit_tritonserver=options.tritonserver, listen=plan.listen,
+        explicit_tritonserver=options.tritonserver, listen=plan.listen, public_health=options.public_health,
     )
 
 

@@ -12,7 +12,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from triton_ge_console.sessions import paths
-from triton_ge_console.sessions.control import ControlError, ModelState, TritonControl
+from triton_ge_console.sessions.access import token_problem
+from triton_ge_console.sessions.control import ControlError, ModelState, TritonControl, endpoint_url
 from triton_ge_console.sessions.health import instance_watch
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
 from triton_ge_console.sessions.process import port_in_use, stop_process_group
@@ -25,6 +26,7 @@ from triton_ge_console.sessions.registry import (
     Registry,
     SessionRecord,
     effective_state,
+    forget_token,
     log_tail,
     resolve_token,
     server_process_alive,
@@ -71,6 +73,7 @@ def down(
     """Stop a launched session's process group (SIGTERM, then SIGKILL), or just detach an attached one."""
     if record.attached:
         registry.remove(record.name)
+        forget_token(record)
         return StopResult(record, f"detached from {record.http_url} (the server keeps running)")
     code: int | None = record.exit_code
     state = effective_state(record)
@@ -83,6 +86,7 @@ def down(
     code = server_exit_code(record) if server_exit_code(record) is not None else code
     freed = _wait_ports_free(record, timeout=10.0)
     regions = remove_shm_regions(record.session_dir) if record.session_dir is not None else 0
+    forget_token(record)
     stopped = record.replace(state=STOPPED, stopped_at=time.time(), exit_code=code)
     if forget:
         registry.remove(record.name)
@@ -146,13 +150,18 @@ def restart(
     source = record.spec or record.repository
     if source is None:
         raise LaunchError(f"session '{record.name}' records no spec or repository to restart from")
+    token = resolve_token(record.token_ref)  # before the stop: `down` removes the token file
+    if record.token_ref and not token:
+        raise LaunchError(f"session '{record.name}' was started with a token, removed when it stopped: "
+                          f"start it again with ge-console up ... --token")
     earlier = _stop_for_restart(record, registry)
     options = LaunchOptions(
         source=source,
         name=record.name,
         tritonserver=record.explicit_tritonserver,
         listen=record.listen,
-        token=resolve_token(record.token_ref),
+        token=token,
+        public_health=record.public_health,
         http_port=_port(record.http_url),
         grpc_port=_port(record.grpc_url),
         metrics_port=_port(record.metrics_url),
@@ -190,7 +199,11 @@ def attach(
         raise LaunchError(
             f"session '{name}' already exists; ge-console down {name} first or pick another --name"
         )
-    http_url = url if "://" in url else f"http://{url}"
+    if token is not None and (problem := token_problem(token)):
+        raise LaunchError(problem)
+    http_url = endpoint_url(url, "URL")
+    grpc_url = endpoint_url(grpc_url, "--grpc-url", ("grpc",)).split("://", 1)[1] if grpc_url else None
+    metrics_url = endpoint_url(metrics_url, "--metrics-url", path_allowed=True) if metrics_url else None
     models = _serving_models(TritonControl(http_url, token, token_header=token_header, timeout=10.0))
     workdir = paths.session_dir(name)
     record = SessionRecord(
@@ -218,7 +231,9 @@ def attach(
 def _serving_models(control: TritonControl) -> tuple[str, ...]:
     """The models a server we attach to has READY; LaunchError if it does not answer as Triton."""
     if not control.live():
-        raise LaunchError(f"{control.http_url}: no Triton server answers there (GET /v2/health/live failed)")
+        refused = control.access_problem()  # a Triton that wants a (different) token says so
+        raise LaunchError(f"{control.http_url}: "
+                          f"{refused or 'no Triton server answers there (GET /v2/health/live failed)'}")
     try:
         return tuple(dict.fromkeys(m.name for m in control.index() if m.state == "READY"))
     except ControlError as exc:

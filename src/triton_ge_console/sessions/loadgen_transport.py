@@ -22,6 +22,7 @@ import tritonclient.http.aio as http_aio
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
+from triton_ge_console.sessions.access import refusal
 from triton_ge_console.sessions.loadgen_http import (
     ConnectionPool,
     HttpRequestFailed,
@@ -127,10 +128,11 @@ def ready_models(index: Any) -> list[str]:
     return sorted({str(e["name"]) for e in entries if e.get("state") == "READY" and "name" in e})
 
 
-def _unreachable(url: str, exc: BaseException) -> LoadError:
-    """A LoadError naming the address that failed."""
-    detail = exc.message() if isinstance(exc, InferenceServerException) else str(exc)
-    return LoadError(f"cannot talk to Triton at {url}: {detail}")
+def _unreachable(url: str, exc: BaseException, token_sent: bool = False) -> LoadError:
+    """A LoadError naming the address that failed (a refused or missing token said so)."""
+    detail = (exc.message() if isinstance(exc, InferenceServerException) else str(exc)) or ""
+    refused = refusal(detail, token_sent)
+    return LoadError(f"{url}: {refused}" if refused else f"cannot talk to Triton at {url}: {detail}")
 
 
 class GrpcTransport:
@@ -155,7 +157,7 @@ class GrpcTransport:
         except InferenceServerException as exc:
             if _not_found(exc):
                 raise _unknown_model(model, self.url, exc, await self._ready()) from exc
-            raise _unreachable(self.url, exc) from exc
+            raise _unreachable(self.url, exc, bool(self.headers)) from exc
         return signature_from_metadata(metadata, config.get("config", {}))
 
     async def _ready(self) -> list[str] | None:
@@ -230,9 +232,9 @@ class HttpTransport:
         except InferenceServerException as exc:
             if _not_found(exc):
                 raise _unknown_model(model, self.url, exc, await self._ready()) from exc
-            raise _unreachable(self.url, exc) from exc
+            raise _unreachable(self.url, exc, bool(self.headers)) from exc
         except (aiohttp.ClientError, OSError) as exc:
-            raise _unreachable(self.url, exc) from exc
+            raise _unreachable(self.url, exc, bool(self.headers)) from exc
         return signature_from_metadata(metadata, config)
 
     async def _ready(self) -> list[str] | None:

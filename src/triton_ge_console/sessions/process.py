@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_ge_console.backend_glue.distribution import TritonDistribution
+from triton_ge_console.sessions.paths import PRIVATE_UMASK, open_private
 
 
 class ServerStartError(RuntimeError):
@@ -118,7 +119,7 @@ class TritonProcess:
         """Spawn the server detached in a new session so its Python stubs can be stopped together."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.cwd.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
+        with open(open_private(self.log_path), "ab") as log:
             self.popen = subprocess.Popen(
                 [str(self.dist.binary), *self.args],
                 stdout=log,
@@ -127,6 +128,7 @@ class TritonProcess:
                 cwd=self.cwd,
                 env=self.dist.environment(),
                 start_new_session=True,
+                umask=PRIVATE_UMASK,
             )
 
     def wait_ready(self, http_url: str, timeout: float = 60.0) -> None:

@@ -70,6 +70,7 @@ class SessionRecord:
     explicit_tritonserver: str | None = None  # --tritonserver as given, reused by restart
     listen: str = "127.0.0.1"
     token_header: str = TOKEN_HEADER
+    public_health: bool = False  # the token guards every Triton API but health (liveness/readiness)
     last_error: str | None = None  # why the last (re)start failed; the session was kept, stopped
 
     def replace(self, **changes: Any) -> SessionRecord:
@@ -98,6 +99,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "explicit_tritonserver": (str,),
     "listen": (str,),
     "token_header": (str,),
+    "public_health": (bool,),
     "last_error": (str,),
     **{name: (str,) for name in _PATH_FIELDS},
 }
@@ -170,7 +172,7 @@ class Registry:
     def save(self, record: SessionRecord) -> Path:
         """Write a record atomically (readers never see half a file)."""
         target = self.path_for(record.name)
-        self.root.mkdir(parents=True, exist_ok=True)
+        paths.private_dir(self.root)
         text = yaml.safe_dump(record_to_dict(record), sort_keys=False)
         fd, tmp = tempfile.mkstemp(prefix=f".{record.name}.", suffix=".tmp", dir=self.root)
         try:
@@ -307,7 +309,7 @@ def log_tail(record: SessionRecord, lines: int = 10) -> list[str]:
 
 def store_token(directory: Path, token: str) -> str:
     """Keep a token in a 0600 file in the session dir; returns its reference."""
-    directory.mkdir(parents=True, exist_ok=True)
+    paths.private_dir(directory)
     path = directory / "token"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -329,3 +331,11 @@ def resolve_token(token_ref: str | None) -> str | None:
         except OSError:
             return None
     return None
+
+
+def forget_token(record: SessionRecord) -> None:
+    """Remove the session's token file (`down`): a stopped session keeps no secret on disk."""
+    kind, _, where = (record.token_ref or "").partition(":")
+    if kind == "file" and record.session_dir is not None and Path(where).parent == record.session_dir:
+        with contextlib.suppress(OSError):
+            Path(where).unlink()

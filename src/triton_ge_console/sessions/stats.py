@@ -11,6 +11,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
+from triton_ge_console.sessions.access import refusal
 from triton_ge_console.sessions.rates import ModelCounters
 
 NS_PER_US = 1000.0
@@ -69,6 +70,9 @@ class HttpEndpoint:
         data = _decode(raw)
         if not 200 <= status < 300:
             message = data.get("error") if isinstance(data, dict) else None
+            refused = refusal(str(message), token_sent=bool(self._headers)) if message else None
+            if refused:
+                raise EndpointError(f"{self.base_url}{path}: {refused}")
             raise EndpointError(f"{self.base_url}{path}: HTTP {status}{': ' + message if message else ''}")
         return data
 

@@ -5,7 +5,8 @@ the leader of a new process group (so its pid is its group id, and `down` stops 
 writes its pid to `server.pid`, waits, writes the exit code (negative: killed by that signal) to
 `server.exit`, and exits. The supervisor stays outside the server's group, so group signals never reach it;
 a SIGTERM sent to the supervisor itself is forwarded to the server's group (how a server whose pid file
-was never read is still stopped).
+was never read is still stopped). While the server runs, the supervisor keeps its shared-memory regions
+0600 (Triton's Python backend creates them 0644 whatever the umask).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+from triton_ge_console.sessions.paths import PRIVATE_UMASK, open_private
 from triton_ge_console.sessions.shm import remove_shm_regions
 
 PID_FILE = "server.pid"
@@ -49,10 +52,46 @@ def main(argv: list[str]) -> int:
         return 0
     forward.attach(server.pid)
     _write(folder / PID_FILE, f"{server.pid}\n")
+    ended = threading.Event()
+    guard = threading.Thread(target=guard_shared_memory, args=(server.pid, ended), daemon=True)
+    guard.start()
     code = server.wait()
+    ended.set()
     remove_shm_regions(folder)  # a killed server or stub leaves its regions behind
     _write(folder / EXIT_FILE, f"{code}\n")
     return 0
+
+
+SHM_GUARD_INTERVAL_S = 0.2
+
+
+def guard_shared_memory(pid: int, ended: threading.Event) -> None:
+    """Keep the server's /dev/shm regions 0600 while it runs.
+
+    Triton's Python backend creates its regions 0644 whatever the umask (boost.interprocess sets the mode
+    explicitly); the server maps every region it creates, so its own maps list them all.
+    """
+    while not ended.wait(SHM_GUARD_INTERVAL_S):
+        for path in mapped_shm(pid):
+            with contextlib.suppress(OSError):
+                info = os.stat(path)
+                if info.st_uid == os.getuid() and info.st_mode & 0o077:
+                    os.chmod(path, 0o600)
+
+
+def mapped_shm(pid: int) -> set[str]:
+    """The /dev/shm files process pid has mapped (empty once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return set()
+    found = set()
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5].startswith("/dev/shm/") and not fields[5].endswith(" (deleted)"):
+            found.add(fields[5])
+    return found
 
 
 class _Forwarder:
@@ -111,7 +150,7 @@ class SupervisedServer:
             (self.workdir / name).unlink(missing_ok=True)
         if self.log_path.exists():  # keep the previous run's log as server.log.1
             os.replace(self.log_path, self.log_path.with_name(f"{self.log_path.name}.1"))
-        with open(self.log_path, "ab") as log:
+        with open(open_private(self.log_path), "ab") as log:
             self.popen = subprocess.Popen(
                 self.command,
                 stdout=log,
@@ -120,6 +159,7 @@ class SupervisedServer:
                 cwd=self.workdir,
                 env=self.env,
                 start_new_session=True,
+                umask=PRIVATE_UMASK,  # inherited by the server and its stubs: what they create is private
             )
         deadline = time.monotonic() + timeout
         while self.pid is None and not self.exited() and time.monotonic() < deadline:

@@ -21,6 +21,7 @@ from typing import Any
 from triton_ge_console.repository.build import BuildError, BuildReport, build_repository, folder_digest
 from triton_ge_console.repository.spec import SpecError, load_spec
 from triton_ge_console.sessions.control import ControlError, TritonControl
+from triton_ge_console.sessions.paths import open_private
 from triton_ge_console.sessions.registry import Registry, SessionRecord
 from triton_ge_console.sessions.source import CommandResult
 
@@ -83,7 +84,7 @@ def store_digests(record: SessionRecord, digests: dict[str, str | None], forget:
     path = _digests_path(record)
     if path is None:
         return
-    with _DIGESTS_LOCK, open(path.with_name(f".{path.name}.lock"), "a") as lock_file:
+    with _DIGESTS_LOCK, open(open_private(path.with_name(f".{path.name}.lock")), "a") as lock_file:
         fcntl.flock(lock_file, fcntl.LOCK_EX)
         merged = read_loaded_digests(record)
         merged.update({model: digest for model, digest in digests.items() if digest is not None})

@@ -67,14 +67,13 @@ class Dashboard:
     def for_session(cls, name: str | None = None, interval: float = 1.0,
                     shapes: dict[str, tuple[int, ...]] | None = None, **kwargs: Any) -> Dashboard:
         """A dashboard on a registered session (by name, or the only one), with its load generator."""
+        from triton_ge_console.sessions.access import token_headers
         from triton_ge_console.sessions.live import LiveSource
-        from triton_ge_console.sessions.registry import Registry, resolve_token
+        from triton_ge_console.sessions.registry import Registry
 
         record = Registry().resolve(name)
-        token = resolve_token(record.token_ref)
-        headers = {record.token_header: token} if token else None
         url, protocol = (record.grpc_url, "grpc") if record.grpc_url else (record.http_url, "http")
-        runner = loadgen_runner(url.split("://")[-1], protocol, shapes, headers)
+        runner = loadgen_runner(url.split("://")[-1], protocol, shapes, token_headers(record, protocol))
         return cls(LiveSource.from_record(record), interval, runner, owns_source=True, **kwargs)
 
     def start(self) -> None:
