@@ -103,7 +103,14 @@ def run_restart(args: argparse.Namespace) -> int:
 
 
 def run_attach(args: argparse.Namespace) -> int:
-    """Register a server we did not start."""
+    """Register a server we did not start (or, for k8s:..., follow a cluster's serving pods)."""
+    if args.url.startswith("k8s:"):
+        from triton_ge_console.fleet.k8s_attach import run_k8s_attach
+
+        return run_k8s_attach(args, _token(args))
+    if not args.name:
+        _error("attach URL needs --name")
+        return 2
     record = attach(
         args.url,
         args.name,

@@ -71,6 +71,7 @@ class SessionRecord:
     listen: str = "127.0.0.1"
     token_header: str = TOKEN_HEADER
     last_error: str | None = None  # why the last (re)start failed; the session was kept, stopped
+    discovered_by: str | None = None  # "k8s:NAMESPACE/SELECTOR": a pod found there (leaves with the pod)
 
     def replace(self, **changes: Any) -> SessionRecord:
         """A copy with some fields changed."""
@@ -99,6 +100,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "listen": (str,),
     "token_header": (str,),
     "last_error": (str,),
+    "discovered_by": (str,),
     **{name: (str,) for name in _PATH_FIELDS},
 }
 
