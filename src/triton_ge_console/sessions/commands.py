@@ -50,6 +50,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     status_parser = subparsers.add_parser("status", help="a session's state, endpoints and models")
     status_parser.add_argument("name", nargs="?", metavar="NAME", help="session (default: the only one)")
     status_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    status_parser.add_argument(
+        "--all", action="store_true", help="one row per running session (the fleet), polled concurrently"
+    )
+    status_parser.add_argument(
+        "--interval", type=float, default=1.0, metavar="S", help="--all: seconds between a server's two polls"
+    )
+    status_parser.add_argument("--workers", type=int, default=8, metavar="N", help="--all: polls at once")
     status_parser.set_defaults(func=_guarded("run_status"))
     _add_model_commands(subparsers)
     watch_parser = subparsers.add_parser("watch", help="rebuild and reload on every save of SPEC")

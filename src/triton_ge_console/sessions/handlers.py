@@ -160,7 +160,11 @@ def _ls_row(record: SessionRecord) -> dict[str, Any]:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    """Print one session's state and models (exit code 1 when it is dead)."""
+    """Print one session's state and models (exit code 1 when it is dead); --all: the fleet."""
+    if args.all:
+        from triton_ge_console.fleet.status_command import run_status_all
+
+        return run_status_all(args)
     status = session_status(Registry().resolve(args.name))
     data = status.to_dict()
     if args.json:
