@@ -122,6 +122,11 @@ def _add_model_commands(subparsers: argparse._SubParsersAction) -> None:  # type
             )
         if action == "reload":
             parser.add_argument(
+                "--fleet",
+                action="store_true",
+                help="every running session with MODEL loaded, one at a time; stop at the first failure",
+            )
+            parser.add_argument(
                 "--changed",
                 action="store_true",
                 help="reload every model whose files changed (spec sessions: rebuild first)",

@@ -200,6 +200,10 @@ def run_model_command(args: argparse.Namespace) -> int:
     if not args.model and not getattr(args, "changed", False):
         _error("reload needs MODEL or --changed")
         return 2
+    if getattr(args, "fleet", False):
+        from triton_ge_console.fleet.rolling_command import run_rolling_reload
+
+        return run_rolling_reload(args)
     registry = Registry()
     record = _running(registry.resolve(args.session))
     control = controller_for(record)
