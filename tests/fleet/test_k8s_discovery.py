@@ -116,3 +116,9 @@ def test_cli_attach_says_when_the_api_server_does_not_answer(
     assert main(["attach", TARGET, "--once", "--kubeconfig", str(kubeconfig)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not answer" in err[0]
+
+
+def test_attach_url_still_needs_a_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """Only k8s: targets name their sessions themselves; a URL without --name is a usage error."""
+    assert main(["attach", "http://127.0.0.1:1"]) == 2
+    assert "attach URL needs --name" in capsys.readouterr().err

@@ -156,10 +156,23 @@ def test_kubectl_client_dry_run(tmp_path: Path) -> None:
         pytest.skip("kubectl not installed (Debian: apt-get install kubernetes-client)")
     reachable = subprocess.run([kubectl, "version", "--request-timeout=3s"], capture_output=True, timeout=30)
     if reachable.returncode != 0:
-        pytest.skip("no Kubernetes API server reachable: a client-side dry run still needs its discovery")
+        pytest.skip("no Kubernetes API server reachable: even a client-side dry run needs the server's API "
+                    "discovery (any kubectl, Debian's kubernetes-client included)")
     out = tmp_path / "out"
     assert main(["k8s", "render", str(_write(tmp_path, IMAGE_SPEC)), "-o", str(out)]) == 0
     for name in ("deployment.yaml", "service.yaml"):
         done = subprocess.run([kubectl, "apply", "--dry-run=client", "-f", str(out / name)],
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
+
+
+def test_claim_path_and_fixed_ports(tmp_path: Path) -> None:
+    """A repository in a folder of the claim, and the spec's fixed ports, reach the server's arguments."""
+    docs = _render(tmp_path, f"{ONE_MODEL}server: {{http_port: 9000, grpc_port: 9001}}\n"
+                             "kubernetes: {repository: {pvc: shared-models, path: /teams/nlp/}}\n")
+    _validate(docs["Deployment"])
+    _validate(docs["Service"])
+    server = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert "--model-repository=/mnt/model-repository/teams/nlp" in server["args"]
+    assert [p["containerPort"] for p in server["ports"]] == [9000, 9001, 8002]
+    assert "initContainers" not in docs["Deployment"]["spec"]["template"]["spec"]
