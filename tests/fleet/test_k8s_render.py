@@ -3,15 +3,19 @@
 
 from __future__ import annotations
 
+import importlib.resources
+import json
 import shutil
 import subprocess
 import textwrap
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from referencing import Registry, Resource
 
 from triton_ge_console.cli import main
 from triton_ge_console.fleet.k8s_render import RenderError, render
@@ -61,6 +65,18 @@ def _validate(manifest: dict[str, Any]) -> None:
     kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
 
 
+def _validate_part(value: Any, definition: str) -> None:
+    """One part of an object against a definition of the bundled schemas (for the ServiceMonitor, whose
+    CRD schema does not ship with them: its metadata and selector are Kubernetes' own types)."""
+    folder = f"kubernetes-json-schema/v{K8S_VERSION}-local-strict"
+    path = importlib.resources.files("kubernetes_validate") / folder / "_definitions.json"
+    definitions = json.loads(path.read_text(encoding="utf-8"))
+    resource = Resource.from_contents(definitions)
+    registry: Registry[Any] = Registry().with_resource(definitions["$id"], resource)
+    schema = {"$ref": f"{definitions['$id']}#/$defs/{definition}"}
+    jsonschema.Draft202012Validator(schema, registry=registry).validate(value)
+
+
 def test_image_repository_manifests_validate_and_ask_for_npus(tmp_path: Path) -> None:
     """Deployment and Service pass the schemas; NPUs, token, probes and repository are where they belong."""
     docs = _render(tmp_path, IMAGE_SPEC)
@@ -84,7 +100,14 @@ def test_image_repository_manifests_validate_and_ask_for_npus(tmp_path: Path) ->
     assert {p["name"]: p["port"] for p in docs["Service"]["spec"]["ports"]} == {
         "http": 8000, "grpc": 8001, "metrics": 8002,
     }
-    assert docs["ServiceMonitor"]["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics"}]
+    monitor = docs["ServiceMonitor"]
+    assert (monitor["apiVersion"], monitor["spec"]["endpoints"]) == (
+        "monitoring.coreos.com/v1", [{"port": "metrics", "path": "/metrics"}],
+    )
+    _validate_part(monitor["metadata"], "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")
+    _validate_part(monitor["spec"]["selector"], "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")
+    with pytest.raises(jsonschema.ValidationError):
+        _validate_part({"matchLabel": {}}, "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector")
 
 
 def test_seed_spec_renders_with_defaults_from_a_claim(tmp_path: Path) -> None:
