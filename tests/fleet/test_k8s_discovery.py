@@ -122,3 +122,21 @@ def test_attach_url_still_needs_a_name(capsys: pytest.CaptureFixture[str]) -> No
     """Only k8s: targets name their sessions themselves; a URL without --name is a usage error."""
     assert main(["attach", "http://127.0.0.1:1"]) == 2
     assert "attach URL needs --name" in capsys.readouterr().err
+
+
+def test_a_lost_api_server_keeps_the_members_and_is_asked_again(tmp_path: Path) -> None:
+    """When the API server goes away mid-watch the follower says so, keeps the last members, and stops
+    promptly when asked (also while it waits to ask again)."""
+    changes: list[set[str]] = []
+    errors: list[str] = []
+    with recorded_api(tmp_path, ["pods-list-1.json"], []) as (script, kubeconfig):
+        follower = PodFollower(K8sTarget.parse(TARGET), api_client(kubeconfig),
+                               lambda members: changes.append(set(members)), on_error=errors.append)
+        thread = threading.Thread(target=follower.follow, daemon=True)
+        thread.start()
+        assert script.idle_watch.wait(20)
+    _wait_for(lambda: errors)
+    assert "asking again in" in errors[0] and changes == [{A}] and set(follower.members) == {A}
+    follower.stop()
+    thread.join(10)
+    assert not thread.is_alive()

@@ -93,7 +93,8 @@ def run_k8s_attach(args: argparse.Namespace, token: str | None) -> int:
 def _follow(target: K8sTarget, args: argparse.Namespace, token: str | None) -> int:
     """The body of run_k8s_attach."""
     members = RegistryMembers(Registry(), target, _say, args.name, token, args.token_header)
-    follower = PodFollower(target, api_client(args.kubeconfig, args.context), members)
+    follower = PodFollower(target, api_client(args.kubeconfig, args.context), members,
+                           on_error=lambda line: _say(f"warning: {line}"))
     if args.once:
         follower.sync()
         print(f"{target.label}: {len(follower.members)} ready pod(s)")

@@ -114,10 +114,12 @@ class PodFollower:
     """Keeps the set of ready pods of a target current and reports every change of it."""
 
     def __init__(self, target: K8sTarget, api: client.ApiClient, on_change: MembersCallback,
-                 watch_timeout_s: int = 60, request_timeout_s: float = 10.0) -> None:
+                 watch_timeout_s: int = 60, request_timeout_s: float = 10.0,
+                 on_error: Callable[[str], None] | None = None) -> None:
         self.target = target
         self.core = client.CoreV1Api(api)
         self.on_change = on_change
+        self.on_error = on_error
         self.members: dict[str, PodMember] = {}
         self._watch_timeout_s = watch_timeout_s
         self._request_timeout_s = request_timeout_s
@@ -164,7 +166,10 @@ class PodFollower:
     def _failed(self, reason: str, failures: int) -> int:
         """Note why the last request failed and wait before the next (1, 2, 4 ... 30 s)."""
         self.last_error = reason
-        self._stop.wait(min(RETRY_CAP_S, 2.0**failures))
+        pause = min(RETRY_CAP_S, 2.0**failures)
+        if self.on_error is not None:
+            self.on_error(f"{reason}; asking again in {pause:.0f}s")
+        self._stop.wait(pause)
         return failures + 1
 
     def _watch_once(self, version: str) -> str:
