@@ -138,6 +138,7 @@ def _probes() -> dict[str, Any]:
     """Triton's health endpoints (never restricted): live for liveness, ready (all models) for readiness;
     a startup probe gives model loading up to five minutes before liveness counts."""
     def probe(path: str, period: int, failures: int) -> dict[str, Any]:
+        """An HTTP GET probe on the container's http port."""
         check = {"path": path, "port": "http"}
         return {"httpGet": check, "periodSeconds": period, "failureThreshold": failures}
 
