@@ -6,13 +6,14 @@ from pathlib import Path
 
 import yaml
 
+from triton_ge_console.repository.spec_kubernetes import read_kubernetes
 from triton_ge_console.repository.spec_models import model_name_problem, read_model
 from triton_ge_console.repository.spec_nodes import Problems, Reader, SpecError, SpecProblem, join
-from triton_ge_console.repository.spec_types import DeploymentSpec, ModelSpec, ServerSpec
+from triton_ge_console.repository.spec_types import DeploymentSpec, KubernetesSpec, ModelSpec, ServerSpec
 
 __all__ = ["SpecError", "SpecProblem", "load_spec", "model_name_problem", "parse_spec"]
 
-TOP_KEYS = ("name", "server", "models")
+TOP_KEYS = ("name", "server", "models", "kubernetes")
 SERVER_KEYS = (
     "http_port",
     "grpc_port",
@@ -64,13 +65,15 @@ def parse_spec(
         name = reader.text(entries["name"][1], "name") or default_name
     server = _server(reader, entries["server"][1]) if "server" in entries else ServerSpec()
     models = _models(reader, entries["models"][1], base_dir) if "models" in entries else None
+    kubernetes: KubernetesSpec | None = KubernetesSpec()
+    if "kubernetes" in entries:
+        kubernetes = read_kubernetes(reader, entries["kubernetes"][1])
     if "models" not in entries:
         problems.add(root, "models", "is required: list at least one model")
     problems.raise_if_any()
-    assert server is not None and models is not None
-    return DeploymentSpec(
-        name=name, path=None if base_dir is None else base_dir / Path(file).name, server=server, models=models
-    )
+    assert server is not None and models is not None and kubernetes is not None
+    path = None if base_dir is None else base_dir / Path(file).name
+    return DeploymentSpec(name=name, path=path, server=server, models=models, kubernetes=kubernetes)
 
 
 def yaml_root(text: str, problems: Problems) -> tuple[yaml.SafeLoader, yaml.Node | None]:

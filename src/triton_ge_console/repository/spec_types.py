@@ -69,6 +69,25 @@ class ServerSpec:
 
 
 @dataclass(frozen=True)
+class KubernetesSpec:
+    """How `ge-console k8s render` runs the deployment in a cluster (names, image, storage, resources)."""
+
+    namespace: str = "default"
+    name: str | None = None  # the Deployment/Service name; None: the spec's name
+    image: str = "triton-ge-console:0.1.0"  # tritonserver with the GE glue installed
+    replicas: int = 1
+    repository_pvc: str | None = None  # the model repository on this PersistentVolumeClaim...
+    repository_image: str | None = None  # ...or copied out of this image at start
+    repository_path: str | None = None  # where it sits in the claim (default: its root) or image (/models)
+    token_secret: str | None = None  # Secret with the token under `token_secret_key`; None: NAME-token
+    token_secret_key: str = "token"
+    npu_resource: str = "huawei.com/Ascend910"  # the Ascend device plugin's extended resource
+    cpu: str = "2"
+    memory: str = "8Gi"
+    service_monitor: bool = False  # also a Prometheus Operator ServiceMonitor
+
+
+@dataclass(frozen=True)
 class DeploymentSpec:
     """A whole deployment: one server and its models, with the file it came from."""
 
@@ -76,6 +95,7 @@ class DeploymentSpec:
     path: Path | None
     server: ServerSpec
     models: tuple[ModelSpec, ...]
+    kubernetes: KubernetesSpec = field(default_factory=KubernetesSpec)
 
     def model(self, name: str) -> ModelSpec | None:
         """The model named so, if the deployment has it."""

@@ -31,10 +31,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     _add_up(subparsers)
     _add_down(subparsers)
     attach_parser = subparsers.add_parser(
-        "attach", help="register a running Triton server (never stopped by us)"
+        "attach", help="register a running Triton server, or the ready pods of k8s:NAMESPACE/SELECTOR"
     )
-    attach_parser.add_argument("url", metavar="URL", help="its HTTP endpoint, e.g. http://npu-host:8000")
-    attach_parser.add_argument("--name", required=True, help="session name")
+    attach_parser.add_argument(
+        "url", metavar="URL", help="its HTTP endpoint, e.g. http://npu-host:8000, or k8s:NAMESPACE/SELECTOR"
+    )
+    attach_parser.add_argument("--name", help="session name (k8s: a prefix for the pods' names)")
     attach_parser.add_argument("--metrics-url", help="its /metrics URL (default: port 8002 beside port 8000)")
     attach_parser.add_argument("--grpc-url", help="its gRPC host:port")
     _add_token_options(attach_parser)
@@ -43,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=TOKEN_HEADER,
         help=f"header its restricted APIs check (default: {TOKEN_HEADER})",
     )
+    _add_k8s_options(attach_parser)
     attach_parser.set_defaults(func=_guarded("run_attach"))
     ls_parser = subparsers.add_parser("ls", help="list sessions")
     ls_parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -50,6 +53,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     status_parser = subparsers.add_parser("status", help="a session's state, endpoints and models")
     status_parser.add_argument("name", nargs="?", metavar="NAME", help="session (default: the only one)")
     status_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    status_parser.add_argument(
+        "--all", action="store_true", help="one row per running session (the fleet), polled concurrently"
+    )
+    status_parser.add_argument(
+        "--interval", type=float, default=1.0, metavar="S", help="--all: seconds between a server's two polls"
+    )
+    status_parser.add_argument("--workers", type=int, default=8, metavar="N", help="--all: polls at once")
     status_parser.set_defaults(func=_guarded("run_status"))
     _add_model_commands(subparsers)
     watch_parser = subparsers.add_parser("watch", help="rebuild and reload on every save of SPEC")
@@ -122,11 +132,25 @@ def _add_model_commands(subparsers: argparse._SubParsersAction) -> None:  # type
             )
         if action == "reload":
             parser.add_argument(
+                "--fleet",
+                action="store_true",
+                help="every running session with MODEL loaded, one at a time; stop at the first failure",
+            )
+            parser.add_argument(
                 "--changed",
                 action="store_true",
                 help="reload every model whose files changed (spec sessions: rebuild first)",
             )
         parser.set_defaults(func=_guarded("run_model_command"), action=action)
+
+
+def _add_k8s_options(parser: argparse.ArgumentParser) -> None:
+    """Options of `attach k8s:...`."""
+    group = parser.add_argument_group("k8s:NAMESPACE/SELECTOR")
+    group.add_argument("--kubeconfig", type=Path, metavar="PATH",
+                       help="default: $KUBECONFIG, ~/.kube/config, else the pod's service account")
+    group.add_argument("--context", help="kubeconfig context (default: the current one)")
+    group.add_argument("--once", action="store_true", help="add the ready pods and exit instead of following")
 
 
 def _add_token_options(parser: argparse.ArgumentParser) -> None:

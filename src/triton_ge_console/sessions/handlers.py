@@ -106,7 +106,14 @@ def run_restart(args: argparse.Namespace) -> int:
 
 
 def run_attach(args: argparse.Namespace) -> int:
-    """Register a server we did not start."""
+    """Register a server we did not start (or, for k8s:..., follow a cluster's serving pods)."""
+    if args.url.startswith("k8s:"):
+        from triton_ge_console.fleet.k8s_attach import run_k8s_attach
+
+        return run_k8s_attach(args, _token(args))
+    if not args.name:
+        _error("attach URL needs --name")
+        return 2
     record = attach(
         args.url,
         args.name,
@@ -156,7 +163,11 @@ def _ls_row(record: SessionRecord) -> dict[str, Any]:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    """Print one session's state and models (exit code 1 when it is dead)."""
+    """Print one session's state and models (exit code 1 when it is dead); --all: the fleet."""
+    if args.all:
+        from triton_ge_console.fleet.status_command import run_status_all
+
+        return run_status_all(args)
     status = session_status(Registry().resolve(args.name))
     data = status.to_dict()
     if args.json:
@@ -192,6 +203,10 @@ def run_model_command(args: argparse.Namespace) -> int:
     if not args.model and not getattr(args, "changed", False):
         _error("reload needs MODEL or --changed")
         return 2
+    if getattr(args, "fleet", False):
+        from triton_ge_console.fleet.rolling_command import run_rolling_reload
+
+        return run_rolling_reload(args)
     registry = Registry()
     record = _running(registry.resolve(args.session))
     control = controller_for(record)

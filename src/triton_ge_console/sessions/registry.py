@@ -72,6 +72,7 @@ class SessionRecord:
     token_header: str = TOKEN_HEADER
     public_health: bool = False  # the token guards every Triton API but health (liveness/readiness)
     last_error: str | None = None  # why the last (re)start failed; the session was kept, stopped
+    discovered_by: str | None = None  # "k8s:NAMESPACE/SELECTOR": a pod found there (leaves with the pod)
 
     def replace(self, **changes: Any) -> SessionRecord:
         """A copy with some fields changed."""
@@ -101,6 +102,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "token_header": (str,),
     "public_health": (bool,),
     "last_error": (str,),
+    "discovered_by": (str,),
     **{name: (str,) for name in _PATH_FIELDS},
 }
 

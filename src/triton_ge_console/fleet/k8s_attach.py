@@ -1,0 +1,114 @@
+"""`ge-console attach k8s:NAMESPACE/SELECTOR`: each ready pod becomes an attached session, and leaves with
+its pod; other sessions are never touched."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import time
+from collections.abc import Callable
+
+from triton_ge_console.fleet.k8s_discovery import (
+    DiscoveryError,
+    K8sTarget,
+    PodFollower,
+    PodMember,
+    api_client,
+)
+from triton_ge_console.sessions import paths
+from triton_ge_console.sessions.registry import (
+    READY,
+    TOKEN_HEADER,
+    Registry,
+    SessionRecord,
+    store_token,
+    validate_name,
+)
+
+MAX_NAME = 64
+Say = Callable[[str], None]
+
+
+def session_name(prefix: str | None, pod: str) -> str:
+    """`PREFIX-POD` (or the pod's name), shortened with a hash of the whole when over 64 characters."""
+    name = f"{prefix}-{pod}" if prefix else pod
+    if len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:8]
+    return f"{name[: MAX_NAME - 9]}-{digest}"
+
+
+class RegistryMembers:
+    """Mirrors a target's members into the registry as attached sessions marked with the target."""
+
+    def __init__(self, registry: Registry, target: K8sTarget, say: Say, prefix: str | None = None,
+                 token: str | None = None, token_header: str = TOKEN_HEADER) -> None:
+        self.registry = registry
+        self.target = target
+        self.say = say
+        self.prefix = prefix
+        self.token = token
+        self.token_header = token_header
+
+    def __call__(self, members: dict[str, PodMember]) -> None:
+        """Add joined pods, forget departed ones (only sessions this target added)."""
+        wanted = {session_name(self.prefix, m.pod): m for m in members.values()}
+        records, _ = self.registry.scan()
+        ours = {r.name: r for r in records if r.discovered_by == self.target.label}
+        others = {r.name for r in records} - ours.keys()
+        for name in sorted(ours.keys() - wanted.keys()):
+            self.registry.remove(name)
+            self.say(f"left: {name} (pod {ours[name].http_url.removeprefix('http://')})")
+        for name, member in sorted(wanted.items()):
+            if name in others:
+                self.say(f"warning: pod {member.pod}: a session named '{name}' exists already; skipped")
+            elif name not in ours or ours[name].http_url != f"http://{member.url('http')}":
+                self.registry.save(self._record(validate_name(name), member))
+                self.say(f"joined: {name} at http://{member.url('http')}")
+
+    def _record(self, name: str, member: PodMember) -> SessionRecord:
+        """An attached session for one pod."""
+        workdir = paths.session_dir(name)
+        return SessionRecord(
+            name=name, pid=None, started_at=time.time(), http_url=f"http://{member.url('http')}",
+            grpc_url=member.url("grpc"), metrics_url=f"http://{member.url('metrics')}/metrics",
+            repository=None, spec=None, backend_dir=None, log_path=None,
+            token_ref=store_token(workdir, self.token) if self.token else None,
+            attached=True, session_dir=workdir, state=READY, token_header=self.token_header,
+            discovered_by=self.target.label,
+        )
+
+
+def run_k8s_attach(args: argparse.Namespace, token: str | None) -> int:
+    """List (--once) or follow the target's pods until interrupted; the sessions stay afterwards."""
+    target = K8sTarget.parse(args.url)
+    try:
+        return _follow(target, args, token)
+    except DiscoveryError as exc:
+        _say(f"ge-console: error: {exc}")
+        return 1
+
+
+def _follow(target: K8sTarget, args: argparse.Namespace, token: str | None) -> int:
+    """The body of run_k8s_attach."""
+    members = RegistryMembers(Registry(), target, _say, args.name, token, args.token_header)
+    follower = PodFollower(target, api_client(args.kubeconfig, args.context), members,
+                           on_error=lambda line: _say(f"warning: {line}"))
+    if args.once:
+        follower.sync()
+        print(f"{target.label}: {len(follower.members)} ready pod(s)")
+        return 0
+    print(f"following {target.label} (Ctrl-C stops; the sessions stay)", flush=True)
+    try:
+        follower.follow()
+    except KeyboardInterrupt:
+        follower.stop()
+        print(f"stopped following {target.label}: {len(follower.members)} ready pod(s)")
+    return 0
+
+
+def _say(line: str) -> None:
+    """Membership changes on stdout, warnings on stderr."""
+    to_stderr = line.startswith(("warning:", "ge-console: error:"))
+    print(line, file=sys.stderr if to_stderr else sys.stdout, flush=True)

@@ -1,0 +1,102 @@
+"""Rolling reload: a model reloaded on one server of the fleet at a time, each proven to take requests
+before the next, stopping at the first failure with the rest untouched."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from triton_ge_console.sessions.control import ControlError, TritonControl
+from triton_ge_console.sessions.lifecycle import controller_for
+from triton_ge_console.sessions.probe import ProbeResult, send_test_request
+from triton_ge_console.sessions.registry import SessionRecord, resolve_token
+
+READY_STATE = "READY"
+Probe = Callable[[str, str, dict[str, str]], ProbeResult]
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ServerOutcome:
+    """What happened on one server, and the model versions READY there afterwards."""
+
+    session: str
+    outcome: str  # reloaded | failed | untouched | without the model
+    message: str = ""
+    ready_versions: tuple[str, ...] | None = None  # None: the server could not be asked
+
+
+@dataclass
+class RollingResult:
+    """The whole roll: one outcome per server, in the order they were taken."""
+
+    model: str
+    servers: list[ServerOutcome] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether no server failed."""
+        return all(s.outcome != "failed" for s in self.servers)
+
+
+def _probe(http_url: str, model: str, headers: dict[str, str]) -> ProbeResult:
+    """One request built from the model's metadata."""
+    return send_test_request(http_url, model, headers=headers)
+
+
+def rolling_reload(records: Sequence[SessionRecord], model: str, say: Say, config: str | None = None,
+                   probe: Probe = _probe) -> RollingResult:
+    """Reload `model` on each server that has it loaded, in name order, stopping at the first failure."""
+    result = RollingResult(model)
+    stopped = False
+    for record in sorted(records, key=lambda r: r.name):
+        control = controller_for(record)
+        if stopped:
+            result.servers.append(_outcome(record, control, model, "untouched"))
+        elif not _serves(control, model):
+            result.servers.append(_outcome(record, control, model, "without the model"))
+        else:
+            step = _reload_one(record, control, model, config, probe)
+            result.servers.append(step)
+            say(f"{record.name}: {step.message}")
+            stopped = step.outcome == "failed"
+    return result
+
+
+def _serves(control: TritonControl, model: str) -> bool:
+    """Whether a version of model is READY there (an unreachable server counts: its reload will fail)."""
+    try:
+        return any(e.name == model and e.state == READY_STATE for e in control.index())
+    except ControlError:
+        return True
+
+
+def _reload_one(record: SessionRecord, control: TritonControl, model: str, config: str | None,
+                probe: Probe) -> ServerOutcome:
+    """Reload (Triton swaps once the new instance is ready), then one request must succeed."""
+    reloaded = control.reload(model, config)
+    if not reloaded.ok:
+        return _outcome(record, control, model, "failed", reloaded.message)
+    answered = probe(record.http_url, model, _headers(record))
+    if not answered.ok:
+        why = f"reloaded, but a request failed: {answered.message}"
+        return _outcome(record, control, model, "failed", why)
+    return _outcome(record, control, model, "reloaded", f"{reloaded.message}; {answered.message}")
+
+
+def _headers(record: SessionRecord) -> dict[str, str]:
+    """The token header of a restricted server (HTTP uses the header name as given)."""
+    token = resolve_token(record.token_ref)
+    return {record.token_header: token} if token else {}
+
+
+def _outcome(record: SessionRecord, control: TritonControl, model: str, outcome: str,
+             message: str = "") -> ServerOutcome:
+    """An outcome with the versions READY there now."""
+    try:
+        versions: tuple[str, ...] | None = tuple(
+            e.version for e in control.index() if e.name == model and e.state == READY_STATE
+        )
+    except ControlError:
+        versions = None
+    return ServerOutcome(record.name, outcome, message, versions)

@@ -1,0 +1,29 @@
+"""`ge-console reload MODEL --fleet`: the rolling reload, a line per server as it goes, then who runs what."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from triton_ge_console.fleet.rolling import rolling_reload
+from triton_ge_console.fleet.status import running_records
+from triton_ge_console.sessions.registry import Registry
+
+
+def run_rolling_reload(args: argparse.Namespace) -> int:
+    """Roll MODEL over every running session; exit code 1 when a server failed (the roll stopped there)."""
+    if args.changed or args.session:
+        raise ValueError("reload --fleet takes MODEL only (not --changed or --session)")
+    records = running_records(Registry())
+    if not records:
+        raise ValueError("no running sessions (start one with: ge-console up SPEC)")
+    result = rolling_reload(records, args.model, lambda line: print(line, flush=True), config=args.config)
+    print(f"{result.model} on the fleet:")
+    for server in result.servers:
+        versions = "unreachable" if server.ready_versions is None else (
+            ", ".join(f"v{v}" for v in server.ready_versions) or "no version READY")
+        print(f"  {server.session}: {server.outcome}; serving {versions}")
+    if not any(s.outcome in ("reloaded", "failed") for s in result.servers):
+        print(f"ge-console: error: no running session has {args.model} loaded", file=sys.stderr)
+        return 1
+    return 0 if result.ok else 1

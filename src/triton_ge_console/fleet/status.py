@@ -1,0 +1,113 @@
+"""One row per running session: health, version, models, load, latency, NPUs; what `status --all` prints.
+
+Every figure a server did not give is None (`—` in the table), never a guess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import urllib.parse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from triton_ge_console.fleet.poller import FleetPoller
+from triton_ge_console.sessions.live import LiveSource
+from triton_ge_console.sessions.registry import READY, STARTING, Registry, SessionRecord, effective_state
+from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
+from triton_ge_console.sessions.source import SessionSource
+
+# Triton's reason for a model unloaded on purpose: not a failure.
+UNLOADED_REASON = "unloaded"
+NO_ANSWER = "no answer"
+SourceFactory = Callable[[SessionRecord], SessionSource]
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """One server of the fleet, from its latest snapshot."""
+
+    name: str
+    where: str  # host:port of its HTTP endpoint (and where it was discovered)
+    health: str  # ready | live | unreachable | no answer
+    version: str | None = None
+    models_ready: int | None = None
+    models_failing: int | None = None
+    models_total: int | None = None
+    requests_per_s: float | None = None
+    worst_p99_ms: float | None = None
+    npu_util_mean: float | None = None  # 0..1
+    npu_util_max: float | None = None
+    npu_memory_used_bytes: int | None = None
+    npu_memory_total_bytes: int | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON."""
+        return dataclasses.asdict(self)
+
+
+def running_records(registry: Registry) -> list[SessionRecord]:
+    """Sessions whose server should be answering (starting or ready), by name."""
+    records, _ = registry.scan()
+    return [r for r in records if effective_state(r) in (STARTING, READY)]
+
+
+def fleet_rows(records: Sequence[SessionRecord], *, interval_s: float = 1.0, timeout_s: float = 2.0,
+               max_workers: int = 8, source_for: SourceFactory | None = None) -> list[FleetRow]:
+    """Poll every record twice (rates need two readings), concurrently; one row each, in record order."""
+    make = source_for or (lambda record: LiveSource.from_record(record))
+    poller = FleetPoller([make(record) for record in records], max_workers)
+    try:
+        taken = poller.sample(polls=2, interval_s=interval_s, deadline_s=interval_s + 2 * timeout_s + 1)
+    finally:
+        poller.close()
+    return [row_for(record, taken.get(record.name) or []) for record in records]
+
+
+def row_for(record: SessionRecord, snapshots: Sequence[ServerSnapshot]) -> FleetRow:
+    """The row of one session from its snapshots (the newest counts)."""
+    where = _where(record)
+    if not snapshots:
+        return FleetRow(record.name, where, NO_ANSWER, error="no snapshot before the deadline")
+    snapshot = snapshots[-1]
+    if not snapshot.live:
+        return FleetRow(record.name, where, "unreachable", version=snapshot.version, error=snapshot.error)
+    return FleetRow(
+        record.name, where, "ready" if snapshot.ready else "live", version=snapshot.version,
+        **_model_figures(snapshot.models), **_device_figures(snapshot),
+        error=snapshot.error,
+    )
+
+
+def _where(record: SessionRecord) -> str:
+    """host:port, plus the Kubernetes target a pod came from."""
+    netloc = urllib.parse.urlsplit(record.http_url).netloc or record.http_url
+    return f"{netloc} ({record.discovered_by})" if record.discovered_by else netloc
+
+
+def _model_figures(models: Sequence[ModelSnapshot]) -> dict[str, Any]:
+    """Counts by state, total request rate (None after a single poll: rates need two), the worst p99."""
+    failing = [m for m in models if m.state != "READY" and m.reason and m.reason != UNLOADED_REASON]
+    rates = [m.request_rate for m in models if m.request_rate is not None]
+    p99s = [m.latency.p99_ms for m in models if m.latency.p99_ms is not None]
+    return {
+        "models_ready": sum(1 for m in models if m.state == "READY"),
+        "models_failing": len(failing),
+        "models_total": len(models),
+        "requests_per_s": sum(rates) if rates else None,
+        "worst_p99_ms": max(p99s) if p99s else None,
+    }
+
+
+def _device_figures(snapshot: ServerSnapshot) -> dict[str, Any]:
+    """NPU utilization mean and max, memory used and total over the devices that report them."""
+    utils = [d.utilization for d in snapshot.devices if d.utilization is not None]
+    used = [d.memory_used_bytes for d in snapshot.devices if d.memory_used_bytes is not None]
+    total = [d.memory_total_bytes for d in snapshot.devices if d.memory_total_bytes is not None]
+    return {
+        "npu_util_mean": sum(utils) / len(utils) if utils else None,
+        "npu_util_max": max(utils) if utils else None,
+        "npu_memory_used_bytes": sum(used) if used else None,
+        "npu_memory_total_bytes": sum(total) if total else None,
+    }
