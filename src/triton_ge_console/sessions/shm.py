@@ -7,6 +7,7 @@ it behind when a stub or the server is killed. Standard library only: the superv
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 from pathlib import Path
 
@@ -17,7 +18,10 @@ SHM_PREFIX_FILE = "shm-prefix"  # in the session dir: the prefix of every region
 def new_shm_prefix(workdir: Path) -> str:
     """A fresh shared-memory region prefix for one server run, kept in its session dir for cleanup."""
     prefix = f"triton_ge_{secrets.token_hex(6)}_"
-    (workdir / SHM_PREFIX_FILE).write_text(prefix + "\n", encoding="ascii")
+    fd = os.open(workdir / SHM_PREFIX_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as file:
+        os.fchmod(fd, 0o600)
+        file.write(prefix + "\n")
     return prefix
 
 
