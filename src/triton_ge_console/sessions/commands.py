@@ -82,7 +82,7 @@ def _add_up(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[typ
         help="REPO only: load just this model (repeatable; default: all)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=180.0, help="seconds to wait for READY (default 180)"
+        "--timeout", type=positive_seconds, default=180.0, help="seconds to wait for READY (default 180)"
     )
     parser.set_defaults(func=_guarded("run_up"))
 
@@ -96,7 +96,9 @@ def _add_down(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[t
     parser.set_defaults(func=_guarded("run_down"))
     restart_parser = subparsers.add_parser("restart", help="stop and start a session again, same ports")
     restart_parser.add_argument("name", nargs="?", metavar="NAME", help="session (default: the only one)")
-    restart_parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for READY")
+    restart_parser.add_argument(
+        "--timeout", type=positive_seconds, default=180.0, help="seconds to wait for READY"
+    )
     restart_parser.set_defaults(func=_guarded("run_restart"))
 
 
@@ -126,6 +128,17 @@ def _add_token_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--token-env", metavar="VAR", help="read the access token from this environment variable"
     )
+
+
+def positive_seconds(text: str) -> float:
+    """A number of seconds > 0 (argparse turns the error into a usage message, exit code 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a positive number of seconds")
+    return value
 
 
 def _guarded(name: str) -> Any:

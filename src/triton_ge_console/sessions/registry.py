@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,10 @@ class RegistryError(ValueError):
 
 class SessionNotFound(LookupError):
     """No session with that name (or no unique session when none was named)."""
+
+
+class SessionBusy(RuntimeError):
+    """Another ge-console process is starting this session right now."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +188,26 @@ class Registry:
                 os.unlink(tmp)
             raise
         return target
+
+    @contextlib.contextmanager
+    def name_lock(self, name: str) -> Iterator[None]:
+        """Hold the session name for one start at a time (a flock, released even if the holder is killed)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / f".{validate_name(name)}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+                raise SessionBusy(
+                    f"session '{name}' is being started by another ge-console (pid {holder}); "
+                    f"wait for it, or pick another --name"
+                ) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
 
     def exists(self, name: str) -> bool:
         """Whether a session file with this name exists."""
