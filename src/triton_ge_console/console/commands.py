@@ -38,7 +38,7 @@ def _add_console_arguments(parser: argparse.ArgumentParser) -> None:
     """What to open: a session, a spec or repository, or nothing (the start screen)."""
     parser.add_argument("target", nargs="?", type=Path, default=None,
                         help="a spec file or model repository to launch and open")
-    parser.add_argument("--session", default=None, help="open this registered session")
+    parser.add_argument("--session", "-s", default=None, help="open this registered session")
     parser.add_argument("--name", default=None, help="session name when launching TARGET")
     parser.add_argument("--interval", type=float, default=1.0, help="refresh interval in seconds (default 1)")
     parser.add_argument("--keep", action="store_true", help="leave a server it started running on quit")

@@ -43,9 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     attach_parser.set_defaults(func=_guarded("run_attach"))
     ls_parser = subparsers.add_parser("ls", help="list sessions")
     ls_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    ls_parser.add_argument("--running", action="store_true", help="only sessions that are starting or ready")
     ls_parser.set_defaults(func=_guarded("run_ls"))
     status_parser = subparsers.add_parser("status", help="a session's state, endpoints and models")
-    status_parser.add_argument("name", nargs="?", metavar="NAME", help="session (default: the only one)")
+    _add_session_arguments(status_parser)
     status_parser.add_argument("--json", action="store_true", help="machine-readable output")
     status_parser.set_defaults(func=_guarded("run_status"))
     _add_model_commands(subparsers)
@@ -90,12 +91,16 @@ def _add_up(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[typ
 def _add_down(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """`down` and `restart`."""
     parser = subparsers.add_parser("down", help="stop a session's server (an attached one is only detached)")
-    parser.add_argument("name", nargs="?", metavar="NAME", help="session (default: the only one)")
+    _add_session_arguments(parser)
     parser.add_argument("--timeout", type=float, default=15.0, help="seconds before SIGKILL (default 15)")
-    parser.add_argument("--forget", action="store_true", help="also remove it from the session list")
+    parser.add_argument(
+        "--forget",
+        action="store_true",
+        help="also remove it from the session list (without NAME: every stopped or dead session too)",
+    )
     parser.set_defaults(func=_guarded("run_down"))
     restart_parser = subparsers.add_parser("restart", help="stop and start a session again, same ports")
-    restart_parser.add_argument("name", nargs="?", metavar="NAME", help="session (default: the only one)")
+    _add_session_arguments(restart_parser)
     restart_parser.add_argument(
         "--timeout", type=positive_seconds, default=180.0, help="seconds to wait for READY"
     )
@@ -107,7 +112,7 @@ def _add_model_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     for action in ("load", "unload", "reload"):
         parser = subparsers.add_parser(action, help=f"{action} a model in a session")
         parser.add_argument("model", nargs="?" if action == "reload" else None, metavar="MODEL")
-        parser.add_argument("--session", "-s", metavar="NAME", help="session (default: the only one)")
+        parser.add_argument("--session", "-s", metavar="NAME", help="session (default: the only one running)")
         if action != "unload":
             parser.add_argument(
                 "--config", metavar="JSON", help="config override (reload: merged over the running config)"
@@ -119,6 +124,12 @@ def _add_model_commands(subparsers: argparse._SubParsersAction) -> None:  # type
                 help="reload every model whose files changed (spec sessions: rebuild first)",
             )
         parser.set_defaults(func=_guarded("run_model_command"), action=action)
+
+
+def _add_session_arguments(parser: argparse.ArgumentParser) -> None:
+    """NAME, or -s/--session NAME as on every other verb."""
+    parser.add_argument("name", nargs="?", metavar="NAME", help="session (default: the only one running)")
+    parser.add_argument("--session", "-s", metavar="NAME", help="the same as NAME")
 
 
 def _add_token_options(parser: argparse.ArgumentParser) -> None:
