@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from triton_ge_console.console import actions, long_lived
+from triton_ge_console.console import actions, lifeline, long_lived
 from triton_ge_console.console.messages import CommandFinished, SnapshotArrived
 from triton_ge_console.console.operations import Operations
 from triton_ge_console.console.options import ConsoleOptions, ServerLifecycle
@@ -59,6 +59,7 @@ class GEConsoleApp(Operations):
     def on_mount(self) -> None:
         """Leave start-up objects out of full collections; poll (once the server is up, if it starts one)."""
         long_lived.leave_out_start_up_objects()
+        lifeline.hold_if_served(self)
         startup = self.options.startup
         if startup is None:
             self.poll_once()

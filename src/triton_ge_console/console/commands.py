@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import sys
@@ -159,6 +160,7 @@ def run_serve(args: argparse.Namespace) -> int:
     """The console in a browser (textual-serve) on a free loopback port, behind a per-run key."""
     import secrets
 
+    from triton_ge_console.console.lifeline import SERVE_PID_ENV
     from triton_ge_console.sessions.process import free_port
 
     command = [sys.executable, "-m", "triton_ge_console.cli", "console", "--interval", str(args.interval)]
@@ -172,9 +174,27 @@ def run_serve(args: argparse.Namespace) -> int:
         command.append("--keep")
     port = args.port if args.port is not None else free_port()
     key = secrets.token_urlsafe(24)
+    os.environ[SERVE_PID_ENV] = str(os.getpid())  # each console watches us and ends when we do
     print(f"serving the console on http://127.0.0.1:{port}/?key={key} (ctrl+c stops)", flush=True)
-    keyed_server(shlex.join(command), key, port).serve()
+    try:  # exec: the console is our own child (no shell between), so stopping it reaches it
+        keyed_server(f"exec {shlex.join(command)}", key, port).serve()
+    finally:
+        stop_consoles()
     return 0
+
+
+def stop_consoles(grace_s: float = 5.0) -> None:
+    """SIGTERM every console this `serve` started, SIGKILL those still there after grace_s."""
+    import psutil
+
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            child.terminate()
+    _gone, alive = psutil.wait_procs(children, timeout=grace_s)
+    for child in alive:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
 
 
 SERVE_COOKIE = "ge_console_key"
@@ -182,6 +202,7 @@ SERVE_COOKIE = "ge_console_key"
 
 def keyed_server(command: str, key: str, port: int) -> Any:
     """textual-serve's Server on 127.0.0.1, answering only requests that carry the run's key."""
+    import psutil
     from aiohttp import web
     from textual_serve.server import Server
 
@@ -192,6 +213,13 @@ def keyed_server(command: str, key: str, port: int) -> Any:
             app = await super()._make_app()
             app.middlewares.append(key_guard(key))
             return app
+
+        def request_exit(self) -> None:
+            """Stop the consoles first: textual-serve waits for each to end before it exits."""
+            for child in psutil.Process().children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    child.terminate()
+            super().request_exit()
 
     return KeyedServer(command, host="127.0.0.1", port=port, title="GE Console")
 

@@ -45,6 +45,12 @@ class StartApp(App[StartChoice]):
         super().__init__()
         self.sessions = sessions
 
+    def on_mount(self) -> None:
+        """In a browser: stop on SIGTERM even when busy, and never outlive `serve`."""
+        from triton_ge_console.console.lifeline import hold_if_served
+
+        hold_if_served(self)
+
     def compose(self) -> ComposeResult:
         """Sessions, then the spec box, then the demo hint."""
         with Vertical(id="start-box"):
