@@ -76,5 +76,7 @@ def test_a_running_session_with_a_corrupt_file_can_still_be_stopped_and_forgotte
         assert record.pid is not None and not group_processes(record.pid)
         assert main(["down", "-s", "mangled"]) == 1
         assert "had nothing running" in capsys.readouterr().out
+        assert main(["down", "--forget"]) == 1  # it cannot tell what the file was: it names it
+        assert "mangled.yaml" in capsys.readouterr().err and registry.path_for("mangled").exists()
         assert main(["down", "mangled", "--forget"]) == 0
         assert registry.names() == [] and not registry.path_for("mangled").exists()

@@ -132,7 +132,8 @@ def _forget_stopped(registry: Registry, timeout: float) -> int:
             codes.append(_print_down(down(record, registry, timeout=timeout, forget=True)))
     for error in errors:
         _error(f"{error} (ge-console down NAME --forget removes it)")
-    if len(codes) == 1 and not running and not errors:
+        codes.append(1)
+    if len(codes) == 1 and not running:
         print("no sessions")
     return max(codes)
 
@@ -305,7 +306,7 @@ def _session_for_spec(registry: Registry, spec: Path, name: str | None) -> Sessi
     wanted = spec.resolve()
     matches = [
         r
-        for r in registry.list()
+        for r in registry.scan()[0]
         if r.spec and r.spec.resolve() == wanted and effective_state(r) in (STARTING, READY)
     ]
     if len(matches) != 1:
