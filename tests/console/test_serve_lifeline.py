@@ -17,9 +17,11 @@ from pathlib import Path
 import aiohttp
 import psutil
 
+from tests.sessions.helpers import wait_until, write_echo_model
 from tests.sessions.test_default_session import hand_made
+from tests.sessions.test_races import killing_strays, servers_under
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.registry import READY, Registry, effective_state
 
 STORM = 3000  # resize messages, sent as fast as the websocket takes them
 
@@ -145,3 +147,20 @@ async def test_stopping_serve_stops_its_consoles(tmp_path: Path) -> None:
             served.process.terminate()
             assert await asyncio.to_thread(gone, console, 15.0), "serve left its console running"
             assert await asyncio.to_thread(served.process.wait, 15.0) is not None
+
+
+async def test_a_console_that_started_a_server_still_stops_it_when_serve_is_killed(tmp_path: Path) -> None:
+    write_echo_model(tmp_path / "repo", "echo")
+    registry = Registry(tmp_path / "sessions")
+    with killing_strays(tmp_path), serving(tmp_path, str(tmp_path / "repo"), "--name", "launched") as served:
+        async with browser(served) as websocket:
+            await drawn(websocket)
+            console = await console_of(served)
+            await asyncio.to_thread(
+                wait_until, lambda: registry.exists("launched")
+                and effective_state(registry.load("launched")) == READY, 120.0)
+            assert servers_under(tmp_path)
+            os.kill(served.process.pid, signal.SIGKILL)
+            assert await asyncio.to_thread(gone, console, 40.0), "the console outlived its serve"
+    assert not servers_under(tmp_path), "the server the console started was left running"
+    assert effective_state(registry.load("launched")) == "stopped"

@@ -43,6 +43,7 @@ class GEConsoleApp(Operations):
         self.source = source
         self.options = options or ConsoleOptions()
         self.polls_done = 0
+        self.lifeline: lifeline.Lifeline | None = None
         self.set_reactive(Operations.connection, Connection(source.name, self.options.interval_s))
         self.init_operations()
 
@@ -54,12 +55,14 @@ class GEConsoleApp(Operations):
         """Release the watch thread (asyncio waits for executor threads before the process can exit)."""
         if self.watch_stop is not None:
             self.watch_stop.set()
+        if self.lifeline is not None:
+            self.lifeline.release()
         long_lived.hand_back_start_up_objects()
 
     def on_mount(self) -> None:
         """Leave start-up objects out of full collections; poll (once the server is up, if it starts one)."""
         long_lived.leave_out_start_up_objects()
-        lifeline.hold_if_served(self)
+        self.lifeline = lifeline.hold_if_served(self)
         startup = self.options.startup
         if startup is None:
             self.poll_once()

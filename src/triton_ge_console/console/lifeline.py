@@ -12,7 +12,6 @@ import contextlib
 import os
 import signal
 import threading
-import time
 from types import FrameType
 from typing import Any
 
@@ -38,6 +37,8 @@ class Lifeline:
         self.parent = parent
         self._parent_started = process_create_time(parent) if parent is not None else None
         self._asked = False
+        self._released = threading.Event()
+        self._previous: dict[int, Any] = {}
         self._loop: Any = None
 
     def hold(self) -> None:
@@ -46,9 +47,16 @@ class Lifeline:
 
         self._loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, self._on_signal)
+            self._previous[signum] = signal.signal(signum, self._on_signal)
         if self.parent is not None:
             threading.Thread(target=self._watch_parent, name="ge-serve-watch", daemon=True).start()
+
+    def release(self) -> None:
+        """The app has ended: what follows (stopping a server it started) runs to its end, undisturbed."""
+        self._released.set()
+        for signum, previous in self._previous.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(signum, previous)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         """First time: ask the app to exit, and insist later; second time: leave now."""
@@ -59,22 +67,21 @@ class Lifeline:
             self._loop.call_soon_threadsafe(self.app.exit)
         threading.Thread(target=self._insist, args=(signum,), name="ge-stop", daemon=True).start()
 
-    @staticmethod
-    def _insist(signum: int) -> None:
-        """Still here after the grace: signal again (the handler then exits), and at last end hard."""
-        time.sleep(STOP_GRACE_S)
+    def _insist(self, signum: int) -> None:
+        """The app still runs after the grace: signal again (the handler then exits), and at last end hard."""
+        if self._released.wait(STOP_GRACE_S):
+            return
         os.kill(os.getpid(), signum)
-        time.sleep(LAST_RESORT_S)
-        os._exit(128 + signum)
+        if not self._released.wait(LAST_RESORT_S):
+            os._exit(128 + signum)
 
     def _watch_parent(self) -> None:
         """SIGTERM ourselves once the serving process is gone (killed, or its pid now someone else's)."""
-        while True:
+        while not self._released.wait(WATCH_EVERY_S):
             started = process_create_time(self.parent) if self.parent is not None else None
             if started is None or started != self._parent_started:
                 os.kill(os.getpid(), signal.SIGTERM)
                 return
-            time.sleep(WATCH_EVERY_S)
 
 
 def hold_if_served(app: Any) -> Lifeline | None:
