@@ -60,7 +60,8 @@ class Lifeline:
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         """First time: ask the app to exit, and insist later; second time: leave now."""
-        if self._asked:
+        if self._asked:  # the main thread runs Python, so it unwinds: cleanups (stopping a server) finish
+            self.release()
             raise SystemExit(128 + signum)
         self._asked = True
         with contextlib.suppress(RuntimeError):  # the loop may be closing already
