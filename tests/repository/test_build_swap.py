@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -117,3 +118,28 @@ def test_without_an_atomic_exchange_the_swap_still_moves_each_model(
     assert "max_batch_size: 4" in (repo / "first" / "config.pbtxt").read_text()
     assert all(folder_digest(repo / name) == digest for name, digest in manifest_digests(repo).items())
     assert not [p for p in tmp_path.iterdir() if ".ge-build-" in p.name]
+
+
+def test_a_failure_after_the_swaps_puts_every_model_folder_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The manifest cannot be written last: every folder is exchanged back (REPO's own mtime aside)."""
+    from tests.repository.test_build import snapshot
+    from triton_ge_console.repository import build_commit
+    from triton_ge_console.repository.build import BuildError
+
+    repo = tmp_path / "repo"
+    spec_path = _write_spec(tmp_path / "deploy.yaml", 2)
+    build_repository(load_spec(spec_path), repo)
+    before = snapshot(repo)
+    real_replace = os.replace
+
+    def failing_manifest(source: object, target: object) -> None:
+        if str(target).endswith(".ge-console-build.json"):
+            raise OSError(28, "No space left on device", str(target))
+        real_replace(source, target)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(build_commit.os, "replace", failing_manifest)
+    with pytest.raises(BuildError, match="No space left on device"):
+        build_repository(load_spec(_write_spec(spec_path, 4)), repo)
+    after = snapshot(repo)
+    assert {k: v for k, v in after.items() if k != "."} == {k: v for k, v in before.items() if k != "."}
