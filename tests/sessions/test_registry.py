@@ -20,9 +20,11 @@ from triton_ge_console.sessions.registry import (
     RegistryError,
     SessionNotFound,
     SessionRecord,
+    SessionStopped,
     effective_state,
     log_tail,
     process_create_time,
+    require_running,
     resolve_token,
     store_token,
 )
@@ -106,10 +108,29 @@ def test_resolve_needs_a_name_unless_exactly_one_session_exists() -> None:
     registry.save(make_record("only"))
     assert registry.resolve(None).name == "only"
     registry.save(make_record("second"))
-    with pytest.raises(SessionNotFound, match="2 sessions"):
+    with pytest.raises(SessionNotFound, match=r"2 running sessions \(only, second\): name one"):
         registry.resolve(None)
     with pytest.raises(SessionNotFound, match="no session named 'third'"):
         registry.resolve("third")
+
+
+def test_stopped_dead_and_corrupt_sessions_leave_the_only_running_one_the_default() -> None:
+    registry = Registry()
+    registry.save(make_record("old", state=STOPPED))
+    registry.save(make_record("crashed", pid=2**22 + 1))  # no such process: dead
+    registry.save(make_record("live"))
+    registry.path_for("broken").write_text("name: [oops\n")
+    assert registry.resolve(None).name == "live"
+    registry.remove("live")
+    with pytest.raises(RegistryError, match=r"broken\.yaml"):  # it might be the one meant: say it is broken
+        registry.resolve(None)
+    registry.remove("broken")
+    with pytest.raises(SessionNotFound, match="no session runs among crashed, old: name one"):
+        registry.resolve(None)
+    with pytest.raises(SessionStopped, match="session 'old' is stopped"):
+        require_running(registry.load("old"))
+    with pytest.raises(SessionStopped, match="session 'crashed' is dead"):
+        require_running(registry.load("crashed"))
 
 
 def test_bad_session_names_are_refused() -> None:

@@ -13,7 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from triton_ge_console.console import actions, long_lived
+from triton_ge_console.console import actions, lifeline, long_lived
 from triton_ge_console.console.messages import CommandFinished, SnapshotArrived
 from triton_ge_console.console.operations import Operations
 from triton_ge_console.console.options import ConsoleOptions, ServerLifecycle
@@ -43,6 +43,7 @@ class GEConsoleApp(Operations):
         self.source = source
         self.options = options or ConsoleOptions()
         self.polls_done = 0
+        self.lifeline: lifeline.Lifeline | None = None
         self.set_reactive(Operations.connection, Connection(source.name, self.options.interval_s))
         self.init_operations()
 
@@ -54,11 +55,14 @@ class GEConsoleApp(Operations):
         """Release the watch thread (asyncio waits for executor threads before the process can exit)."""
         if self.watch_stop is not None:
             self.watch_stop.set()
+        if self.lifeline is not None:
+            self.lifeline.release()
         long_lived.hand_back_start_up_objects()
 
     def on_mount(self) -> None:
         """Leave start-up objects out of full collections; poll (once the server is up, if it starts one)."""
         long_lived.leave_out_start_up_objects()
+        self.lifeline = lifeline.hold_if_served(self)
         startup = self.options.startup
         if startup is None:
             self.poll_once()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import re
@@ -42,7 +43,7 @@ def _add_console_arguments(parser: argparse.ArgumentParser) -> None:
     """What to open: a session, a spec or repository, or nothing (the start screen)."""
     parser.add_argument("target", nargs="?", type=Path, default=None,
                         help="a spec file or model repository to launch and open")
-    parser.add_argument("--session", default=None, help="open this registered session")
+    parser.add_argument("--session", "-s", default=None, help="open this registered session")
     parser.add_argument("--name", default=None, help="session name when launching TARGET")
     parser.add_argument("--interval", type=seconds, default=1.0, help="refresh interval, seconds (default 1)")
     parser.add_argument("--keep", action="store_true", help="leave a server it started running on quit")
@@ -163,6 +164,7 @@ def run_serve(args: argparse.Namespace) -> int:
     """The console in a browser (textual-serve) on a free loopback port, behind a per-run key."""
     import secrets
 
+    from triton_ge_console.console.lifeline import SERVE_PID_ENV
     from triton_ge_console.sessions.process import free_port
 
     command = [sys.executable, "-m", "triton_ge_console.cli", "console", "--interval", str(args.interval)]
@@ -176,9 +178,27 @@ def run_serve(args: argparse.Namespace) -> int:
         command.append("--keep")
     port = args.port or free_port()
     key = secrets.token_urlsafe(24)
+    os.environ[SERVE_PID_ENV] = str(os.getpid())  # each console watches us and ends when we do
     print(f"serving the console on http://127.0.0.1:{port}/?key={key} (ctrl+c stops)", flush=True)
-    keyed_server(shlex.join(command), key, port).serve()
+    try:  # exec: the console is our own child (no shell between), so stopping it reaches it
+        keyed_server(f"exec {shlex.join(command)}", key, port).serve()
+    finally:
+        stop_consoles()
     return 0
+
+
+def stop_consoles(grace_s: float = 5.0) -> None:
+    """SIGTERM every console this `serve` started, SIGKILL those still there after grace_s."""
+    import psutil
+
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            child.terminate()
+    _gone, alive = psutil.wait_procs(children, timeout=grace_s)
+    for child in alive:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
 
 
 SERVE_COOKIE = "ge_console_key"
@@ -186,6 +206,7 @@ SERVE_COOKIE = "ge_console_key"
 
 def keyed_server(command: str, key: str, port: int) -> Any:
     """textual-serve's Server on 127.0.0.1, answering only requests that carry the run's key."""
+    import psutil
     from aiohttp import web
     from textual_serve.server import Server
 
@@ -201,6 +222,13 @@ def keyed_server(command: str, key: str, port: int) -> Any:
             super().initialize_logging()
             for handler in logging.getLogger().handlers:  # the access log would print every ?key=
                 handler.addFilter(redact_keys)
+
+        def request_exit(self) -> None:
+            """Stop the consoles first: textual-serve waits for each to end before it exits."""
+            for child in psutil.Process().children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    child.terminate()
+            super().request_exit()
 
     return KeyedServer(command, host="127.0.0.1", port=port, title="GE Console")
 

@@ -1,8 +1,10 @@
-"""The builder's write path: stage changed model folders beside REPO, then swap them in by renames."""
+"""The builder's write path: stage changed model folders beside REPO, then swap each in with one rename."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import fcntl
 import os
 import shutil
@@ -22,15 +24,50 @@ def build_lock(out: Path) -> Iterator[None]:
     fd = os.open(out.parent, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        remove_stale_staging(out)
         yield
     finally:
         os.close(fd)  # closing releases the lock
 
 
+def _staging_prefix(out: Path) -> str:
+    """The name every staging folder of REPO starts with."""
+    return f".{out.name}.ge-build-"
+
+
 def staging_dir(out: Path) -> Path:
     """A fresh folder beside REPO (same filesystem, so renames into REPO are atomic)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{out.name}.ge-build-", dir=out.parent))
+    return Path(tempfile.mkdtemp(prefix=_staging_prefix(out), dir=out.parent))
+
+
+def remove_stale_staging(out: Path) -> None:
+    """Staging folders of REPO left by a killed build; with the lock held no build of REPO is running."""
+    for folder in out.parent.glob(f"{glob_escape(_staging_prefix(out))}*"):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def glob_escape(text: str) -> str:
+    """text matched literally in a glob pattern."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def exchange(first: Path, second: Path) -> bool:
+    """Swap two paths in one step (renameat2 RENAME_EXCHANGE); False where the kernel or filesystem cannot."""
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        return False
+    renameat2.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(first), None, str(second))
 
 
 def _write_file(target: Path, content: bytes | Path) -> None:
@@ -57,21 +94,32 @@ def stage_model(root: Path, plan: ModelPlan) -> Path:
 
 
 class RenameJournal:
-    """Renames done so far, so a failed commit can put everything back."""
+    """Renames and exchanges done so far, so a failed commit can put everything back."""
 
     def __init__(self) -> None:
-        self.done: list[tuple[Path, Path]] = []
+        self.done: list[tuple[Path, Path, bool]] = []  # (source, target, exchanged)
 
     def move(self, source: Path, target: Path) -> None:
         """Rename source to target (target must not exist) and remember it."""
         os.rename(source, target)
-        self.done.append((source, target))
+        self.done.append((source, target, False))
+
+    def replace_folder(self, new: Path, current: Path, aside: Path) -> None:
+        """Put new where current is in one step (current ends up at new's place); else aside, then in."""
+        if exchange(new, current):
+            self.done.append((new, current, True))
+            return
+        self.move(current, aside)
+        self.move(new, current)
 
     def undo(self) -> None:
-        """Reverse every rename, newest first."""
-        for source, target in reversed(self.done):
+        """Reverse every step, newest first."""
+        for source, target, exchanged in reversed(self.done):
             with contextlib.suppress(OSError):
-                os.rename(target, source)
+                if exchanged:
+                    exchange(source, target)
+                else:
+                    os.rename(target, source)
         self.done.clear()
 
 
@@ -104,14 +152,16 @@ def commit_build(
 def _swap(
     out: Path, new_root: Path, old_root: Path, written: list[str], removed: list[str], manifest_name: str
 ) -> None:
-    """Move old folders aside and new ones in; on any error, undo every move."""
+    """Swap each model folder in one step (never absent to a reader), drop removed ones; undo on error."""
     journal = RenameJournal()
     try:
-        for name in [*written, *removed]:
-            if (out / name).exists() or (out / name).is_symlink():
-                journal.move(out / name, old_root / name)
         for name in written:
-            journal.move(new_root / name, out / name)
+            if (out / name).exists() or (out / name).is_symlink():
+                journal.replace_folder(new_root / name, out / name, old_root / name)
+            else:
+                journal.move(new_root / name, out / name)
+        for name in removed:
+            journal.move(out / name, old_root / name)
         os.replace(new_root / manifest_name, out / manifest_name)
     except OSError:
         journal.undo()

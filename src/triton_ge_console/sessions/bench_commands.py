@@ -52,8 +52,8 @@ def register(subparsers: Any) -> None:
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="model name as the server knows it")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--session", metavar="NAME", help="a session started by `ge-console up` (default: the "
-                                                         "only one)")
+    where.add_argument("--session", "-s", metavar="NAME",
+                       help="a session started by `ge-console up` (default: the only one running)")
     where.add_argument("--url", metavar="HOST:PORT", help="server address (its gRPC or HTTP port)")
     parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc", help="default: grpc")
     _add_load_options(parser)
@@ -127,6 +127,8 @@ def run_bench(args: argparse.Namespace) -> int:
         spec.validate()
     except (UsageError, LoadSpecError) as exc:
         return _fail(str(exc), EXIT_USAGE)
+    except registry.SessionStopped as exc:
+        return _fail(str(exc), EXIT_FAILURE)
     stop = threading.Event()
     try:
         with _ProgressDisplay(enabled=not args.quiet) as display, _stop_on_interrupt(stop):
@@ -180,7 +182,9 @@ def resolve_endpoint(session: str | None, url: str | None, protocol: str) -> tup
     if url:
         return url, {}
     try:
-        record = registry.Registry().resolve(session)
+        record = registry.require_running(registry.Registry().resolve(session))
+    except registry.SessionStopped:
+        raise
     except (registry.SessionNotFound, registry.RegistryError) as exc:
         raise UsageError(f"{exc}; or give --url HOST:PORT") from None
     address = record.grpc_url if protocol == "grpc" else record.http_url

@@ -49,9 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     attach_parser.set_defaults(func=_guarded("run_attach"))
     ls_parser = subparsers.add_parser("ls", help="list sessions")
     ls_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    ls_parser.add_argument("--running", action="store_true", help="only sessions that are starting or ready")
     ls_parser.set_defaults(func=_guarded("run_ls"))
     status_parser = subparsers.add_parser("status", help="a session's state, endpoints and models")
-    status_parser.add_argument("name", nargs="?", metavar="NAME", help="session (default: the only one)")
+    _add_session_arguments(status_parser)
     status_parser.add_argument("--json", action="store_true", help="machine-readable output")
     status_parser.add_argument(
         "--all", action="store_true", help="one row per running session (the fleet), polled concurrently"
@@ -110,12 +111,16 @@ def _add_up(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[typ
 def _add_down(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """`down` and `restart`."""
     parser = subparsers.add_parser("down", help="stop a session's server (an attached one is only detached)")
-    parser.add_argument("name", nargs="?", metavar="NAME", help="session (default: the only one)")
+    _add_session_arguments(parser)
     parser.add_argument("--timeout", type=seconds, default=15.0, help="seconds before SIGKILL (default 15)")
-    parser.add_argument("--forget", action="store_true", help="also remove it from the session list")
+    parser.add_argument(
+        "--forget",
+        action="store_true",
+        help="also remove it from the session list (without NAME: every stopped or dead session too)",
+    )
     parser.set_defaults(func=_guarded("run_down"))
     restart_parser = subparsers.add_parser("restart", help="stop and start a session again, same ports")
-    restart_parser.add_argument("name", nargs="?", metavar="NAME", help="session (default: the only one)")
+    _add_session_arguments(restart_parser)
     restart_parser.add_argument("--timeout", type=seconds, default=180.0, help="seconds to wait for READY")
     restart_parser.set_defaults(func=_guarded("run_restart"))
 
@@ -125,7 +130,7 @@ def _add_model_commands(subparsers: argparse._SubParsersAction) -> None:  # type
     for action in ("load", "unload", "reload"):
         parser = subparsers.add_parser(action, help=f"{action} a model in a session")
         parser.add_argument("model", nargs="?" if action == "reload" else None, metavar="MODEL")
-        parser.add_argument("--session", "-s", metavar="NAME", help="session (default: the only one)")
+        parser.add_argument("--session", "-s", metavar="NAME", help="session (default: the only one running)")
         if action != "unload":
             parser.add_argument(
                 "--config", metavar="JSON", help="config override (reload: merged over the running config)"
@@ -151,6 +156,12 @@ def _add_k8s_options(parser: argparse.ArgumentParser) -> None:
                        help="default: $KUBECONFIG, ~/.kube/config, else the pod's service account")
     group.add_argument("--context", help="kubeconfig context (default: the current one)")
     group.add_argument("--once", action="store_true", help="add the ready pods and exit instead of following")
+
+
+def _add_session_arguments(parser: argparse.ArgumentParser) -> None:
+    """NAME, or -s/--session NAME as on every other verb."""
+    parser.add_argument("name", nargs="?", metavar="NAME", help="session (default: the only one running)")
+    parser.add_argument("--session", "-s", metavar="NAME", help="the same as NAME")
 
 
 def _add_token_options(parser: argparse.ArgumentParser) -> None:

@@ -14,17 +14,25 @@ from triton_ge_console.repository.build import BuildError
 from triton_ge_console.repository.spec import SpecError
 from triton_ge_console.sessions.control import ControlError
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, launch
-from triton_ge_console.sessions.lifecycle import attach, controller_for, down, restart, session_status
+from triton_ge_console.sessions.lifecycle import (
+    StopResult,
+    attach,
+    controller_for,
+    down,
+    down_unreadable,
+    restart,
+    session_status,
+)
 from triton_ge_console.sessions.registry import (
     DEAD,
     READY,
     STARTING,
-    STOPPED,
     Registry,
     RegistryError,
     SessionNotFound,
     SessionRecord,
     effective_state,
+    require_running,
 )
 from triton_ge_console.sessions.source import CommandResult
 from triton_ge_console.sessions.watch import apply_edit, find_changes, rebuild, reload_changed, watch_spec
@@ -90,17 +98,59 @@ def _notify(line: str) -> None:
 
 
 def run_down(args: argparse.Namespace) -> int:
-    """Stop (or detach) a session."""
+    """Stop (or detach) a session; `--forget` without a name also forgets every stopped or dead session."""
     registry = Registry()
-    result = down(registry.resolve(args.name), registry, timeout=args.timeout, forget=args.forget)
+    name = _named(args)
+    if name is not None:
+        try:
+            record = registry.load(name)
+        except RegistryError as exc:  # a corrupt file must not keep a running server from being stopped
+            message, done = down_unreadable(name, registry, exc, timeout=args.timeout, forget=args.forget)
+            print(message)
+            return 0 if done else 1
+        return _print_down(down(record, registry, timeout=args.timeout, forget=args.forget))
+    if args.forget:
+        return _forget_stopped(registry, args.timeout)
+    return _print_down(down(registry.resolve(None), registry, timeout=args.timeout))
+
+
+def _print_down(result: StopResult) -> int:
+    """What `down` did, one line; 1 when ports stayed busy."""
     print(result.message + (f" (exit code {result.exit_code})" if result.exit_code not in (None, 0) else ""))
     return 0 if result.ports_freed else 1
+
+
+def _forget_stopped(registry: Registry, timeout: float) -> int:
+    """`down --forget` without NAME: the only running session stopped and forgotten, and every stopped one."""
+    records, errors = registry.scan()
+    running = [r for r in records if effective_state(r) in (STARTING, READY)]
+    codes = [0]
+    if len(running) == 1:
+        codes.append(_print_down(down(running[0], registry, timeout=timeout, forget=True)))
+    elif running:
+        names = ", ".join(r.name for r in running)
+        print(f"{len(running)} sessions still run ({names}): name one to stop it")
+    for record in records:
+        if record not in running:
+            codes.append(_print_down(down(record, registry, timeout=timeout, forget=True)))
+    for error in errors:
+        _error(f"{error} (ge-console down NAME --forget removes it)")
+        codes.append(1)
+    if len(codes) == 1 and not running:
+        print("no sessions")
+    return max(codes)
+
+
+def _named(args: argparse.Namespace) -> str | None:
+    """The session named positionally or with -s/--session."""
+    name: str | None = getattr(args, "name", None) or getattr(args, "session", None)
+    return name
 
 
 def run_restart(args: argparse.Namespace) -> int:
     """Stop and start a session again."""
     registry = Registry()
-    record = restart(registry.resolve(args.name), registry, notify=_notify, timeout=args.timeout)
+    record = restart(registry.resolve(_named(args)), registry, notify=_notify, timeout=args.timeout)
     print(f"session '{record.name}' ready again: http {record.http_url}")
     return 0
 
@@ -135,10 +185,12 @@ def run_ls(args: argparse.Namespace) -> int:
     for error in errors:
         _error(str(error))
     rows = [_ls_row(record) for record in records]
+    if args.running:
+        rows = [row for row in rows if row["state"] in (STARTING, READY)]
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
-        print("no sessions (start one with: ge-console up SPEC)")
+        print(f"no {'running ' if args.running else ''}sessions (start one with: ge-console up SPEC)")
     else:
         print(f"{'NAME':<20} {'STATE':<9} {'PID':>8}  {'HTTP':<28} MODELS")
         for row in rows:
@@ -168,7 +220,7 @@ def run_status(args: argparse.Namespace) -> int:
         from triton_ge_console.fleet.status_command import run_status_all
 
         return run_status_all(args)
-    status = session_status(Registry().resolve(args.name))
+    status = session_status(Registry().resolve(_named(args)))
     data = status.to_dict()
     if args.json:
         print(json.dumps(data, indent=2))
@@ -221,13 +273,8 @@ def run_model_command(args: argparse.Namespace) -> int:
 
 
 def _running(record: SessionRecord) -> SessionRecord:
-    """The record, if its server can take commands; a LaunchError saying what to do if not."""
-    state = effective_state(record)
-    if state in (DEAD, STOPPED):
-        raise LaunchError(
-            f"session '{record.name}' is {state} (start it again with: ge-console restart {record.name})"
-        )
-    return record
+    """The record, if its server can take commands; SessionStopped saying what to do if not."""
+    return require_running(record)
 
 
 def _reload_changed(record: SessionRecord, control: Any, registry: Registry) -> list[CommandResult]:
@@ -277,7 +324,7 @@ def _session_for_spec(registry: Registry, spec: Path, name: str | None) -> Sessi
     wanted = spec.resolve()
     matches = [
         r
-        for r in registry.list()
+        for r in registry.scan()[0]
         if r.spec and r.spec.resolve() == wanted and effective_state(r) in (STARTING, READY)
     ]
     if len(matches) != 1:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from triton_ge_console.sessions.registry import (
     STOPPED,
     TOKEN_HEADER,
     Registry,
+    SessionBusy,
     SessionRecord,
     effective_state,
     process_create_time,
@@ -48,10 +50,11 @@ from triton_ge_console.sessions.registry import (
     validate_name,
 )
 from triton_ge_console.sessions.shm import new_shm_prefix, shm_arguments
-from triton_ge_console.sessions.supervise import SupervisedServer
+from triton_ge_console.sessions.supervise import LOG_GENERATIONS, LOG_NAME, SupervisedServer
 from triton_ge_console.sessions.watch import record_loaded_digests
 
 PORT_RACE_ATTEMPTS = 3
+BACKENDS_DIR = "backends"
 Notify = Callable[[str], None]
 
 
@@ -97,7 +100,19 @@ def launch(
     """Start a session and wait for it; raises LaunchError with the cause, leaving nothing running."""
     say = notify or (lambda _line: None)
     registry = registry or Registry()
-    plan = _plan(options, registry)
+    if not options.timeout > 0:  # a start that cannot wait at all would be killed while it sets up
+        raise LaunchError(f"--timeout {options.timeout:g}: must be a positive number of seconds")
+    plan = _plan(options)
+    try:
+        with registry.name_lock(plan.name):  # two `up` of one name: the second is refused, not started
+            return _launch_locked(plan, options, registry, say)
+    except SessionBusy as exc:
+        raise LaunchError(str(exc)) from None
+
+
+def _launch_locked(plan: _Plan, options: LaunchOptions, registry: Registry, say: Notify) -> SessionRecord:
+    """Start the session while holding its name; a failed start leaves no backends and the old record."""
+    previous = _refuse_running(registry, plan.name)
     dist = _distribution(options.tritonserver)
     say(f"tritonserver: {dist.binary} (found via {dist.origin})")
     workdir = paths.session_dir(plan.name)
@@ -106,7 +121,27 @@ def launch(
             f"the session dir {workdir} is inside the repository {plan.repository}; "
             f"set $GE_CONSOLE_STATE_DIR elsewhere"
         )
+    if previous is not None:
+        say(f"session '{plan.name}' was {effective_state(previous)}: starting it anew "
+            f"(its last log is kept as {LOG_NAME}.1, older ones as .2 to .{LOG_GENERATIONS})")
     paths.private_dir(workdir)
+    try:
+        record = _set_up_and_start(plan, options, dist, workdir, registry, say)
+    except BaseException:
+        shutil.rmtree(workdir / BACKENDS_DIR, ignore_errors=True)
+        if previous is not None:
+            with contextlib.suppress(OSError):  # the stopped session stays listed, as it was
+                registry.save(previous)
+        raise
+    record_loaded_digests(record)
+    return record
+
+
+def _set_up_and_start(
+    plan: _Plan, options: LaunchOptions, dist: TritonDistribution, workdir: Path, registry: Registry,
+    say: Notify,
+) -> SessionRecord:
+    """Install backends, build the repository, start the server and wait for it."""
     backend_dir = _backend_dir(workdir, dist, say)
     repository = _repository(plan, workdir, say)
     token_ref = store_token(workdir, options.token) if options.token else None
@@ -116,11 +151,9 @@ def launch(
             f"warning: exposing Triton on {plan.listen}; {categories_in_words(options.public_health)} need "
             f"the token (header {TOKEN_HEADER}); metrics stay on {_metrics_host(plan.listen)}"
         )
-    record = _start_retrying_port_races(
+    return _start_retrying_port_races(
         plan, options, dist, _Dirs(repository, backend_dir, workdir), token_ref, registry, say
     )
-    record_loaded_digests(record)
-    return record
 
 
 def _start_retrying_port_races(
@@ -165,7 +198,7 @@ def _start(
     """Spawn the server, register it as starting, and wait; on failure stop it and forget it."""
     args = _arguments(plan, options, dirs.repository, dirs.backend_dir, ports, dirs.workdir)
     args += shm_arguments(new_shm_prefix(dirs.workdir), stub_backends(dirs.backend_dir))
-    log_path = dirs.workdir / "server.log"
+    log_path = dirs.workdir / LOG_NAME
     env = _server_env(plan, options, dist, dirs)
     server = SupervisedServer(dist.binary, args, env, log_path, dirs.workdir)
     try:  # from the spawn on: whatever fails (even saving the record), no server is left running
@@ -204,7 +237,7 @@ def _fixed_ports(options: LaunchOptions, plan: _Plan) -> bool:
     return any(given) or any(spec)
 
 
-def _plan(options: LaunchOptions, registry: Registry) -> _Plan:
+def _plan(options: LaunchOptions) -> _Plan:
     """Read the source (spec or repository) and settle name, models and listen address."""
     source = Path(options.source).expanduser()
     if not source.exists():
@@ -221,7 +254,6 @@ def _plan(options: LaunchOptions, registry: Registry) -> _Plan:
         validate_name(name)
     except ValueError as exc:
         raise LaunchError(str(exc)) from None
-    _refuse_running(registry, name)
     server = spec.server if spec else ServerSpec()
     listen = options.listen or server.listen or "127.0.0.1"
     if options.token is not None and (problem := token_problem(options.token)):
@@ -250,10 +282,10 @@ def _repository_models(repository: Path) -> tuple[str, ...]:
     return models
 
 
-def _refuse_running(registry: Registry, name: str) -> None:
-    """Refuse to reuse the name of a session that is still starting or running."""
+def _refuse_running(registry: Registry, name: str) -> SessionRecord | None:
+    """Refuse to reuse the name of a session that is still starting or running; the stopped one, if any."""
     if not registry.exists(name):
-        return
+        return None
     current = registry.load(name)
     leftover = session_group(current) if effective_state(current) == DEAD else None
     if leftover is not None:  # a dead server's orphaned stubs: nothing of them is worth waiting for
@@ -264,6 +296,7 @@ def _refuse_running(registry: Registry, name: str) -> None:
             f"session '{name}' is already {where} {current.http_url}; "
             f"run ge-console down {name} first, or pick another --name"
         )
+    return current
 
 
 def _distribution(explicit: str | None) -> TritonDistribution:
@@ -277,7 +310,7 @@ def _distribution(explicit: str | None) -> TritonDistribution:
 def _backend_dir(workdir: Path, dist: TritonDistribution, say: Notify) -> Path:
     """The session's backend dir: Triton's Python backend plus the ge / npu_ge glue (or native npu_ge)."""
     try:
-        report = install_backend_dir(workdir / "backends", dist)
+        report = install_backend_dir(workdir / BACKENDS_DIR, dist)
     except InstallError as exc:
         raise LaunchError(str(exc)) from None
     say(f"backends: {report.dest} (npu_ge: {report.npu_ge})")

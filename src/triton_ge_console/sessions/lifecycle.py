@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import psutil
+
 from triton_ge_console.sessions import paths
 from triton_ge_console.sessions.access import token_problem
 from triton_ge_console.sessions.control import ControlError, ModelState, TritonControl, endpoint_url
 from triton_ge_console.sessions.health import instance_watch
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
-from triton_ge_console.sessions.process import port_in_use, stop_process_group
+from triton_ge_console.sessions.process import group_alive, port_in_use, stop_process_group
 from triton_ge_console.sessions.registry import (
     DEAD,
     READY,
@@ -36,7 +38,7 @@ from triton_ge_console.sessions.registry import (
 )
 from triton_ge_console.sessions.shm import remove_shm_regions
 from triton_ge_console.sessions.snapshot import ModelSnapshot
-from triton_ge_console.sessions.supervise import EXIT_FILE, read_number
+from triton_ge_console.sessions.supervise import EXIT_FILE, PID_FILE, read_number
 from triton_ge_console.sessions.watch import SessionControl
 
 ORPHAN_GRACE_S = 1.0
@@ -105,6 +107,39 @@ def _exit_timeout_note(record: SessionRecord) -> str | None:
     if any(EXIT_TIMEOUT_MARKER in line for line in log_tail(record, 5)):
         return "Triton's exit timeout expired with a model still unloading (as one whose instance died does)"
     return None
+
+
+def down_unreadable(
+    name: str, registry: Registry, problem: Exception, timeout: float = 15.0, forget: bool = False
+) -> tuple[str, bool]:
+    """Stop a session whose file is unreadable, by its supervisor's pid file; (message, stopped or forgot)."""
+    group = _group_from_pid_file(paths.session_dir(name))
+    if group is not None:
+        stop_process_group(group, timeout)
+    if forget:
+        registry.remove(name)
+    did = "stopped" if group is not None else "had nothing running"
+    if forget:
+        return f"session '{name}' {did} and forgotten (its session file was unreadable: {problem})", True
+    return (
+        f"session '{name}' {did}; its session file is unreadable ({problem}): "
+        f"ge-console down {name} --forget removes it",
+        group is not None,
+    )
+
+
+def _group_from_pid_file(workdir: Path) -> int | None:
+    """The process group of the server a session dir's supervisor started, if anything of it still runs."""
+    pid = read_number(workdir / PID_FILE)
+    if pid is None or not group_alive(pid):
+        return None
+    try:
+        cwd = Path(psutil.Process(pid).cwd())
+    except psutil.NoSuchProcess:  # the leader is gone but its group lives on: a pgid is never reused
+        return pid
+    except psutil.Error:
+        return None
+    return pid if cwd == workdir.resolve() else None  # the supervisor runs the server in the session dir
 
 
 def server_exit_code(record: SessionRecord) -> int | None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,14 @@ class RegistryError(ValueError):
 
 class SessionNotFound(LookupError):
     """No session with that name (or no unique session when none was named)."""
+
+
+class SessionStopped(SessionNotFound):
+    """The session exists but its server is stopped or dead, so it cannot answer."""
+
+
+class SessionBusy(RuntimeError):
+    """Another ge-console process is starting this session right now."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +197,26 @@ class Registry:
             raise
         return target
 
+    @contextlib.contextmanager
+    def name_lock(self, name: str) -> Iterator[None]:
+        """Hold the session name for one start at a time (a flock, released even if the holder is killed)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / f".{validate_name(name)}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+                raise SessionBusy(
+                    f"session '{name}' is being started by another ge-console (pid {holder}); "
+                    f"wait for it, or pick another --name"
+                ) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
     def exists(self, name: str) -> bool:
         """Whether a session file with this name exists."""
         return self.path_for(name).is_file()
@@ -228,18 +258,32 @@ class Registry:
             self.path_for(name).unlink()
 
     def resolve(self, name: str | None) -> SessionRecord:
-        """The named session, or when none is named the only one (or the only one running)."""
+        """The named session, or when none is named the only one running (or the only one there is)."""
         if name:
             return self.load(name)
-        names = self.names()
-        if len(names) == 1:
-            return self.load(names[0])
-        if not names:
-            raise SessionNotFound("no sessions (start one with: ge-console up SPEC)")
-        running = [n for n in names if effective_state(self.load(n)) in (STARTING, READY)]
+        records, errors = self.scan()
+        running = [r for r in records if effective_state(r) in (STARTING, READY)]
         if len(running) == 1:
-            return self.load(running[0])
-        raise SessionNotFound(f"{len(names)} sessions ({', '.join(names)}): name one")
+            return running[0]
+        if len(records) == 1 and not errors and not running:
+            return records[0]
+        if not records and not errors:
+            raise SessionNotFound("no sessions (start one with: ge-console up SPEC)")
+        if not running and errors:
+            raise errors[0]
+        names = ", ".join(r.name for r in running or records)
+        what = f"{len(running)} running sessions ({names})" if running else f"no session runs among {names}"
+        raise SessionNotFound(f"{what}: name one")
+
+
+def require_running(record: SessionRecord) -> SessionRecord:
+    """The record if its server can take requests, else SessionStopped saying how to start it again."""
+    state = effective_state(record)
+    if state in (DEAD, STOPPED):
+        raise SessionStopped(
+            f"session '{record.name}' is {state} (start it again with: ge-console restart {record.name})"
+        )
+    return record
 
 
 def read_record(path: Path) -> SessionRecord:

@@ -24,6 +24,8 @@ from triton_ge_console.sessions.paths import PRIVATE_UMASK, open_private
 from triton_ge_console.sessions.shm import remove_shm_regions
 
 PID_FILE = "server.pid"
+LOG_NAME = "server.log"
+LOG_GENERATIONS = 5  # earlier runs' logs kept as server.log.1 (the last) to server.log.5
 EXIT_FILE = "server.exit"
 # Log lines after which a server (or its Python stub) will never get its models READY.
 FATAL_MARKERS = ("error while loading shared libraries",)
@@ -130,6 +132,17 @@ def read_number(path: Path) -> int | None:
 SUPERVISOR_MODULE = "triton_ge_console.sessions.supervise"
 
 
+def rotate_log(log_path: Path, generations: int = LOG_GENERATIONS) -> None:
+    """Keep earlier runs' logs: server.log becomes server.log.1, .1 becomes .2, and so on."""
+    if not log_path.exists():
+        return
+    for number in range(generations - 1, 0, -1):
+        older = log_path.with_name(f"{log_path.name}.{number}")
+        if older.exists():
+            os.replace(older, log_path.with_name(f"{log_path.name}.{number + 1}"))
+    os.replace(log_path, log_path.with_name(f"{log_path.name}.1"))
+
+
 class SupervisedServer:
     """A tritonserver run under the supervisor, leading its own process group, logging to a file."""
 
@@ -148,8 +161,7 @@ class SupervisedServer:
         """Spawn supervisor and server; returns once the server's pid is known (or it failed to start)."""
         for name in (PID_FILE, EXIT_FILE):
             (self.workdir / name).unlink(missing_ok=True)
-        if self.log_path.exists():  # keep the previous run's log as server.log.1
-            os.replace(self.log_path, self.log_path.with_name(f"{self.log_path.name}.1"))
+        rotate_log(self.log_path)
         with open(open_private(self.log_path), "ab") as log:
             self.popen = subprocess.Popen(
                 self.command,

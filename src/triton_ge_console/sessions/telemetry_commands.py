@@ -23,7 +23,8 @@ def register(subparsers: Any) -> None:
     """Add the `devices` subcommand."""
     parser = subparsers.add_parser("devices", help="show NPU devices (npu-smi, npu-exporter, GE glue)")
     parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
-    parser.add_argument("--session", metavar="NAME", help="also read the GE glue metrics of this session")
+    parser.add_argument("--session", "-s", metavar="NAME",
+                        help="also read the GE glue metrics of this session (default: the only one running)")
     parser.add_argument("--metrics-url", metavar="URL", help="a Triton /metrics URL (the glue's ge_device_*)")
     parser.add_argument("--exporter-url", metavar="URL",
                         help=f"a MindX DL npu-exporter /metrics URL (default ${EXPORTER_ENV})")
@@ -33,11 +34,13 @@ def register(subparsers: Any) -> None:
 
 def run_devices(args: argparse.Namespace) -> int:
     """Print every device found; 1 when no source could be read at all."""
+    from triton_ge_console.sessions.registry import SessionStopped
+
     try:
         metrics_url = _metrics_url(args)
     except (LookupError, ValueError) as exc:
         print(f"ge-console devices: {exc}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(exc, SessionStopped) else 2
     telemetry = DeviceTelemetry(npu_smi=args.npu_smi or "auto",
                                 exporter_url=args.exporter_url or os.environ.get(EXPORTER_ENV) or None)
     errors: dict[str, str] = {}
@@ -56,14 +59,26 @@ def run_devices(args: argparse.Namespace) -> int:
 
 
 def _metrics_url(args: argparse.Namespace) -> str | None:
-    """The Triton metrics URL to read glue figures from: explicit, or the named session's."""
+    """The metrics URL to read glue figures from: explicit, the named session's, or the running one's."""
     if args.metrics_url:
         return str(args.metrics_url)
-    if not args.session:
-        return None
-    from triton_ge_console.sessions.registry import Registry
+    from triton_ge_console.sessions.registry import (
+        READY,
+        STARTING,
+        Registry,
+        SessionNotFound,
+        effective_state,
+        require_running,
+    )
 
-    record = Registry().resolve(args.session)
+    registry = Registry()
+    if not args.session:
+        try:
+            record = registry.resolve(None)
+        except (SessionNotFound, ValueError):  # no single running session: the external sources alone
+            return None
+        return record.metrics_url if effective_state(record) in (READY, STARTING) else None
+    record = require_running(registry.load(args.session))
     if not record.metrics_url:
         raise ValueError(f"session {record.name} has no metrics URL")
     return record.metrics_url

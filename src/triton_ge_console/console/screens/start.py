@@ -13,6 +13,8 @@ from textual.containers import Vertical
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from triton_ge_console.console.lifeline import Lifeline, hold_if_served
+
 
 @dataclass(frozen=True)
 class StartChoice:
@@ -44,6 +46,16 @@ class StartApp(App[StartChoice]):
     def __init__(self, sessions: list[SessionEntry]) -> None:
         super().__init__()
         self.sessions = sessions
+        self.lifeline: Lifeline | None = None
+
+    def on_mount(self) -> None:
+        """In a browser: stop on SIGTERM even when busy, and never outlive `serve`."""
+        self.lifeline = hold_if_served(self)
+
+    def on_unmount(self) -> None:
+        """Whatever was chosen opens undisturbed."""
+        if self.lifeline is not None:
+            self.lifeline.release()
 
     def compose(self) -> ComposeResult:
         """Sessions, then the spec box, then the demo hint."""

@@ -1,0 +1,96 @@
+"""A console served to a browser stops on SIGTERM even while busy, and never outlives its `serve`.
+
+textual's web driver handles SIGTERM through the event loop, so a loop kept busy (a resize storm's reflows)
+never sees it. Here SIGTERM asks the app to exit, and a second one (sent by us after a grace period) ends
+the process from the signal handler itself; a thread watches the `serve` process and sends that SIGTERM
+when it is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from types import FrameType
+from typing import Any
+
+from triton_ge_console.sessions.registry import process_create_time
+
+SERVE_PID_ENV = "GE_CONSOLE_SERVE_PID"  # set by `ge-console serve` for the consoles it starts
+STOP_GRACE_S = 3.0  # a graceful exit gets this long before the signal handler ends the process
+LAST_RESORT_S = 3.0  # and this long more before os._exit, should the main thread be stuck outside Python
+WATCH_EVERY_S = 0.25
+
+
+def serve_pid() -> int | None:
+    """The `serve` process this console was started for, from the environment."""
+    text = os.environ.get(SERVE_PID_ENV, "")
+    return int(text) if text.isdigit() else None
+
+
+class Lifeline:
+    """SIGTERM that works while the UI loop is busy, and an end when the serving process goes."""
+
+    def __init__(self, app: Any, parent: int | None) -> None:
+        self.app = app
+        self.parent = parent
+        self._parent_started = process_create_time(parent) if parent is not None else None
+        self._asked = False
+        self._released = threading.Event()
+        self._previous: dict[int, Any] = {}
+        self._loop: Any = None
+
+    def hold(self) -> None:
+        """Take over SIGTERM and SIGHUP (main thread only), and watch the parent; the app must be running."""
+        import asyncio
+
+        self._loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            self._previous[signum] = signal.signal(signum, self._on_signal)
+        if self.parent is not None:
+            threading.Thread(target=self._watch_parent, name="ge-serve-watch", daemon=True).start()
+
+    def release(self) -> None:
+        """The app has ended: what follows (stopping a server it started) runs to its end, undisturbed."""
+        self._released.set()
+        for signum, previous in self._previous.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(signum, previous)
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        """First time: ask the app to exit, and insist later; second time: leave now."""
+        if self._asked:  # the main thread runs Python, so it unwinds: cleanups (stopping a server) finish
+            self.release()
+            raise SystemExit(128 + signum)
+        self._asked = True
+        with contextlib.suppress(RuntimeError):  # the loop may be closing already
+            self._loop.call_soon_threadsafe(self.app.exit)
+        threading.Thread(target=self._insist, args=(signum,), name="ge-stop", daemon=True).start()
+
+    def _insist(self, signum: int) -> None:
+        """The app still runs after the grace: signal again (the handler then exits), and at last end hard."""
+        if self._released.wait(STOP_GRACE_S):
+            return
+        os.kill(os.getpid(), signum)
+        if not self._released.wait(LAST_RESORT_S):
+            os._exit(128 + signum)
+
+    def _watch_parent(self) -> None:
+        """SIGTERM ourselves once the serving process is gone (killed, or its pid now someone else's)."""
+        while not self._released.wait(WATCH_EVERY_S):
+            started = process_create_time(self.parent) if self.parent is not None else None
+            if started is None or started != self._parent_started:
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+
+def hold_if_served(app: Any) -> Lifeline | None:
+    """Install the lifeline when this console runs for `serve` or in a browser, from the app's mount."""
+    parent = serve_pid()
+    web = os.environ.get("TEXTUAL_DRIVER", "").endswith("WebDriver")
+    if (parent is None and not web) or threading.current_thread() is not threading.main_thread():
+        return None
+    lifeline = Lifeline(app, parent)
+    lifeline.hold()
+    return lifeline
