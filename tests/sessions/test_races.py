@@ -103,7 +103,7 @@ def test_up_refuses_a_timeout_that_cannot_wait(echo_repo: Path, state_dir: Path,
     with pytest.raises(SystemExit) as usage:
         main(["up", str(echo_repo), "--name", "hasty", "--timeout", "0"])
     assert usage.value.code == 2
-    assert "--timeout: '0': must be a positive number of seconds" in capsys.readouterr().err
+    assert "--timeout: 0 must be a positive number of seconds" in capsys.readouterr().err
     with pytest.raises(LaunchError, match="--timeout -1: must be a positive number"):
         launch(LaunchOptions(source=echo_repo, name="hasty", timeout=-1))
     assert not (state_dir / "runs" / "hasty").exists() and Registry().names() == []
