@@ -210,3 +210,23 @@ def test_convert_unknown_input_name_exit_1(
     assert main(args) == 1
     assert capsys.readouterr().err.startswith("ge-console convert: E10016: Opname pixels")
     assert not (tmp_path / "m.om").exists()
+
+
+def test_validate_backend_dir_finds_backends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--backend-dir: a backend with a library or a Python-based backend there passes; one with neither is
+    Triton's refusal (exit 1); a library in the model folder counts, as Triton looks there too."""
+    backends = tmp_path / "backends"
+    (backends / "pyb").mkdir(parents=True)
+    (backends / "pyb" / "model.py").write_text("# a Python-based backend\n", encoding="utf-8")
+    (backends / "cpp").mkdir()
+    (backends / "cpp" / "libtriton_cpp.so").write_bytes(b"")
+    repository = tmp_path / "repo"
+    for backend in ("pyb", "cpp", "local", "gone"):
+        _model(repository, backend, GOOD.replace('"m"', f'"{backend}"').replace('"python"', f'"{backend}"'))
+    (repository / "local" / "libtriton_local.so").write_bytes(b"")
+    assert main(["validate", str(repository), "--backend-dir", str(backends)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:-1] == [
+        f"{repository}/gone/config.pbtxt:2:1 backend: unable to find backend library for backend 'gone', "
+        "try specifying runtime on the model configuration."
+    ]

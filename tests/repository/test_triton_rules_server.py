@@ -121,6 +121,7 @@ STATE_BROKEN = {
 }
 # Data files in model folders (warmup/ for warm-up inputs, initial_state/ for initial states).
 DATA_FILES = {
+    "two_versions": {"2/model.py": MODEL_PY.encode()},
     "warmup_file_short": {"warmup/in.bin": b"1234"},
     "warm_good": {"warmup/in.bin": bytes(16), "initial_state/s.bin": bytes(16)},
 }
@@ -168,13 +169,13 @@ TRITON_PREFIX = re.compile(r"^(Invalid argument|Internal): ")
 
 
 def _ensemble(step_model: str, in_key: str = "IN", out_key: str = "OUT", in_type: str = "TYPE_FP32",
-              in_dims: str = "4", max_batch_size: int = 4) -> str:  # fmt: skip
+              in_dims: str = "4", max_batch_size: int = 4, version: int = -1) -> str:  # fmt: skip
     """An ensemble of one step feeding its input A to step_model and its output B back."""
     return (
         f'platform: "ensemble"\nmax_batch_size: {max_batch_size}\n'
         f'input [ {{ name: "A" data_type: {in_type} dims: [ {in_dims} ] }} ]\n'
         'output [ { name: "B" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
-        f'ensemble_scheduling {{ step [ {{ model_name: "{step_model}" model_version: -1\n'
+        f'ensemble_scheduling {{ step [ {{ model_name: "{step_model}" model_version: {version}\n'
         f'  input_map {{ key: "{in_key}" value: "A" }}\n'
         f'  output_map {{ key: "{out_key}" value: "B" }} }} ] }}\n'
     )
@@ -191,6 +192,28 @@ ENSEMBLES = {
     "e_no_output": _ensemble("good", out_key="NOPE"),
     "e_type": _ensemble("good", in_type="TYPE_INT32"),
     "e_shape": _ensemble("good", in_dims="3"),
+    "e_self": _ensemble("e_self"),
+    "e_cycle_a": _ensemble("e_cycle_b"),
+    "e_cycle_b": _ensemble("e_cycle_a"),
+    # Triton walks a ring from each member in name order and marks the members on the way back
+    "e_ring_a": _ensemble("e_ring_b"),
+    "e_ring_b": _ensemble("e_ring_c"),
+    "e_ring_c": _ensemble("e_ring_a"),
+    "e_version": _ensemble("two_versions", version=1),
+    # a decoupled step's output X and the ensemble's own input A both feed the step writing B
+    "e_decoupled": _ensemble("decoupled", out_key="OUT").replace('value: "B" }', 'value: "X" }')
+    .replace("} ] }", '},\n  { model_name: "two_in" model_version: -1\n'
+             '  input_map [ { key: "IN" value: "X" }, { key: "IN2" value: "A" } ]\n'
+             '  output_map { key: "OUT" value: "B" } } ] }'),
+}
+# Composing models the ensembles above need besides "good".
+COMPOSING = {
+    "two_versions": IO + "max_batch_size: 4\n",  # folders 1 and 2; the default policy loads only 2
+    "decoupled": IO + "max_batch_size: 4\nmodel_transaction_policy { decoupled: true }\n",
+    "gpu_id": IO + "instance_group [ { kind: KIND_GPU gpus: [ 0 ] } ]\n",  # refused where no GPU 0 is
+    "no_backend": 'name: "no_backend"\nbackend: "no_such_backend"\n' + IO,
+    "two_in": IO.replace("] } ]", '] }, { name: "IN2" data_type: TYPE_FP32 dims: [ 4 ] } ]', 1)
+    + "max_batch_size: 4\n",
 }
 
 
@@ -274,6 +297,7 @@ def triton_reasons(
     models = {
         **BROKEN,
         **ENSEMBLES,
+        **COMPOSING,
         "good": IO + "max_batch_size: 4\ndynamic_batching { }\n",
         "e_good": _ensemble("good"),
         "dup_input": IO + 'input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
@@ -337,6 +361,7 @@ def test_model_triton_loads_is_valid(triton_reasons: tuple[Path, dict[str, str]]
     """The control model loads in Triton, and the validator finds nothing wrong with it."""
     repository, reasons = triton_reasons
     assert (reasons["good"], reasons["e_good"], reasons["warm_good"]) == ("READY", "READY", "READY")
+    assert [reasons[name] for name in ("two_versions", "decoupled", "two_in")] == ["READY"] * 3
     assert validate_path(repository / "good").problems == ()
     assert validate_path(repository / "warm_good").problems == ()
     assert [p for p in validate_path(repository).problems if "e_good" in p.file] == []
@@ -367,3 +392,27 @@ def test_what_triton_loads_is_only_warned_about(
     assert sorted(found) == sorted(WARNED[model])
     for field, words in WARNED[model].items():
         assert words in found[field], (field, found[field])
+
+
+def test_missing_backend_is_tritons_refusal(triton_reasons: tuple[Path, dict[str, str]]) -> None:
+    """With the server's backend directory known, a backend found nowhere is refused in Triton's words;
+    without a known backend directory it is a warning saying the check depends on the machine."""
+    repository, reasons = triton_reasons
+    model = repository / "no_backend"
+    report = validate_path(model, [repository.parent / "backends"])
+    assert report.errors[0].message == reasons["no_backend"]
+    (unknown,) = validate_path(model).warnings
+    assert unknown.message.startswith(reasons["no_backend"]) and "depends on the machine" in unknown.message
+    assert validate_path(repository / "good", [repository.parent / "backends"]).problems == ()
+
+
+def test_gpu_id_refusal_is_a_warning_in_tritons_words(triton_reasons: tuple[Path, dict[str, str]]) -> None:
+    """Triton refuses GPU 0 on this machine (no CUDA GPU); the validator quotes it, as a warning about the
+    machine, never an error."""
+    repository, reasons = triton_reasons
+    report = validate_path(repository / "gpu_id")
+    assert report.ok
+    (problem,) = report.warnings
+    quoted = "instance group gpu_id_0 of model gpu_id specifies invalid or unsupported gpu id 0"
+    assert reasons["gpu_id"].startswith(quoted) and problem.message.startswith(quoted)
+    assert "depends on the machine" in problem.message and problem.field == "instance_group[0].gpus"

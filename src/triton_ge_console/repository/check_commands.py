@@ -28,6 +28,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     validate.add_argument("path", type=Path, metavar="PATH")
     validate.add_argument("--json", action="store_true", help="print the report as JSON")
+    validate.add_argument(
+        "--backend-dir",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="a backend directory Triton will use (repeatable); a backend found in none is an error "
+        "(default: /opt/tritonserver/backends where it exists, else a missing backend is a warning)",
+    )
     validate.set_defaults(func=run_validate)
 
     convert = subparsers.add_parser(
@@ -51,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run_validate(args: argparse.Namespace) -> int:
     """Print every problem (or the JSON report); 0 clean, 1 errors, 2 PATH missing."""
     try:
-        report = validate_path(args.path)
+        report = validate_path(args.path, args.backend_dir)
     except FileNotFoundError as exc:
         print(f"ge-console validate: {exc}", file=sys.stderr)
         return 2

@@ -11,7 +11,14 @@ from typing import TypeAlias
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_ge_console.repository.triton_rules import ENSEMBLE_PLATFORM, WILDCARD_DIM, Finding, error
+from triton_ge_console.repository.triton_rules import WILDCARD_DIM, Finding, error
+from triton_ge_console.repository.triton_rules_dependencies import (
+    circular_dependencies,
+    decoupled_branching,
+    ensemble_upstreams,
+    is_ensemble,
+    missing_version,
+)
 
 
 @dataclass(frozen=True)
@@ -45,25 +52,57 @@ class Unavailable:
 ModelEntry: TypeAlias = "mc.ModelConfig | Unavailable"
 
 
-def check_ensembles(models: Mapping[str, ModelEntry]) -> dict[str, Finding]:
-    """Each ensemble's first error; models maps model name → its config, or why it is unavailable."""
-    findings = {}
-    for name, config in models.items():
-        if not isinstance(config, mc.ModelConfig) or config.platform != ENSEMBLE_PLATFORM:
-            continue
-        if not config.HasField("ensemble_scheduling"):
-            continue
-        try:
-            _check_ensemble(name, config, models)
-        except _Stop as stop:
-            findings[name] = stop.finding
+def check_ensembles(
+    models: Mapping[str, ModelEntry], loaded: Mapping[str, set[int]] | None = None
+) -> dict[str, Finding]:
+    """Each ensemble's first error; models maps model name → its config, or why it is unavailable; loaded
+    maps a model to the versions its version policy and folders make available (unknown: not checked)."""
+    ensembles = {name: config for name, config in models.items() if is_ensemble(config)}
+    graph = {name: list(ensemble_upstreams(config)) for name, config in ensembles.items()}
+    findings = {
+        name: error("ensemble_scheduling", message) for name, message in circular_dependencies(graph).items()
+    }
+    for name in sorted(ensembles):
+        _judge_ensemble(name, ensembles, models, loaded or {}, findings)
     return findings
 
 
-def _check_ensemble(name: str, config: mc.ModelConfig, models: Mapping[str, ModelEntry]) -> None:
+def _judge_ensemble(
+    name: str,
+    ensembles: Mapping[str, mc.ModelConfig],
+    models: Mapping[str, ModelEntry],
+    loaded: Mapping[str, set[int]],
+    findings: dict[str, Finding],
+) -> None:
+    """One ensemble's first error, after the ensembles it composes have been judged (Triton checks a node once
+    its upstreams are checked)."""
+    if name in findings:
+        return
+    findings[name] = error("", "")  # in progress: a cycle was reported already, this stops a revisit
+    for upstream in ensemble_upstreams(ensembles[name]):
+        if upstream in ensembles:
+            _judge_ensemble(upstream, ensembles, models, loaded, findings)
+    del findings[name]
+    try:
+        _check_ensemble(name, ensembles[name], models, loaded, findings)
+    except _Stop as stop:
+        findings[name] = stop.finding
+
+
+def _check_ensemble(
+    name: str,
+    config: mc.ModelConfig,
+    models: Mapping[str, ModelEntry],
+    loaded: Mapping[str, set[int]],
+    judged: Mapping[str, Finding],
+) -> None:
     """Raise _Stop with the first problem of one ensemble."""
     steps = list(config.ensemble_scheduling.step)
     _check_upstreams(name, steps, models)
+    _check_upstream_status(name, steps, judged)
+    missing = missing_version(name, ensemble_upstreams(config), loaded)
+    if missing is not None:
+        raise _Stop(error(_step_field(steps, missing[0], "model_version"), missing[1]))
     tensors = _ensemble_tensors(name, config)
     for i, step in enumerate(steps):
         composing = models[step.model_name]
@@ -71,6 +110,31 @@ def _check_ensemble(name: str, config: mc.ModelConfig, models: Mapping[str, Mode
         _check_batch_size(name, config, step.model_name, composing)
         if composing.input or composing.output:  # else the backend reads them from the model file
             _check_mapping(name, step, composing, tensors, f"ensemble_scheduling.step[{i}]")
+    branching = decoupled_branching(config, models)
+    if branching is not None:
+        raise _Stop(error("ensemble_scheduling", branching))
+
+
+def _step_field(steps: list[mc.ModelEnsembling.Step], model: str, field_name: str) -> str:
+    """The field of the first step naming a model."""
+    index = next((i for i, s in enumerate(steps) if s.model_name == model), 0)
+    return f"ensemble_scheduling.step[{index}].{field_name}"
+
+
+def _check_upstream_status(
+    name: str, steps: list[mc.ModelEnsembling.Step], judged: Mapping[str, Finding]
+) -> None:
+    """A composing ensemble that failed its own checks makes this one 'not valid' (CheckNode)."""
+    for step in steps:
+        finding = judged.get(step.model_name)
+        if finding is not None and finding.message and step.model_name != name:
+            raise _Stop(
+                error(
+                    _step_field(steps, step.model_name, "model_name"),
+                    f"ensemble '{name}' depends on '{step.model_name}' which is not valid. "
+                    f"Model '{step.model_name}' failed with error: {finding.message}",
+                )
+            )
 
 
 def _check_upstreams(
