@@ -192,6 +192,7 @@ ENSEMBLES = {
     "e_no_output": _ensemble("good", out_key="NOPE"),
     "e_type": _ensemble("good", in_type="TYPE_INT32"),
     "e_shape": _ensemble("good", in_dims="3"),
+    "e_auto_shape": _ensemble("ac_good", in_dims="3"),  # IN [4] only in ac_good's auto-completed config
     "e_self": _ensemble("e_self"),
     "e_cycle_a": _ensemble("e_cycle_b"),
     "e_cycle_b": _ensemble("e_cycle_a"),
@@ -217,6 +218,51 @@ COMPOSING = {
 }
 
 
+def _auto_completing(body: str) -> str:
+    """MODEL_PY whose TritonPythonModel also has auto_complete_config(config) running body."""
+    method = "    @staticmethod\n    def auto_complete_config(config):\n" + "".join(
+        f"        {line}\n" for line in body.splitlines()
+    )
+    return MODEL_PY.replace("    def initialize", method + "\n    def initialize")
+
+
+# model → (config body, auto_complete_config body): what Triton refuses once auto-complete ran (the stub's
+# exception, or the merge in backend_model.cc), and models whose completion loads.
+RETURN = "return config"
+AUTO_COMPLETE = {
+    "ac_batch": ("max_batch_size: 4\n", "config.set_max_batch_size(2)\nreturn config"),
+    "ac_none": ("max_batch_size: 4\n", "config.set_max_batch_size(8)"),
+    "ac_scheduler": (
+        "max_batch_size: 4\nsequence_batching { }\n", "config.set_dynamic_batching()\nreturn config"
+    ),
+    "ac_no_dims": ("", 'config.add_input({"name": "IN", "data_type": "TYPE_FP32"})\nreturn config'),
+    "ac_no_name": ("", 'config.add_output({"data_type": "TYPE_FP32", "dims": [4]})\nreturn config'),
+    "ac_property": (
+        "", 'config.add_input({"name": "IN", "data_type": "TYPE_FP32", "dims": [4], "x": 1})\nreturn config'
+    ),
+    "ac_type": (IO, 'config.add_input({"name": "IN", "data_type": "TYPE_INT32", "dims": [4]})\n' + RETURN),
+    "ac_dims": (IO, 'config.add_output({"name": "OUT", "data_type": "TYPE_FP32", "dims": [3]})\n' + RETURN),
+    "ac_decoupled": (
+        "model_transaction_policy { decoupled: false }\n",
+        'config.set_model_transaction_policy({"decoupled": True})\nreturn config',
+    ),
+    "ac_bad_dims": (
+        "",
+        'config.add_input({"name": "IN", "data_type": "TYPE_FP32", "dims": [0]})\n'
+        'config.add_output({"name": "OUT", "data_type": "TYPE_FP32", "dims": [4]})\n' + RETURN,
+    ),
+}
+AUTO_COMPLETE_LOADS = {
+    "ac_good": (
+        "",
+        'config.set_max_batch_size(4)\nconfig.set_dynamic_batching()\n'
+        'config.add_input({"name": "IN", "data_type": "TYPE_FP32", "dims": [4]})\n'
+        'config.add_output({"name": "OUT", "data_type": "TYPE_FP32", "dims": [4]})\nreturn config',
+    ),
+}
+CODE = {name: _auto_completing(code) for name, (_, code) in {**AUTO_COMPLETE, **AUTO_COMPLETE_LOADS}.items()}
+
+
 def _write_model(repository: Path, name: str, body: str) -> None:
     """A Python-backend model folder with version 1, the given config and its data files."""
     folder = repository / name
@@ -225,7 +271,7 @@ def _write_model(repository: Path, name: str, body: str) -> None:
         (folder / relative).parent.mkdir(parents=True, exist_ok=True)
         (folder / relative).write_bytes(data)
     if "ensemble" not in body:
-        (folder / "1" / "model.py").write_text(MODEL_PY, encoding="utf-8")
+        (folder / "1" / "model.py").write_text(CODE.get(name, MODEL_PY), encoding="utf-8")
     backend = "" if body.startswith("platform:") else 'backend: "python"\n'
     head = "" if body.startswith("name:") else f'name: "{name}"\n{backend}'
     (folder / "config.pbtxt").write_text(head + body, encoding="utf-8")
@@ -298,8 +344,10 @@ def triton_reasons(
         **BROKEN,
         **ENSEMBLES,
         **COMPOSING,
+        **{name: body for name, (body, _) in {**AUTO_COMPLETE, **AUTO_COMPLETE_LOADS}.items()},
         "good": IO + "max_batch_size: 4\ndynamic_batching { }\n",
         "e_good": _ensemble("good"),
+        "e_auto_completed": _ensemble("ac_good"),
         "dup_input": IO + 'input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
         **LOADS_WITH_WARNINGS,
         "warm_good": WARM_GOOD,
@@ -416,3 +464,22 @@ def test_gpu_id_refusal_is_a_warning_in_tritons_words(triton_reasons: tuple[Path
     quoted = "instance group gpu_id_0 of model gpu_id specifies invalid or unsupported gpu id 0"
     assert reasons["gpu_id"].startswith(quoted) and problem.message.startswith(quoted)
     assert "depends on the machine" in problem.message and problem.field == "instance_group[0].gpus"
+
+
+@pytest.mark.parametrize("model", sorted(AUTO_COMPLETE))
+def test_auto_complete_refusal_is_tritons(triton_reasons: tuple[Path, dict[str, str]], model: str) -> None:
+    """The model's auto_complete_config, run offline in a subprocess with the distribution's
+    triton_python_backend_utils, is refused in Triton's words (Triton adds the Python traceback to them)."""
+    repository, reasons = triton_reasons
+    report = validate_path(repository / model)
+    assert reasons[model] not in ("", "READY"), f"Triton gave no reason for {model}"
+    assert report.errors[0].message == reasons[model].split("\n\nAt:\n")[0]
+
+
+def test_auto_completed_config_is_judged_completed(triton_reasons: tuple[Path, dict[str, str]]) -> None:
+    """A config with no inputs, outputs or batching that auto_complete_config fills loads in Triton, and the
+    validator judges the completed config (an ensemble over it sees IN and OUT)."""
+    repository, reasons = triton_reasons
+    assert (reasons["ac_good"], reasons["e_auto_completed"]) == ("READY", "READY")
+    assert validate_path(repository / "ac_good").problems == ()
+    assert [p for p in validate_path(repository).problems if "e_auto_completed" in p.file] == []

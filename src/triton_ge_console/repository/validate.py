@@ -16,6 +16,7 @@ from triton_ge_console.repository import (
     ge_rules,
     pbtxt,
     triton_rules,
+    triton_rules_autocomplete,
     triton_rules_backends,
     triton_rules_repository,
     triton_rules_state,
@@ -241,6 +242,8 @@ def _judge(config: mc.ModelConfig, path: str, model_dir: Path | None, search: Ba
             )
         )
         config.backend = "unknown"
+    if model_dir is not None:
+        findings += _auto_complete(config, model_dir, search)
     findings += triton_rules.check_config(config)
     findings += ge_rules.check_ge_config(config)
     versions = version_folders(model_dir) if model_dir is not None else []
@@ -248,6 +251,17 @@ def _judge(config: mc.ModelConfig, path: str, model_dir: Path | None, search: Ba
     if model_dir is not None:
         findings += _folder_findings(config, model_dir)
     return findings
+
+
+def _auto_complete(config: mc.ModelConfig, model_dir: Path, search: BackendSearch) -> list[Finding]:
+    """Complete config in place with its Python code's auto_complete_config (newest version loaded), as
+    Triton does at load; what goes wrong there is a finding."""
+    versions = _policy_versions(config, version_folders(model_dir))
+    if not versions or config.platform == triton_rules.ENSEMBLE_PLATFORM:
+        return []
+    completion = triton_rules_autocomplete.complete(config, versions[-1], search.directories)
+    config.CopyFrom(completion.config)
+    return list(completion.findings)
 
 
 def _folder_name(path: str) -> str:
