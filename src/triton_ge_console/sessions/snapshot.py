@@ -77,6 +77,12 @@ class DeviceSnapshot:
     id_source: str | None = None  # what gave logical_id (npu-smi's Device column, `npu-smi info -m`, ...)
     power_note: str | None = None  # what power_w measures when it is not this chip's own draw
 
+    def place(self) -> str | None:
+        """Where npu-smi shows this chip ("npu 2 chip 0"), so an operator can match the two; None unknown."""
+        if self.npu_id is None:
+            return None
+        return f"npu {self.npu_id} chip {'?' if self.chip_id is None else self.chip_id}"
+
 
 @dataclass(frozen=True, slots=True)
 class ServerSnapshot:
