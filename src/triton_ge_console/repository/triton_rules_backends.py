@@ -75,6 +75,6 @@ def check_backend_exists(
         warning(
             "backend",
             f"{refusal} (Triton's refusal where its backend directory has no '{backend}': this check depends "
-            "on the machine, and no backend directory is known here; give one with --backend-dir)",
+            "on the machine, and no backend directory is known here; give --backend-dir or --session)",
         )
     ]
