@@ -251,6 +251,12 @@ def test_chip_map_with_phy_ids() -> None:
     with pytest.raises(NpuSmiError, match="Chip Logic ID"):
         parse_chip_map("Error: this query is not supported on this device.\n")
 
+    # columns are read by name: one more (the 950 series adds Slot ID) in another place changes nothing
+    text = (NPU_SMI / "a3_910" / "info_m.txt").read_text().replace("NPU ID   ", "Slot ID  NPU ID", 1)
+    moved = [line.replace("\t0", "\t7  0", 1) if i else line for i, line in enumerate(text.splitlines())]
+    chips = parse_chip_map("\n".join(moved))
+    assert [(c.npu_id, c.logical_id, c.phy_id) for c in chips] == [(0, 0, 0), (0, 1, 1)]
+
 
 def test_devices_json_with_fake_npu_smi(fake_npu_smi: Path, monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture[str], exporter_url: str) -> None:

@@ -177,21 +177,24 @@ def _first(values: dict[str, str], keys: tuple[str, ...]) -> float | None:
 
 
 def parse_chip_map(text: str) -> list[ChipIds]:
-    """Parse `npu-smi info -m` (NPU ID, Chip ID, Chip Logic ID, [Chip Phy-ID,] Chip Name); chips without a
-    logic id (the card's Mcu) are not compute devices and are left out."""
+    """Parse `npu-smi info -m` by its header (NPU ID, Chip ID, Chip Logic ID, then Chip Name; newer versions
+    add Chip Phy-ID, the 950 series Slot ID as well); chips without a logic id (each card's Mcu) are not
+    compute devices and are left out."""
     lines = [line for line in text.splitlines() if line.strip()]
     start = next((i for i, line in enumerate(lines) if "Chip Logic ID" in line), None)
     if start is None:
         raise NpuSmiError("npu-smi info -m: no 'Chip Logic ID' header found")
-    numbers = 4 if "Phy-ID" in lines[start] else 3  # numeric columns before the chip name
+    names = re.split(r"\s{2,}", lines[start].strip())
+    if not {"NPU ID", "Chip ID", "Chip Logic ID"} <= set(names) or names[-1] != "Chip Name":
+        raise NpuSmiError(f"npu-smi info -m: unexpected columns {names}")
     chips = []
     for line in lines[start + 1:]:
-        cells = line.split(None, numbers)
-        values = [_integer(cell) for cell in cells[:numbers]]
-        if len(cells) <= numbers or values[0] is None or values[1] is None or values[2] is None:
+        cells = dict(zip(names, line.split(None, len(names) - 1), strict=False))
+        npu, chip, logical = (_integer(cells.get(k)) for k in ("NPU ID", "Chip ID", "Chip Logic ID"))
+        if npu is None or chip is None or logical is None:
             continue  # an Mcu row ('-' logic id), or not a chip row
-        phy = values[3] if numbers == 4 else None
-        chips.append(ChipIds(values[0], values[1], values[2], phy, cells[numbers].strip()))
+        name = cells.get("Chip Name", "").strip()
+        chips.append(ChipIds(npu, chip, logical, _integer(cells.get("Chip Phy-ID")), name))
     return chips
 
 
