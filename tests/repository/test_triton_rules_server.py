@@ -188,6 +188,7 @@ ENSEMBLES = {
     "e_failed_step": _ensemble("bad_dims"),
     "e_failed_warmup": _ensemble("warmup_type"),
     "e_batch": _ensemble("good", max_batch_size=8),
+    "e_nested": _ensemble("e_batch", in_key="A", out_key="B"),  # over an ensemble Triton refuses
     "e_no_input": _ensemble("good", in_key="NOPE"),
     "e_no_output": _ensemble("good", out_key="NOPE"),
     "e_type": _ensemble("good", in_type="TYPE_INT32"),

@@ -6,7 +6,7 @@ consistent types and shapes. Its wording, first error per ensemble, as Triton re
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from tritonclient.grpc import model_config_pb2 as mc
@@ -62,31 +62,35 @@ def check_ensembles(
     findings = {
         name: error("ensemble_scheduling", message) for name, message in circular_dependencies(graph).items()
     }
+    repository = _Repository(ensembles, models, loaded or {}, findings)
     for name in sorted(ensembles):
-        _judge_ensemble(name, ensembles, models, loaded or {}, findings)
+        repository.judge(name)
     return findings
 
 
-def _judge_ensemble(
-    name: str,
-    ensembles: Mapping[str, mc.ModelConfig],
-    models: Mapping[str, ModelEntry],
-    loaded: Mapping[str, set[int]],
-    findings: dict[str, Finding],
-) -> None:
-    """One ensemble's first error, after the ensembles it composes have been judged (Triton checks a node once
-    its upstreams are checked)."""
-    if name in findings:
-        return
-    findings[name] = error("", "")  # in progress: a cycle was reported already, this stops a revisit
-    for upstream in ensemble_upstreams(ensembles[name]):
-        if upstream in ensembles:
-            _judge_ensemble(upstream, ensembles, models, loaded, findings)
-    del findings[name]
-    try:
-        _check_ensemble(name, ensembles[name], models, loaded, findings)
-    except _Stop as stop:
-        findings[name] = stop.finding
+@dataclass
+class _Repository:
+    """The ensembles of a repository judged in dependency order, as Triton checks a node only once its
+    upstreams are checked."""
+
+    ensembles: Mapping[str, mc.ModelConfig]
+    models: Mapping[str, ModelEntry]
+    loaded: Mapping[str, set[int]]
+    findings: dict[str, Finding]
+    judged: set[str] = field(default_factory=set)
+
+    def judge(self, name: str) -> None:
+        """Record one ensemble's first error, judging the ensembles it composes first."""
+        if name in self.judged or name in self.findings:  # a cycle member has its finding already
+            return
+        self.judged.add(name)
+        for upstream in ensemble_upstreams(self.ensembles[name]):
+            if upstream in self.ensembles:
+                self.judge(upstream)
+        try:
+            _check_ensemble(name, self.ensembles[name], self.models, self.loaded, self.findings)
+        except _Stop as stop:
+            self.findings[name] = stop.finding
 
 
 def _check_ensemble(
@@ -127,7 +131,7 @@ def _check_upstream_status(
     """A composing ensemble that failed its own checks makes this one 'not valid' (CheckNode)."""
     for step in steps:
         finding = judged.get(step.model_name)
-        if finding is not None and finding.message and step.model_name != name:
+        if finding is not None and step.model_name != name:
             raise _Stop(
                 error(
                     _step_field(steps, step.model_name, "model_name"),
