@@ -373,3 +373,18 @@ def test_exporter_physical_ids_are_mapped_to_logical_ids() -> None:
     apart = map_to_logical(exporter, smi[:1])
     assert [d.id for d in apart] == ["0", "phy 5"]
     assert map_to_logical(exporter, []) == exporter  # nothing to map with: as labelled
+
+
+@pytest.mark.parametrize("layout", sorted(p.name for p in NPU_SMI.iterdir() if (p / "info.txt").is_file()))
+def test_every_recorded_layout_names_card_chip_and_logical_id(
+    layout: str, fake_npu_smi: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`devices --json` on each recorded npu-smi output: npu_id, chip_id and logical_id on every chip, id
+    being the logical id, and the source of it named."""
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", layout)
+    assert main(["devices", "--json"]) == 0
+    devices = json.loads(capsys.readouterr().out)
+    assert devices
+    for device in devices:
+        assert None not in (device["npu_id"], device["chip_id"], device["logical_id"]), device
+        assert device["id"] == str(device["logical_id"]) and device["id_source"].startswith("npu-smi info")

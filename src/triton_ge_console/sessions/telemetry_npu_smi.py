@@ -284,11 +284,16 @@ def read_npu_smi(binary: Path, timeout: float = 15.0) -> list[DeviceSnapshot]:
 def _chip_ids(
     binary: Path, chips: list[NpuSmiChip], timeout: float
 ) -> tuple[dict[tuple[int, int], ChipIds], str]:
-    """(card, chip) → ids from `npu-smi info -m` when the table lacks logical ids, and what gave them."""
-    if all(chip.logical_id is not None for chip in chips):
+    """(card, chip) → ids from `npu-smi info -m` (logical ids where the table has no Device column, physical
+    ids where `-m` prints them), and what gave the logical ids."""
+    has_device_column = all(chip.logical_id is not None for chip in chips)
+    if has_device_column and all(chip.phy_id is not None for chip in chips):
         return {}, "npu-smi info (Device column)"
     try:
         mapped = parse_chip_map(run_npu_smi(binary, "info", "-m", timeout=timeout))
     except NpuSmiError as exc:
+        if has_device_column:
+            return {}, "npu-smi info (Device column)"
         return {}, f"unknown: npu-smi info has no Device column and {exc}"
-    return {(c.npu_id, c.chip_id): c for c in mapped}, "npu-smi info -m (Chip Logic ID)"
+    source = "npu-smi info (Device column)" if has_device_column else "npu-smi info -m (Chip Logic ID)"
+    return {(c.npu_id, c.chip_id): c for c in mapped}, source
