@@ -10,7 +10,7 @@ import pytest
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_ge_console.repository import triton_rules_autocomplete
-from triton_ge_console.repository.validate import validate_path
+from triton_ge_console.repository.validate import validate_config_text, validate_path
 
 MODEL = '''import os
 import triton_python_backend_utils as pb_utils
@@ -63,3 +63,14 @@ def test_runs_in_its_own_process_with_the_distributions_utils(tmp_path: Path) ->
     assert completion.config.input[0].name != str(os.getpid())
     utils = Path(completion.config.output[0].name)
     assert utils.name == "triton_python_backend_utils.py" and "tritonserver" in str(utils)
+
+
+def test_edits_are_judged_without_running_model_code(tmp_path: Path) -> None:
+    """The console judges each keystroke with auto_complete off: the model's code is not run, the rest is."""
+    folder = _model(tmp_path, "raise ValueError('ran')")
+    config = (folder / "config.pbtxt").read_text(encoding="utf-8")
+    ran = validate_config_text(config, str(folder / "config.pbtxt"), folder)
+    assert [p.message for p in ran.errors] == ["ValueError: ran"]
+    edit = validate_config_text(config + "max_batch_size: -1\n", str(folder / "config.pbtxt"), folder,
+                                auto_complete=False)
+    assert [p.field for p in edit.errors] == ["max_batch_size"]

@@ -126,10 +126,16 @@ def validate_path(path: Path, backend_dirs: Sequence[Path] = ()) -> ValidationRe
 
 
 def validate_config_text(
-    text: str, path: str, model_dir: Path | None = None, backend_dirs: Sequence[Path] = ()
+    text: str,
+    path: str,
+    model_dir: Path | None = None,
+    backend_dirs: Sequence[Path] = (),
+    auto_complete: bool = True,
 ) -> ValidationReport:
-    """Judge config.pbtxt text; with model_dir, also its folder (name, versions, model files)."""
-    return _evaluate(text, path, model_dir, backend_search(backend_dirs)).report
+    """Judge config.pbtxt text; with model_dir, also its folder (name, versions, model files). Without
+    auto_complete the model's auto_complete_config is not run (a subprocess, up to its time limit: too slow
+    to judge each keystroke of an edit)."""
+    return _evaluate(text, path, model_dir, backend_search(backend_dirs), auto_complete).report
 
 
 @dataclass(frozen=True)
@@ -141,7 +147,9 @@ class _Evaluation:
     sites: dict[pbtxt.FieldKey, pbtxt.FieldSite]
 
 
-def _evaluate(text: str, path: str, model_dir: Path | None, search: BackendSearch) -> _Evaluation:
+def _evaluate(
+    text: str, path: str, model_dir: Path | None, search: BackendSearch, auto_complete: bool = True
+) -> _Evaluation:
     """Parse, normalise and judge one config's text."""
     try:
         parsed = pbtxt.loads(text, path)
@@ -150,7 +158,7 @@ def _evaluate(text: str, path: str, model_dir: Path | None, search: BackendSearc
         return _Evaluation(ValidationReport(path, (problem,), _model_names(model_dir)), None, {})
     config = mc.ModelConfig()
     config.CopyFrom(parsed)
-    findings = _judge(config, path, model_dir, search)
+    findings = _judge(config, path, model_dir, search, auto_complete)
     sites = pbtxt.field_sites(text)
     problems = tuple(_place(finding, path, sites) for finding in findings)
     return _Evaluation(ValidationReport(path, problems, _model_names(model_dir)), config, sites)
@@ -225,7 +233,13 @@ def _field_under(field: str, parent: str) -> bool:
     return field == parent or (field.startswith(parent) and field[len(parent)] in ".[")
 
 
-def _judge(config: mc.ModelConfig, path: str, model_dir: Path | None, search: BackendSearch) -> list[Finding]:
+def _judge(
+    config: mc.ModelConfig,
+    path: str,
+    model_dir: Path | None,
+    search: BackendSearch,
+    auto_complete: bool = True,
+) -> list[Finding]:
     """All findings for a parsed config, normalising it first as Triton does."""
     findings: list[Finding] = []
     if not config.name:
@@ -242,7 +256,7 @@ def _judge(config: mc.ModelConfig, path: str, model_dir: Path | None, search: Ba
             )
         )
         config.backend = "unknown"
-    if model_dir is not None:
+    if model_dir is not None and auto_complete:
         findings += _auto_complete(config, model_dir, search)
     findings += triton_rules.check_config(config)
     findings += ge_rules.check_ge_config(config)
