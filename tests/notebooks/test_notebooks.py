@@ -159,6 +159,10 @@ def test_04_serves_an_npu_ge_repository_in_cpu_emulation(tmp_path: Path) -> None
     watch = facts["watch"]
     assert set(watch["devices"]) == {"0", "1"} and watch["llama_devices"] == ["0", "1"]
     assert all(d["kind"] == "cpu-emulated" and d["memory_used_bytes"] > 0 for d in watch["devices"].values())
+    # the glue names each device by its logical id; no npu-smi here, so no card or chip
+    assert [(d["logical_id"], d["npu_id"], d["chip_id"]) for d in watch["devices"].values()] == [
+        (0, None, None), (1, None, None)]
+    assert all(d["id_source"].startswith("ge-glue") for d in watch["devices"].values())
     assert watch["execution_mode"] == "cpu-emulated" and watch["peak_utilization"] > 0
     assert watch["load_test"]["requests"] > 0 and watch["load_test"]["errors"] == 0
     assert watch["table"]["BACKEND"] == "npu_ge" and watch["table"]["STATE"] == "READY"

@@ -270,3 +270,50 @@ def test_validate_says_an_om_built_for_another_soc_will_not_load(
            "AscendCL refuses it at load" in str(problem)
     _npu_smi_layout(monkeypatch, "310p3_duo")
     assert validate_path(folder).problems == ()
+
+
+def test_validate_backend_dir_finds_backends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--backend-dir: a backend with a library or a Python-based backend there passes; one with neither is
+    Triton's refusal (exit 1); a library in the model folder counts, as Triton looks there too."""
+    backends = tmp_path / "backends"
+    (backends / "pyb").mkdir(parents=True)
+    (backends / "pyb" / "model.py").write_text("# a Python-based backend\n", encoding="utf-8")
+    (backends / "cpp").mkdir()
+    (backends / "cpp" / "libtriton_cpp.so").write_bytes(b"")
+    repository = tmp_path / "repo"
+    for backend in ("pyb", "cpp", "local", "gone"):
+        _model(repository, backend, GOOD.replace('"m"', f'"{backend}"').replace('"python"', f'"{backend}"'))
+    (repository / "local" / "libtriton_local.so").write_bytes(b"")
+    assert main(["validate", str(repository), "--backend-dir", str(backends)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:-1] == [
+        f"{repository}/gone/config.pbtxt:2:1 backend: unable to find backend library for backend 'gone', "
+        "try specifying runtime on the model configuration."
+    ]
+
+
+def test_validate_with_a_sessions_backend_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--session NAME judges backends against the directory that session's Triton uses; an unknown session
+    is a usage error with one line."""
+    from triton_ge_console.sessions.paths import STATE_DIR_ENV
+    from triton_ge_console.sessions.registry import Registry, SessionRecord
+
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    backends = tmp_path / "backends"
+    (backends / "pyb").mkdir(parents=True)
+    (backends / "pyb" / "model.py").write_text("# a Python-based backend\n", encoding="utf-8")
+    Registry().save(SessionRecord(
+        name="prod", pid=None, started_at=0.0, http_url="http://127.0.0.1:1", grpc_url=None, metrics_url=None,
+        repository=None, spec=None, backend_dir=backends, log_path=None, token_ref=None, attached=False,
+        session_dir=None))  # fmt: skip
+    repository = tmp_path / "repo"
+    for backend in ("pyb", "gone"):
+        _model(repository, backend, GOOD.replace('"m"', f'"{backend}"').replace('"python"', f'"{backend}"'))
+    assert main(["validate", str(repository), "--session", "prod"]) == 1
+    out = capsys.readouterr().out
+    assert "backend: unable to find backend library for backend 'gone'" in out and "'pyb'" not in out
+    assert main(["validate", str(repository), "--session", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ge-console validate:") and "nope" in err and err.count("\n") == 1

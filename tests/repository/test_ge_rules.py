@@ -125,13 +125,15 @@ def test_ge_with_om_file_is_valid(tmp_path: Path) -> None:
 
 def test_ge_with_onnx_only_runs_in_cpu_emulation(tmp_path: Path) -> None:
     """No OM at all, but an ONNX in the version folder: valid."""
-    folder = _model(tmp_path, GE_HEAD, {"1/model.onnx": "onnx"})
+    folder = _model(tmp_path, GE_HEAD)
+    _relu_onnx(folder / "1" / "model.onnx")  # the glue's auto-complete reads its inputs and outputs
     assert validate_path(folder).problems == ()
 
 
 def test_ge_with_missing_om_but_onnx_is_a_warning(tmp_path: Path) -> None:
     """An OM path that is not here (e.g. the article's NPU host path) falls back to CPU emulation."""
-    folder = _model(tmp_path, GE_HEAD + _param("om_model_path", "/models/llama.om"), {"1/model.onnx": "onnx"})
+    folder = _model(tmp_path, GE_HEAD + _param("om_model_path", "/models/llama.om"))
+    _relu_onnx(folder / "1" / "model.onnx")
     (problem,) = validate_path(folder).problems
     assert (problem.severity, problem.line, problem.file) == ("warning", 4, str(folder / "config.pbtxt"))
     assert "CPU emulation" in problem.message
@@ -158,7 +160,9 @@ def test_ge_onnx_model_path_must_exist(tmp_path: Path) -> None:
 def test_ge_execution_mode_npu_needs_the_om(tmp_path: Path) -> None:
     """Forcing the NPU without an OM is an error even when an ONNX is there."""
     config = GE_HEAD + _param("om_model_path", "x.om") + _param("execution_mode", "npu")
-    (problem,) = validate_path(_model(tmp_path, config, {"1/model.onnx": "x"})).errors
+    folder = _model(tmp_path, config)
+    _relu_onnx(folder / "1" / "model.onnx")
+    (problem,) = validate_path(folder).errors
     assert problem.message == "execution_mode npu: om_model_path 'x.om' is not a file"
 
 
@@ -218,5 +222,20 @@ def test_unreadable_onnx_is_an_error(tmp_path: Path) -> None:
     """A *.onnx that is not an ONNX model cannot be served."""
     folder = _model(tmp_path, GE_HEAD + 'input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
                     {"1/model.onnx": "not a model"})  # fmt: skip
-    (problem,) = validate_path(folder).errors
+    glue, problem = validate_path(folder).errors  # the glue's auto-complete (outputs left out) fails first
+    assert glue.message.startswith("DecodeError")
     assert "not an ONNX model" in problem.message or "cannot read ONNX" in problem.message
+
+
+def test_glue_auto_complete_runs_as_in_triton(tmp_path: Path) -> None:
+    """A `ge` config without inputs and outputs is completed by the glue's own auto_complete_config (run
+    offline as Triton's stub runs it); an unreadable ONNX is the glue's own refusal at load."""
+    (tmp_path / "good").mkdir()
+    folder = _model(tmp_path / "good", GE_HEAD + "dynamic_batching { }\n")
+    _relu_onnx(folder / "1" / "model.onnx")
+    assert validate_path(folder).problems == ()
+    (tmp_path / "broken").mkdir()
+    broken = _model(tmp_path / "broken", GE_HEAD, {"1/model.onnx": "not a model"})
+    (problem,) = validate_path(broken).errors
+    assert problem.field == "backend"
+    assert problem.message == "DecodeError: Error parsing message with type 'onnx.ModelProto'"

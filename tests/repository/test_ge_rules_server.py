@@ -28,8 +28,10 @@ def _param(key: str, value: str) -> str:
     return f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}\n'
 
 
-# model → (backend, extra config, whether version 1 holds model.onnx, expected: validator ok / Triton READY)
-MODELS = {
+# model → (backend, extra config, whether version 1 holds model.onnx (or BROKEN), expected: validator ok /
+# Triton READY)
+BROKEN = "broken"  # version 1 holds a model.onnx that is not an ONNX model
+MODELS: dict[str, tuple[str, str, bool | str, bool]] = {
     "ge_onnx": ("ge", IO % ("x", "TYPE_FP32", "4"), True, True),
     "ge_om_fallback": ("ge", IO % ("x", "TYPE_FP32", "4") + _param("om_model_path", "absent.om"), True, True),
     "ge_io_from_onnx": ("ge", "max_batch_size: 8\n", True, True),
@@ -47,6 +49,8 @@ MODELS = {
     "ge_wrong_dims": ("ge", IO % ("x", "TYPE_FP32", "5"), True, False),
     "ge_wrong_type": ("ge", IO % ("x", "TYPE_INT64", "4"), True, False),
     "ge_bad_mode": ("ge", IO % ("x", "TYPE_FP32", "4") + _param("execution_mode", "gpu"), True, False),
+    # no inputs or outputs: the glue's auto_complete_config reads them from an ONNX that is not one
+    "ge_autocomplete_broken": ("ge", "max_batch_size: 8\n", BROKEN, False),
 }
 
 
@@ -78,13 +82,16 @@ def loaded(triton_dist: TritonDistribution, tmp_path_factory: pytest.TempPathFac
     repository = root / "repo"
     for name, (backend, extra, with_onnx, _) in MODELS.items():
         (repository / name / "1").mkdir(parents=True)
-        if with_onnx:
+        if with_onnx == BROKEN:
+            (repository / name / "1" / "model.onnx").write_bytes(b"not a model")
+        elif with_onnx:
             _relu_onnx(repository / name / "1" / "model.onnx")
         config = f'name: "{name}"\nbackend: "{backend}"\ninstance_group [ {{ kind: KIND_CPU }} ]\n{extra}'
         (repository / name / "config.pbtxt").write_text(config, encoding="utf-8")
     install_backend_dir(root / "backends", triton_dist)
     with run_triton(triton_dist, repository, root / "backends", models=tuple(MODELS)) as server:
-        yield repository, _states(server.http_hostport, tuple(MODELS))
+        states = _states(server.http_hostport, tuple(MODELS))
+        yield repository, states | {f"{m}:log": server.log() for m in ("ge_autocomplete_broken",)}
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))
@@ -95,3 +102,14 @@ def test_validator_verdict_matches_the_glue(loaded: tuple[Path, dict[str, str]],
     report = validate_path(repository / model)
     assert report.ok is expected_ok, [str(p) for p in report.problems]
     assert states[model] == ("READY" if expected_ok else "UNAVAILABLE")
+
+
+def test_glue_auto_complete_refusal_is_tritons(loaded: tuple[Path, dict[str, str]]) -> None:
+    """The glue's own auto_complete_config, run offline by the validator, fails with the words Triton logs
+    when it runs it at load."""
+    repository, states = loaded
+    (problem,) = validate_path(repository / "ge_autocomplete_broken").errors
+    assert problem.message == "DecodeError: Error parsing message with type 'onnx.ModelProto'"
+    log = states["ge_autocomplete_broken:log"]
+    assert "load failed for model 'ge_autocomplete_broken': version 1 is at UNAVAILABLE state: " in log
+    assert problem.message in log

@@ -121,6 +121,7 @@ STATE_BROKEN = {
 }
 # Data files in model folders (warmup/ for warm-up inputs, initial_state/ for initial states).
 DATA_FILES = {
+    "two_versions": {"2/model.py": MODEL_PY.encode()},
     "warmup_file_short": {"warmup/in.bin": b"1234"},
     "warm_good": {"warmup/in.bin": bytes(16), "initial_state/s.bin": bytes(16)},
 }
@@ -168,13 +169,13 @@ TRITON_PREFIX = re.compile(r"^(Invalid argument|Internal): ")
 
 
 def _ensemble(step_model: str, in_key: str = "IN", out_key: str = "OUT", in_type: str = "TYPE_FP32",
-              in_dims: str = "4", max_batch_size: int = 4) -> str:  # fmt: skip
+              in_dims: str = "4", max_batch_size: int = 4, version: int = -1) -> str:  # fmt: skip
     """An ensemble of one step feeding its input A to step_model and its output B back."""
     return (
         f'platform: "ensemble"\nmax_batch_size: {max_batch_size}\n'
         f'input [ {{ name: "A" data_type: {in_type} dims: [ {in_dims} ] }} ]\n'
         'output [ { name: "B" data_type: TYPE_FP32 dims: [ 4 ] } ]\n'
-        f'ensemble_scheduling {{ step [ {{ model_name: "{step_model}" model_version: -1\n'
+        f'ensemble_scheduling {{ step [ {{ model_name: "{step_model}" model_version: {version}\n'
         f'  input_map {{ key: "{in_key}" value: "A" }}\n'
         f'  output_map {{ key: "{out_key}" value: "B" }} }} ] }}\n'
     )
@@ -187,11 +188,80 @@ ENSEMBLES = {
     "e_failed_step": _ensemble("bad_dims"),
     "e_failed_warmup": _ensemble("warmup_type"),
     "e_batch": _ensemble("good", max_batch_size=8),
+    "e_nested": _ensemble("e_batch", in_key="A", out_key="B"),  # over an ensemble Triton refuses
     "e_no_input": _ensemble("good", in_key="NOPE"),
     "e_no_output": _ensemble("good", out_key="NOPE"),
     "e_type": _ensemble("good", in_type="TYPE_INT32"),
     "e_shape": _ensemble("good", in_dims="3"),
+    "e_auto_shape": _ensemble("ac_good", in_dims="3"),  # IN [4] only in ac_good's auto-completed config
+    "e_self": _ensemble("e_self"),
+    "e_cycle_a": _ensemble("e_cycle_b"),
+    "e_cycle_b": _ensemble("e_cycle_a"),
+    # Triton walks a ring from each member in name order and marks the members on the way back
+    "e_ring_a": _ensemble("e_ring_b"),
+    "e_ring_b": _ensemble("e_ring_c"),
+    "e_ring_c": _ensemble("e_ring_a"),
+    "e_version": _ensemble("two_versions", version=1),
+    # a decoupled step's output X and the ensemble's own input A both feed the step writing B
+    "e_decoupled": _ensemble("decoupled", out_key="OUT").replace('value: "B" }', 'value: "X" }')
+    .replace("} ] }", '},\n  { model_name: "two_in" model_version: -1\n'
+             '  input_map [ { key: "IN" value: "X" }, { key: "IN2" value: "A" } ]\n'
+             '  output_map { key: "OUT" value: "B" } } ] }'),
 }
+# Composing models the ensembles above need besides "good".
+COMPOSING = {
+    "two_versions": IO + "max_batch_size: 4\n",  # folders 1 and 2; the default policy loads only 2
+    "decoupled": IO + "max_batch_size: 4\nmodel_transaction_policy { decoupled: true }\n",
+    "gpu_id": IO + "instance_group [ { kind: KIND_GPU gpus: [ 0 ] } ]\n",  # refused where no GPU 0 is
+    "no_backend": 'name: "no_backend"\nbackend: "no_such_backend"\n' + IO,
+    "two_in": IO.replace("] } ]", '] }, { name: "IN2" data_type: TYPE_FP32 dims: [ 4 ] } ]', 1)
+    + "max_batch_size: 4\n",
+}
+
+
+def _auto_completing(body: str) -> str:
+    """MODEL_PY whose TritonPythonModel also has auto_complete_config(config) running body."""
+    method = "    @staticmethod\n    def auto_complete_config(config):\n" + "".join(
+        f"        {line}\n" for line in body.splitlines()
+    )
+    return MODEL_PY.replace("    def initialize", method + "\n    def initialize")
+
+
+# model → (config body, auto_complete_config body): what Triton refuses once auto-complete ran (the stub's
+# exception, or the merge in backend_model.cc), and models whose completion loads.
+RETURN = "return config"
+AUTO_COMPLETE = {
+    "ac_batch": ("max_batch_size: 4\n", "config.set_max_batch_size(2)\nreturn config"),
+    "ac_none": ("max_batch_size: 4\n", "config.set_max_batch_size(8)"),
+    "ac_scheduler": (
+        "max_batch_size: 4\nsequence_batching { }\n", "config.set_dynamic_batching()\nreturn config"
+    ),
+    "ac_no_dims": ("", 'config.add_input({"name": "IN", "data_type": "TYPE_FP32"})\nreturn config'),
+    "ac_no_name": ("", 'config.add_output({"data_type": "TYPE_FP32", "dims": [4]})\nreturn config'),
+    "ac_property": (
+        "", 'config.add_input({"name": "IN", "data_type": "TYPE_FP32", "dims": [4], "x": 1})\nreturn config'
+    ),
+    "ac_type": (IO, 'config.add_input({"name": "IN", "data_type": "TYPE_INT32", "dims": [4]})\n' + RETURN),
+    "ac_dims": (IO, 'config.add_output({"name": "OUT", "data_type": "TYPE_FP32", "dims": [3]})\n' + RETURN),
+    "ac_decoupled": (
+        "model_transaction_policy { decoupled: false }\n",
+        'config.set_model_transaction_policy({"decoupled": True})\nreturn config',
+    ),
+    "ac_bad_dims": (
+        "",
+        'config.add_input({"name": "IN", "data_type": "TYPE_FP32", "dims": [0]})\n'
+        'config.add_output({"name": "OUT", "data_type": "TYPE_FP32", "dims": [4]})\n' + RETURN,
+    ),
+}
+AUTO_COMPLETE_LOADS = {
+    "ac_good": (
+        "",
+        'config.set_max_batch_size(4)\nconfig.set_dynamic_batching()\n'
+        'config.add_input({"name": "IN", "data_type": "TYPE_FP32", "dims": [4]})\n'
+        'config.add_output({"name": "OUT", "data_type": "TYPE_FP32", "dims": [4]})\nreturn config',
+    ),
+}
+CODE = {name: _auto_completing(code) for name, (_, code) in {**AUTO_COMPLETE, **AUTO_COMPLETE_LOADS}.items()}
 
 
 def _write_model(repository: Path, name: str, body: str) -> None:
@@ -202,7 +272,7 @@ def _write_model(repository: Path, name: str, body: str) -> None:
         (folder / relative).parent.mkdir(parents=True, exist_ok=True)
         (folder / relative).write_bytes(data)
     if "ensemble" not in body:
-        (folder / "1" / "model.py").write_text(MODEL_PY, encoding="utf-8")
+        (folder / "1" / "model.py").write_text(CODE.get(name, MODEL_PY), encoding="utf-8")
     backend = "" if body.startswith("platform:") else 'backend: "python"\n'
     head = "" if body.startswith("name:") else f'name: "{name}"\n{backend}'
     (folder / "config.pbtxt").write_text(head + body, encoding="utf-8")
@@ -274,8 +344,11 @@ def triton_reasons(
     models = {
         **BROKEN,
         **ENSEMBLES,
+        **COMPOSING,
+        **{name: body for name, (body, _) in {**AUTO_COMPLETE, **AUTO_COMPLETE_LOADS}.items()},
         "good": IO + "max_batch_size: 4\ndynamic_batching { }\n",
         "e_good": _ensemble("good"),
+        "e_auto_completed": _ensemble("ac_good"),
         "dup_input": IO + 'input [ { name: "IN" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
         **LOADS_WITH_WARNINGS,
         "warm_good": WARM_GOOD,
@@ -337,6 +410,7 @@ def test_model_triton_loads_is_valid(triton_reasons: tuple[Path, dict[str, str]]
     """The control model loads in Triton, and the validator finds nothing wrong with it."""
     repository, reasons = triton_reasons
     assert (reasons["good"], reasons["e_good"], reasons["warm_good"]) == ("READY", "READY", "READY")
+    assert [reasons[name] for name in ("two_versions", "decoupled", "two_in")] == ["READY"] * 3
     assert validate_path(repository / "good").problems == ()
     assert validate_path(repository / "warm_good").problems == ()
     assert [p for p in validate_path(repository).problems if "e_good" in p.file] == []
@@ -367,3 +441,46 @@ def test_what_triton_loads_is_only_warned_about(
     assert sorted(found) == sorted(WARNED[model])
     for field, words in WARNED[model].items():
         assert words in found[field], (field, found[field])
+
+
+def test_missing_backend_is_tritons_refusal(triton_reasons: tuple[Path, dict[str, str]]) -> None:
+    """With the server's backend directory known, a backend found nowhere is refused in Triton's words;
+    without a known backend directory it is a warning saying the check depends on the machine."""
+    repository, reasons = triton_reasons
+    model = repository / "no_backend"
+    report = validate_path(model, [repository.parent / "backends"])
+    assert report.errors[0].message == reasons["no_backend"]
+    (unknown,) = validate_path(model).warnings
+    assert unknown.message.startswith(reasons["no_backend"]) and "depends on the machine" in unknown.message
+    assert validate_path(repository / "good", [repository.parent / "backends"]).problems == ()
+
+
+def test_gpu_id_refusal_is_a_warning_in_tritons_words(triton_reasons: tuple[Path, dict[str, str]]) -> None:
+    """Triton refuses GPU 0 on this machine (no CUDA GPU); the validator quotes it, as a warning about the
+    machine, never an error."""
+    repository, reasons = triton_reasons
+    report = validate_path(repository / "gpu_id")
+    assert report.ok
+    (problem,) = report.warnings
+    quoted = "instance group gpu_id_0 of model gpu_id specifies invalid or unsupported gpu id 0"
+    assert reasons["gpu_id"].startswith(quoted) and problem.message.startswith(quoted)
+    assert "depends on the machine" in problem.message and problem.field == "instance_group[0].gpus"
+
+
+@pytest.mark.parametrize("model", sorted(AUTO_COMPLETE))
+def test_auto_complete_refusal_is_tritons(triton_reasons: tuple[Path, dict[str, str]], model: str) -> None:
+    """The model's auto_complete_config, run offline in a subprocess with the distribution's
+    triton_python_backend_utils, is refused in Triton's words (Triton adds the Python traceback to them)."""
+    repository, reasons = triton_reasons
+    report = validate_path(repository / model)
+    assert reasons[model] not in ("", "READY"), f"Triton gave no reason for {model}"
+    assert report.errors[0].message == reasons[model].split("\n\nAt:\n")[0]
+
+
+def test_auto_completed_config_is_judged_completed(triton_reasons: tuple[Path, dict[str, str]]) -> None:
+    """A config with no inputs, outputs or batching that auto_complete_config fills loads in Triton, and the
+    validator judges the completed config (an ensemble over it sees IN and OUT)."""
+    repository, reasons = triton_reasons
+    assert (reasons["ac_good"], reasons["e_auto_completed"]) == ("READY", "READY")
+    assert validate_path(repository / "ac_good").problems == ()
+    assert [p for p in validate_path(repository).problems if "e_auto_completed" in p.file] == []

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.repository.test_ge_rules import _relu_onnx
 from triton_ge_console.repository.validate import ValidationReport, validate_config_text, validate_path
 
 GOOD = 'name: "{name}"\nbackend: "python"\nmax_batch_size: 4\n'
@@ -138,11 +139,10 @@ def test_report_is_immutable() -> None:
 
 
 def test_ensemble_over_a_model_without_declared_io(tmp_path: Path) -> None:
-    """An npu_ge model may leave its inputs to the ONNX; the ensemble's mapping to it cannot be judged, so
-    it is not held against the ensemble, but a missing composing model still is."""
+    """An npu_ge model may leave its inputs to the ONNX: the glue's auto_complete_config reads them (as at
+    load), so the ensemble mapping onto them is judged and passes; a missing composing model is refused."""
     npu = tmp_path / "npu"
-    (npu / "1").mkdir(parents=True)
-    (npu / "1" / "model.onnx").write_bytes(b"onnx")
+    _relu_onnx(npu / "1" / "model.onnx")
     (npu / "config.pbtxt").write_text('name: "npu"\nbackend: "npu_ge"\nmax_batch_size: 8\n', encoding="utf-8")
     step = (
         'step [ { model_name: "%s" model_version: -1 input_map { key: "x" value: "A" }\n'

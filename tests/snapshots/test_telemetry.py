@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import http.server
 import json
 import threading
@@ -19,12 +20,13 @@ from triton_ge_console.sessions.registry import Registry, SessionRecord
 from triton_ge_console.sessions.snapshot import DeviceSnapshot
 from triton_ge_console.sessions.stats import HttpEndpoint
 from triton_ge_console.sessions.telemetry import DeviceTelemetry, devices_from_glue, merge_devices
-from triton_ge_console.sessions.telemetry_exporter import read_exporter
+from triton_ge_console.sessions.telemetry_exporter import map_to_logical, read_exporter
 from triton_ge_console.sessions.telemetry_npu_smi import (
     MIB,
     NpuSmiError,
     device_from,
     find_npu_smi,
+    parse_chip_map,
     parse_info_table,
     parse_usages,
     read_npu_smi,
@@ -50,7 +52,7 @@ def _table(layout: str) -> str:
 def test_910_with_hbm_and_process_table() -> None:
     """Atlas 800 9010: eight 910s with HBM, two in Warning; the process table after them is ignored."""
     chips = parse_info_table(_table("910_9010"))
-    assert [c.npu_id for c in chips] == list(range(8)) and [c.logical_id for c in chips] == list(range(8))
+    assert [c.npu_id for c in chips] == list(range(8)) and {c.logical_id for c in chips} == {None}
     assert [c.health for c in chips].count("Warning") == 2 and chips[3].power_w == 206.9
     assert (chips[0].hbm_used_mb, chips[0].hbm_total_mb) == (0, 32768)
     assert (chips[0].memory_used_mb, chips[0].memory_total_mb) == (4252, 15137)
@@ -70,7 +72,8 @@ def test_910b_used_slash_total_without_space() -> None:
 def test_a3_phy_id_rows_and_dash_power() -> None:
     """A3 (910_93): `Chip  Phy-ID` rows, two chips per NPU, the second die's power printed as `-`."""
     chips = parse_info_table(_table("a3_910"))
-    assert [(c.npu_id, c.chip_id, c.logical_id) for c in chips] == [(0, 0, 0), (0, 1, 1)]
+    ids = [(c.npu_id, c.chip_id, c.logical_id, c.phy_id) for c in chips]
+    assert ids == [(0, 0, None, 0), (0, 1, None, 1)]  # logical ids come from `npu-smi info -m`
     assert chips[0].power_w == 178.5 and chips[1].power_w is None
     assert chips[1].hbm_used_mb == 3195
 
@@ -208,27 +211,75 @@ def test_merge_fills_gaps_and_names_every_source() -> None:
     """Glue figures win; npu-smi adds what the glue lacks; `source` lists who contributed."""
     glue = devices_from_glue(parse_metrics(GLUE_METRICS))
     assert glue == [DeviceSnapshot(id="0", kind="cpu-emulated", utilization=0.25, memory_used_bytes=1048576,
-                                   memory_total_bytes=68719476736, source="ge-glue")]
-    smi = [device_from(c, None) for c in parse_info_table(_table("910b4"))]
+                                   memory_total_bytes=68719476736, source="ge-glue", logical_id=0,
+                                   id_source="ge-glue (the AscendCL device id it runs on)")]
+    chips = parse_info_table(_table("910b4"))
+    ids = {(c.npu_id, c.chip_id): c for c in parse_chip_map((NPU_SMI / "910b4" / "info_m.txt").read_text())}
+    smi = [device_from(c, None, ids[(c.npu_id, c.chip_id)], "npu-smi info -m") for c in chips]
     merged = merge_devices(glue, smi)
     assert [d.id for d in merged] == ["0", "1"]
     assert merged[0].utilization == 0.25 and merged[0].temperature_c == 30 and merged[0].name == "910B4"
     assert merged[0].source == "ge-glue+npu-smi" and merged[1].source == "npu-smi"
+    assert (merged[0].npu_id, merged[0].chip_id, merged[0].bus_id) == (0, 0, "0000:C1:00.0")
+
+
+def test_chip_map_gives_logical_ids_where_the_table_has_none(
+    fake_npu_smi: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """910-class tables have no Device column: `npu-smi info -m` gives the logical ids (Mcu rows skipped), and
+    the device says so; a layout without a recorded `-m` leaves them unknown, named by card and chip."""
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "910_9010")
+    devices = read_npu_smi(fake_npu_smi)
+    ids = [(d.id, d.npu_id, d.chip_id, d.logical_id) for d in devices]
+    assert ids == [(str(n), n, 0, n) for n in range(8)]
+    assert {d.id_source for d in devices} == {"npu-smi info -m (Chip Logic ID)"}
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "a3_910")
+    a3 = read_npu_smi(fake_npu_smi)
+    assert [(d.id, d.npu_id, d.chip_id, d.logical_id, d.phy_id) for d in a3] == [
+        ("0", 0, 0, 0, 0), ("1", 0, 1, 1, 1)]
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "310p3_duo")
+    duo = read_npu_smi(fake_npu_smi)
+    assert [(d.npu_id, d.chip_id, d.logical_id) for d in duo] == [(2, 0, 0), (2, 1, 1)]
+    assert {d.id_source for d in duo} == {"npu-smi info (Device column)"}
+
+
+def test_chip_map_with_phy_ids() -> None:
+    """The five-column `-m` (with Chip Phy-ID): every compute chip, the Mcu left out."""
+    chips = parse_chip_map((NPU_SMI / "a3_910" / "info_m.txt").read_text())
+    assert [(c.npu_id, c.chip_id, c.logical_id, c.phy_id, c.name) for c in chips] == [
+        (0, 0, 0, 0, "Ascend910"), (0, 1, 1, 1, "Ascend910")]
+    with pytest.raises(NpuSmiError, match="Chip Logic ID"):
+        parse_chip_map("Error: this query is not supported on this device.\n")
+
+    # columns are read by name: one more (the 950 series adds Slot ID) in another place changes nothing
+    text = (NPU_SMI / "a3_910" / "info_m.txt").read_text().replace("NPU ID   ", "Slot ID  NPU ID", 1)
+    moved = [line.replace("\t0", "\t7  0", 1) if i else line for i, line in enumerate(text.splitlines())]
+    chips = parse_chip_map("\n".join(moved))
+    assert [(c.npu_id, c.logical_id, c.phy_id) for c in chips] == [(0, 0, 0), (0, 1, 1)]
 
 
 def test_devices_json_with_fake_npu_smi(fake_npu_smi: Path, monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture[str], exporter_url: str) -> None:
-    """`ge-console devices --json`: npu-smi chips merged with the exporter's, each with its source."""
-    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "310p3_duo")
+    """`ge-console devices --json`: every chip with npu_id, chip_id and logical_id; the exporter's chips
+    (labelled by physical id) join npu-smi's only where they are matched, never by equal numbers alone."""
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "910b4")
+    with serve_metrics((DATA / "npu_exporter_910b.txt").read_bytes()) as url:
+        assert main(["devices", "--json", "--exporter-url", url]) == 0
+    devices = json.loads(capsys.readouterr().out)
+    assert [(d["id"], d["npu_id"], d["chip_id"], d["logical_id"]) for d in devices] == [
+        ("0", 0, 0, 0), ("1", 1, 0, 1)]
+    assert [d["source"] for d in devices] == ["npu-smi+npu-exporter"] * 2
+    assert [d["phy_id"] for d in devices] == [0, 1]  # matched by bus id; the exporter's physical ids join
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "310p3_duo")  # another machine than the 910A exporter's
     assert main(["devices", "--json", "--exporter-url", exporter_url]) == 0
     devices = json.loads(capsys.readouterr().out)
-    assert [d["id"] for d in devices] == ["0", "1", "2", "3"]
+    assert [d["id"] for d in devices] == ["0", "1", "phy 0", "phy 1", "phy 2", "phy 3"]
     first = devices[0]
     assert first["name"] == "310P3" and first["health"] == "OK" and first["temperature_c"] == 45
-    assert first["memory_total_bytes"] == 44280 * MIB  # npu-smi's figure wins over the exporter's
-    assert first["power_w"] == 88.2 and first["source"] == "npu-smi+npu-exporter"  # NA filled in
-    assert {"utilization", "memory_used_bytes", "kind"} <= first.keys()
-    assert devices[2]["source"] == "npu-exporter" and devices[2]["health"] == "Unhealthy"
+    assert first["power_w"] is None and first["source"] == "npu-smi"  # NA stays unknown
+    assert (first["npu_id"], first["chip_id"], first["logical_id"]) == (2, 0, 0)
+    assert devices[2]["phy_id"] == 0 and devices[2]["logical_id"] is None
+    assert devices[4]["source"] == "npu-exporter" and devices[4]["health"] == "Unhealthy"
 
 
 def test_devices_table_and_missing_sources(fake_npu_smi: Path, monkeypatch: pytest.MonkeyPatch,
@@ -276,3 +327,64 @@ def test_devices_of_a_session_from_glue_metrics(monkeypatch: pytest.MonkeyPatch,
     assert main(["devices", "--session", "no-such-session"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("ge-console devices:") and "no-such-session" in error and "\n" not in error
+
+
+def _exporter(name: str) -> list[DeviceSnapshot]:
+    """A recorded npu-exporter answer, read over real HTTP."""
+    with serve_metrics((DATA / name).read_bytes()) as url:
+        endpoint = HttpEndpoint(url)
+        try:
+            return read_exporter(endpoint)
+        finally:
+            endpoint.close()
+
+
+def test_exporter_910b_hbm_only_and_unknown_health() -> None:
+    """A 910B has HBM families only; health -1 (the driver could not be asked) is unknown, not a fault."""
+    first, second = _exporter("npu_exporter_910b.txt")
+    assert (first.memory_used_bytes, first.memory_total_bytes) == (26838 * MIB, 32768 * MIB)
+    assert first.name == "910B4-Ascend-V1" and first.phy_id == 0 and first.bus_id == "0000:C1:00.0"
+    assert (first.health, second.health) == ("OK", "unknown") and first.power_note is None
+    assert first.logical_id is None and "PhyId" in (first.id_source or "")
+
+
+def test_exporter_310p_ddr_only_and_board_power() -> None:
+    """A 310P has DDR families only; its power is the card's, the same on both chips, and says so."""
+    chips = _exporter("npu_exporter_310p.txt")
+    assert [(d.memory_used_bytes, d.memory_total_bytes) for d in chips] == [
+        (1529 * MIB, 44280 * MIB), (1412 * MIB, 43693 * MIB)]
+    assert [d.power_w for d in chips] == [44.7, 44.7]
+    assert all(d.power_note and "card's power" in d.power_note for d in chips)
+
+
+def test_exporter_physical_ids_are_mapped_to_logical_ids() -> None:
+    """In a container that sees a host's chips 4 and 5 as logical 0 and 1, the exporter's `id` 4 belongs to
+    logical 0: matched by physical id, else by a bus id only one chip has; unmatched chips stay apart."""
+    exporter = [dataclasses.replace(d, id=str(4 + i), phy_id=4 + i)
+                for i, d in enumerate(_exporter("npu_exporter_910b.txt"))]
+    smi = [DeviceSnapshot(id="0", kind="npu", logical_id=0, npu_id=4, chip_id=0, phy_id=4, source="npu-smi"),
+           DeviceSnapshot(id="1", kind="npu", logical_id=1, npu_id=5, chip_id=0, bus_id="0000:C2:00.0",
+                          source="npu-smi")]
+    mapped = map_to_logical(exporter, smi)
+    assert [(d.id, d.logical_id, d.npu_id, d.phy_id) for d in mapped] == [("0", 0, 4, 4), ("1", 1, 5, 5)]
+    assert "physical id" in (mapped[0].id_source or "") and "bus id" in (mapped[1].id_source or "")
+    merged = merge_devices(smi, mapped)
+    assert [(d.id, d.memory_used_bytes) for d in merged] == [("0", 26838 * MIB), ("1", 29356 * MIB)]
+    apart = map_to_logical(exporter, smi[:1])
+    assert [d.id for d in apart] == ["0", "phy 5"]
+    assert map_to_logical(exporter, []) == exporter  # nothing to map with: as labelled
+
+
+@pytest.mark.parametrize("layout", sorted(p.name for p in NPU_SMI.iterdir() if (p / "info.txt").is_file()))
+def test_every_recorded_layout_names_card_chip_and_logical_id(
+    layout: str, fake_npu_smi: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`devices --json` on each recorded npu-smi output: npu_id, chip_id and logical_id on every chip, id
+    being the logical id, and the source of it named."""
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", layout)
+    assert main(["devices", "--json"]) == 0
+    devices = json.loads(capsys.readouterr().out)
+    assert devices
+    for device in devices:
+        assert None not in (device["npu_id"], device["chip_id"], device["logical_id"]), device
+        assert device["id"] == str(device["logical_id"]) and device["id_source"].startswith("npu-smi info")

@@ -146,8 +146,10 @@ class ConfigFinding:
 
 
 def check_config_text(text: str, path: Path) -> list[ConfigFinding]:
-    """The repository validator's verdict on config text that may not be saved yet (file, line, field)."""
+    """The repository validator's verdict on config text that may not be saved yet (file, line, field); the
+    model's auto_complete_config is not run here (a subprocess per edit would stall the console)."""
     from triton_ge_console.repository.validate import validate_config_text
 
-    report = validate_config_text(text, str(path), path.parent if path.parent.is_dir() else None)
+    folder = path.parent if path.parent.is_dir() else None
+    report = validate_config_text(text, str(path), folder, auto_complete=False)
     return [ConfigFinding(p.severity, p.line, p.field or "", p.message) for p in report.problems]

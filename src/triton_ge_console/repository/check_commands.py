@@ -28,6 +28,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     validate.add_argument("path", type=Path, metavar="PATH")
     validate.add_argument("--json", action="store_true", help="print the report as JSON")
+    validate.add_argument(
+        "--backend-dir",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="a backend directory Triton will use (repeatable); a backend found in none is an error "
+        "(default: /opt/tritonserver/backends where it exists, else a missing backend is a warning)",
+    )
+    validate.add_argument(
+        "--session", metavar="NAME", help="judge backends against the backend directory of this session"
+    )
     validate.set_defaults(func=run_validate)
     _register_convert(subparsers)
 
@@ -68,8 +80,8 @@ def _register_convert(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
 def run_validate(args: argparse.Namespace) -> int:
     """Print every problem (or the JSON report); 0 clean, 1 errors, 2 PATH missing."""
     try:
-        report = validate_path(args.path)
-    except FileNotFoundError as exc:
+        report = validate_path(args.path, [*args.backend_dir, *_session_backend_dir(args.session)])
+    except (FileNotFoundError, LookupError, ValueError) as exc:
         print(f"ge-console validate: {exc}", file=sys.stderr)
         return 2
     if args.json:
@@ -79,6 +91,17 @@ def run_validate(args: argparse.Namespace) -> int:
             print(problem)
         print(summary(report))
     return 0 if report.ok else 1
+
+
+def _session_backend_dir(name: str | None) -> list[Path]:
+    """The backend directory a session launched Triton with (none for an attached one); ValueError if the
+    session cannot be read, LookupError if there is none."""
+    if name is None:
+        return []
+    from triton_ge_console.sessions.registry import Registry
+
+    record = Registry().load(name)
+    return [record.backend_dir] if record.backend_dir is not None else []
 
 
 def summary(report: ValidationReport) -> str:

@@ -18,6 +18,11 @@ WARNING = "warning"
 WILDCARD_DIM = -1
 ENSEMBLE_PLATFORM = "ensemble"
 TENSORRT_PLATFORM = "tensorrt_plan"
+# Said after Triton's refusal of a GPU instance group: whether Triton refuses it depends on the machine.
+NO_GPU_HERE = (
+    " (Triton's refusal on a machine without a CUDA GPU: this check depends on the machine; Ascend NPUs are "
+    "not GPUs, use KIND_CPU or KIND_MODEL and the backend's device_ids)"
+)
 
 # backend → the platforms Triton pairs with it (GetBackendType / GetBackendTypeFromPlatform).
 BACKEND_PLATFORMS: dict[str, tuple[str, ...]] = {
@@ -196,18 +201,18 @@ def check_instance_groups(config: mc.ModelConfig) -> list[Finding]:
 
 
 def _gpu_group_findings(where: str, label: str, group: mc.ModelInstanceGroup) -> list[Finding]:
-    """KIND_GPU is valid in a config, but loads only where a CUDA GPU exists: a warning, and bad ids."""
-    findings = [
-        warning(
-            f"{where}.kind",
-            f"{label} has kind KIND_GPU: Triton loads it only where a CUDA GPU "
-            "is available (elsewhere: 'has kind KIND_GPU but no GPUs are available'); "
-            "Ascend NPUs are not GPUs",
-        )
-    ]
+    """KIND_GPU is valid in a config, but loads only where the CUDA GPUs it names exist: Triton's refusal on a
+    machine without them is a warning (it depends on the machine), a negative id is always refused."""
+    if not group.gpus:
+        return [warning(f"{where}.kind", f"{label} has kind KIND_GPU but no GPUs are available{NO_GPU_HERE}")]
+    findings = []
     for gid in group.gpus:
+        refusal = f"{label} specifies invalid or unsupported gpu id {gid}"
         if gid < 0:
-            findings.append(error(f"{where}.gpus", f"{label} specifies invalid or unsupported gpu id {gid}"))
+            findings.append(error(f"{where}.gpus", refusal))
+        else:
+            machine = NO_GPU_HERE.replace("a CUDA GPU", f"CUDA GPU {gid}")
+            findings.append(warning(f"{where}.gpus", refusal + machine))
     return findings
 
 

@@ -6,12 +6,19 @@ consistent types and shapes. Its wording, first error per ensemble, as Triton re
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_ge_console.repository.triton_rules import ENSEMBLE_PLATFORM, WILDCARD_DIM, Finding, error
+from triton_ge_console.repository.triton_rules import WILDCARD_DIM, Finding, error
+from triton_ge_console.repository.triton_rules_dependencies import (
+    circular_dependencies,
+    decoupled_branching,
+    ensemble_upstreams,
+    is_ensemble,
+    missing_version,
+)
 
 
 @dataclass(frozen=True)
@@ -45,25 +52,61 @@ class Unavailable:
 ModelEntry: TypeAlias = "mc.ModelConfig | Unavailable"
 
 
-def check_ensembles(models: Mapping[str, ModelEntry]) -> dict[str, Finding]:
-    """Each ensemble's first error; models maps model name → its config, or why it is unavailable."""
-    findings = {}
-    for name, config in models.items():
-        if not isinstance(config, mc.ModelConfig) or config.platform != ENSEMBLE_PLATFORM:
-            continue
-        if not config.HasField("ensemble_scheduling"):
-            continue
-        try:
-            _check_ensemble(name, config, models)
-        except _Stop as stop:
-            findings[name] = stop.finding
+def check_ensembles(
+    models: Mapping[str, ModelEntry], loaded: Mapping[str, set[int]] | None = None
+) -> dict[str, Finding]:
+    """Each ensemble's first error; models maps model name → its config, or why it is unavailable; loaded
+    maps a model to the versions its version policy and folders make available (unknown: not checked)."""
+    ensembles = {name: config for name, config in models.items() if is_ensemble(config)}
+    graph = {name: list(ensemble_upstreams(config)) for name, config in ensembles.items()}
+    findings = {
+        name: error("ensemble_scheduling", message) for name, message in circular_dependencies(graph).items()
+    }
+    repository = _Repository(ensembles, models, loaded or {}, findings)
+    for name in sorted(ensembles):
+        repository.judge(name)
     return findings
 
 
-def _check_ensemble(name: str, config: mc.ModelConfig, models: Mapping[str, ModelEntry]) -> None:
+@dataclass
+class _Repository:
+    """The ensembles of a repository judged in dependency order, as Triton checks a node only once its
+    upstreams are checked."""
+
+    ensembles: Mapping[str, mc.ModelConfig]
+    models: Mapping[str, ModelEntry]
+    loaded: Mapping[str, set[int]]
+    findings: dict[str, Finding]
+    judged: set[str] = field(default_factory=set)
+
+    def judge(self, name: str) -> None:
+        """Record one ensemble's first error, judging the ensembles it composes first."""
+        if name in self.judged or name in self.findings:  # a cycle member has its finding already
+            return
+        self.judged.add(name)
+        for upstream in ensemble_upstreams(self.ensembles[name]):
+            if upstream in self.ensembles:
+                self.judge(upstream)
+        try:
+            _check_ensemble(name, self.ensembles[name], self.models, self.loaded, self.findings)
+        except _Stop as stop:
+            self.findings[name] = stop.finding
+
+
+def _check_ensemble(
+    name: str,
+    config: mc.ModelConfig,
+    models: Mapping[str, ModelEntry],
+    loaded: Mapping[str, set[int]],
+    judged: Mapping[str, Finding],
+) -> None:
     """Raise _Stop with the first problem of one ensemble."""
     steps = list(config.ensemble_scheduling.step)
     _check_upstreams(name, steps, models)
+    _check_upstream_status(name, steps, judged)
+    missing = missing_version(name, ensemble_upstreams(config), loaded)
+    if missing is not None:
+        raise _Stop(error(_step_field(steps, missing[0], "model_version"), missing[1]))
     tensors = _ensemble_tensors(name, config)
     for i, step in enumerate(steps):
         composing = models[step.model_name]
@@ -71,6 +114,31 @@ def _check_ensemble(name: str, config: mc.ModelConfig, models: Mapping[str, Mode
         _check_batch_size(name, config, step.model_name, composing)
         if composing.input or composing.output:  # else the backend reads them from the model file
             _check_mapping(name, step, composing, tensors, f"ensemble_scheduling.step[{i}]")
+    branching = decoupled_branching(config, models)
+    if branching is not None:
+        raise _Stop(error("ensemble_scheduling", branching))
+
+
+def _step_field(steps: list[mc.ModelEnsembling.Step], model: str, field_name: str) -> str:
+    """The field of the first step naming a model."""
+    index = next((i for i, s in enumerate(steps) if s.model_name == model), 0)
+    return f"ensemble_scheduling.step[{index}].{field_name}"
+
+
+def _check_upstream_status(
+    name: str, steps: list[mc.ModelEnsembling.Step], judged: Mapping[str, Finding]
+) -> None:
+    """A composing ensemble that failed its own checks makes this one 'not valid' (CheckNode)."""
+    for step in steps:
+        finding = judged.get(step.model_name)
+        if finding is not None and step.model_name != name:
+            raise _Stop(
+                error(
+                    _step_field(steps, step.model_name, "model_name"),
+                    f"ensemble '{name}' depends on '{step.model_name}' which is not valid. "
+                    f"Model '{step.model_name}' failed with error: {finding.message}",
+                )
+            )
 
 
 def _check_upstreams(

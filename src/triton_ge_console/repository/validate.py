@@ -4,6 +4,7 @@ report every problem with file, line and field, before any server is started."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,12 +16,15 @@ from triton_ge_console.repository import (
     ge_rules,
     pbtxt,
     triton_rules,
+    triton_rules_autocomplete,
+    triton_rules_backends,
     triton_rules_repository,
     triton_rules_state,
     triton_rules_warmup,
 )
 from triton_ge_console.repository.pbtxt import excerpted
 from triton_ge_console.repository.triton_rules import ERROR, WARNING, Finding, error, warning
+from triton_ge_console.repository.triton_rules_backends import BackendSearch, backend_search
 
 CONFIG_NAME = "config.pbtxt"
 MAX_CONFIG_BYTES = 8 << 20  # a model config is kilobytes; reading more than this is not validating one
@@ -108,22 +112,32 @@ class ValidationReport:
         }
 
 
-def validate_path(path: Path) -> ValidationReport:
-    """Judge a repository folder, one model folder (holding config.pbtxt) or one config file (config alone).
+def validate_path(path: Path, backend_dirs: Sequence[Path] = ()) -> ValidationReport:
+    """Judge a repository folder, one model folder (holding config.pbtxt) or one config file (config alone);
+    backends are looked for in backend_dirs (else /opt/tritonserver/backends where it exists).
 
     Raises FileNotFoundError when path does not exist."""
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
+    search = backend_search(backend_dirs)
     if path.is_file():
-        return _read_and_validate(path, None, str(path))
+        return _read_and_validate(path, None, str(path), search)
     if (path / CONFIG_NAME).is_file():
-        return _read_and_validate(path / CONFIG_NAME, path, str(path))
-    return _validate_repository(path)
+        return _read_and_validate(path / CONFIG_NAME, path, str(path), search)
+    return _validate_repository(path, search)
 
 
-def validate_config_text(text: str, path: str, model_dir: Path | None = None) -> ValidationReport:
-    """Judge config.pbtxt text; with model_dir, also its folder (name, versions, model files)."""
-    return _evaluate(text, path, model_dir).report
+def validate_config_text(
+    text: str,
+    path: str,
+    model_dir: Path | None = None,
+    backend_dirs: Sequence[Path] = (),
+    auto_complete: bool = True,
+) -> ValidationReport:
+    """Judge config.pbtxt text; with model_dir, also its folder (name, versions, model files). Without
+    auto_complete the model's auto_complete_config is not run (a subprocess, up to its time limit: too slow
+    to judge each keystroke of an edit)."""
+    return _evaluate(text, path, model_dir, backend_search(backend_dirs), auto_complete).report
 
 
 @dataclass(frozen=True)
@@ -135,7 +149,9 @@ class _Evaluation:
     sites: dict[pbtxt.FieldKey, pbtxt.FieldSite]
 
 
-def _evaluate(text: str, path: str, model_dir: Path | None) -> _Evaluation:
+def _evaluate(
+    text: str, path: str, model_dir: Path | None, search: BackendSearch, auto_complete: bool = True
+) -> _Evaluation:
     """Parse, normalise and judge one config's text."""
     try:
         parsed = pbtxt.loads(text, path)
@@ -144,7 +160,7 @@ def _evaluate(text: str, path: str, model_dir: Path | None) -> _Evaluation:
         return _Evaluation(ValidationReport(path, (problem,), _model_names(model_dir)), None, {})
     config = mc.ModelConfig()
     config.CopyFrom(parsed)
-    findings = _judge(config, path, model_dir)
+    findings = _judge(config, path, model_dir, search, auto_complete)
     sites = pbtxt.field_sites(text)
     problems = tuple(_place(finding, path, sites) for finding in findings)
     return _Evaluation(ValidationReport(path, problems, _model_names(model_dir)), config, sites)
@@ -155,7 +171,7 @@ def _model_names(model_dir: Path | None) -> tuple[str, ...]:
     return (model_dir.name,) if model_dir is not None else ()
 
 
-def _read_and_evaluate(config_path: Path, model_dir: Path | None) -> _Evaluation:
+def _read_and_evaluate(config_path: Path, model_dir: Path | None, search: BackendSearch) -> _Evaluation:
     """Read a config file and judge it; an unreadable (or absurdly large) file is one error."""
     try:
         size = config_path.stat().st_size
@@ -165,32 +181,38 @@ def _read_and_evaluate(config_path: Path, model_dir: Path | None) -> _Evaluation
     except (OSError, UnicodeDecodeError) as exc:
         problem = Problem(ERROR, str(config_path), None, None, None, f"cannot read: {excerpted(str(exc))}")
         return _Evaluation(ValidationReport(str(config_path), (problem,), _model_names(model_dir)), None, {})
-    return _evaluate(text, str(config_path), model_dir)
+    return _evaluate(text, str(config_path), model_dir, search)
 
 
-def _read_and_validate(config_path: Path, model_dir: Path | None, report_path: str) -> ValidationReport:
+def _read_and_validate(
+    config_path: Path, model_dir: Path | None, report_path: str, search: BackendSearch
+) -> ValidationReport:
     """A config file's report, under the path the caller asked about."""
-    report = _read_and_evaluate(config_path, model_dir).report
+    report = _read_and_evaluate(config_path, model_dir, search).report
     return ValidationReport(report_path, report.problems, report.models)
 
 
-def _validate_repository(repository: Path) -> ValidationReport:
+def _validate_repository(repository: Path, search: BackendSearch) -> ValidationReport:
     """Every model folder of a repository, then what ensembles need of the models they compose."""
     folders = sorted(p for p in repository.iterdir() if p.is_dir() and not p.name.startswith("."))
     problems: dict[str, list[Problem]] = {}
     models: dict[str, triton_rules_repository.ModelEntry] = {}
     evaluations: dict[str, _Evaluation] = {}
+    loaded: dict[str, set[int]] = {}
     for folder in folders:
         config_path = folder / CONFIG_NAME
         if not config_path.is_file():
             problems[folder.name] = [Problem(WARNING, str(folder), None, None, None, NO_CONFIG)]
             models[folder.name] = mc.ModelConfig(name=folder.name)  # auto-completed by Triton: IO unknown
             continue
-        evaluation = _read_and_evaluate(config_path, folder)
+        evaluation = _read_and_evaluate(config_path, folder, search)
         evaluations[folder.name] = evaluation
         problems[folder.name] = list(evaluation.report.problems)
         models[folder.name] = _model_entry(evaluation, folder)
-    for name, finding in triton_rules_repository.check_ensembles(models).items():
+        if evaluation.config is not None:
+            versions = _policy_versions(evaluation.config, version_folders(folder))
+            loaded[folder.name] = {int(v.name) for v in versions}
+    for name, finding in triton_rules_repository.check_ensembles(models, loaded).items():
         evaluation = evaluations[name]
         problems[name].append(_place(finding, evaluation.report.path, evaluation.sites))
     flat = [problem for folder in folders for problem in problems[folder.name]]
@@ -216,7 +238,13 @@ def _field_under(field: str, parent: str) -> bool:
     return field == parent or (field.startswith(parent) and field[len(parent)] in ".[")
 
 
-def _judge(config: mc.ModelConfig, path: str, model_dir: Path | None) -> list[Finding]:
+def _judge(
+    config: mc.ModelConfig,
+    path: str,
+    model_dir: Path | None,
+    search: BackendSearch,
+    auto_complete: bool = True,
+) -> list[Finding]:
     """All findings for a parsed config, normalising it first as Triton does."""
     findings: list[Finding] = []
     if not config.name:
@@ -233,11 +261,26 @@ def _judge(config: mc.ModelConfig, path: str, model_dir: Path | None) -> list[Fi
             )
         )
         config.backend = "unknown"
+    if model_dir is not None and auto_complete:
+        findings += _auto_complete(config, model_dir, search)
     findings += triton_rules.check_config(config)
     findings += ge_rules.check_ge_config(config)
+    versions = version_folders(model_dir) if model_dir is not None else []
+    findings += triton_rules_backends.check_backend_exists(config, search, model_dir, versions)
     if model_dir is not None:
         findings += _folder_findings(config, model_dir)
     return findings
+
+
+def _auto_complete(config: mc.ModelConfig, model_dir: Path, search: BackendSearch) -> list[Finding]:
+    """Complete config in place with its Python code's auto_complete_config (newest version loaded), as
+    Triton does at load; what goes wrong there is a finding."""
+    versions = _policy_versions(config, version_folders(model_dir))
+    if not versions or config.platform == triton_rules.ENSEMBLE_PLATFORM:
+        return []
+    completion = triton_rules_autocomplete.complete(config, versions[-1], search.directories)
+    config.CopyFrom(completion.config)
+    return list(completion.findings)
 
 
 def _folder_name(path: str) -> str:

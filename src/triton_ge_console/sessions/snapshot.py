@@ -80,8 +80,21 @@ class DeviceSnapshot:
     memory_total_bytes: int | None = None
     temperature_c: float | None = None
     power_w: float | None = None
-    health: str | None = None  # "OK", "Warning", ...
+    health: str | None = None  # "OK", "Warning", ..., "unknown" (npu-exporter's -1)
     source: str | None = None  # "ge-glue", "npu-smi", "npu-exporter"
+    npu_id: int | None = None  # npu-smi's NPU ID: the card
+    chip_id: int | None = None  # npu-smi's Chip ID on that card
+    logical_id: int | None = None  # AscendCL's device id (device_ids); `id` is this when it is known
+    phy_id: int | None = None  # the chip's physical id (npu-exporter's `id` label)
+    bus_id: str | None = None  # PCIe bus id
+    id_source: str | None = None  # what gave logical_id (npu-smi's Device column, `npu-smi info -m`, ...)
+    power_note: str | None = None  # what power_w measures when it is not this chip's own draw
+
+    def place(self) -> str | None:
+        """Where npu-smi shows this chip ("npu 2 chip 0"), so an operator can match the two; None unknown."""
+        if self.npu_id is None:
+            return None
+        return f"npu {self.npu_id} chip {'?' if self.chip_id is None else self.chip_id}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from triton_ge_console.sessions.metrics import MetricTable
 from triton_ge_console.sessions.snapshot import DeviceSnapshot
 from triton_ge_console.sessions.stats import EndpointError, HttpEndpoint
-from triton_ge_console.sessions.telemetry_exporter import read_exporter
+from triton_ge_console.sessions.telemetry_exporter import map_to_logical, read_exporter
 from triton_ge_console.sessions.telemetry_npu_smi import NpuSmiError, find_npu_smi, read_npu_smi
 
 GLUE_SOURCE = "ge-glue"
@@ -23,7 +23,8 @@ GLUE_UTILIZATION = "ge_device_utilization_ratio"
 GLUE_MEMORY_USED = "ge_device_memory_used_bytes"
 GLUE_MEMORY_TOTAL = "ge_device_memory_total_bytes"
 MERGED_FIELDS = ("name", "utilization", "memory_used_bytes", "memory_total_bytes", "temperature_c",
-                 "power_w", "health")
+                 "power_w", "health", "npu_id", "chip_id", "logical_id", "phy_id", "bus_id", "id_source",
+                 "power_note")
 
 
 def devices_from_glue(table: MetricTable | None) -> list[DeviceSnapshot]:
@@ -47,6 +48,8 @@ def devices_from_glue(table: MetricTable | None) -> list[DeviceSnapshot]:
             memory_used_bytes=_int_or_none(values.get(GLUE_MEMORY_USED)),
             memory_total_bytes=_int_or_none(values.get(GLUE_MEMORY_TOTAL)),
             source=GLUE_SOURCE,
+            logical_id=int(device) if device.isdigit() else None,
+            id_source="ge-glue (the AscendCL device id it runs on)" if device.isdigit() else None,
         )
         for device, values in sorted(figures.items(), key=lambda item: _device_order(item[0]))
     ]
@@ -112,6 +115,9 @@ class DeviceTelemetry:
             _collect("npu-smi", lambda: read_npu_smi(self.npu_smi, self.timeout), readings, errors)  # type: ignore[arg-type]
         if self.exporter is not None:
             _collect("npu-exporter", lambda: read_exporter(self.exporter), readings, errors)  # type: ignore[arg-type]
+            if "npu-exporter" in readings:
+                smi = readings.get("npu-smi", [])
+                readings["npu-exporter"] = map_to_logical(readings["npu-exporter"], smi)
         with self._lock:
             self._external, self.errors, self._read_at = readings, errors, time.monotonic()
 

@@ -16,7 +16,9 @@ from triton_ge_console.sessions.telemetry import DeviceTelemetry
 
 EXPORTER_ENV = "GE_NPU_EXPORTER_URL"
 GIB = 1024**3
-COLUMNS = ("ID", "NAME", "KIND", "HEALTH", "POWER", "TEMP", "UTIL", "MEMORY", "SOURCE")
+COLUMNS = (
+    "ID", "NAME", "KIND", "HEALTH", "POWER", "TEMP", "UTIL", "MEMORY", "NPU", "CHIP", "SOURCE", "ID-FROM",
+)  # fmt: skip
 
 
 def register(subparsers: Any) -> None:
@@ -115,15 +117,20 @@ def _memory(device: DeviceSnapshot) -> str:
     return f"{used}/{total} GiB"
 
 
+def _power(device: DeviceSnapshot) -> str:
+    """Watts, marked 'card' when the figure is the board's (a 310P's), not this chip's."""
+    text = _cell(device.power_w, "{:.1f} W")
+    return f"{text} (card)" if device.power_note and device.power_w is not None else text
+
+
 def format_table(devices: tuple[DeviceSnapshot, ...]) -> str:
     """A fixed-width table, one device per line."""
     if not devices:
         return "no devices found"
     rows = [COLUMNS] + [
-        (d.id, d.name or "-", d.kind, d.health or "-", _cell(d.power_w, "{:.1f} W"),
-         _cell(d.temperature_c, "{:.0f} C"),
+        (d.id, d.name or "-", d.kind, d.health or "-", _power(d), _cell(d.temperature_c, "{:.0f} C"),
          _cell(None if d.utilization is None else d.utilization * 100, "{:.0f}%"), _memory(d),
-         d.source or "-")
+         _cell(d.npu_id, "{}"), _cell(d.chip_id, "{}"), d.source or "-", d.id_source or "-")
         for d in devices
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]

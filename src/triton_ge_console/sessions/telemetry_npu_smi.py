@@ -38,7 +38,7 @@ class NpuSmiChip:
 
     npu_id: int
     chip_id: int
-    logical_id: int
+    logical_id: int | None  # the Device column (310, 310P); 910-class tables have none
     name: str | None
     health: str | None
     power_w: float | None
@@ -49,6 +49,18 @@ class NpuSmiChip:
     hbm_used_mb: int | None
     hbm_total_mb: int | None
     bus_id: str | None
+    phy_id: int | None = None  # the "Chip  Phy-ID" column (A3 / 910_93 tables)
+
+
+@dataclass(frozen=True)
+class ChipIds:
+    """One compute chip of `npu-smi info -m`: its card, chip, logical id and (where printed) physical id."""
+
+    npu_id: int
+    chip_id: int
+    logical_id: int
+    phy_id: int | None
+    name: str
 
 
 def _number(token: str | None) -> float | None:
@@ -89,18 +101,20 @@ def _device_rows(text: str) -> tuple[list[str], list[str]]:
 def parse_info_table(text: str) -> list[NpuSmiChip]:
     """Parse `npu-smi info` into one NpuSmiChip per chip, in table order."""
     header, rows = _device_rows(text)
-    has_device_column = "Device" in header[0].split()
+    second_id = {"Device": "device", "Phy-ID": "phy"}.get(header[0].split()[-1]) if header[0] else None
     has_hbm = any("HBM-Usage" in cell for cell in header)
     if len(rows) % 2:
         raise NpuSmiError(f"npu-smi info: {len(rows)} device lines, expected pairs")
     return [
-        _chip(_cells(rows[index]), _cells(rows[index + 1]), index // 2, has_device_column, has_hbm)
+        _chip(_cells(rows[index]), _cells(rows[index + 1]), index // 2, second_id, has_hbm)
         for index in range(0, len(rows), 2)
     ]
 
 
-def _chip(first: list[str], second: list[str], order: int, has_device: bool, has_hbm: bool) -> NpuSmiChip:
-    """One chip from its two table lines."""
+def _chip(
+    first: list[str], second: list[str], order: int, second_id: str | None, has_hbm: bool
+) -> NpuSmiChip:
+    """One chip from its two table lines; second_id says what the number after the chip id is."""
     if len(first) < 3 or len(second) < 3:
         raise NpuSmiError(f"npu-smi info: unexpected row {' | '.join(first)}")
     npu_and_name = first[0].split(None, 1)
@@ -111,11 +125,12 @@ def _chip(first: list[str], second: list[str], order: int, has_device: bool, has
     memory = pairs[0] if pairs else (None, None)
     hbm = pairs[1] if has_hbm and len(pairs) > 1 else (None, None)
     npu_id = _integer(npu_and_name[0]) if npu_and_name else None
-    logical = _integer(ids[1]) if has_device and len(ids) > 1 else None
+    second_number = _integer(ids[1]) if len(ids) > 1 else None
     return NpuSmiChip(
         npu_id=npu_id if npu_id is not None else order,
         chip_id=_integer(ids[0] if ids else None) or 0,
-        logical_id=logical if logical is not None else order,
+        logical_id=second_number if second_id == "device" else None,
+        phy_id=second_number if second_id == "phy" else None,
         name=npu_and_name[1].strip() if len(npu_and_name) > 1 else None,
         health=first[1] or None,
         power_w=_number(figures[0] if figures else None),
@@ -161,15 +176,39 @@ def _first(values: dict[str, str], keys: tuple[str, ...]) -> float | None:
     return None
 
 
-def device_from(chip: NpuSmiChip, usages: dict[str, str] | None) -> DeviceSnapshot:
-    """A DeviceSnapshot for one chip, from the table plus its usages block where available."""
+def parse_chip_map(text: str) -> list[ChipIds]:
+    """Parse `npu-smi info -m` by its header (NPU ID, Chip ID, Chip Logic ID, then Chip Name; newer versions
+    add Chip Phy-ID, the 950 series Slot ID as well); chips without a logic id (each card's Mcu) are not
+    compute devices and are left out."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    start = next((i for i, line in enumerate(lines) if "Chip Logic ID" in line), None)
+    if start is None:
+        raise NpuSmiError("npu-smi info -m: no 'Chip Logic ID' header found")
+    names = re.split(r"\s{2,}", lines[start].strip())
+    if not {"NPU ID", "Chip ID", "Chip Logic ID"} <= set(names) or names[-1] != "Chip Name":
+        raise NpuSmiError(f"npu-smi info -m: unexpected columns {names}")
+    chips = []
+    for line in lines[start + 1:]:
+        cells = dict(zip(names, line.split(None, len(names) - 1), strict=False))
+        npu, chip, logical = (_integer(cells.get(k)) for k in ("NPU ID", "Chip ID", "Chip Logic ID"))
+        if npu is None or chip is None or logical is None:
+            continue  # an Mcu row ('-' logic id), or not a chip row
+        name = cells.get("Chip Name", "").strip()
+        chips.append(ChipIds(npu, chip, logical, _integer(cells.get("Chip Phy-ID")), name))
+    return chips
+
+
+def device_from(chip: NpuSmiChip, usages: dict[str, str] | None, ids: ChipIds | None = None,
+                id_source: str | None = None) -> DeviceSnapshot:
+    """A DeviceSnapshot for one chip, from the table, its usages block and its ids where available."""
     usages = usages or {}
     utilization = _first(usages, UTILIZATION_KEYS)
     if utilization is None:
         utilization = chip.aicore_percent
     used_mb, total_mb = _memory_mb(chip, usages)
+    logical = chip.logical_id if chip.logical_id is not None else (ids.logical_id if ids else None)
     return DeviceSnapshot(
-        id=str(chip.logical_id),
+        id=str(logical) if logical is not None else f"{chip.npu_id}.{chip.chip_id}",
         kind="npu",
         name=chip.name,
         utilization=None if utilization is None else utilization / 100.0,
@@ -179,6 +218,12 @@ def device_from(chip: NpuSmiChip, usages: dict[str, str] | None) -> DeviceSnapsh
         power_w=chip.power_w,
         health=chip.health,
         source=SOURCE,
+        npu_id=chip.npu_id,
+        chip_id=chip.chip_id,
+        logical_id=logical,
+        phy_id=chip.phy_id if chip.phy_id is not None else (ids.phy_id if ids else None),
+        bus_id=chip.bus_id,
+        id_source=id_source,
     )
 
 
@@ -218,7 +263,8 @@ def run_npu_smi(binary: Path, *args: str, timeout: float = 15.0) -> str:
 
 
 def read_npu_smi(binary: Path, timeout: float = 15.0) -> list[DeviceSnapshot]:
-    """Every chip npu-smi reports, utilization refined by `-t usages` per NPU where that works."""
+    """Every chip npu-smi reports, utilization refined by `-t usages` per NPU where that works; logical ids
+    from the table's Device column, else from `npu-smi info -m`."""
     chips = parse_info_table(run_npu_smi(binary, "info", timeout=timeout))
     usages: dict[int, dict[int, dict[str, str]]] = {}
     for npu_id in sorted({chip.npu_id for chip in chips}):
@@ -227,4 +273,27 @@ def read_npu_smi(binary: Path, timeout: float = 15.0) -> list[DeviceSnapshot]:
                                                       timeout=timeout))
         except NpuSmiError:
             usages[npu_id] = {}
-    return [device_from(chip, usages[chip.npu_id].get(chip.chip_id)) for chip in chips]
+    ids, id_source = _chip_ids(binary, chips, timeout)
+    return [
+        device_from(chip, usages[chip.npu_id].get(chip.chip_id), ids.get((chip.npu_id, chip.chip_id)),
+                    id_source)
+        for chip in chips
+    ]
+
+
+def _chip_ids(
+    binary: Path, chips: list[NpuSmiChip], timeout: float
+) -> tuple[dict[tuple[int, int], ChipIds], str]:
+    """(card, chip) → ids from `npu-smi info -m` (logical ids where the table has no Device column, physical
+    ids where `-m` prints them), and what gave the logical ids."""
+    has_device_column = all(chip.logical_id is not None for chip in chips)
+    if has_device_column and all(chip.phy_id is not None for chip in chips):
+        return {}, "npu-smi info (Device column)"
+    try:
+        mapped = parse_chip_map(run_npu_smi(binary, "info", "-m", timeout=timeout))
+    except NpuSmiError as exc:
+        if has_device_column:
+            return {}, "npu-smi info (Device column)"
+        return {}, f"unknown: npu-smi info has no Device column and {exc}"
+    source = "npu-smi info (Device column)" if has_device_column else "npu-smi info -m (Chip Logic ID)"
+    return {(c.npu_id, c.chip_id): c for c in mapped}, source

@@ -33,7 +33,10 @@ class DeviceRow:
     def update(self, device: DeviceSnapshot, history: SnapshotHistory, now: float, seconds: float) -> None:
         """Show one device's latest figures and its utilization history."""
         name = f" {html.escape(device.name)}" if device.name else ""
-        self.title.value = f"<b>NPU{html.escape(device.id)}</b>{name} <i>{html.escape(device.kind)}</i>"
+        place = device.place()
+        where = f" <small>({html.escape(place)})</small>" if place else ""
+        kind = html.escape(device.kind)
+        self.title.value = f"<b>NPU{html.escape(device.id)}</b>{where}{name} <i>{kind}</i>"
         self.utilization.value = min(max(device.utilization or 0.0, 0.0), 1.0)
         self.utilization_label.value = percent(device.utilization)
         used, total = device.memory_used_bytes, device.memory_total_bytes
@@ -55,7 +58,8 @@ def device_extras(device: DeviceSnapshot) -> str:
     if device.temperature_c is not None:
         parts.append(f"{number(device.temperature_c, 0)}°C")
     if device.power_w is not None:
-        parts.append(f"{number(device.power_w, 0)} W")
+        card = " (card)" if device.power_note else ""  # a 310P's power is the board's, per chip
+        parts.append(f"{number(device.power_w, 0)} W{card}")
     if device.health:
         parts.append(device.health)
     if device.source:

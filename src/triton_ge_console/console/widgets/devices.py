@@ -48,11 +48,15 @@ def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | N
     name = device.name or ""
     temp = fmt.MISSING if device.temperature_c is None else f"{device.temperature_c:.0f}°C"
     power = fmt.MISSING if device.power_w is None else f"{device.power_w:.0f} W"
+    if device.power_note and device.power_w is not None:
+        power += " (card)"  # the card's power, the same for each of its chips (a 310P's)
     health = device.health or fmt.MISSING
     health_piece = (health, "green" if health == "OK" else ("yellow" if health != fmt.MISSING else "dim"))
     memory = f" {fmt.gib(device.memory_used_bytes):>5}/{fmt.gib(device.memory_total_bytes):<5} GiB  "
+    place = device.place()
     head = (
         (f"NPU{device.id:<3}", "bold"),
+        *(((f" {place}", "dim"),) if place else ()),
         (f" {name:<6} ", ""),
         (f"{device.kind:<13}", "cyan" if device.kind == "npu" else "magenta"),
         (" " if narrow else " util ", ""),
