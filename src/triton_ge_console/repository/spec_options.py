@@ -5,11 +5,12 @@ from __future__ import annotations
 import yaml
 
 from triton_ge_console.repository.spec_nodes import Reader, join, suggest, unknown_key_message
+from triton_ge_console.repository.spec_queue import QUEUE_KEYS, with_queue
 from triton_ge_console.repository.spec_types import DynamicBatchingSpec, InstanceGroupSpec
 
-BATCHING_KEYS = ("preferred_batch_size", "max_queue_delay_microseconds")
+BATCHING_KEYS = ("preferred_batch_size", "max_queue_delay_microseconds", *QUEUE_KEYS)
 INSTANCE_KEYS = ("count", "device_ids")
-THRESHOLD_KEYS = ("queue_depth", "p99_ms")
+THRESHOLD_KEYS = ("queue_depth", "p99_ms", "timed_out")
 # Parameters the GE backends read; others pass through (Triton ignores what a backend does not read), but a
 # near-miss of one of these is almost surely a typo and is reported.
 KNOWN_PARAMETERS = (
@@ -28,7 +29,7 @@ EXECUTION_MODES = ("auto", "npu", "cpu")
 def read_batching(
     reader: Reader, node: yaml.Node | None, path: str, max_batch: int | None
 ) -> DynamicBatchingSpec | None:
-    """Dynamic batching: `{}`/true for defaults, or preferred sizes and a queue delay."""
+    """Dynamic batching: `{}`/true for defaults, or preferred sizes, a queue delay and queue policies."""
     if node is None or (isinstance(node, yaml.ScalarNode) and reader.value(node) is False):
         return None
     if max_batch == 0:
@@ -38,17 +39,7 @@ def read_batching(
     entries = reader.mapping(node, path, BATCHING_KEYS)
     if entries is None:
         return None
-    preferred: tuple[int, ...] = ()
-    if "preferred_batch_size" in entries:
-        pref_node = entries["preferred_batch_size"][1]
-        preferred = reader.int_list(pref_node, join(path, "preferred_batch_size"), 1) or ()
-        too_big = [size for size in preferred if max_batch and size > max_batch]
-        if too_big:
-            reader.problems.add(
-                pref_node,
-                join(path, "preferred_batch_size"),
-                f"{too_big[0]} is larger than max_batch_size {max_batch}",
-            )
+    preferred = _preferred(reader, entries, path, max_batch)
     delay = 0
     if "max_queue_delay_microseconds" in entries:
         delay = (
@@ -57,7 +48,25 @@ def read_batching(
             )
             or 0
         )
-    return DynamicBatchingSpec(preferred, delay)
+    return with_queue(reader, DynamicBatchingSpec(preferred, delay), entries, path)
+
+
+def _preferred(
+    reader: Reader, entries: dict[str, tuple[yaml.Node, yaml.Node]], path: str, max_batch: int | None
+) -> tuple[int, ...]:
+    """Preferred batch sizes, each at most max_batch_size."""
+    if "preferred_batch_size" not in entries:
+        return ()
+    pref_node = entries["preferred_batch_size"][1]
+    preferred = reader.int_list(pref_node, join(path, "preferred_batch_size"), 1) or ()
+    too_big = [size for size in preferred if max_batch and size > max_batch]
+    if too_big:
+        reader.problems.add(
+            pref_node,
+            join(path, "preferred_batch_size"),
+            f"{too_big[0]} is larger than max_batch_size {max_batch}",
+        )
+    return preferred
 
 
 def read_instance_group(reader: Reader, node: yaml.Node | None, path: str) -> InstanceGroupSpec | None:

@@ -18,11 +18,25 @@ class TensorSpec:
 
 
 @dataclass(frozen=True)
+class QueuePolicySpec:
+    """Triton's ModelQueuePolicy: how long a request may wait in the queue and how many may wait."""
+
+    timeout_action: str = "REJECT"  # REJECT | DELAY, what happens to a request whose timeout expired
+    default_timeout_microseconds: int = 0  # 0: no timeout
+    allow_timeout_override: bool = False  # a request's own (shorter) timeout applies
+    max_queue_size: int = 0  # 0: unbounded; beyond it Triton refuses a request at once
+
+
+@dataclass(frozen=True)
 class DynamicBatchingSpec:
     """Triton's dynamic batcher settings for one model."""
 
     preferred_batch_size: tuple[int, ...] = ()
     max_queue_delay_microseconds: int = 0
+    default_queue_policy: QueuePolicySpec | None = None
+    priority_levels: int = 0  # 0: one queue; N: levels 1 (first served) .. N
+    default_priority_level: int = 0  # the level of a request that names none
+    priority_queue_policy: tuple[tuple[int, QueuePolicySpec], ...] = ()  # per level, in level order
 
 
 @dataclass(frozen=True)
