@@ -23,6 +23,7 @@ COUNTER_METRICS = {  # in ModelCounters' order, failures aside
     "compute_output_us": "nv_inference_compute_output_duration_us",
 }
 FAILURES = "nv_inference_request_failure"
+QUEUE_TIMEOUT_REASON = "REJECTED"  # what Triton calls a request its queue policy rejected at its timeout
 PENDING = "nv_inference_pending_request_count"
 SUMMARY = "nv_inference_request_summary_us"
 GLUE_PREFIX = "ge_"
@@ -99,6 +100,12 @@ def failures_by_reason(reasons: dict[str, float] | None) -> tuple[tuple[str, int
     return tuple(sorted((reason, int(count)) for reason, count in (reasons or {}).items() if count > 0))
 
 
+def timed_out(reasons: dict[str, float] | None) -> int | None:
+    """Requests rejected at their queue timeout, None when the server has no failure counter by reason."""
+    count = (reasons or {}).get(QUEUE_TIMEOUT_REASON)
+    return None if count is None else int(count)
+
+
 def glue_labels(table: MetricTable) -> dict[str, tuple[tuple[str, ...], str | None]]:
     """Per model name: devices and execution mode the GE glue's per-model `ge_*` metrics are labelled with."""
     devices: dict[str, set[str]] = {}
@@ -167,6 +174,7 @@ def build_model(inputs: ModelInputs) -> ModelSnapshot:
         success_total=None if counters is None else int(counters.success),
         failure_total=None if counters is None else int(counters.failure),
         failures_by_reason=failures_by_reason(inputs.reasons),
+        timed_out_total=timed_out(inputs.reasons),
         last_inference=inputs.last_inference,
         devices=devices,
         execution_mode=mode,

@@ -13,7 +13,9 @@ from urllib.parse import urlparse
 
 from triton_ge_console.sessions import paths
 from triton_ge_console.sessions.control import ControlError, TritonControl
+from triton_ge_console.sessions.figures import FAILURES, failures_by_reason, timed_out
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
+from triton_ge_console.sessions.metrics import MetricsError, ModelKey, scrape_metrics
 from triton_ge_console.sessions.process import port_in_use, stop_process_group
 from triton_ge_console.sessions.registry import (
     DEAD,
@@ -31,6 +33,7 @@ from triton_ge_console.sessions.registry import (
     store_token,
     validate_name,
 )
+from triton_ge_console.sessions.stats import EndpointError, HttpEndpoint
 from triton_ge_console.sessions.supervise import EXIT_FILE, read_number
 from triton_ge_console.sessions.watch import SessionControl
 
@@ -267,13 +270,34 @@ def session_status(record: SessionRecord, timeout: float = 5.0) -> SessionStatus
         # a launched server still starting may not answer yet; an attached one that is not even live is dead
         gone = record.attached and not controller_for(record, timeout).live()
         return SessionStatus(record, DEAD if gone else state, error=str(exc))
+    reasons = _failure_reasons(record.metrics_url, timeout)
     models = tuple(
-        {"name": m.name, "version": m.version, "state": m.state, "reason": m.reason} for m in entries
+        {"name": m.name, "version": m.version, "state": m.state, "reason": m.reason,
+         **_failure_fields(reasons, (m.name, m.version))}
+        for m in entries
     )
     wanted_ready = all(
         any(m["name"] == name and m["state"] == "READY" for m in models) for name in record.models
     )
     return SessionStatus(record, READY if state == READY or wanted_ready else state, models)
+
+
+def _failure_reasons(metrics_url: str | None, timeout: float) -> dict[ModelKey, dict[str, float]] | None:
+    """Failed requests per model and Triton's reason, from /metrics; None when it cannot be read."""
+    if not metrics_url:
+        return None
+    try:
+        return scrape_metrics(HttpEndpoint(metrics_url, timeout)).by_model_and(FAILURES, "reason")
+    except (EndpointError, MetricsError, ValueError):
+        return None
+
+
+def _failure_fields(reasons: dict[ModelKey, dict[str, float]] | None, key: ModelKey) -> dict[str, Any]:
+    """A model's failures by reason and queue timeouts, as the console's snapshot has them (None: unknown)."""
+    if reasons is None:
+        return {"failures_by_reason": None, "timed_out_total": None}
+    found = reasons.get(key)
+    return {"failures_by_reason": failures_by_reason(found), "timed_out_total": timed_out(found)}
 
 
 def _death(code: int | None) -> str:

@@ -50,6 +50,10 @@ class ModelSnapshot:
     success_total: int | None = None
     failure_total: int | None = None
     failures_by_reason: tuple[tuple[str, int], ...] = ()
+    # requests the queue policy rejected when their queue timeout expired: Triton 2.51 counts them as failure
+    # reason REJECTED; a request refused because the queue was full is answered before Triton counts it, so
+    # it shows in no server figure (the load generator counts those)
+    timed_out_total: int | None = None
     last_inference: float | None = None  # epoch seconds
     devices: tuple[str, ...] = ()  # device ids it runs on, e.g. ("0",)
     execution_mode: str | None = None  # "npu" | "cpu-emulated" as the glue reports it

@@ -32,6 +32,11 @@ class TextLines(Static):
         self._strips: dict[int, Strip] = {}  # line -> its strip, for the size and style in _built_for
         self._built_for: tuple[int, int, Style, Selection | None] | None = None
 
+    @property
+    def plain(self) -> str:
+        """The text shown, without styles (what a copy of all of it gives)."""
+        return self._text.plain if self._text is not None else ""
+
     def show(self, text: Text) -> None:
         """Show this text (no re-layout: the box keeps its size); the same text again repaints nothing."""
         # Text.__eq__ compares plain text and spans only: a change of the whole text's style must repaint.
