@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "triton_ge_console.sessions.commands",  # up, down, attach, ls, status, reload, watch
     "triton_ge_console.sessions.telemetry_commands",  # devices
     "triton_ge_console.sessions.bench_commands",  # bench
+    "triton_ge_console.sessions.grafana_commands",  # grafana
     "triton_ge_console.console.commands",  # the console itself (default), demo, serve
 )
 
