@@ -33,6 +33,8 @@ def config_parameters(model: ModelSpec) -> dict[str, str]:
     device_ids = model.instance_group.device_ids
     if model.backend == "npu_ge" or device_ids != (0,):
         params["device_ids"] = ",".join(str(d) for d in device_ids)
+    if model.instance_group.tensor_parallel > 1:
+        params["tensor_parallel"] = str(model.instance_group.tensor_parallel)
     return params
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import yaml
 
+from triton_ge_console.repository.spec_devices import check_devices, host_device_count
 from triton_ge_console.repository.spec_models import model_name_problem, read_model
 from triton_ge_console.repository.spec_nodes import Problems, Reader, SpecError, SpecProblem, join
 from triton_ge_console.repository.spec_types import DeploymentSpec, ModelSpec, ServerSpec
@@ -60,9 +61,19 @@ def parse_spec(
         problems.add(root, "models", "is required: list at least one model")
     problems.raise_if_any()
     assert server is not None and models is not None
+    _check_devices(problems, entries["models"][1], models, server)
     return DeploymentSpec(
         name=name, path=None if base_dir is None else base_dir / Path(file).name, server=server, models=models
     )
+
+
+def _check_devices(
+    problems: Problems, node: yaml.Node, models: tuple[ModelSpec, ...], server: ServerSpec
+) -> None:
+    """NPUs the host lacks (asked of npu-smi only when a model names more than NPU 0) and over-commitment."""
+    many = any(d > 0 for model in models for d in model.instance_group.device_ids)
+    check_devices(problems, node.value, models, server, host_device_count() if many else None)
+    problems.raise_if_any()
 
 
 def yaml_root(text: str, problems: Problems) -> tuple[yaml.SafeLoader, yaml.Node | None]:

@@ -9,7 +9,7 @@ from triton_ge_console.repository.spec_queue import QUEUE_KEYS, with_queue
 from triton_ge_console.repository.spec_types import DynamicBatchingSpec, InstanceGroupSpec
 
 BATCHING_KEYS = ("preferred_batch_size", "max_queue_delay_microseconds", *QUEUE_KEYS)
-INSTANCE_KEYS = ("count", "device_ids")
+INSTANCE_KEYS = ("count", "device_ids", "tensor_parallel")
 THRESHOLD_KEYS = ("queue_depth", "p99_ms", "timed_out")
 # Parameters the GE backends read; others pass through (Triton ignores what a backend does not read), but a
 # near-miss of one of these is almost surely a typo and is reported.
@@ -87,7 +87,33 @@ def read_instance_group(reader: Reader, node: yaml.Node | None, path: str) -> In
                 entries["device_ids"][1], join(path, "device_ids"), "must list at least one id"
             )
             device_ids = None
-    return InstanceGroupSpec(count, device_ids) if count is not None and device_ids is not None else None
+    parallel = _tensor_parallel(reader, entries, path, device_ids)
+    if count is None or device_ids is None or parallel is None:
+        return None
+    return InstanceGroupSpec(count, device_ids, parallel)
+
+
+def _tensor_parallel(
+    reader: Reader,
+    entries: dict[str, tuple[yaml.Node, yaml.Node]],
+    path: str,
+    device_ids: tuple[int, ...] | None,
+) -> int | None:
+    """NPUs per instance: device_ids must cut into whole groups of that many."""
+    if "tensor_parallel" not in entries:
+        return 1
+    node = entries["tensor_parallel"][1]
+    parallel = reader.integer(node, join(path, "tensor_parallel"), 1)
+    if parallel is not None and device_ids is not None and len(device_ids) % parallel:
+        reader.problems.add(node, join(path, "tensor_parallel"),
+                            f"{parallel} NPUs per instance, but device_ids lists {len(device_ids)}: "
+                            f"list a multiple of {parallel}")
+        return None
+    if parallel and parallel > 1 and device_ids is not None and len(set(device_ids)) != len(device_ids):
+        reader.problems.add(entries["device_ids"][1], join(path, "device_ids"),
+                            "lists an NPU twice: one instance cannot span the same NPU twice")
+        return None
+    return parallel
 
 
 def read_parameters(reader: Reader, node: yaml.Node | None, path: str) -> dict[str, str]:

@@ -41,10 +41,18 @@ class DynamicBatchingSpec:
 
 @dataclass(frozen=True)
 class InstanceGroupSpec:
-    """How many model instances run, and on which NPUs."""
+    """How many model instances run, and on which NPUs: each instance spans `tensor_parallel` NPUs of
+    device_ids (1: instances spread one per NPU, round-robin; N: device_ids cut into groups of N)."""
 
     count: int = 1
     device_ids: tuple[int, ...] = (0,)
+    tensor_parallel: int = 1
+
+    def instance_devices(self) -> tuple[tuple[int, ...], ...]:
+        """The NPUs of each instance, in instance order (what the glue picks for instance i)."""
+        groups = [self.device_ids[i:i + self.tensor_parallel]
+                  for i in range(0, len(self.device_ids), self.tensor_parallel)]
+        return tuple(tuple(groups[i % len(groups)]) for i in range(self.count))
 
 
 @dataclass(frozen=True)
