@@ -42,7 +42,7 @@ class RenderPass(NamedTuple):
 
 
 def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | None],
-                  narrow: bool = False) -> tuple[Piece, ...]:
+                  narrow: bool = False, models: Sequence[str] = ()) -> tuple[Piece, ...]:
     """One device's line as styled pieces: cheap to compare, so an unchanged line is not redrawn."""
     spark_width, bar_width = (10, 8) if narrow else (SPARK_WIDTH, BAR_WIDTH)
     name = device.name or ""
@@ -62,7 +62,8 @@ def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | N
     )
     if narrow:  # health before temperature and power, so an 80-column crop cuts the least telling
         return (*head, (memory, ""), health_piece, (f"  {temp:>5} {power:>5}", ""))
-    return (*head, (memory + f"{temp:>5}  {power:>6}  ", ""), health_piece)
+    held = (("  " + ", ".join(models), "dim"),) if models else ()  # the models this NPU serves
+    return (*head, (memory + f"{temp:>5}  {power:>6}  ", ""), health_piece, *held)
 
 
 def device_line(device: DeviceSnapshot, utilization_series: Sequence[float | None],
@@ -77,7 +78,18 @@ def device_rows(snapshot: ServerSnapshot, series: dict[str, list[float | None]],
     if not snapshot.devices:
         return [NO_DEVICES]
     narrow = width < NARROW_BELOW
-    return [device_pieces(d, series.get(d.id, []), narrow) for d in snapshot.devices]
+    held = models_by_device(snapshot)
+    return [device_pieces(d, series.get(d.id, []), narrow, held.get(d.id, ())) for d in snapshot.devices]
+
+
+def models_by_device(snapshot: ServerSnapshot) -> dict[str, list[str]]:
+    """Per NPU id, the models running on it (a tensor-parallel model is on each of its NPUs)."""
+    held: dict[str, list[str]] = {}
+    for model in snapshot.models:
+        for device in model.devices:
+            if model.name not in held.setdefault(device, []):
+                held[device].append(model.name)
+    return held
 
 
 class DevicesPanel(Widget):
