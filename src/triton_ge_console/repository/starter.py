@@ -51,7 +51,10 @@ models:
       #   1: {max_queue_size: 0, default_timeout_microseconds: 0}
     # instance_group:
     #   count: 1          # model instances
-    #   device_ids: [0]   # NPUs the instances are spread over
+    #   device_ids: [0]   # NPUs the instances are spread over, one each, round-robin
+    #   tensor_parallel: 1  # NPUs ONE instance spans: with device_ids [0, 1, 2, 3, 4, 5, 6, 7] and 8, the
+    #                       # model runs on eight cards as one instance, each holding 1/8 of it; with 4 and
+    #                       # count: 2, two instances of four cards each (device_ids must divide evenly)
     # parameters:         # passed to the backend as config parameters (strings)
     #   om_model_path: /models/llama.om   # default for ge: model.om in each version folder
     #   static_model: 1                   # GE static graph: needs fixed shapes, excludes dynamic_batching
