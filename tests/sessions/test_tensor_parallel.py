@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.cli import main
+from triton_ge_console.console.widgets.detail import npu_text
 from triton_ge_console.console.widgets.devices import device_rows, models_by_device
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.registry import Registry
@@ -63,8 +65,14 @@ def test_each_npu_holds_its_share_and_shows_its_models(tmp_path: Path) -> None:
         snapshot = source.poll()
     finally:
         source.close()
-    assert snapshot.model("bert_model").devices == ("0", "1")  # type: ignore[union-attr]
-    assert models_by_device(snapshot) == {"0": ["bert_model"], "1": ["bert_model", "llama_model"]}
+    bert = snapshot.model("bert_model")
+    assert bert is not None and bert.devices == ("0", "1")
+    assert bert.memory_by_device == (("0", share), ("1", share))
+    half, whole = human_bytes(share), human_bytes(llama_bytes)
+    assert models_by_device(snapshot) == {"0": [f"bert_model {half}"],
+                                          "1": [f"bert_model {half}", f"llama_model {whole}"]}
     rows = device_rows(snapshot, {}, width=160)
-    assert [row[-1] for row in rows] == [("  bert_model", "dim"), ("  bert_model, llama_model", "dim")]
+    assert [row[-1][0] for row in rows] == [f"  bert_model {half}",
+                                            f"  bert_model {half}, llama_model {whole}"]
+    assert npu_text(bert) == f"on NPU0 {half}, NPU1 {half}"
     assert main(["down", "tp"]) == 0

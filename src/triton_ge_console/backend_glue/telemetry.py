@@ -32,6 +32,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "ge_h2d_bytes_total": ("counter", "Bytes copied host to device"),
     "ge_d2h_bytes_total": ("counter", "Bytes copied device to host"),
     "ge_model_info": ("gauge", "1 per loaded model instance group, labelled with its execution mode"),
+    "ge_model_memory_bytes": ("gauge", "Device memory one model instance holds on the device (its share)"),
 }
 
 
@@ -123,7 +124,7 @@ class Telemetry:
     """
 
     def __init__(self, pb_utils: Any, settings: GlueSettings, ledgers: tuple[DeviceLedger, ...],
-                 device_figures: Any = None) -> None:
+                 device_figures: Any = None, memory_share: int | None = None) -> None:
         self._pb = pb_utils
         self._lock = threading.Lock()
         self._pending = _Pending()
@@ -131,7 +132,7 @@ class Telemetry:
         model_labels = {"model": settings.model_name, "version": settings.version_dir.name,
                         "device": str(settings.device_id), "kind": settings.kind}
         self._model = {name: self._metric(name, model_labels) for name in FAMILIES
-                       if name.startswith("ge_") and not name.startswith(("ge_device_", "ge_model_info"))}
+                       if name.startswith("ge_") and not name.startswith(("ge_device_", "ge_model_"))}
         self._devices = [self._device_gauges(ledger, settings.kind, device_figures if i == 0 else None)
                          for i, ledger in enumerate(ledgers)]
         self._batch_sizes = _BatchSizes(pb_utils, model_labels)
@@ -139,6 +140,9 @@ class Telemetry:
             info_labels = {**model_labels, "device": str(ledger.device), "backend": settings.backend,
                            "execution_mode": settings.kind}
             self._metric("ge_model_info", info_labels).set(1.0)
+            if memory_share is not None:
+                labels = {**model_labels, "device": str(ledger.device), "instance": settings.instance_name}
+                self._metric("ge_model_memory_bytes", labels).set(float(memory_share))
         self._stop = threading.Event()
         self._last_warning = ""
         self.refresh_device()

@@ -66,14 +66,19 @@ class TritonPythonModel:
         capacity = self.settings.device_memory_bytes
         if figures is not None and figures.total_bytes:
             capacity = figures.total_bytes
-        share = -(-self.executor.memory_bytes // len(self.ledgers))
+        share = self.memory_share()
         for ledger in self.ledgers:
             ledger.reserve(self.owner, self.settings.model_name, share, capacity)
+
+    def memory_share(self) -> int:
+        """What the instance holds on each of its NPUs: all of it on one, 1/N over N (tensor parallel)."""
+        return -(-self.executor.memory_bytes // len(self.ledgers))
 
     def _telemetry(self, pb_utils: Any) -> Telemetry | None:
         """Custom metrics, or None (logged) where this Triton's Python backend cannot offer them."""
         try:
-            return Telemetry(pb_utils, self.settings, self.ledgers, self.executor.device_figures)
+            return Telemetry(pb_utils, self.settings, self.ledgers, self.executor.device_figures,
+                             self.memory_share())
         except Exception as exc:  # metrics must never keep a model from serving (older Python backends)
             pb_utils.Logger.log_warn(f"ge glue: model {self.settings.model_name}: custom metrics off: {exc}")
             return None

@@ -27,6 +27,7 @@ QUEUE_TIMEOUT_REASON = "REJECTED"  # what Triton calls a request its queue polic
 PENDING = "nv_inference_pending_request_count"
 SUMMARY = "nv_inference_request_summary_us"
 GLUE_PREFIX = "ge_"
+GLUE_MEMORY = "ge_model_memory_bytes"
 MODE_LABELS = ("execution_mode", "kind")  # ge_model_info has execution_mode; per-model counters kind
 
 
@@ -38,6 +39,7 @@ class MetricViews:
     quantiles: dict[ModelKey, dict[str, float]] = field(default_factory=dict)
     reasons: dict[ModelKey, dict[str, float]] = field(default_factory=dict)
     glue: dict[str, tuple[tuple[str, ...], str | None]] = field(default_factory=dict)
+    memory: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, table: MetricTable | None) -> MetricViews:
@@ -45,7 +47,7 @@ class MetricViews:
         if table is None:
             return cls()
         return cls(table.by_model(PENDING), table.by_model_and(SUMMARY, "quantile"),
-                   table.by_model_and(FAILURES, "reason"), glue_labels(table))
+                   table.by_model_and(FAILURES, "reason"), glue_labels(table), glue_memory(table))
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,17 @@ def timed_out(reasons: dict[str, float] | None) -> int | None:
     return None if count is None else int(count)
 
 
+def glue_memory(table: MetricTable) -> dict[str, tuple[tuple[str, int], ...]]:
+    """Per model name, the device memory its instances hold on each NPU (the glue's ge_model_memory_bytes)."""
+    held: dict[str, dict[str, float]] = {}
+    for sample in table.samples(GLUE_MEMORY):
+        model, device = sample.label("model"), sample.label("device")
+        if model is not None and device is not None and not math.isnan(sample.value):
+            per_device = held.setdefault(model, {})
+            per_device[device] = per_device.get(device, 0.0) + sample.value
+    return {model: tuple(sorted((d, int(v)) for d, v in devices.items())) for model, devices in held.items()}
+
+
 def glue_labels(table: MetricTable) -> dict[str, tuple[tuple[str, ...], str | None]]:
     """Per model name: devices and execution mode the GE glue's per-model `ge_*` metrics are labelled with."""
     devices: dict[str, set[str]] = {}
@@ -140,6 +153,7 @@ class ModelInputs(NamedTuple):
     last_inference: float | None
     counters: ModelCounters | None
     rates: ModelRates
+    memory: tuple[tuple[str, int], ...] = ()
 
 
 def model_inputs(entry: IndexEntry, readings: PollReadings, counters: ModelCounters | None,
@@ -150,7 +164,8 @@ def model_inputs(entry: IndexEntry, readings: PollReadings, counters: ModelCount
     stats = readings.statistics.get(key)
     return ModelInputs(entry, readings.backends.get(key), views.pending.get(key), views.quantiles.get(key),
                        views.reasons.get(key), views.glue.get(entry.name), readings.traced.get(key),
-                       stats.last_inference_s if stats is not None else None, counters, rates)
+                       stats.last_inference_s if stats is not None else None, counters, rates,
+                       views.memory.get(entry.name, ()))
 
 
 def build_model(inputs: ModelInputs) -> ModelSnapshot:
@@ -178,4 +193,5 @@ def build_model(inputs: ModelInputs) -> ModelSnapshot:
         last_inference=inputs.last_inference,
         devices=devices,
         execution_mode=mode,
+        memory_by_device=inputs.memory,
     )

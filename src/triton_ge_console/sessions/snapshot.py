@@ -57,6 +57,7 @@ class ModelSnapshot:
     last_inference: float | None = None  # epoch seconds
     devices: tuple[str, ...] = ()  # device ids it runs on, e.g. ("0",)
     execution_mode: str | None = None  # "npu" | "cpu-emulated" as the glue reports it
+    memory_by_device: tuple[tuple[str, int], ...] = ()  # (device id, bytes its instances hold there)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,12 +111,14 @@ class ServerSnapshot:
 
 def _model_from_dict(data: dict[str, Any]) -> ModelSnapshot:
     """A ModelSnapshot from plain data, restoring tuples that JSON turned into lists."""
-    rest = {k: v for k, v in data.items() if k not in ("latency", "failures_by_reason", "devices")}
+    rest = {k: v for k, v in data.items()
+            if k not in ("latency", "failures_by_reason", "devices", "memory_by_device")}
     return ModelSnapshot(
         **rest,
         latency=Latency(**data.get("latency", {})),
         failures_by_reason=tuple((str(k), int(v)) for k, v in data.get("failures_by_reason", ())),
         devices=tuple(data.get("devices", ())),
+        memory_by_device=tuple((str(d), int(b)) for d, b in data.get("memory_by_device", ())),
     )
 
 

@@ -34,7 +34,7 @@ def _llama(step: int) -> ModelSnapshot:
         latency=Latency(avg_ms=20.0, p50_ms=round(_wave(step, 5, 18, 24), 2),
                         p99_ms=round(_wave(step, 4, 40, 60), 2), source="summary"),
         queue_ms=6.2, compute_ms=13.8, success_total=1000 + 40 * step, failure_total=0, timed_out_total=0,
-        devices=("0",), execution_mode="cpu-emulated",
+        devices=("0",), execution_mode="cpu-emulated", memory_by_device=(("0", int(13.5 * GIB)),),
     )
 
 
@@ -45,7 +45,7 @@ def _bert(step: int) -> ModelSnapshot:
         latency=Latency(avg_ms=3.0, p50_ms=3.1, p99_ms=round(_wave(step, 3, 5, 7), 2), source="summary"),
         queue_ms=0.4, compute_ms=2.7, success_total=500 + 12 * step, failure_total=2,
         failures_by_reason=(("REJECTED", 2),), timed_out_total=2, devices=("1",),
-        execution_mode="cpu-emulated",
+        execution_mode="cpu-emulated", memory_by_device=(("1", int(6.1 * GIB)),),
     )
 
 

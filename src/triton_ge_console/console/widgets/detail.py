@@ -15,6 +15,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
+from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.chart import ChartSeries, Point, Run, chart_runs
 from triton_ge_console.console.widgets.dirty import changed_lines, repaint_lines
@@ -48,6 +49,15 @@ def _points(series: Series, now: float) -> tuple[Point, ...]:
 def _newest(detail: ModelDetail) -> float:
     """The time of the detail's newest point: the charts' "now"."""
     return max((t for t, _ in detail.p50), default=0.0)
+
+
+def npu_text(model: ModelSnapshot) -> str:
+    """The NPUs the model runs on, with what it holds on each where the glue says."""
+    if not model.devices:
+        return f"NPUs {fmt.MISSING}"
+    memory = dict(model.memory_by_device)
+    held = [f"NPU{d}" + (f" {human_bytes(memory[d])}" if d in memory else "") for d in model.devices]
+    return "on " + ", ".join(held)
 
 
 def split_text(model: ModelSnapshot) -> Text:
@@ -193,7 +203,7 @@ class DetailPane(Vertical):
         text.append(f"   │ latency source {model.latency.source or fmt.MISSING}   │ timed out in queue ")
         timed_out = model.timed_out_total
         text.append(fmt.number(timed_out), style=timed_out_style(timed_out, detail.limits))
-        text.append("\n")
+        text.append(f"   │ {npu_text(model)}\n")
         text.append(f"config: {detail.config_summary}\n")
         text.append("last error: ")
         text.append(detail.last_error or fmt.MISSING, style="bold red" if detail.last_error else "dim")

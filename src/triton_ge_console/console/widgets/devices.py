@@ -15,6 +15,7 @@ from textual.selection import Selection
 from textual.strip import Strip
 from textual.widget import Widget
 
+from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.widgets.dirty import changed_lines, repaint_lines
 from triton_ge_console.console.widgets.selection import forget_selection
@@ -83,12 +84,16 @@ def device_rows(snapshot: ServerSnapshot, series: dict[str, list[float | None]],
 
 
 def models_by_device(snapshot: ServerSnapshot) -> dict[str, list[str]]:
-    """Per NPU id, the models running on it (a tensor-parallel model is on each of its NPUs)."""
+    """Per NPU id, the models running on it and the memory each holds there, where the glue says (a
+    tensor-parallel model is on each of its NPUs, with its share)."""
     held: dict[str, list[str]] = {}
     for model in snapshot.models:
+        memory = dict(model.memory_by_device)
         for device in model.devices:
-            if model.name not in held.setdefault(device, []):
-                held[device].append(model.name)
+            size = memory.get(device)
+            label = model.name if size is None else f"{model.name} {human_bytes(size)}"
+            if label not in held.setdefault(device, []):
+                held[device].append(label)
     return held
 
 
