@@ -101,3 +101,38 @@ def test_npus_the_host_lacks_are_refused_when_npu_smi_knows(tmp_path: Path,
     """)
     assert _problems(path) == ["deploy.yaml:6:19 models[0].instance_group.device_ids: "
                                "NPU 2 does not exist: this host has 2 (ids 0-1)"]
+
+
+REPO_SPEC = """
+    models:
+      - name: bert
+        backend: ge
+        source: demo:bert
+        instance_group: {device_ids: [1, 2], tensor_parallel: 2}
+      - name: llama
+        backend: ge
+        source: demo:llama
+        instance_group: {device_ids: [0, 1], tensor_parallel: 2}
+"""
+
+
+def test_validate_refuses_the_same_in_a_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A built repository whose NPUs are over-committed (a smaller capacity set by hand) or missing."""
+    from triton_ge_console.repository.build import build_repository
+    from triton_ge_console.repository.validate import validate_path
+
+    repo = tmp_path / "repo"
+    build_repository(load_spec(_write(tmp_path, REPO_SPEC)), repo)
+    assert validate_path(repo).errors == ()
+    config = repo / "llama" / "config.pbtxt"
+    smaller = 'parameters { key: "npu_memory_gib" value { string_value: "0.007" } }\n'
+    config.write_text(config.read_text() + smaller)
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "310p3_duo")
+    problems = [(p.file.replace(str(repo), "repo"), p.field, p.message) for p in validate_path(repo).errors]
+    where = 'parameters["device_ids"].value.string_value'
+    assert problems == [
+        ("repo/bert/config.pbtxt", where, "NPU 2 does not exist: this host has 2 (ids 0-1)"),
+        ("repo/llama/config.pbtxt", where,
+         "NPU 1 would hold 8.0 MiB of its 7.2 MiB (bert 3.9 MiB, llama 4.1 MiB)"),
+    ]

@@ -54,14 +54,21 @@ def check_devices(problems: Problems, items: Sequence[yaml.Node], models: Sequen
             problems.add(_value(node, "device_ids") or node, join(path, "device_ids"),
                          f"NPU {missing[0]} does not exist: this host has {host_devices} "
                          f"(ids 0-{host_devices - 1})")
-    capacity = int(server.npu_memory_gib * GIB)
-    for device, held in sorted(device_loads(models).items()):
+    for last, message in over_committed(device_loads(models), int(server.npu_memory_gib * GIB)):
+        node, path = _group_node(nodes[last])
+        problems.add(node, path, message)
+
+
+def over_committed(loads: dict[int, list[tuple[str, int]]], capacity: int) -> list[tuple[str, str]]:
+    """(the last model placed, why) for each NPU whose models together need more than its capacity."""
+    found = []
+    for device, held in sorted(loads.items()):
         total = sum(size for _, size in held)
         if total > capacity:
-            node, path = _group_node(nodes[held[-1][0]])
             holders = ", ".join(f"{name} {human_bytes(size)}" for name, size in held)
-            problems.add(node, path, f"NPU {device} would hold {human_bytes(total)} of its "
-                                     f"{human_bytes(capacity)} ({holders})")
+            found.append((held[-1][0], f"NPU {device} would hold {human_bytes(total)} of its "
+                                       f"{human_bytes(capacity)} ({holders})"))
+    return found
 
 
 def _group_node(found: tuple[yaml.Node, str]) -> tuple[yaml.Node, str]:
