@@ -102,6 +102,9 @@ async def test_burst_is_refused_and_timed_out_and_every_view_counts_the_same(
     # Triton counts a queue timeout as a failed request (reason REJECTED); a full queue's refusal, never
     reasons = dict(model["failures_by_reason"])
     assert reasons["REJECTED"] == timed_out and _server_fail_count(record.http_url) == sum(reasons.values())
+    assert main(["status", "queued"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "model bert_model v1: READY" in x]
+    assert "failed: " in line and f"REJECTED {timed_out}" in line
 
     opened = open_record(record, Registry(), interval_s=0.5)
     app = GEConsoleApp(opened.source, opened.options)
