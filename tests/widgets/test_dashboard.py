@@ -60,6 +60,7 @@ def test_device_gauges_show_utilization_memory_and_history(dashboard: Dashboard)
     assert list(row.line.x) == [-3.0, -2.0, -1.0, 0.0]
     assert "NPU0" in row.title.value and "cpu-emulated" in row.title.value
     assert row.extra.value == "OK  (ge-glue)"
+    assert row.models.value == "llama_model 3.0 GiB"  # the models the NPU serves, with their memory there
     assert dashboard.devices.rows["1"].utilization_label.value == "0%"
 
 

@@ -96,6 +96,18 @@ class ServerSnapshot:
         matches = [m for m in self.models if m.name == name]
         return max(matches, key=lambda m: version_key(m.version)) if matches else None
 
+    def models_by_device(self) -> dict[str, list[tuple[str, int | None]]]:
+        """Per NPU id, the models running on it and the bytes each holds there (None: not reported); a
+        tensor-parallel model is on each of its NPUs, with its share."""
+        held: dict[str, list[tuple[str, int | None]]] = {}
+        for model in self.models:
+            memory = dict(model.memory_by_device)
+            for device in model.devices:
+                entry = (model.name, memory.get(device))
+                if entry not in held.setdefault(device, []):
+                    held[device].append(entry)
+        return held
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON (recordings, `status --json`)."""
         return dataclasses.asdict(self)

@@ -84,17 +84,9 @@ def device_rows(snapshot: ServerSnapshot, series: dict[str, list[float | None]],
 
 
 def models_by_device(snapshot: ServerSnapshot) -> dict[str, list[str]]:
-    """Per NPU id, the models running on it and the memory each holds there, where the glue says (a
-    tensor-parallel model is on each of its NPUs, with its share)."""
-    held: dict[str, list[str]] = {}
-    for model in snapshot.models:
-        memory = dict(model.memory_by_device)
-        for device in model.devices:
-            size = memory.get(device)
-            label = model.name if size is None else f"{model.name} {human_bytes(size)}"
-            if label not in held.setdefault(device, []):
-                held[device].append(label)
-    return held
+    """Per NPU id, the models running on it, each with the memory it holds there where the glue says."""
+    return {device: [name if size is None else f"{name} {human_bytes(size)}" for name, size in held]
+            for device, held in snapshot.models_by_device().items()}
 
 
 class DevicesPanel(Widget):
