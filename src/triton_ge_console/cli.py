@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "triton_ge_console.sessions.telemetry_commands",  # devices
     "triton_ge_console.sessions.bench_commands",  # bench
     "triton_ge_console.fleet.commands",  # k8s render
+    "triton_ge_console.sessions.grafana_commands",  # grafana
     "triton_ge_console.console.commands",  # the console itself (default), demo, serve
 )
 

@@ -18,6 +18,7 @@ from triton_ge_console.backend_glue.settings import (
     instance_index,
     load_settings,
     pick_device,
+    pick_devices,
 )
 from triton_ge_console.repository import pbtxt
 
@@ -138,3 +139,15 @@ def test_stub_version_dir_comes_from_the_stub_argv(tmp_path: Path) -> None:
     assert stub_version_dir(cmdline) == Path("/repo/m/3")
     cmdline.write_bytes(b"python3\0-c\0")
     assert stub_version_dir(cmdline) is None
+
+
+def test_tensor_parallel_instances_span_groups_of_device_ids(tmp_path: Path) -> None:
+    """tensor_parallel 2 over 0-3: instance 0 spans NPUs 0-1, instance 1 spans 2-3, instance 2 0-1 again."""
+    assert [pick_devices((0, 1, 2, 3), f"m_0_{i}", 0, 2) for i in range(3)] == [(0, 1), (2, 3), (0, 1)]
+    assert pick_devices((4, 5), "m_0_1", 0, 1) == (5,)
+    folder = write_model(tmp_path, "m", 'backend: "ge"\nmax_batch_size: 4\n', dense_model(), "b.onnx")
+    config = {"backend": "ge", "parameters": _params(device_ids="0,1,2,3", tensor_parallel="2")}
+    settings = load_settings(_args(folder, "m_0_1"), config)
+    assert (settings.device_id, settings.devices) == (2, (2, 3))
+    with pytest.raises(GlueConfigError, match=r"tensor_parallel 3: device_ids \[0, 1, 2, 3\] must list"):
+        load_settings(_args(folder), {"parameters": _params(device_ids="0,1,2,3", tensor_parallel="3")})

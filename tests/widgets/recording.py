@@ -22,8 +22,8 @@ def llama(step: int) -> ModelSnapshot:
         avg_batch=None if step == 0 else 2.5,
         latency=Latency(avg_ms=None if step == 0 else 4.0 * step, p50_ms=None if step == 0 else 3.0 * step,
                         p90_ms=None, p99_ms=None if step == 0 else 9.0 * step, source="summary"),
-        queue_ms=1.0, compute_ms=3.0, success_total=100 * step, failure_total=0,
-        devices=("0",), execution_mode="cpu-emulated",
+        queue_ms=1.0, compute_ms=3.0, success_total=100 * step, failure_total=step, timed_out_total=step,
+        devices=("0",), execution_mode="cpu-emulated", memory_by_device=(("0", 3 << 30),),
     )
 
 

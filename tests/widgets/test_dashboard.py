@@ -38,8 +38,9 @@ def test_header_and_model_rows_show_the_latest_snapshot(dashboard: Dashboard) ->
     assert state["polls"] == 4 and state["ready"] is True
     assert state["models"]["llama_model:1"] == {
         "MODEL": "llama_model", "VER": "1", "STATE": "READY", "BACKEND": "ge", "QUEUE": "6", "REQ/S": "30.0",
-        "INF/S": "90.0", "BATCH": "2.5", "AVG ms": "12.00", "P50 ms": "9.00", "P99 ms": "27.00", "FAIL": "0",
-        "MODE": "cpu-emulated"}
+        "INF/S": "90.0", "BATCH": "2.5", "AVG ms": "12.00", "P50 ms": "9.00", "P99 ms": "27.00", "FAIL": "3",
+        "T/O": "3", "MODE": "cpu-emulated"}
+    assert "darkorange" in dashboard.models.rows[("llama_model", "1")].cells["T/O"].value
     assert state["models"]["bert_model:1"]["STATE"] == "UNAVAILABLE"
     assert state["models"]["bert_model:1"]["P50 ms"] == "—"
     assert "om_model_path does not exist" in dashboard.models.reasons.value
@@ -59,6 +60,7 @@ def test_device_gauges_show_utilization_memory_and_history(dashboard: Dashboard)
     assert list(row.line.x) == [-3.0, -2.0, -1.0, 0.0]
     assert "NPU0" in row.title.value and "cpu-emulated" in row.title.value
     assert row.extra.value == "OK  (ge-glue)"
+    assert row.models.value == "llama_model 3.0 GiB"  # the models the NPU serves, with their memory there
     assert dashboard.devices.rows["1"].utilization_label.value == "0%"
 
 
@@ -167,7 +169,7 @@ def test_rows_follow_the_repository() -> None:
     assert set(board.models.rows) == {("llama_model", "1"), ("bert_model", "1")}
     board.refresh()
     assert set(board.models.rows) == {("llama_model", "1")}
-    assert len(board.models.grid.children) == 2 * 16
+    assert len(board.models.grid.children) == 2 * 17
     board.close()
 
 

@@ -39,6 +39,7 @@ class GlueSettings:
     intra_op_threads: int
     inter_op_threads: int
     device_memory_bytes: int  # capacity of an emulated device
+    devices: tuple[int, ...] = ()  # every NPU the instance spans (tensor parallel), device_id first
 
     @property
     def kind(self) -> str:
@@ -99,6 +100,24 @@ def model_file_candidates(path_text: str, version_dir: Path) -> list[Path]:
 def leaves_model_folder(path_text: str) -> bool:
     """Whether a relative configured path points outside its model folder from every place it is tried."""
     return not model_file_candidates(path_text, Path("model") / "1")
+
+
+def pick_devices(device_ids: tuple[int, ...], instance_name: str, triton_device_id: int,
+                 parallel: int) -> tuple[int, ...]:
+    """The NPUs this instance spans: device_ids cut into groups of `parallel`, round-robin by instance."""
+    if not device_ids or parallel <= 1:
+        return (pick_device(device_ids, instance_name, triton_device_id),)
+    groups = [device_ids[i:i + parallel] for i in range(0, len(device_ids) - parallel + 1, parallel)]
+    return tuple(groups[instance_index(instance_name) % len(groups)])
+
+
+def tensor_parallel(config: dict[str, Any], device_ids: tuple[int, ...], where: str) -> int:
+    """NPUs per instance (parameter tensor_parallel, default 1); device_ids must cut into whole groups."""
+    parallel = _int_param(config, ("tensor_parallel",), 1, where)
+    if parallel < 1 or (parallel > 1 and len(device_ids) % parallel):
+        raise GlueConfigError(f"{where}: tensor_parallel {parallel}: device_ids {list(device_ids)} must "
+                              f"list a whole multiple of it (>= 1)")
+    return parallel
 
 
 def _resolve(path_text: str | None, version_dir: Path, where: str, key: str) -> Path | None:
@@ -178,6 +197,8 @@ def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
                  or first_onnx(version_dir))
     requested = (parameter(config, "execution_mode") or "auto").lower()
     instance_name = args.get("model_instance_name", name)
+    devices = pick_devices(device_ids, instance_name, int(args.get("model_instance_device_id", "0") or 0),
+                           tensor_parallel(config, device_ids, where))
     return GlueSettings(
         model_name=name,
         backend=str(config.get("backend", "ge")),
@@ -186,11 +207,12 @@ def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
         instance_name=instance_name,
         mode=resolve_mode(requested, om_path, where),
         requested_mode=requested,
-        device_id=pick_device(device_ids, instance_name, int(args.get("model_instance_device_id", "0") or 0)),
+        device_id=devices[0],
         om_path=om_path,
         onnx_path=onnx_path,
         max_batch_size=int(config.get("max_batch_size", 0)),
         intra_op_threads=_int_param(config, ("intra_op_threads", "intra_op_thread_count"), 0, where),
         inter_op_threads=_int_param(config, ("inter_op_threads", "inter_op_thread_count"), 0, where),
         device_memory_bytes=device_memory_bytes(config, where),
+        devices=devices,
     )

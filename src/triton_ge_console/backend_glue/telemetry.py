@@ -32,6 +32,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "ge_h2d_bytes_total": ("counter", "Bytes copied host to device"),
     "ge_d2h_bytes_total": ("counter", "Bytes copied device to host"),
     "ge_model_info": ("gauge", "1 per loaded model instance group, labelled with its execution mode"),
+    "ge_model_memory_bytes": ("gauge", "Device memory one model instance holds on the device (its share)"),
 }
 
 
@@ -89,28 +90,59 @@ def utilization(samples: collections.deque[tuple[float, float]]) -> float | None
     return min(1.0, max(0.0, (b1 - b0) / (t1 - t0)))
 
 
-class Telemetry:
-    """One instance's metrics: per-model counters, device gauges, and the flusher thread."""
+class _DeviceGauges:
+    """One NPU's gauges, from its ledger (and AscendCL's own figures, where they apply)."""
 
-    def __init__(self, pb_utils: Any, settings: GlueSettings, ledger: DeviceLedger,
-                 device_figures: Any = None) -> None:
+    def __init__(self, ledger: DeviceLedger, gauges: dict[str, Any], figures: Any = None) -> None:
+        self.ledger = ledger
+        self.gauges = gauges
+        self.figures = figures  # callable returning DeviceFigures | None (AscendCL), or None
+        self.samples: collections.deque[tuple[float, float]] = collections.deque()
+
+    def refresh(self) -> None:
+        """Set the gauges: AscendCL's own figures when present, else the shared ledger."""
+        usage = self.ledger.usage()
+        now = time.monotonic()
+        self.samples.append((now, usage.busy_seconds))
+        while len(self.samples) > 2 and now - self.samples[1][0] >= UTILIZATION_WINDOW_S:
+            self.samples.popleft()
+        figures: DeviceFigures = (self.figures() if self.figures else None) or DeviceFigures()
+        used = usage.used_bytes if figures.used_bytes is None else figures.used_bytes
+        total = usage.capacity_bytes if figures.total_bytes is None else figures.total_bytes
+        util = utilization(self.samples) if figures.utilization is None else figures.utilization
+        self.gauges["ge_device_memory_used_bytes"].set(float(used))
+        self.gauges["ge_device_memory_total_bytes"].set(float(total))
+        if util is not None:
+            self.gauges["ge_device_utilization_ratio"].set(util)
+
+
+class Telemetry:
+    """One instance's metrics: per-model counters, the gauges of each of its NPUs, and the flusher thread.
+
+    A tensor-parallel instance spans several NPUs: its work keeps each of them busy, each holds its share
+    (the ledgers), and `ge_model_info` names every one of them, so the console shows the model on each.
+    """
+
+    def __init__(self, pb_utils: Any, settings: GlueSettings, ledgers: tuple[DeviceLedger, ...],
+                 device_figures: Any = None, memory_share: int | None = None) -> None:
         self._pb = pb_utils
-        self._ledger = ledger
-        self._device_figures = device_figures  # callable returning DeviceFigures | None (AscendCL)
         self._lock = threading.Lock()
         self._pending = _Pending()
-        self._samples: collections.deque[tuple[float, float]] = collections.deque()
         self._families = {name: self._family(name, kind, text) for name, (kind, text) in FAMILIES.items()}
         model_labels = {"model": settings.model_name, "version": settings.version_dir.name,
                         "device": str(settings.device_id), "kind": settings.kind}
-        device_labels = {"device": str(settings.device_id), "kind": settings.kind}
         self._model = {name: self._metric(name, model_labels) for name in FAMILIES
-                       if name.startswith("ge_") and not name.startswith(("ge_device_", "ge_model_info"))}
-        self._device = {name: self._metric(name, device_labels) for name in FAMILIES
-                        if name.startswith("ge_device_")}
+                       if name.startswith("ge_") and not name.startswith(("ge_device_", "ge_model_"))}
+        self._devices = [self._device_gauges(ledger, settings.kind, device_figures if i == 0 else None)
+                         for i, ledger in enumerate(ledgers)]
         self._batch_sizes = _BatchSizes(pb_utils, model_labels)
-        info_labels = {**model_labels, "backend": settings.backend, "execution_mode": settings.kind}
-        self._metric("ge_model_info", info_labels).set(1.0)
+        for ledger in ledgers:
+            info_labels = {**model_labels, "device": str(ledger.device), "backend": settings.backend,
+                           "execution_mode": settings.kind}
+            self._metric("ge_model_info", info_labels).set(1.0)
+            if memory_share is not None:
+                labels = {**model_labels, "device": str(ledger.device), "instance": settings.instance_name}
+                self._metric("ge_model_memory_bytes", labels).set(float(memory_share))
         self._stop = threading.Event()
         self._last_warning = ""
         self.refresh_device()
@@ -125,6 +157,12 @@ class Telemetry:
     def _metric(self, name: str, labels: dict[str, str]) -> Any:
         """One labelled series of a family."""
         return self._families[name].Metric(labels=labels)
+
+    def _device_gauges(self, ledger: DeviceLedger, kind: str, figures: Any) -> _DeviceGauges:
+        """The three gauges of one NPU."""
+        labels = {"device": str(ledger.device), "kind": kind}
+        gauges = {name: self._metric(name, labels) for name in FAMILIES if name.startswith("ge_device_")}
+        return _DeviceGauges(ledger, gauges, figures)
 
     def executed(self, seconds: float, batch_size: int, stats: RunStats) -> None:
         """Account one execution (hot path: no IPC here)."""
@@ -151,24 +189,14 @@ class Telemetry:
             self._model["ge_h2d_bytes_total"].increment(pending.h2d)
         if pending.d2h:
             self._model["ge_d2h_bytes_total"].increment(pending.d2h)
-        self._ledger.add_busy(pending.busy_s)
+        for device in self._devices:
+            device.ledger.add_busy(pending.busy_s)
         self._batch_sizes.record(pending.batch_sizes)
 
     def refresh_device(self) -> None:
-        """Set the device gauges: AscendCL's own figures when present, else the shared ledger."""
-        usage = self._ledger.usage()
-        now = time.monotonic()
-        self._samples.append((now, usage.busy_seconds))
-        while len(self._samples) > 2 and now - self._samples[1][0] >= UTILIZATION_WINDOW_S:
-            self._samples.popleft()
-        figures: DeviceFigures = (self._device_figures() if self._device_figures else None) or DeviceFigures()
-        used = usage.used_bytes if figures.used_bytes is None else figures.used_bytes
-        total = usage.capacity_bytes if figures.total_bytes is None else figures.total_bytes
-        util = utilization(self._samples) if figures.utilization is None else figures.utilization
-        self._device["ge_device_memory_used_bytes"].set(float(used))
-        self._device["ge_device_memory_total_bytes"].set(float(total))
-        if util is not None:
-            self._device["ge_device_utilization_ratio"].set(util)
+        """Set the gauges of every NPU of the instance."""
+        for device in self._devices:
+            device.refresh()
 
     def _loop(self) -> None:
         """Flush and refresh until closed; a failing round is skipped, never fatal."""

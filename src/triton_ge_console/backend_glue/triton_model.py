@@ -46,7 +46,7 @@ class TritonPythonModel:
         self.executor = open_executor(self.settings, config)
         self.owner = f"{os.getpid()}:{self.settings.model_name}:{self.settings.instance_name}"
         try:
-            self.ledger = DeviceLedger(self.settings.device_id)
+            self.ledgers = tuple(DeviceLedger(d) for d in self.settings.devices or (self.settings.device_id,))
             check_config_against_model(self.settings, config, self.executor)
             self._reserve_memory()
             self.telemetry = self._telemetry(pb_utils)
@@ -60,17 +60,25 @@ class TritonPythonModel:
         pb_utils.Logger.log_info(self._load_message())
 
     def _reserve_memory(self) -> None:
-        """Claim the model's memory in the device's shared pool (a real NPU's own capacity, else emulated)."""
+        """Claim the model's memory in each of its NPUs' shared pools (a real NPU's own capacity, else
+        emulated): an instance over N NPUs (tensor parallel) holds 1/N of it on each."""
         figures = self.executor.device_figures()
         capacity = self.settings.device_memory_bytes
         if figures is not None and figures.total_bytes:
             capacity = figures.total_bytes
-        self.ledger.reserve(self.owner, self.settings.model_name, self.executor.memory_bytes, capacity)
+        share = self.memory_share()
+        for ledger in self.ledgers:
+            ledger.reserve(self.owner, self.settings.model_name, share, capacity)
+
+    def memory_share(self) -> int:
+        """What the instance holds on each of its NPUs: all of it on one, 1/N over N (tensor parallel)."""
+        return -(-self.executor.memory_bytes // len(self.ledgers))
 
     def _telemetry(self, pb_utils: Any) -> Telemetry | None:
         """Custom metrics, or None (logged) where this Triton's Python backend cannot offer them."""
         try:
-            return Telemetry(pb_utils, self.settings, self.ledger, self.executor.device_figures)
+            return Telemetry(pb_utils, self.settings, self.ledgers, self.executor.device_figures,
+                             self.memory_share())
         except Exception as exc:  # metrics must never keep a model from serving (older Python backends)
             pb_utils.Logger.log_warn(f"ge glue: model {self.settings.model_name}: custom metrics off: {exc}")
             return None
@@ -79,8 +87,9 @@ class TritonPythonModel:
         """The line logged at load: which mode, device and file this instance runs."""
         s = self.settings
         source = s.om_path if s.mode == "npu" else s.onnx_path
+        devices = ",".join(str(d) for d in s.devices or (s.device_id,))
         return (f"ge glue: model {s.model_name} instance {s.instance_name} execution_mode={s.kind} "
-                f"(requested {s.requested_mode}) device={s.device_id} "
+                f"(requested {s.requested_mode}) device={devices} "
                 f"memory={self.executor.memory_bytes} bytes source={source}")
 
     def execute(self, requests: list[Any]) -> list[Any]:
@@ -143,8 +152,7 @@ class TritonPythonModel:
         Telemetry stops first: its thread reads the executor's device figures, which must never make
         a destroyed context current.
         """
-        ledger = getattr(self, "ledger", None)
-        if ledger is not None:
+        for ledger in getattr(self, "ledgers", ()):
             ledger.release(self.owner)
         executor, telemetry = getattr(self, "executor", None), getattr(self, "telemetry", None)
         try:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf import json_format
+from tritonclient.grpc import model_config_pb2
 
 from triton_ge_console.repository import pbtxt
 
@@ -49,12 +50,26 @@ def config_summary(config_path: Path) -> str:
         sizes = ",".join(str(s) for s in config.dynamic_batching.preferred_batch_size) or "any"
         delay = config.dynamic_batching.max_queue_delay_microseconds
         parts.append(f"dynamic batching [{sizes}] delay {delay}µs")
+        parts += queue_summary(config.dynamic_batching)
     instances = sum(max(group.count, 1) for group in config.instance_group) or 1
     parts.append(f"instances {instances}")
     params = [f"{key}={value.string_value}" for key, value in sorted(config.parameters.items())]
     if params:
         parts.append("params " + " ".join(params)[:80])
     return " · ".join(parts)
+
+
+def queue_summary(batching: model_config_pb2.ModelDynamicBatching) -> list[str]:
+    """The queue policy in a few words: size limit, timeout and its action, priority levels."""
+    parts = [f"{batching.priority_levels} priority levels"] if batching.priority_levels else []
+    if batching.HasField("default_queue_policy"):
+        policy = batching.default_queue_policy
+        size = policy.max_queue_size or "unbounded"
+        timeout = policy.default_timeout_microseconds
+        action = model_config_pb2.ModelQueuePolicy.TimeoutAction.Name(policy.timeout_action)
+        override = " (overridable)" if policy.allow_timeout_override else ""
+        parts.append(f"queue {size}, timeout {f'{timeout}µs {action}' if timeout else 'none'}{override}")
+    return parts
 
 
 def loaded_config_text(loaded: dict[str, Any], disk_text: str) -> str:

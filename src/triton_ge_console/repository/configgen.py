@@ -5,7 +5,12 @@ from __future__ import annotations
 from tritonclient.grpc import model_config_pb2
 
 from triton_ge_console.repository import pbtxt
-from triton_ge_console.repository.spec_types import ModelSpec, TensorSpec
+from triton_ge_console.repository.spec_types import (
+    DynamicBatchingSpec,
+    ModelSpec,
+    QueuePolicySpec,
+    TensorSpec,
+)
 
 ONNX_FILENAME = "model.onnx"
 OM_FILENAME = "model.om"
@@ -28,6 +33,8 @@ def config_parameters(model: ModelSpec) -> dict[str, str]:
     device_ids = model.instance_group.device_ids
     if model.backend == "npu_ge" or device_ids != (0,):
         params["device_ids"] = ",".join(str(d) for d in device_ids)
+    if model.instance_group.tensor_parallel > 1:
+        params["tensor_parallel"] = str(model.instance_group.tensor_parallel)
     return params
 
 
@@ -36,6 +43,28 @@ def _tensor(message: model_config_pb2.ModelInput | model_config_pb2.ModelOutput,
     message.name = tensor.name
     message.data_type = model_config_pb2.DataType.Value(f"TYPE_{tensor.data_type}")
     message.dims.extend(tensor.dims)
+
+
+def _batching(batching: model_config_pb2.ModelDynamicBatching, spec: DynamicBatchingSpec) -> None:
+    """Fill the dynamic batcher: sizes, delay, priority levels and queue policies."""
+    batching.SetInParent()
+    batching.preferred_batch_size.extend(spec.preferred_batch_size)
+    batching.max_queue_delay_microseconds = spec.max_queue_delay_microseconds
+    batching.priority_levels = spec.priority_levels
+    batching.default_priority_level = spec.default_priority_level
+    if spec.default_queue_policy is not None:
+        _queue_policy(batching.default_queue_policy, spec.default_queue_policy)
+    for level, policy in spec.priority_queue_policy:
+        _queue_policy(batching.priority_queue_policy[level], policy)
+
+
+def _queue_policy(message: model_config_pb2.ModelQueuePolicy, policy: QueuePolicySpec) -> None:
+    """Fill one ModelQueuePolicy."""
+    message.SetInParent()
+    message.timeout_action = model_config_pb2.ModelQueuePolicy.TimeoutAction.Value(policy.timeout_action)
+    message.default_timeout_microseconds = policy.default_timeout_microseconds
+    message.allow_timeout_override = policy.allow_timeout_override
+    message.max_queue_size = policy.max_queue_size
 
 
 def model_config(model: ModelSpec) -> model_config_pb2.ModelConfig:
@@ -54,10 +83,7 @@ def model_config(model: ModelSpec) -> model_config_pb2.ModelConfig:
             count=model.instance_group.count, kind=model_config_pb2.ModelInstanceGroup.KIND_CPU
         )
     if model.dynamic_batching is not None:
-        batching = config.dynamic_batching
-        batching.SetInParent()
-        batching.preferred_batch_size.extend(model.dynamic_batching.preferred_batch_size)
-        batching.max_queue_delay_microseconds = model.dynamic_batching.max_queue_delay_microseconds
+        _batching(config.dynamic_batching, model.dynamic_batching)
     for key, value in config_parameters(model).items():
         config.parameters[key].string_value = value
     return config

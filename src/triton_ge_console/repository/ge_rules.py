@@ -30,6 +30,7 @@ KNOWN_PARAMETERS = (
     "intra_op_thread_count",
     "inter_op_thread_count",
     "npu_memory_gib",
+    "tensor_parallel",
 )
 INTEGER_PARAMETERS = (
     "intra_op_threads",
@@ -57,6 +58,7 @@ def check_ge_config(config: mc.ModelConfig) -> list[Finding]:
         return []
     findings = _unknown_parameters(config)
     findings += _device_id_findings(config)
+    findings += _tensor_parallel_findings(config)
     findings += _value_findings(config)
     findings += _path_findings(config)
     if _is_true(parameter(config, "static_model")) and config.HasField("dynamic_batching"):
@@ -125,6 +127,22 @@ def _device_id_findings(config: mc.ModelConfig) -> list[Finding]:
             )
         )
     return findings
+
+
+def _tensor_parallel_findings(config: mc.ModelConfig) -> list[Finding]:
+    """tensor_parallel: a positive integer that cuts device_ids into whole groups of NPUs per instance."""
+    value = parameter(config, "tensor_parallel")
+    if value is None:
+        return []
+    if not value.strip().isdigit() or int(value) < 1:
+        return [error(param_field("tensor_parallel"), f"tensor_parallel '{value}' must be an integer >= 1")]
+    devices = parameter(config, "device_ids") or parameter(config, "DEVICEIDS") or "0"
+    count = len(devices.split(","))
+    if count % int(value):
+        return [error(param_field("tensor_parallel"),
+                      f"tensor_parallel {value} spans {value} NPUs per instance, but device_ids '{devices}' "
+                      f"lists {count}: list a multiple of {value}")]
+    return []
 
 
 def _value_findings(config: mc.ModelConfig) -> list[Finding]:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import yaml
 
+from triton_ge_console.repository.spec_devices import check_devices, host_device_count
 from triton_ge_console.repository.spec_kubernetes import read_kubernetes
 from triton_ge_console.repository.spec_models import model_name_problem, read_model
 from triton_ge_console.repository.spec_nodes import Problems, Reader, SpecError, SpecProblem, join
@@ -72,8 +73,18 @@ def parse_spec(
         problems.add(root, "models", "is required: list at least one model")
     problems.raise_if_any()
     assert server is not None and models is not None and kubernetes is not None
+    _check_devices(problems, entries["models"][1], models, server)
     path = None if base_dir is None else base_dir / Path(file).name
     return DeploymentSpec(name=name, path=path, server=server, models=models, kubernetes=kubernetes)
+
+
+def _check_devices(
+    problems: Problems, node: yaml.Node, models: tuple[ModelSpec, ...], server: ServerSpec
+) -> None:
+    """NPUs the host lacks (asked of npu-smi only when a model names more than NPU 0) and over-commitment."""
+    many = any(d > 0 for model in models for d in model.instance_group.device_ids)
+    check_devices(problems, node.value, models, server, host_device_count() if many else None)
+    problems.raise_if_any()
 
 
 def yaml_root(text: str, problems: Problems) -> tuple[yaml.SafeLoader, yaml.Node | None]:

@@ -13,13 +13,14 @@ from triton_ge_console.repository.spec_nodes import (
     suggest,
     unknown_key_message,
 )
+from triton_ge_console.repository.spec_queue import QUEUE_KEYS, with_queue
 from triton_ge_console.repository.spec_types import DynamicBatchingSpec, InstanceGroupSpec
 
-BATCHING_KEYS = ("preferred_batch_size", "max_queue_delay_microseconds")
-INSTANCE_KEYS = ("count", "device_ids")
+BATCHING_KEYS = ("preferred_batch_size", "max_queue_delay_microseconds", *QUEUE_KEYS)
+INSTANCE_KEYS = ("count", "device_ids", "tensor_parallel")
 MODEL_PATH_KEYS = ("om_model_path", "onnx_model_path")
 MAX_INSTANCES = 64  # per group; each instance of a GE model is its own backend process and device context
-THRESHOLD_KEYS = ("queue_depth", "p99_ms")
+THRESHOLD_KEYS = ("queue_depth", "p99_ms", "timed_out")
 # Parameters the GE backends read; others pass through (Triton ignores what a backend does not read), but a
 # near-miss of one of these is almost surely a typo and is reported.
 KNOWN_PARAMETERS = (
@@ -38,7 +39,7 @@ EXECUTION_MODES = ("auto", "npu", "cpu")
 def read_batching(
     reader: Reader, node: yaml.Node | None, path: str, max_batch: int | None
 ) -> DynamicBatchingSpec | None:
-    """Dynamic batching: `{}`/true for defaults, or preferred sizes and a queue delay."""
+    """Dynamic batching: `{}`/true for defaults, or preferred sizes, a queue delay and queue policies."""
     if node is None or (isinstance(node, yaml.ScalarNode) and reader.value(node) is False):
         return None
     if max_batch == 0:
@@ -48,17 +49,7 @@ def read_batching(
     entries = reader.mapping(node, path, BATCHING_KEYS)
     if entries is None:
         return None
-    preferred: tuple[int, ...] = ()
-    if "preferred_batch_size" in entries:
-        pref_node = entries["preferred_batch_size"][1]
-        preferred = reader.int_list(pref_node, join(path, "preferred_batch_size"), 1, INT32_MAX) or ()
-        too_big = [size for size in preferred if max_batch and size > max_batch]
-        if too_big:
-            reader.problems.add(
-                pref_node,
-                join(path, "preferred_batch_size"),
-                f"{too_big[0]} is larger than max_batch_size {max_batch}",
-            )
+    preferred = _preferred(reader, entries, path, max_batch)
     delay = 0
     if "max_queue_delay_microseconds" in entries:
         delay = (
@@ -67,7 +58,25 @@ def read_batching(
             )
             or 0
         )
-    return DynamicBatchingSpec(preferred, delay)
+    return with_queue(reader, DynamicBatchingSpec(preferred, delay), entries, path)
+
+
+def _preferred(
+    reader: Reader, entries: dict[str, tuple[yaml.Node, yaml.Node]], path: str, max_batch: int | None
+) -> tuple[int, ...]:
+    """Preferred batch sizes, each at most max_batch_size."""
+    if "preferred_batch_size" not in entries:
+        return ()
+    pref_node = entries["preferred_batch_size"][1]
+    preferred = reader.int_list(pref_node, join(path, "preferred_batch_size"), 1, INT32_MAX) or ()
+    too_big = [size for size in preferred if max_batch and size > max_batch]
+    if too_big:
+        reader.problems.add(
+            pref_node,
+            join(path, "preferred_batch_size"),
+            f"{too_big[0]} is larger than max_batch_size {max_batch}",
+        )
+    return preferred
 
 
 def read_instance_group(reader: Reader, node: yaml.Node | None, path: str) -> InstanceGroupSpec | None:
@@ -92,7 +101,33 @@ def read_instance_group(reader: Reader, node: yaml.Node | None, path: str) -> In
                 entries["device_ids"][1], join(path, "device_ids"), "must list at least one id"
             )
             device_ids = None
-    return InstanceGroupSpec(count, device_ids) if count is not None and device_ids is not None else None
+    parallel = _tensor_parallel(reader, entries, path, device_ids)
+    if count is None or device_ids is None or parallel is None:
+        return None
+    return InstanceGroupSpec(count, device_ids, parallel)
+
+
+def _tensor_parallel(
+    reader: Reader,
+    entries: dict[str, tuple[yaml.Node, yaml.Node]],
+    path: str,
+    device_ids: tuple[int, ...] | None,
+) -> int | None:
+    """NPUs per instance: device_ids must cut into whole groups of that many."""
+    if "tensor_parallel" not in entries:
+        return 1
+    node = entries["tensor_parallel"][1]
+    parallel = reader.integer(node, join(path, "tensor_parallel"), 1)
+    if parallel is not None and device_ids is not None and len(device_ids) % parallel:
+        reader.problems.add(node, join(path, "tensor_parallel"),
+                            f"{parallel} NPUs per instance, but device_ids lists {len(device_ids)}: "
+                            f"list a multiple of {parallel}")
+        return None
+    if parallel and parallel > 1 and device_ids is not None and len(set(device_ids)) != len(device_ids):
+        reader.problems.add(entries["device_ids"][1], join(path, "device_ids"),
+                            "lists an NPU twice: one instance cannot span the same NPU twice")
+        return None
+    return parallel
 
 
 def read_parameters(reader: Reader, node: yaml.Node | None, path: str) -> dict[str, str]:

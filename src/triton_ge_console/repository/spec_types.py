@@ -18,19 +18,41 @@ class TensorSpec:
 
 
 @dataclass(frozen=True)
+class QueuePolicySpec:
+    """Triton's ModelQueuePolicy: how long a request may wait in the queue and how many may wait."""
+
+    timeout_action: str = "REJECT"  # REJECT | DELAY, what happens to a request whose timeout expired
+    default_timeout_microseconds: int = 0  # 0: no timeout
+    allow_timeout_override: bool = False  # a request's own (shorter) timeout applies
+    max_queue_size: int = 0  # 0: unbounded; beyond it Triton refuses a request at once
+
+
+@dataclass(frozen=True)
 class DynamicBatchingSpec:
     """Triton's dynamic batcher settings for one model."""
 
     preferred_batch_size: tuple[int, ...] = ()
     max_queue_delay_microseconds: int = 0
+    default_queue_policy: QueuePolicySpec | None = None
+    priority_levels: int = 0  # 0: one queue; N: levels 1 (first served) .. N
+    default_priority_level: int = 0  # the level of a request that names none
+    priority_queue_policy: tuple[tuple[int, QueuePolicySpec], ...] = ()  # per level, in level order
 
 
 @dataclass(frozen=True)
 class InstanceGroupSpec:
-    """How many model instances run, and on which NPUs."""
+    """How many model instances run, and on which NPUs: each instance spans `tensor_parallel` NPUs of
+    device_ids (1: instances spread one per NPU, round-robin; N: device_ids cut into groups of N)."""
 
     count: int = 1
     device_ids: tuple[int, ...] = (0,)
+    tensor_parallel: int = 1
+
+    def instance_devices(self) -> tuple[tuple[int, ...], ...]:
+        """The NPUs of each instance, in instance order (what the glue picks for instance i)."""
+        groups = [self.device_ids[i:i + self.tensor_parallel]
+                  for i in range(0, len(self.device_ids), self.tensor_parallel)]
+        return tuple(tuple(groups[i % len(groups)]) for i in range(self.count))
 
 
 @dataclass(frozen=True)

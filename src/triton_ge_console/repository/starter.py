@@ -40,9 +40,21 @@ models:
     dynamic_batching:     # a request waits up to the delay for others to reach a preferred size:
       preferred_batch_size: [4, 8]       # more throughput under load, but a lone request pays
       max_queue_delay_microseconds: 500  # about the delay (0 = batch only what is already queued)
+      # priority_levels: 2               # requests may name a level, 1 served first (0: one queue)
+      # default_priority_level: 2        # a request's level when it names none (required with levels)
+      # default_queue_policy:            # Triton's queue policy, for every level without its own:
+      #   max_queue_size: 16             # more waiting requests are refused at once (0: no limit)
+      #   default_timeout_microseconds: 100000   # a request waiting longer times out (0: never)
+      #   timeout_action: REJECT         # REJECT it (the console's T/O column), or DELAY it behind the rest
+      #   allow_timeout_override: true   # a request's own shorter timeout applies (bench --timeout-us)
+      # priority_queue_policy:           # per level, the same four keys
+      #   1: {max_queue_size: 0, default_timeout_microseconds: 0}
     # instance_group:
     #   count: 1          # model instances
-    #   device_ids: [0]   # NPUs the instances are spread over
+    #   device_ids: [0]   # NPUs the instances are spread over, one each, round-robin
+    #   tensor_parallel: 1  # NPUs ONE instance spans: with device_ids [0, 1, 2, 3, 4, 5, 6, 7] and 8, the
+    #                       # model runs on eight cards as one instance, each holding 1/8 of it; with 4 and
+    #                       # count: 2, two instances of four cards each (device_ids must divide evenly)
     # parameters:         # passed to the backend as config parameters (strings)
     #   om_model_path: /models/llama.om   # default for ge: model.om in each version folder
     #   static_model: 1                   # GE static graph: needs fixed shapes, excludes dynamic_batching
@@ -52,6 +64,7 @@ models:
     thresholds:           # the console colours a model when it crosses these
       queue_depth: 8
       p99_ms: 50
+      # timed_out: 1      # requests rejected at their queue timeout (a full queue refuses uncounted)
 
   # A small BERT-style encoder beside it, in the same server, on the second NPU.
   - name: bert_model

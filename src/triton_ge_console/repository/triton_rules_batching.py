@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_ge_console.repository.triton_rules import Finding, error
+from triton_ge_console.repository.triton_rules import Finding, error, warning
 
 Control = mc.ModelSequenceBatching.Control
 BOOLEAN_CONTROLS = (
@@ -29,6 +29,7 @@ def check_dynamic_batching(config: mc.ModelConfig) -> list[Finding]:
         "dynamic batching preferred size",
     )
     findings += _priorities(batching, config.name)
+    findings += _ignored_queue_settings(batching)
     if batching.preserve_ordering:
         findings += _preserve_ordering(batching, config.name)
     return findings
@@ -66,6 +67,33 @@ def _priorities(batching: mc.ModelDynamicBatching, name: str) -> list[Finding]:
                     f"priority queue policy must have priority level in range [1, {levels}] for {name}",
                 )
             )
+    return findings
+
+
+def _ignored_queue_settings(batching: mc.ModelDynamicBatching) -> list[Finding]:
+    """What Triton loads but never applies: per-level settings with one queue, an override with no timeout.
+
+    scheduler_utils.cc builds only the default queue when priority_levels is 0, and PolicyQueue::Enqueue
+    takes a request's timeout only when it is shorter than the policy's default (never when that is 0).
+    """
+    findings = []
+    if batching.priority_levels == 0:
+        findings += [
+            warning(f"dynamic_batching.{field}", f"{field} is ignored while priority_levels is 0")
+            for field, given in (("priority_queue_policy", bool(batching.priority_queue_policy)),
+                                 ("default_priority_level", batching.default_priority_level != 0))
+            if given
+        ]
+    policies = [("dynamic_batching.default_queue_policy", batching.default_queue_policy)]
+    policies += [(f'dynamic_batching.priority_queue_policy["{level}"]', policy)
+                 for level, policy in sorted(batching.priority_queue_policy.items())]
+    findings += [
+        warning(f"{where}.allow_timeout_override",
+                "allow_timeout_override has no effect while default_timeout_microseconds is 0: "
+                "Triton applies a request's timeout only when it is shorter than the default")
+        for where, policy in policies
+        if policy.allow_timeout_override and policy.default_timeout_microseconds == 0
+    ]
     return findings
 
 

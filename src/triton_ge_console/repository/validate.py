@@ -14,6 +14,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_ge_console.repository import (
     ge_rules,
+    ge_rules_devices,
     pbtxt,
     triton_rules,
     triton_rules_autocomplete,
@@ -23,6 +24,8 @@ from triton_ge_console.repository import (
     triton_rules_warmup,
 )
 from triton_ge_console.repository.pbtxt import excerpted
+from triton_ge_console.repository.spec_devices import host_device_count
+from triton_ge_console.repository.spec_types import InstanceGroupSpec
 from triton_ge_console.repository.triton_rules import ERROR, WARNING, Finding, error, warning
 from triton_ge_console.repository.triton_rules_backends import BackendSearch, backend_search
 
@@ -215,12 +218,24 @@ def _validate_repository(repository: Path, search: BackendSearch) -> ValidationR
     for name, finding in triton_rules_repository.check_ensembles(models, loaded).items():
         evaluation = evaluations[name]
         problems[name].append(_place(finding, evaluation.report.path, evaluation.sites))
+    for name, finding in _device_findings(evaluations, repository):
+        evaluation = evaluations[name]
+        problems[name].append(_place(finding, evaluation.report.path, evaluation.sites))
     flat = [problem for folder in folders for problem in problems[folder.name]]
     if not folders:
         flat.append(
             Problem(WARNING, str(repository), None, None, None, "no model folders: the repository is empty")
         )
     return ValidationReport(str(repository), tuple(flat), tuple(f.name for f in folders))
+
+
+def _device_findings(evaluations: dict[str, _Evaluation], repository: Path) -> list[tuple[str, Finding]]:
+    """NPUs the host lacks (npu-smi asked only when a model names more than NPU 0) and over-commitment."""
+    configs = {name: (e.config, repository / name) for name, e in evaluations.items()
+               if e.config is not None and e.report.ok}
+    many = any(d > 0 for config, _ in configs.values()
+               for d in (ge_rules_devices.instance_group(config) or InstanceGroupSpec()).device_ids)
+    return ge_rules_devices.check_devices(configs, host_device_count() if many else None)
 
 
 def _model_entry(evaluation: _Evaluation, folder: Path) -> triton_rules_repository.ModelEntry:

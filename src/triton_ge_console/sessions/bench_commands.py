@@ -85,6 +85,11 @@ def _add_load_options(parser: argparse.ArgumentParser) -> None:
                         help="unmeasured load before each step's windows (default: 1000)")
     parser.add_argument("--max-windows", type=positive_int, default=10, metavar="N",
                         help="windows per step at most while waiting for 3 within 10%% (default: 10)")
+    parser.add_argument("--priority", type=positive_int, default=0, metavar="LEVEL",
+                        help="request priority level (1 is served first; default: the model's)")
+    parser.add_argument("--timeout-us", type=positive_int, default=0, metavar="US",
+                        help="each request's queue timeout; Triton applies it where the model's queue "
+                             "policy allows an override and it is shorter than the default")
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -174,6 +179,7 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
         concurrency=args.concurrency or (1,), rate=args.rate or (), distribution=args.distribution,
         batch_size=args.batch_size, shapes=shapes, input_files=files, window_ms=args.window_ms,
         warmup_ms=args.warmup_ms, max_windows=args.max_windows, headers=headers,
+        priority=args.priority, timeout_us=args.timeout_us,
     )
 
 

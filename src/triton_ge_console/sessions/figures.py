@@ -24,9 +24,11 @@ COUNTER_METRICS = {  # in ModelCounters' order, failures aside
     "compute_output_us": "nv_inference_compute_output_duration_us",
 }
 FAILURES = "nv_inference_request_failure"
+QUEUE_TIMEOUT_REASON = "REJECTED"  # what Triton calls a request its queue policy rejected at its timeout
 PENDING = "nv_inference_pending_request_count"
 SUMMARY = "nv_inference_request_summary_us"
 GLUE_PREFIX = "ge_"
+GLUE_MEMORY = "ge_model_memory_bytes"
 MODE_LABELS = ("execution_mode", "kind")  # ge_model_info has execution_mode; per-model counters kind
 
 
@@ -38,6 +40,7 @@ class MetricViews:
     quantiles: dict[ModelKey, dict[str, float]] = field(default_factory=dict)
     reasons: dict[ModelKey, dict[str, float]] = field(default_factory=dict)
     glue: dict[str, tuple[tuple[str, ...], str | None]] = field(default_factory=dict)
+    memory: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, table: MetricTable | None) -> MetricViews:
@@ -45,7 +48,7 @@ class MetricViews:
         if table is None:
             return cls()
         return cls(table.by_model(PENDING), table.by_model_and(SUMMARY, "quantile"),
-                   table.by_model_and(FAILURES, "reason"), glue_labels(table))
+                   table.by_model_and(FAILURES, "reason"), glue_labels(table), glue_memory(table))
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,23 @@ def failures_by_reason(reasons: dict[str, float] | None) -> tuple[tuple[str, int
     return tuple(sorted((reason, int(count)) for reason, count in (reasons or {}).items() if count > 0))
 
 
+def timed_out(reasons: dict[str, float] | None) -> int | None:
+    """Requests rejected at their queue timeout, None when the server has no failure counter by reason."""
+    count = (reasons or {}).get(QUEUE_TIMEOUT_REASON)
+    return None if count is None else int(count)
+
+
+def glue_memory(table: MetricTable) -> dict[str, tuple[tuple[str, int], ...]]:
+    """Per model name, the device memory its instances hold on each NPU (the glue's ge_model_memory_bytes)."""
+    held: dict[str, dict[str, float]] = {}
+    for sample in table.samples(GLUE_MEMORY):
+        model, device = sample.label("model"), sample.label("device")
+        if model is not None and device is not None and not math.isnan(sample.value):
+            per_device = held.setdefault(model, {})
+            per_device[device] = per_device.get(device, 0.0) + sample.value
+    return {model: tuple(sorted((d, int(v)) for d, v in devices.items())) for model, devices in held.items()}
+
+
 def glue_labels(table: MetricTable) -> dict[str, tuple[tuple[str, ...], str | None]]:
     """Per model name: devices and execution mode the GE glue's per-model `ge_*` metrics are labelled with."""
     devices: dict[str, set[str]] = {}
@@ -136,6 +156,7 @@ class ModelInputs(NamedTuple):
     counters: ModelCounters | None
     rates: ModelRates
     dead: str | None = None
+    memory: tuple[tuple[str, int], ...] = ()
 
 
 def model_inputs(entry: IndexEntry, readings: PollReadings, counters: ModelCounters | None,
@@ -147,7 +168,7 @@ def model_inputs(entry: IndexEntry, readings: PollReadings, counters: ModelCount
     return ModelInputs(entry, readings.backends.get(key), views.pending.get(key), views.quantiles.get(key),
                        views.reasons.get(key), views.glue.get(entry.name), readings.traced.get(key),
                        stats.last_inference_s if stats is not None else None, counters, rates,
-                       readings.dead.get(key))
+                       readings.dead.get(key), views.memory.get(entry.name, ()))
 
 
 def build_model(inputs: ModelInputs) -> ModelSnapshot:
@@ -173,7 +194,9 @@ def build_model(inputs: ModelInputs) -> ModelSnapshot:
         success_total=None if counters is None else int(counters.success),
         failure_total=None if counters is None else int(counters.failure),
         failures_by_reason=failures_by_reason(inputs.reasons),
+        timed_out_total=timed_out(inputs.reasons),
         last_inference=inputs.last_inference,
         devices=devices,
         execution_mode=mode,
+        memory_by_device=inputs.memory,
     )

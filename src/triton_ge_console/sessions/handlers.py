@@ -241,7 +241,9 @@ def _print_status(data: dict[str, Any]) -> None:
         print(f"  started {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(data['started_at']))}")
     for model in data["models"]:
         reason = f"  ({model['reason']})" if model.get("reason") else ""
-        print(f"  model {model['name']} v{model['version']}: {model['state']}{reason}")
+        failures = ", ".join(f"{why} {count}" for why, count in model.get("failures_by_reason") or ())
+        failed = f"  failed: {failures}" if failures else ""
+        print(f"  model {model['name']} v{model['version']}: {model['state']}{reason}{failed}")
     if data["error"]:
         print(f"  error: {data['error']}")
     if data["exit_code"] is not None:

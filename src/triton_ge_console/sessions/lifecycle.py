@@ -359,10 +359,14 @@ def observe_models(record: SessionRecord, timeout: float = 5.0,
 
 
 def _status_row(model: ModelSnapshot | ModelState) -> dict[str, Any]:
-    """One model for `status`: its state and health, and why it is not serving (if it is not)."""
-    health = model.health if isinstance(model, ModelSnapshot) else None
-    return {"name": model.name, "version": model.version, "state": model.state, "health": health,
-            "reason": model.reason}
+    """One model for `status`: its state and health, why it is not serving (if it is not), and its failed
+    requests by Triton's reason with those that timed out in the queue (None: not read)."""
+    row: dict[str, Any] = {"name": model.name, "version": model.version, "state": model.state, "health": None,
+           "reason": model.reason, "failures_by_reason": None, "timed_out_total": None}
+    if isinstance(model, ModelSnapshot):
+        row.update(health=model.health, failures_by_reason=[list(pair) for pair in model.failures_by_reason],
+                   timed_out_total=model.timed_out_total)
+    return row
 
 
 def _death(code: int | None) -> str:

@@ -17,6 +17,7 @@ import numpy as np
 
 from triton_ge_console.sessions.loadgen_engine import (
     LoadLoops,
+    Recorder,
     StepResult,
     StopRequested,
     Window,
@@ -26,6 +27,7 @@ from triton_ge_console.sessions.loadgen_engine import (
 from triton_ge_console.sessions.loadgen_inputs import LoadSpecError, build_inputs
 from triton_ge_console.sessions.loadgen_transport import (
     LoadError,
+    RequestOptions,
     StatsTotals,
     Transport,
     UnknownModelError,
@@ -53,7 +55,8 @@ async def run_load(spec: LoadSpec, progress: ProgressCallback | None = None,
         report.emit(1, "connecting")
         signature = await transport.signature(spec.model)
         tensors = build_inputs(signature, spec.batch_size, spec.shapes, spec.input_files, spec.seed)
-        transport.prepare(spec.model, tensors, tuple(o.name for o in signature.outputs))
+        transport.prepare(spec.model, tensors, tuple(o.name for o in signature.outputs),
+                          RequestOptions(spec.priority, spec.timeout_us))
         for step, level in enumerate(spec.levels, start=1):
             rows.append(await _run_step(spec, transport, level, step, report, stop))
         report.emit(len(spec.levels), "done")
@@ -124,15 +127,17 @@ async def _run_step(spec: LoadSpec, transport: Transport, level: float, step: in
         result = await loops.measure(spec.window_ms / 1000, spec.max_windows, spec.stable_windows,
                                      spec.stability, on_window)
     finally:
+        await loops.drain(tasks)
         await cancel_all(tasks)
         await loops.cancel_sends()
-    row = summarize(spec, level, result, loops.recorder.first_error)
+    row = summarize(spec, level, result, loops.recorder)
     report.emit(step, "step-done", None, result.measured, row)
     return row
 
 
-def summarize(spec: LoadSpec, level: float, result: StepResult, first_error: str | None) -> BenchRow:
-    """A BenchRow from the step's last `stable_windows` windows (at most the kept ones), pooled."""
+def summarize(spec: LoadSpec, level: float, result: StepResult, recorder: Recorder) -> BenchRow:
+    """A BenchRow from the step's last `stable_windows` windows (at most the kept ones), pooled; queue
+    refusals are the whole step's, so a burst's every refused request is counted."""
     used = result.last(spec.stable_windows)
     latencies = np.fromiter((x for w in used for x in w.latencies), dtype=np.float64)
     wall = sum(w.duration_s for w in used)
@@ -151,7 +156,7 @@ def summarize(spec: LoadSpec, level: float, result: StepResult, first_error: str
         stable=result.stable, **split,
         client_cpu=sum(w.cpu_s for w in used) / wall if wall > 0 else None,
         send_rate_rps=sum(w.sent for w in used) / wall if rate_mode and wall > 0 else None,
-        first_error=first_error,
+        first_error=recorder.first_error, rejected=recorder.rejected, timed_out=recorder.timed_out,
     )
 
 

@@ -20,6 +20,11 @@ import numpy as np
 from triton_ge_console.sessions.loadgen_transport import InferenceFailed, LoadError, StatsTotals, Transport
 
 clock = time.perf_counter
+# How Triton answers a request its queue policy refused (scheduler_utils.cc): the queue was full at arrival,
+# or the request's timeout expired while it waited. Neither is the model failing, so each is counted apart.
+QUEUE_FULL = "Exceeds maximum queue size"
+TIMED_OUT = "Request timeout expired"
+DRAIN_S = 2.0  # at a step's end, requests in flight get this long to come back before they are cancelled
 
 
 class StopRequested(Exception):
@@ -34,6 +39,8 @@ class Recorder:
         self.errors = 0
         self.sent = 0
         self.first_error: str | None = None
+        self.rejected = 0  # the whole step's queue-full refusals (not swapped: every one sent counts)
+        self.timed_out = 0  # the whole step's requests whose queue timeout expired
 
     def add(self, latency: float) -> None:
         """Record one successful request's latency (seconds)."""
@@ -44,7 +51,13 @@ class Recorder:
         self.fail_text(str(exc))
 
     def fail_text(self, message: str) -> None:
-        """Count a failed request described by message, keeping the first one."""
+        """Count a failed request described by message (a queue refusal apart), keeping the first error."""
+        if QUEUE_FULL in message:
+            self.rejected += 1
+            return
+        if TIMED_OUT in message:
+            self.timed_out += 1
+            return
         self.errors += 1
         if self.first_error is None:
             self.first_error = message
@@ -107,17 +120,30 @@ class LoadLoops:
         self.model = model
         self.recorder = Recorder()
         self.stop = stop
+        self.draining = False  # set at the step's end: no new request is sent
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def running(self) -> bool:
+        """Whether the loops may send another request."""
+        return not self.draining
 
     async def closed_loop(self) -> None:
         """One virtual user: send, wait for the answer, send again (the transport's fastest way)."""
-        await self.transport.closed_loop(self.recorder.add, self.recorder.fail_text)
+        await self.transport.closed_loop(self.recorder.add, self.recorder.fail_text, self.running)
+
+    async def drain(self, loops: list[asyncio.Task[None]]) -> None:
+        """Send nothing more and let requests in flight come back (a stop request waits for none)."""
+        self.draining = True
+        pending = [*loops, *self._tasks]
+        stopped = self.stop is not None and self.stop.is_set()
+        if pending and not stopped:
+            await asyncio.wait(pending, timeout=DRAIN_S)
 
     async def open_loop(self, intervals: Callable[[], float], max_inflight: int) -> None:
         """Send on schedule whatever the answers do; at max_inflight, later sends wait but keep their time."""
         gate = asyncio.Semaphore(max_inflight)
         due = clock()
-        while True:
+        while not self.draining:
             now = clock()
             while due <= now:
                 await gate.acquire()

@@ -148,8 +148,9 @@ class _LoopConnection(_ReplyReader):
     """One virtual user on one connection: each reply's callback times it and writes the next request."""
 
     def __init__(self, payload: bytes, succeeded: Callable[[float], None],
-                 failed: Callable[[str], None]) -> None:
+                 failed: Callable[[str], None], running: Callable[[], bool]) -> None:
         super().__init__()
+        self.running = running
         self.payload = payload
         self.succeeded = succeeded
         self.failed = failed
@@ -182,7 +183,7 @@ class _LoopConnection(_ReplyReader):
             self.succeeded(latency)
         else:
             self.failed(http_error_text(self.status, b"".join(self.error_body or ())))
-        if self.parser.should_keep_alive():
+        if self.parser.should_keep_alive() and self.running():
             self._send()
         elif self.transport is not None:
             self.transport.close()
@@ -203,13 +204,13 @@ class _LoopConnection(_ReplyReader):
 
 
 async def closed_loop(host: str, port: int, payload: bytes, succeeded: Callable[[float], None],
-                      failed: Callable[[str], None]) -> None:
-    """Keep one request in flight on a keep-alive connection until cancelled, reconnecting as needed."""
+                      failed: Callable[[str], None], running: Callable[[], bool]) -> None:
+    """Keep one request in flight on a keep-alive connection while running(), reconnecting as needed."""
     loop = asyncio.get_running_loop()
-    while True:
+    while running():
         try:
             transport, connection = await loop.create_connection(
-                lambda: _LoopConnection(payload, succeeded, failed), host, port)
+                lambda: _LoopConnection(payload, succeeded, failed, running), host, port)
         except OSError as exc:
             failed(f"cannot connect to {host}:{port}: {exc}")
             await asyncio.sleep(0)  # a refused connection must not starve the event loop

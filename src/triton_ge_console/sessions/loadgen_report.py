@@ -23,6 +23,8 @@ TABLE_COLUMNS = (
     ("infer ms", "server_compute_infer_ms", "{:.2f}"),
     ("output ms", "server_compute_output_ms", "{:.2f}"),
     ("errors", "errors", "{:d}"),
+    ("rejected", "rejected", "{:d}"),
+    ("timed out", "timed_out", "{:d}"),
     ("gen CPU", "client_cpu", "{:.0%}"),
 )
 

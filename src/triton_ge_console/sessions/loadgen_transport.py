@@ -77,6 +77,14 @@ def stats_totals(payload: Mapping[str, Any]) -> StatsTotals:
     return StatsTotals(**sums)
 
 
+@dataclass(frozen=True)
+class RequestOptions:
+    """Per-request settings Triton's scheduler reads: a priority level and a queue timeout."""
+
+    priority: int = 0  # 0: the model's default priority level
+    timeout_us: int = 0  # 0: none (the model's default_timeout_microseconds alone)
+
+
 class Transport(Protocol):
     """One protocol's connection to a server, for one model."""
 
@@ -88,7 +96,8 @@ class Transport(Protocol):
         """Cumulative statistics now, or None when the server would not say."""
         ...
 
-    def prepare(self, model: str, tensors: tuple[RequestTensor, ...], outputs: tuple[str, ...]) -> None:
+    def prepare(self, model: str, tensors: tuple[RequestTensor, ...], outputs: tuple[str, ...],
+                options: RequestOptions = RequestOptions()) -> None:
         """Serialize the request once; every infer() sends it."""
         ...
 
@@ -96,7 +105,8 @@ class Transport(Protocol):
         """Send the prepared request and read the whole response; raises InferenceFailed on error."""
         ...
 
-    async def closed_loop(self, succeeded: Callable[[float], None], failed: Callable[[str], None]) -> None:
+    async def closed_loop(self, succeeded: Callable[[float], None], failed: Callable[[str], None],
+                          running: Callable[[], bool]) -> None:
         """One virtual user until cancelled: send, record the latency (or the error), send again."""
         ...
 
@@ -176,9 +186,14 @@ class GrpcTransport:
         except InferenceServerException:
             return None
 
-    def prepare(self, model: str, tensors: tuple[RequestTensor, ...], outputs: tuple[str, ...]) -> None:
-        """A ModelInferRequest with raw input contents, built once."""
+    def prepare(self, model: str, tensors: tuple[RequestTensor, ...], outputs: tuple[str, ...],
+                options: RequestOptions = RequestOptions()) -> None:
+        """A ModelInferRequest with raw input contents (and priority / timeout parameters), built once."""
         request = service_pb2.ModelInferRequest(model_name=model)
+        if options.priority:
+            request.parameters["priority"].uint64_param = options.priority
+        if options.timeout_us:
+            request.parameters["timeout"].int64_param = options.timeout_us
         for tensor in tensors:
             request.inputs.add(name=tensor.name, datatype=tensor.datatype, shape=list(tensor.array.shape))
             request.raw_input_contents.append(_raw_bytes(tensor))
@@ -193,10 +208,11 @@ class GrpcTransport:
         except grpc.aio.AioRpcError as exc:
             raise InferenceFailed(exc.details() or str(exc.code())) from None
 
-    async def closed_loop(self, succeeded: Callable[[float], None], failed: Callable[[str], None]) -> None:
+    async def closed_loop(self, succeeded: Callable[[float], None], failed: Callable[[str], None],
+                          running: Callable[[], bool]) -> None:
         """Await each call in turn (gRPC multiplexes every virtual user on the one channel)."""
         call, request, metadata = self._stub.ModelInfer, self._request, self._metadata or None
-        while True:
+        while running():
             started = time.perf_counter()
             try:
                 await call(request, metadata=metadata)
@@ -251,7 +267,8 @@ class HttpTransport:
         except (InferenceServerException, aiohttp.ClientError, OSError):
             return None
 
-    def prepare(self, model: str, tensors: tuple[RequestTensor, ...], outputs: tuple[str, ...]) -> None:
+    def prepare(self, model: str, tensors: tuple[RequestTensor, ...], outputs: tuple[str, ...],
+                options: RequestOptions = RequestOptions()) -> None:
         """The KServe v2 body (binary tensor extension unless json_body) and its headers, built once."""
         binary = not self.json_body
         inputs = []
@@ -260,7 +277,8 @@ class HttpTransport:
             infer_input.set_data_from_numpy(tensor.array, binary_data=binary)
             inputs.append(infer_input)
         requested = [httpclient.InferRequestedOutput(name, binary_data=binary) for name in outputs]
-        body, json_size = httpclient.InferenceServerClient.generate_request_body(inputs, requested)
+        body, json_size = httpclient.InferenceServerClient.generate_request_body(
+            inputs, requested, priority=options.priority, timeout=options.timeout_us or None)
         headers = {"Content-Type": "application/json" if json_size is None else "application/octet-stream"}
         if json_size is not None:
             headers["Inference-Header-Content-Length"] = str(json_size)
@@ -277,9 +295,10 @@ class HttpTransport:
         if status != 200:
             raise InferenceFailed(http_error_text(status, error))
 
-    async def closed_loop(self, succeeded: Callable[[float], None], failed: Callable[[str], None]) -> None:
+    async def closed_loop(self, succeeded: Callable[[float], None], failed: Callable[[str], None],
+                          running: Callable[[], bool]) -> None:
         """Requests driven from the connection's reply callback (see loadgen_http.closed_loop)."""
-        await closed_loop(self._pool.host, self._pool.port, self._request, succeeded, failed)
+        await closed_loop(self._pool.host, self._pool.port, self._request, succeeded, failed, running)
 
     async def close(self) -> None:
         """Close the connections and the control client."""

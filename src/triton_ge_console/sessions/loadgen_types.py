@@ -35,6 +35,8 @@ class LoadSpec:
     max_inflight: int = 1024  # open-loop cap; later sends are still timed from their scheduled instant
     http_json_body: bool = False  # send tensors as JSON instead of Triton's binary extension
     headers: Mapping[str, str] = field(default_factory=dict)  # sent with every call (e.g. a session token)
+    priority: int = 0  # Triton's request priority level (0: the model's default level)
+    timeout_us: int = 0  # the request's own queue timeout (0: none; applies where the model allows override)
     seed: int = 0
 
     @property
@@ -68,6 +70,8 @@ class LoadSpec:
             raise LoadSpecError(f"--max-windows {self.max_windows}: must be at least {self.stable_windows}")
         if self.max_inflight < 1:
             raise LoadSpecError("max_inflight must be at least 1")
+        if self.priority < 0 or self.timeout_us < 0:
+            raise LoadSpecError("--priority and --timeout-us must not be negative")
 
 
 def _csv(values: tuple[float, ...] | tuple[int, ...]) -> str:
@@ -123,6 +127,8 @@ class BenchRow:
     client_cpu: float | None  # generator CPU seconds / wall seconds (1.0 = one core busy)
     send_rate_rps: float | None = None  # rate mode: requests actually sent per second
     first_error: str | None = None
+    rejected: int = 0  # the step's requests Triton refused because the model's queue was full
+    timed_out: int = 0  # the step's requests whose queue timeout expired before they ran
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON and CSV."""

@@ -52,9 +52,14 @@ class ModelSnapshot:
     success_total: int | None = None
     failure_total: int | None = None
     failures_by_reason: tuple[tuple[str, int], ...] = ()
+    # requests the queue policy rejected when their queue timeout expired: Triton 2.51 counts them as failure
+    # reason REJECTED; a request refused because the queue was full is answered before Triton counts it, so
+    # it shows in no server figure (the load generator counts those)
+    timed_out_total: int | None = None
     last_inference: float | None = None  # epoch seconds
     devices: tuple[str, ...] = ()  # device ids it runs on, e.g. ("0",)
     execution_mode: str | None = None  # "npu" | "cpu-emulated" as the glue reports it
+    memory_by_device: tuple[tuple[str, int], ...] = ()  # (device id, bytes its instances hold there)
     health: str | None = None  # OK | FAILING (READY, yet its instance died or all requests fail) | NOT_READY
 
     @property
@@ -117,6 +122,18 @@ class ServerSnapshot:
         matches = [m for m in self.models if m.name == name]
         return max(matches, key=lambda m: version_key(m.version)) if matches else None
 
+    def models_by_device(self) -> dict[str, list[tuple[str, int | None]]]:
+        """Per NPU id, the models running on it and the bytes each holds there (None: not reported); a
+        tensor-parallel model is on each of its NPUs, with its share."""
+        held: dict[str, list[tuple[str, int | None]]] = {}
+        for model in self.models:
+            memory = dict(model.memory_by_device)
+            for device in model.devices:
+                entry = (model.name, memory.get(device))
+                if entry not in held.setdefault(device, []):
+                    held[device].append(entry)
+        return held
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON (recordings, `status --json`)."""
         return dataclasses.asdict(self)
@@ -132,12 +149,14 @@ class ServerSnapshot:
 
 def _model_from_dict(data: dict[str, Any]) -> ModelSnapshot:
     """A ModelSnapshot from plain data, restoring tuples that JSON turned into lists."""
-    rest = {k: v for k, v in data.items() if k not in ("latency", "failures_by_reason", "devices")}
+    rest = {k: v for k, v in data.items()
+            if k not in ("latency", "failures_by_reason", "devices", "memory_by_device")}
     return ModelSnapshot(
         **rest,
         latency=Latency(**data.get("latency", {})),
         failures_by_reason=tuple((str(k), int(v)) for k, v in data.get("failures_by_reason", ())),
         devices=tuple(data.get("devices", ())),
+        memory_by_device=tuple((str(d), int(b)) for d, b in data.get("memory_by_device", ())),
     )
 
 

@@ -7,6 +7,7 @@ import html
 import ipywidgets as w
 import numpy as np
 
+from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.snapshot import DeviceSnapshot, ServerSnapshot
 from triton_ge_console.widgets.charts import plot_line, relative_times, sparkline, values, window
@@ -27,10 +28,12 @@ class DeviceRow:
                                       layout=w.Layout(width="200px"))
         self.memory_label = w.Label(MISSING, layout=w.Layout(width="120px"))
         self.extra = w.Label(MISSING)
+        self.models = w.Label("")  # the models this NPU serves, with what each holds on it
         self.box = w.HBox([self.title, self.utilization, self.utilization_label, self.figure, self.memory,
-                           self.memory_label, self.extra], layout=w.Layout(align_items="center"))
+                           self.memory_label, self.extra, self.models], layout=w.Layout(align_items="center"))
 
-    def update(self, device: DeviceSnapshot, history: SnapshotHistory, now: float, seconds: float) -> None:
+    def update(self, device: DeviceSnapshot, history: SnapshotHistory, now: float, seconds: float,
+               models: list[tuple[str, int | None]] | None = None) -> None:
         """Show one device's latest figures and its utilization history."""
         name = f" {html.escape(device.name)}" if device.name else ""
         place = device.place()
@@ -43,6 +46,8 @@ class DeviceRow:
         self.memory.value = min(used / total, 1.0) if used is not None and total else 0.0
         self.memory_label.value = gib(used, total)
         self.extra.value = device_extras(device)
+        self.models.value = ", ".join(name if size is None else f"{name} {human_bytes(size)}"
+                                      for name, size in models or ())
         series = window(history.device_series(device.id, lambda d: d.utilization), now, seconds)
         plot_line(self.line, relative_times(series, now), values(series))
 
@@ -86,5 +91,7 @@ class DeviceGauges:
             header = self.box.children[0]
             shown = [r.box for r in self.rows.values()] or [self.empty]
             self.box.children = [header, *shown]
+        held = snapshot.models_by_device()
         for device in snapshot.devices:
-            self.rows[device.id].update(device, history, snapshot.taken_at, self.history_seconds)
+            self.rows[device.id].update(device, history, snapshot.taken_at, self.history_seconds,
+                                        held.get(device.id))

@@ -13,7 +13,7 @@ from triton_ge_console.widgets.commands import CommandRunner
 from triton_ge_console.widgets.format import MISSING, number
 
 COLUMNS = ("MODEL", "VER", "STATE", "BACKEND", "QUEUE", "REQ/S", "INF/S", "BATCH", "AVG ms", "P50 ms",
-           "P99 ms", "FAIL", "MODE")
+           "P99 ms", "FAIL", "T/O", "MODE")  # T/O: requests rejected when their queue timeout expired
 ACTIONS = ("reload", "load", "unload")
 STATE_COLOURS = {"READY": "green", "UNAVAILABLE": "firebrick", "LOADING": "darkorange",
                  "UNLOADING": "darkorange", "FAILING": "white; background-color:firebrick"}
@@ -31,7 +31,8 @@ def cells_for(model: ModelSnapshot) -> dict[str, str]:
         "INF/S": number(model.inference_rate), "BATCH": number(model.avg_batch),
         "AVG ms": number(model.latency.avg_ms, 2),
         "P50 ms": number(model.latency.p50_ms, 2), "P99 ms": number(model.latency.p99_ms, 2),
-        "FAIL": number(failures), "MODE": model.execution_mode or MISSING,
+        "FAIL": number(failures), "T/O": number(model.timed_out_total),
+        "MODE": model.execution_mode or MISSING,
     }
 
 
@@ -67,6 +68,8 @@ class ModelRow:
         colour = STATE_COLOURS.get(model.serving_state, "gray")
         self.cells["STATE"].value = f'<span style="color:{colour}">{html.escape(model.serving_state)}</span>'
         self.cells["STATE"].tooltip = model.reason or None
+        if model.timed_out_total:  # rejected at their queue timeout: coloured, as the console does
+            self.cells["T/O"].value = f'<span style="color:darkorange">{model.timed_out_total}</span>'
 
     def set_enabled(self, actions: set[str]) -> None:
         """Enable exactly the given buttons."""
@@ -101,7 +104,7 @@ class ModelsTable:
         self.snapshot: ServerSnapshot | None = None
         self.header = [w.HTML(f"<b>{column}</b>") for column in (*COLUMNS, "", "", "")]
         self.grid = w.GridBox(self.header, layout=w.Layout(
-            grid_template_columns="minmax(110px, 2fr) 40px 110px 70px repeat(9, minmax(55px, 1fr)) "
+            grid_template_columns="minmax(110px, 2fr) 40px 110px 70px repeat(10, minmax(55px, 1fr)) "
                                   "repeat(3, 75px)",
             grid_gap="2px 6px"))
         self.reasons = w.HTML("")

@@ -33,8 +33,8 @@ def _llama(step: int) -> ModelSnapshot:
         execution_rate=round(_wave(step, 6, 30, 45), 1), avg_batch=2.9,
         latency=Latency(avg_ms=20.0, p50_ms=round(_wave(step, 5, 18, 24), 2),
                         p99_ms=round(_wave(step, 4, 40, 60), 2), source="summary"),
-        queue_ms=6.2, compute_ms=13.8, success_total=1000 + 40 * step, failure_total=0,
-        devices=("0",), execution_mode="cpu-emulated",
+        queue_ms=6.2, compute_ms=13.8, success_total=1000 + 40 * step, failure_total=0, timed_out_total=0,
+        devices=("0",), execution_mode="cpu-emulated", memory_by_device=(("0", int(13.5 * GIB)),),
     )
 
 
@@ -44,7 +44,8 @@ def _bert(step: int) -> ModelSnapshot:
         request_rate=12.0, inference_rate=12.0, execution_rate=12.0, avg_batch=1.0,
         latency=Latency(avg_ms=3.0, p50_ms=3.1, p99_ms=round(_wave(step, 3, 5, 7), 2), source="summary"),
         queue_ms=0.4, compute_ms=2.7, success_total=500 + 12 * step, failure_total=2,
-        failures_by_reason=(("REJECTED", 2),), devices=("1",), execution_mode="cpu-emulated",
+        failures_by_reason=(("REJECTED", 2),), timed_out_total=2, devices=("1",),
+        execution_mode="cpu-emulated", memory_by_device=(("1", int(6.1 * GIB)),),
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, ClassVar, cast
 
@@ -180,7 +180,8 @@ class DashboardScreen(Screen[None]):
         """Facts for one model, and its chart series when the charts are due."""
         if not with_series:
             errors = self.console.last_errors
-            return ModelDetail(model, (), (), (), (), self._config_summary(model), last_error(model, errors))
+            return ModelDetail(model, (), (), (), (), self._config_summary(model), last_error(model, errors),
+                               self._limits(model))
         self.series.update(model.name, self.console.source.history)
         summary = self._config_summary(model)
         return ModelDetail(
@@ -191,7 +192,12 @@ class DashboardScreen(Screen[None]):
             requests=self.series.series("requests"),
             config_summary=summary,
             last_error=last_error(model, self.console.last_errors),
+            limits=self._limits(model),
         )
+
+    def _limits(self, model: ModelSnapshot) -> Mapping[str, float]:
+        """The spec's console thresholds for this model (none without a spec)."""
+        return self.console.options.thresholds.get(model.name, {})
 
     def _config_summary(self, model: ModelSnapshot) -> str:
         """The model's config.pbtxt in one line, re-read only when the file changes."""

@@ -33,7 +33,8 @@ def progress_line(progress: Progress) -> str:
 def result_line(row: BenchRow) -> str:
     """The finished run, with Triton's own queue/compute split."""
     return (f"done: {row.throughput_rps:.1f} req/s, p50 {fmt.number(row.p50_ms, 2)} ms, "
-            f"p99 {fmt.number(row.p99_ms, 2)} ms, {row.requests} requests, {row.errors} errors; "
+            f"p99 {fmt.number(row.p99_ms, 2)} ms, {row.requests} requests, {row.errors} errors, "
+            f"{row.rejected} refused (queue full), {row.timed_out} timed out in the queue; "
             f"server queue {fmt.number(row.server_queue_ms, 2)} ms, "
             f"compute {fmt.number(row.server_compute_ms, 2)} ms"
             + (f"; first error: {row.first_error}" if row.first_error else ""))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from rich.segment import Segment
@@ -15,9 +15,11 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
+from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.chart import ChartSeries, Point, Run, chart_runs
 from triton_ge_console.console.widgets.dirty import changed_lines, repaint_lines
+from triton_ge_console.console.widgets.models import timed_out_style
 from triton_ge_console.console.widgets.textlines import TextLines
 from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.snapshot import ModelSnapshot
@@ -36,6 +38,7 @@ class ModelDetail:
     requests: Series
     config_summary: str
     last_error: str | None
+    limits: Mapping[str, float] = field(default_factory=dict)  # the spec's console thresholds
 
 
 def _points(series: Series, now: float) -> tuple[Point, ...]:
@@ -46,6 +49,15 @@ def _points(series: Series, now: float) -> tuple[Point, ...]:
 def _newest(detail: ModelDetail) -> float:
     """The time of the detail's newest point: the charts' "now"."""
     return max((t for t, _ in detail.p50), default=0.0)
+
+
+def npu_text(model: ModelSnapshot) -> str:
+    """The NPUs the model runs on, with what it holds on each where the glue says."""
+    if not model.devices:
+        return f"NPUs {fmt.MISSING}"
+    memory = dict(model.memory_by_device)
+    held = [f"NPU{d}" + (f" {human_bytes(memory[d])}" if d in memory else "") for d in model.devices]
+    return "on " + ", ".join(held)
 
 
 def split_text(model: ModelSnapshot) -> Text:
@@ -186,8 +198,12 @@ class DetailPane(Vertical):
     @staticmethod
     def _info(detail: ModelDetail) -> Text:
         """Split, config summary and last error as text lines."""
-        text = split_text(detail.model)
-        text.append(f"   │ latency source {detail.model.latency.source or fmt.MISSING}\n")
+        model = detail.model
+        text = split_text(model)
+        text.append(f"   │ latency source {model.latency.source or fmt.MISSING}   │ timed out in queue ")
+        timed_out = model.timed_out_total
+        text.append(fmt.number(timed_out), style=timed_out_style(timed_out, detail.limits))
+        text.append(f"   │ {npu_text(model)}\n")
         text.append(f"config: {detail.config_summary}\n")
         text.append("last error: ")
         text.append(detail.last_error or fmt.MISSING, style="bold red" if detail.last_error else "dim")

@@ -15,6 +15,7 @@ from textual.selection import Selection
 from textual.strip import Strip
 from textual.widget import Widget
 
+from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.widgets.dirty import changed_lines, repaint_lines
 from triton_ge_console.console.widgets.selection import forget_selection
@@ -42,7 +43,7 @@ class RenderPass(NamedTuple):
 
 
 def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | None],
-                  narrow: bool = False) -> tuple[Piece, ...]:
+                  narrow: bool = False, models: Sequence[str] = ()) -> tuple[Piece, ...]:
     """One device's line as styled pieces: cheap to compare, so an unchanged line is not redrawn."""
     spark_width, bar_width = (10, 8) if narrow else (SPARK_WIDTH, BAR_WIDTH)
     name = device.name or ""
@@ -66,7 +67,8 @@ def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | N
     )
     if narrow:  # health before temperature and power, so an 80-column crop cuts the least telling
         return (*head, (memory, ""), health_piece, (f"  {temp:>5} {power:>5}", ""))
-    return (*head, (memory + f"{temp:>5}  {power:>6}  ", ""), health_piece)
+    held = (("  " + ", ".join(models), "dim"),) if models else ()  # the models this NPU serves
+    return (*head, (memory + f"{temp:>5}  {power:>6}  ", ""), health_piece, *held)
 
 
 def device_line(device: DeviceSnapshot, utilization_series: Sequence[float | None],
@@ -81,7 +83,14 @@ def device_rows(snapshot: ServerSnapshot, series: dict[str, list[float | None]],
     if not snapshot.devices:
         return [NO_DEVICES]
     narrow = width < NARROW_BELOW
-    return [device_pieces(d, series.get(d.id, []), narrow) for d in snapshot.devices]
+    held = models_by_device(snapshot)
+    return [device_pieces(d, series.get(d.id, []), narrow, held.get(d.id, ())) for d in snapshot.devices]
+
+
+def models_by_device(snapshot: ServerSnapshot) -> dict[str, list[str]]:
+    """Per NPU id, the models running on it, each with the memory it holds there where the glue says."""
+    return {device: [name if size is None else f"{name} {human_bytes(size)}" for name, size in held]
+            for device, held in snapshot.models_by_device().items()}
 
 
 class DevicesPanel(Widget):

@@ -21,11 +21,11 @@ from triton_ge_console.console import format as fmt
 from triton_ge_console.console.widgets.dirty import line_runs
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
-Thresholds = Mapping[str, Mapping[str, float]]  # model -> {"queue_depth": 8, "p99_ms": 50}
+Thresholds = Mapping[str, Mapping[str, float]]  # model -> {"queue_depth": 8, "p99_ms": 50, "timed_out": 1}
 
 COLUMNS = ("MODEL", "VER", "STATE", "BACKEND", "QUEUE", "REQ/S", "INF/S", "BATCH", "P50 ms", "P99 ms",
-           "FAIL", "MODE", "DEVICE")
-WIDTHS = (22, 4, 12, 8, 6, 7, 7, 6, 8, 8, 5, 13, 10)
+           "FAIL", "T/O", "MODE", "DEVICE")  # T/O: requests rejected when their queue timeout expired
+WIDTHS = (20, 3, 11, 8, 6, 7, 7, 6, 8, 8, 5, 4, 12, 10)
 STATE_STYLES = {"READY": "green", "UNAVAILABLE": "bold red", "LOADING": "yellow", "UNLOADING": "yellow",
                 "FAILING": "bold white on red"}  # FAILING: READY in Triton's index, yet not serving
 
@@ -51,6 +51,7 @@ SORT_KEYS = (
     SortKey("inf/s", lambda m: _num(m.inference_rate), True),
     SortKey("p99", lambda m: _num(m.latency.p99_ms), True),
     SortKey("failures", lambda m: _num(m.failure_total), True),
+    SortKey("timed out", lambda m: _num(m.timed_out_total), True),
     SortKey("state", lambda m: (m.serving_state != "READY", m.name), False),
 )
 
@@ -65,7 +66,14 @@ def threshold_style(value: float | int | None, limit: float | None) -> str:
 
 
 Cell = tuple[str, str, bool]  # text, style, right-aligned
-RIGHT_ALIGNED = frozenset(range(4, 11))  # QUEUE .. FAIL
+RIGHT_ALIGNED = frozenset(range(4, 12))  # QUEUE .. T/O
+
+
+def timed_out_style(count: int | None, limits: Mapping[str, float]) -> str:
+    """The spec's `timed_out` threshold where it has one; else any timed-out request shows in yellow."""
+    if "timed_out" in limits:
+        return threshold_style(count, limits["timed_out"])
+    return "yellow" if count else ""
 
 
 def model_fields(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Cell, ...]:
@@ -84,6 +92,7 @@ def model_fields(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Cel
         (fmt.number(latency.p50_ms, 2), threshold_style(latency.p50_ms, limits.get("p50_ms")), True),
         (fmt.number(latency.p99_ms, 2), threshold_style(latency.p99_ms, limits.get("p99_ms")), True),
         (fmt.number(failures), "bold red" if failures else "", True),
+        (fmt.number(model.timed_out_total), timed_out_style(model.timed_out_total, limits), True),
         (model.execution_mode or fmt.MISSING, "", False),
         (",".join(f"NPU{d}" for d in model.devices) or fmt.MISSING, "", False),
     )
@@ -121,7 +130,7 @@ class Columns(NamedTuple):
 FULL = Columns(tuple(range(len(COLUMNS))), WIDTHS)
 # narrower tables drop mode and devices, then backend and batch, each column as narrow as it reads: what an
 # operator watches (version, state, queue, rates, latency, failures) stays in view without scrolling sideways
-MEDIUM = Columns(tuple(range(11)), (20, 3, 11, 7, 5, 7, 7, 5, 7, 7, 4))
+MEDIUM = Columns(tuple(range(12)), (17, 3, 11, 7, 5, 6, 6, 5, 7, 7, 4, 3))
 COMPACT = Columns((0, 1, 2, 4, 5, 6, 8, 9, 10), (17, 3, 11, 5, 7, 7, 7, 7, 4))  # 76: 80 columns, boxed
 
 

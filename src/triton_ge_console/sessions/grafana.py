@@ -1,0 +1,136 @@
+"""A Grafana dashboard over the Prometheus metrics the console reads, with the console's panels.
+
+Triton's `nv_*` (per model), the GE glue's `ge_*` (per device and model) and a MindX DL npu-exporter's
+`npu_chip_info_*` (per chip, label `id`). The dashboard asks for a Prometheus data source when imported.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+MODEL = 'model=~"$model"'
+RATE = "[$__rate_interval]"
+METRIC_NAME = re.compile(r"\b((?:nv|ge|npu_chip_info)_[a-zA-Z0-9_]+)\b")
+SCHEMA_VERSION = 39
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One time-series panel: a title, a unit and its queries (expression, legend)."""
+
+    title: str
+    unit: str
+    queries: tuple[tuple[str, str], ...]
+    description: str = ""
+
+
+def _rate(metric: str, by: str = "model") -> str:
+    """Per-second rate of a per-model counter, summed by `by`."""
+    return f"sum by ({by}) (rate({metric}{{{MODEL}}}{RATE}))"
+
+
+def _per_request_ms(metric: str) -> str:
+    """A duration counter (µs) per successful request, in ms."""
+    return f"{_rate(metric)} / {_rate('nv_inference_request_success')} / 1000"
+
+
+DEVICE_PANELS = (
+    Panel("NPU utilization (GE glue)", "percentunit",
+          (("max by (device, kind) (ge_device_utilization_ratio)", "NPU{{device}} {{kind}}"),)),
+    Panel("NPU memory (GE glue)", "bytes",
+          (("max by (device) (ge_device_memory_used_bytes)", "NPU{{device}} used"),
+           ("max by (device) (ge_device_memory_total_bytes)", "NPU{{device}} total"))),
+    Panel("Model memory per NPU (GE glue)", "bytes",
+          ((f"sum by (model, device) (ge_model_memory_bytes{{{MODEL}}})", "{{model}} on NPU{{device}}"),),
+          "What each model holds on each NPU: a tensor-parallel model, its share on each of its NPUs."),
+    Panel("NPU utilization (npu-exporter)", "percent", (("npu_chip_info_utilization", "chip {{id}}"),)),
+    Panel("NPU HBM (npu-exporter)", "decmbytes",
+          (("npu_chip_info_hbm_used_memory", "chip {{id}} used"),
+           ("npu_chip_info_hbm_total_memory", "chip {{id}} total"))),
+    Panel("NPU temperature and power (npu-exporter)", "none",
+          (("npu_chip_info_temperature", "chip {{id}} °C"), ("npu_chip_info_power", "chip {{id}} W"))),
+)
+MODEL_PANELS = (
+    Panel("Queue depth", "short", ((f"sum by (model) (nv_inference_pending_request_count{{{MODEL}}})",
+                                    "{{model}}"),)),
+    Panel("Requests / s", "reqps", ((_rate("nv_inference_request_success"), "{{model}}"),)),
+    Panel("Inferences / s", "short", ((_rate("nv_inference_count"), "{{model}}"),)),
+    Panel("Average batch", "short",
+          ((f"{_rate('nv_inference_count')} / {_rate('nv_inference_exec_count')}", "{{model}}"),)),
+    Panel("Latency p50 / p99 (ms)", "ms",
+          ((f'nv_inference_request_summary_us{{{MODEL},quantile="0.5"}} / 1000', "{{model}} p50"),
+           (f'nv_inference_request_summary_us{{{MODEL},quantile="0.99"}} / 1000', "{{model}} p99")),
+          "Needs Triton's summary latencies (server.metrics.summary_latencies in the spec)."),
+    Panel("Queue vs compute per request (ms)", "ms",
+          ((_per_request_ms("nv_inference_queue_duration_us"), "{{model}} queue"),
+           (f"({_rate('nv_inference_compute_input_duration_us')} + "
+            f"{_rate('nv_inference_compute_infer_duration_us')} + "
+            f"{_rate('nv_inference_compute_output_duration_us')}) / "
+            f"{_rate('nv_inference_request_success')} / 1000", "{{model}} compute"))),
+    Panel("Failures / s by reason", "reqps",
+          ((_rate("nv_inference_request_failure", "model, reason"), "{{model}} {{reason}}"),)),
+    Panel("Timed out in queue (total)", "short",
+          ((f'sum by (model) (nv_inference_request_failure{{{MODEL},reason="REJECTED"}})', "{{model}}"),),
+          "Requests the queue policy rejected at their timeout; a full queue's refusals are never counted."),
+    Panel("GE executions / s by device", "short",
+          ((_rate("ge_executions_total", "model, device"), "{{model}} NPU{{device}}"),)),
+)
+
+
+def _panel(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
+    """One panel's JSON, 12 columns wide, 8 high."""
+    return {
+        "id": panel_id, "type": "timeseries", "title": panel.title, "description": panel.description,
+        "datasource": DATASOURCE, "gridPos": {"h": 8, "w": 12, "x": x, "y": y},
+        "fieldConfig": {"defaults": {"unit": panel.unit}, "overrides": []},
+        "targets": [{"datasource": DATASOURCE, "expr": expr, "legendFormat": legend, "refId": chr(65 + i)}
+                    for i, (expr, legend) in enumerate(panel.queries)],
+    }
+
+
+def _row(title: str, panel_id: int, y: int) -> dict[str, Any]:
+    """A collapsible row heading."""
+    return {"id": panel_id, "type": "row", "title": title, "collapsed": False, "panels": [],
+            "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}}
+
+
+def _templating() -> dict[str, Any]:
+    """A Prometheus data source picker and a model filter."""
+    return {"list": [
+        {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Data source"},
+        {"name": "model", "type": "query", "label": "Model", "datasource": DATASOURCE,
+         "query": {"query": "label_values(nv_inference_count, model)", "refId": "models"},
+         "definition": "label_values(nv_inference_count, model)", "refresh": 2,
+         "includeAll": True, "multi": True, "allValue": ".*", "current": {"text": "All", "value": "$__all"}},
+    ]}
+
+
+def dashboard(title: str = "Triton GE Console", refresh: str = "5s") -> dict[str, Any]:
+    """The whole dashboard: devices, then models, each panel in a two-column grid."""
+    panels: list[dict[str, Any]] = []
+    y = 0
+    for heading, group in (("NPUs", DEVICE_PANELS), ("Models", MODEL_PANELS)):
+        panels.append(_row(heading, len(panels) + 1, y))
+        y += 1
+        for index, panel in enumerate(group):
+            panels.append(_panel(panel, len(panels) + 1, 12 * (index % 2), y + 8 * (index // 2)))
+        y += 8 * ((len(group) + 1) // 2)
+    return {"title": title, "uid": "triton-ge-console", "schemaVersion": SCHEMA_VERSION, "version": 1,
+            "editable": True, "refresh": refresh, "time": {"from": "now-15m", "to": "now"},
+            "tags": ["triton", "ascend", "ge"], "templating": _templating(), "panels": panels}
+
+
+def dashboard_json(title: str = "Triton GE Console") -> str:
+    """The dashboard as the JSON Grafana imports."""
+    return json.dumps(dashboard(title), indent=2, ensure_ascii=False) + "\n"
+
+
+def queried_metrics(board: dict[str, Any]) -> dict[str, set[str]]:
+    """Per panel title, the metric names its queries read (what a Prometheus must have for it)."""
+    return {panel["title"]: {name for target in panel.get("targets", ())
+                             for name in METRIC_NAME.findall(target["expr"])}
+            for panel in board["panels"] if panel["type"] != "row"}
