@@ -128,7 +128,7 @@ def test_rolling_reload_stops_at_a_broken_server(attached: list[tuple[RunningSer
         assert main(["reload", "echo", "--fleet"]) == 1
         out = capsys.readouterr().out
         assert [_scale(one), _scale(two), _scale(three)] == [5.0, before[1], before[2]]
-        assert "s2: reload echo failed" in out and "still READY and serving" in out
+        assert "s2: reload echo failed" in out and "Triton kept version 1 serving" in out
         assert "  s1: reloaded; serving v1" in out
         assert "  s2: failed; serving v1" in out
         assert "  s3: untouched; serving v1" in out

@@ -244,29 +244,36 @@ class TritonControl:
         """Make Triton load a new instance of a loaded model; the old one serves until it is READY.
 
         Triton skips a load whose config and files look unchanged, and updates in place (keeping its
-        instances) one whose config changed only in instance groups. So a plain request reloads what
-        changed on disk; when the log shows no new instance (or there is no log to tell), the running
-        config is sent explicitly with any override and a fresh `RELOAD_PARAMETER`, which Triton loads
-        as a new model and swaps in once READY.
+        instances) one whose config changed only in instance groups. So a plain request first reloads
+        what changed in the repository; when neither the log shows a new instance nor (without a log)
+        the running config changed, the running config is sent explicitly with any override and a fresh
+        `RELOAD_PARAMETER`, which Triton loads as a new model and swaps in once READY.
         """
         if not any(entry.state == READY_STATE for entry in self._known(model)):
             return False, f"reload {model}: not loaded (use load)"
         override = parse_config(config)
         running = self.model_config(model)
         offset = self._log_size()
-        if override is None and offset is not None:
+        if override is None:
             ok, message = self._load(model, None, "reload")
             if not ok or new_instance_logged(self._log_since(offset), model):
                 return self._verified(model, ok, message, offset)
+            if offset is None and self.model_config(model) != running:
+                versions = self._ready_versions(model)
+                return True, f"reload {model}: {versions} READY with the repository's new config"
         full = json.dumps(merge_config(running, {**(override or {}), "parameters": reload_marker(override)}))
         ok, message = self._load(model, full, "reload", override or {})
         return self._verified(model, ok, message, offset)
+
+    def _ready_versions(self, model: str) -> str:
+        """"version 1" / "version 1, 2": what of the model is READY, for messages."""
+        return "version " + ", ".join(e.version for e in self._known(model) if e.state == READY_STATE)
 
     def _verified(self, model: str, ok: bool, message: str, offset: int | None) -> tuple[bool, str]:
         """A reload's result as the server log shows it: "new instance" only when a load was logged."""
         if not ok:
             return ok, message
-        versions = "version " + ", ".join(e.version for e in self._known(model) if e.state == READY_STATE)
+        versions = self._ready_versions(model)
         if offset is None:
             return True, f"reload {model}: {versions} READY (no server log here to confirm a new instance)"
         if not new_instance_logged(self._log_since(offset), model):
