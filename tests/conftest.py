@@ -55,6 +55,12 @@ class RunningServer:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
 
+@pytest.fixture(autouse=True)
+def _own_digest_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test hashes into its own digest cache (never the user's), inherited by what it starts."""
+    monkeypatch.setenv("GE_CONSOLE_CACHE_DIR", str(tmp_path_factory.mktemp("digest-cache")))
+
+
 @pytest.fixture(scope="session")
 def triton_dist() -> TritonDistribution:
     """The tritonserver this suite runs (the nvidia-pytriton wheel on CI)."""

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from triton_ge_console.repository import external_data
 from triton_ge_console.repository.onnx_io import OnnxReadError, read_onnx_io, triton_dims
 from triton_ge_console.repository.spec_types import TensorSpec
 from triton_ge_console.repository.triton_rules import WILDCARD_DIM, Finding, error
@@ -20,6 +21,11 @@ def onnx_of_version(onnx_text: str | None, version_dir: Path) -> Path | None:
         return next((c for c in candidates if c.is_file()), None)
     found = sorted(p for p in version_dir.glob("*.onnx") if p.is_file())
     return found[0] if found else None
+
+
+def check_external_data(onnx_path: Path) -> list[Finding]:
+    """Each external-data file the ONNX names exists, is long enough and lies inside the model's folder."""
+    return [error("", problem) for problem in external_data.check_external_data(onnx_path)]
 
 
 def check_io_against_onnx(config: mc.ModelConfig, onnx_path: Path) -> list[Finding]:
