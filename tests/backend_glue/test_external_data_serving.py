@@ -31,7 +31,9 @@ models:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, triton_dist: TritonDistribution) -> Iterator[RunningServer]:
+def served(
+    tmp_path_factory: pytest.TempPathFactory, triton_dist: TritonDistribution
+) -> Iterator[RunningServer]:
     """A server on a built repository: one_file and several loaded; short built but not loaded."""
     root = tmp_path_factory.mktemp("extdata-serving")
     src = root / "src"
@@ -76,7 +78,9 @@ def _infer(server: RunningServer, model: str, x: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize(("model", "source"), [("one_file", "one.onnx"), ("several", "several/net.onnx")])
-def test_external_data_model_answers_like_onnx_runtime(served: RunningServer, model: str, source: str) -> None:
+def test_external_data_model_answers_like_onnx_runtime(
+    served: RunningServer, model: str, source: str
+) -> None:
     """The served model computes with its external weights: equal to ONNX Runtime on the source."""
     x = np.random.default_rng(0).standard_normal((2, WIDTH)).astype(np.float32)
     path = served.src / source  # type: ignore[attr-defined]
