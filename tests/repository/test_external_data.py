@@ -280,3 +280,17 @@ def test_json_report_says_how_files_were_placed(sources: Path) -> None:
     report = build_repository(load_spec(sources / "deploy.yaml"), sources / "r")
     data = json.loads(json.dumps(report.to_dict()))
     assert [(m["linked"], m["copied"]) for m in data["models"]] == [(2, 0), (5, 0)]
+
+
+def test_an_om_source_brings_its_emulation_onnx_and_that_onnx_s_weights(sources: Path) -> None:
+    """`source: x.om` + `onnx:` links the OM, the ONNX and its data files into each version folder."""
+    (sources / "net.om").write_bytes(b"OM bytes")
+    model = "{name: m, backend: ge, source: net.om, onnx: one.onnx, versions: [1, 2]}"
+    _write_spec(sources, f"models:\n  - {model}\n")
+    report = build_repository(load_spec(sources / "deploy.yaml"), sources / "repo")
+    for version in ("1", "2"):
+        folder = sources / "repo" / "m" / version
+        assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == [
+            "model.om", "model.onnx", "weights/one.data"]
+        assert (folder / "weights" / "one.data").stat().st_ino == (sources / "weights/one.data").stat().st_ino
+    assert report.lines()[0] == "added      m  (6 files linked)"
