@@ -21,6 +21,7 @@ import math
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -187,6 +188,8 @@ STEPS = {
     "edit_link": lambda w, s: _build(w, s, "repo_link", link=True, edit=True),
 }
 COLD = ("build_copy", "build_link")  # run with an empty digest cache
+PAIRS = (("cp_r", "build_copy"), ("cp_al", "build_link"))  # run in rounds, each pair side by side
+SCRATCH = {"cp_r": "cp_r", "build_copy": "repo_copy", "cp_al": "cp_al", "build_link": "repo_link"}
 
 
 def run_step(name: str, work: Path, source: Path, cache: Path) -> dict[str, Any]:
@@ -210,17 +213,38 @@ def _merge_cache(cold: Path, warm: Path) -> None:
     (warm / "digests.json").write_text(json.dumps({"format": 1, "files": entries}), encoding="utf-8")
 
 
-def measure(source: Path) -> dict[str, dict[str, Any]]:
-    """Every step, in order, in a scratch folder beside the cached model (same filesystem)."""
+def _paired_rounds(work: Path, source: Path, cache: Path, rounds: int) -> dict[str, dict[str, Any]]:
+    """Each cold build and its cp baseline, alternating which goes first, `rounds` times; the median run
+    of each (low median), with every round's seconds."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for pair in PAIRS for name in pair}
+    for index in range(rounds):
+        for pair in PAIRS:
+            for name in pair if index % 2 == 0 else pair[::-1]:
+                shutil.rmtree(work / SCRATCH[name], ignore_errors=True)
+                shutil.rmtree(cache / f"cold-{name}", ignore_errors=True)
+                runs[name].append(run_step(name, work, source, cache))
+                print(f"  round {index + 1} {name}: {runs[name][-1]['seconds']:.3f} s", file=sys.stderr,
+                      flush=True)
+    figures = {}
+    for name, done in runs.items():
+        middle = statistics.median_low(r["seconds"] for r in done)
+        figures[name] = {**next(r for r in done if r["seconds"] == middle), "rounds": done}
+    return figures
+
+
+def measure(source: Path, rounds: int) -> dict[str, dict[str, Any]]:
+    """Every step in a scratch folder beside the cached model (same filesystem): the cold pairs in rounds,
+    then the rest once, on what the last round built."""
     work = Path(tempfile.mkdtemp(prefix="run-", dir=source.parent.parent))
     cache = work / "digest-cache"
     try:
-        figures: dict[str, dict[str, Any]] = {}
+        figures = _paired_rounds(work, source, cache, rounds)
+        for name in COLD:
+            _merge_cache(cache / f"cold-{name}", cache / "warm")
         for name in STEPS:
-            figures[name] = run_step(name, work, source, cache)
-            if name in COLD:
-                _merge_cache(cache / f"cold-{name}", cache / "warm")
-            print(f"  {name}: {figures[name]['seconds']:.3f} s", file=sys.stderr, flush=True)
+            if name not in figures:
+                figures[name] = run_step(name, work, source, cache)
+                print(f"  {name}: {figures[name]['seconds']:.3f} s", file=sys.stderr, flush=True)
         return figures
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -228,14 +252,21 @@ def measure(source: Path) -> dict[str, dict[str, Any]]:
 
 def _row(what: str, ours: dict[str, Any], theirs: dict[str, Any] | None, label: str, with_sync: bool) -> str:
     """One table row: ours, the baseline, their ratio, peak RSS, bytes hashed."""
-    base = None
-    if theirs is not None:
-        base = theirs["seconds"] + (theirs.get("sync_seconds", 0.0) if with_sync else 0.0)
+    base = _baseline(theirs, with_sync) if theirs is not None else None
     ratio = f"{ours['seconds'] / base:.2f}×" if base else "—"
+    if theirs is not None and len(ours.get("rounds", ())) > 1 and len(theirs.get("rounds", ())) > 1:
+        pairs = zip(ours["rounds"], theirs["rounds"], strict=True)
+        each = [a["seconds"] / _baseline(b, with_sync) for a, b in pairs]
+        ratio += f" ({min(each):.2f}–{max(each):.2f})"
     base_text = f"{label} {base:.3f} s" if base is not None else "—"
     rss = f"{ours['peak_rss_mib']:.0f} MiB" if ours.get("peak_rss_mib") and not with_cp(ours) else "—"
     return (f"| {what} | {ours['seconds']:.3f} s | {base_text} | {ratio} | {rss} | "
             f"{ours['bytes_hashed'] / (1 << 20):,.0f} MiB |")
+
+
+def _baseline(figures: dict[str, Any], with_sync: bool) -> float:
+    """A baseline's seconds, with its fsync when asked."""
+    return float(figures["seconds"] + (figures.get("sync_seconds", 0.0) if with_sync else 0.0))
 
 
 def with_cp(figures: dict[str, Any]) -> bool:
@@ -246,7 +277,8 @@ def with_cp(figures: dict[str, Any]) -> bool:
 def table(f: dict[str, dict[str, Any]], gib: float) -> str:
     """The markdown table."""
     rows = [
-        f"External-data ONNX of {gib:g} GiB (one data file); each step its own process.",
+        f"External-data ONNX of {gib:g} GiB (one data file); each step its own process; cold builds and "
+        "their cp: the median round (every round's ratio in brackets).",
         "",
         "| step | ge-console | baseline | ratio | peak RSS | model bytes hashed |",
         "|---|---|---|---|---|---|",
@@ -273,6 +305,8 @@ def main() -> int:
     )
     parser.add_argument("--gib", type=float, default=3.0, help="size of the weights (default 3)")
     parser.add_argument("--tensor-mib", type=int, default=256, help="one weight tensor (default 256)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="rounds of each cold build beside its cp, alternating order (default 2)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -288,10 +322,10 @@ def main() -> int:
     print(f"model: {source} ({time.perf_counter() - started:.1f} s to make or find)", file=sys.stderr)
     wait = os.stat(folder / "model.onnx.data").st_mtime + 2.5 - time.time()
     time.sleep(max(0.0, wait))  # the digest cache trusts no file modified in the last 2 s
-    figures = measure(source)
+    figures = measure(source, max(1, args.rounds))
     print(table(figures, args.gib))
-    result = {"gib": args.gib, "tensor_mib": tensor_mib, "python": platform.python_version(),
-              "cpus": os.cpu_count(), "steps": figures}
+    result = {"gib": args.gib, "tensor_mib": tensor_mib, "rounds": args.rounds, "cpus": os.cpu_count(),
+              "python": platform.python_version(), "load_average": os.getloadavg(), "steps": figures}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "build_scale.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     if args.json:

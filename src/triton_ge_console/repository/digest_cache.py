@@ -86,6 +86,7 @@ def stream_sha256(path: Path, progress: Progress | None = None) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as stream:
         total = os.fstat(stream.fileno()).st_size
+        os.posix_fadvise(stream.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
         done = 0
         while chunk := stream.read(CHUNK):
             digest.update(chunk)

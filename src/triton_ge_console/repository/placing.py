@@ -49,6 +49,7 @@ def copy_file(source: Path, target: Path, what: str, progress: ProgressHook | No
     """Copy in 64 MiB kernel-side chunks (copy_file_range; read/write where unsupported) into a new file."""
     with open(source, "rb") as src, open(target, "xb") as dst:
         total = os.fstat(src.fileno()).st_size
+        os.posix_fadvise(src.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
         done = 0
         while done < total:
             try:
