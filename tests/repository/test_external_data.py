@@ -23,7 +23,7 @@ from triton_ge_console.repository.progress import TerminalProgress
 from triton_ge_console.repository.spec import SpecError, load_spec
 from triton_ge_console.repository.validate import validate_path
 from triton_ge_console.sessions.registry import SessionRecord
-from triton_ge_console.sessions.watch import find_changes, record_loaded_digests
+from triton_ge_console.sessions.watch import find_changes, record_loaded_digests, watched_files
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = """
@@ -294,3 +294,10 @@ def test_an_om_source_brings_its_emulation_onnx_and_that_onnx_s_weights(sources:
             "model.om", "model.onnx", "weights/one.data"]
         assert (folder / "weights" / "one.data").stat().st_ino == (sources / "weights/one.data").stat().st_ino
     assert report.lines()[0] == "added      m  (6 files linked)"
+
+
+def test_watch_follows_the_external_data_files_too(sources: Path) -> None:
+    """`watch` rebuilds when a weights file is replaced, not only the ONNX or the spec."""
+    files = watched_files(sources / "deploy.yaml")
+    assert (sources / "weights" / "one.data").resolve() in files
+    assert {(sources / "several" / f"w{i}").resolve() for i in range(4)} <= files
