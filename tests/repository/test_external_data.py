@@ -301,3 +301,21 @@ def test_watch_follows_the_external_data_files_too(sources: Path) -> None:
     files = watched_files(sources / "deploy.yaml")
     assert (sources / "weights" / "one.data").resolve() in files
     assert {(sources / "several" / f"w{i}").resolve() for i in range(4)} <= files
+
+
+def test_a_long_running_process_sees_hashes_another_process_saved(tmp_path: Path) -> None:
+    """The console or `watch` keeps running while `ge-console build` hashes: its hashes are used."""
+    first, second = tmp_path / "a.bin", tmp_path / "b.bin"
+    first.write_bytes(b"a" * 5000)
+    second.write_bytes(b"b" * 7000)
+    age(first, second)
+    digest_cache.file_sha256(first)  # this process has read the cache file
+    code = (
+        "import sys; from pathlib import Path; from triton_ge_console.repository import digest_cache as d; "
+        "d.file_sha256(Path(sys.argv[1]))"
+    )
+    subprocess.run([sys.executable, "-c", code, str(second)], check=True, timeout=60,
+                   env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    start = digest_cache.bytes_hashed
+    assert digest_cache.file_sha256(second) == hashlib.sha256(b"b" * 7000).hexdigest()
+    assert digest_cache.bytes_hashed == start

@@ -30,7 +30,7 @@ Key = tuple[int, int, int]  # size, mtime_ns, inode
 
 _lock = threading.Lock()
 _memory: dict[str, tuple[Key, str]] = {}
-_loaded_from: Path | None = None
+_loaded_from: tuple[Path, int | None] | None = None  # the cache file and its mtime as last read
 _dirty = False
 _deferred = 0
 bytes_hashed = 0  # model bytes this process has read to hash (what tests and the benchmark count)
@@ -48,14 +48,24 @@ def _key(stat: os.stat_result) -> Key:
 
 
 def _load() -> dict[str, tuple[Key, str]]:
-    """The process's view of the cache, read from disk once per cache dir."""
+    """The process's view of the cache, merged again whenever another process has saved the file."""
     global _loaded_from
     path = cache_dir() / CACHE_FILE
-    if _loaded_from != path:
-        _memory.clear()
-        _loaded_from = path
+    seen = (path, _mtime_ns(path))
+    if _loaded_from != seen:
+        if _loaded_from is None or _loaded_from[0] != path:
+            _memory.clear()
+        _loaded_from = seen
         _memory.update(_read_disk(path))
     return _memory
+
+
+def _mtime_ns(path: Path) -> int | None:
+    """A file's mtime, None when it is not there."""
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
 
 
 def _read_disk(path: Path) -> dict[str, tuple[Key, str]]:
@@ -67,17 +77,20 @@ def _read_disk(path: Path) -> dict[str, tuple[Key, str]]:
     return {}
 
 
-def _save(entries: dict[str, tuple[Key, str]]) -> None:
+def _save() -> None:
     """Write the cache atomically, over what other processes wrote meanwhile; errors are ignored."""
+    global _loaded_from
     folder = cache_dir()
     with contextlib.suppress(OSError):
         folder.mkdir(parents=True, exist_ok=True)
-        merged = {**_read_disk(folder / CACHE_FILE), **entries}
+        merged = {**_read_disk(folder / CACHE_FILE), **_memory}
         merged = dict(list(merged.items())[-MAX_ENTRIES:])
         fd, tmp = tempfile.mkstemp(prefix=f".{CACHE_FILE}.", dir=folder)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             json.dump({"format": CACHE_FORMAT, "files": merged}, out)
         os.replace(tmp, folder / CACHE_FILE)
+        _memory.update(merged)
+        _loaded_from = (folder / CACHE_FILE, _mtime_ns(folder / CACHE_FILE))  # what we wrote, known
 
 
 def stream_sha256(path: Path, progress: Progress | None = None) -> str:
@@ -131,7 +144,7 @@ def _mark_dirty() -> None:
     global _dirty
     _dirty = True
     if not _deferred:
-        _save(_memory)
+        _save()
         _dirty = False
 
 
@@ -147,5 +160,5 @@ def deferred() -> Iterator[None]:
         with _lock:
             _deferred -= 1
             if not _deferred and _dirty:
-                _save(_memory)
+                _save()
                 _dirty = False
