@@ -319,3 +319,12 @@ def test_a_long_running_process_sees_hashes_another_process_saved(tmp_path: Path
     start = digest_cache.bytes_hashed
     assert digest_cache.file_sha256(second) == hashlib.sha256(b"b" * 7000).hexdigest()
     assert digest_cache.bytes_hashed == start
+
+
+def test_copied_versions_share_one_copy_of_the_weights(sources: Path) -> None:
+    """Copying (--copy, or another filesystem), version 2 links the copy made for version 1: not twice."""
+    _write_spec(sources, "models:\n  - {name: m, backend: ge, source: one.onnx, versions: [1, 2]}\n")
+    report = build_repository(load_spec(sources / "deploy.yaml"), sources / "repo", link=False)
+    first, second = (sources / "repo" / "m" / v / "weights" / "one.data" for v in ("1", "2"))
+    assert first.stat().st_ino == second.stat().st_ino != (sources / "weights" / "one.data").stat().st_ino
+    assert report.lines()[0] == "added      m  (2 files linked, 2 files copied: linking is off (--copy))"

@@ -30,6 +30,7 @@ class Transfers:
     reuse_root: Path | None = None  # files under it (the repository's own) are linked even with link off
     progress: ProgressHook | None = None
     placed: list[tuple[str, str, str | None]] = field(default_factory=list)  # (model, how, why copied)
+    copies: dict[Path, Path] = field(default_factory=dict)  # source → its copy staged by this build
 
     def note(self, model: str, how: str, why: str | None) -> None:
         """Record one placed model file."""
@@ -78,10 +79,11 @@ def write_bytes(target: Path, content: bytes) -> None:
 def place_file(target: Path, source: Path, transfers: Transfers, what: str) -> tuple[str, str | None]:
     """Link source at target when allowed and possible, else copy it: ("linked"|"copied", why copied)."""
     own = transfers.reuse_root is not None and source.is_relative_to(transfers.reuse_root)
+    staged = transfers.copies.get(source)  # copied once already (another version): link to that copy
     why: str | None = "linking is off (--copy)"
-    if transfers.link or own:
+    if transfers.link or own or staged is not None:
         try:
-            os.link(source, target, follow_symlinks=True)
+            os.link(staged or source, target, follow_symlinks=True)
         except OSError as exc:
             if exc.errno not in _NO_LINK:
                 raise
@@ -90,6 +92,7 @@ def place_file(target: Path, source: Path, transfers: Transfers, what: str) -> t
             _fsync_read_only(target)
             return "linked", None
     copy_file(source, target, f"copying {what}", transfers.progress)
+    transfers.copies[source] = target
     return "copied", why
 
 
