@@ -156,6 +156,17 @@ def _bytes_hashed_by_build(spec: Path, repo: Path) -> tuple[int, list[str]]:
     return int(first), lines
 
 
+def test_a_cold_copied_build_reads_each_model_byte_once(sources: Path) -> None:
+    """Copying a model new to REPO hashes it in the same pass: bytes hashed = bytes copied, no more."""
+    start = digest_cache.bytes_hashed
+    report = build_repository(load_spec(sources / "deploy.yaml"), sources / "repo", link=False)
+    total = sum(p.stat().st_size for p in sources.rglob("*") if p.is_file() and p.suffix != ".yaml"
+                and "repo" not in p.parts)
+    assert digest_cache.bytes_hashed - start == total
+    assert report.lines()[0] == "added      one_file  (2 files copied: linking is off (--copy))"
+    assert not [p for p in sources.iterdir() if p.name.startswith(".repo.")]  # nothing left beside REPO
+
+
 def test_no_op_rebuild_and_reload_changed_read_no_model_bytes(sources: Path) -> None:
     """The first build hashes every model byte once; a rebuild in a new process and `reload --changed`'s
     look at the repository hash none (the digest cache answers from size, mtime and inode)."""
@@ -240,14 +251,18 @@ def test_reading_inputs_and_outputs_loads_no_weights(sources: Path) -> None:
     assert [(t.name, t.dims) for t in (*inputs, *outputs)] == [("x", (-1, 256)), ("y", (-1, 256))]
 
 
-def test_progress_hook_sees_hashing_and_copying_to_the_end(sources: Path) -> None:
-    """The hook a console or notebook passes hears each file's work, ending at its size."""
-    seen: dict[str, tuple[int, int]] = {}
-    build_repository(load_spec(sources / "deploy.yaml"), sources / "repo", link=False,
-                     progress=lambda what, done, total: seen.__setitem__(what, (done, total)))
+def test_progress_hook_sees_copying_and_hashing_to_the_end(
+    sources: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hook a console or notebook passes hears each file's work, ending at its size: a cold copied
+    build copies and hashes in one pass, a linked one (with nothing remembered) hashes."""
     size = (sources / "weights" / "one.data").stat().st_size
-    assert seen["hashing one.data"] == (size, size)
-    assert seen["copying one_file/1/weights/one.data"] == (size, size)
+    for link, what in ((False, "copying one_file/1/weights/one.data"), (True, "hashing one.data")):
+        monkeypatch.setenv("GE_CONSOLE_CACHE_DIR", str(tmp_path_factory.mktemp("cold-cache")))
+        seen: dict[str, tuple[int, int]] = {}
+        build_repository(load_spec(sources / "deploy.yaml"), sources / f"repo-{link}", link=link,
+                         progress=lambda what, done, total: seen.__setitem__(what, (done, total)))  # noqa: B023
+        assert seen[what] == (size, size), seen
 
 
 class _Terminal(io.StringIO):

@@ -7,13 +7,14 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from triton_ge_console.repository import demo_models, digest_cache, external_data
-from triton_ge_console.repository.build_commit import build_lock, commit_build
+from triton_ge_console.repository.build_commit import build_lock, commit_build, staging_dir
 from triton_ge_console.repository.configgen import OM_FILENAME, ONNX_FILENAME, config_text
 from triton_ge_console.repository.placing import Transfers
 from triton_ge_console.repository.progress import ProgressHook, for_file
@@ -164,12 +165,73 @@ def plan_model(model: ModelSpec, progress: ProgressHook | None = None) -> ModelP
     problem = model_name_problem(model.name)
     if problem:
         raise BuildError(f"model name '{model.name}' {problem}")
-    files = model_files(model)
+    return plan_files(model, model_files(model), progress)
+
+
+def plan_files(
+    model: ModelSpec,
+    files: dict[str, FileContent],
+    progress: ProgressHook | None,
+    known: dict[str, str] | None = None,
+) -> ModelPlan:
+    """A model's plan from its files, hashing those whose hash is not known."""
+    known = known or {}
     try:
-        hashes = {rel: _sha256_of(content, progress) for rel, content in files.items()}
+        hashes = {rel: known.get(rel) or _sha256_of(content, progress) for rel, content in files.items()}
     except OSError as exc:
         raise BuildError(f"model '{model.name}': cannot read {exc.filename}: {exc.strerror}") from None
     return ModelPlan(model, files, tree_digest(hashes), hashes)
+
+
+class _Ahead:
+    """A folder beside REPO (same filesystem) for copies made while planning; made on first use."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.folder: Path | None = None
+
+    def file(self, rel: str) -> Path:
+        """A new path under the folder, its parents made."""
+        if self.folder is None:
+            self.folder = staging_dir(self.out)
+        target = self.folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return target
+
+    def remove(self) -> None:
+        """Remove the folder and what is left in it (REPO keeps its links to the copies)."""
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _plan_copying_ahead(out: Path, model: ModelSpec, transfers: Transfers, ahead: _Ahead) -> ModelPlan:
+    """The plan of a model new to REPO, whose unhashed files that must be copied are copied now, beside
+    REPO, and hashed in the same pass: each byte is read once, not hashed and then copied."""
+    problem = model_name_problem(model.name)
+    if problem:
+        raise BuildError(f"model name '{model.name}' {problem}")
+    files = model_files(model)
+    if (out / model.name).exists() or (out / model.name).is_symlink():
+        return plan_files(model, files, transfers.progress)
+    known: dict[str, str] = {}
+    digests: dict[Path, str] = {}  # source → hash, for a source copied once for several versions
+    for rel, content in files.items():
+        if not isinstance(content, Path) or content in transfers.copies:
+            known.update({rel: digests[content]} if content in digests else {})
+            continue  # bytes; or copied already: placing links the copy
+        try:
+            why = transfers.copy_reason(content, out.parent)
+            if why is not None and digest_cache.cached(content) is None:
+                copy = ahead.file(f"{model.name}/{rel}")
+                progress = for_file(transfers.progress, f"copying {model.name}/{rel}")
+                known[rel] = digests[content] = digest_cache.copy_hashing(content, copy, progress)
+                files[rel] = transfers.copies[content] = copy
+                transfers.precopied[copy] = why
+        except OSError as exc:
+            if exc.filename != str(content):
+                raise  # writing the copy failed: the repository is unchanged, build_repository says so
+            raise BuildError(f"model '{model.name}': cannot read {exc.filename}: {exc.strerror}") from None
+    return plan_files(model, files, transfers.progress, known)
 
 
 def read_manifest(repository: Path) -> dict[str, Any]:
@@ -202,8 +264,10 @@ def build_repository(
 
 def _build(spec: DeploymentSpec, out: Path, transfers: Transfers) -> BuildReport:
     """build_repository's work, under one save of the digest cache."""
-    plans = [plan_model(model, transfers.progress) for model in spec.models]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ahead = _Ahead(out)
     try:
+        plans = [_plan_copying_ahead(out, model, transfers, ahead) for model in spec.models]
         with build_lock(out):
             previous = read_manifest(out)
             changes = _changes(out, plans, previous)
@@ -216,6 +280,8 @@ def _build(spec: DeploymentSpec, out: Path, transfers: Transfers) -> BuildReport
         raise BuildError(
             f"cannot build {out}: {exc.strerror or exc}{where}; the repository is unchanged"
         ) from None
+    finally:
+        ahead.remove()
     return BuildReport(out, tuple(_with_placement(c, transfers) for c in changes))
 
 

@@ -24,6 +24,7 @@ CACHE_FILE = "digests.json"
 CACHE_FORMAT = 1
 RACY_NS = 2_000_000_000
 CHUNK = 1 << 20
+COPY_CHUNK = 8 << 20
 MAX_ENTRIES = 20_000
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
 Key = tuple[int, int, int]  # size, mtime_ns, inode
@@ -110,20 +111,56 @@ def stream_sha256(path: Path, progress: Progress | None = None) -> str:
     return digest.hexdigest()
 
 
+def cached(path: Path) -> str | None:
+    """The remembered hash of a file whose size, mtime and inode are unchanged since, else None."""
+    name = os.path.abspath(path)
+    try:
+        stat = os.stat(name)
+    except OSError:
+        return None
+    with _lock:
+        known = _load().get(name)
+    return known[1] if known is not None and known[0] == _key(stat) else None
+
+
 def file_sha256(path: Path, progress: Progress | None = None) -> str:
     """A file's sha256, from the cache when its size, mtime and inode are unchanged."""
     name = os.path.abspath(path)
+    known = cached(Path(name))
+    if known is not None:
+        return known
     before = os.stat(name)
-    with _lock:
-        known = _load().get(name)
-    if known is not None and known[0] == _key(before):
-        return known[1]
     started = time.time_ns()
     digest = stream_sha256(Path(name), progress)
-    after = os.stat(name)
-    if _key(after) == _key(before) and after.st_mtime_ns < started - RACY_NS:
-        remember(Path(name), digest, after)
+    _remember_if_settled(Path(name), digest, before, started)
     return digest
+
+
+def _remember_if_settled(path: Path, digest: str, before: os.stat_result, started: int) -> None:
+    """Remember a hash just read unless the file changed meanwhile or was modified too recently."""
+    after = os.stat(path)
+    if _key(after) == _key(before) and after.st_mtime_ns < started - RACY_NS:
+        remember(path, digest, after)
+
+
+def copy_hashing(source: Path, target: Path, progress: Progress | None = None) -> str:
+    """Copy a file into a new one, hashing in the same pass (each byte read once); the source's sha256."""
+    global bytes_hashed
+    before, started = os.stat(source), time.time_ns()
+    digest = hashlib.sha256()
+    with open(source, "rb") as src, open(target, "xb") as dst:
+        os.posix_fadvise(src.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        done = 0
+        while chunk := src.read(COPY_CHUNK):
+            digest.update(chunk)
+            dst.write(chunk)
+            done += len(chunk)
+            if progress is not None:
+                progress(done, before.st_size)
+        os.fsync(dst.fileno())
+    bytes_hashed += done
+    _remember_if_settled(source, digest.hexdigest(), before, started)
+    return digest.hexdigest()
 
 
 def remember(path: Path, digest: str, stat: os.stat_result | None = None) -> None:

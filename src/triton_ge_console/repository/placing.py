@@ -31,6 +31,15 @@ class Transfers:
     progress: ProgressHook | None = None
     placed: list[tuple[str, str, str | None]] = field(default_factory=list)  # (model, how, why copied)
     copies: dict[Path, Path] = field(default_factory=dict)  # source → its copy staged by this build
+    precopied: dict[Path, str] = field(default_factory=dict)  # copy made (and hashed) ahead → why copied
+
+    def copy_reason(self, source: Path, folder: Path) -> str | None:
+        """Why source would be copied into folder rather than linked, or None when a link should work."""
+        if not self.link:
+            return "linking is off (--copy)"
+        if os.stat(source).st_dev != os.stat(folder).st_dev:
+            return _NO_LINK[errno.EXDEV]
+        return None
 
     def note(self, model: str, how: str, why: str | None) -> None:
         """Record one placed model file."""
@@ -78,6 +87,9 @@ def write_bytes(target: Path, content: bytes) -> None:
 
 def place_file(target: Path, source: Path, transfers: Transfers, what: str) -> tuple[str, str | None]:
     """Link source at target when allowed and possible, else copy it: ("linked"|"copied", why copied)."""
+    if source in transfers.precopied:  # copied and hashed in one pass beside REPO: now only linked in
+        os.link(source, target)
+        return "copied", transfers.precopied[source]
     own = transfers.reuse_root is not None and source.is_relative_to(transfers.reuse_root)
     staged = transfers.copies.get(source)  # copied once already (another version): link to that copy
     why: str | None = "linking is off (--copy)"
