@@ -282,7 +282,7 @@ def table(f: dict[str, dict[str, Any]], gib: float) -> str:
         "",
         "| step | ge-console | baseline | ratio | peak RSS | model bytes hashed |",
         "|---|---|---|---|---|---|",
-        _row("cold `build --copy` (copy and hash in one pass, fsync)", f["build_copy"], f["cp_r"],
+        _row("cold `build --copy` (copy, a thread hashing beside it, fsync)", f["build_copy"], f["cp_r"],
              "`cp -r` + fsync", True),
         _row("the same, against `cp -r` alone (no fsync)", f["build_copy"], f["cp_r"], "`cp -r`", False),
         _row("cold `build` (linked; hash + link)", f["build_link"], f["cp_al"], "`cp -al`", False),

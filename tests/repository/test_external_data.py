@@ -156,8 +156,8 @@ def _bytes_hashed_by_build(spec: Path, repo: Path) -> tuple[int, list[str]]:
     return int(first), lines
 
 
-def test_a_cold_copied_build_reads_each_model_byte_once(sources: Path) -> None:
-    """Copying a model new to REPO hashes it in the same pass: bytes hashed = bytes copied, no more."""
+def test_a_cold_copied_build_hashes_each_model_byte_once(sources: Path) -> None:
+    """Copying a model new to REPO hashes it while copying: bytes hashed = bytes copied, no more."""
     start = digest_cache.bytes_hashed
     report = build_repository(load_spec(sources / "deploy.yaml"), sources / "repo", link=False)
     total = sum(p.stat().st_size for p in sources.rglob("*") if p.is_file() and p.suffix != ".yaml"
@@ -255,7 +255,7 @@ def test_progress_hook_sees_copying_and_hashing_to_the_end(
     sources: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The hook a console or notebook passes hears each file's work, ending at its size: a cold copied
-    build copies and hashes in one pass, a linked one (with nothing remembered) hashes."""
+    build reports its copies, a linked one (with nothing remembered) its hashing."""
     size = (sources / "weights" / "one.data").stat().st_size
     for link, what in ((False, "copying one_file/1/weights/one.data"), (True, "hashing one.data")):
         monkeypatch.setenv("GE_CONSOLE_CACHE_DIR", str(tmp_path_factory.mktemp("cold-cache")))
@@ -343,3 +343,18 @@ def test_copied_versions_share_one_copy_of_the_weights(sources: Path) -> None:
     first, second = (sources / "repo" / "m" / v / "weights" / "one.data" for v in ("1", "2"))
     assert first.stat().st_ino == second.stat().st_ino != (sources / "weights" / "one.data").stat().st_ino
     assert report.lines()[0] == "added      m  (2 files linked, 2 files copied: linking is off (--copy))"
+
+
+def test_a_source_changed_while_copied_gets_the_hash_of_what_was_copied(tmp_path: Path) -> None:
+    """The hash runs beside the copy; if the source changes meanwhile, the copy itself is hashed."""
+    source, target = tmp_path / "w.bin", tmp_path / "copy.bin"
+    source.write_bytes(b"old" * 1000)
+    age(source)
+
+    def copy_after_an_edit(a: Path, b: Path) -> None:
+        with open(a, "ab") as stream:
+            stream.write(b"new")
+        shutil.copyfile(a, b)
+
+    digest = digest_cache.copy_hashing(source, target, copy_after_an_edit)
+    assert digest == _sha(target) == hashlib.sha256(b"old" * 1000 + b"new").hexdigest()

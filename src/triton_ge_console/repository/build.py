@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -16,7 +17,7 @@ from typing import Any
 from triton_ge_console.repository import demo_models, digest_cache, external_data
 from triton_ge_console.repository.build_commit import build_lock, commit_build, staging_dir
 from triton_ge_console.repository.configgen import OM_FILENAME, ONNX_FILENAME, config_text
-from triton_ge_console.repository.placing import Transfers
+from triton_ge_console.repository.placing import Transfers, copy_file
 from triton_ge_console.repository.progress import ProgressHook, for_file
 from triton_ge_console.repository.spec import model_name_problem, parse_spec
 from triton_ge_console.repository.spec_types import DeploymentSpec, ModelSpec
@@ -206,7 +207,7 @@ class _Ahead:
 
 def _plan_copying_ahead(out: Path, model: ModelSpec, transfers: Transfers, ahead: _Ahead) -> ModelPlan:
     """The plan of a model new to REPO, whose unhashed files that must be copied are copied now, beside
-    REPO, and hashed in the same pass: each byte is read once, not hashed and then copied."""
+    REPO, while a thread hashes them: the hash overlaps the copy instead of preceding it."""
     problem = model_name_problem(model.name)
     if problem:
         raise BuildError(f"model name '{model.name}' {problem}")
@@ -223,8 +224,10 @@ def _plan_copying_ahead(out: Path, model: ModelSpec, transfers: Transfers, ahead
             why = transfers.copy_reason(content, out.parent)
             if why is not None and digest_cache.cached(content) is None:
                 copy = ahead.file(f"{model.name}/{rel}")
-                progress = for_file(transfers.progress, f"copying {model.name}/{rel}")
-                known[rel] = digests[content] = digest_cache.copy_hashing(content, copy, progress)
+                copier = functools.partial(
+                    copy_file, what=f"copying {model.name}/{rel}", progress=transfers.progress
+                )
+                known[rel] = digests[content] = digest_cache.copy_hashing(content, copy, copier)
                 files[rel] = transfers.copies[content] = copy
                 transfers.precopied[copy] = why
         except OSError as exc:

@@ -24,7 +24,6 @@ CACHE_FILE = "digests.json"
 CACHE_FORMAT = 1
 RACY_NS = 2_000_000_000
 CHUNK = 1 << 20
-COPY_CHUNK = 8 << 20
 MAX_ENTRIES = 20_000
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
 Key = tuple[int, int, int]  # size, mtime_ns, inode
@@ -143,24 +142,21 @@ def _remember_if_settled(path: Path, digest: str, before: os.stat_result, starte
         remember(path, digest, after)
 
 
-def copy_hashing(source: Path, target: Path, progress: Progress | None = None) -> str:
-    """Copy a file into a new one, hashing in the same pass (each byte read once); the source's sha256."""
-    global bytes_hashed
+def copy_hashing(source: Path, target: Path, copy: Callable[[Path, Path], None]) -> str:
+    """Copy source with `copy` while a thread hashes it (hashlib and the kernel's copy leave the GIL, so the
+    two overlap on two cores, and the second read finds the pages cached); the sha256 of what was copied."""
     before, started = os.stat(source), time.time_ns()
-    digest = hashlib.sha256()
-    with open(source, "rb") as src, open(target, "xb") as dst:
-        os.posix_fadvise(src.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
-        done = 0
-        while chunk := src.read(COPY_CHUNK):
-            digest.update(chunk)
-            dst.write(chunk)
-            done += len(chunk)
-            if progress is not None:
-                progress(done, before.st_size)
-        os.fsync(dst.fileno())
-    bytes_hashed += done
-    _remember_if_settled(source, digest.hexdigest(), before, started)
-    return digest.hexdigest()
+    hashed: list[str] = []
+    hasher = threading.Thread(target=lambda: hashed.append(stream_sha256(source)), daemon=True)
+    hasher.start()
+    try:
+        copy(source, target)
+    finally:
+        hasher.join()
+    if not hashed or _key(os.stat(source)) != _key(before):
+        return stream_sha256(target)  # the source changed (or vanished) meanwhile: hash what was copied
+    _remember_if_settled(source, hashed[0], before, started)
+    return hashed[0]
 
 
 def remember(path: Path, digest: str, stat: os.stat_result | None = None) -> None:
