@@ -52,6 +52,8 @@ BENCHMARKS = (
     Benchmark("gc_pause", "Console garbage collections",
               "full garbage collections over 600 dashboard refreshes with 15 minutes of history"),
     Benchmark("demo_models", "Demo models", "build time, size and ONNX Runtime latency of the demo models"),
+    Benchmark("build_scale", "Builds at LLM size",
+              "a 3 GiB external-data ONNX: build vs cp -r / cp -al, no-op rebuild, reload --changed, RSS"),
     Benchmark("loadgen_vs_wrk", "Load generator vs wrk",
               "`ge-console bench` and wrk (C) against the same trivial model; ratio of throughputs"),
 )

@@ -55,6 +55,15 @@ class RunningServer:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_digest_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The suite hashes into its own digest cache (never the user's), as do the processes it starts;
+    session-wide, so module fixtures that build repositories use it too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GE_CONSOLE_CACHE_DIR", str(tmp_path_factory.mktemp("digest-cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def triton_dist() -> TritonDistribution:
     """The tritonserver this suite runs (the nvidia-pytriton wheel on CI)."""

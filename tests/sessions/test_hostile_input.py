@@ -240,17 +240,17 @@ def _onnx_with_external_weights(path: Path, location: str) -> None:
 
 
 @pytest.mark.parametrize(("location", "refused"), [
-    ("../../../../etc/passwd", True), ("/etc/passwd", True), ("weights.bin", False), ("../w.bin", False),
+    ("../../../../etc/passwd", True), ("/etc/passwd", True), ("weights.bin", False), ("../w.bin", True),
 ])
 def test_validate_refuses_onnx_external_data_leaving_the_model_folder(
         tmp_path: Path, location: str, refused: bool) -> None:
     model = tmp_path / "repo" / "m"
     _onnx_with_external_weights(model / "1" / "model.onnx", location)
     (model / "config.pbtxt").write_text('name: "m"\nbackend: "ge"\nmax_batch_size: 0\n', encoding="utf-8")
-    said = [p for p in validate_path(model).errors if "external data location" in p.message]
+    said = [p for p in validate_path(model).errors if "outside the model's folder" in p.message]
     assert bool(said) == refused, validate_path(model).problems
-    if refused:
-        assert f"'{location}' leaves the model folder" in said[0].message
+    if refused:  # ONNX Runtime reads external data below the ONNX's own folder only
+        assert f"'{location}'" in said[0].message
 
 
 @pytest.mark.parametrize(("token", "said"), [

@@ -165,7 +165,8 @@ def test_counter_metrics_follow_model_counters_order() -> None:
 def test_idle_interval_rates_equal_the_arithmetic() -> None:
     """Unchanged counters give what the deltas would; infinities and NaN take the long way."""
     counters = ModelCounters(success=3, inference=6, execution=2, request_us=900.0)
-    assert compute_rates(counters, counters, 2.0) == ModelRates(0.0, 0.0, 0.0, 0.0, None, None, None, None, False)
+    idle = ModelRates(0.0, 0.0, 0.0, 0.0, None, None, None, None, False)
+    assert compute_rates(counters, counters, 2.0) == idle
     odd = ModelCounters(success=float("inf"))
     assert compute_rates(odd, odd, 1.0).request_rate != 0.0
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from triton_ge_console.backend_glue.executor import TRITON_TO_NUMPY, Executor, TensorInfo
 from triton_ge_console.backend_glue.settings import GlueConfigError, GlueSettings
+from triton_ge_console.repository.external_data import check_external_data
 
 
 def _where(settings: GlueSettings) -> str:
@@ -42,6 +43,9 @@ def open_executor(settings: GlueSettings, config: dict[str, Any]) -> Executor:
                               f"{settings.version_dir} and no onnx_model_path parameter")
     if not onnx_path.is_file():
         raise GlueConfigError(f"{_where(settings)}: ONNX model {onnx_path} does not exist")
+    problems = check_external_data(onnx_path)
+    if problems:
+        raise GlueConfigError(f"{_where(settings)}: {problems[0]}")
     return OnnxRuntimeExecutor(onnx_path, settings.intra_op_threads, settings.inter_op_threads,
                                io_bytes(config))
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from triton_ge_console.backend_glue.executor import DeviceFigures, ExecutorError, RunStats, TensorInfo
+from triton_ge_console.repository.external_data import external_bytes
 
 # ONNX Runtime's type strings → Triton data type names.
 _ORT_TO_TRITON = {
@@ -53,7 +54,7 @@ class OnnxRuntimeExecutor:
         self.inputs = tuple(_info(n, onnx_path) for n in self._session.get_inputs())
         self.outputs = tuple(_info(n, onnx_path) for n in self._session.get_outputs())
         self._output_names = [o.name for o in self.outputs]
-        self.memory_bytes = onnx_path.stat().st_size + io_bytes
+        self.memory_bytes = onnx_path.stat().st_size + external_bytes(onnx_path) + io_bytes
 
     def run(self, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], RunStats]:
         """One synchronous ONNX Runtime run."""

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from triton_ge_console.repository import demo_models
-from triton_ge_console.repository.build_commit import build_lock, commit_build
+from triton_ge_console.repository import demo_models, digest_cache, external_data
+from triton_ge_console.repository.build_commit import build_lock, commit_build, staging_dir
 from triton_ge_console.repository.configgen import OM_FILENAME, ONNX_FILENAME, config_text
+from triton_ge_console.repository.placing import Transfers, copy_file
+from triton_ge_console.repository.progress import ProgressHook, for_file
 from triton_ge_console.repository.spec import model_name_problem, parse_spec
 from triton_ge_console.repository.spec_types import DeploymentSpec, ModelSpec
 from triton_ge_console.repository.starter import STARTER_SPEC
@@ -34,6 +40,16 @@ class ModelChange:
     name: str
     status: str  # one of STATUSES
     digest: str | None  # content hash of the folder as built (None when removed)
+    linked: int = 0  # model files this build hard-linked into the folder
+    copied: int = 0  # model files it copied
+    why_copied: str | None = None  # why the copies were not links
+
+    def placement(self) -> str:
+        """How this build placed the model's files, for people ("" when it placed none)."""
+        parts = [f"{n} file{'s' if n != 1 else ''} {how}" for n, how in ((self.linked, "linked"),
+                                                                          (self.copied, "copied")) if n]
+        why = f": {self.why_copied}" if self.copied and self.why_copied else ""
+        return f"({', '.join(parts)}{why})" if parts else ""
 
 
 @dataclass(frozen=True)
@@ -60,13 +76,17 @@ class BuildReport:
         """JSON-ready form (what `build --json` prints)."""
         return {
             "repository": str(self.repository),
-            "models": [{"name": c.name, "status": c.status, "digest": c.digest} for c in self.changes],
+            "models": [
+                {"name": c.name, "status": c.status, "digest": c.digest, "linked": c.linked,
+                 "copied": c.copied, "why_copied": c.why_copied}
+                for c in self.changes
+            ],
             **{status: list(self.names(status)) for status in STATUSES},
         }
 
     def lines(self) -> list[str]:
         """One line per model and a summary, for people."""
-        lines = [f"{c.status:<9}  {c.name}" for c in self.changes]
+        lines = [f"{c.status:<9}  {c.name}  {c.placement()}".rstrip() for c in self.changes]
         counts = ", ".join(f"{len(self.names(s))} {s}" for s in STATUSES)
         return [*lines, f"{self.repository}: {counts}"]
 
@@ -78,17 +98,14 @@ class ModelPlan:
     model: ModelSpec
     files: dict[str, FileContent]  # relative posix path → content
     digest: str
+    hashes: dict[str, str]  # relative posix path → content hash
 
 
-def _sha256_of(content: FileContent) -> str:
-    """Hash of literal bytes or of a file's bytes."""
+def _sha256_of(content: FileContent, progress: ProgressHook | None = None) -> str:
+    """Hash of literal bytes or of a file's bytes (streamed, and remembered while the file is unchanged)."""
     if isinstance(content, bytes):
         return hashlib.sha256(content).hexdigest()
-    digest = hashlib.sha256()
-    with open(content, "rb") as stream:
-        for chunk in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return digest_cache.file_sha256(content, for_file(progress, f"hashing {content.name}"))
 
 
 def tree_digest(file_hashes: dict[str, str]) -> str:
@@ -118,25 +135,106 @@ def model_files(model: ModelSpec) -> dict[str, FileContent]:
     onnx: FileContent | None = model.onnx_path
     if demo_models.is_demo(model.source):
         onnx = demo_models.demo_bytes(model.source)
+    weights = _external_files(model.name, onnx) if isinstance(onnx, Path) else {}
     for version in model.versions:
         if onnx is not None:
             files[f"{version}/{ONNX_FILENAME}"] = onnx
         if model.om_path is not None:
             files[f"{version}/{OM_FILENAME}"] = model.om_path
+        files.update({f"{version}/{rel}": path for rel, path in weights.items()})
     return files
 
 
-def plan_model(model: ModelSpec) -> ModelPlan:
+def _external_files(name: str, onnx: Path) -> dict[str, Path]:
+    """The external-data files an ONNX source names, at the paths it expects; a bad one is a BuildError."""
+    problems = external_data.check_external_data(onnx)
+    if problems:
+        raise BuildError(f"model '{name}': {problems[0]}")
+    try:
+        weights = external_data.external_files(onnx)
+    except Exception:
+        return {}  # not a readable ONNX: the spec reader said so already
+    clash = set(weights) & {ONNX_FILENAME, OM_FILENAME}
+    if clash:
+        raise BuildError(f"model '{name}': {onnx}: external data '{clash.pop()}' has the name the "
+                         "repository gives the model file itself; save the weights under another name")
+    return weights
+
+
+def plan_model(model: ModelSpec, progress: ProgressHook | None = None) -> ModelPlan:
     """Files and digest of one model; a missing or unreadable source file is a BuildError."""
     problem = model_name_problem(model.name)
     if problem:
         raise BuildError(f"model name '{model.name}' {problem}")
-    files = model_files(model)
+    return plan_files(model, model_files(model), progress)
+
+
+def plan_files(
+    model: ModelSpec,
+    files: dict[str, FileContent],
+    progress: ProgressHook | None,
+    known: dict[str, str] | None = None,
+) -> ModelPlan:
+    """A model's plan from its files, hashing those whose hash is not known."""
+    known = known or {}
     try:
-        hashes = {rel: _sha256_of(content) for rel, content in files.items()}
+        hashes = {rel: known.get(rel) or _sha256_of(content, progress) for rel, content in files.items()}
     except OSError as exc:
         raise BuildError(f"model '{model.name}': cannot read {exc.filename}: {exc.strerror}") from None
-    return ModelPlan(model, files, tree_digest(hashes))
+    return ModelPlan(model, files, tree_digest(hashes), hashes)
+
+
+class _Ahead:
+    """A folder beside REPO (same filesystem) for copies made while planning; made on first use."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.folder: Path | None = None
+
+    def file(self, rel: str) -> Path:
+        """A new path under the folder, its parents made."""
+        if self.folder is None:
+            self.folder = staging_dir(self.out)
+        target = self.folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return target
+
+    def remove(self) -> None:
+        """Remove the folder and what is left in it (REPO keeps its links to the copies)."""
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _plan_copying_ahead(out: Path, model: ModelSpec, transfers: Transfers, ahead: _Ahead) -> ModelPlan:
+    """The plan of a model new to REPO, whose unhashed files that must be copied are copied now, beside
+    REPO, while a thread hashes them: the hash overlaps the copy instead of preceding it."""
+    problem = model_name_problem(model.name)
+    if problem:
+        raise BuildError(f"model name '{model.name}' {problem}")
+    files = model_files(model)
+    if (out / model.name).exists() or (out / model.name).is_symlink():
+        return plan_files(model, files, transfers.progress)
+    known: dict[str, str] = {}
+    digests: dict[Path, str] = {}  # source → hash, for a source copied once for several versions
+    for rel, content in files.items():
+        if not isinstance(content, Path) or content in transfers.copies:
+            known.update({rel: digests[content]} if content in digests else {})
+            continue  # bytes; or copied already: placing links the copy
+        try:
+            why = transfers.copy_reason(content, out.parent)
+            if why is not None and digest_cache.cached(content) is None:
+                copy = ahead.file(f"{model.name}/{rel}")
+                copier = functools.partial(
+                    copy_file, what=f"copying {model.name}/{rel}", progress=transfers.progress
+                )
+                known[rel] = digests[content] = digest_cache.copy_hashing(content, copy, copier)
+                files[rel] = transfers.copies[content] = copy
+                transfers.precopied[copy] = why
+        except OSError as exc:
+            if exc.filename != str(content):
+                raise  # writing the copy failed: the repository is unchanged, build_repository says so
+            raise BuildError(f"model '{model.name}': cannot read {exc.filename}: {exc.strerror}") from None
+    return plan_files(model, files, transfers.progress, known)
 
 
 def read_manifest(repository: Path) -> dict[str, Any]:
@@ -154,23 +252,75 @@ def manifest_digests(repository: Path) -> dict[str, str]:
     return {name: entry["digest"] for name, entry in models.items() if isinstance(entry, dict)}
 
 
-def build_repository(spec: DeploymentSpec, out: Path) -> BuildReport:
-    """Build or update REPO from spec; on any failure REPO is untouched and no staging folder is left."""
+def build_repository(
+    spec: DeploymentSpec, out: Path, link: bool = True, progress: ProgressHook | None = None
+) -> BuildReport:
+    """Build or update REPO from spec; on any failure REPO is untouched and no staging folder is left.
+
+    Model files are hard-linked from their sources where the filesystem allows (link=False: copied)."""
     out = Path(os.path.abspath(out))
     if out.exists() and not out.is_dir():
         raise BuildError(f"{out} exists and is not a directory")
-    plans = [plan_model(model) for model in spec.models]
+    with digest_cache.deferred():
+        return _build(spec, out, Transfers(link=link, reuse_root=out, progress=progress))
+
+
+def _build(spec: DeploymentSpec, out: Path, transfers: Transfers) -> BuildReport:
+    """build_repository's work, under one save of the digest cache."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ahead = _Ahead(out)
     try:
+        plans = [_plan_copying_ahead(out, model, transfers, ahead) for model in spec.models]
         with build_lock(out):
             previous = read_manifest(out)
             changes = _changes(out, plans, previous)
-            commit_build(out, plans, changes, _manifest_text(spec, plans, changes, previous), MANIFEST_NAME)
+            staged = [_reusing_unchanged_files(out, p, changes) for p in plans]
+            manifest = _manifest_text(spec, plans, changes, previous)
+            commit_build(out, staged, changes, manifest, MANIFEST_NAME, transfers)
+            _remember_hashes(out, plans, changes)
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
         raise BuildError(
             f"cannot build {out}: {exc.strerror or exc}{where}; the repository is unchanged"
         ) from None
-    return BuildReport(out, tuple(changes))
+    finally:
+        ahead.remove()
+    return BuildReport(out, tuple(_with_placement(c, transfers) for c in changes))
+
+
+def _reusing_unchanged_files(out: Path, plan: ModelPlan, changes: list[ModelChange]) -> ModelPlan:
+    """An updated model's plan whose unchanged model files come from its current folder (linked, so a
+    config-only edit copies no weights); the current files are read-only to us, never rewritten."""
+    status = next(c.status for c in changes if c.name == plan.model.name)
+    if status != "updated":
+        return plan
+    files = dict(plan.files)
+    for rel, content in plan.files.items():
+        current = out / plan.model.name / rel
+        served = isinstance(content, Path) and current.is_file() and not current.is_symlink()
+        if served and _sha256_of(current) == plan.hashes[rel]:
+            files[rel] = current
+    return ModelPlan(plan.model, files, plan.digest, plan.hashes)
+
+
+def _remember_hashes(out: Path, plans: list[ModelPlan], changes: list[ModelChange]) -> None:
+    """Note the hashes of the files just placed, so the next no-op build or reload reads none of them."""
+    written = {c.name for c in changes if c.status in ("added", "updated")}
+    for plan in plans:
+        if plan.model.name in written:
+            for rel, digest in plan.hashes.items():
+                with contextlib.suppress(OSError):
+                    digest_cache.remember(out / plan.model.name / rel, digest)
+
+
+def _with_placement(change: ModelChange, transfers: Transfers) -> ModelChange:
+    """A change with how many of its model files were linked and copied, and why copied."""
+    placed = [(how, why) for model, how, why in transfers.placed if model == change.name]
+    if not placed:
+        return change
+    why = next((w for how, w in placed if how == "copied" and w), None)
+    linked = sum(how == "linked" for how, _ in placed)
+    return dataclasses.replace(change, linked=linked, copied=len(placed) - linked, why_copied=why)
 
 
 def _changes(out: Path, plans: list[ModelPlan], previous: dict[str, Any]) -> list[ModelChange]:

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triton_ge_console.repository.placing import Transfers, write_file
+
 if TYPE_CHECKING:
     from triton_ge_console.repository.build import ModelChange, ModelPlan
 
@@ -70,26 +72,12 @@ def exchange(first: Path, second: Path) -> bool:
     raise OSError(code, os.strerror(code), str(first), None, str(second))
 
 
-def _write_file(target: Path, content: bytes | Path) -> None:
-    """Write (or copy) one file and flush it to disk, so a disk error shows up now, not after the swap."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(content, Path):
-        shutil.copyfile(content, target)
-        with open(target, "rb+") as stream:
-            os.fsync(stream.fileno())
-        return
-    with open(target, "wb") as stream:
-        stream.write(content)
-        stream.flush()
-        os.fsync(stream.fileno())
-
-
-def stage_model(root: Path, plan: ModelPlan) -> Path:
-    """Write one model folder under root."""
+def stage_model(root: Path, plan: ModelPlan, transfers: Transfers | None = None) -> Path:
+    """Write one model folder under root (model files linked or copied as transfers says)."""
     folder = root / plan.model.name
     folder.mkdir(parents=True)
     for rel, content in sorted(plan.files.items()):
-        _write_file(folder / rel, content)
+        write_file(folder / rel, content, transfers, f"{plan.model.name}/{rel}")
     return folder
 
 
@@ -124,7 +112,12 @@ class RenameJournal:
 
 
 def commit_build(
-    out: Path, plans: Iterable[ModelPlan], changes: list[ModelChange], manifest: str, manifest_name: str
+    out: Path,
+    plans: Iterable[ModelPlan],
+    changes: list[ModelChange],
+    manifest: str,
+    manifest_name: str,
+    transfers: Transfers | None = None,
 ) -> None:
     """Stage what changed, then swap it into out; unchanged folders and files are never touched."""
     status = {c.name: c.status for c in changes}
@@ -139,8 +132,8 @@ def commit_build(
         new_root.mkdir()
         old_root.mkdir()
         for plan in to_write:
-            stage_model(new_root, plan)
-        _write_file(new_root / manifest_name, manifest.encode("utf-8"))
+            stage_model(new_root, plan, transfers)
+        write_file(new_root / manifest_name, manifest.encode("utf-8"))
         if not out.exists():
             os.rename(new_root, out)
             return

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_ge_console.repository.build import BuildError, build_repository
+from triton_ge_console.repository.progress import TerminalProgress
 from triton_ge_console.repository.spec import SpecError, load_spec
 from triton_ge_console.repository.starter import write_starter
 
@@ -44,6 +45,12 @@ def register(subparsers: Any) -> None:
         help="model repository folder to create or update",
     )
     build.add_argument("--json", action="store_true", help="print the change report as JSON")
+    build.add_argument(
+        "--copy",
+        action="store_true",
+        help="copy model files instead of hard-linking them (a linked file shares its bytes with the "
+        "source: overwrite a source in place and the repository's copy changes too)",
+    )
     build.set_defaults(func=run_build)
 
 
@@ -66,13 +73,16 @@ def run_init(args: argparse.Namespace) -> int:
 
 def run_build(args: argparse.Namespace) -> int:
     """Load the spec and build the repository; every problem goes to stderr, one line each."""
+    progress = TerminalProgress()
     try:
         spec = load_spec(args.spec)
-        report = build_repository(spec, args.output)
+        report = build_repository(spec, args.output, link=not args.copy, progress=progress)
     except SpecError as exc:
         return _fail(args, [str(p) for p in exc.problems], [p.to_dict() for p in exc.problems])
     except BuildError as exc:
         return _fail(args, [str(exc)], [{"message": str(exc)}])
+    finally:
+        progress.close()
     if args.json:
         print(json.dumps({"ok": True, **report.to_dict()}, indent=2))
     else:

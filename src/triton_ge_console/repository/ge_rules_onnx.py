@@ -3,18 +3,13 @@ refuse a config that names a tensor the graph lacks, or gives it another type or
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_ge_console.backend_glue.settings import model_file_candidates
-from triton_ge_console.repository.onnx_io import (
-    OnnxReadError,
-    external_data_locations,
-    read_onnx_io,
-    triton_dims,
-)
+from triton_ge_console.repository import external_data
+from triton_ge_console.repository.onnx_io import OnnxReadError, read_onnx_io, triton_dims
 from triton_ge_console.repository.spec_types import TensorSpec
 from triton_ge_console.repository.triton_rules import WILDCARD_DIM, Finding, error
 
@@ -27,16 +22,9 @@ def onnx_of_version(onnx_text: str | None, version_dir: Path) -> Path | None:
     return found[0] if found else None
 
 
-def check_external_data(onnx_path: Path, model_dir: Path) -> list[Finding]:
-    """An ONNX's external weight files must stay inside its model folder (no `../../etc/passwd`)."""
-    findings = []
-    inside = Path(os.path.normpath(model_dir))
-    for location in external_data_locations(onnx_path):
-        target = Path(os.path.normpath(onnx_path.parent / location))
-        if Path(location).is_absolute() or inside not in target.parents:
-            message = f"{onnx_path.name}: external data location '{location[:80]}' leaves the model folder"
-            findings.append(error("backend", message))
-    return findings
+def check_external_data(onnx_path: Path) -> list[Finding]:
+    """Each external-data file the ONNX names exists, is long enough and lies inside the model's folder."""
+    return [error("", problem) for problem in external_data.check_external_data(onnx_path)]
 
 
 def check_io_against_onnx(config: mc.ModelConfig, onnx_path: Path) -> list[Finding]:

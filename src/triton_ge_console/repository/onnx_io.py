@@ -89,19 +89,6 @@ def read_onnx_io(path: Path) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, 
     return graph_io(model)
 
 
-def external_data_locations(path: Path) -> list[str]:
-    """The files an ONNX's initializers keep their data in (relative to the ONNX's folder), as written."""
-    try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception:  # unreadable or not an ONNX: read_onnx_io says why
-        return []
-    locations = []
-    for tensor in model.graph.initializer:
-        if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            locations += [entry.value for entry in tensor.external_data if entry.key == "location"]
-    return list(dict.fromkeys(locations))
-
-
 def triton_dims(dims: tuple[int, ...], max_batch_size: int) -> tuple[int, ...]:
     """Config dims for full ONNX dims: with max_batch_size > 0 Triton's dims exclude the batch dim."""
     return dims[1:] if max_batch_size > 0 else dims

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from triton_ge_console.repository import demo_models, onnx_io
+from triton_ge_console.repository import demo_models, external_data, onnx_io
 from triton_ge_console.repository import spec_options as options
 from triton_ge_console.repository.spec_nodes import INT32_MAX, Reader, describe, join, suggest
 from triton_ge_console.repository.spec_tensors import LocatedTensor, check_against_graph, tensors
@@ -198,7 +198,12 @@ def _source(
             "backend npu_ge compiles an ONNX online: give an .onnx source, or 'onnx:' beside the .om",
         )
         return None
-    return Source(raw, onnx_path, om_path, _graph(reader, node, join(path, "source"), raw, onnx_path))
+    where = (onnx_node, join(path, "onnx")) if onnx_node is not None else (node, join(path, "source"))
+    graph = _graph(reader, node, join(path, "source"), raw, onnx_path)
+    if onnx_path is not None and graph is not None:
+        for problem in external_data.check_external_data(onnx_path):
+            reader.problems.add(where[0], where[1], problem)
+    return Source(raw, onnx_path, om_path, graph)
 
 
 def _graph(reader: Reader, node: yaml.Node, path: str, raw: str, onnx_path: Path | None) -> GraphIO | None:

@@ -7,6 +7,7 @@ the new one READY, so a failed reload is retried next time while the old model k
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import json
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_ge_console.repository.build import BuildError, BuildReport, build_repository, folder_digest
+from triton_ge_console.repository.external_data import external_files
 from triton_ge_console.repository.spec import SpecError, load_spec
 from triton_ge_console.sessions.control import ControlError, TritonControl
 from triton_ge_console.sessions.paths import open_private
@@ -219,6 +221,9 @@ def watched_files(spec_path: Path) -> set[Path]:
         return files
     for model in spec.models:
         files.update(p.resolve() for p in (model.onnx_path, model.om_path) if p is not None)
+        if model.onnx_path is not None:
+            with contextlib.suppress(Exception):  # an unreadable ONNX: the rebuild reports it
+                files.update(p.resolve() for p in external_files(model.onnx_path).values())
     return files
 
 

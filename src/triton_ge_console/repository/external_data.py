@@ -1,0 +1,113 @@
+"""An ONNX's external-data files (weights kept beside a protobuf that stops at 2 GB): which tensors name
+which files, and whether each file is there, long enough and inside the model's folder."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import onnx
+from onnx.external_data_helper import ExternalDataInfo
+
+
+@dataclass(frozen=True)
+class ExternalRef:
+    """One tensor's bytes in an external file: `location` (relative to the ONNX), offset and length."""
+
+    tensor: str
+    location: str
+    offset: int
+    length: int | None  # None: to the end of the file
+
+
+def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor a graph holds: initializers, sparse ones, node attributes, and those of subgraphs."""
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            yield from attribute.tensors
+            if attribute.HasField("g"):
+                yield from _graph_tensors(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _graph_tensors(subgraph)
+
+
+def external_refs(model: onnx.ModelProto) -> list[ExternalRef]:
+    """The external-data references of a model loaded without its external data."""
+    refs = []
+    for tensor in _graph_tensors(model.graph):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = ExternalDataInfo(tensor)
+        length = int(info.length) if info.length not in (None, "") else None
+        refs.append(ExternalRef(tensor.name, str(info.location), int(info.offset or 0), length))
+    return refs
+
+
+def read_external_refs(onnx_path: Path) -> list[ExternalRef]:
+    """external_refs of an ONNX file (its weights are not read); OSError/DecodeError propagate."""
+    return external_refs(onnx.load(str(onnx_path), load_external_data=False))
+
+
+def escapes(location: str) -> bool:
+    """Whether a location leaves the ONNX's folder: absolute, or climbing out with '..'."""
+    path = PurePosixPath(location.replace("\\", "/"))
+    if path.is_absolute() or location.startswith("\\") or (len(location) > 1 and location[1] == ":"):
+        return True
+    depth = 0
+    for part in path.parts:
+        depth += -1 if part == ".." else 0 if part == "." else 1
+        if depth < 0:
+            return True
+    return False
+
+
+def ref_problem(ref: ExternalRef, onnx_path: Path) -> str | None:
+    """What is wrong with one reference, in a sentence naming the tensor, or None."""
+    said = f"{onnx_path}: tensor '{ref.tensor}': external data '{ref.location}'"
+    if not ref.location or escapes(ref.location):
+        return f"{said} is outside the model's folder (it must be a relative path below {onnx_path.parent})"
+    target = onnx_path.parent / ref.location
+    try:
+        size = os.stat(target).st_size
+    except OSError:
+        return f"{said} is missing (no file {target})"
+    if not target.is_file():
+        return f"{said} is not a file ({target})"
+    end = ref.offset + (ref.length or 0)
+    if size < end:
+        return f"{said} is too short: {size} bytes, the tensor needs bytes {ref.offset}..{end}"
+    return None
+
+
+def check_external_data(onnx_path: Path) -> list[str]:
+    """Every problem with an ONNX's external data, one sentence each (an unreadable ONNX is not one)."""
+    try:
+        refs = read_external_refs(onnx_path)
+    except Exception:  # not an ONNX: the graph reader reports it
+        return []
+    return list(dict.fromkeys(p for ref in refs if (p := ref_problem(ref, onnx_path)) is not None))
+
+
+def external_files(onnx_path: Path) -> dict[str, Path]:
+    """Each distinct location (normalised posix path, relative to the ONNX) → the file it names."""
+    files: dict[str, Path] = {}
+    for ref in read_external_refs(onnx_path):
+        rel = os.path.normpath(ref.location.replace("\\", "/"))
+        files.setdefault(PurePosixPath(rel).as_posix(), onnx_path.parent / rel)
+    return files
+
+
+def external_bytes(onnx_path: Path) -> int:
+    """Bytes of the external-data files an ONNX names (0 when none or unreadable): the weights' size."""
+    try:
+        return sum(os.stat(p).st_size for p in external_files(onnx_path).values())
+    except Exception:
+        return 0

@@ -1,0 +1,99 @@
+"""External-data ONNX models built into a repository are served by the glue through a real tritonserver
+(CPU emulation, `ge` and `npu_ge`), with their data in one file and in several; a repository whose data
+file is short is refused at load with the tensor named."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from tests.backend_glue.conftest import server_env
+from tests.conftest import RunningServer, run_triton
+from tests.repository.extdata_models import WIDTH, save_ext
+from triton_ge_console.backend_glue.distribution import TritonDistribution
+from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.repository.build import build_repository
+from triton_ge_console.repository.spec import load_spec
+
+SPEC = """
+models:
+  - {name: one_file, backend: ge, source: src/one.onnx, max_batch_size: 4}
+  - {name: several, backend: npu_ge, source: src/several/net.onnx, max_batch_size: 4}
+  - {name: short, backend: ge, source: src/short.onnx, max_batch_size: 4}
+"""
+
+
+@pytest.fixture(scope="module")
+def served(
+    tmp_path_factory: pytest.TempPathFactory, triton_dist: TritonDistribution
+) -> Iterator[RunningServer]:
+    """A server on a built repository: one_file and several loaded; short built but not loaded."""
+    root = tmp_path_factory.mktemp("extdata-serving")
+    src = root / "src"
+    save_ext(src / "one.onnx", location="weights/one.data", seed=3)
+    (src / "several").mkdir()
+    save_ext(src / "several" / "net.onnx", one_file=False, seed=4)
+    save_ext(src / "short.onnx", seed=5)
+    (root / "deploy.yaml").write_text(textwrap.dedent(SPEC), encoding="utf-8")
+    repo = root / "repo"
+    build_repository(load_spec(root / "deploy.yaml"), repo, link=False)
+    with open(repo / "short" / "1" / "short.onnx.data", "r+b") as stream:
+        stream.truncate(1000)
+    install_backend_dir(root / "backends", triton_dist)
+    _glue_from_this_checkout(root / "backends")
+    with (server_env(GE_GLUE_RUN_DIR=str(root / "run")),
+          run_triton(triton_dist, repo, root / "backends", models=("one_file", "several")) as running):
+        running.src = src  # type: ignore[attr-defined]
+        yield running
+
+
+def _glue_from_this_checkout(backends: Path) -> None:
+    """The stub ignores $PYTHONPATH and would import the installed package: make the glue this source's."""
+    src = Path(__file__).resolve().parents[2] / "src"
+    for backend in ("ge", "npu_ge"):
+        model_py = backends / backend / "model.py"
+        model_py.unlink()  # may be a link to the package's own model.py: never write through it
+        model_py.write_text(
+            f"import sys\nsys.path.insert(0, {str(src)!r})\n"
+            "from triton_ge_console.backend_glue.triton_model import TritonPythonModel  # noqa: E402\n",
+            encoding="utf-8",
+        )
+
+
+def _infer(server: RunningServer, model: str, x: np.ndarray) -> np.ndarray:
+    """One HTTP inference of y from x."""
+    with httpclient.InferenceServerClient(server.http_hostport) as client:
+        tensor = httpclient.InferInput("x", list(x.shape), "FP32")
+        tensor.set_data_from_numpy(x)
+        result = client.infer(model, [tensor]).as_numpy("y")
+    assert result is not None
+    return result
+
+
+@pytest.mark.parametrize(("model", "source"), [("one_file", "one.onnx"), ("several", "several/net.onnx")])
+def test_external_data_model_answers_like_onnx_runtime(
+    served: RunningServer, model: str, source: str
+) -> None:
+    """The served model computes with its external weights: equal to ONNX Runtime on the source."""
+    x = np.random.default_rng(0).standard_normal((2, WIDTH)).astype(np.float32)
+    path = served.src / source  # type: ignore[attr-defined]
+    expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(_infer(served, model, x), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_short_external_data_is_refused_at_load_naming_the_tensor(served: RunningServer) -> None:
+    """Loading a model whose data file is short fails with the glue's sentence, not a crash."""
+    with (httpclient.InferenceServerClient(served.http_hostport) as client,
+          pytest.raises(InferenceServerException) as caught):
+        client.load_model("short")
+    message = str(caught.value)
+    assert "tensor 'w0': external data 'short.onnx.data' is too short: 1000 bytes" in message, message
+    with httpclient.InferenceServerClient(served.http_hostport) as client:
+        assert client.is_model_ready("one_file")
