@@ -16,14 +16,15 @@ import pytest
 import tritonclient.http as triton_http
 
 from tests.sessions.conftest import stopping_sessions
-from tests.sessions.helpers import wait_until, write_ge_spec
+from tests.sessions.helpers import wait_until, write_echo_model, write_ge_spec
 from tests.sessions.test_launch import bert_request, hostport
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.health import FAILING, OK, stub_instances
-from triton_ge_console.sessions.launcher import LaunchOptions, launch
+from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import controller_for, down
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.paths import session_dir as paths_session_dir
 from triton_ge_console.sessions.registry import Registry, SessionRecord
 from triton_ge_console.sessions.shm import SHM_DIR, SHM_PREFIX_FILE
 
@@ -206,3 +207,33 @@ def test_unload_and_down_of_a_broken_model_are_bounded_and_leave_no_shared_memor
     assert "stopped" in capsys.readouterr().out
     assert not list(SHM_DIR.glob(f"{prefix}*"))
     assert not stub_pids(session)
+
+
+def test_a_start_cut_short_leaves_no_shared_memory(module_state: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A start whose timeout ends while a model initialises kills the server: its stub's region goes too."""
+    monkeypatch.setenv(STATE_DIR_ENV, str(module_state / "state"))
+    repo = module_state / "slow-repo"
+    model_py = write_echo_model(repo) / "1" / "model.py"
+    slow = "    def initialize(self, args):\n        __import__('time').sleep(120)\n"
+    model_py.write_text(model_py.read_text().replace("    def initialize(self, args):\n", slow))
+    seen: list[Path] = []
+    stop = threading.Event()
+
+    def watch_regions() -> None:
+        while not stop.is_set():
+            prefix_file = paths_session_dir("slow") / SHM_PREFIX_FILE
+            if prefix_file.is_file():
+                seen.extend(SHM_DIR.glob(prefix_file.read_text(encoding="ascii").strip() + "*"))
+            stop.wait(0.05)
+
+    watcher = threading.Thread(target=watch_regions)
+    watcher.start()
+    try:
+        with pytest.raises(LaunchError):
+            launch(LaunchOptions(source=repo, name="slow", timeout=8, exit_timeout_s=1))
+    finally:
+        stop.set()
+        watcher.join()
+    assert seen, "the stub never had a region with the run's prefix"
+    assert not [region for region in set(seen) if region.exists()]

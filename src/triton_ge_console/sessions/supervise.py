@@ -213,6 +213,7 @@ class SupervisedServer:
         leftover = read_number(self.workdir / PID_FILE)
         if leftover is not None and leftover != self.pid:  # spawned while we were stopping
             stop_process_group(leftover, timeout)
+        remove_shm_regions(self.workdir)  # stubs killed with the group leave their regions (a failed start)
 
     def _wait_supervisor(self, timeout: float) -> None:
         """Wait for the supervisor to exit (it does once the server has); kill it if it hangs."""
