@@ -7,12 +7,12 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-from triton_ge_console.repository import atc
-from triton_ge_console.repository.validate import ValidationReport, validate_path
+# Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
+if TYPE_CHECKING:
+    from triton_ge_console.repository import atc
+    from triton_ge_console.repository.validate import ValidationReport
 
 STATUS_WIDTH = 80
 
@@ -50,6 +50,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run_validate(args: argparse.Namespace) -> int:
     """Print every problem (or the JSON report); 0 clean, 1 errors, 2 PATH missing."""
+    from triton_ge_console.repository.validate import validate_path
+
     try:
         report = validate_path(args.path)
     except FileNotFoundError as exc:
@@ -74,6 +76,8 @@ def summary(report: ValidationReport) -> str:
 
 def run_convert(args: argparse.Namespace) -> int:
     """Check ATC's rules, find ATC, run it with progress; 0 OM written, 1 failed, 2 bad arguments."""
+    from triton_ge_console.repository import atc
+
     request = atc.AtcRequest(
         args.model,
         args.soc_version,
@@ -110,6 +114,11 @@ def run_convert(args: argparse.Namespace) -> int:
 
 def _run_with_progress(request: atc.AtcRequest, executable: str) -> atc.AtcResult:
     """ATC under a spinner showing its latest line (stderr, so stdout stays the result)."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from triton_ge_console.repository import atc
+
     console = Console(stderr=True)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as progress:

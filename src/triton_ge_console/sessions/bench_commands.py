@@ -9,22 +9,11 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
-from triton_ge_console.sessions import registry
-from triton_ge_console.sessions.loadgen import (
-    BenchRow,
-    LoadError,
-    LoadSpec,
-    LoadSpecError,
-    Progress,
-    UnknownModelError,
-    run_load_sync,
-)
-from triton_ge_console.sessions.loadgen_inputs import parse_input_option, parse_shape_option
-from triton_ge_console.sessions.loadgen_report import progress_line, rows_to_csv, rows_to_json, rows_to_table
+# Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
+if TYPE_CHECKING:
+    from triton_ge_console.sessions.loadgen import BenchRow, LoadSpec, Progress
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXAMPLES = """examples:
@@ -121,6 +110,8 @@ def positive_int(text: str) -> int:
 
 def run_bench(args: argparse.Namespace) -> int:
     """Handler: build the spec, run the sweep with a progress display, print the results."""
+    from triton_ge_console.sessions.loadgen import LoadError, LoadSpecError, UnknownModelError, run_load_sync
+
     try:
         spec = spec_from_args(args)
         spec.validate()
@@ -161,6 +152,9 @@ def _stop_on_interrupt(stop: threading.Event) -> Iterator[None]:
 
 def spec_from_args(args: argparse.Namespace) -> LoadSpec:
     """A LoadSpec from the parsed options; the endpoint from --url or the session registry."""
+    from triton_ge_console.sessions.loadgen import LoadSpec
+    from triton_ge_console.sessions.loadgen_inputs import parse_input_option, parse_shape_option
+
     if args.warmup_ms < 0:
         raise UsageError(f"--warmup-ms {args.warmup_ms}: must not be negative")
     shapes = dict(parse_shape_option(text) for text in args.shape)
@@ -178,6 +172,8 @@ def resolve_endpoint(session: str | None, url: str | None, protocol: str) -> tup
     """(host:port, headers) for the protocol: --url as given, else the session's address and token."""
     if url:
         return url, {}
+    from triton_ge_console.sessions import registry
+
     try:
         record = registry.Registry().resolve(session)
     except (registry.SessionNotFound, registry.RegistryError) as exc:
@@ -195,6 +191,10 @@ def resolve_endpoint(session: str | None, url: str | None, protocol: str) -> tup
 
 def _write_results(args: argparse.Namespace, spec: LoadSpec, rows: list[BenchRow]) -> None:
     """The table on stdout unless --csv/--json claim stdout; files where named."""
+    from rich.console import Console
+
+    from triton_ge_console.sessions.loadgen_report import rows_to_csv, rows_to_json, rows_to_table
+
     to_stdout = False
     for option, render in ((args.csv, rows_to_csv), (args.json, rows_to_json)):
         if option is None:
@@ -233,6 +233,8 @@ class _ProgressDisplay:
     """A live status line on a terminal's stderr; one line per finished step otherwise."""
 
     def __init__(self, enabled: bool) -> None:
+        from rich.console import Console
+
         self.enabled = enabled
         self.console = Console(stderr=True)
         self._status: Any = None
@@ -249,6 +251,8 @@ class _ProgressDisplay:
 
     def update(self, progress: Progress) -> None:
         """Show one progress record."""
+        from triton_ge_console.sessions.loadgen_report import progress_line
+
         if not self.enabled:
             return
         text = progress_line(progress)

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from triton_ge_console.sessions.registry import TOKEN_HEADER
+from triton_ge_console.sessions.token_header import TOKEN_HEADER
 
 UP_EPILOG = """\
 exposing a server (--listen other than loopback):

@@ -7,12 +7,12 @@ import dataclasses
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from triton_ge_console.sessions.metrics import MetricTable, scrape_metrics
-from triton_ge_console.sessions.snapshot import DeviceSnapshot
-from triton_ge_console.sessions.stats import EndpointError, HttpEndpoint
-from triton_ge_console.sessions.telemetry import DeviceTelemetry
+# Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
+if TYPE_CHECKING:
+    from triton_ge_console.sessions.metrics import MetricTable
+    from triton_ge_console.sessions.snapshot import DeviceSnapshot
 
 EXPORTER_ENV = "GE_NPU_EXPORTER_URL"
 GIB = 1024**3
@@ -33,6 +33,8 @@ def register(subparsers: Any) -> None:
 
 def run_devices(args: argparse.Namespace) -> int:
     """Print every device found; 1 when no source could be read at all."""
+    from triton_ge_console.sessions.telemetry import DeviceTelemetry
+
     try:
         metrics_url = _metrics_url(args)
     except (LookupError, ValueError) as exc:
@@ -71,6 +73,9 @@ def _metrics_url(args: argparse.Namespace) -> str | None:
 
 def _scrape(url: str, errors: dict[str, str]) -> MetricTable | None:
     """Triton's metrics, or None with the reason recorded."""
+    from triton_ge_console.sessions.metrics import scrape_metrics
+    from triton_ge_console.sessions.stats import EndpointError, HttpEndpoint
+
     endpoint = HttpEndpoint(url, timeout=5.0)
     try:
         return scrape_metrics(endpoint)
