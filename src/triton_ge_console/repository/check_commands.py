@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    """Print every problem (or the JSON report); 0 clean, 1 errors, 2 PATH missing."""
+    """Findings (or the JSON report) on stdout, the verdict on stderr; exit 0 clean, 1 errors, 2 no PATH."""
     from triton_ge_console.repository.validate import validate_path
 
     try:
@@ -62,7 +62,7 @@ def run_validate(args: argparse.Namespace) -> int:
     else:
         for problem in report.problems:
             print(problem)
-        print(summary(report))
+        print(summary(report), file=sys.stderr)
     return 0 if report.ok else 1
 
 
