@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 # Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
 if TYPE_CHECKING:
-    from triton_ge_console.sessions.loadgen import BenchRow, LoadSpec, Progress
+    from triton_ge_console.sessions.loadgen import BenchRow, LoadSpec, Progress, RunContext
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXAMPLES = """examples:
@@ -111,6 +111,11 @@ def positive_int(text: str) -> int:
 def run_bench(args: argparse.Namespace) -> int:
     """Handler: build the spec, run the sweep with a progress display, print the results."""
     from triton_ge_console.sessions.loadgen import LoadError, LoadSpecError, UnknownModelError, run_load_sync
+    from triton_ge_console.sessions.loadgen_report import (
+        client_bound_warnings,
+        client_facts,
+        run_context_dict,
+    )
 
     try:
         spec = spec_from_args(args)
@@ -118,15 +123,21 @@ def run_bench(args: argparse.Namespace) -> int:
     except (UsageError, LoadSpecError) as exc:
         return _fail(str(exc), EXIT_USAGE)
     stop = threading.Event()
+    contexts: list[RunContext] = []
+    client_before = client_facts()
     try:
         with _ProgressDisplay(enabled=not args.quiet) as display, _stop_on_interrupt(stop):
-            rows = run_load_sync(spec, display.update, stop)
+            rows = run_load_sync(spec, display.update, stop, contexts.append)
     except (LoadSpecError, UnknownModelError) as exc:
         return _fail(str(exc), EXIT_USAGE)
     except LoadError as exc:
         return _fail(str(exc), EXIT_FAILURE)
+    context = run_context_dict(contexts[0] if contexts else None, client_before, client_facts())
+    warnings = client_bound_warnings(rows)
+    for warning in warnings:
+        print(f"ge-console bench: warning: {warning}", file=sys.stderr)
     try:
-        _write_results(args, spec, rows)
+        _write_results(args, spec, rows, context, warnings)
     except OSError as exc:
         return _fail(f"cannot write results: {exc}", EXIT_FAILURE)
     if stop.is_set():
@@ -189,17 +200,20 @@ def resolve_endpoint(session: str | None, url: str | None, protocol: str) -> tup
     return address, {key: token}
 
 
-def _write_results(args: argparse.Namespace, spec: LoadSpec, rows: list[BenchRow]) -> None:
-    """The table on stdout unless --csv/--json claim stdout; files where named."""
+def _write_results(args: argparse.Namespace, spec: LoadSpec, rows: list[BenchRow], context: dict[str, Any],
+                   warnings: list[str]) -> None:
+    """The table on stdout unless --csv/--json claim stdout; files where named (JSON with its context)."""
     from rich.console import Console
 
-    from triton_ge_console.sessions.loadgen_report import rows_to_csv, rows_to_json, rows_to_table
+    from triton_ge_console.sessions.loadgen_report import bench_json, rows_to_csv, rows_to_table
 
     to_stdout = False
-    for option, render in ((args.csv, rows_to_csv), (args.json, rows_to_json)):
+    renders = ((args.csv, lambda: rows_to_csv(rows)),
+               (args.json, lambda: bench_json(rows, context, warnings)))
+    for option, render in renders:
         if option is None:
             continue
-        text = render(rows)
+        text = render()
         if option == "-":
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
             to_stdout = True
@@ -212,15 +226,12 @@ def _write_results(args: argparse.Namespace, spec: LoadSpec, rows: list[BenchRow
 
 def failure_text(row: BenchRow) -> str:
     """Why a step's figures cannot be trusted, in one line."""
+    from triton_ge_console.sessions.loadgen_report import level_text
+
     if row.errors:
         count = "every request" if row.requests == 0 else f"{row.errors} requests"
-        return f"{count} failed at {_level(row)}: {row.first_error}"
-    return f"no request completed within the windows at {_level(row)}; try a longer --window-ms"
-
-
-def _level(row: BenchRow) -> str:
-    """'concurrency 4' or 'rate 200/s'."""
-    return f"rate {row.rate:g}/s" if row.rate is not None else f"concurrency {row.concurrency}"
+        return f"{count} failed at {level_text(row)}: {row.first_error}"
+    return f"no request completed within the windows at {level_text(row)}; try a longer --window-ms"
 
 
 def _fail(message: str, code: int) -> int:
