@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from triton_ge_console.sessions.snapshot import DeviceSnapshot
 
 EXPORTER_ENV = "GE_NPU_EXPORTER_URL"
-GIB = 1024**3
 COLUMNS = ("ID", "NAME", "KIND", "HEALTH", "POWER", "TEMP", "UTIL", "MEMORY", "SOURCE")
 
 
@@ -97,12 +96,10 @@ def _cell(value: float | None, fmt: str) -> str:
 
 
 def _memory(device: DeviceSnapshot) -> str:
-    """'used/total GiB' with '-' for unknown parts."""
-    if device.memory_used_bytes is None and device.memory_total_bytes is None:
-        return "-"
-    used = _cell(None if device.memory_used_bytes is None else device.memory_used_bytes / GIB, "{:.1f}")
-    total = _cell(None if device.memory_total_bytes is None else device.memory_total_bytes / GIB, "{:.1f}")
-    return f"{used}/{total} GiB"
+    """'used/total' in GiB (MiB where less), with '-' for unknown parts."""
+    from triton_ge_console import display
+
+    return display.memory(device.memory_used_bytes, device.memory_total_bytes).replace(display.MISSING, "-")
 
 
 def format_table(devices: tuple[DeviceSnapshot, ...]) -> str:
