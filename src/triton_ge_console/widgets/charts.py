@@ -64,6 +64,17 @@ class TimeChart:
         return {label: [float(v) for v in row] for label, row in zip(self.labels, rows, strict=False)}
 
 
+BAR_HEADROOM = 1.1  # the tallest bar stays clear of the figure's top
+
+
+def bar_scale(values: Sequence[float | None]) -> bqplot.LinearScale:
+    """A y scale from 0 with an explicit top: bqplot draws grouped Bars on a scale without a max as nothing.
+    Missing figures (None, NaN) are left out of the top; 1 when none is known."""
+    known = [float(v) for v in values if v is not None and np.isfinite(v)]
+    top = max(known, default=0.0) * BAR_HEADROOM
+    return bqplot.LinearScale(min=0.0, max=top if top > 0 else 1.0)
+
+
 def plot_line(line: bqplot.Lines, x: np.ndarray, y: np.ndarray) -> None:
     """Replace a single line's data, or clear it while it has fewer than two points."""
     if len(x) < MIN_POINTS:
