@@ -148,14 +148,24 @@ def test_buttons_are_disabled_while_a_command_runs_in_the_background() -> None:
 
 def test_an_unreadable_server_shows_a_banner_and_disables_commands() -> None:
     stale = dataclasses.replace(snapshot(2), live=False, ready=False, error="timed out")
-    board = Dashboard(RecordedSource([snapshot(1), stale, down(3)]), autostart=False, background=False)
+    board = Dashboard(RecordedSource([snapshot(1), stale, down(3), snapshot(4)]), autostart=False,
+                      background=False)
     board.refresh()
+    last_figures = board.state()["models"]
     board.refresh()
     assert board.state()["buttons"] == {"llama_model:1": [], "bert_model:1": []}
     assert "timed out" in board.header.value
     board.refresh()
     assert "connection refused" in board.header.value and "○ down" in board.header.value
-    assert board.state()["models"] == {}  # an unreadable server lists no models
+    state = board.state()
+    # the last figures stay, greyed, as the terminal console keeps them; no command can work meanwhile
+    assert state["models"] == last_figures and state["stale"]
+    assert state["buttons"] == {"llama_model:1": [], "bert_model:1": []}
+    assert state["devices"] and all(d["memory"] != "—" for d in state["devices"].values())
+    assert board.charts.picker.options  # the history stays charted
+    board.refresh()  # the server answers again: live figures, not greyed, commands back
+    state = board.state()
+    assert not state["stale"] and state["buttons"]["llama_model:1"] == ["reload", "unload"]
     board.close()
 
 

@@ -20,6 +20,10 @@ from triton_ge_console.widgets.model_charts import ModelCharts
 from triton_ge_console.widgets.models import ModelsTable
 from triton_ge_console.widgets.poller import Poller
 
+STALE_CLASS = "ge-console-stale"
+# the last figures of a server that stopped answering stay on screen, greyed, as the terminal console does
+STALE_STYLE = f"<style>.{STALE_CLASS} {{ opacity: 0.45; filter: grayscale(1); }}</style>"
+
 
 def header_html(snapshot: ServerSnapshot, interval: float | None = None) -> str:
     """Session, health, version, uptime and endpoints; a red banner when the server is unreadable."""
@@ -55,10 +59,12 @@ class Dashboard:
         self.logs = LogTail(source.log_path)
         self.loadtest = LoadTestControl(load_runner, background=background)
         self.snapshot: ServerSnapshot | None = None
+        self.last_good: ServerSnapshot | None = None  # the newest snapshot read without an error
+        self.stale = False
         self.poller = Poller(source, self.show, interval, on_error=self._report)
         extras = w.Tab([self.loadtest.box, self.logs.box], titles=("load test", "server log"))
-        views = [self.devices.box, self.models.box, self.charts.box, extras]
-        self.box = w.VBox([self.header, self.problem, *views])
+        self.views = w.VBox([self.devices.box, self.models.box, self.charts.box, extras])
+        self.box = w.VBox([w.HTML(STALE_STYLE), self.header, self.problem, self.views])
         self.closed = False
         if autostart:
             self.start()
@@ -92,10 +98,16 @@ class Dashboard:
         if history.latest is not snapshot:
             history.append(snapshot)
         self.header.value = header_html(snapshot, self.poller.interval)
-        self.devices.update(snapshot, history)
-        self.models.update(snapshot)
-        self.charts.update(snapshot, history)
-        self.loadtest.set_models(sorted({m.name for m in snapshot.models}))
+        if snapshot.error is None:
+            self.last_good = snapshot
+        stale = snapshot.error is not None and self.last_good is not None
+        shown = self.last_good if stale and self.last_good is not None else snapshot
+        self.stale = stale
+        (self.views.add_class if stale else self.views.remove_class)(STALE_CLASS)
+        self.devices.update(shown, history)
+        self.models.update(shown, server_up=not stale and snapshot.error is None)
+        self.charts.update(shown, history)
+        self.loadtest.set_models(sorted({m.name for m in shown.models}))
         self.logs.refresh()
         self.problem.value = ""
         self.snapshot = snapshot  # last: wait_for sees a snapshot only once every view shows it
@@ -123,6 +135,7 @@ class Dashboard:
             "session": self.source.name,
             "live": None if snap is None else snap.live,
             "ready": None if snap is None else snap.ready,
+            "stale": self.stale,  # the last figures of a silent server, greyed
             "polls": self.poller.polls,
             "models": {f"{row.name}:{row.version}": row.values for row in self.models.rows.values()},
             "buttons": {f"{row.name}:{row.version}": row.enabled for row in self.models.rows.values()},
