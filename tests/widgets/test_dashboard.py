@@ -76,6 +76,24 @@ def test_charts_plot_latency_and_throughput_history_with_gaps(dashboard: Dashboa
     assert "latency from summary" in charts.caption.value
 
 
+def test_missing_points_never_reach_a_line(dashboard: Dashboard) -> None:
+    """bqplot puts a line's label at its last point and draws an empty line as a null path: each line holds
+    only its span of known points, and a line with fewer than two is hidden, not drawn empty."""
+    charts = dashboard.charts
+    charts.picker.value = "llama_model"
+    marks = {mark.labels[0]: mark for mark in charts.latency.marks}
+    assert not marks["p90"].visible  # no p90 at all: hidden
+    p50 = marks["p50"]
+    assert p50.visible and list(p50.y) == [3.0, 6.0, 9.0] and len(p50.x) == 3  # the missing first left out
+    for chart in (charts.latency, charts.throughput, charts.queue):
+        for mark in chart.marks:
+            assert not mark.visible or (len(mark.x) >= 2 and math.isfinite(mark.y[0]) and
+                                        math.isfinite(mark.y[-1])), mark.labels
+    fresh = Dashboard(RecordedSource(recording(1)), autostart=False, background=False)
+    assert all(not mark.visible for mark in fresh.charts.latency.marks)  # first render: nothing to draw
+    fresh.close()
+
+
 def test_reload_button_reports_success_in_the_status_label(dashboard: Dashboard) -> None:
     dashboard.models.row("llama_model").buttons["reload"].click()
     controller = dashboard.source.controller
