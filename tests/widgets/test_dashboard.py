@@ -214,6 +214,10 @@ def test_background_poller_updates_until_closed_and_close_is_idempotent() -> Non
     assert board.state()["models"]["llama_model:1"]["QUEUE"] == "6"
     board.close()
     assert not board.poller.running and board.closed
+    # what stays on screen after Run All: a static copy of the last state, the live views closed
+    (left,) = board.box.children
+    assert "dashboard closed at" in left.value and "llama_model" in left.value and "bert_model" in left.value
+    assert board.box.comm is not None and board.views.comm is None
     polls = board.poller.polls
     board.close()
     board.start()  # a closed dashboard stays closed

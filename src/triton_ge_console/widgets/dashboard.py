@@ -12,12 +12,12 @@ import ipywidgets as w
 from triton_ge_console.sessions.snapshot import ServerSnapshot
 from triton_ge_console.sessions.source import SessionSource
 from triton_ge_console.widgets.commands import CommandRunner
-from triton_ge_console.widgets.devices import DeviceGauges
-from triton_ge_console.widgets.format import duration
+from triton_ge_console.widgets.devices import DeviceGauges, device_extras
+from triton_ge_console.widgets.format import duration, gib, percent
 from triton_ge_console.widgets.loadtest import LoadRunner, LoadTestControl, loadgen_runner
 from triton_ge_console.widgets.logtail import LogTail
 from triton_ge_console.widgets.model_charts import ModelCharts
-from triton_ge_console.widgets.models import ModelsTable
+from triton_ge_console.widgets.models import COLUMNS, ModelsTable, cells_for
 from triton_ge_console.widgets.poller import Poller
 
 STALE_CLASS = "ge-console-stale"
@@ -41,6 +41,22 @@ def header_html(snapshot: ServerSnapshot, interval: float | None = None) -> str:
         banner = html.escape(snapshot.error)
         line += f"<br><span style='color:white; background:firebrick'>&nbsp;{banner}&nbsp;</span>"
     return line
+
+
+def static_html(snapshot: ServerSnapshot, closed_at: float) -> str:
+    """The last state as plain HTML (header, devices, models table): what a closed dashboard leaves behind,
+    so Run All does not end with nothing on screen."""
+    when = time.strftime("%H:%M:%S", time.localtime(closed_at))
+    head = "".join(f"<th style='padding:0 8px'>{html.escape(c)}</th>" for c in COLUMNS)
+    cells = ("".join(f"<td style='padding:0 8px'>{html.escape(t)}</td>" for t in cells_for(m).values())
+             for m in snapshot.models)
+    rows = "".join(f"<tr>{row}</tr>" for row in cells)
+    devices = "<br>".join(
+        f"NPU{html.escape(d.id)} {html.escape(d.kind)} util {percent(d.utilization)} "
+        f"memory {gib(d.memory_used_bytes, d.memory_total_bytes)} {html.escape(device_extras(d))}"
+        for d in snapshot.devices)
+    return (f"{header_html(snapshot)}<br><i>dashboard closed at {when}: the last figures it showed</i><br>"
+            f"{devices}<table style='font-family:monospace'><tr>{head}</tr>{rows}</table>")
 
 
 class Dashboard:
@@ -145,7 +161,8 @@ class Dashboard:
         }
 
     def close(self) -> None:
-        """Stop the poller and close the widgets (and a source it opened); the server is left running."""
+        """Stop the poller and close the live widgets (and a source it opened), leaving a static copy of
+        the last state in their place; the server is left running."""
         if self.closed:
             return
         self.closed = True
@@ -154,7 +171,14 @@ class Dashboard:
         self.loadtest.wait(60)
         if self.owns_source:
             self.source.close()
-        self.box.close()
+        last = self.snapshot
+        if last is None:
+            self.box.close()
+            return
+        live_views = list(self.box.children)
+        self.box.children = [w.HTML(static_html(last, time.time()))]  # stays on screen after Run All
+        for view in live_views:
+            view.close()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """Display as the composite widget in Jupyter."""
