@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from tritonclient.grpc import model_config_pb2
 ModelConfig = model_config_pb2.ModelConfig
 
 _POSITION = re.compile(r"^(\d+):(\d+) : (.*)$", re.DOTALL)
+_NO_FIELD = re.compile(r'Message type "([\w.]+)" has no field named "(\w+)"')
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,20 @@ class ConfigSyntaxError(ValueError):
         return f"{where}: {self.message}"
 
 
+def _did_you_mean(message: str) -> str:
+    """For protobuf's 'has no field named' refusal, the field of that message the name most resembles."""
+    found = _NO_FIELD.search(message)
+    if not found:
+        return ""
+    full_name, field = found.groups()
+    try:
+        descriptor = model_config_pb2.DESCRIPTOR.pool.FindMessageTypeByName(full_name)
+    except KeyError:
+        return ""
+    close = difflib.get_close_matches(field, [f.name for f in descriptor.fields], n=1, cutoff=0.6)
+    return f" Did you mean \"{close[0]}\"?" if close else ""
+
+
 def loads(text: str, path: str | Path = "config.pbtxt") -> model_config_pb2.ModelConfig:
     """Parse config.pbtxt text; syntax errors carry file:line:column."""
     config = model_config_pb2.ModelConfig()
@@ -40,7 +56,7 @@ def loads(text: str, path: str | Path = "config.pbtxt") -> model_config_pb2.Mode
         match = _POSITION.match(message)
         if match:
             line, column, message = int(match.group(1)), int(match.group(2)), match.group(3)
-        raise ConfigSyntaxError(str(path), line, column, message.strip()) from None
+        raise ConfigSyntaxError(str(path), line, column, message.strip() + _did_you_mean(message)) from None
     return config
 
 
