@@ -1,11 +1,14 @@
-"""How long an operator waits: `ge-console up` to a ready server, and `ge-console demo` to a live dashboard.
+"""How long an operator waits: `ge-console --help`, `up` to a ready server, `demo` to a live dashboard.
+
+`ge-console --help` is timed beside `python -c pass` (the interpreter's own start), alternating the two
+in rounds; target: at most 0.3 s.
 
 Both are timed through the CLI as an operator runs them, for the demo deployment (examples/seed.yaml:
 llama_model and bert_model from the built-in demo models, CPU-emulated), in a private state dir so no
 real session is touched. `demo` is run with `--headless` (no terminal needed); until that command exists
 its row says so and the rest still runs.
 
-    python3 benchmarks/startup.py [--repeats 3]
+    python3 benchmarks/startup.py [--repeats 3] [--help-rounds 10] [--help-only]
 """
 
 from __future__ import annotations
@@ -114,6 +117,22 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else "(no output)"
 
 
+def time_help(env: dict[str, str], rounds: int) -> dict[str, Any]:
+    """`python -c pass` and `ge-console --help` alternately, each in a fresh process; seconds per run."""
+    commands = {"python_pass": [sys.executable, "-c", "pass"], "help": [*CLI, "--help"]}
+    runs: dict[str, list[dict[str, Any]]] = {key: [] for key in commands}
+    for _ in range(rounds):
+        for key, command in commands.items():
+            started = time.perf_counter()
+            done = subprocess.run(command, env=env, capture_output=True, timeout=60, check=False)
+            seconds = time.perf_counter() - started
+            run: dict[str, Any] = {"ok": done.returncode == 0, "seconds": seconds}
+            if done.returncode != 0:
+                run["error"] = _last_line(done.stderr.decode())
+            runs[key].append(run)
+    return {key: summarize(value) for key, value in runs.items()}
+
+
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Median, min and max seconds over the successful runs, with every run kept."""
     seconds = [r["seconds"] for r in runs if r.get("ok")]
@@ -127,10 +146,16 @@ def main() -> int:
     """Time `up` and `demo` a few times each; print a markdown table; write results/startup.json."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--help-rounds", type=int, default=10, help="rounds of `python -c pass` / --help")
+    parser.add_argument("--help-only", action="store_true", help="time only `ge-console --help`")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         state_dir = Path(tmp)
         env = {**os.environ, "GE_CONSOLE_STATE_DIR": str(state_dir)}
+        help_timing = time_help(env, args.help_rounds)
+        if args.help_only:
+            print_help_table(help_timing)
+            return 0 if help_timing["help"]["median_s"] is not None else 1
         try:
             up = summarize([time_up(env, f"startup-{i}") for i in range(args.repeats)])
             why_not = demo_available(env)
@@ -140,7 +165,9 @@ def main() -> int:
             stop_leftovers(env, state_dir)
     record = {"benchmark": "startup", "spec": str(SPEC.relative_to(ROOT)), "repeats": args.repeats,
               "machine": {"cpu": platform.processor() or platform.machine(), "cores": psutil.cpu_count(),
-                          "python": platform.python_version()}, "up": up, "demo": demo}
+                          "python": platform.python_version()}, "help": help_timing, "up": up, "demo": demo}
+    print_help_table(help_timing)
+    print()
     print_table(record)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "startup.json").write_text(json.dumps(record, indent=2) + "\n")
@@ -161,6 +188,16 @@ def print_table(record: dict[str, Any]) -> None:
         note = f"{len(failures)} failed: {failures[0]}" if failures else f"{len(figures['runs'])} runs"
         cells = [("-" if figures[k] is None else f"{figures[k]:.1f}") for k in ("median_s", "min_s", "max_s")]
         print(f"| {label} | {' | '.join(cells)} | {note} |")
+
+
+def print_help_table(timing: dict[str, Any]) -> None:
+    """`python -c pass` and `ge-console --help` side by side, in seconds."""
+    print("| command | median s | min s | max s | runs |")
+    print("|---|---:|---:|---:|---:|")
+    for label, key in (("`python -c pass`", "python_pass"), ("`ge-console --help`", "help")):
+        figures = timing[key]
+        cells = [("-" if figures[k] is None else f"{figures[k]:.3f}") for k in ("median_s", "min_s", "max_s")]
+        print(f"| {label} | {' | '.join(cells)} | {len(figures['runs'])} |")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -15,8 +16,10 @@ from triton_ge_console.backend_glue.distribution import TritonDistribution, find
 from triton_ge_console.sessions.process import Ports, TritonProcess, pick_ports, server_args
 
 ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"  # what the project's own tests read: inside the repository
 SHARED = ROOT.parent / "shared"
-CORPUS = SHARED / "corpus"
+CORPUS_ENV = "GE_CONSOLE_CORPUS"  # where CI keeps the external corpus, if not beside the repository
+CORPUS = Path(os.environ.get(CORPUS_ENV) or SHARED / "corpus")  # the extra suite's input; may be absent
 
 
 @dataclass

@@ -9,6 +9,7 @@ import math
 
 MISSING = "—"
 GIB = 1024**3
+MIB = 1024**2
 
 
 def number(value: float | int | None, digits: int = 1) -> str:
@@ -18,6 +19,26 @@ def number(value: float | int | None, digits: int = 1) -> str:
     if isinstance(value, int):
         return str(value)
     return f"{value:.{digits}f}"
+
+
+def size(value: int | None) -> str:
+    """Bytes in the unit that shows them: GiB, MiB under a GiB, KiB under a MiB (3 significant digits)."""
+    if value is None:
+        return MISSING
+    if value >= 1000 * MIB:
+        return f"{value / GIB:.1f} GiB"
+    if value >= MIB:
+        return f"{value / MIB:.1f} MiB" if value < 100 * MIB else f"{value / MIB:.0f} MiB"
+    return f"{value / 1024:.0f} KiB"
+
+
+def memory(used: int | None, total: int | None) -> str:
+    """Used/total device memory; a few MiB held on a 64 GiB device read as MiB, not as 0.0 GiB."""
+    if used is None and total is None:
+        return MISSING
+    if used is not None and total is not None and used >= GIB and total >= GIB:
+        return f"{number(used / GIB)}/{number(total / GIB)} GiB"
+    return f"{size(used)}/{size(total)}"
 
 
 def age(seconds: float | None) -> str:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import csv
+import datetime
 import io
 import json
+import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,7 @@ from tests.conftest import RunningServer
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.bench_commands import failure_text
 from triton_ge_console.sessions.loadgen import ROW_FIELDS, BenchRow
+from triton_ge_console.sessions.loadgen_report import client_bound_warnings
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -34,12 +39,27 @@ def bench(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str
     return code, out, err
 
 
-def test_json_is_a_list_of_rows(bench_server: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
-    """--json on stdout: one object per concurrency with the documented fields."""
+def test_json_has_its_context_and_one_row_per_step(bench_server: RunningServer,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """--json on stdout: what the run measured against, and one object per concurrency."""
+    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     code, out, err = bench(capsys, "delay", "--url", bench_server.grpc_hostport, "--concurrency", "1,2",
                            "--json", *FAST)
     assert code == 0, err
-    rows = json.loads(out)
+    document = json.loads(out)
+    context = document["context"]
+    assert context["input_shapes"] == {"INPUT0": [1]}  # its -1 dim sent as 1, no batch dim (max_batch_size 0)
+    with urllib.request.urlopen(f"{bench_server.http_url}/v2", timeout=10) as response:
+        assert context["server_version"] == json.loads(response.read())["version"]
+    assert re.fullmatch(r"[0-9a-f]{64}", context["config_digest"])
+    assert before <= datetime.datetime.fromisoformat(context["started_at"]) <= datetime.datetime.now(
+        datetime.timezone.utc)
+    assert (context["model"], context["protocol"], context["batch_size"]) == ("delay", "grpc", 1)
+    client = context["client"]
+    assert client["cores"] == os.cpu_count() and client["cpu"]
+    assert len(client["load_average_before"]) == 3 and len(client["load_average_after"]) == 3
+    assert isinstance(document["warnings"], list)
+    rows = document["rows"]
     assert [row["concurrency"] for row in rows] == [1, 2]
     for row in rows:
         assert set(row) >= REQUIRED and set(row) == set(ROW_FIELDS)
@@ -65,7 +85,7 @@ def test_progress_lines_go_to_stderr(bench_server: RunningServer, capsys: pytest
     args = [a for a in FAST if a != "--quiet"]
     code, out, err = bench(capsys, "delay", "--url", bench_server.grpc_hostport, "--json", *args)
     assert code == 0
-    assert json.loads(out)[0]["concurrency"] == 1
+    assert json.loads(out)["rows"][0]["concurrency"] == 1
     assert "[1/1] concurrency 1:" in err and "req/s" in err
 
 
@@ -79,10 +99,14 @@ def test_session_name_resolves_through_the_registry(
         name="lab", pid=None, started_at=time.time(), http_url=bench_server.http_url,
         grpc_url=bench_server.grpc_hostport, metrics_url=bench_server.metrics_url, repository=None, spec=None,
         backend_dir=None, log_path=None, token_ref=None, attached=True, session_dir=None, state="ready"))
+    digests = set()
     for protocol in ("grpc", "http"):
         code, out, err = bench(capsys, "delay", "--session", "lab", "--protocol", protocol, "--json", *FAST)
         assert code == 0, err
-        assert json.loads(out)[0]["protocol"] == protocol
+        document = json.loads(out)
+        assert document["rows"][0]["protocol"] == protocol
+        digests.add(document["context"]["config_digest"])
+    assert len(digests) == 1  # the same config, whichever protocol reported it
     code, _, err = bench(capsys, "delay", "--session", "nope", *FAST)
     assert code == 2 and "no session named 'nope'" in err
 
@@ -142,6 +166,21 @@ def test_failure_text_names_the_step_and_cause() -> None:
     assert "try a longer --window-ms" in failure_text(BenchRow(**base))
 
 
+def test_a_client_far_slower_than_the_server_is_named_the_bottleneck() -> None:
+    """Client latency far above the server's queue + compute gets a warning; close figures or gaps do not."""
+    base = dict.fromkeys(ROW_FIELDS)
+    base.update(model="m", protocol="grpc", batch_size=1, concurrency=8, throughput_rps=900.0,
+                inferences_per_s=900.0, requests=2700, errors=0, windows=3, stable=True, client_cpu=0.98)
+    slow_client = BenchRow(**{**base, "avg_ms": 9.0, "server_queue_ms": 0.5, "server_compute_ms": 1.0})
+    assert client_bound_warnings([slow_client]) == [
+        "concurrency 8: client latency 9.00 ms is 6.0x the server's 1.50 ms (queue + compute): the client or "
+        "the network is the bottleneck, not the model (generator CPU 98%)"]
+    server_bound = BenchRow(**{**base, "avg_ms": 9.0, "server_queue_ms": 3.0, "server_compute_ms": 5.5})
+    tiny_gap = BenchRow(**{**base, "avg_ms": 0.6, "server_queue_ms": 0.05, "server_compute_ms": 0.1})
+    unknown = BenchRow(**{**base, "avg_ms": 9.0})
+    assert client_bound_warnings([server_bound, tiny_gap, unknown]) == []
+
+
 def test_ctrl_c_keeps_the_steps_already_measured(bench_server: RunningServer) -> None:
     """SIGINT mid-sweep: the finished steps are still written, exit code 130, nothing left running."""
     command = [sys.executable, "-m", "triton_ge_console.cli", "bench", "delay",
@@ -161,7 +200,7 @@ def test_ctrl_c_keeps_the_steps_already_measured(bench_server: RunningServer) ->
             process.kill()
             process.wait()
     assert process.returncode == 130
-    rows = json.loads(out)
+    rows = json.loads(out)["rows"]
     assert 1 <= len(rows) < 4 and rows[0]["concurrency"] == 1
     assert "interrupted:" in err and "of 4 steps measured" in err
 

@@ -120,6 +120,17 @@ def test_every_plot_row_is_exactly_the_chart_width(peak: float) -> None:
     assert all(len(line) == 40 for line in text[1:]) and not any("e+" in line for line in text)
 
 
-def test_a_short_span_reads_in_tenths_and_never_minus_zero() -> None:
-    assert x_labels(Scale(-0.04, 0.0, 1.0), 20) == "0.0 min          now"
-    assert x_labels(Scale(-0.5, -0.2, 1.0), 20).endswith("-0.2")
+def test_a_short_span_reads_in_seconds_or_tenths_and_never_minus_zero() -> None:
+    assert x_labels(Scale(-0.04, 0.0, 1.0), 20) == "-2 s    -1       now"
+    assert x_labels(Scale(-0.5, -0.2, 1.0), 20).endswith("-12")
+    assert x_labels(Scale(-2.0, 0.0, 1.0), 26) == "-2.0 min  -1.0         now"
+
+
+@pytest.mark.parametrize("span", [0.001, 0.005, 0.01, 0.02, 0.03, 0.05, 0.2, 0.99, 1.0, 1.04, 2.95, 3.0, 3.4,
+                                  10.0])
+@pytest.mark.parametrize("end", [0.0, -0.001, -0.3])
+def test_no_time_label_repeats(span: float, end: float) -> None:
+    """The start, middle and end ticks never read the same, nor "0 … now" (the same instant twice)."""
+    labels = x_labels(Scale(end - span, end, 1.0), 60).replace(" s ", " ").replace(" min ", " ").split()
+    values = [0.0 if label == "now" else float(label) for label in labels]
+    assert len(values) == len(set(values)), labels

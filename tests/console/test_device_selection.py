@@ -44,10 +44,10 @@ async def test_a_selection_is_drawn_over_the_selected_characters_only() -> None:
     async with app.run_test(size=(160, 45)) as pilot:
         await replayed(pilot)
         panel = app.screen.query_one(DevicesPanel)
-        before = _cells(panel, 0)
-        await _drag(pilot, (2, 1), (5, 1))
+        before = _cells(panel, 1)  # the first device (line 0: the column labels)
+        await _drag(pilot, (2, 2), (5, 2))
         assert app.screen.get_selected_text() == "NPU0"
-        after = _cells(panel, 0)
+        after = _cells(panel, 1)
         assert [char for char, _ in after] == [char for char, _ in before]
         restyled = "".join(char for (char, old), (_, new) in zip(before, after, strict=True) if old != new)
         assert restyled == "NPU0"
@@ -64,7 +64,7 @@ async def test_the_mouse_finds_the_right_characters_in_a_line_the_selection_cut(
     app = recorded_app("healthy")
     async with app.run_test(size=(160, 45)) as pilot:
         await replayed(pilot)
-        line = app.screen.query_one(DevicesPanel).render_line(0).text
-        await _drag(pilot, (2, 1), (5, 1))  # "NPU0": its piece is now drawn in two parts
-        await _drag(pilot, (7, 1), (11, 1))  # from inside the second part
+        line = app.screen.query_one(DevicesPanel).render_line(1).text  # the first device, under the labels
+        await _drag(pilot, (2, 2), (5, 2))  # "NPU0": its piece is now drawn in two parts
+        await _drag(pilot, (7, 2), (11, 2))  # from inside the second part
         assert app.screen.get_selected_text() == line[5:10]

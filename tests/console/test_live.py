@@ -262,7 +262,7 @@ async def test_demo_app_launches_with_progress_and_serves(state: tuple[Registry,
 
 
 async def test_test_request_and_load_test(session: SessionRecord, state: tuple[Registry, Path]) -> None:
-    from textual.widgets import Input, Log
+    from textual.widgets import Input, Label, Log, ProgressBar
 
     from triton_ge_console.console.screens.loadtest import LoadTestScreen
 
@@ -276,10 +276,16 @@ async def test_test_request_and_load_test(session: SessionRecord, state: tuple[R
         assert answer.severity == "information" and "answered in" in answer.message
         await pilot.press("b")
         await _until(pilot, lambda: isinstance(app.screen, LoadTestScreen), what="load test dialog")
-        app.screen.query_one("#duration", Input).value = "2"
-        await pilot.click("#start")
+        hint = str(app.screen.query_one("#loadtest-hint", Label).render())
+        assert "Esc" in hint and "close" in hint  # the dialog says how to leave it
+        duration = app.screen.query_one("#duration", Input)
+        duration.value = "2"
+        duration.focus()
+        await pilot.press("enter")  # Enter in a field starts the test, as the Start button does
         log = app.screen.query_one(Log)
         await _until(pilot, lambda: any(line.startswith("done:") for line in log.lines), what="load test")
+        await _until(pilot, lambda: "run done" in log.lines, what="run finished")
+        assert app.screen.query_one(ProgressBar).percentage == 1.0  # 100 % when done, not back to 0
         await pilot.press("escape")
         await _until(pilot, lambda: isinstance(app.screen, DashboardScreen), what="dialog closed")
 

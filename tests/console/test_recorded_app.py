@@ -49,19 +49,37 @@ async def test_unload_asks_first_and_only_runs_on_yes() -> None:
         await until(pilot, lambda: controller.calls == [("unload", "bert_model", None)])
 
 
+def _title(app: GEConsoleApp) -> str:
+    return str(app.screen.query_one("#models-box").border_title)
+
+
+def _header(app: GEConsoleApp) -> str:
+    return app.screen.query_one(ModelsTable).render_line(0).text
+
+
 async def test_filter_and_sort() -> None:
+    """The title counts what the filter shows of all models; the header marks the sort column."""
     app = recorded_app("healthy")
     async with app.run_test(size=SIZE) as pilot:
         await replayed(pilot)
         assert _rows(app) == ["bert_model/1", "llama_model/1"]
+        assert _title(app).startswith("Models (2) ─ / filter")
+        assert _header(app).startswith("MODEL ▲")  # by name, A first
         await pilot.press("slash", "l", "l", "a")
         assert _rows(app) == ["llama_model/1"]
         assert app.selected_model == "llama_model"
+        assert _title(app).startswith("Models (1 of 2) ─ filter 'lla'")
         await pilot.press("escape")
         assert _rows(app) == ["bert_model/1", "llama_model/1"]
+        assert _title(app).startswith("Models (2) ─")
         await pilot.press("s")  # by queue depth, deepest first
         assert app.screen.query_one(ModelsTable).sort_key.label == "queue"
         assert _rows(app)[0] == "llama_model/1"
+        await pilot.pause()
+        header = app.screen.query_one(ModelsTable).render_line(0)
+        assert "▼QUEUE" in header.text and "▲" not in header.text
+        (marked,) = [segment for segment in header if "QUEUE" in segment.text]
+        assert marked.style is not None and marked.style.underline
 
 
 async def test_disconnected_recording_shows_banner_and_keeps_last_figures() -> None:

@@ -73,6 +73,19 @@ def test_chart_points_fold_fixed_runs_of_snapshots_as_a_rescan_would() -> None:
     assert len(cache.series("p50")) == 11 and cache.series("p50")[-1][0] == taken[-1].taken_at
 
 
+def test_chart_points_stop_at_the_snapshot_on_screen() -> None:
+    """The poller may have added newer snapshots than the one drawn: the chart does not run ahead of it."""
+    history = SnapshotHistory(capacity=50)
+    taken = [_snapshot(step) for step in range(6)]
+    for snapshot in taken:
+        history.append(snapshot)
+    cache = ModelSeriesCache(capacity=6, points=6)  # one snapshot per point
+    cache.update("m0", history, until=taken[3].taken_at)
+    assert [t for t, _ in cache.series("p50")] == [s.taken_at for s in taken[:4]]
+    cache.update("m0", history, until=taken[5].taken_at)  # the next redraw catches up
+    assert [t for t, _ in cache.series("p50")] == [s.taken_at for s in taken]
+
+
 def test_chart_points_never_reach_past_a_smaller_history() -> None:
     history = SnapshotHistory(capacity=20)
     cache = ModelSeriesCache()  # sized for 15 minutes
@@ -342,10 +355,10 @@ async def test_text_lines_can_be_selected_with_the_mouse_and_show_the_selection(
         assert not pilot.app.screen.get_selected_text()
 
 
-def _first_device_line(app: App[None]) -> str:
-    """The device panel's first line as drawn now ("" before the panel is mounted)."""
+def _first_device_line(app: App[None], line: int = 1) -> str:
+    """The device panel's first device line (line 0: the header) as drawn now ("" before it is mounted)."""
     try:
-        return app.screen.query_one("#devices").render_line(0).text
+        return app.screen.query_one("#devices").render_line(line).text
     except NoMatches:
         return ""
 
@@ -374,25 +387,31 @@ async def test_text_lines_repaint_a_change_of_the_whole_texts_style() -> None:
         assert italic is not None and italic.italic and not italic.bold
 
 
-def _narrow(line: str) -> bool:
-    """A device line as drawn in a narrow terminal: the NPU first, no utilization column."""
-    return " util " not in line and line.startswith("NPU0")
+def _wide(header: str) -> bool:
+    """The device header as drawn in a wide terminal: temperature and power before health."""
+    return header.startswith("NPU") and header.find("TEMP") < header.find("POWER") < header.find("HEALTH")
+
+
+def _narrow(header: str) -> bool:
+    """The device header as drawn in a narrow terminal: health before temperature and power (or those cut)."""
+    health, temp = header.find("HEALTH"), header.find("TEMP")
+    return header.startswith("NPU") and health > -1 and (temp == -1 or health < temp)
 
 
 async def test_device_lines_follow_a_resize_without_waiting_for_the_next_poll() -> None:
     app = create_app(RecordedSource([_snapshot(0)], name="t"), max_polls=1)
     async with app.run_test(size=(160, 45)) as pilot:
-        await until(pilot, lambda: " util " in _first_device_line(app), what="the wide device lines")
+        await until(pilot, lambda: _wide(_first_device_line(app, 0)), what="the wide device lines")
         panel = app.screen.query_one("#devices")
-        assert " util " in panel.render_line(0).text
+        wide = len(panel.render_line(1).text.rstrip())
         await pilot.resize_terminal(100, 30)
-        await until(pilot, lambda: _narrow(_first_device_line(app)), what="the narrow device lines")
-        assert " util " not in panel.render_line(0).text and panel.render_line(0).text.startswith("NPU0")
+        await until(pilot, lambda: _narrow(_first_device_line(app, 0)), what="the narrow device lines")
+        assert panel.render_line(1).text.startswith("NPU0") and len(panel.render_line(1).text.rstrip()) < wide
 
 
 async def test_an_80_column_terminal_still_shows_each_devices_health() -> None:
     """Narrow lines put health before temperature and power: the crop at 80 columns cuts those."""
     app = recorded_app("healthy")  # a recorded session whose devices report health OK
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: _narrow(_first_device_line(app)), what="the narrow device lines")
+        await until(pilot, lambda: _narrow(_first_device_line(app, 0)), what="the narrow device lines")
         assert _first_device_line(app).rstrip().endswith("GiB  OK")

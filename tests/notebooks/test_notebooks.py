@@ -128,6 +128,10 @@ def test_03_reloads_tunes_and_survives_a_broken_reload(tmp_path: Path) -> None:
     assert compare["plotted_throughput"] == [compare["before"]["throughput_rps"],
                                              compare["after"]["throughput_rps"]]
     assert compare["plotted_latency"][0] == [compare["before"]["p50_ms"], compare["after"]["p50_ms"]]
+    # grouped bqplot Bars draw nothing on a y scale without a max: each chart's scale has one above its bars
+    tallest = (max(compare["plotted_throughput"]), max(max(row) for row in compare["plotted_latency"]))
+    for top, value in zip(compare["y_scale_max"], tallest, strict=True):
+        assert top is not None and top > value
     broken = facts["broken"]
     assert not broken["ok"] and "execution_mode npu" in broken["message"]
     assert "Triton kept version 1 serving" in broken["message"] and "firebrick" in broken["status_label"]

@@ -38,10 +38,12 @@ def _onnx(path: Path) -> Path:
 
 
 def test_validate_clean_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A valid repository: no problem lines, an ok summary, exit 0."""
+    """A valid repository: no findings on stdout, the ok verdict as one line on stderr, exit 0."""
     _model(tmp_path, "m", GOOD)
     assert main(["validate", str(tmp_path)]) == 0
-    assert capsys.readouterr().out == f"{tmp_path}: ok: 0 error(s), 0 warning(s) in 1 model(s)\n"
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"{tmp_path}: ok: 0 error(s), 0 warning(s) in 1 model(s)\n"
 
 
 def test_validate_warnings_still_exit_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -53,17 +55,17 @@ def test_validate_warnings_still_exit_0(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_validate_errors_exit_1_with_positions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Each error is one line, file:line:col field: message; exit 1."""
+    """Each error is one line on stdout, file:line:col field: message; the verdict on stderr; exit 1."""
     config = (
         _model(tmp_path, "m", GOOD + "dynamic_batching { preferred_batch_size: [ 0 ] }\n") / "config.pbtxt"
     )
     assert main(["validate", str(config)]) == 1
-    lines = capsys.readouterr().out.splitlines()
-    assert lines == [
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [
         f"{config}:4:44 dynamic_batching.preferred_batch_size[0]: dynamic batching preferred size must be "
         "positive for m",
-        f"{config}: invalid: 1 error(s), 0 warning(s) in 1 config",
     ]
+    assert captured.err == f"{config}: invalid: 1 error(s), 0 warning(s) in 1 config\n"
 
 
 def test_validate_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -100,7 +102,7 @@ def test_built_seed_repository_validates(tmp_path: Path) -> None:
     validate = subprocess.run([*command, "validate", str(repo)], capture_output=True, text=True, timeout=120,
                               check=False)  # fmt: skip
     assert validate.returncode == 0, validate.stdout
-    assert validate.stdout.splitlines()[-1].startswith(f"{repo}: ok: 0 error(s)")
+    assert validate.stderr.startswith(f"{repo}: ok: 0 error(s)")
 
 
 @pytest.fixture

@@ -124,7 +124,7 @@ def test_all_problems_at_once_with_exact_positions(tmp_path: Path) -> None:
 
 
 def test_unknown_keys_get_a_did_you_mean(tmp_path: Path) -> None:
-    """Typos in model keys, nested keys and known GE parameters are errors naming the likely key."""
+    """Typos in model keys, nested keys and known GE parameters are errors naming the likely key (only)."""
     path = _write(
         tmp_path,
         """
@@ -139,12 +139,39 @@ def test_unknown_keys_get_a_did_you_mean(tmp_path: Path) -> None:
     )
     assert _problems(path) == [
         "deploy.yaml:5:5 models[0].max_batch: unknown key 'max_batch'; did you mean 'max_batch_size'?",
-        "deploy.yaml:6:23 models[0].dynamic_batching: needs max_batch_size > 0 "
-        "(Triton batches along the first dim)",
         "deploy.yaml:6:24 models[0].dynamic_batching.prefered_batch_size: unknown key 'prefered_batch_size'; "
         "did you mean 'preferred_batch_size'?",
         "deploy.yaml:7:18 models[0].parameters.om_modle_path: unknown key 'om_modle_path'; "
         "did you mean 'om_model_path'?",
+    ]
+
+
+def test_one_typo_gives_one_error(tmp_path: Path) -> None:
+    """A misspelled key is read as the key it resembles: its did-you-mean is the only error."""
+    path = tmp_path / "deploy.yaml"
+    path.write_text(STARTER_SPEC.replace("max_batch_size: 8 ", "max_bach_size: 8 ", 1), encoding="utf-8")
+    assert _problems(path) == [
+        "deploy.yaml:28:5 models[0].max_bach_size: unknown key 'max_bach_size'; "
+        "did you mean 'max_batch_size'?",
+    ]
+
+
+def test_a_typo_beside_its_key_is_not_read_as_that_key(tmp_path: Path) -> None:
+    """When the key it resembles is also there, the misspelled one is just unknown (no duplicate)."""
+    path = _write(
+        tmp_path,
+        """
+        models:
+          - name: m
+            max_bach_size: 4
+            backend: ge
+            source: demo:llama
+            max_batch_size: 2
+        """,
+    )
+    assert _problems(path) == [
+        "deploy.yaml:3:5 models[0].max_bach_size: unknown key 'max_bach_size'; "
+        "did you mean 'max_batch_size'?",
     ]
 
 

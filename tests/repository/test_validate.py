@@ -108,6 +108,18 @@ def test_unknown_field_is_a_syntax_error() -> None:
     assert "max_batch" in problem.message
 
 
+@pytest.mark.parametrize(("text", "meant"), [
+    ('name: "m"\nmax_bach_size: 4\n', "max_batch_size"),
+    ('name: "m"\ndynamic_batching { prefered_batch_size: [ 2 ] }\n', "preferred_batch_size"),
+])
+def test_an_unknown_field_names_the_one_it_resembles(text: str, meant: str) -> None:
+    """One typo, one error: protobuf's refusal (in its words) plus the field of that message it resembles."""
+    (problem,) = validate_config_text(text, "c.pbtxt").problems
+    assert "has no field named" in problem.message and problem.message.endswith(f'Did you mean "{meant}"?')
+    (far,) = validate_config_text('name: "m"\nzzz: 4\n', "c.pbtxt").problems
+    assert "Did you mean" not in far.message
+
+
 def test_missing_path_raises() -> None:
     """A path that does not exist is the caller's mistake, reported by exception."""
     with pytest.raises(FileNotFoundError, match="no such file or directory"):

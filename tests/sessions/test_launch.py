@@ -25,7 +25,7 @@ from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import controller_for
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import Registry, SessionRecord
-from triton_ge_console.sessions.watch import find_changes, watch_spec
+from triton_ge_console.sessions.watch import describe_changes, find_changes, watch_spec
 
 MODEL = "bert_model"
 
@@ -182,9 +182,12 @@ def test_reload_changed_rebuilds_from_the_spec_and_reloads_what_changed(
         shared: Shared, session: SessionRecord, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["reload", "--changed"]) == 0
     assert "no model changed" in capsys.readouterr().out
+    before = controller_for(session).model_config(MODEL)["max_batch_size"]
     write_ge_spec(shared.spec.parent, max_batch_size=6)
     assert main(["reload", "--changed"]) == 0
-    assert f"reload {MODEL}: new instance of version 1 READY" in capsys.readouterr().out
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{MODEL}: updated: max_batch_size {before} → 6"  # what changed, before what was done
+    assert any(line.startswith(f"reload {MODEL}: new instance of version 1 READY") for line in out[1:])
     assert controller_for(session).model_config(MODEL)["max_batch_size"] == 6
     assert main(["reload", "--changed"]) == 0
     assert "no model changed" in capsys.readouterr().out
@@ -197,6 +200,8 @@ def test_a_single_model_reload_counts_for_reload_changed(session: SessionRecord)
     config.write_text(original + "\n# edited by hand\n", encoding="utf-8")
     try:
         assert find_changes(session).updated == (MODEL,)
+        assert describe_changes(session, controller_for(session), find_changes(session)) == [
+            f"{MODEL}: updated: its files changed, its config is the one served"]  # only a comment differs
         assert main(["reload", MODEL]) == 0
         assert find_changes(session).empty, "reload MODEL did not record the digest it loaded"
     finally:

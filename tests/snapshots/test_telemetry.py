@@ -321,7 +321,10 @@ def test_devices_of_a_session_from_glue_metrics(monkeypatch: pytest.MonkeyPatch,
             metrics_url=url, repository=None, spec=None, backend_dir=None, log_path=None, token_ref=None,
             attached=True, session_dir=None))
         assert main(["devices", "--json", "--session", "emulated"]) == 0
-    devices = json.loads(capsys.readouterr().out)
+        devices = json.loads(capsys.readouterr().out)
+        assert main(["devices", "--session", "emulated"]) == 0
+    # the 1 MiB the glue holds on its emulated 64 GiB device reads as such, not as 0.0 GiB
+    assert "1.0 MiB/64.0 GiB" in capsys.readouterr().out.splitlines()[1]
     assert [(d["id"], d["kind"], d["source"], d["utilization"]) for d in devices] == [
         ("0", "cpu-emulated", "ge-glue", 0.25)]
     assert main(["devices", "--session", "no-such-session"]) == 2

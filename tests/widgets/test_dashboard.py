@@ -78,6 +78,24 @@ def test_charts_plot_latency_and_throughput_history_with_gaps(dashboard: Dashboa
     assert "latency from summary" in charts.caption.value
 
 
+def test_missing_points_never_reach_a_line(dashboard: Dashboard) -> None:
+    """bqplot puts a line's label at its last point and draws an empty line as a null path: each line holds
+    only its span of known points, and a line with fewer than two is hidden, not drawn empty."""
+    charts = dashboard.charts
+    charts.picker.value = "llama_model"
+    marks = {mark.labels[0]: mark for mark in charts.latency.marks}
+    assert not marks["p90"].visible  # no p90 at all: hidden
+    p50 = marks["p50"]
+    assert p50.visible and list(p50.y) == [3.0, 6.0, 9.0] and len(p50.x) == 3  # the missing first left out
+    for chart in (charts.latency, charts.throughput, charts.queue):
+        for mark in chart.marks:
+            assert not mark.visible or (len(mark.x) >= 2 and math.isfinite(mark.y[0]) and
+                                        math.isfinite(mark.y[-1])), mark.labels
+    fresh = Dashboard(RecordedSource(recording(1)), autostart=False, background=False)
+    assert all(not mark.visible for mark in fresh.charts.latency.marks)  # first render: nothing to draw
+    fresh.close()
+
+
 def test_reload_button_reports_success_in_the_status_label(dashboard: Dashboard) -> None:
     dashboard.models.row("llama_model").buttons["reload"].click()
     controller = dashboard.source.controller
@@ -150,14 +168,24 @@ def test_buttons_are_disabled_while_a_command_runs_in_the_background() -> None:
 
 def test_an_unreadable_server_shows_a_banner_and_disables_commands() -> None:
     stale = dataclasses.replace(snapshot(2), live=False, ready=False, error="timed out")
-    board = Dashboard(RecordedSource([snapshot(1), stale, down(3)]), autostart=False, background=False)
+    board = Dashboard(RecordedSource([snapshot(1), stale, down(3), snapshot(4)]), autostart=False,
+                      background=False)
     board.refresh()
+    last_figures = board.state()["models"]
     board.refresh()
     assert board.state()["buttons"] == {"llama_model:1": [], "bert_model:1": []}
     assert "timed out" in board.header.value
     board.refresh()
     assert "connection refused" in board.header.value and "○ down" in board.header.value
-    assert board.state()["models"] == {}  # an unreadable server lists no models
+    state = board.state()
+    # the last figures stay, greyed, as the terminal console keeps them; no command can work meanwhile
+    assert state["models"] == last_figures and state["stale"]
+    assert state["buttons"] == {"llama_model:1": [], "bert_model:1": []}
+    assert state["devices"] and all(d["memory"] != "—" for d in state["devices"].values())
+    assert board.charts.picker.options  # the history stays charted
+    board.refresh()  # the server answers again: live figures, not greyed, commands back
+    state = board.state()
+    assert not state["stale"] and state["buttons"]["llama_model:1"] == ["reload", "unload"]
     board.close()
 
 
@@ -188,6 +216,10 @@ def test_background_poller_updates_until_closed_and_close_is_idempotent() -> Non
     assert board.state()["models"]["llama_model:1"]["QUEUE"] == "6"
     board.close()
     assert not board.poller.running and board.closed
+    # what stays on screen after Run All: a static copy of the last state, the live views closed
+    (left,) = board.box.children
+    assert "dashboard closed at" in left.value and "llama_model" in left.value and "bert_model" in left.value
+    assert board.box.comm is not None and board.views.comm is None
     polls = board.poller.polls
     board.close()
     board.start()  # a closed dashboard stays closed

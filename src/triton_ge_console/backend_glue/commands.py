@@ -6,10 +6,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from triton_ge_console.backend_glue.distribution import DistributionError, find_distribution
-from triton_ge_console.backend_glue.installer import InstallError, InstallReport, install_backend_dir
+# Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
+if TYPE_CHECKING:
+    from triton_ge_console.backend_glue.installer import InstallReport
 
 
 def register(subparsers: Any) -> None:
@@ -34,6 +35,9 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 def run_install(args: argparse.Namespace) -> int:
     """Install the backend directory and print what was used."""
+    from triton_ge_console.backend_glue.distribution import DistributionError, find_distribution
+    from triton_ge_console.backend_glue.installer import InstallError, install_backend_dir
+
     try:
         dist = find_distribution(args.tritonserver)
         report = install_backend_dir(args.dir, dist, args.native_npu_ge)

@@ -101,22 +101,31 @@ def legend(title: str, series: Sequence[ChartSeries]) -> list[Run]:
 
 
 def x_labels(scale: Scale, width: int) -> str:
-    """Minutes at the start and end of the x span, and the middle where it fits; an end at 0 reads "now"."""
-    decimals = 0 if scale.x1 - scale.x0 >= 3 else 1
-    first = f"{_minutes(scale.x0, decimals)} min"
-    last = _minutes(scale.x1, decimals)
-    last = "now" if last == "0" or last == "0.0" else last
-    middle = _minutes((scale.x0 + scale.x1) / 2, decimals)
+    """Times at the start, middle (where it fits) and end of the x span, no two alike; an end at 0 is "now".
+
+    Under a minute of history the ticks are seconds, else minutes (tenths under three minutes), so a short
+    span does not read "0.0 min … 0.0 … now".
+    """
+    span = scale.x1 - scale.x0
+    unit, factor, decimals = ("s", 60.0, 0) if span < 1 else ("min", 1.0, 0 if span >= 3 else 1)
+    ticks = (scale.x0, (scale.x0 + scale.x1) / 2, scale.x1)
+    first, middle, last = (_tick(value * factor, decimals) for value in ticks)
+    if middle in (first, last):
+        middle = ""
+    last_text = "now" if float(last) == 0 else last
+    if first == last:
+        return last_text.rjust(width)[:width]
+    first = f"{first} {unit}"
     start = max(0, (width - 1) // 2 - len(middle) // 2)
-    if start >= len(first) + 2 and start + len(middle) + 2 <= width - len(last):
+    if middle and start >= len(first) + 2 and start + len(middle) + 2 <= width - len(last_text):
         line = first.ljust(start) + middle
     else:
         line = first
-    return (line.ljust(width - len(last)) + last)[:width]
+    return (line.ljust(width - len(last_text)) + last_text)[:width]
 
 
-def _minutes(value: float, decimals: int) -> str:
-    """A tick value in minutes, never "-0"."""
+def _tick(value: float, decimals: int) -> str:
+    """A tick value, never "-0"."""
     text = f"{value:.{decimals}f}"
     return text[1:] if text.startswith("-") and float(text) == 0 else text
 

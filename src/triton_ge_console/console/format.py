@@ -11,6 +11,7 @@ from triton_ge_console.display import GIB as GIB
 from triton_ge_console.display import MISSING as MISSING
 from triton_ge_console.display import age as age
 from triton_ge_console.display import duration as duration
+from triton_ge_console.display import memory as memory
 from triton_ge_console.display import number as number
 
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"

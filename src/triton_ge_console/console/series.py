@@ -56,14 +56,17 @@ class ModelSeriesCache:
         self.buckets: deque[Bucket] = deque(maxlen=-(-capacity // self.size) + 1)
         self._history: SnapshotHistory | None = None
 
-    def update(self, model: str, history: SnapshotHistory) -> None:
-        """Catch up with the history (rebuilt from scratch when the model or the history changes)."""
+    def update(self, model: str, history: SnapshotHistory, until: float | None = None) -> None:
+        """Catch up with the history up to `until` (the snapshot on screen: the poller may already have
+        added newer ones); rebuilt from scratch when the model or the history changes."""
         last = self.buckets[-1].last_time if self.buckets else float("-inf")
         if model != self.model or is_new_history(self._history, history, last):
             self.model, self._history = model, history
             self.buckets.clear()
             last = float("-inf")
         for taken_at, found in history.model_newer_than(model, last):  # that model only, not every one
+            if until is not None and taken_at > until:
+                break
             if not self.buckets or self.buckets[-1].filled == self.size:
                 self.buckets.append(Bucket())
             self.buckets[-1].add(taken_at, figures_of(found))

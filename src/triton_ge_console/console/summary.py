@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from triton_ge_console.console.widgets.devices import device_line
+from triton_ge_console.console.widgets.devices import device_header, device_line
 from triton_ge_console.console.widgets.header import Connection, header_text
 from triton_ge_console.console.widgets.models import COLUMNS, SORT_KEYS, model_cells, visible_models
 from triton_ge_console.sessions.history import SnapshotHistory
@@ -22,6 +22,8 @@ def dashboard_text(snapshot: ServerSnapshot, history: SnapshotHistory | None = N
     out = io.StringIO()
     console = Console(file=out, width=width, color_system=None, force_terminal=False, legacy_windows=False)
     console.print(header_text(Connection(snapshot.session, 1.0, last_good=snapshot)))
+    if snapshot.devices:
+        console.print(Text.assemble(*device_header()))
     for device in snapshot.devices:
         series = history.device_series(device.id, lambda d: d.utilization) if history else []
         console.print(device_line(device, [v for _, v in series]))

@@ -7,12 +7,14 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
+# atc and soc are light (the parser lists ATC's choices); validation is imported where used: building the
+# parser for `--help` must not load onnx, protobuf or clients.
 from triton_ge_console.repository import atc, soc
-from triton_ge_console.repository.validate import ValidationReport, validate_path
+
+if TYPE_CHECKING:
+    from triton_ge_console.repository.validate import ValidationReport
 
 STATUS_WIDTH = 80
 
@@ -78,7 +80,9 @@ def _register_convert(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    """Print every problem (or the JSON report); 0 clean, 1 errors, 2 PATH missing."""
+    """Findings (or the JSON report) on stdout, the verdict on stderr; exit 0 clean, 1 errors, 2 no PATH."""
+    from triton_ge_console.repository.validate import validate_path
+
     try:
         report = validate_path(args.path, [*args.backend_dir, *_session_backend_dir(args.session)])
     except (FileNotFoundError, LookupError, ValueError) as exc:
@@ -89,7 +93,7 @@ def run_validate(args: argparse.Namespace) -> int:
     else:
         for problem in report.problems:
             print(problem)
-        print(summary(report))
+        print(summary(report), file=sys.stderr)
     return 0 if report.ok else 1
 
 
@@ -182,6 +186,9 @@ def _convert(request: atc.AtcRequest, executable: str) -> int:
 
 def _run_with_progress(request: atc.AtcRequest, executable: str) -> atc.AtcResult:
     """ATC under a spinner showing its latest line (stderr, so stdout stays the result)."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     console = Console(stderr=True)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as progress:

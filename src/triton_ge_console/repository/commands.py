@@ -8,10 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from triton_ge_console.repository.build import BuildError, build_repository
-from triton_ge_console.repository.progress import TerminalProgress
-from triton_ge_console.repository.spec import SpecError, load_spec
-from triton_ge_console.repository.starter import write_starter
+# Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
 
 DEFAULT_SPEC_NAME = "deploy.yaml"
 
@@ -56,6 +53,8 @@ def register(subparsers: Any) -> None:
 
 def run_init(args: argparse.Namespace) -> int:
     """Write the starter spec; exit 1 if the file exists (without --force) or cannot be written."""
+    from triton_ge_console.repository.starter import write_starter
+
     path: Path = args.path
     if path.is_dir():
         path = path / DEFAULT_SPEC_NAME
@@ -73,6 +72,10 @@ def run_init(args: argparse.Namespace) -> int:
 
 def run_build(args: argparse.Namespace) -> int:
     """Load the spec and build the repository; every problem goes to stderr, one line each."""
+    from triton_ge_console.repository.build import BuildError, build_repository
+    from triton_ge_console.repository.progress import TerminalProgress
+    from triton_ge_console.repository.spec import SpecError, load_spec
+
     progress = TerminalProgress()
     try:
         spec = load_spec(args.spec)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ ModelConfig = model_config_pb2.ModelConfig
 
 _POSITION = re.compile(r"^(\d+):(\d+) : (.*)$", re.DOTALL)
 _LONG_QUOTE = re.compile(r"(['\"])([^'\"]{40})[^'\"]{20,}\1")
+_NO_FIELD = re.compile(r'Message type "([\w.]+)" has no field named "(\w+)"')
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,20 @@ class ConfigSyntaxError(ValueError):
         return f"{where}: {self.message}"
 
 
+def _did_you_mean(message: str) -> str:
+    """For protobuf's 'has no field named' refusal, the field of that message the name most resembles."""
+    found = _NO_FIELD.search(message)
+    if not found:
+        return ""
+    full_name, field = found.groups()
+    try:
+        descriptor = model_config_pb2.DESCRIPTOR.pool.FindMessageTypeByName(full_name)
+    except KeyError:
+        return ""
+    close = difflib.get_close_matches(field, [f.name for f in descriptor.fields], n=1, cutoff=0.6)
+    return f" Did you mean \"{close[0]}\"?" if close else ""
+
+
 def loads(text: str, path: str | Path = "config.pbtxt") -> model_config_pb2.ModelConfig:
     """Parse config.pbtxt text; syntax errors carry file:line:column."""
     config = model_config_pb2.ModelConfig()
@@ -41,7 +57,8 @@ def loads(text: str, path: str | Path = "config.pbtxt") -> model_config_pb2.Mode
         match = _POSITION.match(message)
         if match:
             line, column, message = int(match.group(1)), int(match.group(2)), match.group(3)
-        raise ConfigSyntaxError(str(path), line, column, excerpted(message.strip())) from None
+        said = excerpted(message.strip()) + _did_you_mean(message)
+        raise ConfigSyntaxError(str(path), line, column, said) from None
     return config
 
 

@@ -78,13 +78,18 @@ class Reader:
     def mapping(
         self, node: yaml.Node, path: str, allowed: tuple[str, ...] | None = None
     ) -> dict[str, tuple[yaml.Node, yaml.Node]] | None:
-        """A mapping's entries by key (key node, value node); unknown or repeated keys are problems."""
+        """A mapping's entries by key (key node, value node); unknown or repeated keys are problems.
+
+        A misspelled key is reported once and then read as the key it resembles (unless that key is there
+        too), so one typo gives one error, not the errors that follow from the key seeming absent.
+        """
         if not isinstance(node, yaml.MappingNode):
             self.problems.add(node, path, f"must be a mapping, not {describe(self.value(node))}")
             return None
+        keys = [(str(self.value(key_node)), key_node, value_node) for key_node, value_node in node.value]
+        present = {key for key, _, _ in keys}
         entries: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        for key_node, value_node in node.value:
-            key = str(self.value(key_node))
+        for key, key_node, value_node in keys:
             key_path = join(path, key)
             if key in entries:
                 self.problems.add(
@@ -93,6 +98,9 @@ class Reader:
                 continue
             if allowed is not None and key not in allowed:
                 self.problems.add(key_node, key_path, unknown_key_message(key, allowed))
+                meant = closest_key(key, allowed)
+                if meant is not None and meant not in present:
+                    entries[meant] = (key_node, value_node)
                 continue
             entries[key] = (key_node, value_node)
         return entries
@@ -222,10 +230,16 @@ def describe(value: Any) -> str:
     return f"{type(value).__name__} {short(value)!r}"
 
 
+def closest_key(key: str, allowed: tuple[str, ...]) -> str | None:
+    """The allowed key a misspelled one most likely meant, if any is close enough."""
+    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def unknown_key_message(key: str, allowed: tuple[str, ...]) -> str:
     """'unknown key' with the closest allowed key as a suggestion."""
-    close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-    hint = f"; did you mean '{close[0]}'?" if close else f"; allowed: {', '.join(allowed)}"
+    meant = closest_key(key, allowed)
+    hint = f"; did you mean '{meant}'?" if meant else f"; allowed: {', '.join(allowed)}"
     return f"unknown key '{short(key)}'{hint}"
 
 

@@ -9,23 +9,11 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
-from triton_ge_console.sessions import registry
-from triton_ge_console.sessions.access import token_headers
-from triton_ge_console.sessions.loadgen import (
-    BenchRow,
-    LoadError,
-    LoadSpec,
-    LoadSpecError,
-    Progress,
-    UnknownModelError,
-    run_load_sync,
-)
-from triton_ge_console.sessions.loadgen_inputs import parse_input_option, parse_shape_option
-from triton_ge_console.sessions.loadgen_report import progress_line, rows_to_csv, rows_to_json, rows_to_table
+# Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
+if TYPE_CHECKING:
+    from triton_ge_console.sessions.loadgen import BenchRow, LoadSpec, Progress, RunContext
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXAMPLES = """examples:
@@ -127,6 +115,14 @@ def positive_int(text: str) -> int:
 
 def run_bench(args: argparse.Namespace) -> int:
     """Handler: build the spec, run the sweep with a progress display, print the results."""
+    from triton_ge_console.sessions import registry
+    from triton_ge_console.sessions.loadgen import LoadError, LoadSpecError, UnknownModelError, run_load_sync
+    from triton_ge_console.sessions.loadgen_report import (
+        client_bound_warnings,
+        client_facts,
+        run_context_dict,
+    )
+
     try:
         spec = spec_from_args(args)
         spec.validate()
@@ -135,15 +131,21 @@ def run_bench(args: argparse.Namespace) -> int:
     except registry.SessionStopped as exc:
         return _fail(str(exc), EXIT_FAILURE)
     stop = threading.Event()
+    contexts: list[RunContext] = []
+    client_before = client_facts()
     try:
         with _ProgressDisplay(enabled=not args.quiet) as display, _stop_on_interrupt(stop):
-            rows = run_load_sync(spec, display.update, stop)
+            rows = run_load_sync(spec, display.update, stop, contexts.append)
     except (LoadSpecError, UnknownModelError) as exc:
         return _fail(str(exc), EXIT_USAGE)
     except LoadError as exc:
         return _fail(str(exc), EXIT_FAILURE)
+    context = run_context_dict(contexts[0] if contexts else None, client_before, client_facts())
+    warnings = client_bound_warnings(rows)
+    for warning in warnings:
+        print(f"ge-console bench: warning: {warning}", file=sys.stderr)
     try:
-        _write_results(args, spec, rows)
+        _write_results(args, spec, rows, context, warnings)
     except OSError as exc:
         return _fail(f"cannot write results: {exc}", EXIT_FAILURE)
     if stop.is_set():
@@ -169,6 +171,9 @@ def _stop_on_interrupt(stop: threading.Event) -> Iterator[None]:
 
 def spec_from_args(args: argparse.Namespace) -> LoadSpec:
     """A LoadSpec from the parsed options; the endpoint from --url or the session registry."""
+    from triton_ge_console.sessions.loadgen import LoadSpec
+    from triton_ge_console.sessions.loadgen_inputs import parse_input_option, parse_shape_option
+
     if args.warmup_ms < 0:
         raise UsageError(f"--warmup-ms {args.warmup_ms}: must not be negative")
     shapes = dict(parse_shape_option(text) for text in args.shape)
@@ -187,6 +192,9 @@ def resolve_endpoint(session: str | None, url: str | None, protocol: str) -> tup
     """(host:port, headers) for the protocol: --url as given, else the session's address and token."""
     if url:
         return url, {}
+    from triton_ge_console.sessions import registry
+    from triton_ge_console.sessions.access import token_headers
+
     try:
         record = registry.require_running(registry.Registry().resolve(session))
     except registry.SessionStopped:
@@ -199,13 +207,20 @@ def resolve_endpoint(session: str | None, url: str | None, protocol: str) -> tup
     return address, token_headers(record, protocol)
 
 
-def _write_results(args: argparse.Namespace, spec: LoadSpec, rows: list[BenchRow]) -> None:
-    """The table on stdout unless --csv/--json claim stdout; files where named."""
+def _write_results(args: argparse.Namespace, spec: LoadSpec, rows: list[BenchRow], context: dict[str, Any],
+                   warnings: list[str]) -> None:
+    """The table on stdout unless --csv/--json claim stdout; files where named (JSON with its context)."""
+    from rich.console import Console
+
+    from triton_ge_console.sessions.loadgen_report import bench_json, rows_to_csv, rows_to_table
+
     to_stdout = False
-    for option, render in ((args.csv, rows_to_csv), (args.json, rows_to_json)):
+    renders = ((args.csv, lambda: rows_to_csv(rows)),
+               (args.json, lambda: bench_json(rows, context, warnings)))
+    for option, render in renders:
         if option is None:
             continue
-        text = render(rows)
+        text = render()
         if option == "-":
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
             to_stdout = True
@@ -218,15 +233,12 @@ def _write_results(args: argparse.Namespace, spec: LoadSpec, rows: list[BenchRow
 
 def failure_text(row: BenchRow) -> str:
     """Why a step's figures cannot be trusted, in one line."""
+    from triton_ge_console.sessions.loadgen_report import level_text
+
     if row.errors:
         count = "every request" if row.requests == 0 else f"{row.errors} requests"
-        return f"{count} failed at {_level(row)}: {row.first_error}"
-    return f"no request completed within the windows at {_level(row)}; try a longer --window-ms"
-
-
-def _level(row: BenchRow) -> str:
-    """'concurrency 4' or 'rate 200/s'."""
-    return f"rate {row.rate:g}/s" if row.rate is not None else f"concurrency {row.concurrency}"
+        return f"{count} failed at {level_text(row)}: {row.first_error}"
+    return f"no request completed within the windows at {level_text(row)}; try a longer --window-ms"
 
 
 def _fail(message: str, code: int) -> int:
@@ -239,6 +251,8 @@ class _ProgressDisplay:
     """A live status line on a terminal's stderr; one line per finished step otherwise."""
 
     def __init__(self, enabled: bool) -> None:
+        from rich.console import Console
+
         self.enabled = enabled
         self.console = Console(stderr=True)
         self._status: Any = None
@@ -255,6 +269,8 @@ class _ProgressDisplay:
 
     def update(self, progress: Progress) -> None:
         """Show one progress record."""
+        from triton_ge_console.sessions.loadgen_report import progress_line
+
         if not self.enabled:
             return
         text = progress_line(progress)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_ge_console.cli import port_number, seconds
-from triton_ge_console.sessions.registry import TOKEN_HEADER
+from triton_ge_console.sessions.token_header import TOKEN_HEADER
 
 UP_EPILOG = """\
 exposing a server (--listen other than loopback):

@@ -101,23 +101,33 @@ def merge_config(base: dict[str, Any], override: dict[str, Any]) -> dict[str, An
     return merged
 
 
-def config_differences(wanted: Any, actual: Any, path: str = "") -> list[str]:
-    """Where `actual` does not carry a value `wanted` asks for (only the keys `wanted` names)."""
+ConfigChange = tuple[str, Any, Any]  # field path, the value `actual` has, the value `wanted` asks for
+
+
+def config_changes(wanted: Any, actual: Any, path: str = "") -> list[ConfigChange]:
+    """Where `actual` does not carry a value `wanted` asks for (only the keys `wanted` names); JSON's
+    int64-as-string and number forms of one value are the same."""
     if isinstance(wanted, dict):
         if not isinstance(actual, dict):
-            return [f"{path or 'config'} is {actual!r}"]
-        problems: list[str] = []
+            return [(path or "config", actual, wanted)]
+        changes: list[ConfigChange] = []
         for key, value in wanted.items():
-            problems += config_differences(value, actual.get(key), f"{path}.{key}" if path else key)
-        return problems
+            changes += config_changes(value, actual.get(key), f"{path}.{key}" if path else key)
+        return changes
     if isinstance(wanted, list) and isinstance(actual, list) and len(wanted) == len(actual):
-        problems = []
+        changes = []
         for index, (item, got) in enumerate(zip(wanted, actual, strict=True)):
-            problems += config_differences(item, got, f"{path}[{index}]")
-        return problems
+            changes += config_changes(item, got, f"{path}[{index}]")
+        return changes
     if wanted != actual and str(wanted) != str(actual):
-        return [f"{path} is {actual!r}, not {wanted!r}"]
+        return [(path, actual, wanted)]
     return []
+
+
+def config_differences(wanted: Any, actual: Any, path: str = "") -> list[str]:
+    """Where `actual` does not carry a value `wanted` asks for, one phrase each."""
+    changes = config_changes(wanted, actual, path)
+    return [f"{where} is {got!r}, not {asked!r}" for where, got, asked in changes]
 
 
 def parse_config(config: str | None) -> dict[str, Any] | None:

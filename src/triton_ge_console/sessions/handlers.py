@@ -35,7 +35,14 @@ from triton_ge_console.sessions.registry import (
     require_running,
 )
 from triton_ge_console.sessions.source import CommandResult
-from triton_ge_console.sessions.watch import apply_edit, find_changes, rebuild, reload_changed, watch_spec
+from triton_ge_console.sessions.watch import (
+    apply_edit,
+    describe_changes,
+    find_changes,
+    rebuild,
+    reload_changed,
+    watch_spec,
+)
 
 USER_ERRORS = (LaunchError, ControlError, RegistryError, SessionNotFound, ValueError, OSError)
 
@@ -291,6 +298,8 @@ def _reload_changed(record: SessionRecord, control: Any, registry: Registry) -> 
     if changes.empty:
         print("no model changed")
         return []
+    for line in describe_changes(record, control, changes):
+        print(line)
     return reload_changed(record, control, registry, changes)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import datetime
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +25,12 @@ from triton_ge_console.sessions.loadgen_engine import (
     cancel_all,
     interval_source,
 )
-from triton_ge_console.sessions.loadgen_inputs import LoadSpecError, build_inputs
+from triton_ge_console.sessions.loadgen_inputs import (
+    LoadSpecError,
+    ModelSignature,
+    RequestTensor,
+    build_inputs,
+)
 from triton_ge_console.sessions.loadgen_transport import (
     LoadError,
     RequestOptions,
@@ -33,21 +39,25 @@ from triton_ge_console.sessions.loadgen_transport import (
     UnknownModelError,
     open_transport,
 )
-from triton_ge_console.sessions.loadgen_types import ROW_FIELDS, BenchRow, LoadSpec, Progress
+from triton_ge_console.sessions.loadgen_types import ROW_FIELDS, BenchRow, LoadSpec, Progress, RunContext
 
 __all__ = ["ROW_FIELDS", "BenchRow", "LoadError", "LoadRun", "LoadSpec", "LoadSpecError", "Progress",
-           "UnknownModelError", "run_load", "run_load_sync"]
+           "RunContext", "UnknownModelError", "run_load", "run_load_sync"]
 
 ProgressCallback = Callable[[Progress], None]
+ContextCallback = Callable[[RunContext], None]
 
 
 async def run_load(spec: LoadSpec, progress: ProgressCallback | None = None,
-                   stop: threading.Event | None = None) -> list[BenchRow]:
+                   stop: threading.Event | None = None, on_context: ContextCallback | None = None
+                   ) -> list[BenchRow]:
     """Measure every step of the sweep; a set `stop` ends it early with the steps finished so far.
 
+    `on_context` hears once, before the first step, what the run measures against (RunContext).
     Raises LoadSpecError (bad options, checked against the model), UnknownModelError, LoadError.
     """
     spec.validate()
+    started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     transport = open_transport(spec.protocol, spec.url, spec.http_json_body, spec.headers)
     report = _Reporter(spec, progress)
     rows: list[BenchRow] = []
@@ -57,6 +67,8 @@ async def run_load(spec: LoadSpec, progress: ProgressCallback | None = None,
         tensors = build_inputs(signature, spec.batch_size, spec.shapes, spec.input_files, spec.seed)
         transport.prepare(spec.model, tensors, tuple(o.name for o in signature.outputs),
                           RequestOptions(spec.priority, spec.timeout_us))
+        if on_context is not None:
+            on_context(await _context(spec, transport, signature, tensors, started_at))
         for step, level in enumerate(spec.levels, start=1):
             rows.append(await _run_step(spec, transport, level, step, report, stop))
         report.emit(len(spec.levels), "done")
@@ -67,15 +79,26 @@ async def run_load(spec: LoadSpec, progress: ProgressCallback | None = None,
     return rows
 
 
+async def _context(spec: LoadSpec, transport: Transport, signature: ModelSignature,
+                   tensors: tuple[RequestTensor, ...], started_at: str) -> RunContext:
+    """The run's RunContext: the inputs as built, the server's version, the config's digest."""
+    return RunContext(
+        model=spec.model, protocol=spec.protocol, url=spec.url, batch_size=spec.batch_size,
+        started_at=started_at, input_shapes={t.name: tuple(int(d) for d in t.array.shape) for t in tensors},
+        server_version=await transport.server_version(), config_digest=signature.config_digest,
+    )
+
+
 def run_load_sync(spec: LoadSpec, progress: ProgressCallback | None = None,
-                  stop: threading.Event | None = None) -> list[BenchRow]:
+                  stop: threading.Event | None = None, on_context: ContextCallback | None = None
+                  ) -> list[BenchRow]:
     """run_load to completion; inside a running loop (a notebook cell) on a worker thread's own loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(run_load(spec, progress, stop))
+        return asyncio.run(run_load(spec, progress, stop, on_context))
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="loadgen") as pool:
-        return pool.submit(asyncio.run, run_load(spec, progress, stop)).result()
+        return pool.submit(asyncio.run, run_load(spec, progress, stop, on_context)).result()
 
 
 class _Reporter:

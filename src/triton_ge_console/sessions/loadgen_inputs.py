@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ class ModelSignature:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     max_batch_size: int
+    config_digest: str | None = None  # sha256 of the config the server reports, protocol-independent
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,23 @@ def signature_from_metadata(metadata: Mapping[str, Any], config: Mapping[str, An
         inputs=tuple(_tensor_spec(t) for t in metadata.get("inputs", ())),
         outputs=tuple(_tensor_spec(t) for t in metadata.get("outputs", ())),
         max_batch_size=int(config.get("max_batch_size", 0) or 0),
+        config_digest=config_digest(config),
     )
+
+
+def config_digest(config: Mapping[str, Any]) -> str | None:
+    """sha256 of the model config as a ModelConfig message (HTTP and gRPC JSON differ, the message not)."""
+    from google.protobuf import json_format
+    from tritonclient.grpc import model_config_pb2
+
+    if not config:
+        return None
+    try:
+        message = json_format.ParseDict(dict(config), model_config_pb2.ModelConfig(),
+                                        ignore_unknown_fields=True)
+    except json_format.ParseError:
+        return None
+    return hashlib.sha256(message.SerializeToString(deterministic=True)).hexdigest()
 
 
 def _tensor_spec(data: Mapping[str, Any]) -> TensorSpec:

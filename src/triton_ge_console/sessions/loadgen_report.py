@@ -5,11 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Sequence
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
-from triton_ge_console.sessions.loadgen_types import ROW_FIELDS, BenchRow, Progress
+from triton_ge_console.sessions.loadgen_types import ROW_FIELDS, BenchRow, Progress, RunContext
 
 # (header, field, format) for the table; the CSV and JSON carry every field.
 TABLE_COLUMNS = (
@@ -29,9 +33,61 @@ TABLE_COLUMNS = (
 )
 
 
-def rows_to_json(rows: Sequence[BenchRow]) -> str:
-    """A JSON list with one object per step."""
-    return json.dumps([row.to_dict() for row in rows], indent=2)
+# Client latency at least this many times what the server accounts for (queue + compute), and at least
+# this many ms more: the time goes to the client or the network, so the figures measure them, not the model.
+CLIENT_BOUND_RATIO = 2.0
+CLIENT_BOUND_MIN_MS = 1.0
+
+
+def bench_json(rows: Sequence[BenchRow], context: Mapping[str, Any] | None, warnings: Sequence[str]) -> str:
+    """The run as JSON: its context (what it measured against), its warnings, one object per step."""
+    return json.dumps({"context": dict(context or {}), "warnings": list(warnings),
+                       "rows": [row.to_dict() for row in rows]}, indent=2)
+
+
+def run_context_dict(context: RunContext | None, client_before: Mapping[str, Any],
+                     client_after: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's context with the client machine's CPU and load before and after (None: not reached)."""
+    facts = context.to_dict() if context is not None else {}
+    return {**facts, "client": {"cpu": client_before["cpu"], "cores": client_before["cores"],
+                                "load_average_before": client_before["load_average"],
+                                "load_average_after": client_after["load_average"]}}
+
+
+def client_facts() -> dict[str, Any]:
+    """This machine's CPU model, logical cores and 1/5/15-minute load average (None where unknown)."""
+    try:
+        load: list[float] | None = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
+    return {"cpu": _cpu_model(), "cores": os.cpu_count(), "load_average": load}
+
+
+def _cpu_model() -> str | None:
+    """The CPU's model name (Linux /proc/cpuinfo, else what platform says)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or None
+
+
+def client_bound_warnings(rows: Sequence[BenchRow]) -> list[str]:
+    """Steps whose client-side latency is far above the server's own: the client is the bottleneck."""
+    warnings = []
+    for row in rows:
+        if row.avg_ms is None or row.server_queue_ms is None or row.server_compute_ms is None:
+            continue
+        server_ms = row.server_queue_ms + row.server_compute_ms
+        if row.avg_ms >= CLIENT_BOUND_RATIO * server_ms and row.avg_ms - server_ms >= CLIENT_BOUND_MIN_MS:
+            times = f"{row.avg_ms / server_ms:.1f}x" if server_ms > 0 else "far above"
+            warnings.append(
+                f"{level_text(row)}: client latency {row.avg_ms:.2f} ms is {times} the server's "
+                f"{server_ms:.2f} ms (queue + compute): the client or the network is the bottleneck, not "
+                f"the model (generator CPU {_cell(row.client_cpu, '{:.0%}')})")
+    return warnings
 
 
 def rows_to_csv(rows: Sequence[BenchRow]) -> str:
@@ -57,6 +113,11 @@ def rows_to_table(rows: Sequence[BenchRow], title: str | None = None) -> Table:
         cells = [_cell(getattr(row, name), fmt) for _, name, fmt in TABLE_COLUMNS]
         table.add_row(level, *cells, "yes" if row.stable else "no")
     return table
+
+
+def level_text(row: BenchRow) -> str:
+    """'concurrency 4' or 'rate 200/s'."""
+    return f"rate {row.rate:g}/s" if row.rate is not None else f"concurrency {row.concurrency}"
 
 
 def _cell(value: float | int | None, fmt: str) -> str:

@@ -96,6 +96,10 @@ class Transport(Protocol):
         """Cumulative statistics now, or None when the server would not say."""
         ...
 
+    async def server_version(self) -> str | None:
+        """The server's version from its metadata, or None when it would not say."""
+        ...
+
     def prepare(self, model: str, tensors: tuple[RequestTensor, ...], outputs: tuple[str, ...],
                 options: RequestOptions = RequestOptions()) -> None:
         """Serialize the request once; every infer() sends it."""
@@ -178,6 +182,14 @@ class GrpcTransport:
         except InferenceServerException:
             return None
 
+    async def server_version(self) -> str | None:
+        """Server metadata through the gRPC control client."""
+        try:
+            metadata = await self._control.get_server_metadata(headers=self.headers, as_json=True)
+        except InferenceServerException:
+            return None
+        return str(metadata["version"]) if metadata.get("version") else None
+
     async def statistics(self, model: str) -> StatsTotals | None:
         """Statistics through the gRPC control client."""
         try:
@@ -259,6 +271,14 @@ class HttpTransport:
             return ready_models(await self._control.get_model_repository_index(headers=self.headers))
         except (InferenceServerException, aiohttp.ClientError, OSError):
             return None
+
+    async def server_version(self) -> str | None:
+        """Server metadata through the HTTP control client."""
+        try:
+            metadata = await self._control.get_server_metadata(headers=self.headers)
+        except (InferenceServerException, aiohttp.ClientError, OSError):
+            return None
+        return str(metadata["version"]) if metadata.get("version") else None
 
     async def statistics(self, model: str) -> StatsTotals | None:
         """Statistics through the HTTP control client."""

@@ -99,6 +99,25 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class RunContext:
+    """What a run measured against, so its figures can be compared later: the model, inputs, server."""
+
+    model: str
+    protocol: str
+    url: str
+    batch_size: int
+    started_at: str  # ISO 8601, UTC
+    input_shapes: Mapping[str, tuple[int, ...]]  # as sent, the batch dimension included where it batches
+    server_version: str | None
+    config_digest: str | None  # sha256 of the model config the server reported
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON."""
+        shapes = {name: list(dims) for name, dims in self.input_shapes.items()}
+        return {**dataclasses.asdict(self), "input_shapes": shapes}
+
+
+@dataclass(frozen=True)
 class BenchRow:
     """One step's result: client latency and throughput plus Triton's own split over the same windows."""
 

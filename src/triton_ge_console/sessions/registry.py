@@ -18,13 +18,12 @@ import yaml
 
 from triton_ge_console.sessions import paths
 from triton_ge_console.sessions.process import group_alive
+from triton_ge_console.sessions.token_header import TOKEN_HEADER
 
 # Recorded states; "dead" is never written: a starting/ready session whose process is gone reads so.
 STARTING, READY, DEAD, STOPPED = "starting", "ready", "dead", "stopped"
 SESSION_STATES = (STARTING, READY, DEAD, STOPPED)
 
-# The header Triton's restricted APIs check when we expose a server (`--listen`).
-TOKEN_HEADER = "x-ge-console-token"
 # Triton checks a restricted gRPC protocol's header under this prefix (HTTP uses the key as given).
 GRPC_HEADER_PREFIX = "triton-grpc-protocol-"
 

@@ -7,15 +7,14 @@ import dataclasses
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from triton_ge_console.sessions.metrics import MetricTable, scrape_metrics
-from triton_ge_console.sessions.snapshot import DeviceSnapshot
-from triton_ge_console.sessions.stats import EndpointError, HttpEndpoint
-from triton_ge_console.sessions.telemetry import DeviceTelemetry
+# Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
+if TYPE_CHECKING:
+    from triton_ge_console.sessions.metrics import MetricTable
+    from triton_ge_console.sessions.snapshot import DeviceSnapshot
 
 EXPORTER_ENV = "GE_NPU_EXPORTER_URL"
-GIB = 1024**3
 COLUMNS = (
     "ID", "NAME", "KIND", "HEALTH", "POWER", "TEMP", "UTIL", "MEMORY", "NPU", "CHIP", "SOURCE", "ID-FROM",
 )  # fmt: skip
@@ -37,6 +36,7 @@ def register(subparsers: Any) -> None:
 def run_devices(args: argparse.Namespace) -> int:
     """Print every device found; 1 when no source could be read at all."""
     from triton_ge_console.sessions.registry import SessionStopped
+    from triton_ge_console.sessions.telemetry import DeviceTelemetry
 
     try:
         metrics_url = _metrics_url(args)
@@ -88,6 +88,9 @@ def _metrics_url(args: argparse.Namespace) -> str | None:
 
 def _scrape(url: str, errors: dict[str, str]) -> MetricTable | None:
     """Triton's metrics, or None with the reason recorded."""
+    from triton_ge_console.sessions.metrics import scrape_metrics
+    from triton_ge_console.sessions.stats import EndpointError, HttpEndpoint
+
     endpoint = HttpEndpoint(url, timeout=5.0)
     try:
         return scrape_metrics(endpoint)
@@ -109,12 +112,10 @@ def _cell(value: float | None, fmt: str) -> str:
 
 
 def _memory(device: DeviceSnapshot) -> str:
-    """'used/total GiB' with '-' for unknown parts."""
-    if device.memory_used_bytes is None and device.memory_total_bytes is None:
-        return "-"
-    used = _cell(None if device.memory_used_bytes is None else device.memory_used_bytes / GIB, "{:.1f}")
-    total = _cell(None if device.memory_total_bytes is None else device.memory_total_bytes / GIB, "{:.1f}")
-    return f"{used}/{total} GiB"
+    """'used/total' in GiB (MiB where less), with '-' for unknown parts."""
+    from triton_ge_console import display
+
+    return display.memory(device.memory_used_bytes, device.memory_total_bytes).replace(display.MISSING, "-")
 
 
 def _power(device: DeviceSnapshot) -> str:

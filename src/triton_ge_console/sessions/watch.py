@@ -22,7 +22,7 @@ from typing import Any
 from triton_ge_console.repository.build import BuildError, BuildReport, build_repository, folder_digest
 from triton_ge_console.repository.external_data import external_files
 from triton_ge_console.repository.spec import SpecError, load_spec
-from triton_ge_console.sessions.control import ControlError, TritonControl
+from triton_ge_console.sessions.control import ControlError, TritonControl, config_changes
 from triton_ge_console.sessions.paths import open_private
 from triton_ge_console.sessions.registry import Registry, SessionRecord
 from triton_ge_console.sessions.source import CommandResult
@@ -158,6 +158,43 @@ def find_changes(record: SessionRecord, report: BuildReport | None = None) -> Ch
     added = tuple(m for m in wanted if m not in loaded)
     removed = tuple(m for m in loaded if m not in wanted or not (record.repository / m).is_dir())
     return Changes(added, updated, removed)
+
+
+MAX_FIELDS_SHOWN = 4  # per model in describe_changes; the rest are counted
+
+
+def describe_changes(record: SessionRecord, control: TritonControl, changes: Changes) -> list[str]:
+    """One line per model saying what changed: added, removed, or which config fields now differ from
+    what Triton serves (or that only its files did)."""
+    lines = [f"{model}: {_what_changed(record, control, model)}" for model in changes.updated]
+    return lines + [f"{m}: added" for m in changes.added] + [f"{m}: removed" for m in changes.removed]
+
+
+def _what_changed(record: SessionRecord, control: TritonControl, model: str) -> str:
+    """The config fields on disk that differ from the loaded config, as 'field old → new'."""
+    from google.protobuf import json_format
+
+    from triton_ge_console.repository import pbtxt
+
+    assert record.repository is not None
+    try:
+        on_disk = pbtxt.load(record.repository / model / "config.pbtxt")
+        loaded = control.model_config(model)
+    except (OSError, pbtxt.ConfigSyntaxError, ControlError) as exc:
+        return f"updated (its config cannot be compared: {exc})"
+    wanted = json_format.MessageToDict(on_disk, preserving_proto_field_name=True)
+    fields = config_changes(wanted, loaded)
+    if not fields:
+        return "updated: its files changed, its config is the one served"
+    shown = [f"{path} {_short(old)} → {_short(new)}" for path, old, new in fields[:MAX_FIELDS_SHOWN]]
+    more = f" (and {len(fields) - MAX_FIELDS_SHOWN} more)" if len(fields) > MAX_FIELDS_SHOWN else ""
+    return "updated: " + "; ".join(shown) + more
+
+
+def _short(value: Any) -> str:
+    """A config value in a few characters: JSON, cut with an ellipsis; absent reads as such."""
+    text = "(none)" if value is None else json.dumps(value, separators=(",", ":"))
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def reload_changed(

@@ -30,46 +30,80 @@ def window(series: Series, now: float, seconds: float) -> list[tuple[float, floa
 
 
 class TimeChart:
-    """A bqplot figure with one line per labelled series over relative time."""
+    """A bqplot figure with one line per labelled series over relative time.
+
+    Each series is its own Lines mark holding only its span of known points: bqplot puts a line's label at
+    its last point (a missing one made `translate(x, undefined)` in the browser console) and draws an empty
+    line as a `null` path, so a line with fewer than two known points is hidden instead. Missing points
+    inside the span stay gaps (bqplot leaves non-finite values undrawn).
+    """
 
     def __init__(self, title: str, labels: Sequence[str], y_label: str, height: str = "220px",
                  y_min: float | None = 0.0, y_max: float | None = None) -> None:
         self.labels = tuple(labels)
         self.x_scale = bqplot.LinearScale()
         self.y_scale = bqplot.LinearScale(min=y_min, max=y_max)
-        self.lines = bqplot.Lines(
-            x=np.zeros(0), y=np.zeros((len(self.labels), 0)), labels=list(self.labels),
-            scales={"x": self.x_scale, "y": self.y_scale}, display_legend=len(self.labels) > 1,
-        )
+        colours = bqplot.CATEGORY10
+        self.marks = [
+            bqplot.Lines(x=np.zeros(0), y=np.zeros(0), labels=[label], colors=[colours[i % len(colours)]],
+                         scales={"x": self.x_scale, "y": self.y_scale}, display_legend=len(self.labels) > 1,
+                         visible=False)
+            for i, label in enumerate(self.labels)
+        ]
+        self._plotted: dict[str, list[float]] = {label: [] for label in self.labels}
         axes = [
             bqplot.Axis(scale=self.x_scale, label="seconds ago", num_ticks=5),
             bqplot.Axis(scale=self.y_scale, side="left", label=y_label, tick_format=".3~g"),
         ]
-        self.figure = bqplot.Figure(marks=[self.lines], axes=axes, title=title, animation_duration=0,
+        self.figure = bqplot.Figure(marks=self.marks, axes=axes, title=title, animation_duration=0,
                                     fig_margin={"top": 40, "bottom": 40, "left": 55, "right": 20},
                                     layout=w.Layout(height=height, width="100%"))
 
     def plot(self, x: np.ndarray, ys: Sequence[np.ndarray]) -> None:
-        """Replace the plotted data (one y array per label) in one update; a line needs two points."""
+        """Replace the plotted data (one y array per label, NaN where missing)."""
         if len(x) < MIN_POINTS:
             x, ys = np.zeros(0), [np.zeros(0) for _ in self.labels]
-        with self.lines.hold_sync():
-            self.lines.x = x
-            self.lines.y = np.vstack(ys) if len(ys) > 1 else ys[0]
+        self._plotted = {label: [float(v) for v in y] for label, y in zip(self.labels, ys, strict=False)}
+        with self.figure.hold_sync():
+            for mark, y in zip(self.marks, ys, strict=False):
+                plot_line(mark, x, y)
 
     @property
     def plotted(self) -> dict[str, list[float]]:
         """The plotted values per label (NaN kept), for tests and notebooks."""
-        rows = np.atleast_2d(self.lines.y)
-        return {label: [float(v) for v in row] for label, row in zip(self.labels, rows, strict=False)}
+        return dict(self._plotted)
+
+
+BAR_HEADROOM = 1.1  # the tallest bar stays clear of the figure's top
+
+
+def bar_scale(values: Sequence[float | None]) -> bqplot.LinearScale:
+    """A y scale from 0 with an explicit top: bqplot draws grouped Bars on a scale without a max as nothing.
+    Missing figures (None, NaN) are left out of the top; 1 when none is known."""
+    known = [float(v) for v in values if v is not None and np.isfinite(v)]
+    top = max(known, default=0.0) * BAR_HEADROOM
+    return bqplot.LinearScale(min=0.0, max=top if top > 0 else 1.0)
+
+
+def known_span(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The points from the first to the last known value (None with fewer than two known)."""
+    known = np.flatnonzero(np.isfinite(y)) if len(y) == len(x) else np.zeros(0, dtype=int)
+    if len(known) < MIN_POINTS:
+        return None
+    first, last = int(known[0]), int(known[-1]) + 1
+    return x[first:last], y[first:last]
 
 
 def plot_line(line: bqplot.Lines, x: np.ndarray, y: np.ndarray) -> None:
-    """Replace a single line's data, or clear it while it has fewer than two points."""
-    if len(x) < MIN_POINTS:
-        x, y = np.zeros(0), np.zeros(0)
+    """Replace a single line's data with its span of known points; hidden while it has fewer than two."""
+    span = known_span(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
     with line.hold_sync():
-        line.x, line.y = x, y
+        if span is None:
+            line.visible = False
+            line.x, line.y = np.zeros(0), np.zeros(0)
+        else:
+            line.x, line.y = span
+            line.visible = True
 
 
 def sparkline(height: str = "48px", width: str = "220px") -> tuple[bqplot.Figure, bqplot.Lines]:

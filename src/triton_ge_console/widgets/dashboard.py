@@ -12,13 +12,17 @@ import ipywidgets as w
 from triton_ge_console.sessions.snapshot import ServerSnapshot
 from triton_ge_console.sessions.source import SessionSource
 from triton_ge_console.widgets.commands import CommandRunner
-from triton_ge_console.widgets.devices import DeviceGauges
-from triton_ge_console.widgets.format import duration
+from triton_ge_console.widgets.devices import DeviceGauges, device_extras
+from triton_ge_console.widgets.format import duration, gib, percent
 from triton_ge_console.widgets.loadtest import LoadRunner, LoadTestControl, loadgen_runner
 from triton_ge_console.widgets.logtail import LogTail
 from triton_ge_console.widgets.model_charts import ModelCharts
-from triton_ge_console.widgets.models import ModelsTable
+from triton_ge_console.widgets.models import COLUMNS, ModelsTable, cells_for
 from triton_ge_console.widgets.poller import Poller
+
+STALE_CLASS = "ge-console-stale"
+# the last figures of a server that stopped answering stay on screen, greyed, as the terminal console does
+STALE_STYLE = f"<style>.{STALE_CLASS} {{ opacity: 0.45; filter: grayscale(1); }}</style>"
 
 
 def header_html(snapshot: ServerSnapshot, interval: float | None = None) -> str:
@@ -39,6 +43,22 @@ def header_html(snapshot: ServerSnapshot, interval: float | None = None) -> str:
     return line
 
 
+def static_html(snapshot: ServerSnapshot, closed_at: float) -> str:
+    """The last state as plain HTML (header, devices, models table): what a closed dashboard leaves behind,
+    so Run All does not end with nothing on screen."""
+    when = time.strftime("%H:%M:%S", time.localtime(closed_at))
+    head = "".join(f"<th style='padding:0 8px'>{html.escape(c)}</th>" for c in COLUMNS)
+    cells = ("".join(f"<td style='padding:0 8px'>{html.escape(t)}</td>" for t in cells_for(m).values())
+             for m in snapshot.models)
+    rows = "".join(f"<tr>{row}</tr>" for row in cells)
+    devices = "<br>".join(
+        f"NPU{html.escape(d.id)} {html.escape(d.kind)} util {percent(d.utilization)} "
+        f"memory {gib(d.memory_used_bytes, d.memory_total_bytes)} {html.escape(device_extras(d))}"
+        for d in snapshot.devices)
+    return (f"{header_html(snapshot)}<br><i>dashboard closed at {when}: the last figures it showed</i><br>"
+            f"{devices}<table style='font-family:monospace'><tr>{head}</tr>{rows}</table>")
+
+
 class Dashboard:
     """Everything about one session, refreshed by a background poller; `close()` stops it (idempotent)."""
 
@@ -55,10 +75,12 @@ class Dashboard:
         self.logs = LogTail(source.log_path)
         self.loadtest = LoadTestControl(load_runner, background=background)
         self.snapshot: ServerSnapshot | None = None
+        self.last_good: ServerSnapshot | None = None  # the newest snapshot read without an error
+        self.stale = False
         self.poller = Poller(source, self.show, interval, on_error=self._report)
         extras = w.Tab([self.loadtest.box, self.logs.box], titles=("load test", "server log"))
-        views = [self.devices.box, self.models.box, self.charts.box, extras]
-        self.box = w.VBox([self.header, self.problem, *views])
+        self.views = w.VBox([self.devices.box, self.models.box, self.charts.box, extras])
+        self.box = w.VBox([w.HTML(STALE_STYLE), self.header, self.problem, self.views])
         self.closed = False
         if autostart:
             self.start()
@@ -91,10 +113,16 @@ class Dashboard:
         if history.latest is not snapshot:
             history.append(snapshot)
         self.header.value = header_html(snapshot, self.poller.interval)
-        self.devices.update(snapshot, history)
-        self.models.update(snapshot)
-        self.charts.update(snapshot, history)
-        self.loadtest.set_models(sorted({m.name for m in snapshot.models}))
+        if snapshot.error is None:
+            self.last_good = snapshot
+        stale = snapshot.error is not None and self.last_good is not None
+        shown = self.last_good if stale and self.last_good is not None else snapshot
+        self.stale = stale
+        (self.views.add_class if stale else self.views.remove_class)(STALE_CLASS)
+        self.devices.update(shown, history)
+        self.models.update(shown, server_up=not stale and snapshot.error is None)
+        self.charts.update(shown, history)
+        self.loadtest.set_models(sorted({m.name for m in shown.models}))
         self.logs.refresh()
         self.problem.value = ""
         self.snapshot = snapshot  # last: wait_for sees a snapshot only once every view shows it
@@ -122,6 +150,7 @@ class Dashboard:
             "session": self.source.name,
             "live": None if snap is None else snap.live,
             "ready": None if snap is None else snap.ready,
+            "stale": self.stale,  # the last figures of a silent server, greyed
             "polls": self.poller.polls,
             "models": {f"{row.name}:{row.version}": row.values for row in self.models.rows.values()},
             "buttons": {f"{row.name}:{row.version}": row.enabled for row in self.models.rows.values()},
@@ -131,7 +160,8 @@ class Dashboard:
         }
 
     def close(self) -> None:
-        """Stop the poller and close the widgets (and a source it opened); the server is left running."""
+        """Stop the poller and close the live widgets (and a source it opened), leaving a static copy of
+        the last state in their place; the server is left running."""
         if self.closed:
             return
         self.closed = True
@@ -140,7 +170,14 @@ class Dashboard:
         self.loadtest.wait(60)
         if self.owns_source:
             self.source.close()
-        self.box.close()
+        last = self.snapshot
+        if last is None:
+            self.box.close()
+            return
+        live_views = list(self.box.children)
+        self.box.children = [w.HTML(static_html(last, time.time()))]  # stays on screen after Run All
+        for view in live_views:
+            view.close()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """Display as the composite widget in Jupyter."""

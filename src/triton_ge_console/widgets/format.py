@@ -7,6 +7,7 @@ import math
 from triton_ge_console.display import GIB as GIB
 from triton_ge_console.display import MISSING as MISSING
 from triton_ge_console.display import duration as duration
+from triton_ge_console.display import memory as memory
 from triton_ge_console.display import number as number
 
 
@@ -16,12 +17,8 @@ def percent(ratio: float | None) -> str:
 
 
 def gib(used: int | None, total: int | None) -> str:
-    """Memory as used/total GiB."""
-    if used is None and total is None:
-        return MISSING
-    used_gib = None if used is None else used / GIB
-    total_gib = None if total is None else total / GIB
-    return f"{number(used_gib)}/{number(total_gib)} GiB"
+    """Memory as used/total (GiB, or MiB where less: what the glue holds on an emulated device shows)."""
+    return memory(used, total)
 
 
 def as_float(value: float | int | None) -> float:

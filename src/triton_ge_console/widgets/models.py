@@ -102,6 +102,7 @@ class ModelsTable:
         self.runner = runner or CommandRunner()
         self.rows: dict[tuple[str, str], ModelRow] = {}
         self.snapshot: ServerSnapshot | None = None
+        self.server_up: bool | None = None  # False while the last figures are shown for a silent server
         self.header = [w.HTML(f"<b>{column}</b>") for column in (*COLUMNS, "", "", "")]
         self.grid = w.GridBox(self.header, layout=w.Layout(
             grid_template_columns="minmax(110px, 2fr) 40px 110px 70px repeat(10, minmax(55px, 1fr)) "
@@ -110,9 +111,11 @@ class ModelsTable:
         self.reasons = w.HTML("")
         self.box = w.VBox([w.HTML("<b>Models</b>"), self.grid, self.reasons, self.runner.status])
 
-    def update(self, snapshot: ServerSnapshot) -> None:
-        """Show the snapshot's models, adding and dropping rows as the repository changes."""
+    def update(self, snapshot: ServerSnapshot, server_up: bool | None = None) -> None:
+        """Show the snapshot's models, adding and dropping rows as the repository changes; `server_up`
+        False (the server stopped answering, the last figures still shown) disables every command."""
         self.snapshot = snapshot
+        self.server_up = server_up
         keys = [(m.name, m.version) for m in snapshot.models]
         if keys != list(self.rows):
             self.rows = {key: self.rows.get(key) or ModelRow(*key, on_action=self.act) for key in keys}
@@ -128,6 +131,7 @@ class ModelsTable:
     def refresh_buttons(self) -> None:
         """Enable each row's buttons for its model's state and whether a command is running on it."""
         server_up = self.snapshot is not None and self.snapshot.live and self.snapshot.error is None
+        server_up = server_up and self.server_up is not False
         for row in self.rows.values():
             if row.model is not None:
                 row.set_enabled(enabled_actions(row.model, server_up, self.runner.busy(row.name)))

@@ -142,11 +142,12 @@ class DashboardScreen(Screen[None]):
         self.redraw_detail(self.console.selected_model)
 
     def _title_models(self, count: int) -> None:
-        """The models box title: count, filter, sort."""
+        """The models box title: how many are shown (of how many, under a filter), the filter, the sort."""
         table = self.table
+        shown = f"{len(table.row_keys)} of {count}" if table.needle else str(count)
         needle = f" ─ filter '{table.needle}'" if table.needle else " ─ / filter"
         sort = table.sort_key.label
-        retitle(self.query_one("#models-box"), f"Models ({count}){needle} ─ s sort: {sort}")
+        retitle(self.query_one("#models-box"), f"Models ({shown}){needle} ─ s sort: {sort}")
 
     def _select_from_cursor(self) -> None:
         """Make the model under the cursor the app's selected model."""
@@ -182,7 +183,8 @@ class DashboardScreen(Screen[None]):
             errors = self.console.last_errors
             return ModelDetail(model, (), (), (), (), self._config_summary(model), last_error(model, errors),
                                self._limits(model))
-        self.series.update(model.name, self.console.source.history)
+        snapshot = self.console.connection.last_good
+        self.series.update(model.name, self.console.source.history, snapshot.taken_at if snapshot else None)
         summary = self._config_summary(model)
         return ModelDetail(
             model=model,

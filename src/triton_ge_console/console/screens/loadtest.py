@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from triton_ge_console.sessions.loadgen_types import BenchRow, Progress
 
 WINDOW_MS = 1000
+HINT = "Enter or Start runs the test · Esc stops it and closes this dialog"
 
 
 def progress_line(progress: Progress) -> str:
@@ -62,6 +63,7 @@ class LoadTestScreen(ModalScreen[None]):
                 yield Label("seconds")
                 yield Input("10", id="duration", type="integer")
                 yield Button("Start", variant="primary", id="start")
+            yield Label(HINT, id="loadtest-hint")
             yield ProgressBar(id="loadtest-progress", show_eta=False)
             yield Log(id="loadtest-log")
 
@@ -69,6 +71,11 @@ class LoadTestScreen(ModalScreen[None]):
         """Start the run."""
         if event.button.id == "start":
             self.start()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter in a field starts the run, as the Start button does."""
+        event.stop()
+        self.start()
 
     def start(self) -> None:
         """Validate the options and begin the run in the background."""
@@ -94,7 +101,11 @@ class LoadTestScreen(ModalScreen[None]):
 
     def _progress(self, progress: Progress) -> None:
         """One progress record, on the UI thread."""
-        self.query_one(ProgressBar).update(progress=progress.window)
+        bar = self.query_one(ProgressBar)
+        if progress.phase == "done" and bar.total is not None:
+            bar.update(progress=bar.total)  # "done" carries no window count: the run is complete
+        elif progress.phase in ("measuring", "step-done"):
+            bar.update(progress=progress.window)
         log = self.query_one(Log)
         if progress.row is not None:
             log.write_line(result_line(progress.row))

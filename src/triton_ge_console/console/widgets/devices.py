@@ -22,8 +22,9 @@ from triton_ge_console.console.widgets.selection import forget_selection
 from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.snapshot import DeviceSnapshot, ServerSnapshot
 
-SPARK_WIDTH = 30
-BAR_WIDTH = 16
+SPARK_WIDTH, BAR_WIDTH = 30, 16
+NARROW_SPARK_WIDTH, NARROW_BAR_WIDTH = 7, 7  # so health ("Warning" too) fits an 80-column terminal
+MEMORY_WIDTH = 16  # "9.1 MiB/64.0 GiB", "21.4/64.0 GiB"
 DevicesFrame = tuple[ServerSnapshot, dict[str, list[float | None]]]  # a snapshot and recent utilization
 NARROW_BELOW = 130  # terminal columns under which rows use a short sparkline and bar
 Piece = tuple[str, str]  # text and its style ("" for none)
@@ -32,6 +33,8 @@ Span = tuple[int, int]  # the selected characters of one line: start, end (-1: t
 Looks = tuple[Style, Style]  # the widget's style and the selection's
 NO_DEVICES: tuple[Piece, ...] = (
     (" no device figures yet (the GE glue reports them once a model is loaded)", "dim"),)
+GAP = "  "  # between two columns
+HEADER_STYLE = "bold"
 
 
 class RenderPass(NamedTuple):
@@ -42,33 +45,75 @@ class RenderPass(NamedTuple):
     selected: Style  # how selected characters look
 
 
+class DeviceColumn(NamedTuple):
+    """One column of the device lines: its header label, width and alignment."""
+
+    label: str
+    width: int
+    right: bool = False
+
+
+def device_columns(narrow: bool) -> tuple[DeviceColumn, ...]:
+    """The columns in order; narrow lines put health before temperature and power (an 80-column crop
+    cuts the least telling), with a shorter sparkline and bar."""
+    spark, bar = (NARROW_SPARK_WIDTH, NARROW_BAR_WIDTH) if narrow else (SPARK_WIDTH, BAR_WIDTH)
+    head = (DeviceColumn("NPU", 5), DeviceColumn("NAME", 5), DeviceColumn("KIND", 12),
+            DeviceColumn("UTIL", spark + 5), DeviceColumn("HBM", bar + 1 + MEMORY_WIDTH))
+    temp, power = DeviceColumn("TEMP", 5, right=True), DeviceColumn("POWER", 6, right=True)
+    health = DeviceColumn("HEALTH", 7)
+    return (*head, health, temp, power) if narrow else (*head, temp, power, health)
+
+
+def device_header(narrow: bool = False) -> tuple[Piece, ...]:
+    """The labels over the device lines, in the columns' places."""
+    columns = device_columns(narrow)
+    return ((GAP.join(_fit(c.label, c.width, c.right) for c in columns), HEADER_STYLE),)
+
+
 def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | None],
                   narrow: bool = False, models: Sequence[str] = ()) -> tuple[Piece, ...]:
-    """One device's line as styled pieces: cheap to compare, so an unchanged line is not redrawn."""
-    spark_width, bar_width = (10, 8) if narrow else (SPARK_WIDTH, BAR_WIDTH)
-    name = device.name or ""
+    """One device's line as styled pieces under the header's labels: cheap to compare, so an unchanged
+    line is not redrawn. The kind is coloured only for a real NPU: cpu-emulated is normal, not an alarm."""
+    spark, bar = (NARROW_SPARK_WIDTH, NARROW_BAR_WIDTH) if narrow else (SPARK_WIDTH, BAR_WIDTH)
+    used, total = device.memory_used_bytes, device.memory_total_bytes
     temp = fmt.MISSING if device.temperature_c is None else f"{device.temperature_c:.0f}°C"
     power = fmt.MISSING if device.power_w is None else f"{device.power_w:.0f} W"
     if device.power_note and device.power_w is not None:
         power += " (card)"  # the card's power, the same for each of its chips (a 310P's)
-    health = device.health or fmt.MISSING
-    health_piece = (health, "green" if health == "OK" else ("yellow" if health != fmt.MISSING else "dim"))
-    memory = f" {fmt.gib(device.memory_used_bytes):>5}/{fmt.gib(device.memory_total_bytes):<5} GiB  "
     place = device.place()
-    head = (
-        (f"NPU{device.id:<3}", "bold"),
-        *(((f" {place}", "dim"),) if place else ()),
-        (f" {name:<6} ", ""),
-        (f"{device.kind:<13}", "cyan" if device.kind == "npu" else "magenta"),
-        (" " if narrow else " util ", ""),
-        (fmt.sparkline(utilization_series, spark_width, top=1.0), "green"),
-        (f" {fmt.percent(device.utilization):>4}  " + ("" if narrow else "HBM "), ""),
-        (fmt.bar(device.memory_used_bytes, device.memory_total_bytes, bar_width), "blue"),
-    )
-    if narrow:  # health before temperature and power, so an 80-column crop cuts the least telling
-        return (*head, (memory, ""), health_piece, (f"  {temp:>5} {power:>5}", ""))
-    held = (("  " + ", ".join(models), "dim"),) if models else ()  # the models this NPU serves
-    return (*head, (memory + f"{temp:>5}  {power:>6}  ", ""), health_piece, *held)
+    cells: dict[str, tuple[Piece, ...]] = {  # UTIL and HBM are exactly their columns' width
+        "NPU": ((f"NPU{device.id}", "bold"),),
+        "NAME": ((device.name or "", ""),),
+        "KIND": ((device.kind, "cyan" if device.kind == "npu" else ""),),
+        "UTIL": ((fmt.sparkline(utilization_series, spark, top=1.0), "green"),
+                 (f" {fmt.percent(device.utilization):>4}", "")),
+        "HBM": ((fmt.bar(used, total, bar), "blue"), (f" {fmt.memory(used, total):>{MEMORY_WIDTH}}", "")),
+        "TEMP": ((temp, ""),),
+        "POWER": ((power, ""),),
+        "HEALTH": (_health(device.health),),
+    }
+    columns = device_columns(narrow)
+    pieces: list[Piece] = []
+    for column in columns:
+        cell = cells[column.label]
+        if len(cell) == 1:
+            cell = ((_fit(cell[0][0], column.width, column.right), cell[0][1]),)
+        pieces += (*cell, (GAP, "")) if column is not columns[-1] else cell
+    # after the columns: where npu-smi shows the chip, and the models this NPU serves
+    extra = [part for part in (place, ", ".join(models)) if part] if not narrow else []
+    return (*pieces, (GAP + "  ".join(extra), "dim")) if extra else tuple(pieces)
+
+
+def _health(health: str | None) -> Piece:
+    """Health in green when OK, yellow otherwise, dim when unknown."""
+    if not health:
+        return fmt.MISSING, "dim"
+    return health, "green" if health == "OK" else "yellow"
+
+
+def _fit(text: str, width: int, right: bool) -> str:
+    """A cell padded to its column (never cut: a longer name pushes the line, as before)."""
+    return text.rjust(width) if right else text.ljust(width)
 
 
 def device_line(device: DeviceSnapshot, utilization_series: Sequence[float | None],
@@ -79,12 +124,13 @@ def device_line(device: DeviceSnapshot, utilization_series: Sequence[float | Non
 
 def device_rows(snapshot: ServerSnapshot, series: dict[str, list[float | None]],
                 width: int = 160) -> list[tuple[Piece, ...]]:
-    """All devices' lines, one per device; a note when the server reports none."""
+    """The header and one line per device; a note when the server reports none."""
     if not snapshot.devices:
         return [NO_DEVICES]
     narrow = width < NARROW_BELOW
     held = models_by_device(snapshot)
-    return [device_pieces(d, series.get(d.id, []), narrow, held.get(d.id, ())) for d in snapshot.devices]
+    lines = [device_pieces(d, series.get(d.id, []), narrow, held.get(d.id, ())) for d in snapshot.devices]
+    return [device_header(narrow), *lines]
 
 
 def models_by_device(snapshot: ServerSnapshot) -> dict[str, list[str]]:

@@ -37,6 +37,7 @@ class SortKey:
     label: str
     key: Callable[[ModelSnapshot], object]
     descending: bool
+    column: int  # its index in COLUMNS, marked in the header
 
 
 def _num(value: float | int | None) -> float:
@@ -45,14 +46,14 @@ def _num(value: float | int | None) -> float:
 
 
 SORT_KEYS = (
-    SortKey("name", lambda m: (m.name, m.version), False),
-    SortKey("queue", lambda m: _num(m.queue_depth), True),
-    SortKey("req/s", lambda m: _num(m.request_rate), True),
-    SortKey("inf/s", lambda m: _num(m.inference_rate), True),
-    SortKey("p99", lambda m: _num(m.latency.p99_ms), True),
-    SortKey("failures", lambda m: _num(m.failure_total), True),
-    SortKey("timed out", lambda m: _num(m.timed_out_total), True),
-    SortKey("state", lambda m: (m.serving_state != "READY", m.name), False),
+    SortKey("name", lambda m: (m.name, m.version), False, COLUMNS.index("MODEL")),
+    SortKey("queue", lambda m: _num(m.queue_depth), True, COLUMNS.index("QUEUE")),
+    SortKey("req/s", lambda m: _num(m.request_rate), True, COLUMNS.index("REQ/S")),
+    SortKey("inf/s", lambda m: _num(m.inference_rate), True, COLUMNS.index("INF/S")),
+    SortKey("p99", lambda m: _num(m.latency.p99_ms), True, COLUMNS.index("P99 ms")),
+    SortKey("failures", lambda m: _num(m.failure_total), True, COLUMNS.index("FAIL")),
+    SortKey("timed out", lambda m: _num(m.timed_out_total), True, COLUMNS.index("T/O")),
+    SortKey("state", lambda m: (m.serving_state != "READY", m.name), False, COLUMNS.index("STATE")),
 )
 
 
@@ -160,7 +161,21 @@ def row_segments(cells: tuple[Cell, ...], base: Style, parse: Callable[[str], St
     return segments
 
 
-HEADER = tuple((label, "", index in RIGHT_ALIGNED) for index, label in enumerate(COLUMNS))
+SORTED_STYLE = "underline"
+
+
+def header_cells(sort: SortKey, columns: Columns) -> tuple[Cell, ...]:
+    """The shown columns' labels; the sort column's underlined, with ▼ (largest first) or ▲ where it fits."""
+    cells: list[Cell] = []
+    for index, width in zip(columns.shown, columns.widths, strict=True):
+        label, right = COLUMNS[index], index in RIGHT_ALIGNED
+        if index != sort.column:
+            cells.append((label, "", right))
+            continue
+        arrow = "▼" if sort.descending else "▲"
+        marked = f"{arrow}{label}" if right else f"{label} {arrow}"
+        cells.append((marked if len(marked) <= width else label, SORTED_STYLE, right))
+    return tuple(cells)
 
 
 def visible_models(models: Sequence[ModelSnapshot], needle: str, sort: SortKey) -> list[ModelSnapshot]:
@@ -342,7 +357,7 @@ class ModelsTable(ScrollView, can_focus=True):
         now = self._pass or self._look_up_pass()
         left, right = now.scroll_x, now.scroll_x + now.width
         if y == 0:
-            header = self._columns.pick(HEADER)
+            header = header_cells(self.sort_key, self._columns)
             return self._strip(header, now.header).crop_extend(left, right, now.header)
         index = now.scroll_y + y - 1
         if index >= len(self._keys):
@@ -363,6 +378,7 @@ class ModelsTable(ScrollView, can_focus=True):
         """Cycle to the next sort column."""
         self.sort_index = (self.sort_index + 1) % len(SORT_KEYS)
         self.show_models(self._models)
+        self.refresh_line(0)  # the header marks the new sort column, even when the order stayed
         return self.sort_key
 
 
