@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -17,9 +16,6 @@ from triton_ge_console.sessions.process import Ports, TritonProcess, pick_ports,
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"  # what the project's own tests read: inside the repository
-SHARED = ROOT.parent / "shared"
-CORPUS_ENV = "GE_CONSOLE_CORPUS"  # where CI keeps the external corpus, if not beside the repository
-CORPUS = Path(os.environ.get(CORPUS_ENV) or SHARED / "corpus")  # the extra suite's input; may be absent
 
 
 @dataclass
