@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import psutil
-
 from triton_ge_console.sessions.supervise import PID_FILE, read_number
 
 if TYPE_CHECKING:
@@ -39,6 +37,8 @@ def stub_instances(server_pid: int) -> dict[ModelKey, tuple[Instance, ...]]:
     A stub's command line is `stub <repo>/<model>/<version>/model.py <shm region> ... <instance name> ...`
     (Triton's Python backend, `StubLauncher::Launch`); the instance name is its 9th argument.
     """
+    import psutil  # here: snapshots import this module, and `ge-console --help` must not load psutil
+
     try:
         children = psutil.Process(server_pid).children()
     except (psutil.NoSuchProcess, psutil.AccessDenied):
