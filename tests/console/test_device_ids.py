@@ -16,7 +16,7 @@ def test_line_names_card_and_chip_and_card_power() -> None:
     """NPU1 is npu-smi's NPU 2 chip 1; its 45 W is the card's."""
     for narrow in (False, True):
         text = device_line(DUO_CHIP, [], narrow).plain
-        assert text.startswith("NPU1   npu 2 chip 1 310P3")
+        assert text.startswith("NPU1   310P3") and text.endswith("  npu 2 chip 1")  # after the columns
         assert "45 W (card)" in text
 
 

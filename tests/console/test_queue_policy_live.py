@@ -84,15 +84,17 @@ async def test_burst_is_refused_and_timed_out_and_every_view_counts_the_same(
     assert main(["up", str(spec), "--name", "queued", "--timeout", "180"]) == 0
     record = Registry().load("queued")
     assert record.http_url is not None
-    rows = _json_of(capsys, "bench", "bert_model", "--session", "queued", "--json", "--concurrency", "12",
-                    *BENCH)
-    assert isinstance(rows, list)
+    report = _json_of(capsys, "bench", "bert_model", "--session", "queued", "--json", "--concurrency", "12",
+                      *BENCH)
+    assert isinstance(report, dict)
+    rows = report["rows"]
     rejected, timed_out = sum(r["rejected"] for r in rows), sum(r["timed_out"] for r in rows)
     assert rejected > 0 and timed_out > 0, rows
     assert all(r["errors"] == 0 and r["requests"] > 0 for r in rows), rows
-    first = _json_of(capsys, "bench", "bert_model", "--session", "queued", "--json", "--priority", "1",
+    again = _json_of(capsys, "bench", "bert_model", "--session", "queued", "--json", "--priority", "1",
                      "--concurrency", "4", *BENCH)
-    assert isinstance(first, list)
+    assert isinstance(again, dict)
+    first = again["rows"]
     assert [(r["rejected"], r["timed_out"], r["errors"]) for r in first] == [(0, 0, 0)], first
 
     status = _json_of(capsys, "status", "queued", "--json")

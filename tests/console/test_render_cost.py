@@ -148,7 +148,7 @@ async def test_a_narrow_table_shows_the_compact_columns_without_scrolling_sidewa
         await pilot.pause(0.2)
         table = app.screen.query_one(ModelsTable)
         header, row = (table.render_line(y).text for y in (0, 1))
-        assert header.split() == ["MODEL", "VER", "STATE", "QUEUE", "REQ/S", "INF/S", "P50", "ms", "P99",
+        assert header.split() == ["MODEL", "▲", "VER", "STATE", "QUEUE", "REQ/S", "INF/S", "P50", "ms", "P99",
                                   "ms", "FAIL"]
         assert row.split()[:4] == ["m000", "1", "READY", "0"] and len(row.rstrip()) <= COMPACT.width
         assert table.virtual_size.width <= table.scrollable_content_region.width

@@ -174,7 +174,7 @@ def test_public_health_leaves_only_liveness_and_readiness_open(
     for protocol in ("grpc", "http"):  # so does bench, on each protocol under the header it expects
         assert main(["bench", "echo", "--session", "probed", "--protocol", protocol, "--window-ms", "200",
                      "--warmup-ms", "0", "--max-windows", "3", "--quiet", "--json"]) == 0
-        (row,) = json.loads(capsys.readouterr().out)
+        (row,) = json.loads(capsys.readouterr().out)["rows"]
         assert row["requests"] > 0 and row["errors"] == 0, row
 
 

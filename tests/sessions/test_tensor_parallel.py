@@ -71,7 +71,8 @@ def test_each_npu_holds_its_share_and_shows_its_models(tmp_path: Path) -> None:
     half, whole = human_bytes(share), human_bytes(llama_bytes)
     assert models_by_device(snapshot) == {"0": [f"bert_model {half}"],
                                           "1": [f"bert_model {half}", f"llama_model {whole}"]}
-    rows = device_rows(snapshot, {}, width=160)
+    header, *rows = device_rows(snapshot, {}, width=160)
+    assert "HEALTH" in header[0][0]
     assert [row[-1][0] for row in rows] == [f"  bert_model {half}",
                                             f"  bert_model {half}, llama_model {whole}"]
     assert npu_text(bert) == f"on NPU0 {half}, NPU1 {half}"

@@ -270,8 +270,8 @@ def _build(spec: DeploymentSpec, out: Path, transfers: Transfers) -> BuildReport
     out.parent.mkdir(parents=True, exist_ok=True)
     ahead = _Ahead(out)
     try:
-        plans = [_plan_copying_ahead(out, model, transfers, ahead) for model in spec.models]
-        with build_lock(out):
+        with build_lock(out):  # first: it sweeps staging folders a killed build left, copies ahead included
+            plans = [_plan_copying_ahead(out, model, transfers, ahead) for model in spec.models]
             previous = read_manifest(out)
             changes = _changes(out, plans, previous)
             staged = [_reusing_unchanged_files(out, p, changes) for p in plans]

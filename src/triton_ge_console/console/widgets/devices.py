@@ -100,7 +100,7 @@ def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | N
             cell = ((_fit(cell[0][0], column.width, column.right), cell[0][1]),)
         pieces += (*cell, (GAP, "")) if column is not columns[-1] else cell
     # after the columns: where npu-smi shows the chip, and the models this NPU serves
-    extra = [part for part in (place, ", ".join(models)) if part] if not narrow else []
+    extra = [part for part in (place, "" if narrow else ", ".join(models)) if part]
     return (*pieces, (GAP + "  ".join(extra), "dim")) if extra else tuple(pieces)
 
 
