@@ -7,7 +7,6 @@ one does; `--listen` only changes the bind address).
 from __future__ import annotations
 
 import json
-import os
 import stat
 import urllib.error
 import urllib.request
@@ -22,6 +21,7 @@ import tritonclient.grpc as triton_grpc
 from tritonclient.utils import InferenceServerException
 
 from tests.sessions.helpers import write_echo_model
+from tests.sessions.test_lifecycle import group_processes
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.access import TRITON_CATEGORIES, token_headers
 from triton_ge_console.sessions.control import ControlError, TritonControl
@@ -194,7 +194,7 @@ def test_a_session_is_private_on_disk_and_in_memory(
         assert mode(path) == 0o600, path
     exposed = [p for p in record.session_dir.rglob("*") if mode(p) & 0o077 and not p.is_symlink()]
     assert exposed == []
-    processes = server_group(record.pid)
+    processes = group_processes(record.pid)
     assert len(processes) >= 2, "the server and its echo stub"
     for process in processes:
         assert umask(process.pid) == 0o077, process.cmdline()
@@ -212,18 +212,6 @@ def test_a_session_is_private_on_disk_and_in_memory(
 def mode(path: Path) -> int:
     """The permission bits of a path."""
     return stat.S_IMODE(path.lstat().st_mode)
-
-
-def server_group(pgid: int) -> list[psutil.Process]:
-    """The live processes of our server's process group (the server and its stubs)."""
-    found = []
-    for process in psutil.process_iter(["status"]):
-        try:
-            if os.getpgid(process.pid) == pgid and process.info["status"] != psutil.STATUS_ZOMBIE:
-                found.append(process)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return found
 
 
 def umask(pid: int) -> int:
