@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from triton_ge_console.backend_glue.distribution import TritonDistribution, find_distribution
+from triton_ge_console.sessions.health import stub_backends
 from triton_ge_console.sessions.process import Ports, TritonProcess, pick_ports, server_args
+from triton_ge_console.sessions.shm import new_shm_prefix, remove_shm_regions, shm_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"  # what the project's own tests read: inside the repository
@@ -83,6 +85,7 @@ def run_triton(
     workdir = Path(tempfile.mkdtemp(prefix="ge-test-server-"))
     log_path = workdir / "server.log"
     args = server_args(repository, backend_dir, ports, extra=(*[f"--load-model={m}" for m in models], *extra))
+    args += shm_arguments(new_shm_prefix(workdir), stub_backends(backend_dir))  # its own regions: removed
     process = TritonProcess(dist, args, log_path, workdir)
     process.start()
     running = RunningServer(process, ports, log_path)
@@ -92,6 +95,7 @@ def run_triton(
     finally:
         process.stop()
         running.final_log = running.log()
+        remove_shm_regions(workdir)  # a stub a test killed leaves its region behind
         shutil.rmtree(workdir, ignore_errors=True)
 
 
