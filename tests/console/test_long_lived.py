@@ -22,10 +22,11 @@ def nothing_frozen() -> Iterator[None]:
 def test_the_first_app_freezes_and_the_last_to_exit_hands_back(nothing_frozen: None) -> None:
     long_lived.leave_out_start_up_objects()
     frozen = gc.get_freeze_count()
-    long_lived.leave_out_start_up_objects()  # a second app in the same process
-    assert frozen > 0 and gc.get_freeze_count() == frozen
+    long_lived.leave_out_start_up_objects()  # a second app in the same process: no second freeze
+    # frozen objects that die meanwhile (another test's threads ending) leave the count: never more, though
+    assert 0 < gc.get_freeze_count() <= frozen
     long_lived.hand_back_start_up_objects()
-    assert gc.get_freeze_count() == frozen  # the other app still runs
+    assert frozen // 2 < gc.get_freeze_count() <= frozen  # the other app still runs: still frozen
     long_lived.hand_back_start_up_objects()
     assert gc.get_freeze_count() == 0
 
