@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from triton_ge_console.backend_glue.distribution import TritonDistribution, find_distribution
+from triton_ge_console.files import write_atomic
 
 NATIVE_NPU_GE = Path("/opt/tritonserver/backends/npu_ge/libnpu_ge.so")
 GLUE_MODEL_PY = Path(__file__).with_name("model.py")
@@ -130,16 +129,7 @@ def _place(source: Path, target: Path, executable: bool = False, replace_link: b
         return InstalledFile(target, source, "unchanged")
     action = "updated" if target.exists() else "added"
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(fd)
-    try:
-        shutil.copyfile(source, tmp_name)
-        mode = 0o755 if executable else 0o644
-        os.chmod(tmp_name, mode | (stat.S_IXUSR if executable else 0))
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    write_atomic(target, source.read_bytes(), mode=0o755 if executable else 0o644)
     return InstalledFile(target, source, action)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_ge_console.backend_glue.settings import RUN_DIR_ENV
+from triton_ge_console.files import write_atomic
 
 
 class DeviceMemoryError(RuntimeError):
@@ -100,9 +101,7 @@ class DeviceLedger:
 
     def _write(self, data: dict[str, Any]) -> None:
         """Replace the file atomically."""
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(data), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps(data))
 
     def reserve(self, owner: str, model: str, nbytes: int, capacity: int) -> DeviceUsage:
         """Claim nbytes for owner, or raise DeviceMemoryError naming what already uses the device."""

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,18 +112,6 @@ def fetch_loaded_config(http_url: str | None, model: str, timeout: float = 3.0,
         return None
     finally:
         endpoint.close()
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace a file's contents so a reader never sees half of it."""
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
 
 
 def model_digest(folder: Path) -> str | None:

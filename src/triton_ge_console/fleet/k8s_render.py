@@ -6,8 +6,6 @@ talks to a cluster.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from typing import Any
 import yaml
 
 from triton_ge_console.backend_glue.settings import MEMORY_ENV
+from triton_ge_console.files import write_atomic
 from triton_ge_console.repository.spec_kubernetes import DNS_1035_LABEL
 from triton_ge_console.repository.spec_types import DeploymentSpec, KubernetesSpec
 from triton_ge_console.sessions.access import restriction_argument
@@ -251,9 +250,6 @@ def write_manifests(manifests: list[Manifest], directory: Path) -> list[Path]:
     written = []
     for manifest in manifests:
         target = directory / manifest.filename
-        fd, tmp = tempfile.mkstemp(prefix=f".{manifest.filename}.", dir=directory)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            yaml.safe_dump(manifest.body, handle, sort_keys=False)
-        os.replace(tmp, target)
+        write_atomic(target, yaml.safe_dump(manifest.body, sort_keys=False))
         written.append(target)
     return written

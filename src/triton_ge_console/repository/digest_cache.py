@@ -12,13 +12,14 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import platformdirs
+
+from triton_ge_console.files import write_atomic
 
 CACHE_FILE = "digests.json"
 CACHE_FORMAT = 1
@@ -85,10 +86,7 @@ def _save() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         merged = {**_read_disk(folder / CACHE_FILE), **_memory}
         merged = dict(list(merged.items())[-MAX_ENTRIES:])
-        fd, tmp = tempfile.mkstemp(prefix=f".{CACHE_FILE}.", dir=folder)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump({"format": CACHE_FORMAT, "files": merged}, out)
-        os.replace(tmp, folder / CACHE_FILE)
+        write_atomic(folder / CACHE_FILE, json.dumps({"format": CACHE_FORMAT, "files": merged}))
         _memory.update(merged)
         _loaded_from = (folder / CACHE_FILE, _mtime_ns(folder / CACHE_FILE))  # what we wrote, known
 

@@ -7,7 +7,6 @@ import dataclasses
 import fcntl
 import os
 import re
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import psutil
 import yaml
 
+from triton_ge_console.files import write_atomic
 from triton_ge_console.sessions import paths
 from triton_ge_console.sessions.process import group_alive
 from triton_ge_console.sessions.token_header import TOKEN_HEADER
@@ -185,15 +185,7 @@ class Registry:
         target = self.path_for(record.name)
         paths.private_dir(self.root)
         text = yaml.safe_dump(record_to_dict(record), sort_keys=False)
-        fd, tmp = tempfile.mkstemp(prefix=f".{record.name}.", suffix=".tmp", dir=self.root)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_atomic(target, text)
         return target
 
     @contextlib.contextmanager

@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+from triton_ge_console.files import write_atomic
 from triton_ge_console.sessions.paths import PRIVATE_UMASK, open_private
 from triton_ge_console.sessions.shm import remove_shm_regions
 
@@ -29,13 +30,6 @@ LOG_GENERATIONS = 5  # earlier runs' logs kept as server.log.1 (the last) to ser
 EXIT_FILE = "server.exit"
 # Log lines after which a server (or its Python stub) will never get its models READY.
 FATAL_MARKERS = ("error while loading shared libraries",)
-
-
-def _write(path: Path, text: str) -> None:
-    """Replace a small file atomically."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="ascii")
-    os.replace(tmp, path)
 
 
 def main(argv: list[str]) -> int:
@@ -50,17 +44,17 @@ def main(argv: list[str]) -> int:
         server = subprocess.Popen(command, start_new_session=True)
     except OSError as exc:
         print(f"cannot start {command[0]}: {exc}", file=sys.stderr, flush=True)
-        _write(folder / EXIT_FILE, "127\n")
+        write_atomic(folder / EXIT_FILE, "127\n")
         return 0
     forward.attach(server.pid)
-    _write(folder / PID_FILE, f"{server.pid}\n")
+    write_atomic(folder / PID_FILE, f"{server.pid}\n")
     ended = threading.Event()
     guard = threading.Thread(target=guard_shared_memory, args=(server.pid, ended), daemon=True)
     guard.start()
     code = server.wait()
     ended.set()
     remove_shm_regions(folder)  # a killed server or stub leaves its regions behind
-    _write(folder / EXIT_FILE, f"{code}\n")
+    write_atomic(folder / EXIT_FILE, f"{code}\n")
     return 0
 
 

@@ -11,14 +11,13 @@ import contextlib
 import dataclasses
 import fcntl
 import json
-import os
-import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from triton_ge_console.files import write_atomic
 from triton_ge_console.repository.build import BuildError, BuildReport, build_repository, folder_digest
 from triton_ge_console.repository.external_data import external_files
 from triton_ge_console.repository.spec import SpecError, load_spec
@@ -92,10 +91,7 @@ def store_digests(record: SessionRecord, digests: dict[str, str | None], forget:
         merged.update({model: digest for model, digest in digests.items() if digest is not None})
         for model in forget:
             merged.pop(model, None)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(merged, out, indent=2, sort_keys=True)
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(merged, indent=2, sort_keys=True))
 
 
 class SessionControl(TritonControl):

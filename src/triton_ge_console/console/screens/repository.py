@@ -18,6 +18,7 @@ from triton_ge_console.console.format import short_path
 from triton_ge_console.console.highlight import highlight_pbtxt
 from triton_ge_console.console.probe import session_headers
 from triton_ge_console.console.repo_info import ConfigFinding
+from triton_ge_console.files import write_atomic
 
 if TYPE_CHECKING:
     from triton_ge_console.console.app import GEConsoleApp
@@ -188,7 +189,7 @@ class RepositoryScreen(Screen[None]):
                         severity="error")
             return
         try:
-            repo_info.write_atomically(path, text)
+            write_atomic(path, text)
         except OSError as exc:
             self.notify(f"not saved: {exc}", title="save failed", severity="error")
             return
