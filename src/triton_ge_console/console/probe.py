@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from triton_ge_console.sessions.probe import ProbeResult, send_test_request
-from triton_ge_console.sessions.stats import HttpEndpoint
 
 __all__ = ["ProbeResult", "send_test_request", "session_headers"]
 
 
 def session_headers(source: object) -> dict[str, str]:
-    """The headers the session's own poller sends (its token), so commands pass a restricted server."""
+    """The headers the session's own requests carry (its token), so commands pass a restricted server."""
     inner = getattr(source, "inner", None)  # a PendingSource delegates to its bound live source
-    if inner is not None:
-        source = inner
-    endpoint = getattr(getattr(source, "poller", None), "http", None)
-    return dict(endpoint._headers) if isinstance(endpoint, HttpEndpoint) else {}
+    headers = getattr(inner if inner is not None else source, "request_headers", None)
+    return dict(headers) if isinstance(headers, dict) else {}

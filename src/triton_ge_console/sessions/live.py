@@ -126,6 +126,11 @@ class LiveSource:
         """The server log, when this machine has it."""
         return self._log_path
 
+    @property
+    def request_headers(self) -> dict[str, str]:
+        """The headers this source's requests carry (its token), for commands sent beside it."""
+        return {self._token_header: self._token} if self._token else {}
+
     def close(self) -> None:
         """Stop polling and release connections; the server keeps running."""
         self.poller.close()
