@@ -72,6 +72,14 @@ class ModelSnapshot:
         """What views show as its state: Triton's, or FAILING for a READY model that does not serve."""
         return FAILING if self.failing else self.state
 
+    @property
+    def queue_share(self) -> float | None:
+        """The part of a request's time spent queued (0..1), None when either figure is missing."""
+        queue, compute = self.queue_ms, self.compute_ms
+        if queue is None or compute is None or queue + compute <= 0:
+            return None
+        return queue / (queue + compute)
+
 
 @dataclass(frozen=True, slots=True)
 class DeviceSnapshot:
@@ -116,6 +124,13 @@ class ServerSnapshot:
     models: tuple[ModelSnapshot, ...] = ()
     devices: tuple[DeviceSnapshot, ...] = ()
     error: str | None = None  # why the server could not be read, when it could not
+
+    @property
+    def health(self) -> str:
+        """ready / live / down: what Triton's health endpoints said at this instant."""
+        if self.ready:
+            return "ready"
+        return "live" if self.live else "down"
 
     def model(self, name: str) -> ModelSnapshot | None:
         """The snapshot of the model named so (its newest version), if present."""

@@ -25,10 +25,14 @@ STALE_CLASS = "ge-console-stale"
 STALE_STYLE = f"<style>.{STALE_CLASS} {{ opacity: 0.45; filter: grayscale(1); }}</style>"
 
 
+# ServerSnapshot.health -> (label, colour), as the terminal console's header shows it
+HEALTH_LOOKS = {"ready": ("● ready", "green"), "live": ("● live", "darkorange"),
+                "down": ("○ down", "firebrick")}
+
+
 def header_html(snapshot: ServerSnapshot, interval: float | None = None) -> str:
     """Session, health, version, uptime and endpoints; a red banner when the server is unreadable."""
-    health = "● ready" if snapshot.ready else ("● live" if snapshot.live else "○ down")
-    colour = "green" if snapshot.ready else ("darkorange" if snapshot.live else "firebrick")
+    health, colour = HEALTH_LOOKS[snapshot.health]
     parts = [f"<b>GE Console</b> ─ session {html.escape(snapshot.session)}",
              f"Triton {html.escape(snapshot.version or '?')}",
              f"<span style='color:{colour}'>{health}</span>", f"up {duration(snapshot.uptime_s)}"]

@@ -76,9 +76,7 @@ def caption(model: ModelSnapshot | None) -> str:
     """Queue vs compute split, batch size and where latency came from, for the latest snapshot."""
     if model is None:
         return "<i>model not in the latest snapshot</i>"
-    queue, compute = model.queue_ms, model.compute_ms
-    split = MISSING
-    if queue is not None and compute is not None and queue + compute > 0:
-        split = f"queue {queue / (queue + compute):.0%} │ compute {compute / (queue + compute):.0%}"
+    share = model.queue_share
+    split = MISSING if share is None else f"queue {share:.0%} │ compute {1 - share:.0%}"
     source = model.latency.source or MISSING
     return html.escape(f"{split} │ avg batch {number(model.avg_batch)} │ latency from {source}")

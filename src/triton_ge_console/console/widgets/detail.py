@@ -62,10 +62,9 @@ def npu_text(model: ModelSnapshot) -> str:
 
 def split_text(model: ModelSnapshot) -> Text:
     """Queue vs compute share of a request's time."""
-    queue, compute = model.queue_ms, model.compute_ms
-    if queue is None or compute is None or queue + compute <= 0:
+    share, queue, compute = model.queue_share, model.queue_ms, model.compute_ms
+    if share is None or queue is None or compute is None:
         return Text(f"queue {fmt.MISSING} │ compute {fmt.MISSING}")
-    share = queue / (queue + compute)
     text = Text("queue ")
     text.append(f"{share:.0%}", style="yellow" if share > 0.5 else "")
     text.append(f" ({queue:.2f} ms) │ compute {1 - share:.0%} ({compute:.2f} ms)")

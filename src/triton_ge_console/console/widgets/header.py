@@ -51,9 +51,7 @@ def health_of(snapshot: ServerSnapshot | None, connection: Connection) -> str:
         return "starting"
     if connection.stale or snapshot is None:
         return "down"
-    if snapshot.ready:
-        return "ready"
-    return "live" if snapshot.live else "down"
+    return snapshot.health
 
 
 class HeaderFacts(NamedTuple):
