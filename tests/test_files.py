@@ -26,7 +26,8 @@ def test_mode_is_set_before_the_file_appears(tmp_path: Path) -> None:
     assert stat.S_IMODE(target.stat().st_mode) == 0o755
 
 
-def test_a_failed_write_keeps_the_old_file_and_no_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_write_keeps_the_old_file_and_no_temp(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "registry.yaml"
     target.write_text("kept")
 

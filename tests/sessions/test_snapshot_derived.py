@@ -16,4 +16,5 @@ def test_server_health(ready: bool, live: bool, health: str) -> None:
 @pytest.mark.parametrize(("queue", "compute", "share"), [(1.0, 3.0, 0.25), (0.0, 2.0, 0.0), (None, 2.0, None),
                                                          (1.0, None, None), (0.0, 0.0, None)])
 def test_queue_share(queue: float | None, compute: float | None, share: float | None) -> None:
-    assert ModelSnapshot(name="m", version="1", state="READY", queue_ms=queue, compute_ms=compute).queue_share == share
+    model = ModelSnapshot(name="m", version="1", state="READY", queue_ms=queue, compute_ms=compute)
+    assert model.queue_share == share
