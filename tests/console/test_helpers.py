@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from triton_ge_console.console import format as fmt
-from triton_ge_console.console import repo_info
 from triton_ge_console.console.highlight import highlight_pbtxt
-from triton_ge_console.console.logtail import LogTail, classify, matches
 from triton_ge_console.console.widgets.header import HeaderFacts, header_line
+from triton_ge_console.repository import inventory as repo_info
+from triton_ge_console.sessions.server_log import LogTail, classify, matches
 
 from .conftest import LOG, REPO
 

@@ -6,16 +6,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from triton_ge_console.console import repo_info
 from triton_ge_console.console.app import GEConsoleApp
 from triton_ge_console.console.launch_session import open_record
-from triton_ge_console.console.probe import send_test_request, session_headers
 from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.models import ModelsTable
+from triton_ge_console.repository import inventory as repo_info
 from triton_ge_console.repository.build import build_demo_repository
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import Registry, SessionRecord
+from triton_ge_console.sessions.session_headers import send_test_request, session_headers
 
 from .conftest import SIZE
 from .waiting import stop_leftover_sessions, until

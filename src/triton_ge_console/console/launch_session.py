@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_ge_console.console.options import ConsoleOptions
-from triton_ge_console.console.session_link import PendingSource, RecordLifecycle
+from triton_ge_console.sessions.pending import PendingSource, RecordLifecycle
 from triton_ge_console.sessions.registry import READY, STARTING, Registry, SessionRecord, effective_state
 from triton_ge_console.sessions.source import CommandResult, SessionSource
 

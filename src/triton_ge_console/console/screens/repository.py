@@ -13,11 +13,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TextArea, Tree
 
-from triton_ge_console.console import repo_info
 from triton_ge_console.console.format import short_path
 from triton_ge_console.console.highlight import highlight_pbtxt
-from triton_ge_console.console.probe import session_headers
-from triton_ge_console.console.repo_info import ConfigFinding
+from triton_ge_console.repository import inventory as repo_info
+from triton_ge_console.repository.inventory import ConfigFinding
+from triton_ge_console.sessions.session_headers import session_headers
 
 if TYPE_CHECKING:
     from triton_ge_console.console.app import GEConsoleApp

@@ -10,8 +10,8 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from triton_ge_console.console import format as fmt
-from triton_ge_console.console.session_link import STARTING
 from triton_ge_console.console.widgets.textlines import TextLines
+from triton_ge_console.sessions.pending import STARTING
 from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
 
 
