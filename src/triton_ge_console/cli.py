@@ -14,8 +14,8 @@ COMMAND_MODULES = (
     "triton_ge_console.repository.check_commands",  # validate, convert
     "triton_ge_console.backend_glue.commands",  # backend install
     "triton_ge_console.sessions.commands",  # up, down, attach, ls, status, reload, watch
-    "triton_ge_console.sessions.telemetry_commands",  # devices
-    "triton_ge_console.sessions.bench_commands",  # bench
+    "triton_ge_console.sessions.telemetry.devices_cli",  # devices
+    "triton_ge_console.sessions.loadgen.bench_cli",  # bench
     "triton_ge_console.fleet.commands",  # k8s render
     "triton_ge_console.sessions.grafana_commands",  # grafana
     "triton_ge_console.console.commands",  # the console itself (default), demo, serve

@@ -14,7 +14,14 @@ import pytest
 from tests.bench.conftest import write_backend_dir, write_repository
 from tests.conftest import RunningServer
 from triton_ge_console.backend_glue.distribution import TritonDistribution
-from triton_ge_console.sessions.loadgen import (
+from triton_ge_console.sessions.loadgen.engine import MAX_KEPT_WINDOWS, StepResult, Window
+from triton_ge_console.sessions.loadgen.inputs import (
+    ModelSignature,
+    TensorSpec,
+    build_inputs,
+    parse_shape_option,
+)
+from triton_ge_console.sessions.loadgen.run import (
     LoadError,
     LoadRun,
     LoadSpec,
@@ -22,13 +29,6 @@ from triton_ge_console.sessions.loadgen import (
     Progress,
     UnknownModelError,
     run_load_sync,
-)
-from triton_ge_console.sessions.loadgen_engine import MAX_KEPT_WINDOWS, StepResult, Window
-from triton_ge_console.sessions.loadgen_inputs import (
-    ModelSignature,
-    TensorSpec,
-    build_inputs,
-    parse_shape_option,
 )
 
 pytestmark = pytest.mark.timeout(120)

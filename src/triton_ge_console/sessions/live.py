@@ -12,7 +12,7 @@ from triton_ge_console.sessions.poller import Poller, SnapshotCallback
 from triton_ge_console.sessions.snapshot import Endpoints, ServerSnapshot
 from triton_ge_console.sessions.source import Controller
 from triton_ge_console.sessions.stats import EndpointError
-from triton_ge_console.sessions.telemetry import DeviceTelemetry
+from triton_ge_console.sessions.telemetry.devices import DeviceTelemetry
 from triton_ge_console.sessions.trace import TraceCollector, enable_tracing
 
 if TYPE_CHECKING:

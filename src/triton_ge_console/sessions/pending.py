@@ -131,8 +131,8 @@ class GentleLoad:
     """A few requests per second to each model, so the demo's figures move (the load generator, open loop)."""
 
     def __init__(self, grpc_hostport: str, models: tuple[str, ...], rate_per_s: float = 4.0) -> None:
-        from triton_ge_console.sessions.loadgen import LoadRun
-        from triton_ge_console.sessions.loadgen_types import LoadSpec
+        from triton_ge_console.sessions.loadgen.run import LoadRun
+        from triton_ge_console.sessions.loadgen.types import LoadSpec
 
         self.runs = [
             LoadRun(LoadSpec(model=model, url=grpc_hostport, protocol="grpc", rate=(rate_per_s,), warmup_ms=0,

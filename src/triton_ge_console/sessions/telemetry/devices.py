@@ -15,8 +15,8 @@ from pathlib import Path
 from triton_ge_console.sessions.metrics import MetricTable
 from triton_ge_console.sessions.snapshot import DeviceSnapshot
 from triton_ge_console.sessions.stats import EndpointError, HttpEndpoint
-from triton_ge_console.sessions.telemetry_exporter import map_to_logical, read_exporter
-from triton_ge_console.sessions.telemetry_npu_smi import NpuSmiError, find_npu_smi, read_npu_smi
+from triton_ge_console.sessions.telemetry.exporter import map_to_logical, read_exporter
+from triton_ge_console.sessions.telemetry.npu_smi import NpuSmiError, find_npu_smi, read_npu_smi
 
 GLUE_SOURCE = "ge-glue"
 GLUE_UTILIZATION = "ge_device_utilization_ratio"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 # Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
 if TYPE_CHECKING:
-    from triton_ge_console.sessions.loadgen import BenchRow, LoadSpec, Progress, RunContext
+    from triton_ge_console.sessions.loadgen.run import BenchRow, LoadSpec, Progress, RunContext
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXAMPLES = """examples:
@@ -116,11 +116,16 @@ def positive_int(text: str) -> int:
 def run_bench(args: argparse.Namespace) -> int:
     """Handler: build the spec, run the sweep with a progress display, print the results."""
     from triton_ge_console.sessions import registry
-    from triton_ge_console.sessions.loadgen import LoadError, LoadSpecError, UnknownModelError, run_load_sync
-    from triton_ge_console.sessions.loadgen_report import (
+    from triton_ge_console.sessions.loadgen.report import (
         client_bound_warnings,
         client_facts,
         run_context_dict,
+    )
+    from triton_ge_console.sessions.loadgen.run import (
+        LoadError,
+        LoadSpecError,
+        UnknownModelError,
+        run_load_sync,
     )
 
     try:
@@ -171,8 +176,8 @@ def _stop_on_interrupt(stop: threading.Event) -> Iterator[None]:
 
 def spec_from_args(args: argparse.Namespace) -> LoadSpec:
     """A LoadSpec from the parsed options; the endpoint from --url or the session registry."""
-    from triton_ge_console.sessions.loadgen import LoadSpec
-    from triton_ge_console.sessions.loadgen_inputs import parse_input_option, parse_shape_option
+    from triton_ge_console.sessions.loadgen.inputs import parse_input_option, parse_shape_option
+    from triton_ge_console.sessions.loadgen.run import LoadSpec
 
     if args.warmup_ms < 0:
         raise UsageError(f"--warmup-ms {args.warmup_ms}: must not be negative")
@@ -212,7 +217,7 @@ def _write_results(args: argparse.Namespace, spec: LoadSpec, rows: list[BenchRow
     """The table on stdout unless --csv/--json claim stdout; files where named (JSON with its context)."""
     from rich.console import Console
 
-    from triton_ge_console.sessions.loadgen_report import bench_json, rows_to_csv, rows_to_table
+    from triton_ge_console.sessions.loadgen.report import bench_json, rows_to_csv, rows_to_table
 
     to_stdout = False
     renders = ((args.csv, lambda: rows_to_csv(rows)),
@@ -233,7 +238,7 @@ def _write_results(args: argparse.Namespace, spec: LoadSpec, rows: list[BenchRow
 
 def failure_text(row: BenchRow) -> str:
     """Why a step's figures cannot be trusted, in one line."""
-    from triton_ge_console.sessions.loadgen_report import level_text
+    from triton_ge_console.sessions.loadgen.report import level_text
 
     if row.errors:
         count = "every request" if row.requests == 0 else f"{row.errors} requests"
@@ -269,7 +274,7 @@ class _ProgressDisplay:
 
     def update(self, progress: Progress) -> None:
         """Show one progress record."""
-        from triton_ge_console.sessions.loadgen_report import progress_line
+        from triton_ge_console.sessions.loadgen.report import progress_line
 
         if not self.enabled:
             return

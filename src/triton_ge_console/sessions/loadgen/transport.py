@@ -23,14 +23,14 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
 from triton_ge_console.sessions.access import refusal
-from triton_ge_console.sessions.loadgen_http import (
+from triton_ge_console.sessions.loadgen.http_path import (
     ConnectionPool,
     HttpRequestFailed,
     build_request,
     closed_loop,
     http_error_text,
 )
-from triton_ge_console.sessions.loadgen_inputs import ModelSignature, RequestTensor, signature_from_metadata
+from triton_ge_console.sessions.loadgen.inputs import ModelSignature, RequestTensor, signature_from_metadata
 
 GRPC_MAX_MESSAGE = 2**31 - 1
 PROTOCOLS = ("grpc", "http")

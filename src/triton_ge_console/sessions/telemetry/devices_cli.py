@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
 def run_devices(args: argparse.Namespace) -> int:
     """Print every device found; 1 when no source could be read at all."""
     from triton_ge_console.sessions.registry import SessionStopped
-    from triton_ge_console.sessions.telemetry import DeviceTelemetry
+    from triton_ge_console.sessions.telemetry.devices import DeviceTelemetry
 
     try:
         metrics_url = _metrics_url(args)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from triton_ge_console.sessions.loadgen_transport import InferenceFailed, LoadError, StatsTotals, Transport
+from triton_ge_console.sessions.loadgen.transport import InferenceFailed, LoadError, StatsTotals, Transport
 
 clock = time.perf_counter
 # How Triton answers a request its queue policy refused (scheduler_utils.cc): the queue was full at arrival,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from triton_ge_console.sessions.loadgen_engine import (
+from triton_ge_console.sessions.loadgen.engine import (
     LoadLoops,
     Recorder,
     StepResult,
@@ -25,13 +25,13 @@ from triton_ge_console.sessions.loadgen_engine import (
     cancel_all,
     interval_source,
 )
-from triton_ge_console.sessions.loadgen_inputs import (
+from triton_ge_console.sessions.loadgen.inputs import (
     LoadSpecError,
     ModelSignature,
     RequestTensor,
     build_inputs,
 )
-from triton_ge_console.sessions.loadgen_transport import (
+from triton_ge_console.sessions.loadgen.transport import (
     LoadError,
     RequestOptions,
     StatsTotals,
@@ -39,7 +39,7 @@ from triton_ge_console.sessions.loadgen_transport import (
     UnknownModelError,
     open_transport,
 )
-from triton_ge_console.sessions.loadgen_types import ROW_FIELDS, BenchRow, LoadSpec, Progress, RunContext
+from triton_ge_console.sessions.loadgen.types import ROW_FIELDS, BenchRow, LoadSpec, Progress, RunContext
 
 __all__ = ["ROW_FIELDS", "BenchRow", "LoadError", "LoadRun", "LoadSpec", "LoadSpecError", "Progress",
            "RunContext", "UnknownModelError", "run_load", "run_load_sync"]

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from triton_ge_console.sessions.loadgen_inputs import LoadSpecError
-from triton_ge_console.sessions.loadgen_transport import PROTOCOLS
+from triton_ge_console.sessions.loadgen.inputs import LoadSpecError
+from triton_ge_console.sessions.loadgen.transport import PROTOCOLS
 
 DISTRIBUTIONS = ("constant", "poisson")
 

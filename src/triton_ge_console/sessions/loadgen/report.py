@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.table import Table
 
-from triton_ge_console.sessions.loadgen_types import ROW_FIELDS, BenchRow, Progress, RunContext
+from triton_ge_console.sessions.loadgen.types import ROW_FIELDS, BenchRow, Progress, RunContext
 
 # (header, field, format) for the table; the CSV and JSON carry every field.
 TABLE_COLUMNS = (
