@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
 def run_render(args: argparse.Namespace) -> int:
     """Render and write; spec problems go to stderr, one line each."""
     from triton_ge_console.fleet.k8s_render import RenderError, render, token_secret, write_manifests
-    from triton_ge_console.repository.spec import SpecError, load_spec
+    from triton_ge_console.repository.spec.load import SpecError, load_spec
 
     try:
         spec = load_spec(args.spec)

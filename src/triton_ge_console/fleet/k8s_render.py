@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 
 from triton_ge_console.backend_glue.settings import MEMORY_ENV
-from triton_ge_console.repository.spec_kubernetes import DNS_1035_LABEL
-from triton_ge_console.repository.spec_types import DeploymentSpec, KubernetesSpec
+from triton_ge_console.repository.spec.k8s import DNS_1035_LABEL
+from triton_ge_console.repository.spec.types import DeploymentSpec, KubernetesSpec
 from triton_ge_console.sessions.access import restriction_argument
 from triton_ge_console.sessions.registry import TOKEN_HEADER
 

@@ -74,7 +74,7 @@ def run_build(args: argparse.Namespace) -> int:
     """Load the spec and build the repository; every problem goes to stderr, one line each."""
     from triton_ge_console.repository.build import BuildError, build_repository
     from triton_ge_console.repository.progress import TerminalProgress
-    from triton_ge_console.repository.spec import SpecError, load_spec
+    from triton_ge_console.repository.spec.load import SpecError, load_spec
 
     progress = TerminalProgress()
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tritonclient.grpc import model_config_pb2
 
 from triton_ge_console.repository import pbtxt
-from triton_ge_console.repository.spec_types import (
+from triton_ge_console.repository.spec.types import (
     DynamicBatchingSpec,
     ModelSpec,
     QueuePolicySpec,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_ge_console.repository.build import BuildError
-from triton_ge_console.repository.spec import SpecError
+from triton_ge_console.repository.spec.load import SpecError
 from triton_ge_console.sessions.control import ControlError
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import (

@@ -76,11 +76,17 @@ def check_config(config: mc.ModelConfig) -> list[Finding]:
         findings.append(
             error("max_batch_size", f"'max_batch_size' must be non-negative value for {config.name}")
         )
-    from triton_ge_console.repository import (
-        triton_rules_batching,
-        triton_rules_ensemble,
-        triton_rules_state,
-        triton_rules_warmup,
+    from triton_ge_console.repository.rules import (
+        triton_batching as triton_rules_batching,
+    )
+    from triton_ge_console.repository.rules import (
+        triton_ensemble as triton_rules_ensemble,
+    )
+    from triton_ge_console.repository.rules import (
+        triton_state as triton_rules_state,
+    )
+    from triton_ge_console.repository.rules import (
+        triton_warmup as triton_rules_warmup,
     )
 
     findings += triton_rules_batching.check_dynamic_batching(config)

@@ -6,8 +6,8 @@ import re
 
 import yaml
 
-from triton_ge_console.repository.spec_nodes import Reader, join
-from triton_ge_console.repository.spec_types import KubernetesSpec
+from triton_ge_console.repository.spec.nodes import Reader, join
+from triton_ge_console.repository.spec.types import KubernetesSpec
 
 KUBERNETES_KEYS = (
     "namespace",

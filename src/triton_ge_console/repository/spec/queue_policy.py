@@ -12,8 +12,8 @@ import dataclasses
 
 import yaml
 
-from triton_ge_console.repository.spec_nodes import Reader, join, suggest
-from triton_ge_console.repository.spec_types import DynamicBatchingSpec, QueuePolicySpec
+from triton_ge_console.repository.spec.nodes import Reader, join, suggest
+from triton_ge_console.repository.spec.types import DynamicBatchingSpec, QueuePolicySpec
 
 QUEUE_KEYS = ("priority_levels", "default_priority_level", "default_queue_policy", "priority_queue_policy")
 POLICY_KEYS = ("timeout_action", "default_timeout_microseconds", "allow_timeout_override", "max_queue_size")

@@ -10,8 +10,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 from triton_ge_console.backend_glue.settings import model_file_candidates
 from triton_ge_console.repository import external_data
 from triton_ge_console.repository.onnx_io import OnnxReadError, read_onnx_io, triton_dims
-from triton_ge_console.repository.spec_types import TensorSpec
-from triton_ge_console.repository.triton_rules import WILDCARD_DIM, Finding, error
+from triton_ge_console.repository.rules.triton import WILDCARD_DIM, Finding, error
+from triton_ge_console.repository.spec.types import TensorSpec
 
 
 def onnx_of_version(onnx_text: str | None, version_dir: Path) -> Path | None:

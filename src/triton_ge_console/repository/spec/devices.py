@@ -9,8 +9,8 @@ import yaml
 
 from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.repository import demo_models
-from triton_ge_console.repository.spec_nodes import Problems, join
-from triton_ge_console.repository.spec_types import ModelSpec, ServerSpec
+from triton_ge_console.repository.spec.nodes import Problems, join
+from triton_ge_console.repository.spec.types import ModelSpec, ServerSpec
 
 GIB = 1 << 30
 

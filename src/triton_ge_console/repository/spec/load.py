@@ -6,11 +6,11 @@ from pathlib import Path
 
 import yaml
 
-from triton_ge_console.repository.spec_devices import check_devices, host_device_count
-from triton_ge_console.repository.spec_kubernetes import read_kubernetes
-from triton_ge_console.repository.spec_models import model_name_problem, read_model
-from triton_ge_console.repository.spec_nodes import Problems, Reader, SpecError, SpecProblem, join
-from triton_ge_console.repository.spec_types import DeploymentSpec, KubernetesSpec, ModelSpec, ServerSpec
+from triton_ge_console.repository.spec.devices import check_devices, host_device_count
+from triton_ge_console.repository.spec.k8s import read_kubernetes
+from triton_ge_console.repository.spec.models import model_name_problem, read_model
+from triton_ge_console.repository.spec.nodes import Problems, Reader, SpecError, SpecProblem, join
+from triton_ge_console.repository.spec.types import DeploymentSpec, KubernetesSpec, ModelSpec, ServerSpec
 
 __all__ = ["SpecError", "SpecProblem", "load_spec", "model_name_problem", "parse_spec"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 
 from triton_ge_console.backend_glue.settings import leaves_model_folder
-from triton_ge_console.repository.spec_nodes import (
+from triton_ge_console.repository.spec.nodes import (
     INT32_MAX,
     Reader,
     join,
@@ -13,8 +13,8 @@ from triton_ge_console.repository.spec_nodes import (
     suggest,
     unknown_key_message,
 )
-from triton_ge_console.repository.spec_queue import QUEUE_KEYS, with_queue
-from triton_ge_console.repository.spec_types import DynamicBatchingSpec, InstanceGroupSpec
+from triton_ge_console.repository.spec.queue_policy import QUEUE_KEYS, with_queue
+from triton_ge_console.repository.spec.types import DynamicBatchingSpec, InstanceGroupSpec
 
 BATCHING_KEYS = ("preferred_batch_size", "max_queue_delay_microseconds", *QUEUE_KEYS)
 INSTANCE_KEYS = ("count", "device_ids", "tensor_parallel")
