@@ -22,7 +22,14 @@ from triton_ge_console.repository.rules import triton_backends as triton_rules_b
 from triton_ge_console.repository.rules import triton_repository as triton_rules_repository
 from triton_ge_console.repository.rules import triton_state as triton_rules_state
 from triton_ge_console.repository.rules import triton_warmup as triton_rules_warmup
-from triton_ge_console.repository.rules.triton import ERROR, WARNING, Finding, error, warning
+from triton_ge_console.repository.rules.findings import (
+    ENSEMBLE_PLATFORM,
+    ERROR,
+    WARNING,
+    Finding,
+    error,
+    warning,
+)
 from triton_ge_console.repository.rules.triton_backends import BackendSearch, backend_search
 from triton_ge_console.repository.spec.devices import host_device_count
 from triton_ge_console.repository.spec.types import InstanceGroupSpec
@@ -289,7 +296,7 @@ def _auto_complete(config: mc.ModelConfig, model_dir: Path, search: BackendSearc
     """Complete config in place with its Python code's auto_complete_config (newest version loaded), as
     Triton does at load; what goes wrong there is a finding."""
     versions = _policy_versions(config, version_folders(model_dir))
-    if not versions or config.platform == triton_rules.ENSEMBLE_PLATFORM:
+    if not versions or config.platform == ENSEMBLE_PLATFORM:
         return []
     completion = triton_rules_autocomplete.complete(config, versions[-1], search.directories)
     config.CopyFrom(completion.config)

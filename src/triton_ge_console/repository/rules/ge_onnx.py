@@ -10,7 +10,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from triton_ge_console.backend_glue.settings import model_file_candidates
 from triton_ge_console.repository import external_data
 from triton_ge_console.repository.onnx_io import OnnxReadError, read_onnx_io, triton_dims
-from triton_ge_console.repository.rules.triton import WILDCARD_DIM, Finding, error
+from triton_ge_console.repository.rules.findings import WILDCARD_DIM, Finding, error
 from triton_ge_console.repository.spec.types import TensorSpec
 
 

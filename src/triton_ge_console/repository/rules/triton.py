@@ -8,15 +8,20 @@ Triton (including its " for <model>" suffixes), so they can be matched against a
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-ERROR = "error"
-WARNING = "warning"
-WILDCARD_DIM = -1
-ENSEMBLE_PLATFORM = "ensemble"
+from triton_ge_console.repository.rules import triton_batching, triton_ensemble, triton_state, triton_warmup
+from triton_ge_console.repository.rules.findings import (
+    ENSEMBLE_PLATFORM,
+    WILDCARD_DIM,
+    Finding,
+    element_count,
+    error,
+    warning,
+)
+
 TENSORRT_PLATFORM = "tensorrt_plan"
 # Said after Triton's refusal of a GPU instance group: whether Triton refuses it depends on the machine.
 NO_GPU_HERE = (
@@ -32,25 +37,6 @@ BACKEND_PLATFORMS: dict[str, tuple[str, ...]] = {
     "pytorch": ("pytorch_libtorch",),
 }
 PLATFORM_BACKEND: dict[str, str] = {p: b for b, platforms in BACKEND_PLATFORMS.items() for p in platforms}
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One problem found in a config, before it is given a file position."""
-
-    severity: str  # ERROR | WARNING
-    field: str  # field path: "input[1].dims", 'parameters["device_ids"]', "" for the whole config
-    message: str
-
-
-def error(field: str, message: str) -> Finding:
-    """An error finding."""
-    return Finding(ERROR, field, message)
-
-
-def warning(field: str, message: str) -> Finding:
-    """A warning finding."""
-    return Finding(WARNING, field, message)
 
 
 class _ModelIO(Protocol):
@@ -76,27 +62,14 @@ def check_config(config: mc.ModelConfig) -> list[Finding]:
         findings.append(
             error("max_batch_size", f"'max_batch_size' must be non-negative value for {config.name}")
         )
-    from triton_ge_console.repository.rules import (
-        triton_batching as triton_rules_batching,
-    )
-    from triton_ge_console.repository.rules import (
-        triton_ensemble as triton_rules_ensemble,
-    )
-    from triton_ge_console.repository.rules import (
-        triton_state as triton_rules_state,
-    )
-    from triton_ge_console.repository.rules import (
-        triton_warmup as triton_rules_warmup,
-    )
-
-    findings += triton_rules_batching.check_dynamic_batching(config)
-    findings += triton_rules_batching.check_sequence_batching(config)
-    findings += triton_rules_ensemble.check_ensemble(config)
+    findings += triton_batching.check_dynamic_batching(config)
+    findings += triton_batching.check_sequence_batching(config)
+    findings += triton_ensemble.check_ensemble(config)
     findings += check_cache_and_metrics(config)
     findings += check_instance_groups(config)
     findings += check_io(config)
-    findings += triton_rules_warmup.check_warmup(config)  # at load: instances are created, then warmed up
-    findings += triton_rules_state.check_states(config)  # at load: then the sequence batcher is created
+    findings += triton_warmup.check_warmup(config)  # at load: instances are created, then warmed up
+    findings += triton_state.check_states(config)  # at load: then the sequence batcher is created
     return _unique(findings)
 
 
@@ -295,16 +268,6 @@ def _io_shape_finding(where: str, io: _ModelIO, max_batch_size: int, prefix: str
     if io.HasField("reshape"):
         return _reshape_finding(f"{where}.reshape", named, list(io.dims), list(io.reshape.shape))
     return None
-
-
-def element_count(dims: Sequence[int]) -> int:
-    """Triton's element count: -1 with any wildcard, 0 for no dims, else the product."""
-    if WILDCARD_DIM in dims:
-        return WILDCARD_DIM
-    count = 0
-    for k, dim in enumerate(dims):
-        count = dim if k == 0 else count * dim
-    return count
 
 
 def _trunks(dims: Sequence[int]) -> list[int]:

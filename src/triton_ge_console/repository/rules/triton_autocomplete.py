@@ -22,7 +22,7 @@ from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_ge_console.repository import autocomplete_runner as runner
-from triton_ge_console.repository.rules.triton import Finding, error, warning
+from triton_ge_console.repository.rules.findings import Finding, error, warning
 
 TIME_LIMIT_S = 30.0
 GLUE_BACKENDS = ("ge", "npu_ge")

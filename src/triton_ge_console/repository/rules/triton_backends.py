@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_ge_console.repository.rules.triton import Finding, error, warning
+from triton_ge_console.repository.rules.findings import Finding, error, warning
 
 NATIVE_BACKENDS = Path("/opt/tritonserver/backends")
 # Backends this project's installer lays out in every backend directory it launches Triton with.

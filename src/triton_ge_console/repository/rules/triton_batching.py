@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_ge_console.repository.rules.triton import Finding, error, warning
+from triton_ge_console.repository.rules.findings import Finding, error, warning
 
 Control = mc.ModelSequenceBatching.Control
 BOOLEAN_CONTROLS = (

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_ge_console.repository.rules.triton import ENSEMBLE_PLATFORM
+from triton_ge_console.repository.rules.findings import ENSEMBLE_PLATFORM
 
 LATEST = -1  # a step's model_version asking for whatever is loaded
 

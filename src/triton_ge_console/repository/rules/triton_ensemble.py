@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_ge_console.repository.rules.triton import ENSEMBLE_PLATFORM, Finding, error
+from triton_ge_console.repository.rules.findings import ENSEMBLE_PLATFORM, Finding, error
 
 SCHEDULING = "ensemble_scheduling"
 

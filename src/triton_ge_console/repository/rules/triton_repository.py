@@ -11,7 +11,7 @@ from typing import TypeAlias
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_ge_console.repository.rules.triton import WILDCARD_DIM, Finding, error
+from triton_ge_console.repository.rules.findings import WILDCARD_DIM, Finding, error
 from triton_ge_console.repository.rules.triton_dependencies import (
     circular_dependencies,
     decoupled_branching,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_ge_console.repository.rules.triton import WILDCARD_DIM, Finding, error, warning
+from triton_ge_console.repository.rules.findings import WILDCARD_DIM, Finding, error, warning
 from triton_ge_console.repository.rules.triton_warmup import data_file_findings
 
 STATE = "sequence_batching.state"

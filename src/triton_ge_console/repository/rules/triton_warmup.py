@@ -16,7 +16,7 @@ from typing import TypeAlias
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_ge_console.repository.rules.triton import (
+from triton_ge_console.repository.rules.findings import (
     ENSEMBLE_PLATFORM,
     WILDCARD_DIM,
     Finding,
