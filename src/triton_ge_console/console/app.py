@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from triton_ge_console.console import actions, lifeline, long_lived
+from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.messages import CommandFinished, SnapshotArrived
 from triton_ge_console.console.operations import Operations
 from triton_ge_console.console.options import ConsoleOptions, ServerLifecycle
@@ -24,7 +25,6 @@ from triton_ge_console.console.screens.help import HelpScreen
 from triton_ge_console.console.screens.launching import LaunchingScreen
 from triton_ge_console.console.screens.logs import LogsScreen
 from triton_ge_console.console.screens.repository import RepositoryScreen
-from triton_ge_console.console.widgets.header import Connection
 from triton_ge_console.sessions.snapshot import ServerSnapshot
 from triton_ge_console.sessions.source import SessionSource
 

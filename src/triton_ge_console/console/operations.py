@@ -12,9 +12,9 @@ from textual import work
 from textual.app import App
 from textual.reactive import reactive
 
+from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.messages import CommandFinished, RepositoryChanged
 from triton_ge_console.console.options import ConsoleOptions
-from triton_ge_console.console.widgets.header import Connection
 from triton_ge_console.repository import inventory as repo_info
 from triton_ge_console.sessions.debug_env import diagnostic_env
 from triton_ge_console.sessions.session_headers import send_test_request, session_headers
