@@ -10,15 +10,15 @@ from collections.abc import Callable, Sequence
 
 # Modules that define `register(subparsers)`; each subcommand sets `func(args) -> int` as its handler.
 COMMAND_MODULES = (
-    "triton_ge_console.repository.commands",  # init, build
-    "triton_ge_console.repository.check_commands",  # validate, convert
-    "triton_ge_console.backend_glue.commands",  # backend install
-    "triton_ge_console.sessions.commands",  # up, down, attach, ls, status, reload, watch
+    "triton_ge_console.repository.build_cli",  # init, build
+    "triton_ge_console.repository.check_cli",  # validate, convert
+    "triton_ge_console.backend_glue.backend_cli",  # backend install
+    "triton_ge_console.sessions.session_cli",  # up, down, attach, ls, status, reload, watch
     "triton_ge_console.sessions.telemetry.devices_cli",  # devices
     "triton_ge_console.sessions.loadgen.bench_cli",  # bench
-    "triton_ge_console.fleet.commands",  # k8s render
-    "triton_ge_console.sessions.grafana_commands",  # grafana
-    "triton_ge_console.console.commands",  # the console itself (default), demo, serve
+    "triton_ge_console.fleet.k8s_cli",  # k8s render
+    "triton_ge_console.sessions.grafana_cli",  # grafana
+    "triton_ge_console.console.console_cli",  # the console itself (default), demo, serve
 )
 
 Handler = Callable[[argparse.Namespace], int]

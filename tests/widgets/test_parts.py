@@ -14,7 +14,7 @@ from triton_ge_console.sessions.recorded import RecordedSource
 from triton_ge_console.sessions.snapshot import ServerSnapshot
 from triton_ge_console.sessions.source import CommandResult
 from triton_ge_console.widgets import LoadTestControl, LogTail, Poller
-from triton_ge_console.widgets.commands import describe
+from triton_ge_console.widgets.command_runner import describe
 from triton_ge_console.widgets.format import duration, gib, number, percent
 
 

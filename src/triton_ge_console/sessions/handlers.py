@@ -224,7 +224,7 @@ def _ls_row(record: SessionRecord) -> dict[str, Any]:
 def run_status(args: argparse.Namespace) -> int:
     """Print one session's state and models (exit code 1 when it is dead); --all: the fleet."""
     if args.all:
-        from triton_ge_console.fleet.status_command import run_status_all
+        from triton_ge_console.fleet.status_table import run_status_all
 
         return run_status_all(args)
     status = session_status(Registry().resolve(_named(args)))
@@ -265,7 +265,7 @@ def run_model_command(args: argparse.Namespace) -> int:
         _error("reload needs MODEL or --changed")
         return 2
     if getattr(args, "fleet", False):
-        from triton_ge_console.fleet.rolling_command import run_rolling_reload
+        from triton_ge_console.fleet.rolling_report import run_rolling_reload
 
         return run_rolling_reload(args)
     registry = Registry()

@@ -1,6 +1,6 @@
 """ipywidgets views over session snapshots, for Jupyter notebooks."""
 
-from triton_ge_console.widgets.commands import CommandRunner
+from triton_ge_console.widgets.command_runner import CommandRunner
 from triton_ge_console.widgets.dashboard import Dashboard
 from triton_ge_console.widgets.devices import DeviceGauges
 from triton_ge_console.widgets.loadtest import LoadTestControl

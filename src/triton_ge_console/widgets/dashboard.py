@@ -11,7 +11,7 @@ import ipywidgets as w
 
 from triton_ge_console.sessions.snapshot import ServerSnapshot
 from triton_ge_console.sessions.source import SessionSource
-from triton_ge_console.widgets.commands import CommandRunner
+from triton_ge_console.widgets.command_runner import CommandRunner
 from triton_ge_console.widgets.devices import DeviceGauges, device_extras
 from triton_ge_console.widgets.format import duration, gib, percent
 from triton_ge_console.widgets.loadtest import LoadRunner, LoadTestControl, loadgen_runner

@@ -9,7 +9,7 @@ import ipywidgets as w
 
 from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.sessions.source import CommandResult, Controller
-from triton_ge_console.widgets.commands import CommandRunner
+from triton_ge_console.widgets.command_runner import CommandRunner
 from triton_ge_console.widgets.format import MISSING, number
 
 COLUMNS = ("MODEL", "VER", "STATE", "BACKEND", "QUEUE", "REQ/S", "INF/S", "BATCH", "AVG ms", "P50 ms",
