@@ -123,7 +123,7 @@ class GEConsoleApp(Operations):
     def action_run(self, action_id: str) -> None:
         """Run a registered action, asking first when it is destructive."""
         action = actions.find(action_id)
-        handler = self._guarded(action.id, getattr(self, f"action_{action.id}"))
+        handler = self._notifying_on_error(action.id, getattr(self, f"action_{action.id}"))
         if not action.destructive:
             handler()
             return
@@ -135,7 +135,7 @@ class GEConsoleApp(Operations):
 
         self.push_screen(ConfirmScreen(f"{action.description}?", str(target)), confirmed)
 
-    def _guarded(self, action_id: str, handler: Callable[[], object]) -> Callable[[], None]:
+    def _notifying_on_error(self, action_id: str, handler: Callable[[], object]) -> Callable[[], None]:
         """The handler, with any error it raises turned into a notification (the UI never crashes)."""
 
         def run() -> None:

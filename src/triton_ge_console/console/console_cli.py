@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from triton_ge_console.cli import port_number, seconds
+from triton_ge_console.arg_types import port_number, seconds
 
 if TYPE_CHECKING:
     from triton_ge_console.console.launch_session import OpenedSession

@@ -7,8 +7,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from triton_ge_console.sessions.grafana import dashboard_json
-
 
 def register(subparsers: Any) -> None:
     """Add `grafana` to the ge-console parser."""
@@ -23,6 +21,8 @@ def register(subparsers: Any) -> None:
 
 def run_grafana(args: argparse.Namespace) -> int:
     """Handler: the JSON on stdout or in FILE."""
+    from triton_ge_console.sessions.grafana import dashboard_json
+
     text = dashboard_json(args.title)
     if not args.output:
         sys.stdout.write(text)

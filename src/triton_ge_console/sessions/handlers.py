@@ -1,4 +1,4 @@
-"""What the session commands do (`commands.py` only declares them, so the CLI starts fast)."""
+"""What the session verbs do (`session_cli.py` only declares them, so the CLI starts fast)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +48,8 @@ from triton_ge_console.sessions.watch import (
 USER_ERRORS = (LaunchError, ControlError, RegistryError, SessionNotFound, ValueError, OSError)
 
 
-def run_guarded(name: str, args: argparse.Namespace) -> int:
-    """Run handler `name`, turning user errors into one line on stderr and exit code 1."""
-    handler = globals()[name]
+def run_reporting_errors(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run a session verb's handler, turning user errors into one line on stderr and exit code 1."""
     try:
         return int(handler(args))
     except BrokenPipeError:

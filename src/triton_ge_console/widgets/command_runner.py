@@ -24,7 +24,7 @@ def describe(result: CommandResult) -> str:
     return f"✗ {result.action} {result.target} failed: {result.message}{took}"
 
 
-def guarded(action: str, target: str, command: Command) -> CommandResult:
+def result_or_failure(action: str, target: str, command: Command) -> CommandResult:
     """Run a command; an exception becomes a failed result carrying its message."""
     try:
         return command()
@@ -55,11 +55,14 @@ class CommandRunner:
                 return False
             self._busy.add(target)
         self.status.value = f"… {html.escape(action)} {html.escape(target)}"
+
+        def work() -> None:
+            self._finish(target, result_or_failure(action, target, command), done)
+
         if not self.background:
-            self._finish(target, guarded(action, target, command), done)
+            work()
             return True
-        thread = threading.Thread(target=lambda: self._finish(target, guarded(action, target, command), done),
-                                  name=f"ge-{action}-{target}", daemon=True)
+        thread = threading.Thread(target=work, name=f"ge-{action}-{target}", daemon=True)
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
         return True
