@@ -15,7 +15,7 @@ from .conftest import LOG, REPO
 
 
 def test_missing_figures_render_as_dash() -> None:
-    assert fmt.number(None) == fmt.percent(None) == fmt.gib(None) == fmt.duration(None) == "—"
+    assert fmt.number(None) == fmt.percent_cell(None) == fmt.gib(None) == fmt.duration(None) == "—"
     assert fmt.duration(90061) == "1d 01:01:01"
     ages = [fmt.age(seconds) for seconds in (None, 42.9, 61, 3599, 3600 + 5 * 60, 90061)]
     assert ages == ["—", "42s", "1m", "59m", "1h05m", "1d1h"]  # the header's uptime: changes once a minute

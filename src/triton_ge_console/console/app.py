@@ -16,7 +16,7 @@ from textual.worker import Worker, WorkerState
 from triton_ge_console.console import actions, lifeline, long_lived
 from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.messages import CommandFinished, SnapshotArrived
-from triton_ge_console.console.operations import Operations
+from triton_ge_console.console.operations import ActionHandlers
 from triton_ge_console.console.options import ConsoleOptions, ServerLifecycle
 from triton_ge_console.console.palette import ActionCommands
 from triton_ge_console.console.screens.confirm import ConfirmScreen
@@ -29,7 +29,7 @@ from triton_ge_console.sessions.snapshot import ServerSnapshot
 from triton_ge_console.sessions.source import SessionSource
 
 
-class GEConsoleApp(Operations):
+class GEConsoleApp(ActionHandlers):
     """Live dashboard and one-key model control for one session."""
 
     CSS_PATH = "console.tcss"
@@ -44,8 +44,8 @@ class GEConsoleApp(Operations):
         self.options = options or ConsoleOptions()
         self.polls_done = 0
         self.lifeline: lifeline.Lifeline | None = None
-        self.set_reactive(Operations.connection, Connection(source.name, self.options.interval_s))
-        self.init_operations()
+        self.set_reactive(ActionHandlers.connection, Connection(source.name, self.options.interval_s))
+        self.init_handler_state()
 
     def get_default_screen(self) -> Screen[None]:
         """The dashboard is the home screen."""

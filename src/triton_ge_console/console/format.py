@@ -17,7 +17,7 @@ from triton_ge_console.display import number as number
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
 
 
-def percent(fraction: float | None) -> str:
+def percent_cell(fraction: float | None) -> str:
     """A 0..1 fraction as a whole percentage, padded so columns line up."""
     return MISSING if fraction is None else f"{fraction * 100:3.0f}%"
 

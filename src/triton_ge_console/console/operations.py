@@ -21,7 +21,7 @@ from triton_ge_console.sessions.session_headers import send_test_request, sessio
 from triton_ge_console.sessions.source import CommandResult, SessionSource
 
 
-class Operations(App[None]):
+class ActionHandlers(App[None]):
     """The app's base: state and the handlers behind most `action_<id>` of the registry."""
 
     # repaint=False: the app itself draws nothing; screens watch these and redraw only what changed
@@ -30,7 +30,7 @@ class Operations(App[None]):
     source: SessionSource
     options: ConsoleOptions
 
-    def init_operations(self) -> None:
+    def init_handler_state(self) -> None:
         """State the handlers keep: last errors per model, change baselines, watch, diagnostics."""
         self.last_errors: dict[str, str] = {}
         self.diagnostics: set[str] = set()

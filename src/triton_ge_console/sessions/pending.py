@@ -12,7 +12,7 @@ from triton_ge_console.sessions.registry import Registry, SessionRecord
 from triton_ge_console.sessions.snapshot import ServerSnapshot
 from triton_ge_console.sessions.source import CommandResult, Controller, SessionSource
 
-STARTING = "server starting"
+STARTING_MESSAGE = "server starting"
 
 
 class _NotYetController:
@@ -58,7 +58,7 @@ class PendingSource:
         """The live source's snapshot, or a "starting" one (never kept in history)."""
         inner = self.inner
         if inner is None:
-            return ServerSnapshot(taken_at=time.time(), session=self.name, error=STARTING)
+            return ServerSnapshot(taken_at=time.time(), session=self.name, error=STARTING_MESSAGE)
         return inner.poll()
 
     @property

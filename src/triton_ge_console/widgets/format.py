@@ -16,11 +16,6 @@ def percent(ratio: float | None) -> str:
     return MISSING if ratio is None else f"{ratio * 100:.0f}%"
 
 
-def gib(used: int | None, total: int | None) -> str:
-    """Memory as used/total (GiB, or MiB where less: what the glue holds on an emulated device shows)."""
-    return memory(used, total)
-
-
 def as_float(value: float | int | None) -> float:
     """A figure for plotting: NaN where missing, so the line shows a gap."""
     return math.nan if value is None else float(value)

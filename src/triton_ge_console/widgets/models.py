@@ -94,7 +94,7 @@ def _strip_tags(markup: str) -> str:
     return markup
 
 
-class ModelsTable:
+class ModelsPanel:
     """Every model version of a session; buttons send commands through the session's controller."""
 
     def __init__(self, controller: Controller, runner: CommandRunner | None = None) -> None:

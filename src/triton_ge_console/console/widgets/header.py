@@ -11,7 +11,7 @@ from textual.widgets import Static
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.widgets.textlines import TextLines
-from triton_ge_console.sessions.pending import STARTING
+from triton_ge_console.sessions.pending import STARTING_MESSAGE
 from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
 
 HEALTH_LOOKS = {  # health -> its mark and colour in the header
@@ -27,7 +27,7 @@ def health_of(snapshot: ServerSnapshot | None, connection: Connection) -> str:
     """stopped / starting / down / ready / live (a HEALTH_LOOKS key)."""
     if connection.stopped:
         return "stopped"
-    if connection.error == STARTING:
+    if connection.error == STARTING_MESSAGE:
         return "starting"
     if connection.stale or snapshot is None:
         return "down"

@@ -12,14 +12,14 @@ SCHEDULING = "ensemble_scheduling"
 
 
 @dataclass
-class _Tensor:
+class _FlowTensor:
     """One ensemble tensor in the data-flow graph."""
 
     name: str
     is_output: bool
     ready: bool = False
-    prev: list[_Tensor] = field(default_factory=list)
-    next: list[_Tensor] = field(default_factory=list)
+    prev: list[_FlowTensor] = field(default_factory=list)
+    next: list[_FlowTensor] = field(default_factory=list)
 
 
 def check_ensemble(config: mc.ModelConfig) -> list[Finding]:
@@ -67,9 +67,9 @@ def _forbidden_fields(config: mc.ModelConfig) -> list[Finding]:
     return findings
 
 
-def _build_graph(config: mc.ModelConfig) -> tuple[list[Finding], dict[str, _Tensor]]:
+def _build_graph(config: mc.ModelConfig) -> tuple[list[Finding], dict[str, _FlowTensor]]:
     """BuildEnsembleGraph: each step names a model and maps inputs and outputs; outputs written once."""
-    tensors: dict[str, _Tensor] = {}
+    tensors: dict[str, _FlowTensor] = {}
     name = config.name
     for idx, step in enumerate(config.ensemble_scheduling.step):
         where = f"{SCHEDULING}.step[{idx}]"
@@ -82,7 +82,7 @@ def _build_graph(config: mc.ModelConfig) -> tuple[list[Finding], dict[str, _Tens
                 return [error(where, f"must specify '{missing}' in step {idx} of ensemble '{name}'")], tensors
         produced = []
         for model_output, tensor_name in step.output_map.items():
-            tensor = tensors.setdefault(tensor_name, _Tensor(tensor_name, is_output=False))
+            tensor = tensors.setdefault(tensor_name, _FlowTensor(tensor_name, is_output=False))
             if tensor.is_output:
                 return [
                     error(
@@ -94,14 +94,14 @@ def _build_graph(config: mc.ModelConfig) -> tuple[list[Finding], dict[str, _Tens
             tensor.is_output = True
             produced.append(tensor)
         for tensor_name in step.input_map.values():
-            source = tensors.setdefault(tensor_name, _Tensor(tensor_name, is_output=False))
+            source = tensors.setdefault(tensor_name, _FlowTensor(tensor_name, is_output=False))
             for output in produced:
                 output.prev.append(source)
                 source.next.append(output)
     return [], tensors
 
 
-def _flow_findings(config: mc.ModelConfig, tensors: dict[str, _Tensor]) -> list[Finding]:
+def _flow_findings(config: mc.ModelConfig, tensors: dict[str, _FlowTensor]) -> list[Finding]:
     """Inputs used, outputs written from the inputs, no dangling tensors."""
     name = config.name
     findings = []
@@ -137,7 +137,7 @@ def _flow_findings(config: mc.ModelConfig, tensors: dict[str, _Tensor]) -> list[
     ]
 
 
-def _propagate(ready_queue: list[_Tensor]) -> None:
+def _propagate(ready_queue: list[_FlowTensor]) -> None:
     """Mark every tensor whose producers' inputs are all ready."""
     while ready_queue:
         node = ready_queue.pop(0)
@@ -149,7 +149,7 @@ def _propagate(ready_queue: list[_Tensor]) -> None:
                 ready_queue.append(following)
 
 
-def _not_written(tensor: _Tensor, name: str) -> str:
+def _not_written(tensor: _FlowTensor, name: str) -> str:
     """Triton's message for an output that no ready step writes, naming the first unconnected source."""
     message = f"output '{tensor.name}' for ensemble '{name}' is not written"
     last, prev, seen = tensor, tensor.prev, set()

@@ -22,7 +22,7 @@ from triton_ge_console.repository.rules.triton_dependencies import (
 
 
 @dataclass(frozen=True)
-class _Tensor:
+class _ModelTensor:
     """What one model says an ensemble tensor is."""
 
     model: str
@@ -174,16 +174,16 @@ def _check_upstreams(
             )
 
 
-def _node(model: str, batching: bool, data_type: int, dims: Sequence[int]) -> _Tensor:
+def _node(model: str, batching: bool, data_type: int, dims: Sequence[int]) -> _ModelTensor:
     """A tensor as one model declares it."""
     full = (WILDCARD_DIM, *dims) if batching else tuple(dims)
-    return _Tensor(model, data_type, tuple(dims), full)
+    return _ModelTensor(model, data_type, tuple(dims), full)
 
 
-def _ensemble_tensors(name: str, config: mc.ModelConfig) -> dict[str, _Tensor]:
+def _ensemble_tensors(name: str, config: mc.ModelConfig) -> dict[str, _ModelTensor]:
     """The ensemble's own inputs and outputs (reshaped where they say so)."""
     batching = config.max_batch_size > 0
-    tensors: dict[str, _Tensor] = {}
+    tensors: dict[str, _ModelTensor] = {}
     for io in [*config.input, *config.output]:
         dims = io.reshape.shape if io.HasField("reshape") else io.dims
         tensors.setdefault(io.name, _node(name, batching, io.data_type, dims))
@@ -207,7 +207,7 @@ def _check_mapping(
     name: str,
     step: mc.ModelEnsembling.Step,
     composing: mc.ModelConfig,
-    tensors: dict[str, _Tensor],
+    tensors: dict[str, _ModelTensor],
     where: str,
 ) -> None:
     """ValidateTensorMapping: the step's inputs and outputs exist, all inputs fed, types and shapes agree."""
@@ -219,7 +219,7 @@ def _check_inputs(
     name: str,
     step: mc.ModelEnsembling.Step,
     composing: mc.ModelConfig,
-    tensors: dict[str, _Tensor],
+    tensors: dict[str, _ModelTensor],
     where: str,
 ) -> None:
     """Every mapped input exists in the composing model, and every one of its inputs is fed."""
@@ -245,7 +245,7 @@ def _check_outputs(
     name: str,
     step: mc.ModelEnsembling.Step,
     composing: mc.ModelConfig,
-    tensors: dict[str, _Tensor],
+    tensors: dict[str, _ModelTensor],
     where: str,
 ) -> None:
     """Every mapped output exists in the composing model and agrees with other uses of its tensor."""
@@ -260,7 +260,7 @@ def _check_outputs(
         _merge(tensors, tensor, node, prefix, f'{where}.output_map["{key}"]')
 
 
-def _merge(tensors: dict[str, _Tensor], name: str, node: _Tensor, prefix: str, where: str) -> None:
+def _merge(tensors: dict[str, _ModelTensor], name: str, node: _ModelTensor, prefix: str, where: str) -> None:
     """Record a tensor, or check it against what another model already said about it."""
     known = tensors.setdefault(name, node)
     if known is node:

@@ -38,7 +38,7 @@ class LoadSpecError(ValueError):
 
 
 @dataclass(frozen=True)
-class TensorSpec:
+class ServedTensor:
     """One model input or output as the server's metadata describes it."""
 
     name: str
@@ -51,8 +51,8 @@ class ModelSignature:
     """What the generator needs to know about a model to build requests for it."""
 
     name: str
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
+    inputs: tuple[ServedTensor, ...]
+    outputs: tuple[ServedTensor, ...]
     max_batch_size: int
     config_digest: str | None = None  # sha256 of the config the server reports, protocol-independent
 
@@ -114,9 +114,10 @@ def config_digest(config: Mapping[str, Any]) -> str | None:
     return hashlib.sha256(message.SerializeToString(deterministic=True)).hexdigest()
 
 
-def _tensor_spec(data: Mapping[str, Any]) -> TensorSpec:
+def _tensor_spec(data: Mapping[str, Any]) -> ServedTensor:
     """One tensor entry of v2 metadata."""
-    return TensorSpec(str(data["name"]), str(data["datatype"]), tuple(int(d) for d in data.get("shape", ())))
+    shape = tuple(int(d) for d in data.get("shape", ()))
+    return ServedTensor(str(data["name"]), str(data["datatype"]), shape)
 
 
 def build_inputs(
@@ -160,7 +161,7 @@ def _check_batch_size(signature: ModelSignature, batch_size: int) -> None:
                             f"{signature.max_batch_size}")
 
 
-def full_shape(spec: TensorSpec, max_batch_size: int, batch_size: int,
+def full_shape(spec: ServedTensor, max_batch_size: int, batch_size: int,
                given: Sequence[int] | None) -> tuple[int, ...]:
     """The request shape: batch dimension first when batching, -1 dims from `given` or 1."""
     dims = spec.shape[1:] if max_batch_size > 0 else spec.shape
@@ -197,7 +198,7 @@ def random_array(datatype: str, dims: tuple[int, ...], rng: np.random.Generator)
     return rng.random(size=dims).astype(dtype)
 
 
-def _load_file(spec: TensorSpec, path: Path, max_batch_size: int, batch_size: int) -> np.ndarray:
+def _load_file(spec: ServedTensor, path: Path, max_batch_size: int, batch_size: int) -> np.ndarray:
     """An input from .npy: cast to the model's type, batch dimension added when the file lacks it."""
     try:
         array = np.load(path, allow_pickle=spec.datatype == "BYTES")
