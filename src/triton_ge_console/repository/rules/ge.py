@@ -9,12 +9,11 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_ge_console.backend_glue.settings import leaves_model_folder, model_file_candidates
+from triton_ge_console.ge_backends import EXECUTION_MODES, GE_BACKENDS
 from triton_ge_console.repository import soc
 from triton_ge_console.repository.rules import ge_onnx as ge_rules_onnx
 from triton_ge_console.repository.rules.findings import Finding, error, warning
 
-GE_BACKENDS = ("ge", "npu_ge")
-EXECUTION_MODES = ("auto", "npu", "cpu")
 BOOLEAN_VALUES = ("1", "0", "true", "false")
 KNOWN_PARAMETERS = (
     "om_model_path",

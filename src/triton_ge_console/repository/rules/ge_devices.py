@@ -10,8 +10,9 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_ge_console.backend_glue.settings import GlueConfigError, device_memory_bytes
+from triton_ge_console.ge_backends import GE_BACKENDS
 from triton_ge_console.repository.rules.findings import Finding, error
-from triton_ge_console.repository.rules.ge import GE_BACKENDS, param_field, parameter
+from triton_ge_console.repository.rules.ge import param_field, parameter
 from triton_ge_console.repository.spec.devices import over_committed
 from triton_ge_console.repository.spec.types import InstanceGroupSpec
 

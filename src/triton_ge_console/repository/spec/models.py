@@ -9,12 +9,12 @@ from typing import Any
 
 import yaml
 
+from triton_ge_console.ge_backends import GE_BACKENDS
 from triton_ge_console.repository import demo_models, external_data, onnx_io
 from triton_ge_console.repository.spec import options
 from triton_ge_console.repository.spec.nodes import INT32_MAX, Reader, describe, join, suggest
 from triton_ge_console.repository.spec.tensors import LocatedTensor, check_against_graph, tensors
 from triton_ge_console.repository.spec.types import (
-    GE_BACKENDS,
     ModelSpec,
     TensorSpec,
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import yaml
 
 from triton_ge_console.backend_glue.settings import leaves_model_folder
+from triton_ge_console.ge_backends import EXECUTION_MODES
 from triton_ge_console.repository.spec.nodes import (
     INT32_MAX,
     Reader,
@@ -33,7 +34,6 @@ KNOWN_PARAMETERS = (
     "inter_op_thread_count",
     "npu_memory_gib",
 )
-EXECUTION_MODES = ("auto", "npu", "cpu")
 
 
 def read_batching(

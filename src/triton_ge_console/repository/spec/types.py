@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-GE_BACKENDS = ("ge", "npu_ge")
+from triton_ge_console.ge_backends import DEFAULT_DEVICE_MEMORY_GIB
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class ServerSpec:
     metrics_interval_ms: int = 1000
     summary_latencies: bool = False
     log_verbose: int = 0
-    npu_memory_gib: float = 64.0  # capacity of an emulated NPU
+    npu_memory_gib: float = DEFAULT_DEVICE_MEMORY_GIB  # capacity of an emulated NPU
     extra_args: tuple[str, ...] = ()
 
 
