@@ -39,7 +39,6 @@ from triton_ge_console.sessions.registry import (
     READY,
     STARTING,
     STOPPED,
-    TOKEN_HEADER,
     Registry,
     SessionBusy,
     SessionRecord,
@@ -51,6 +50,7 @@ from triton_ge_console.sessions.registry import (
 )
 from triton_ge_console.sessions.shm import new_shm_prefix, shm_arguments
 from triton_ge_console.sessions.supervise import LOG_GENERATIONS, LOG_NAME, SupervisedServer
+from triton_ge_console.sessions.token_header import TOKEN_HEADER
 from triton_ge_console.sessions.watch import record_loaded_digests
 
 PORT_RACE_ATTEMPTS = 3
