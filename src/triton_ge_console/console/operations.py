@@ -15,7 +15,7 @@ from textual.reactive import reactive
 from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.messages import CommandFinished, RepositoryChanged
 from triton_ge_console.console.options import ConsoleOptions
-from triton_ge_console.repository import inventory as repo_info
+from triton_ge_console.repository import inventory
 from triton_ge_console.sessions.debug_env import diagnostic_env
 from triton_ge_console.sessions.session_headers import send_test_request, session_headers
 from triton_ge_console.sessions.source import CommandResult, SessionSource
@@ -38,8 +38,8 @@ class ActionHandlers(App[None]):
         repository = self.repository_path()
         self.baseline: dict[str, str | None] = {}
         if repository is not None:
-            self.baseline = {m.name: repo_info.model_digest(m.config_path.parent)
-                             for m in repo_info.list_models(repository)}
+            self.baseline = {m.name: inventory.model_digest(m.config_path.parent)
+                             for m in inventory.list_models(repository)}
 
     def repository_path(self) -> Path | None:
         """The session's repository: given up front, or known once the console launched the server."""
@@ -56,7 +56,7 @@ class ActionHandlers(App[None]):
         self.last_errors.pop(result.target, None)
         repository = self.repository_path()
         if result.action in ("load", "reload") and repository is not None:
-            self.baseline[result.target] = repo_info.model_digest(repository / result.target)
+            self.baseline[result.target] = inventory.model_digest(repository / result.target)
 
     def mark_stopped(self, stopped: bool) -> None:
         """The operator stopped the server on purpose: say so rather than "not answering"."""
@@ -103,7 +103,7 @@ class ActionHandlers(App[None]):
         if repository is None:
             self.notify("no repository known for this session", severity="warning")
             return
-        changed = repo_info.changed_models(repository, self.baseline)
+        changed = inventory.changed_models(repository, self.baseline)
         if not changed:
             self.notify("no model changed on disk since it was loaded")
         for model in changed:
@@ -138,7 +138,7 @@ class ActionHandlers(App[None]):
         import watchfiles
 
         for changes in watchfiles.watch(repository, stop_event=stop, debounce=400, rust_timeout=500):
-            models = {repo_info.model_of_path(repository, Path(path)) for _change, path in changes}
+            models = {inventory.model_of_path(repository, Path(path)) for _change, path in changes}
             named = tuple(sorted(m for m in models if m))
             if named:
                 self.post_message(RepositoryChanged(named))

@@ -19,7 +19,7 @@ OM_FILENAME = "model.om"
 def default_om_model_path() -> str:
     """The OM path a `ge` config carries: relative, so each version resolves it in its own version folder.
 
-    The glue (backend_glue.settings) and the validator (ge_rules) resolve a relative path against the version
+    The glue (backend_glue.settings) and the validator (rules.ge) resolve a relative path against the version
     folder first, then the model folder; Triton's python backend passes both in initialize()'s args.
     """
     return OM_FILENAME

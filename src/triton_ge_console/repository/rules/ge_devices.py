@@ -27,7 +27,7 @@ def instance_group(config: mc.ModelConfig) -> InstanceGroupSpec | None:
         ids = tuple(int(part) for part in ids_text.split(","))
         parallel = int(parallel_text)
     except ValueError:
-        return None  # ge_rules reports the malformed value
+        return None  # rules.ge reports the malformed value
     count = sum(max(group.count, 1) for group in config.instance_group) or 1
     if parallel < 1 or len(ids) % parallel:
         return None

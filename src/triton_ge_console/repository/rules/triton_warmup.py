@@ -68,7 +68,7 @@ def dims_text(dims: Sequence[int]) -> str:
 def check_warmup(config: mc.ModelConfig) -> list[Finding]:
     """Every warm-up sample of a (non-ensemble) model, as Triton prepares and runs it at load."""
     if config.platform == ENSEMBLE_PLATFORM:
-        return []  # refused outright for ensembles (triton_rules_ensemble)
+        return []  # refused outright for ensembles (triton_ensemble)
     findings: list[Finding] = []
     for i, sample in enumerate(config.model_warmup):
         findings += _sample_findings(f"model_warmup[{i}]", sample, config)

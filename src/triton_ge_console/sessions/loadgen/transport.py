@@ -317,7 +317,7 @@ class HttpTransport:
 
     async def closed_loop(self, succeeded: Callable[[float], None], failed: Callable[[str], None],
                           running: Callable[[], bool]) -> None:
-        """Requests driven from the connection's reply callback (see loadgen_http.closed_loop)."""
+        """Requests driven from the connection's reply callback (see http_path.closed_loop)."""
         await closed_loop(self._pool.host, self._pool.port, self._request, succeeded, failed, running)
 
     async def close(self) -> None:
