@@ -14,9 +14,9 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from triton_ge_console.console import actions, lifeline, long_lived
+from triton_ge_console.console.action_handlers import ActionHandlers
 from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.messages import CommandFinished, SnapshotArrived
-from triton_ge_console.console.operations import ActionHandlers
 from triton_ge_console.console.options import ConsoleOptions, ServerLifecycle
 from triton_ge_console.console.palette import ActionCommands
 from triton_ge_console.console.screens.confirm import ConfirmScreen
