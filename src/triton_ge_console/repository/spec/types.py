@@ -1,4 +1,4 @@
-"""The deployment spec as typed, immutable values: what `spec.load.load_spec` returns and the builder consumes."""
+"""The deployment spec as typed, immutable values: what `load_spec` returns and the builder consumes."""
 
 from __future__ import annotations
 
