@@ -1,8 +1,12 @@
-"""argparse types the areas' *_cli modules share (a leaf module: cli.py imports those modules)."""
+"""What the *_cli modules share: argparse value types and the handler type (a leaf: cli.py imports them)."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+
+# What `set_defaults(func=...)` holds: the verb's handler, returning the exit code.
+Handler = Callable[[argparse.Namespace], int]
 
 
 def port_number(text: str) -> int:

@@ -1,10 +1,11 @@
 """`ge-console`: one entry point; each area registers its own subcommands.
 
 The convention, the same in every area: a `<topic>_cli.py` module has `register(subparsers)`, which adds its
-verbs and sets `func=` to a function of that same module; this module lists every `register`. At its top a
+verbs and sets `func=` to a handler of that same module; this module lists every `register`. At its top a
 *_cli module imports only the standard library, `arg_types` and what the parser itself needs (choices,
-defaults); anything else (onnx, tritonclient, the UI, a `handlers` module) is imported inside the function
-that needs it, so `ge-console --help` stays fast.
+defaults); anything else (onnx, tritonclient, the UI, a `handlers` module) is imported inside the handler
+that needs it, so `ge-console --help` stays fast (session_cli's `_later(lambda h: h.run_up)` does that for
+the handlers in sessions/handlers.py).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
+from triton_ge_console.arg_types import Handler
 from triton_ge_console.backend_glue import backend_cli
 from triton_ge_console.console import console_cli
 from triton_ge_console.fleet import k8s_cli
@@ -21,8 +23,6 @@ from triton_ge_console.repository import build_cli, check_cli
 from triton_ge_console.sessions import grafana_cli, session_cli
 from triton_ge_console.sessions.loadgen import bench_cli
 from triton_ge_console.sessions.telemetry import devices_cli
-
-Handler = Callable[[argparse.Namespace], int]
 
 # Every area's `register`, in help order.
 REGISTRATIONS = (

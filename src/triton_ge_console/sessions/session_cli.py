@@ -7,9 +7,11 @@ session command actually runs, so `ge-console --help` and the other areas' comma
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
-from triton_ge_console.arg_types import port_number, seconds
+from triton_ge_console.arg_types import Handler, port_number, seconds
 from triton_ge_console.sessions.token_header import TOKEN_HEADER
 
 UP_EPILOG = """\
@@ -45,11 +47,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help=f"header its restricted APIs check (default: {TOKEN_HEADER})",
     )
     _add_k8s_options(attach_parser)
-    attach_parser.set_defaults(func=_run_attach)
+    attach_parser.set_defaults(func=_later(lambda h: h.run_attach))
     ls_parser = subparsers.add_parser("ls", help="list sessions")
     ls_parser.add_argument("--json", action="store_true", help="machine-readable output")
     ls_parser.add_argument("--running", action="store_true", help="only sessions that are starting or ready")
-    ls_parser.set_defaults(func=_run_ls)
+    ls_parser.set_defaults(func=_later(lambda h: h.run_ls))
     status_parser = subparsers.add_parser("status", help="a session's state, endpoints and models")
     _add_session_arguments(status_parser)
     status_parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -60,12 +62,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--interval", type=float, default=1.0, metavar="S", help="--all: seconds between a server's two polls"
     )
     status_parser.add_argument("--workers", type=int, default=8, metavar="N", help="--all: polls at once")
-    status_parser.set_defaults(func=_run_status)
+    status_parser.set_defaults(func=_later(lambda h: h.run_status))
     _add_model_commands(subparsers)
     watch_parser = subparsers.add_parser("watch", help="rebuild and reload on every save of SPEC")
     watch_parser.add_argument("spec", metavar="SPEC", type=Path, help="the spec a session was started from")
     watch_parser.add_argument("--session", "-s", metavar="NAME", help="session (default: the one from SPEC)")
-    watch_parser.set_defaults(func=_run_watch)
+    watch_parser.set_defaults(func=_later(lambda h: h.run_watch))
 
 
 def _add_up(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -104,7 +106,7 @@ def _add_up(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[typ
     parser.add_argument(
         "--timeout", type=seconds, default=180.0, help="seconds to wait for READY (default 180)"
     )
-    parser.set_defaults(func=_run_up)
+    parser.set_defaults(func=_later(lambda h: h.run_up))
 
 
 def _add_down(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -117,11 +119,11 @@ def _add_down(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[t
         action="store_true",
         help="also remove it from the session list (without NAME: every stopped or dead session too)",
     )
-    parser.set_defaults(func=_run_down)
+    parser.set_defaults(func=_later(lambda h: h.run_down))
     restart_parser = subparsers.add_parser("restart", help="stop and start a session again, same ports")
     _add_session_arguments(restart_parser)
     restart_parser.add_argument("--timeout", type=seconds, default=180.0, help="seconds to wait for READY")
-    restart_parser.set_defaults(func=_run_restart)
+    restart_parser.set_defaults(func=_later(lambda h: h.run_restart))
 
 
 def _add_model_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -145,7 +147,7 @@ def _add_model_commands(subparsers: argparse._SubParsersAction) -> None:  # type
                 action="store_true",
                 help="reload every model whose files changed (spec sessions: rebuild first)",
             )
-        parser.set_defaults(func=_run_model_command, action=action)
+        parser.set_defaults(func=_later(lambda h: h.run_model_command), action=action)
 
 
 def _add_k8s_options(parser: argparse.ArgumentParser) -> None:
@@ -172,57 +174,12 @@ def _add_token_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _run_up(args: argparse.Namespace) -> int:
-    """`up`: handlers.run_up, imported when the verb runs."""
-    from triton_ge_console.sessions import handlers
+def _later(pick: Callable[[ModuleType], Handler]) -> Handler:
+    """A verb's handler from handlers.py (`pick` names it), imported only when the verb runs."""
 
-    return handlers.run_reporting_errors(handlers.run_up, args)
+    def run(args: argparse.Namespace) -> int:
+        from triton_ge_console.sessions import handlers
 
+        return handlers.run_reporting_errors(pick(handlers), args)
 
-def _run_down(args: argparse.Namespace) -> int:
-    """`down`: handlers.run_down, imported when the verb runs."""
-    from triton_ge_console.sessions import handlers
-
-    return handlers.run_reporting_errors(handlers.run_down, args)
-
-
-def _run_restart(args: argparse.Namespace) -> int:
-    """`restart`: handlers.run_restart, imported when the verb runs."""
-    from triton_ge_console.sessions import handlers
-
-    return handlers.run_reporting_errors(handlers.run_restart, args)
-
-
-def _run_attach(args: argparse.Namespace) -> int:
-    """`attach`: handlers.run_attach, imported when the verb runs."""
-    from triton_ge_console.sessions import handlers
-
-    return handlers.run_reporting_errors(handlers.run_attach, args)
-
-
-def _run_ls(args: argparse.Namespace) -> int:
-    """`ls`: handlers.run_ls, imported when the verb runs."""
-    from triton_ge_console.sessions import handlers
-
-    return handlers.run_reporting_errors(handlers.run_ls, args)
-
-
-def _run_status(args: argparse.Namespace) -> int:
-    """`status`: handlers.run_status, imported when the verb runs."""
-    from triton_ge_console.sessions import handlers
-
-    return handlers.run_reporting_errors(handlers.run_status, args)
-
-
-def _run_model_command(args: argparse.Namespace) -> int:
-    """`load`, `unload` and `reload`: handlers.run_model_command, imported when the verb runs."""
-    from triton_ge_console.sessions import handlers
-
-    return handlers.run_reporting_errors(handlers.run_model_command, args)
-
-
-def _run_watch(args: argparse.Namespace) -> int:
-    """`watch`: handlers.run_watch, imported when the verb runs."""
-    from triton_ge_console.sessions import handlers
-
-    return handlers.run_reporting_errors(handlers.run_watch, args)
+    return run
