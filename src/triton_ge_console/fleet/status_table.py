@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from triton_ge_console.display import GIB, MISSING, number
+from triton_ge_console.display import MISSING, gib, number, percent
 from triton_ge_console.fleet.status import FleetRow, fleet_rows, running_records
 from triton_ge_console.sessions.registry import Registry
 
@@ -36,19 +36,9 @@ def _cells(row: FleetRow) -> tuple[str, ...]:
     return (
         row.name, row.where, row.health, row.version or MISSING, models,
         number(row.requests_per_s), number(row.worst_p99_ms),
-        f"{_percent(row.npu_util_mean)}/{_percent(row.npu_util_max)}",
-        f"{_gib(row.npu_memory_used_bytes)}/{_gib(row.npu_memory_total_bytes)}",
+        f"{percent(row.npu_util_mean)}/{percent(row.npu_util_max)}",
+        f"{gib(row.npu_memory_used_bytes)}/{gib(row.npu_memory_total_bytes)}",
     )
-
-
-def _percent(value: float | None) -> str:
-    """0..1 as a whole percentage."""
-    return MISSING if value is None else f"{value * 100:.0f}%"
-
-
-def _gib(value: int | None) -> str:
-    """Bytes as GiB."""
-    return MISSING if value is None else f"{value / GIB:.1f}"
 
 
 def _print_table(rows: list[tuple[str, ...]]) -> None:

@@ -9,11 +9,7 @@ from triton_ge_console.display import MISSING as MISSING
 from triton_ge_console.display import duration as duration
 from triton_ge_console.display import memory as memory
 from triton_ge_console.display import number as number
-
-
-def percent(ratio: float | None) -> str:
-    """A 0..1 ratio as a whole percentage."""
-    return MISSING if ratio is None else f"{ratio * 100:.0f}%"
+from triton_ge_console.display import percent as percent
 
 
 def as_float(value: float | int | None) -> float:
