@@ -89,7 +89,8 @@ def make_model(folder: Path, gib: float, tensor_mib: int) -> Path:
 
 def _step(name: str, work: Path, source: Path) -> dict[str, Any]:
     """Run one measured step here and return its figures (time of the work only, imports done first)."""
-    from triton_ge_console.repository import build, digest_cache, spec
+    from triton_ge_console.repository import build, digest_cache
+    from triton_ge_console.repository.spec import load as spec
     from triton_ge_console.sessions import registry, watch
 
     assert build and spec and registry and watch  # imported before the clock starts
@@ -120,7 +121,7 @@ def _cp(args: list[str], target: Path, source: Path) -> dict[str, Any]:
 def _build(work: Path, source: Path, repo: str, link: bool, edit: bool = False) -> dict[str, Any]:
     """build_repository of the spec into work/repo; the lines it printed."""
     from triton_ge_console.repository.build import build_repository
-    from triton_ge_console.repository.spec import load_spec
+    from triton_ge_console.repository.spec.load import load_spec
 
     spec = work / "deploy.yaml"
     spec.write_text(SPEC.format(source=source, extra=EDIT if edit else ""), encoding="utf-8")

@@ -1,7 +1,8 @@
-"""Architecture rules that keep the core UI-free, checked with import-linter."""
+"""Architecture rules: the core stays UI-free (import-linter), and each class name means one thing."""
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -17,3 +18,14 @@ def test_core_layers_import_no_ui_toolkit() -> None:
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Core layers import no UI toolkit KEPT" in result.stdout
+
+
+def test_no_two_classes_share_a_name() -> None:
+    """Each class name means one thing across the package (private ones too), so grep finds the one meant."""
+    places: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "src" / "triton_ge_console").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.ClassDef):
+                places.setdefault(node.name, []).append(str(path.relative_to(ROOT)))
+    shared = {name: where for name, where in places.items() if len(where) > 1}
+    assert shared == {}, shared

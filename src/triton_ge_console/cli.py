@@ -1,52 +1,44 @@
-"""`ge-console`: one entry point; each area registers its own subcommands."""
+"""`ge-console`: one entry point; each area registers its own subcommands.
+
+The convention, the same in every area: a `<topic>_cli.py` module has `register(subparsers)`, which adds its
+verbs and sets `func=` to a handler of that same module; this module lists every `register`. At its top a
+*_cli module imports only the standard library, `arg_types` and what the parser itself needs (choices,
+defaults); anything else (onnx, tritonclient, the UI, a `handlers` module) is imported inside the handler
+that needs it, so `ge-console --help` stays fast (session_cli's `_later(lambda h: h.run_up)` does that for
+the handlers in sessions/handlers.py).
+"""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-# Modules that define `register(subparsers)`; each subcommand sets `func(args) -> int` as its handler.
-COMMAND_MODULES = (
-    "triton_ge_console.repository.commands",  # init, build
-    "triton_ge_console.repository.check_commands",  # validate, convert
-    "triton_ge_console.backend_glue.commands",  # backend install
-    "triton_ge_console.sessions.commands",  # up, down, attach, ls, status, reload, watch
-    "triton_ge_console.sessions.telemetry_commands",  # devices
-    "triton_ge_console.sessions.bench_commands",  # bench
-    "triton_ge_console.fleet.commands",  # k8s render
-    "triton_ge_console.sessions.grafana_commands",  # grafana
-    "triton_ge_console.console.commands",  # the console itself (default), demo, serve
+from triton_ge_console.arg_types import Handler
+from triton_ge_console.backend_glue import backend_cli
+from triton_ge_console.console import console_cli
+from triton_ge_console.fleet import k8s_cli
+from triton_ge_console.repository import build_cli, check_cli
+from triton_ge_console.sessions import grafana_cli, session_cli
+from triton_ge_console.sessions.loadgen import bench_cli
+from triton_ge_console.sessions.telemetry import devices_cli
+
+# Every area's `register`, in help order.
+REGISTRATIONS = (
+    build_cli.register,  # init, build
+    check_cli.register,  # validate, convert
+    backend_cli.register,  # backend install
+    session_cli.register,  # up, down, restart, attach, ls, status, load, unload, reload, watch
+    devices_cli.register,  # devices
+    bench_cli.register,  # bench
+    k8s_cli.register,  # k8s render
+    grafana_cli.register,  # grafana
+    console_cli.register,  # the console itself (default), demo, serve
 )
-
-Handler = Callable[[argparse.Namespace], int]
 
 # Bare `ge-console` opens the console.
 DEFAULT_COMMAND = "console"
-
-
-def port_number(text: str) -> int:
-    """An argparse type: a TCP port, 0 meaning "pick a free one" (argparse names the option)."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a port number") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{port} is not a port (0-65535)")
-    return port
-
-
-def seconds(text: str) -> float:
-    """An argparse type: a positive, finite number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of seconds") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text[:40]} must be a positive number of seconds")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,14 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=_version())
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        module.register(subparsers)
+    for register in REGISTRATIONS:
+        register(subparsers)
     parser.set_defaults(known_commands=frozenset(subparsers.choices))
     return parser
 

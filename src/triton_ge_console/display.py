@@ -21,6 +21,16 @@ def number(value: float | int | None, digits: int = 1) -> str:
     return f"{value:.{digits}f}"
 
 
+def percent(ratio: float | None) -> str:
+    """A 0..1 ratio as a whole percentage."""
+    return MISSING if ratio is None else f"{ratio * 100:.0f}%"
+
+
+def gib(value: int | None) -> str:
+    """Bytes as GiB with one decimal (no unit: the column or the total says it)."""
+    return MISSING if value is None else f"{value / GIB:.1f}"
+
+
 def size(value: int | None) -> str:
     """Bytes in the unit that shows them: GiB, MiB under a GiB, KiB under a MiB (3 significant digits)."""
     if value is None:

@@ -20,7 +20,7 @@ from tests.repository.extdata_models import WIDTH, save_ext
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.build import build_repository
-from triton_ge_console.repository.spec import load_spec
+from triton_ge_console.repository.spec.load import load_spec
 
 SPEC = """
 models:

@@ -19,9 +19,9 @@ import pytest
 
 from tests.conftest import RunningServer
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.bench_commands import failure_text
-from triton_ge_console.sessions.loadgen import ROW_FIELDS, BenchRow
-from triton_ge_console.sessions.loadgen_report import client_bound_warnings
+from triton_ge_console.sessions.loadgen.bench_cli import failure_text
+from triton_ge_console.sessions.loadgen.report import client_bound_warnings
+from triton_ge_console.sessions.loadgen.run import ROW_FIELDS, BenchRow
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -209,7 +209,7 @@ def test_a_sessions_token_goes_under_the_header_each_protocol_expects(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """HTTP sends the session's header as is; gRPC under Triton's restricted-protocol metadata key."""
     from triton_ge_console.sessions import registry
-    from triton_ge_console.sessions.bench_commands import resolve_endpoint
+    from triton_ge_console.sessions.loadgen.bench_cli import resolve_endpoint
 
     monkeypatch.setenv("GE_CONSOLE_STATE_DIR", str(tmp_path))
     registry.Registry().save(registry.SessionRecord(

@@ -14,7 +14,14 @@ import pytest
 from tests.bench.conftest import write_backend_dir, write_repository
 from tests.conftest import RunningServer
 from triton_ge_console.backend_glue.distribution import TritonDistribution
-from triton_ge_console.sessions.loadgen import (
+from triton_ge_console.sessions.loadgen.engine import MAX_KEPT_WINDOWS, StepResult, Window
+from triton_ge_console.sessions.loadgen.inputs import (
+    ModelSignature,
+    ServedTensor,
+    build_inputs,
+    parse_shape_option,
+)
+from triton_ge_console.sessions.loadgen.run import (
     LoadError,
     LoadRun,
     LoadSpec,
@@ -22,13 +29,6 @@ from triton_ge_console.sessions.loadgen import (
     Progress,
     UnknownModelError,
     run_load_sync,
-)
-from triton_ge_console.sessions.loadgen_engine import MAX_KEPT_WINDOWS, StepResult, Window
-from triton_ge_console.sessions.loadgen_inputs import (
-    ModelSignature,
-    TensorSpec,
-    build_inputs,
-    parse_shape_option,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -111,9 +111,9 @@ def test_bad_shape_for_the_model_is_a_spec_error(bench_server: RunningServer) ->
 
 def test_generated_inputs_fit_the_signature() -> None:
     """-1 dims become 1 or the given size, the batch dim comes first, ids stay small, types match."""
-    signature = ModelSignature("m", (TensorSpec("ids", "INT64", (-1, -1)), TensorSpec("x", "FP16", (-1, 3)),
-                                     TensorSpec("s", "BYTES", (-1, 2)), TensorSpec("b", "BOOL", (-1,))),
-                               (), max_batch_size=8)
+    inputs = (ServedTensor("ids", "INT64", (-1, -1)), ServedTensor("x", "FP16", (-1, 3)),
+              ServedTensor("s", "BYTES", (-1, 2)), ServedTensor("b", "BOOL", (-1,)))
+    signature = ModelSignature("m", inputs, (), max_batch_size=8)
     ids, x, s, b = build_inputs(signature, batch_size=2, shapes={"ids": (5,)})
     assert ids.array.shape == (2, 5) and ids.array.dtype == np.int64 and ids.array.min() >= 0
     assert ids.array.max() < 100

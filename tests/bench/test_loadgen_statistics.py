@@ -6,7 +6,7 @@ import pytest
 
 from tests.bench.conftest import DELAY_INSTANCES, DELAY_MS
 from tests.conftest import RunningServer
-from triton_ge_console.sessions.loadgen import BenchRow, LoadSpec, run_load_sync
+from triton_ge_console.sessions.loadgen.run import BenchRow, LoadSpec, run_load_sync
 
 pytestmark = pytest.mark.timeout(180)
 

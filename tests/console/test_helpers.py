@@ -6,16 +6,16 @@ import json
 from pathlib import Path
 
 from triton_ge_console.console import format as fmt
-from triton_ge_console.console import repo_info
 from triton_ge_console.console.highlight import highlight_pbtxt
-from triton_ge_console.console.logtail import LogTail, classify, matches
 from triton_ge_console.console.widgets.header import HeaderFacts, header_line
+from triton_ge_console.repository import inventory
+from triton_ge_console.sessions.server_log import LogTail, classify, matches
 
 from .conftest import LOG, REPO
 
 
 def test_missing_figures_render_as_dash() -> None:
-    assert fmt.number(None) == fmt.percent(None) == fmt.gib(None) == fmt.duration(None) == "—"
+    assert fmt.number(None) == fmt.percent_cell(None) == fmt.gib(None) == fmt.duration(None) == "—"
     assert fmt.duration(90061) == "1d 01:01:01"
     ages = [fmt.age(seconds) for seconds in (None, 42.9, 61, 3599, 3600 + 5 * 60, 90061)]
     assert ages == ["—", "42s", "1m", "59m", "1h05m", "1d1h"]  # the header's uptime: changes once a minute
@@ -59,19 +59,19 @@ def test_highlight_marks_error_lines() -> None:
 def test_config_checks_diff_and_change_detection(tmp_path: Path) -> None:
     config = REPO / "llama_model" / "config.pbtxt"
     text = config.read_text(encoding="utf-8")
-    findings = repo_info.check_config_text(text, config)  # the test repository's version folder has no ONNX
+    findings = inventory.check_config_text(text, config)  # the test repository's version folder has no ONNX
     assert [(f.severity, f.field) for f in findings] == [("error", "backend")]
     assert "ONNX" in findings[0].message
-    broken = repo_info.check_config_text(text.replace("max_batch_size: 8", "max_batch_size: eight"), config)
+    broken = inventory.check_config_text(text.replace("max_batch_size: 8", "max_batch_size: eight"), config)
     assert broken[0].severity == "error" and broken[0].line == 3
     loaded = {"name": "llama_model", "backend": "ge", "max_batch_size": 4, "version_policy": {"latest": {}}}
-    diff = repo_info.config_diff(text, json.loads(json.dumps(loaded)))
+    diff = inventory.config_diff(text, json.loads(json.dumps(loaded)))
     assert "-max_batch_size: 4" in diff and "+max_batch_size: 8" in diff
     assert "version_policy" not in "\n".join(diff)
-    assert "max_batch 8" in repo_info.config_summary(config)
-    baseline = {m.name: repo_info.model_digest(m.config_path.parent) for m in repo_info.list_models(REPO)}
-    assert repo_info.changed_models(REPO, baseline) == []
-    assert repo_info.changed_models(REPO, {}) == ["bert_model", "llama_model"]
+    assert "max_batch 8" in inventory.config_summary(config)
+    baseline = {m.name: inventory.model_digest(m.config_path.parent) for m in inventory.list_models(REPO)}
+    assert inventory.changed_models(REPO, baseline) == []
+    assert inventory.changed_models(REPO, {}) == ["bert_model", "llama_model"]
 
 
 def test_a_narrow_header_leaves_out_the_title_then_grpc_then_the_refresh_interval() -> None:

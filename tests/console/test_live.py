@@ -17,13 +17,13 @@ from triton_ge_console.console.app import GEConsoleApp, create_app
 from triton_ge_console.console.launch_session import open_record, reload_changed_for
 from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.console.screens.dashboard import DashboardScreen
-from triton_ge_console.console.session_link import RecordLifecycle
 from triton_ge_console.console.widgets.header import DisconnectedBanner
 from triton_ge_console.console.widgets.models import ModelsTable
 from triton_ge_console.repository.build import build_demo_repository
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import down
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.pending import RecordLifecycle
 from triton_ge_console.sessions.registry import Registry, SessionRecord
 from triton_ge_console.sessions.watch import (
     find_changes,

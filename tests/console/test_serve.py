@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from triton_ge_console.console.commands import SERVE_COOKIE, keyed_server
+from triton_ge_console.console.console_cli import SERVE_COOKIE, keyed_server
 from triton_ge_console.sessions.process import free_port
 
 KEY = "test-key-0123456789"

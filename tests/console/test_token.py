@@ -6,16 +6,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from triton_ge_console.console import repo_info
 from triton_ge_console.console.app import GEConsoleApp
 from triton_ge_console.console.launch_session import open_record
-from triton_ge_console.console.probe import send_test_request, session_headers
 from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.models import ModelsTable
+from triton_ge_console.repository import inventory
 from triton_ge_console.repository.build import build_demo_repository
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import Registry, SessionRecord
+from triton_ge_console.sessions.session_headers import send_test_request, session_headers
 
 from .conftest import SIZE
 from .waiting import stop_leftover_sessions, until
@@ -53,12 +53,12 @@ def test_probe_and_config_diff_send_the_sessions_token(exposed: tuple[SessionRec
         assert headers == {record.token_header: TOKEN}
         without = send_test_request(record.http_url, "llama_model")
         assert not without.ok and "token required" in without.message  # the server really enforces the token
-        assert repo_info.fetch_loaded_config(record.http_url, "llama_model") is None
-        loaded = repo_info.fetch_loaded_config(record.http_url, "llama_model", headers=headers)
+        assert inventory.fetch_loaded_config(record.http_url, "llama_model") is None
+        loaded = inventory.fetch_loaded_config(record.http_url, "llama_model", headers=headers)
         assert loaded is not None and loaded["name"] == "llama_model"
         assert record.repository is not None
         disk = (record.repository / "llama_model" / "config.pbtxt").read_text(encoding="utf-8")
-        assert repo_info.config_diff(disk, loaded) == ["(no difference: Triton serves the file on disk)"]
+        assert inventory.config_diff(disk, loaded) == ["(no difference: Triton serves the file on disk)"]
     finally:
         app.source.close()
 

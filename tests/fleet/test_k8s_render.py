@@ -19,7 +19,7 @@ from referencing import Registry, Resource
 
 from triton_ge_console.cli import main
 from triton_ge_console.fleet.k8s_render import RenderError, render
-from triton_ge_console.repository.spec import SpecError, load_spec
+from triton_ge_console.repository.spec.load import SpecError, load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 # The newest Kubernetes whose schemas ship inside kubernetes-validate (no network needed).

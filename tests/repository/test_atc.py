@@ -271,7 +271,7 @@ def test_the_readme_convert_example_passes_its_own_pre_check() -> None:
     import argparse
     import shlex
 
-    from triton_ge_console.repository import check_commands
+    from triton_ge_console.repository import check_cli as check_commands
 
     readme = Path(__file__).resolve().parents[2] / "README.md"
     line = next(text for text in readme.read_text(encoding="utf-8").splitlines()

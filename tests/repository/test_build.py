@@ -24,8 +24,8 @@ from triton_ge_console.repository.build import (
     read_manifest,
 )
 from triton_ge_console.repository.demo_models import demo_bytes
-from triton_ge_console.repository.spec import load_spec
-from triton_ge_console.repository.spec_types import DeploymentSpec, ModelSpec, ServerSpec
+from triton_ge_console.repository.spec.load import load_spec
+from triton_ge_console.repository.spec.types import DeploymentSpec, ModelSpec, ServerSpec
 
 SEED_LLAMA_CONFIG = """
 name: "llama_model"

@@ -20,7 +20,7 @@ from tests.repository.extdata_models import age, save_ext, set_location
 from triton_ge_console.repository import digest_cache, onnx_io
 from triton_ge_console.repository.build import BuildError, build_repository
 from triton_ge_console.repository.progress import TerminalProgress
-from triton_ge_console.repository.spec import SpecError, load_spec
+from triton_ge_console.repository.spec.load import SpecError, load_spec
 from triton_ge_console.repository.validate import validate_path
 from triton_ge_console.sessions.registry import SessionRecord
 from triton_ge_console.sessions.watch import find_changes, record_loaded_digests, watched_files
@@ -144,7 +144,7 @@ def _bytes_hashed_by_build(spec: Path, repo: Path) -> tuple[int, list[str]]:
         "import sys; from pathlib import Path\n"
         "from triton_ge_console.repository import digest_cache\n"
         "from triton_ge_console.repository.build import build_repository\n"
-        "from triton_ge_console.repository.spec import load_spec\n"
+        "from triton_ge_console.repository.spec.load import load_spec\n"
         "r = build_repository(load_spec(Path(sys.argv[1])), Path(sys.argv[2]))\n"
         "print(digest_cache.bytes_hashed); print(*r.lines(), sep='\\n')\n"
     )

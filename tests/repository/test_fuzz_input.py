@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from triton_ge_console.cli import main
-from triton_ge_console.repository.spec import SpecError, load_spec
+from triton_ge_console.repository.spec.load import SpecError, load_spec
 from triton_ge_console.repository.validate import validate_path
 
 FUZZ = settings(max_examples=30, deadline=None, derandomize=True,

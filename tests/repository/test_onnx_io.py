@@ -21,7 +21,7 @@ from triton_ge_console.repository.onnx_io import (
     triton_dims,
     triton_type,
 )
-from triton_ge_console.repository.spec_types import TensorSpec
+from triton_ge_console.repository.spec.types import TensorSpec
 
 
 def _model(elem_type: int = TensorProto.FLOAT) -> onnx.ModelProto:

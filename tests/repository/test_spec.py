@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from triton_ge_console.repository import demo_models
-from triton_ge_console.repository.spec import SpecError, load_spec, parse_spec
-from triton_ge_console.repository.spec_types import DynamicBatchingSpec, InstanceGroupSpec, TensorSpec
+from triton_ge_console.repository.spec.load import SpecError, load_spec, parse_spec
+from triton_ge_console.repository.spec.types import DynamicBatchingSpec, InstanceGroupSpec, TensorSpec
 from triton_ge_console.repository.starter import STARTER_SPEC
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from triton_ge_console.repository.configgen import config_parameters
-from triton_ge_console.repository.spec import SpecError, load_spec
+from triton_ge_console.repository.spec.load import SpecError, load_spec
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
 

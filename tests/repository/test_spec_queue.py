@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from triton_ge_console.repository.configgen import config_text
-from triton_ge_console.repository.spec import SpecError, load_spec
-from triton_ge_console.repository.spec_types import QueuePolicySpec
+from triton_ge_console.repository.spec.load import SpecError, load_spec
+from triton_ge_console.repository.spec.types import QueuePolicySpec
 from triton_ge_console.repository.validate import validate_config_text
 
 HEAD = """

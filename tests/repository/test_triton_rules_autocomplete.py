@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_ge_console.repository import triton_rules_autocomplete
+from triton_ge_console.repository.rules import triton_autocomplete as triton_rules_autocomplete
 from triton_ge_console.repository.validate import validate_config_text, validate_path
 
 MODEL = '''import os

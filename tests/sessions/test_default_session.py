@@ -12,7 +12,7 @@ from tests.sessions.helpers import write_echo_model, write_ge_spec
 from tests.sessions.test_lifecycle import group_processes
 from tests.sessions.test_races import killing_strays, up
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.bench_commands import resolve_endpoint
+from triton_ge_console.sessions.loadgen.bench_cli import resolve_endpoint
 from triton_ge_console.sessions.registry import STOPPED, Registry, SessionRecord
 
 

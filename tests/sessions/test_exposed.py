@@ -26,7 +26,7 @@ from triton_ge_console.cli import main
 from triton_ge_console.sessions.access import TRITON_CATEGORIES, token_headers
 from triton_ge_console.sessions.control import ControlError, TritonControl
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
-from triton_ge_console.sessions.loadgen import LoadError, LoadSpec, run_load_sync
+from triton_ge_console.sessions.loadgen.run import LoadError, LoadSpec, run_load_sync
 from triton_ge_console.sessions.registry import Registry, SessionRecord, grpc_token_header
 
 TOKEN = "locked-s3cret"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from triton_ge_console.cli import main
-from triton_ge_console.console.commands import redact_keys
+from triton_ge_console.console.console_cli import redact_keys
 from triton_ge_console.repository.validate import validate_path
 from triton_ge_console.sessions.process import free_port
 from triton_ge_console.sessions.registry import Registry, SessionRecord

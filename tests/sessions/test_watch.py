@@ -6,7 +6,7 @@ from pathlib import Path
 
 from triton_ge_console.repository.build import build_repository, manifest_digests
 from triton_ge_console.repository.demo_models import demo_bytes
-from triton_ge_console.repository.spec import load_spec
+from triton_ge_console.repository.spec.load import load_spec
 from triton_ge_console.sessions.watch import model_digest, watched_files
 
 SPEC = """\

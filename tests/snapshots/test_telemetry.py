@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from triton_ge_console.sessions import telemetry_commands
 from triton_ge_console.sessions.metrics import parse_metrics
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import Registry, SessionRecord
 from triton_ge_console.sessions.snapshot import DeviceSnapshot
 from triton_ge_console.sessions.stats import HttpEndpoint
-from triton_ge_console.sessions.telemetry import DeviceTelemetry, devices_from_glue, merge_devices
-from triton_ge_console.sessions.telemetry_exporter import map_to_logical, read_exporter
-from triton_ge_console.sessions.telemetry_npu_smi import (
+from triton_ge_console.sessions.telemetry import devices_cli as telemetry_commands
+from triton_ge_console.sessions.telemetry.devices import DeviceTelemetry, devices_from_glue, merge_devices
+from triton_ge_console.sessions.telemetry.exporter import map_to_logical, read_exporter
+from triton_ge_console.sessions.telemetry.npu_smi import (
     MIB,
     NpuSmiError,
     device_from,

@@ -13,14 +13,14 @@ from tests.widgets.recording import recording
 from triton_ge_console.sessions.recorded import RecordedSource
 from triton_ge_console.sessions.snapshot import ServerSnapshot
 from triton_ge_console.sessions.source import CommandResult
-from triton_ge_console.widgets import LoadTestControl, LogTail, Poller
-from triton_ge_console.widgets.commands import describe
-from triton_ge_console.widgets.format import duration, gib, number, percent
+from triton_ge_console.widgets import BackgroundPoller, FilteredLogTail, LoadTestControl
+from triton_ge_console.widgets.command_runner import describe
+from triton_ge_console.widgets.format import duration, memory, number, percent
 
 
 def test_log_tail_reads_increments_partial_lines_and_truncation(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
-    tail = LogTail(log, max_lines=3)
+    tail = FilteredLogTail(log, max_lines=3)
     tail.refresh()
     assert "no log at" in tail.view.value
     log.write_text("one\ntwo\nthr", encoding="utf-8")
@@ -38,7 +38,7 @@ def test_log_tail_reads_increments_partial_lines_and_truncation(tmp_path: Path) 
 def test_log_tail_filter_and_failure_highlight(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("I1130 model ready\nE1130 CompileGraph failed\nW1130 slow\n", encoding="utf-8")
-    tail = LogTail(log)
+    tail = FilteredLogTail(log)
     tail.refresh()
     assert "color:firebrick'>E1130 CompileGraph failed</span>" in tail.view.value
     tail.filter.value = "ready"
@@ -93,7 +93,7 @@ def test_poller_hands_snapshots_over_on_its_thread_and_stops() -> None:
     def record(snap: ServerSnapshot) -> None:
         seen.append((snap.taken_at, threading.current_thread().name))
 
-    poller = Poller(RecordedSource(recording(3)), record, interval=0.01)
+    poller = BackgroundPoller(RecordedSource(recording(3)), record, interval=0.01)
     poller.start()
     poller.start()  # no second thread
     deadline = time.monotonic() + 30
@@ -109,7 +109,7 @@ def test_poller_hands_snapshots_over_on_its_thread_and_stops() -> None:
 
 def test_poller_rejects_a_non_positive_interval() -> None:
     try:
-        Poller(RecordedSource(recording(1)), lambda s: None, interval=0)
+        BackgroundPoller(RecordedSource(recording(1)), lambda s: None, interval=0)
     except ValueError as exc:
         assert "poll interval must be > 0" in str(exc)
     else:
@@ -119,7 +119,7 @@ def test_poller_rejects_a_non_positive_interval() -> None:
 def test_missing_figures_format_as_a_dash() -> None:
     shown = [number(None), number(2), number(2.345, 2), percent(None), percent(0.634)]
     assert shown == ["—", "2", "2.35", "—", "63%"]
-    assert gib(None, None) == "—" and gib(None, 2 * 1024**3) == "—/2.0 GiB"
+    assert memory(None, None) == "—" and memory(None, 2 * 1024**3) == "—/2.0 GiB"
     assert duration(3725.9) == "01:02:05" and duration(None) == "—"
     assert duration(90061) == "1d 01:01:01"  # as the console shows a long uptime (display.py)
 
@@ -128,7 +128,7 @@ def test_snapshot_round_trip_recording_drives_the_poller(tmp_path: Path) -> None
     path = tmp_path / "rec.jsonl"
     RecordedSource.save(recording(2), path)
     got: list[ServerSnapshot] = []
-    poller = Poller(RecordedSource.from_file(path), got.append)
+    poller = BackgroundPoller(RecordedSource.from_file(path), got.append)
     assert poller.poll_once() is not None and got[0] == recording(2)[0]
 
 
@@ -144,7 +144,7 @@ def test_status_lines_do_not_repeat_what_the_message_already_says() -> None:
 def test_log_tail_survives_filtering_while_the_poller_reads(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("", encoding="utf-8")
-    tail = LogTail(log, max_lines=50)
+    tail = FilteredLogTail(log, max_lines=50)
     failures: list[BaseException] = []
     done = threading.Event()
 
@@ -172,7 +172,7 @@ def test_log_tail_reads_only_the_end_of_a_huge_backlog(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     line = "I1130 " + "x" * 94 + "\n"  # 101 bytes
     log.write_text(line * 30_000 + "E1130 the last line\n", encoding="utf-8")  # ~3 MB
-    tail = LogTail(log, max_lines=20_000)
+    tail = FilteredLogTail(log, max_lines=20_000)
     tail.refresh()
     assert tail.lines[-1] == "E1130 the last line"
     assert 10_000 < len(tail.lines) < 10_500 and all(x == line[:-1] for x in tail.lines[:-1])

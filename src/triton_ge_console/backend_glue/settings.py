@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-EXECUTION_MODES = ("auto", "npu", "cpu")
-DEFAULT_DEVICE_MEMORY_GIB = 64.0
+from triton_ge_console.ge_backends import DEFAULT_DEVICE_MEMORY_GIB, EXECUTION_MODES
+
 MEMORY_ENV = "GE_NPU_MEMORY_GIB"
 RUN_DIR_ENV = "GE_GLUE_RUN_DIR"
 _INSTANCE_INDEX = re.compile(r"_(\d+)$")

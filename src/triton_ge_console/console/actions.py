@@ -60,7 +60,7 @@ def key_label(action: ConsoleAction) -> str:
 
 
 def bindings() -> list[Binding]:
-    """Key bindings for every action with a key; each goes through the app's guarded dispatcher."""
+    """Key bindings for every action with a key; errors each raises become notifications."""
     return [
         Binding(action.key, f"run('{action.id}')", action.label, show=action.footer,
                 key_display=key_label(action), tooltip=action.description)

@@ -14,8 +14,9 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from triton_ge_console.console import actions, lifeline, long_lived
+from triton_ge_console.console.action_handlers import ActionHandlers
+from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.messages import CommandFinished, SnapshotArrived
-from triton_ge_console.console.operations import Operations
 from triton_ge_console.console.options import ConsoleOptions, ServerLifecycle
 from triton_ge_console.console.palette import ActionCommands
 from triton_ge_console.console.screens.confirm import ConfirmScreen
@@ -24,12 +25,11 @@ from triton_ge_console.console.screens.help import HelpScreen
 from triton_ge_console.console.screens.launching import LaunchingScreen
 from triton_ge_console.console.screens.logs import LogsScreen
 from triton_ge_console.console.screens.repository import RepositoryScreen
-from triton_ge_console.console.widgets.header import Connection
 from triton_ge_console.sessions.snapshot import ServerSnapshot
 from triton_ge_console.sessions.source import SessionSource
 
 
-class GEConsoleApp(Operations):
+class GEConsoleApp(ActionHandlers):
     """Live dashboard and one-key model control for one session."""
 
     CSS_PATH = "console.tcss"
@@ -44,8 +44,8 @@ class GEConsoleApp(Operations):
         self.options = options or ConsoleOptions()
         self.polls_done = 0
         self.lifeline: lifeline.Lifeline | None = None
-        self.set_reactive(Operations.connection, Connection(source.name, self.options.interval_s))
-        self.init_operations()
+        self.set_reactive(ActionHandlers.connection, Connection(source.name, self.options.interval_s))
+        self.init_handler_state()
 
     def get_default_screen(self) -> Screen[None]:
         """The dashboard is the home screen."""
@@ -123,7 +123,7 @@ class GEConsoleApp(Operations):
     def action_run(self, action_id: str) -> None:
         """Run a registered action, asking first when it is destructive."""
         action = actions.find(action_id)
-        handler = self._guarded(action.id, getattr(self, f"action_{action.id}"))
+        handler = self._notifying_on_error(action.id, getattr(self, f"action_{action.id}"))
         if not action.destructive:
             handler()
             return
@@ -135,7 +135,7 @@ class GEConsoleApp(Operations):
 
         self.push_screen(ConfirmScreen(f"{action.description}?", str(target)), confirmed)
 
-    def _guarded(self, action_id: str, handler: Callable[[], object]) -> Callable[[], None]:
+    def _notifying_on_error(self, action_id: str, handler: Callable[[], object]) -> Callable[[], None]:
         """The handler, with any error it raises turned into a notification (the UI never crashes)."""
 
         def run() -> None:

@@ -11,20 +11,16 @@ from triton_ge_console.display import GIB as GIB
 from triton_ge_console.display import MISSING as MISSING
 from triton_ge_console.display import age as age
 from triton_ge_console.display import duration as duration
+from triton_ge_console.display import gib as gib
 from triton_ge_console.display import memory as memory
 from triton_ge_console.display import number as number
 
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
 
 
-def percent(fraction: float | None) -> str:
+def percent_cell(fraction: float | None) -> str:
     """A 0..1 fraction as a whole percentage, padded so columns line up."""
     return MISSING if fraction is None else f"{fraction * 100:3.0f}%"
-
-
-def gib(value: int | None) -> str:
-    """Bytes as GiB with one decimal."""
-    return MISSING if value is None else f"{value / GIB:.1f}"
 
 
 def sparkline(values: Sequence[float | None], width: int, top: float | None = None) -> str:

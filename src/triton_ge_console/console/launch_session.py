@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_ge_console.console.options import ConsoleOptions
-from triton_ge_console.console.session_link import PendingSource, RecordLifecycle
+from triton_ge_console.sessions.pending import PendingSource, RecordLifecycle
 from triton_ge_console.sessions.registry import READY, STARTING, Registry, SessionRecord, effective_state
 from triton_ge_console.sessions.source import CommandResult, SessionSource
 
@@ -22,7 +22,7 @@ def thresholds_of(record: SessionRecord | None) -> dict[str, dict[str, float]]:
     """The spec's per-model console thresholds, when the session came from a spec."""
     if record is None or record.spec is None or not record.spec.is_file():
         return {}
-    from triton_ge_console.repository.spec import SpecError, load_spec
+    from triton_ge_console.repository.spec.load import SpecError, load_spec
 
     try:
         spec = load_spec(record.spec)
@@ -36,7 +36,7 @@ def reload_changed_for(lifecycle: RecordLifecycle) -> Callable[[], list[CommandR
 
     def run() -> list[CommandResult]:
         from triton_ge_console.repository.build import BuildError
-        from triton_ge_console.repository.spec import SpecError
+        from triton_ge_console.repository.spec.load import SpecError
         from triton_ge_console.sessions.control import ControlError
         from triton_ge_console.sessions.lifecycle import controller_for
         from triton_ge_console.sessions.watch import find_changes, rebuild, reload_changed

@@ -9,8 +9,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.widgets.devices import device_header, device_line
-from triton_ge_console.console.widgets.header import Connection, header_text
+from triton_ge_console.console.widgets.header import header_text
 from triton_ge_console.console.widgets.models import COLUMNS, SORT_KEYS, model_cells, visible_models
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.snapshot import ServerSnapshot

@@ -19,12 +19,12 @@ from triton_ge_console.fleet.k8s_discovery import (
 from triton_ge_console.sessions import paths
 from triton_ge_console.sessions.registry import (
     READY,
-    TOKEN_HEADER,
     Registry,
     SessionRecord,
     store_token,
     validate_name,
 )
+from triton_ge_console.sessions.token_header import TOKEN_HEADER
 
 MAX_NAME = 64
 Say = Callable[[str], None]

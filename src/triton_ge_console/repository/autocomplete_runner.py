@@ -1,4 +1,4 @@
-"""Run inside the subprocess `triton_rules_autocomplete` starts, as Python's sitecustomize: do what the Python
+"""Run inside the subprocess `rules.triton_autocomplete` starts, as Python's sitecustomize: do what the Python
 backend stub does for auto-complete (pb_stub.cc AutoCompleteModelConfig) and write the outcome as JSON.
 
 argv[1] is <model>/<version>/model.py, as the stub's is (the glue reads its model folder from it). The code

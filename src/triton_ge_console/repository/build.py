@@ -19,8 +19,8 @@ from triton_ge_console.repository.build_commit import build_lock, commit_build, 
 from triton_ge_console.repository.configgen import OM_FILENAME, ONNX_FILENAME, config_text
 from triton_ge_console.repository.placing import Transfers, copy_file
 from triton_ge_console.repository.progress import ProgressHook, for_file
-from triton_ge_console.repository.spec import model_name_problem, parse_spec
-from triton_ge_console.repository.spec_types import DeploymentSpec, ModelSpec
+from triton_ge_console.repository.spec.load import model_name_problem, parse_spec
+from triton_ge_console.repository.spec.types import DeploymentSpec, ModelSpec
 from triton_ge_console.repository.starter import STARTER_SPEC
 
 MANIFEST_NAME = ".ge-console-build.json"  # Triton scans only directories, so a file here is never a model

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tritonclient.grpc import model_config_pb2
 
 from triton_ge_console.repository import pbtxt
-from triton_ge_console.repository.spec_types import (
+from triton_ge_console.repository.spec.types import (
     DynamicBatchingSpec,
     ModelSpec,
     QueuePolicySpec,
@@ -19,7 +19,7 @@ OM_FILENAME = "model.om"
 def default_om_model_path() -> str:
     """The OM path a `ge` config carries: relative, so each version resolves it in its own version folder.
 
-    The glue (backend_glue.settings) and the validator (ge_rules) resolve a relative path against the version
+    The glue (backend_glue.settings) and the validator (rules.ge) resolve a relative path against the version
     folder first, then the model folder; Triton's python backend passes both in initialize()'s args.
     """
     return OM_FILENAME

@@ -12,22 +12,27 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor
 from tritonclient.grpc import model_config_pb2 as mc
 
-from triton_ge_console.repository import (
-    ge_rules,
-    ge_rules_devices,
-    pbtxt,
-    triton_rules,
-    triton_rules_autocomplete,
-    triton_rules_backends,
-    triton_rules_repository,
-    triton_rules_state,
-    triton_rules_warmup,
-)
+from triton_ge_console.repository import pbtxt
 from triton_ge_console.repository.pbtxt import excerpted
-from triton_ge_console.repository.spec_devices import host_device_count
-from triton_ge_console.repository.spec_types import InstanceGroupSpec
-from triton_ge_console.repository.triton_rules import ERROR, WARNING, Finding, error, warning
-from triton_ge_console.repository.triton_rules_backends import BackendSearch, backend_search
+from triton_ge_console.repository.rules import ge as ge_rules
+from triton_ge_console.repository.rules import ge_devices as ge_rules_devices
+from triton_ge_console.repository.rules import triton as triton_rules
+from triton_ge_console.repository.rules import triton_autocomplete as triton_rules_autocomplete
+from triton_ge_console.repository.rules import triton_backends as triton_rules_backends
+from triton_ge_console.repository.rules import triton_repository as triton_rules_repository
+from triton_ge_console.repository.rules import triton_state as triton_rules_state
+from triton_ge_console.repository.rules import triton_warmup as triton_rules_warmup
+from triton_ge_console.repository.rules.findings import (
+    ENSEMBLE_PLATFORM,
+    ERROR,
+    WARNING,
+    Finding,
+    error,
+    warning,
+)
+from triton_ge_console.repository.rules.triton_backends import BackendSearch, backend_search
+from triton_ge_console.repository.spec.devices import host_device_count
+from triton_ge_console.repository.spec.types import InstanceGroupSpec
 
 CONFIG_NAME = "config.pbtxt"
 MAX_CONFIG_BYTES = 8 << 20  # a model config is kilobytes; reading more than this is not validating one
@@ -291,7 +296,7 @@ def _auto_complete(config: mc.ModelConfig, model_dir: Path, search: BackendSearc
     """Complete config in place with its Python code's auto_complete_config (newest version loaded), as
     Triton does at load; what goes wrong there is a finding."""
     versions = _policy_versions(config, version_folders(model_dir))
-    if not versions or config.platform == triton_rules.ENSEMBLE_PLATFORM:
+    if not versions or config.platform == ENSEMBLE_PLATFORM:
         return []
     completion = triton_rules_autocomplete.complete(config, versions[-1], search.directories)
     config.CopyFrom(completion.config)

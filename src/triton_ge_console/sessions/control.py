@@ -22,8 +22,8 @@ from tritonclient.utils import InferenceServerException
 
 from triton_ge_console.sessions.access import explain, refusal
 from triton_ge_console.sessions.health import InstanceWatch
-from triton_ge_console.sessions.registry import TOKEN_HEADER
 from triton_ge_console.sessions.source import CommandResult
+from triton_ge_console.sessions.token_header import TOKEN_HEADER
 
 READY_STATE = "READY"
 # A config parameter a reload sets to a fresh value, so Triton loads new instances (backends ignore it).

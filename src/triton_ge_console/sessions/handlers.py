@@ -1,4 +1,4 @@
-"""What the session commands do (`commands.py` only declares them, so the CLI starts fast)."""
+"""What the session verbs do (`session_cli.py` only declares them, so the CLI starts fast)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from triton_ge_console.repository.build import BuildError
-from triton_ge_console.repository.spec import SpecError
+from triton_ge_console.repository.spec.load import SpecError
 from triton_ge_console.sessions.control import ControlError
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import (
@@ -47,9 +48,8 @@ from triton_ge_console.sessions.watch import (
 USER_ERRORS = (LaunchError, ControlError, RegistryError, SessionNotFound, ValueError, OSError)
 
 
-def run_guarded(name: str, args: argparse.Namespace) -> int:
-    """Run handler `name`, turning user errors into one line on stderr and exit code 1."""
-    handler = globals()[name]
+def run_reporting_errors(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run a session verb's handler, turning user errors into one line on stderr and exit code 1."""
     try:
         return int(handler(args))
     except BrokenPipeError:
@@ -224,7 +224,7 @@ def _ls_row(record: SessionRecord) -> dict[str, Any]:
 def run_status(args: argparse.Namespace) -> int:
     """Print one session's state and models (exit code 1 when it is dead); --all: the fleet."""
     if args.all:
-        from triton_ge_console.fleet.status_command import run_status_all
+        from triton_ge_console.fleet.status_table import run_status_all
 
         return run_status_all(args)
     status = session_status(Registry().resolve(_named(args)))
@@ -265,7 +265,7 @@ def run_model_command(args: argparse.Namespace) -> int:
         _error("reload needs MODEL or --changed")
         return 2
     if getattr(args, "fleet", False):
-        from triton_ge_console.fleet.rolling_command import run_rolling_reload
+        from triton_ge_console.fleet.rolling_report import run_rolling_reload
 
         return run_rolling_reload(args)
     registry = Registry()

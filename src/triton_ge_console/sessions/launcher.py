@@ -20,8 +20,8 @@ from triton_ge_console.backend_glue.distribution import (
 )
 from triton_ge_console.backend_glue.installer import InstallError, install_backend_dir
 from triton_ge_console.repository.build import BuildError, build_repository
-from triton_ge_console.repository.spec import SpecError, load_spec
-from triton_ge_console.repository.spec_types import DeploymentSpec, ServerSpec
+from triton_ge_console.repository.spec.load import SpecError, load_spec
+from triton_ge_console.repository.spec.types import DeploymentSpec, ServerSpec
 from triton_ge_console.sessions import paths
 from triton_ge_console.sessions.access import categories_in_words, restriction_argument, token_problem
 from triton_ge_console.sessions.control import ControlError, TritonControl, squeeze
@@ -39,7 +39,6 @@ from triton_ge_console.sessions.registry import (
     READY,
     STARTING,
     STOPPED,
-    TOKEN_HEADER,
     Registry,
     SessionBusy,
     SessionRecord,
@@ -51,6 +50,7 @@ from triton_ge_console.sessions.registry import (
 )
 from triton_ge_console.sessions.shm import new_shm_prefix, shm_arguments
 from triton_ge_console.sessions.supervise import LOG_GENERATIONS, LOG_NAME, SupervisedServer
+from triton_ge_console.sessions.token_header import TOKEN_HEADER
 from triton_ge_console.sessions.watch import record_loaded_digests
 
 PORT_RACE_ATTEMPTS = 3

@@ -24,7 +24,6 @@ from triton_ge_console.sessions.registry import (
     READY,
     STARTING,
     STOPPED,
-    TOKEN_HEADER,
     Registry,
     SessionRecord,
     effective_state,
@@ -39,6 +38,7 @@ from triton_ge_console.sessions.registry import (
 from triton_ge_console.sessions.shm import remove_shm_regions
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 from triton_ge_console.sessions.supervise import EXIT_FILE, PID_FILE, read_number
+from triton_ge_console.sessions.token_header import TOKEN_HEADER
 from triton_ge_console.sessions.watch import SessionControl
 
 ORPHAN_GRACE_S = 1.0

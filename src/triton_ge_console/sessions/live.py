@@ -12,7 +12,8 @@ from triton_ge_console.sessions.poller import Poller, SnapshotCallback
 from triton_ge_console.sessions.snapshot import Endpoints, ServerSnapshot
 from triton_ge_console.sessions.source import Controller
 from triton_ge_console.sessions.stats import EndpointError
-from triton_ge_console.sessions.telemetry import DeviceTelemetry
+from triton_ge_console.sessions.telemetry.devices import DeviceTelemetry
+from triton_ge_console.sessions.token_header import TOKEN_HEADER
 from triton_ge_console.sessions.trace import TraceCollector, enable_tracing
 
 if TYPE_CHECKING:
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
 # Where an operator points the console at a MindX DL npu-exporter (e.g. http://host:8082/metrics).
 EXPORTER_ENV = "GE_NPU_EXPORTER_URL"
 TRACE_FILE_NAME = "trace.json"
-DEFAULT_TOKEN_HEADER = "x-ge-console-token"
 
 
 class LiveSource:
@@ -36,7 +36,7 @@ class LiveSource:
         log_path: Path | None = None,
         started_at: float | None = None,
         token: str | None = None,
-        token_header: str = DEFAULT_TOKEN_HEADER,
+        token_header: str = TOKEN_HEADER,
         trace_file: Path | None = None,
         telemetry: DeviceTelemetry | None = None,
         history: SnapshotHistory | None = None,

@@ -39,7 +39,7 @@ from triton_ge_console.sessions.stats import (
     fetch_model_config,
     fetch_statistics,
 )
-from triton_ge_console.sessions.telemetry import DeviceTelemetry, devices_from_glue
+from triton_ge_console.sessions.telemetry.devices import DeviceTelemetry, devices_from_glue
 from triton_ge_console.sessions.trace import TraceCollector, enable_tracing
 
 LOG = logging.getLogger(__name__)

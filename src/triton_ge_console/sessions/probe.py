@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from triton_ge_console.sessions.access import explain
 from triton_ge_console.sessions.control import client_url
-from triton_ge_console.sessions.loadgen_inputs import (
+from triton_ge_console.sessions.loadgen.inputs import (
     LoadSpecError,
     ModelSignature,
     build_inputs,

@@ -20,7 +20,7 @@ from typing import Any
 from triton_ge_console.files import write_atomic
 from triton_ge_console.repository.build import BuildError, BuildReport, build_repository, folder_digest
 from triton_ge_console.repository.external_data import external_files
-from triton_ge_console.repository.spec import SpecError, load_spec
+from triton_ge_console.repository.spec.load import SpecError, load_spec
 from triton_ge_console.sessions.control import ControlError, TritonControl, config_changes
 from triton_ge_console.sessions.paths import open_private
 from triton_ge_console.sessions.registry import Registry, SessionRecord

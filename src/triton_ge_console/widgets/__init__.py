@@ -1,13 +1,21 @@
 """ipywidgets views over session snapshots, for Jupyter notebooks."""
 
-from triton_ge_console.widgets.commands import CommandRunner
+from triton_ge_console.widgets.command_runner import CommandRunner
 from triton_ge_console.widgets.dashboard import Dashboard
 from triton_ge_console.widgets.devices import DeviceGauges
 from triton_ge_console.widgets.loadtest import LoadTestControl
-from triton_ge_console.widgets.logtail import LogTail
+from triton_ge_console.widgets.logtail import FilteredLogTail
 from triton_ge_console.widgets.model_charts import ModelCharts
-from triton_ge_console.widgets.models import ModelsTable
-from triton_ge_console.widgets.poller import Poller
+from triton_ge_console.widgets.models import ModelsPanel
+from triton_ge_console.widgets.poller import BackgroundPoller
 
-__all__ = ["CommandRunner", "Dashboard", "DeviceGauges", "LoadTestControl", "LogTail", "ModelCharts",
-           "ModelsTable", "Poller"]
+__all__ = [
+           "BackgroundPoller",
+           "CommandRunner",
+           "Dashboard",
+           "DeviceGauges",
+           "FilteredLogTail",
+           "LoadTestControl",
+           "ModelCharts",
+           "ModelsPanel",
+]

@@ -11,14 +11,14 @@ import ipywidgets as w
 
 from triton_ge_console.sessions.snapshot import ServerSnapshot
 from triton_ge_console.sessions.source import SessionSource
-from triton_ge_console.widgets.commands import CommandRunner
+from triton_ge_console.widgets.command_runner import CommandRunner
 from triton_ge_console.widgets.devices import DeviceGauges, device_extras
-from triton_ge_console.widgets.format import duration, gib, percent
+from triton_ge_console.widgets.format import duration, memory, percent
 from triton_ge_console.widgets.loadtest import LoadRunner, LoadTestControl, loadgen_runner
-from triton_ge_console.widgets.logtail import LogTail
+from triton_ge_console.widgets.logtail import FilteredLogTail
 from triton_ge_console.widgets.model_charts import ModelCharts
-from triton_ge_console.widgets.models import COLUMNS, ModelsTable, cells_for
-from triton_ge_console.widgets.poller import Poller
+from triton_ge_console.widgets.models import COLUMNS, ModelsPanel, cells_for
+from triton_ge_console.widgets.poller import BackgroundPoller
 
 STALE_CLASS = "ge-console-stale"
 # the last figures of a server that stopped answering stay on screen, greyed, as the terminal console does
@@ -57,7 +57,7 @@ def static_html(snapshot: ServerSnapshot, closed_at: float) -> str:
     rows = "".join(f"<tr>{row}</tr>" for row in cells)
     devices = "<br>".join(
         f"NPU{html.escape(d.id)} {html.escape(d.kind)} util {percent(d.utilization)} "
-        f"memory {gib(d.memory_used_bytes, d.memory_total_bytes)} {html.escape(device_extras(d))}"
+        f"memory {memory(d.memory_used_bytes, d.memory_total_bytes)} {html.escape(device_extras(d))}"
         for d in snapshot.devices)
     return (f"{header_html(snapshot)}<br><i>dashboard closed at {when}: the last figures it showed</i><br>"
             f"{devices}<table style='font-family:monospace'><tr>{head}</tr>{rows}</table>")
@@ -74,14 +74,14 @@ class Dashboard:
         self.header = w.HTML(f"<b>GE Console</b> ─ session {html.escape(source.name)} ─ waiting")
         self.problem = w.HTML("")
         self.devices = DeviceGauges(history_seconds)
-        self.models = ModelsTable(source.controller, CommandRunner(background=background))
+        self.models = ModelsPanel(source.controller, CommandRunner(background=background))
         self.charts = ModelCharts(history_seconds=history_seconds)
-        self.logs = LogTail(source.log_path)
+        self.logs = FilteredLogTail(source.log_path)
         self.loadtest = LoadTestControl(load_runner, background=background)
         self.snapshot: ServerSnapshot | None = None
         self.last_good: ServerSnapshot | None = None  # the newest snapshot read without an error
         self.stale = False
-        self.poller = Poller(source, self.show, interval, on_error=self._report)
+        self.poller = BackgroundPoller(source, self.show, interval, on_error=self._report)
         extras = w.Tab([self.loadtest.box, self.logs.box], titles=("load test", "server log"))
         self.views = w.VBox([self.devices.box, self.models.box, self.charts.box, extras])
         self.box = w.VBox([w.HTML(STALE_STYLE), self.header, self.problem, self.views])

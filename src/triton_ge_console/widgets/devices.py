@@ -11,7 +11,7 @@ from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.snapshot import DeviceSnapshot, ServerSnapshot
 from triton_ge_console.widgets.charts import plot_line, relative_times, sparkline, values, window
-from triton_ge_console.widgets.format import MISSING, gib, number, percent
+from triton_ge_console.widgets.format import MISSING, memory, number, percent
 
 
 class DeviceRow:
@@ -44,7 +44,7 @@ class DeviceRow:
         self.utilization_label.value = percent(device.utilization)
         used, total = device.memory_used_bytes, device.memory_total_bytes
         self.memory.value = min(used / total, 1.0) if used is not None and total else 0.0
-        self.memory_label.value = gib(used, total)
+        self.memory_label.value = memory(used, total)
         self.extra.value = device_extras(device)
         self.models.value = ", ".join(name if size is None else f"{name} {human_bytes(size)}"
                                       for name, size in models or ())

@@ -9,16 +9,7 @@ from triton_ge_console.display import MISSING as MISSING
 from triton_ge_console.display import duration as duration
 from triton_ge_console.display import memory as memory
 from triton_ge_console.display import number as number
-
-
-def percent(ratio: float | None) -> str:
-    """A 0..1 ratio as a whole percentage."""
-    return MISSING if ratio is None else f"{ratio * 100:.0f}%"
-
-
-def gib(used: int | None, total: int | None) -> str:
-    """Memory as used/total (GiB, or MiB where less: what the glue holds on an emulated device shows)."""
-    return memory(used, total)
+from triton_ge_console.display import percent as percent
 
 
 def as_float(value: float | int | None) -> float:

@@ -17,7 +17,7 @@ WINDOWS = 3
 def loadgen_runner(url: str, protocol: str = "grpc", shapes: Mapping[str, tuple[int, ...]] | None = None,
                    headers: Mapping[str, str] | None = None) -> LoadRunner:
     """A LoadRunner over the session load generator: one closed-loop step measured in three windows."""
-    from triton_ge_console.sessions.loadgen import LoadSpec, run_load_sync
+    from triton_ge_console.sessions.loadgen.run import LoadSpec, run_load_sync
 
     def run(model: str, concurrency: int, duration_s: float) -> Any:
         window_ms = max(int(duration_s * 1000 / WINDOWS), 100)

@@ -14,7 +14,7 @@ GE_FAILURE_MARKERS = ("aclgrphParseONNX", "CompileGraph failed", "execute model 
                       "failed to load", "UNAVAILABLE")
 
 
-class LogTail:
+class FilteredLogTail:
     """Keeps the last `max_lines` lines of a log file; `refresh()` reads only what was appended."""
 
     def __init__(self, path: Path | None, max_lines: int = 200, shown: int = 40) -> None:

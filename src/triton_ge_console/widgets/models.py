@@ -9,7 +9,7 @@ import ipywidgets as w
 
 from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.sessions.source import CommandResult, Controller
-from triton_ge_console.widgets.commands import CommandRunner
+from triton_ge_console.widgets.command_runner import CommandRunner
 from triton_ge_console.widgets.format import MISSING, number
 
 COLUMNS = ("MODEL", "VER", "STATE", "BACKEND", "QUEUE", "REQ/S", "INF/S", "BATCH", "AVG ms", "P50 ms",
@@ -94,7 +94,7 @@ def _strip_tags(markup: str) -> str:
     return markup
 
 
-class ModelsTable:
+class ModelsPanel:
     """Every model version of a session; buttons send commands through the session's controller."""
 
     def __init__(self, controller: Controller, runner: CommandRunner | None = None) -> None:

@@ -12,7 +12,7 @@ SnapshotHandler = Callable[[ServerSnapshot], None]
 ErrorHandler = Callable[[BaseException], None]
 
 
-class Poller:
+class BackgroundPoller:
     """Polls `source` every `interval` s on a daemon thread; the next poll is armed when the last ends."""
 
     def __init__(self, source: SessionSource, on_snapshot: SnapshotHandler, interval: float = 1.0,

@@ -12,7 +12,6 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
-from triton_ge_console.console import repo_info
 from triton_ge_console.console.series import ModelSeriesCache, UtilizationCache
 from triton_ge_console.console.widgets.detail import DetailPane, ModelDetail
 from triton_ge_console.console.widgets.devices import SPARK_WIDTH, DevicesPanel
@@ -24,6 +23,7 @@ from triton_ge_console.console.widgets.header import (
 )
 from triton_ge_console.console.widgets.models import ModelsTable
 from triton_ge_console.console.widgets.titles import retitle
+from triton_ge_console.repository import inventory
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
@@ -213,7 +213,7 @@ class DashboardScreen(Screen[None]):
             return "—"
         cached = self._summaries.get(model.name)
         if cached is None or cached[0] != stamp:
-            cached = (stamp, repo_info.config_summary(path))
+            cached = (stamp, inventory.config_summary(path))
             self._summaries[model.name] = cached
         return cached[1]
 

@@ -15,8 +15,8 @@ from textual.widgets import Button, Input, Label, Log, ProgressBar
 from triton_ge_console.console import format as fmt
 
 if TYPE_CHECKING:
-    from triton_ge_console.sessions.loadgen import LoadRun
-    from triton_ge_console.sessions.loadgen_types import BenchRow, Progress
+    from triton_ge_console.sessions.loadgen.run import LoadRun
+    from triton_ge_console.sessions.loadgen.types import BenchRow, Progress
 
 WINDOW_MS = 1000
 HINT = "Enter or Start runs the test · Esc stops it and closes this dialog"
@@ -79,9 +79,9 @@ class LoadTestScreen(ModalScreen[None]):
 
     def start(self) -> None:
         """Validate the options and begin the run in the background."""
-        from triton_ge_console.sessions.loadgen import LoadRun
-        from triton_ge_console.sessions.loadgen_inputs import LoadSpecError
-        from triton_ge_console.sessions.loadgen_types import LoadSpec
+        from triton_ge_console.sessions.loadgen.inputs import LoadSpecError
+        from triton_ge_console.sessions.loadgen.run import LoadRun
+        from triton_ge_console.sessions.loadgen.types import LoadSpec
 
         if self.run is not None and self.run.running:
             return

@@ -13,12 +13,12 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TextArea, Tree
 
-from triton_ge_console.console import repo_info
 from triton_ge_console.console.format import short_path
 from triton_ge_console.console.highlight import highlight_pbtxt
-from triton_ge_console.console.probe import session_headers
-from triton_ge_console.console.repo_info import ConfigFinding
 from triton_ge_console.files import write_atomic
+from triton_ge_console.repository import inventory
+from triton_ge_console.repository.inventory import ConfigFinding
+from triton_ge_console.sessions.session_headers import session_headers
 
 if TYPE_CHECKING:
     from triton_ge_console.console.app import GEConsoleApp
@@ -60,7 +60,7 @@ class RepositoryScreen(Screen[None]):
     def __init__(self, repository: Path) -> None:
         super().__init__()
         self.repository = repository
-        self.current: repo_info.RepoModel | None = None
+        self.current: inventory.RepoModel | None = None
 
     @property
     def console(self) -> GEConsoleApp:
@@ -88,7 +88,7 @@ class RepositoryScreen(Screen[None]):
         self.query_one("#diff-scroll").border_title = "diff: loaded by Triton → on disk"
         tree = self.query_one(Tree)
         tree.root.expand()
-        models = repo_info.list_models(self.repository)
+        models = inventory.list_models(self.repository)
         for model in models:
             node = tree.root.add(model.name, data=model, expand=True)
             for version in model.versions:
@@ -100,13 +100,13 @@ class RepositoryScreen(Screen[None]):
         self.show_model(wanted)
         tree.focus()
 
-    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[repo_info.RepoModel]) -> None:
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[inventory.RepoModel]) -> None:
         """Follow the tree cursor."""
         model = event.node.data
         if model is not None and model != self.current:
             self.show_model(model)
 
-    def show_model(self, model: repo_info.RepoModel) -> None:
+    def show_model(self, model: inventory.RepoModel) -> None:
         """Show one model's config, validation results and diff."""
         self.current = model
         self.console.selected_model = model.name
@@ -121,7 +121,7 @@ class RepositoryScreen(Screen[None]):
     def _show_text(self, text: str) -> None:
         """Highlight and validate the given config text."""
         assert self.current is not None
-        findings = repo_info.check_config_text(text, self.current.config_path)
+        findings = inventory.check_config_text(text, self.current.config_path)
         error_lines = [f.line for f in findings if f.line and f.severity == "error"]
         self.query_one("#config-scroll").border_title = short_path(self.current.config_path)
         self.query_one("#config-view", Static).update(highlight_pbtxt(text, error_lines))
@@ -136,11 +136,11 @@ class RepositoryScreen(Screen[None]):
         self._diff_worker(url, self.current, session_headers(self.console.source))
 
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
-    def _diff_worker(self, url: str | None, model: repo_info.RepoModel, headers: dict[str, str]) -> None:
+    def _diff_worker(self, url: str | None, model: inventory.RepoModel, headers: dict[str, str]) -> None:
         """GET the loaded config (with the session's token), then draw the diff on the UI thread."""
-        loaded: dict[str, Any] | None = repo_info.fetch_loaded_config(url, model.name, headers=headers)
+        loaded: dict[str, Any] | None = inventory.fetch_loaded_config(url, model.name, headers=headers)
         try:
-            lines = repo_info.config_diff(model.config_path.read_text(encoding="utf-8"), loaded)
+            lines = inventory.config_diff(model.config_path.read_text(encoding="utf-8"), loaded)
         except OSError as exc:
             lines = [f"(cannot read {model.config_path}: {exc})"]
         self.app.call_from_thread(self._show_diff, lines)
@@ -166,7 +166,7 @@ class RepositoryScreen(Screen[None]):
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
         """Validate as the operator types."""
         if self.current is not None and event.text_area.display:
-            findings = repo_info.check_config_text(event.text_area.text, self.current.config_path)
+            findings = inventory.check_config_text(event.text_area.text, self.current.config_path)
             self.query_one("#validation", Static).update(findings_text(findings))
 
     def action_save(self) -> None:
@@ -176,9 +176,9 @@ class RepositoryScreen(Screen[None]):
             return
         text = editor.text
         path = self.current.config_path
-        findings = repo_info.check_config_text(text, path)
+        findings = inventory.check_config_text(text, path)
         try:
-            on_disk = repo_info.check_config_text(path.read_text(encoding="utf-8"), path)
+            on_disk = inventory.check_config_text(path.read_text(encoding="utf-8"), path)
         except OSError:
             on_disk = []
         known = {(f.field, f.message) for f in on_disk}

@@ -37,7 +37,7 @@ GAP = "  "  # between two columns
 HEADER_STYLE = "bold"
 
 
-class RenderPass(NamedTuple):
+class DevicesRenderPass(NamedTuple):
     """What every line of one render pass shares."""
 
     base: Style  # the widget's style
@@ -86,7 +86,7 @@ def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | N
         "NAME": ((device.name or "", ""),),
         "KIND": ((device.kind, "cyan" if device.kind == "npu" else ""),),
         "UTIL": ((fmt.sparkline(utilization_series, spark, top=1.0), "green"),
-                 (f" {fmt.percent(device.utilization):>4}", "")),
+                 (f" {fmt.percent_cell(device.utilization):>4}", "")),
         "HBM": ((fmt.bar(used, total, bar), "blue"), (f" {fmt.memory(used, total):>{MEMORY_WIDTH}}", "")),
         "TEMP": ((temp, ""),),
         "POWER": ((power, ""),),
@@ -151,7 +151,7 @@ class DevicesPanel(Widget):
         self._styles: dict[tuple[Looks, str, bool, int, int], Style] = {}  # see _styled
         # line -> what its strip was built from (pieces, looks, selected span) and the strip
         self._strips: dict[int, tuple[tuple[Piece, ...], Looks, Span | None, Strip]] = {}
-        self._render_pass: RenderPass | None = None  # what the render pass under way looked up once
+        self._render_pass: DevicesRenderPass | None = None  # what the render pass under way looked up once
 
     def watch_frame(self, frame: DevicesFrame | None) -> None:
         """Repaint only the lines whose text changed; re-layout only when the number of lines changes."""
@@ -186,9 +186,9 @@ class DevicesPanel(Widget):
         finally:
             self._render_pass = None
 
-    def _look_up_pass(self) -> RenderPass:
+    def _look_up_pass(self) -> DevicesRenderPass:
         """The widget's style, the selection in it and the selection's style."""
-        return RenderPass(self.rich_style, self.text_selection, self.selection_style)
+        return DevicesRenderPass(self.rich_style, self.text_selection, self.selection_style)
 
     def render_line(self, y: int) -> Strip:
         """A device's line, rebuilt only when its pieces, the widget's style or the selection changed."""

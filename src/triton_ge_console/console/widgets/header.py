@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from rich.text import Text
@@ -10,29 +9,10 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from triton_ge_console.console import format as fmt
-from triton_ge_console.console.session_link import STARTING
+from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.widgets.textlines import TextLines
+from triton_ge_console.sessions.pending import STARTING_MESSAGE
 from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
-
-
-@dataclass(frozen=True)
-class Connection:
-    """What the console knows about reaching the server: the last good snapshot and any current failure."""
-
-    session: str
-    interval_s: float
-    last_good: ServerSnapshot | None = None
-    error: str | None = None
-    failed_polls: int = 0
-    retry_in_s: float | None = None
-    stopped: bool = False  # the operator stopped the server on purpose
-    diagnosis: str | None = None  # what happened to the server, when the console knows (it crashed, ...)
-
-    @property
-    def stale(self) -> bool:
-        """Whether what is on screen is older than the last poll."""
-        return self.error is not None
-
 
 HEALTH_LOOKS = {  # health -> its mark and colour in the header
     "stopped": ("■ stopped", "bold yellow"),
@@ -47,7 +27,7 @@ def health_of(snapshot: ServerSnapshot | None, connection: Connection) -> str:
     """stopped / starting / down / ready / live (a HEALTH_LOOKS key)."""
     if connection.stopped:
         return "stopped"
-    if connection.error == STARTING:
+    if connection.error == STARTING_MESSAGE:
         return "starting"
     if connection.stale or snapshot is None:
         return "down"

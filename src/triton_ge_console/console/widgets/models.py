@@ -190,7 +190,7 @@ def row_key(model: ModelSnapshot) -> str:
     return f"{model.name}/{model.version}"
 
 
-class RenderPass(NamedTuple):
+class TableRenderPass(NamedTuple):
     """What every line of one render pass shares."""
 
     width: int
@@ -238,7 +238,7 @@ class ModelsTable(ScrollView, can_focus=True):
         self._keys: list[str] = []
         # row key -> the snapshot its lines were drawn from, and its line per base style
         self._drawn: dict[str, tuple[ModelSnapshot, dict[Style, Strip]]] = {}
-        self._pass: RenderPass | None = None  # what the render pass under way looked up once
+        self._pass: TableRenderPass | None = None  # what the render pass under way looked up once
         self._columns = FULL  # all of them, or a smaller set (MEDIUM, COMPACT) when the table is narrower
 
     @property
@@ -345,10 +345,10 @@ class ModelsTable(ScrollView, can_focus=True):
         finally:
             self._pass = None
 
-    def _look_up_pass(self) -> RenderPass:
+    def _look_up_pass(self) -> TableRenderPass:
         """What every line of a render pass shares."""
         base = self.rich_style
-        return RenderPass(self.size.width, int(self.scroll_x), int(self.scroll_y), base,
+        return TableRenderPass(self.size.width, int(self.scroll_x), int(self.scroll_y), base,
                           self.get_component_rich_style("models-table--header"),
                           base + self.get_component_rich_style("models-table--cursor"))
 

@@ -1,0 +1,49 @@
+"""`ge-console k8s render`: only the arguments live here; the work is imported when the command runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    """Add `k8s render`."""
+    k8s = subparsers.add_parser("k8s", help="Kubernetes: manifests for a deployment spec")
+    k8s_commands = k8s.add_subparsers(dest="k8s_command", metavar="COMMAND")
+    render = k8s_commands.add_parser(
+        "render",
+        help="write a Deployment, a Service (and a ServiceMonitor) for SPEC",
+        description="Write the Kubernetes manifests for SPEC (its kubernetes: section sets image, "
+        "namespace, storage and resource names) into DIR, one file per object.",
+    )
+    render.add_argument("spec", type=Path, metavar="SPEC", help="deployment spec (YAML)")
+    render.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="folder to write")
+    render.set_defaults(func=run_render)
+
+
+def run_render(args: argparse.Namespace) -> int:
+    """Render and write; spec problems go to stderr, one line each."""
+    from triton_ge_console.fleet.k8s_render import RenderError, render, token_secret, write_manifests
+    from triton_ge_console.repository.spec.load import SpecError, load_spec
+
+    try:
+        spec = load_spec(args.spec)
+        written = write_manifests(render(spec), args.output)
+    except SpecError as exc:
+        for problem in exc.problems:
+            print(f"ge-console: error: {problem}", file=sys.stderr)
+        return 1
+    except (RenderError, OSError) as exc:
+        print(f"ge-console: error: {exc}", file=sys.stderr)
+        return 1
+    for path in written:
+        print(f"wrote {path}")
+    k8s = spec.kubernetes
+    print(
+        f"the servers read their token from Secret '{token_secret(spec)}' (key '{k8s.token_secret_key}'): "
+        f"kubectl -n {k8s.namespace} create secret generic {token_secret(spec)} "
+        f"--from-literal={k8s.token_secret_key}=..."
+    )
+    return 0

@@ -1,0 +1,1 @@
+"""What Triton and the GE backends check when they load a model, in their wording."""

@@ -1,0 +1,93 @@
+"""A GE model's declared inputs and outputs against the ONNX graph it runs: the glue and CANN's npu_ge both
+refuse a config that names a tensor the graph lacks, or gives it another type or shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tritonclient.grpc import model_config_pb2 as mc
+
+from triton_ge_console.backend_glue.settings import model_file_candidates
+from triton_ge_console.repository import external_data
+from triton_ge_console.repository.onnx_io import OnnxReadError, read_onnx_io, triton_dims
+from triton_ge_console.repository.rules.findings import WILDCARD_DIM, Finding, error
+from triton_ge_console.repository.spec.types import TensorSpec
+
+
+def onnx_of_version(onnx_text: str | None, version_dir: Path) -> Path | None:
+    """The ONNX a version runs: onnx_model_path (version folder, then model folder) or the first *.onnx."""
+    if onnx_text:
+        return next((c for c in model_file_candidates(onnx_text, version_dir) if c.is_file()), None)
+    found = sorted(p for p in version_dir.glob("*.onnx") if p.is_file())
+    return found[0] if found else None
+
+
+def check_external_data(onnx_path: Path) -> list[Finding]:
+    """Each external-data file the ONNX names exists, is long enough and lies inside the model's folder."""
+    return [error("", problem) for problem in external_data.check_external_data(onnx_path)]
+
+
+def check_io_against_onnx(config: mc.ModelConfig, onnx_path: Path) -> list[Finding]:
+    """Declared inputs/outputs exist in the graph with the same data type and compatible dims."""
+    if not config.input and not config.output:
+        return []  # both backends read them from the ONNX
+    try:
+        graph_inputs, graph_outputs = read_onnx_io(onnx_path)
+    except OnnxReadError as exc:
+        return [error("backend", str(exc))]
+    findings = []
+    for kind, declared, graph in (
+        ("input", config.input, graph_inputs),
+        ("output", config.output, graph_outputs),
+    ):
+        by_name = {t.name: t for t in graph}
+        for i, io in enumerate(declared):
+            tensor = by_name.get(io.name)
+            if tensor is None:
+                names = ", ".join(t.name for t in graph) or "none"
+                findings.append(
+                    error(
+                        f"{kind}[{i}].name",
+                        f"{kind} '{io.name}': {onnx_path} has no {kind} of that name (it has: {names})",
+                    )
+                )
+                continue
+            findings += _tensor_findings(f"{kind}[{i}]", kind, io, tensor, config.max_batch_size, onnx_path)
+    return findings
+
+
+def _tensor_findings(
+    where: str,
+    kind: str,
+    io: mc.ModelInput | mc.ModelOutput,
+    tensor: TensorSpec,
+    max_batch_size: int,
+    onnx_path: Path,
+) -> list[Finding]:
+    """One declared tensor against its graph tensor: type, rank, fixed dims."""
+    declared_type = mc.DataType.Name(io.data_type).removeprefix("TYPE_")
+    graph_type = "BYTES" if tensor.data_type == "STRING" else tensor.data_type
+    if io.data_type != mc.TYPE_INVALID and declared_type.replace("STRING", "BYTES") != graph_type:
+        return [
+            error(
+                f"{where}.data_type",
+                f"{kind} '{io.name}' is TYPE_{declared_type} here but TYPE_{graph_type} in {onnx_path}",
+            )
+        ]
+    graph_dims = triton_dims(tensor.dims, max_batch_size)
+    declared = tuple(io.dims)
+    mismatch = len(declared) != len(graph_dims) or any(
+        a != b and WILDCARD_DIM not in (a, b) for a, b in zip(declared, graph_dims, strict=False)
+    )
+    if declared and mismatch:
+        batch = (
+            f" (max_batch_size {max_batch_size}: the batch axis is not listed)" if max_batch_size > 0 else ""
+        )
+        return [
+            error(
+                f"{where}.dims",
+                f"{kind} '{io.name}' dims {list(declared)} do not match "
+                f"{list(graph_dims)} in {onnx_path}{batch}",
+            )
+        ]
+    return []

@@ -1,0 +1,104 @@
+"""Whole-deployment NPU checks of a spec: every named NPU exists on this host (when npu-smi says how many),
+and no NPU holds more model memory than it has, counting each tensor-parallel instance's share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import yaml
+
+from triton_ge_console.backend_glue.ledger import human_bytes
+from triton_ge_console.repository import demo_models
+from triton_ge_console.repository.spec.nodes import Problems, join
+from triton_ge_console.repository.spec.types import ModelSpec, ServerSpec
+
+GIB = 1 << 30
+
+
+def model_bytes(model: ModelSpec) -> int | None:
+    """What one instance of the model holds on its NPUs, estimated by its model file (None: unknown)."""
+    path = model.om_path or model.onnx_path
+    if path is not None:
+        try:
+            return path.stat().st_size
+        except OSError:
+            return None
+    return len(demo_models.demo_bytes(model.source)) if demo_models.is_demo(model.source) else None
+
+
+def device_loads(models: Sequence[ModelSpec]) -> dict[int, list[tuple[str, int]]]:
+    """Per NPU, (model, bytes) of every instance on it; a tensor-parallel instance charges each NPU 1/N."""
+    loads: dict[int, list[tuple[str, int]]] = {}
+    for model in models:
+        size = model_bytes(model)
+        if size is None:
+            continue
+        group = model.instance_group
+        share = -(-size // group.tensor_parallel)  # ceiling: the ledger charges whole bytes
+        for devices in group.instance_devices():
+            for device in devices:
+                loads.setdefault(device, []).append((model.name, share))
+    return loads
+
+
+def check_devices(problems: Problems, items: Sequence[yaml.Node], models: Sequence[ModelSpec],
+                  server: ServerSpec, host_devices: int | None) -> None:
+    """Record an NPU id the host lacks and an NPU over its capacity, at the model's instance_group."""
+    nodes = {m.name: (item, f"models[{i}]") for i, (item, m) in enumerate(zip(items, models, strict=True))}
+    for model in models:
+        if host_devices is None:
+            break
+        missing = [d for d in model.instance_group.device_ids if d >= host_devices]
+        if missing:
+            node, path = _group_node(nodes[model.name])
+            problems.add(_value(node, "device_ids") or node, join(path, "device_ids"),
+                         f"NPU {missing[0]} does not exist: this host has {host_devices} "
+                         f"(ids 0-{host_devices - 1})")
+    for last, message in over_committed(device_loads(models), int(server.npu_memory_gib * GIB)):
+        node, path = _group_node(nodes[last])
+        problems.add(node, path, message)
+
+
+def over_committed(loads: dict[int, list[tuple[str, int]]], capacity: int) -> list[tuple[str, str]]:
+    """(the last model placed, why) for each NPU whose models together need more than its capacity."""
+    found = []
+    for device, held in sorted(loads.items()):
+        total = sum(size for _, size in held)
+        if total > capacity:
+            holders = ", ".join(f"{name} {human_bytes(size)}" for name, size in held)
+            found.append((held[-1][0], f"NPU {device} would hold {human_bytes(total)} of its "
+                                       f"{human_bytes(capacity)} ({holders})"))
+    return found
+
+
+def _group_node(found: tuple[yaml.Node, str]) -> tuple[yaml.Node, str]:
+    """The model's instance_group node and path (the model entry itself when it has none)."""
+    item, path = found
+    group = _value(item, "instance_group")
+    return (group, join(path, "instance_group")) if group is not None else (item, path)
+
+
+def _value(node: yaml.Node, key: str) -> yaml.Node | None:
+    """The value node of key in a mapping node."""
+    if isinstance(node, yaml.MappingNode):
+        return next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
+    return None
+
+
+def host_device_count() -> int | None:
+    """How many NPUs npu-smi lists on this host; None without npu-smi or when it fails."""
+    from triton_ge_console.sessions.telemetry.npu_smi import (
+        NpuSmiError,
+        find_npu_smi,
+        parse_info_table,
+        run_npu_smi,
+    )
+
+    binary = find_npu_smi()
+    if binary is None:
+        return None
+    try:
+        return len(parse_info_table(run_npu_smi(binary, "info"))) or None
+    except (NpuSmiError, OSError, ValueError):
+        return None
+

@@ -1,0 +1,243 @@
+"""Load a deployment spec (YAML, safe_load semantics) into a DeploymentSpec, with every problem at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from triton_ge_console.repository.spec.devices import check_devices, host_device_count
+from triton_ge_console.repository.spec.k8s import read_kubernetes
+from triton_ge_console.repository.spec.models import model_name_problem, read_model
+from triton_ge_console.repository.spec.nodes import Problems, Reader, SpecError, SpecProblem, join
+from triton_ge_console.repository.spec.types import DeploymentSpec, KubernetesSpec, ModelSpec, ServerSpec
+
+__all__ = ["SpecError", "SpecProblem", "load_spec", "model_name_problem", "parse_spec"]
+
+TOP_KEYS = ("name", "server", "models", "kubernetes")
+SERVER_KEYS = (
+    "http_port",
+    "grpc_port",
+    "metrics_port",
+    "listen",
+    "backend_config",
+    "metrics",
+    "log_verbose",
+    "npu_memory_gib",
+    "extra_args",
+)
+METRICS_KEYS = ("interval_ms", "summary_latencies")
+MAX_SPEC_BYTES = 1 << 20  # a deployment spec is a page or two; anything near this is not one
+MAX_DEPTH = 32  # nesting of mappings and lists; the deepest real spec field is about 6 levels down
+
+
+def load_spec(path: Path) -> DeploymentSpec:
+    """Read a spec file; relative model paths are resolved against the file's folder."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_SPEC_BYTES:
+            raise SpecError([SpecProblem(str(path), 0, 0, "", too_big(size))])
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SpecError([SpecProblem(str(path), 0, 0, "", f"cannot read spec: {reason}")]) from None
+    return parse_spec(text, str(path), path.resolve().parent, default_name=path.stem)
+
+
+def parse_spec(
+    text: str, file: str = "deploy.yaml", base_dir: Path | None = None, default_name: str = "deployment"
+) -> DeploymentSpec:
+    """Parse spec text; `file` labels problems, `base_dir` anchors relative paths."""
+    problems = Problems(file)
+    if len(text) > MAX_SPEC_BYTES:
+        problems.items.append(SpecProblem(file, 0, 0, "", too_big(len(text))))
+        problems.raise_if_any()
+    loader, root = yaml_root(text, problems)
+    reader = Reader(loader, problems)
+    if root is None:
+        problems.add(None, "", "the spec is empty: it needs at least 'models:'")
+        problems.raise_if_any()
+    assert root is not None
+    entries = reader.mapping(root, "", TOP_KEYS)
+    problems.raise_if_any()
+    assert entries is not None
+    name = default_name
+    if "name" in entries:
+        name = reader.text(entries["name"][1], "name") or default_name
+    server = _server(reader, entries["server"][1]) if "server" in entries else ServerSpec()
+    models = _models(reader, entries["models"][1], base_dir) if "models" in entries else None
+    kubernetes: KubernetesSpec | None = KubernetesSpec()
+    if "kubernetes" in entries:
+        kubernetes = read_kubernetes(reader, entries["kubernetes"][1])
+    if "models" not in entries:
+        problems.add(root, "models", "is required: list at least one model")
+    problems.raise_if_any()
+    assert server is not None and models is not None and kubernetes is not None
+    _check_devices(problems, entries["models"][1], models, server)
+    path = None if base_dir is None else base_dir / Path(file).name
+    return DeploymentSpec(name=name, path=path, server=server, models=models, kubernetes=kubernetes)
+
+
+def _check_devices(
+    problems: Problems, node: yaml.Node, models: tuple[ModelSpec, ...], server: ServerSpec
+) -> None:
+    """NPUs the host lacks (asked of npu-smi only when a model names more than NPU 0) and over-commitment."""
+    many = any(d > 0 for model in models for d in model.instance_group.device_ids)
+    check_devices(problems, node.value, models, server, host_device_count() if many else None)
+    problems.raise_if_any()
+
+
+def yaml_root(text: str, problems: Problems) -> tuple[yaml.SafeLoader, yaml.Node | None]:
+    """The document's root node (None for an empty document); a syntax error is raised as a SpecError."""
+    try:
+        _check_depth(text, problems)
+        loader = yaml.SafeLoader(text)  # its reader refuses control characters already
+        root = loader.get_single_node()
+        if root is not None:
+            loader.construct_document(root)  # what safe_load would refuse (e.g. python/* tags) stops here
+        return loader, root
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        reason = exc.problem or exc.context or "invalid YAML"
+        kind = "unsupported YAML" if isinstance(exc, yaml.constructor.ConstructorError) else "YAML syntax"
+        problems.items.append(SpecProblem(problems.file, line, column, "", f"{kind}: {reason}"))
+    except yaml.reader.ReaderError as exc:
+        line, column = _position(text, exc.position)
+        character = f"U+{exc.character:04X}" if isinstance(exc.character, int) else repr(exc.character)
+        message = f"YAML: {exc.reason} ({character})"
+        problems.items.append(SpecProblem(problems.file, line, column, "", message))
+    except yaml.YAMLError as exc:
+        problems.items.append(SpecProblem(problems.file, 1, 1, "", f"YAML syntax: {exc}"))
+    problems.raise_if_any()
+    raise AssertionError("unreachable: a YAML error was recorded")
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of a character offset."""
+    line_start = text.rfind("\n", 0, offset) + 1
+    return text.count("\n", 0, offset) + 1, offset - line_start + 1
+
+
+def too_big(size: int) -> str:
+    """The problem of an oversized spec."""
+    return f"{size} bytes is too large for a deployment spec (at most {MAX_SPEC_BYTES})"
+
+
+def _check_depth(text: str, problems: Problems) -> None:
+    """Refuse nesting deeper than MAX_DEPTH before building nodes (PyYAML builds them recursively)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+                problems.items.append(SpecProblem(
+                    problems.file, line, column, "", f"nested more than {MAX_DEPTH} levels deep: not a spec"))
+                problems.raise_if_any()
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _models(reader: Reader, node: yaml.Node, base_dir: Path | None) -> tuple[ModelSpec, ...] | None:
+    """All models; names must be unique."""
+    items = reader.sequence(node, "models")
+    if items is None:
+        return None
+    if not items:
+        reader.problems.add(node, "models", "must list at least one model")
+        return None
+    models = [read_model(reader, item, f"models[{i}]", base_dir) for i, item in enumerate(items)]
+    seen: dict[str, int] = {}
+    for i, model in enumerate(models):
+        if model is None:
+            continue
+        if model.name in seen:
+            name_node = _key_value(items[i], "name") or items[i]
+            reader.problems.add(
+                name_node,
+                f"models[{i}].name",
+                f"duplicate model name '{model.name}' (also models[{seen[model.name]}])",
+            )
+        seen.setdefault(model.name, i)
+    return tuple(m for m in models if m is not None)
+
+
+def _key_value(node: yaml.Node, key: str) -> yaml.Node | None:
+    """The value node of key in a mapping node."""
+    if isinstance(node, yaml.MappingNode):
+        return next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
+    return None
+
+
+def _server(reader: Reader, node: yaml.Node) -> ServerSpec | None:
+    """The `server:` section."""
+    entries = reader.mapping(node, "server", SERVER_KEYS)
+    if entries is None:
+        return None
+    fields: dict[str, object] = {}
+    for key in ("http_port", "grpc_port", "metrics_port"):
+        if key in entries:
+            fields[key] = reader.integer(entries[key][1], join("server", key), 0, 65535)
+    if "listen" in entries:
+        fields["listen"] = reader.text(entries["listen"][1], "server.listen")
+    if "log_verbose" in entries:
+        fields["log_verbose"] = reader.integer(entries["log_verbose"][1], "server.log_verbose", 0)
+    if "npu_memory_gib" in entries:
+        fields["npu_memory_gib"] = reader.number(entries["npu_memory_gib"][1], "server.npu_memory_gib", True)
+    if "backend_config" in entries:
+        fields["backend_config"] = _backend_config(reader, entries["backend_config"][1])
+    if "metrics" in entries:
+        fields.update(_metrics(reader, entries["metrics"][1]))
+    if "extra_args" in entries:
+        fields["extra_args"] = _strings(reader, entries["extra_args"][1], "server.extra_args")
+    if any(value is None for value in fields.values()):
+        return None
+    return ServerSpec(**fields)  # type: ignore[arg-type]
+
+
+def _metrics(reader: Reader, node: yaml.Node) -> dict[str, object]:
+    """`server.metrics`: interval and whether Triton keeps latency summaries (for p50/p99)."""
+    entries = reader.mapping(node, "server.metrics", METRICS_KEYS)
+    if entries is None:
+        return {"metrics_interval_ms": None}
+    fields: dict[str, object] = {}
+    if "interval_ms" in entries:
+        fields["metrics_interval_ms"] = reader.integer(
+            entries["interval_ms"][1], "server.metrics.interval_ms", 1
+        )
+    if "summary_latencies" in entries:
+        fields["summary_latencies"] = reader.boolean(
+            entries["summary_latencies"][1], "server.metrics.summary_latencies"
+        )
+    return fields
+
+
+def _backend_config(reader: Reader, node: yaml.Node) -> tuple[tuple[str, str, str], ...] | None:
+    """backend → {key: value} as (backend, key, value) triples for --backend-config."""
+    backends = reader.mapping(node, "server.backend_config")
+    if backends is None:
+        return None
+    triples: list[tuple[str, str, str]] = []
+    ok = True
+    for backend, (_, options_node) in backends.items():
+        path = join("server.backend_config", backend)
+        options = reader.mapping(options_node, path)
+        if options is None:
+            ok = False
+            continue
+        for key, (_, value_node) in options.items():
+            value = reader.scalar_text(value_node, join(path, key))
+            ok = ok and value is not None
+            triples.append((backend, key, value or ""))
+    return tuple(triples) if ok else None
+
+
+def _strings(reader: Reader, node: yaml.Node, path: str) -> tuple[str, ...] | None:
+    """A list of strings."""
+    items = reader.sequence(node, path)
+    if items is None:
+        return None
+    values = [reader.text(item, f"{path}[{i}]") for i, item in enumerate(items)]
+    return None if any(v is None for v in values) else tuple(v for v in values if v is not None)

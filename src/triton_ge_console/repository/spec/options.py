@@ -1,0 +1,188 @@
+"""Serving options of one spec model: dynamic batching, instances, GE parameters, console thresholds."""
+
+from __future__ import annotations
+
+import yaml
+
+from triton_ge_console.backend_glue.settings import leaves_model_folder
+from triton_ge_console.ge_backends import EXECUTION_MODES
+from triton_ge_console.repository.spec.nodes import (
+    INT32_MAX,
+    Reader,
+    join,
+    short,
+    suggest,
+    unknown_key_message,
+)
+from triton_ge_console.repository.spec.queue_policy import QUEUE_KEYS, with_queue
+from triton_ge_console.repository.spec.types import DynamicBatchingSpec, InstanceGroupSpec
+
+BATCHING_KEYS = ("preferred_batch_size", "max_queue_delay_microseconds", *QUEUE_KEYS)
+INSTANCE_KEYS = ("count", "device_ids", "tensor_parallel")
+MODEL_PATH_KEYS = ("om_model_path", "onnx_model_path")
+MAX_INSTANCES = 64  # per group; each instance of a GE model is its own backend process and device context
+THRESHOLD_KEYS = ("queue_depth", "p99_ms", "timed_out")
+# Parameters the GE backends read; others pass through (Triton ignores what a backend does not read), but a
+# near-miss of one of these is almost surely a typo and is reported.
+KNOWN_PARAMETERS = (
+    "om_model_path",
+    "onnx_model_path",
+    "static_model",
+    "profiling",
+    "execution_mode",
+    "intra_op_thread_count",
+    "inter_op_thread_count",
+    "npu_memory_gib",
+)
+
+
+def read_batching(
+    reader: Reader, node: yaml.Node | None, path: str, max_batch: int | None
+) -> DynamicBatchingSpec | None:
+    """Dynamic batching: `{}`/true for defaults, or preferred sizes, a queue delay and queue policies."""
+    if node is None or (isinstance(node, yaml.ScalarNode) and reader.value(node) is False):
+        return None
+    if max_batch == 0:
+        reader.problems.add(node, path, "needs max_batch_size > 0 (Triton batches along the first dim)")
+    if isinstance(node, yaml.ScalarNode) and reader.value(node) in (True, None):
+        return DynamicBatchingSpec()
+    entries = reader.mapping(node, path, BATCHING_KEYS)
+    if entries is None:
+        return None
+    preferred = _preferred(reader, entries, path, max_batch)
+    delay = 0
+    if "max_queue_delay_microseconds" in entries:
+        delay = (
+            reader.integer(
+                entries["max_queue_delay_microseconds"][1], join(path, "max_queue_delay_microseconds"), 0
+            )
+            or 0
+        )
+    return with_queue(reader, DynamicBatchingSpec(preferred, delay), entries, path)
+
+
+def _preferred(
+    reader: Reader, entries: dict[str, tuple[yaml.Node, yaml.Node]], path: str, max_batch: int | None
+) -> tuple[int, ...]:
+    """Preferred batch sizes, each at most max_batch_size."""
+    if "preferred_batch_size" not in entries:
+        return ()
+    pref_node = entries["preferred_batch_size"][1]
+    preferred = reader.int_list(pref_node, join(path, "preferred_batch_size"), 1, INT32_MAX) or ()
+    too_big = [size for size in preferred if max_batch and size > max_batch]
+    if too_big:
+        reader.problems.add(
+            pref_node,
+            join(path, "preferred_batch_size"),
+            f"{too_big[0]} is larger than max_batch_size {max_batch}",
+        )
+    return preferred
+
+
+def read_instance_group(reader: Reader, node: yaml.Node | None, path: str) -> InstanceGroupSpec | None:
+    """Instance count and NPU device ids."""
+    if node is None:
+        return InstanceGroupSpec()
+    entries = reader.mapping(node, path, INSTANCE_KEYS)
+    if entries is None:
+        return None
+    count: int | None = 1
+    device_ids: tuple[int, ...] | None = (0,)
+    if "count" in entries:
+        count = reader.integer(entries["count"][1], join(path, "count"), 1)
+        if count is not None and count > MAX_INSTANCES:
+            reader.problems.add(entries["count"][1], join(path, "count"),
+                                f"must be <= {MAX_INSTANCES} (each instance is a backend process)")
+            count = None
+    if "device_ids" in entries:
+        device_ids = reader.int_list(entries["device_ids"][1], join(path, "device_ids"), 0, INT32_MAX)
+        if device_ids is not None and not device_ids:
+            reader.problems.add(
+                entries["device_ids"][1], join(path, "device_ids"), "must list at least one id"
+            )
+            device_ids = None
+    parallel = _tensor_parallel(reader, entries, path, device_ids)
+    if count is None or device_ids is None or parallel is None:
+        return None
+    return InstanceGroupSpec(count, device_ids, parallel)
+
+
+def _tensor_parallel(
+    reader: Reader,
+    entries: dict[str, tuple[yaml.Node, yaml.Node]],
+    path: str,
+    device_ids: tuple[int, ...] | None,
+) -> int | None:
+    """NPUs per instance: device_ids must cut into whole groups of that many."""
+    if "tensor_parallel" not in entries:
+        return 1
+    node = entries["tensor_parallel"][1]
+    parallel = reader.integer(node, join(path, "tensor_parallel"), 1)
+    if parallel is not None and device_ids is not None and len(device_ids) % parallel:
+        reader.problems.add(node, join(path, "tensor_parallel"),
+                            f"{parallel} NPUs per instance, but device_ids lists {len(device_ids)}: "
+                            f"list a multiple of {parallel}")
+        return None
+    if parallel and parallel > 1 and device_ids is not None and len(set(device_ids)) != len(device_ids):
+        reader.problems.add(entries["device_ids"][1], join(path, "device_ids"),
+                            "lists an NPU twice: one instance cannot span the same NPU twice")
+        return None
+    return parallel
+
+
+def read_parameters(reader: Reader, node: yaml.Node | None, path: str) -> dict[str, str]:
+    """GE parameters as strings, in spec order; a near-miss of a known key is a problem."""
+    if node is None:
+        return {}
+    entries = reader.mapping(node, path)
+    params: dict[str, str] = {}
+    for key, (key_node, value_node) in (entries or {}).items():
+        key_path = join(path, key)
+        if key in ("device_ids", "DEVICEIDS"):
+            reader.problems.add(key_node, key_path, "set NPUs with instance_group.device_ids")
+            continue
+        if (
+            key not in KNOWN_PARAMETERS
+            and not key.startswith("ge.")
+            and suggest(key, KNOWN_PARAMETERS).startswith("; did you mean")
+        ):
+            reader.problems.add(key_node, key_path, unknown_key_message(key, KNOWN_PARAMETERS))
+            continue
+        value = reader.scalar_text(value_node, key_path)
+        if key == "execution_mode" and value is not None and value not in EXECUTION_MODES:
+            reader.problems.add(
+                value_node, key_path, f"unknown mode '{value}'{suggest(value, EXECUTION_MODES)}"
+            )
+        elif key in MODEL_PATH_KEYS and value is not None and leaves_model_folder(value):
+            reader.problems.add(value_node, key_path, f"'{short(value)}' leaves the model folder "
+                                "(relative paths are read from the version folder; absolute ones are kept)")
+        elif value is not None:
+            params[key] = value
+    return params
+
+
+def read_thresholds(reader: Reader, node: yaml.Node | None, path: str) -> tuple[tuple[str, float], ...]:
+    """Console colouring thresholds."""
+    if node is None:
+        return ()
+    entries = reader.mapping(node, path, THRESHOLD_KEYS) or {}
+    found = [
+        (key, reader.number(value, join(path, key), positive=True)) for key, (_, value) in entries.items()
+    ]
+    return tuple((key, value) for key, value in found if value is not None)
+
+
+def check_static(reader: Reader, parameters: dict[str, str], values: dict[str, yaml.Node], path: str) -> None:
+    """GE's static_model and Triton's dynamic batching exclude each other."""
+    static = parameters.get("static_model", "0").lower() in ("1", "true", "yes", "on")
+    batching = values.get("dynamic_batching")
+    if (
+        static
+        and batching is not None
+        and not (isinstance(batching, yaml.ScalarNode) and reader.value(batching) is False)
+    ):
+        reader.problems.add(
+            batching,
+            join(path, "dynamic_batching"),
+            "cannot be used with parameters.static_model (GE's static graph needs fixed shapes)",
+        )
