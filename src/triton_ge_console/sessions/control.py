@@ -22,6 +22,7 @@ from tritonclient.utils import InferenceServerException
 
 from triton_ge_console.sessions.access import explain, refusal
 from triton_ge_console.sessions.health import InstanceWatch
+from triton_ge_console.sessions.server_log import LogTail, log_size
 from triton_ge_console.sessions.source import CommandResult
 from triton_ge_console.sessions.token_header import TOKEN_HEADER
 
@@ -362,23 +363,11 @@ class TritonControl:
 
     def _log_size(self) -> int | None:
         """Current size of the server log, so only lines written after a call are read."""
-        if self.log_path is None:
-            return None
-        try:
-            return self.log_path.stat().st_size
-        except OSError:
-            return None
+        return log_size(self.log_path)
 
     def _log_since(self, offset: int | None) -> list[str]:
         """The server log's lines written since `offset` (none without a log)."""
-        if self.log_path is None or offset is None:
-            return []
-        try:
-            with open(self.log_path, "rb") as log:
-                log.seek(offset)
-                return log.read().decode("utf-8", errors="replace").splitlines()
-        except OSError:
-            return []
+        return [] if offset is None else LogTail(self.log_path, backlog=1 << 24, start=offset).read_lines()
 
     def _log_detail(self, model: str, offset: int | None) -> str | None:
         """Why Triton could not read the model's directory, from the log lines written since `offset`."""

@@ -28,7 +28,6 @@ from triton_ge_console.sessions.control import ControlError, TritonControl, sque
 from triton_ge_console.sessions.health import stub_backends
 from triton_ge_console.sessions.process import (
     Ports,
-    log_cause,
     pick_ports,
     port_in_use,
     server_args,
@@ -48,6 +47,7 @@ from triton_ge_console.sessions.registry import (
     store_token,
     validate_name,
 )
+from triton_ge_console.sessions.server_log import log_cause
 from triton_ge_console.sessions.shm import new_shm_prefix, shm_arguments
 from triton_ge_console.sessions.supervise import LOG_GENERATIONS, LOG_NAME, SupervisedServer
 from triton_ge_console.sessions.token_header import TOKEN_HEADER

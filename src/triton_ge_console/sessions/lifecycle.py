@@ -35,6 +35,7 @@ from triton_ge_console.sessions.registry import (
     store_token,
     validate_name,
 )
+from triton_ge_console.sessions.server_log import EXIT_TIMEOUT
 from triton_ge_console.sessions.shm import remove_shm_regions
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 from triton_ge_console.sessions.supervise import EXIT_FILE, PID_FILE, read_number
@@ -42,7 +43,6 @@ from triton_ge_console.sessions.token_header import TOKEN_HEADER
 from triton_ge_console.sessions.watch import SessionControl
 
 ORPHAN_GRACE_S = 1.0
-EXIT_TIMEOUT_MARKER = "Exit timeout expired"  # Triton's main.cc when models outlive --exit-timeout-secs
 HEALTH_WINDOW_S = 1.0  # how long `status` watches a model with failed requests for FAILING
 
 
@@ -104,7 +104,7 @@ def down(
 
 def _exit_timeout_note(record: SessionRecord) -> str | None:
     """Why Triton exited non-zero on a stop, when its log says: a model it could not unload in time."""
-    if any(EXIT_TIMEOUT_MARKER in line for line in log_tail(record, 5)):
+    if any(EXIT_TIMEOUT in line for line in log_tail(record, 5)):
         return "Triton's exit timeout expired with a model still unloading (as one whose instance died does)"
     return None
 

@@ -100,8 +100,8 @@ class RecordLifecycle:
     def diagnose(self) -> str | None:
         """Why the server stopped answering, when it is ours: it exited (its code) and its log's cause."""
         from triton_ge_console.sessions.lifecycle import server_exit_code
-        from triton_ge_console.sessions.process import log_cause
         from triton_ge_console.sessions.registry import server_process_alive
+        from triton_ge_console.sessions.server_log import log_cause
 
         record = self.record
         if record is None or record.attached or server_process_alive(record):

@@ -16,6 +16,7 @@ from typing import Any
 
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.sessions.paths import PRIVATE_UMASK, open_private
+from triton_ge_console.sessions.server_log import log_cause
 
 
 class ServerStartError(RuntimeError):
@@ -209,30 +210,4 @@ def http_ok(url: str, timeout: float = 1.0) -> bool:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False
-
-
-CAUSE_MARKERS = (
-    "failed to load",
-    "Address already in use",
-    "error while loading shared libraries",
-    "failed to start",
-    "Internal:",
-    "Invalid argument",
-    "error:",
-    "UNAVAILABLE",
-)
-
-
-def log_cause(log_path: Path, max_lines: int = 400) -> str:
-    """The most telling line of a server log (a load error, port clash, missing library), else its tail."""
-    try:
-        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-max_lines:]
-    except OSError:
-        return f"(no log at {log_path})"
-    for marker in CAUSE_MARKERS:
-        for line in lines:
-            if marker in line:
-                return line.strip()[:500]
-    tail = [line for line in lines if line.strip()][-3:]
-    return " | ".join(tail)[:500] if tail else "(log is empty)"
 

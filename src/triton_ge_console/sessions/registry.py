@@ -18,6 +18,7 @@ import yaml
 from triton_ge_console.files import write_atomic
 from triton_ge_console.sessions import paths
 from triton_ge_console.sessions.process import group_alive
+from triton_ge_console.sessions.server_log import last_lines
 from triton_ge_console.sessions.token_header import TOKEN_HEADER
 
 # Recorded states; "dead" is never written: a starting/ready session whose process is gone reads so.
@@ -335,13 +336,7 @@ def effective_state(record: SessionRecord) -> str:
 
 def log_tail(record: SessionRecord, lines: int = 10) -> list[str]:
     """The last non-empty lines of the session's server log (empty when there is none here)."""
-    if record.log_path is None:
-        return []
-    try:
-        text = record.log_path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    return [line for line in text.splitlines() if line.strip()][-lines:]
+    return last_lines(record.log_path, lines)
 
 
 def store_token(directory: Path, token: str) -> str:

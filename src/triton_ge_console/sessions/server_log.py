@@ -35,6 +35,14 @@ GE_FAILURES = (
               f"check inputs match the model's shapes/dtypes; {PLOG_HINT}; {PROFILE_HINT}"),
 )
 
+# Every log substring we act on, in one place. A start failure's cause is the first of CAUSES found
+# (most telling first); FATAL lines mean the server will never get its models READY.
+FATAL = ("error while loading shared libraries",)
+EXIT_TIMEOUT = "Exit timeout expired"  # Triton's main.cc when models outlive --exit-timeout-secs
+CAUSES = ("failed to load", "Address already in use", *FATAL, "failed to start", "Internal:",
+          "Invalid argument", "error:", "UNAVAILABLE")
+FAILURES = (*(f.marker for f in GE_FAILURES), "ACL error", *CAUSES, EXIT_TIMEOUT)
+
 
 @dataclass(frozen=True)
 class LogLine:
@@ -65,34 +73,73 @@ def ge_failure(text: str) -> GeFailure | None:
 
 
 class LogTail:
-    """Reads only what was appended to a log since the last read; copes with truncation and absence."""
+    """Reads only what was appended to a log since the last read, at most its last `backlog` bytes at a
+    time (a large backlog: only its end matters); copes with truncation and absence."""
 
-    def __init__(self, path: Path | None, start_bytes_from_end: int = 256 * 1024) -> None:
+    def __init__(self, path: Path | None, backlog: int = 256 * 1024, start: int | None = None) -> None:
         self.path = path
-        self._offset: int | None = None
+        self.backlog = backlog
+        self.truncated = False  # the last read found the file shorter than before, and started over
+        self._offset: int | None = start
         self._partial = ""
-        self._backlog = start_bytes_from_end
 
     def read_new(self) -> list[LogLine]:
         """Complete lines appended since the last call (the first call reads the recent tail)."""
+        return [classify(line) for line in self.read_lines() if line.strip()]
+
+    def read_lines(self) -> list[str]:
+        """The complete lines appended since the last call, as text (blank lines included)."""
+        self.truncated = False
         if self.path is None:
             return []
         try:
             size = self.path.stat().st_size
-            if self._offset is None:
-                self._offset = max(0, size - self._backlog)
-            if size < self._offset:
-                self._offset, self._partial = 0, ""
+            if self._offset is not None and size < self._offset:
+                self._offset, self._partial, self.truncated = 0, "", True
+            start = max(self._offset or 0, size - self.backlog)
             with open(self.path, "rb") as handle:
-                handle.seek(self._offset)
-                chunk = handle.read()
+                handle.seek(start)
+                chunk = handle.read(size - start)
         except OSError:
             return []
-        self._offset += len(chunk)
-        text = self._partial + chunk.decode("utf-8", errors="replace")
-        lines = text.split("\n")
-        self._partial = lines.pop()
-        return [classify(line) for line in lines if line.strip()]
+        skipped, self._offset = start > (self._offset or 0), start + len(chunk)
+        lines = ("" if skipped else self._partial) + chunk.decode("utf-8", errors="replace")
+        *complete, self._partial = lines.split("\n")
+        return complete[1:] if skipped else complete  # a skip cuts the first line
+
+
+def log_size(path: Path | None) -> int | None:
+    """The log's size now, so a LogTail started there reads only what comes after (None: no log)."""
+    try:
+        return path.stat().st_size if path is not None else None
+    except OSError:
+        return None
+
+
+def last_lines(path: Path | None, count: int, max_bytes: int = 1 << 20) -> list[str]:
+    """The last `count` non-empty lines of a log (from at most its last `max_bytes`; [] without one)."""
+    lines = LogTail(path, backlog=max_bytes).read_lines()
+    return [line for line in lines if line.strip()][-count:]
+
+
+def log_cause(path: Path, max_lines: int = 400) -> str:
+    """The most telling line of a server log (a load error, port clash, missing library), else its tail."""
+    if not path.is_file():
+        return f"(no log at {path})"
+    lines = last_lines(path, max_lines)
+    for marker in CAUSES:
+        for line in lines:
+            if marker in line:
+                return line.strip()[:500]
+    tail = lines[-3:]
+    return " | ".join(tail)[:500] if tail else "(log is empty)"
+
+
+def is_failure(text: str) -> bool:
+    """Whether a log line reports a failure worth highlighting (an error line or a known marker)."""
+    if _LEVEL.match(text) is not None and text[0] in "EF":
+        return True
+    return any(marker in text for marker in FAILURES) or ge_failure(text) is not None
 
 
 def matches(line: LogLine, level: str | None, search: str) -> bool:

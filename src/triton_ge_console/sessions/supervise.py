@@ -22,14 +22,13 @@ from pathlib import Path
 
 from triton_ge_console.files import write_atomic
 from triton_ge_console.sessions.paths import PRIVATE_UMASK, open_private
+from triton_ge_console.sessions.server_log import FATAL, LogTail
 from triton_ge_console.sessions.shm import remove_shm_regions
 
 PID_FILE = "server.pid"
 LOG_NAME = "server.log"
 LOG_GENERATIONS = 5  # earlier runs' logs kept as server.log.1 (the last) to server.log.5
 EXIT_FILE = "server.exit"
-# Log lines after which a server (or its Python stub) will never get its models READY.
-FATAL_MARKERS = ("error while loading shared libraries",)
 
 
 def main(argv: list[str]) -> int:
@@ -149,7 +148,7 @@ class SupervisedServer:
         self.workdir = workdir
         self.popen: subprocess.Popen[bytes] | None = None
         self.pid: int | None = None
-        self._log_offset = 0
+        self._log = LogTail(log_path, start=0)
 
     def start(self, timeout: float = 30.0) -> None:
         """Spawn supervisor and server; returns once the server's pid is known (or it failed to start)."""
@@ -180,16 +179,8 @@ class SupervisedServer:
 
     def fatal_line(self) -> str | None:
         """A line the server logged since the last call that means it cannot come up (read incrementally)."""
-        try:
-            with open(self.log_path, "rb") as log:
-                log.seek(self._log_offset)
-                chunk = log.read()
-        except OSError:
-            return None
-        complete = chunk[: chunk.rfind(b"\n") + 1]
-        self._log_offset += len(complete)
-        for line in complete.decode("utf-8", errors="replace").splitlines():
-            if any(marker in line for marker in FATAL_MARKERS):
+        for line in self._log.read_lines():
+            if any(marker in line for marker in FATAL):
                 return line.strip()[:500]
         return None
 

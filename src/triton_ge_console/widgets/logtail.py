@@ -9,9 +9,9 @@ from pathlib import Path
 
 import ipywidgets as w
 
+from triton_ge_console.sessions.server_log import LogTail, is_failure
+
 MAX_READ_BYTES = 1 << 20
-GE_FAILURE_MARKERS = ("aclgrphParseONNX", "CompileGraph failed", "execute model failed", "ACL error",
-                      "failed to load", "UNAVAILABLE")
 
 
 class FilteredLogTail:
@@ -22,8 +22,7 @@ class FilteredLogTail:
         self.max_lines = max_lines
         self.shown = shown
         self._lines: deque[str] = deque(maxlen=max_lines)
-        self._offset = 0
-        self._partial = ""
+        self._tail = LogTail(path, backlog=MAX_READ_BYTES, start=0)
         self._lock = threading.RLock()  # the poller thread reads while the filter box renders
         self.filter = w.Text(placeholder="filter", description="log", layout=w.Layout(width="320px"))
         self.view = w.HTML(layout=w.Layout(max_height="260px", overflow="auto"))
@@ -43,24 +42,11 @@ class FilteredLogTail:
             self.render()
 
     def _read_new(self) -> None:
-        """Append the file's new complete lines to the kept ones."""
-        if self.path is None or not self.path.is_file():
-            return
-        size = self.path.stat().st_size
-        if size < self._offset:
-            self._offset, self._partial = 0, ""
+        """Append the file's new complete lines to the kept ones (all afresh after a truncation)."""
+        lines = self._tail.read_lines()
+        if self._tail.truncated:
             self._lines.clear()
-        if size > self._offset:
-            start = max(self._offset, size - MAX_READ_BYTES)  # a huge backlog: only its end matters
-            with open(self.path, "rb") as log:
-                log.seek(start)
-                chunk = log.read(size - start)
-            text = chunk.decode("utf-8", errors="replace")
-            if start > self._offset:
-                self._partial, text = "", text.split("\n", 1)[-1]  # drop the cut first line
-            self._offset = size
-            *complete, self._partial = (self._partial + text).split("\n")
-            self._lines.extend(complete)
+        self._lines.extend(lines)
 
     def visible(self) -> list[str]:
         """The last `shown` lines that match the filter."""
@@ -75,14 +61,7 @@ class FilteredLogTail:
             where = f" at {html.escape(str(self.path))}" if self.path else ""
             self.view.value = f"<i>no log{where}</i>"
             return
-        rendered = [f"<span style='color:firebrick'>{html.escape(line)}</span>" if _is_failure(line)
+        rendered = [f"<span style='color:firebrick'>{html.escape(line)}</span>" if is_failure(line)
                     else html.escape(line) for line in self.visible()]
         body = "\n".join(rendered) or "<i>(empty)</i>"
         self.view.value = f"<pre style='font-size:11px; line-height:1.25; margin:0'>{body}</pre>"
-
-
-def _is_failure(line: str) -> bool:
-    """Whether a log line reports a failure worth highlighting."""
-    if line[:1] == "E":  # Triton's own error lines start with E<MMDD>
-        return True
-    return any(marker in line for marker in GE_FAILURE_MARKERS)
