@@ -83,7 +83,7 @@ def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
 
 
-def _device_rows(text: str) -> tuple[list[list[str]], list[list[str]]]:
+def _device_rows(text: str) -> tuple[list[str], list[list[str]]]:
     """The header's second line cells and the device lines' cells (process table and borders excluded); the
     950 layout's separate "NPU ID" and "Name" cells are joined into one, as the other layouts print them."""
     lines = text.splitlines()
