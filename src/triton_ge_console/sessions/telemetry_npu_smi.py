@@ -99,6 +99,8 @@ def _device_rows(text: str) -> tuple[list[str], list[list[str]]]:
             cells = _cells(line)
             rows.append([f"{cells[0]} {cells[1]}".strip(), *cells[2:]] if split_name and len(cells) > 1
                         else cells)
+    if not rows:
+        raise NpuSmiError("npu-smi info: the device table header has no second line")
     return rows[0], rows[1:]
 
 
