@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.backend_glue.models import dense_model, write_model
+from tests.backend_glue.models import dense_model, write_fake_om, write_model
 from triton_ge_console.backend_glue import batching
 from triton_ge_console.backend_glue.autocomplete import complete_npu_ge_config, stub_version_dir
 from triton_ge_console.backend_glue.executor import TensorInfo
@@ -151,3 +151,21 @@ def test_tensor_parallel_instances_span_groups_of_device_ids(tmp_path: Path) -> 
     assert (settings.device_id, settings.devices) == (2, (2, 3))
     with pytest.raises(GlueConfigError, match=r"tensor_parallel 3: device_ids \[0, 1, 2, 3\] must list"):
         load_settings(_args(folder), {"parameters": _params(device_ids="0,1,2,3", tensor_parallel="3")})
+
+
+def test_tensor_parallel_om_on_an_npu_is_refused_not_run_on_its_first_npu(tmp_path: Path,
+                                                                           fake_acl: object) -> None:
+    """With acl importable and an OM, an instance over NPUs 2-3 fails at load saying why (AscendCL loads an
+    OM on one NPU), instead of silently running on NPU 2; one NPU per instance, or CPU emulation, loads."""
+    folder = write_model(tmp_path, "m", 'backend: "ge"\nmax_batch_size: 4\n', dense_model())
+    write_fake_om(folder / "1", dense_model())
+    config = {"backend": "ge", "parameters": _params(om_model_path="model.om", device_ids="0,1,2,3",
+                                                     tensor_parallel="2")}
+    refused = r"tensor_parallel 2: this instance spans NPUs \[2, 3\], but the GE glue runs an OM through"
+    with pytest.raises(GlueConfigError, match=refused):
+        load_settings(_args(folder, "m_0_1"), config)
+    spread = {"backend": "ge", "parameters": _params(om_model_path="model.om", device_ids="0,1,2,3")}
+    one = load_settings(_args(folder, "m_0_1"), spread)
+    assert (one.mode, one.device_id) == ("npu", 1)
+    emulated = {"backend": "ge", "parameters": {**config["parameters"], **_params(execution_mode="cpu")}}
+    assert load_settings(_args(folder, "m_0_1"), emulated).devices == (2, 3)

@@ -11,6 +11,7 @@ import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from tests.backend_glue.conftest import FAKES, server_env
 from tests.backend_glue.metrics import metric_samples, model_value, wait_for
@@ -68,6 +69,10 @@ def server(tmp_path_factory: pytest.TempPathFactory,
         backend="ge", extra=param("om_model_path", "dense.om") + "\n" + param("execution_mode", "cpu")),
         dense_model(seed=9))
     write_fake_om(forced / "1", dense_model(seed=9), name="dense.om")
+    spanning = write_model(repo, "om_tensor_parallel", DENSE_CONFIG.format(  # not loaded at start
+        backend="ge", extra="\n".join([param("om_model_path", "dense.om"), param("device_ids", "0,1"),
+                                       param("tensor_parallel", "2")])), dense_model(seed=9))
+    write_fake_om(spanning / "1", dense_model(seed=9), name="dense.om")
     # the stubs import the fake `acl`, so OMs run as on an NPU; the device ledger stays in this test's tmp
     # this checkout's package, not whichever one is installed
     source = str(Path(__file__).resolve().parents[2] / "src")
@@ -168,3 +173,13 @@ def test_model_without_batching_answers_and_returns_only_the_requested_output(se
         result = client.infer("unbatched", [tensor], outputs=[httpclient.InferRequestedOutput("z")])
     np.testing.assert_allclose(result.as_numpy("z"), z, atol=1e-5)
     assert result.as_numpy("y") is None
+
+
+def test_om_over_two_npus_is_refused_at_load_with_the_reason(server: RunningServer) -> None:
+    """tensor_parallel 2 with an OM where acl imports: UNAVAILABLE, saying AscendCL loads an OM on one NPU."""
+    with httpclient.InferenceServerClient(server.http_hostport) as client:
+        with pytest.raises(InferenceServerException, match=r"tensor_parallel 2: this instance spans NPUs "
+                                                           r"\[0, 1\], but the GE glue runs an OM through"):
+            client.load_model("om_tensor_parallel")
+        entry = next(e for e in client.get_model_repository_index() if e["name"] == "om_tensor_parallel")
+    assert entry["state"] == "UNAVAILABLE" and "aclmdlLoadFromFile" in entry["reason"]

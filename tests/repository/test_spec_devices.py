@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from triton_ge_console.repository.configgen import config_parameters
+from triton_ge_console.repository.rank_table import rank_table_problems
 from triton_ge_console.repository.spec.load import SpecError, load_spec
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
@@ -136,3 +138,55 @@ def test_validate_refuses_the_same_in_a_repository(tmp_path: Path, monkeypatch: 
         ("repo/llama/config.pbtxt", where,
          "NPU 1 would hold 8.0 MiB of its 7.2 MiB (bert 3.9 MiB, llama 4.1 MiB)"),
     ]
+
+
+NPU_GE_SPEC = """
+    models:
+      - name: enc
+        backend: npu_ge
+        source: demo:bert
+        instance_group: {device_ids: [0, 1, 2, 3], tensor_parallel: 2}
+"""
+
+
+def test_npu_ge_over_several_npus_gets_a_rank_table_that_validate_checks(tmp_path: Path) -> None:
+    """npu_ge with tensor_parallel 2: the build writes HCCL's one-server rank table (version 1.0, physical
+    device_id, rank_id from 0) into the model folder and names it in ge.exec.rankTableFile; validate accepts
+    it, says what GE still needs per rank, and refuses a table HCCL would not take or that misses an NPU."""
+    from triton_ge_console.repository.build import build_repository
+    from triton_ge_console.repository.validate import validate_path
+
+    repo = tmp_path / "repo"
+    build_repository(load_spec(_write(tmp_path, NPU_GE_SPEC)), repo)
+    table = json.loads((repo / "enc" / "rank_table.json").read_text())
+    assert table == {"status": "completed", "version": "1.0", "server_count": "1", "server_list": [
+        {"server_id": "node_0", "device": [{"device_id": str(i), "rank_id": str(i)} for i in range(4)]}]}
+    assert 'key: "ge.exec.rankTableFile"' in (repo / "enc" / "config.pbtxt").read_text()
+    report = validate_path(repo)
+    assert report.errors == ()
+    assert any("each rank's process needs its own ge.exec.rankId" in f.message for f in report.warnings)
+    table["server_list"][0]["device"] = [{"device_id": "0", "rank_id": "0"},
+                                         {"device_id": "1", "rank_id": "2"}]
+    (repo / "enc" / "rank_table.json").write_text(json.dumps(table))
+    messages = [f.message for f in validate_path(repo).errors]
+    assert any("rank_ids [0, 2] are not 0..1, each once" in m for m in messages)
+    assert any("lists no device_id 2 (device_ids [0, 1, 2, 3])" in m for m in messages)
+    (repo / "enc" / "rank_table.json").unlink()
+    assert any("rank_table.json does not exist" in f.message for f in validate_path(repo).errors)
+
+
+def test_rank_table_rules_across_servers() -> None:
+    """Across servers every device needs its NIC address (device_ip); server_count must match the list."""
+    servers = [{"server_id": f"node_{s}", "device": [
+        {"device_id": str(d), "device_ip": f"192.168.{s + 1}.{8 + d}", "rank_id": str(2 * s + d)}
+        for d in range(2)]} for s in range(2)]
+    table = {"status": "completed", "version": "1.0", "server_count": "2", "server_list": servers}
+    assert rank_table_problems(json.dumps(table), None) == []
+    del servers[1]["device"][0]["device_ip"]
+    table["server_count"] = "3"
+    assert rank_table_problems(json.dumps(table), None) == [
+        "server_count '3' but server_list has 2"]
+    table["server_count"] = "2"
+    assert rank_table_problems(json.dumps(table), None) == [
+        "device 0 has no device_ip (required across servers)"]
+    assert rank_table_problems("{", None)[0].startswith("is not JSON")

@@ -23,6 +23,7 @@ from triton_ge_console.sessions.telemetry.devices import DeviceTelemetry, device
 from triton_ge_console.sessions.telemetry.exporter import map_to_logical, read_exporter
 from triton_ge_console.sessions.telemetry.npu_smi import (
     MIB,
+    ROW_ORDER,
     NpuSmiError,
     device_from,
     find_npu_smi,
@@ -76,6 +77,21 @@ def test_a3_phy_id_rows_and_dash_power() -> None:
     assert ids == [(0, 0, None, 0), (0, 1, None, 1)]  # logical ids come from `npu-smi info -m`
     assert chips[0].power_w == 178.5 and chips[1].power_w is None
     assert chips[1].hbm_used_mb == 3195
+
+
+def test_950_layout_npu_id_and_name_cells() -> None:
+    """Ascend 950PR (npu-smi 25.7.rc1): `NPU ID` and `Name` in cells of their own, no chip id on the second
+    line, `NPU Util(%)`, two NPUs in Alarm; the process table after them is ignored."""
+    chips = parse_info_table(_table("950pr"))
+    assert [(c.npu_id, c.chip_id, c.name, c.health) for c in chips] == [
+        (0, 0, "Ascend950PR", "Alarm"), (1, 0, "Ascend950PR", "Alarm"), (2, 0, "Ascend950PR", "OK")]
+    assert [(c.hbm_used_mb, c.hbm_total_mb) for c in chips] == [
+        (90633, 114688), (30492, 114688), (5413, 131072)]
+    assert chips[0].power_w == 205.7 and chips[0].temperature_c == 71 and chips[0].aicore_percent == 100
+    assert [c.bus_id for c in chips] == ["0000:71:00.0", "0000:61:00.0", "0000:81:00.0"]
+    assert {(c.logical_id, c.phy_id) for c in chips} == {(None, None)}
+    single = parse_info_table(_table("950pr_single"))  # "No running processes found" right after the NPU
+    assert [(c.npu_id, c.hbm_used_mb, c.hbm_total_mb, c.health) for c in single] == [(0, 5239, 131072, "OK")]
 
 
 def test_310p3_without_hbm_and_na_power() -> None:
@@ -241,6 +257,30 @@ def test_chip_map_gives_logical_ids_where_the_table_has_none(
     duo = read_npu_smi(fake_npu_smi)
     assert [(d.npu_id, d.chip_id, d.logical_id) for d in duo] == [(2, 0, 0), (2, 1, 1)]
     assert {d.id_source for d in duo} == {"npu-smi info (Device column)"}
+
+
+def test_950_devices_carry_ids_in_row_order(fake_npu_smi: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """950 layout with no `-m` logical ids: npu_id from the table, chip 0, logical ids in row order, and the
+    source says so."""
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "950pr")
+    assert main(["devices", "--json"]) == 0
+    devices = json.loads(capsys.readouterr().out)
+    assert [(d["id"], d["npu_id"], d["chip_id"], d["logical_id"]) for d in devices] == [
+        ("0", 0, 0, 0), ("1", 1, 0, 1), ("2", 2, 0, 2)]
+    assert {d["id_source"] for d in devices} == {ROW_ORDER}
+    assert devices[0]["health"] == "Alarm" and devices[0]["memory_total_bytes"] == 114688 * MIB
+
+
+def test_950_chip_map_without_logic_ids() -> None:
+    """The 950 series' `-m` columns (`NPU ID  Slot ID  Chip ID  Chip Phy-ID  Chip Name`, as SwanHubX/SwanLab
+    PR #1719 parses on an Ascend950PR with npu-smi 25.7.rc1) have no logic id: row order, phy ids kept."""
+    text = "\t".join(f"{name:<31}" for name in ("NPU ID", "Slot ID", "Chip ID", "Chip Phy-ID", "Chip Name"))
+    rows = ["\t".join(f"{cell:<31}" for cell in row) for row in (("0", "1", "0", "0", "Ascend950PR"),
+                                                                   ("1", "2", "0", "3", "Ascend950PR"))]
+    chips = parse_chip_map("\n".join(["\t" + text, *("\t" + r for r in rows)]))
+    assert [(c.npu_id, c.chip_id, c.logical_id, c.phy_id, c.name) for c in chips] == [
+        (0, 0, 0, 0, "Ascend950PR"), (1, 0, 1, 3, "Ascend950PR")]
 
 
 def test_chip_map_with_phy_ids() -> None:

@@ -164,6 +164,22 @@ def resolve_mode(requested: str, om_path: Path | None, where: str) -> str:
     return "cpu"
 
 
+def no_tensor_parallel_on_npu(where: str, devices: tuple[int, ...]) -> str:
+    """Why an instance spanning several NPUs is refused on an Ascend host (rather than run on its first NPU).
+
+    The glue loads an OM with AscendCL's aclmdlLoadFromFile on one NPU. CANN documents that an OM built for
+    several NPUs (ATC --distributed_cluster_build) cannot be loaded that way, only by GE's Session LoadGraph /
+    RunGraph; per-rank OMs with HCCL operators need one process per rank, each with ge.exec.deviceId,
+    ge.exec.rankTableFile and ge.exec.rankId. The glue does neither.
+    """
+    return (f"{where}: tensor_parallel {len(devices)}: this instance spans NPUs {list(devices)}, but the "
+            "GE glue runs an OM through AscendCL (aclmdlLoadFromFile) on one NPU: an OM built for several "
+            "NPUs (ATC --distributed_cluster_build) needs GE's LoadGraph/RunGraph, and per-rank OMs with "
+            "HCCL operators one process per rank (ge.exec.rankTableFile, ge.exec.rankId); neither is "
+            "supported. "
+            "Serve it with tensor_parallel 1 (instances spread over device_ids) or with execution_mode cpu")
+
+
 def _int_param(config: dict[str, Any], keys: tuple[str, ...], default: int, where: str) -> int:
     """An integer parameter (first of its spellings present), or a clear error naming it."""
     text = parameter(config, *keys)
@@ -199,13 +215,16 @@ def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
     instance_name = args.get("model_instance_name", name)
     devices = pick_devices(device_ids, instance_name, int(args.get("model_instance_device_id", "0") or 0),
                            tensor_parallel(config, device_ids, where))
+    mode = resolve_mode(requested, om_path, where)
+    if mode == "npu" and len(devices) > 1:
+        raise GlueConfigError(no_tensor_parallel_on_npu(where, devices))
     return GlueSettings(
         model_name=name,
         backend=str(config.get("backend", "ge")),
         model_dir=model_dir,
         version_dir=version_dir,
         instance_name=instance_name,
-        mode=resolve_mode(requested, om_path, where),
+        mode=mode,
         requested_mode=requested,
         device_id=devices[0],
         om_path=om_path,

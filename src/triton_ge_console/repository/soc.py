@@ -2,7 +2,9 @@
 
 The value is "Ascend" + the chip name `npu-smi info` shows (Ascend910B3, Ascend310P3, Ascend310). Plain
 `Ascend910B` is the legacy 910-class SoC, not the 910B series. On A3 the table shows only "Ascend910": the
-value is Chip Name + "_" + NPU Name from `npu-smi info -t board`, which this module does not guess.
+value is Chip Name + "_" + NPU Name from `npu-smi info -t board`, which this module does not guess; the
+950 series likewise (the table shows "Ascend950PR", the SoC is e.g. Ascend950PR_9579 on a board whose NPU
+Name is 9579).
 `ge-console convert` records the SoC beside the OM it wrote (`<om>.atc.json`), since an OM's header does
 not carry it.
 """

@@ -54,7 +54,9 @@ models:
     #   device_ids: [0]   # NPUs the instances are spread over, one each, round-robin
     #   tensor_parallel: 1  # NPUs ONE instance spans: with device_ids [0, 1, 2, 3, 4, 5, 6, 7] and 8, the
     #                       # model runs on eight cards as one instance, each holding 1/8 of it; with 4 and
-    #                       # count: 2, two instances of four cards each (device_ids must divide evenly)
+    #                       # count: 2, two instances of four cards each (device_ids must divide evenly).
+    #                       # CPU emulation only for ge (refused at load on an Ascend host); npu_ge gets
+    #                       # rank_table.json + ge.exec.rankTableFile (see README, one model over NPUs)
     # parameters:         # passed to the backend as config parameters (strings)
     #   om_model_path: /models/llama.om   # default for ge: model.om in each version folder
     #   static_model: 1                   # GE static graph: needs fixed shapes, excludes dynamic_batching

@@ -10,7 +10,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_ge_console.backend_glue.settings import leaves_model_folder, model_file_candidates
 from triton_ge_console.ge_backends import EXECUTION_MODES, GE_BACKENDS
-from triton_ge_console.repository import soc
+from triton_ge_console.repository import rank_table, soc
 from triton_ge_console.repository.rules import ge_onnx as ge_rules_onnx
 from triton_ge_console.repository.rules.findings import Finding, error, warning
 
@@ -32,6 +32,16 @@ KNOWN_PARAMETERS = (
     "npu_memory_gib",
     "tensor_parallel",
 )
+# What tensor_parallel > 1 does on an Ascend host, per backend (CPU emulation charges each NPU its share).
+TENSOR_PARALLEL_LIMITS = {
+    "ge": "tensor_parallel > 1 runs in CPU emulation only: on an Ascend host the glue refuses to load it, "
+          "since AscendCL (aclmdlLoadFromFile) runs an OM on one NPU and CANN's OMs for several NPUs need "
+          "GE's LoadGraph/RunGraph or one process per rank",
+    "npu_ge": "tensor_parallel > 1: the rank table (ge.exec.rankTableFile) lets GE run collective operators "
+              "across these NPUs, but GE does not split a model by itself: the graph must already be cut per "
+              "rank with HCCL operators, and each rank's process needs its own ge.exec.rankId and "
+              "ge.exec.deviceId, which one config cannot give; the glue serves it in CPU emulation only",
+}
 INTEGER_PARAMETERS = (
     "intra_op_threads",
     "inter_op_threads",
@@ -142,6 +152,8 @@ def _tensor_parallel_findings(config: mc.ModelConfig) -> list[Finding]:
         return [error(param_field("tensor_parallel"),
                       f"tensor_parallel {value} spans {value} NPUs per instance, but device_ids '{devices}' "
                       f"lists {count}: list a multiple of {value}")]
+    if int(value) > 1:
+        return [warning(param_field("tensor_parallel"), TENSOR_PARALLEL_LIMITS.get(config.backend, ""))]
     return []
 
 
@@ -171,7 +183,7 @@ def check_ge_files(config: mc.ModelConfig, model_dir: Path, versions: list[Path]
     """The model files each version folder of a GE model needs."""
     if config.backend not in GE_BACKENDS:
         return []
-    findings: list[Finding] = []
+    findings: list[Finding] = _rank_table_findings(config, model_dir)
     for version_dir in versions:
         if config.backend == "ge":
             findings += _ge_version_findings(config, version_dir)
@@ -182,6 +194,22 @@ def check_ge_files(config: mc.ModelConfig, model_dir: Path, versions: list[Path]
             findings += ge_rules_onnx.check_external_data(onnx_path)
             findings += ge_rules_onnx.check_io_against_onnx(config, onnx_path)
     return list(dict.fromkeys(findings))
+
+
+def _rank_table_findings(config: mc.ModelConfig, model_dir: Path) -> list[Finding]:
+    """ge.exec.rankTableFile (relative: to the model folder) exists and is a rank table HCCL accepts, listing
+    every NPU of device_ids."""
+    text = parameter(config, rank_table.OPTION)
+    if not text:
+        return []
+    path = Path(text) if Path(text).is_absolute() else model_dir / text
+    field = param_field(rank_table.OPTION)
+    if not path.is_file():
+        return [error(field, f"{rank_table.OPTION} '{text}': {path} does not exist")]
+    ids = parameter(config, "device_ids") or parameter(config, "DEVICEIDS")
+    devices = tuple(int(i) for i in ids.split(",")) if ids and ids.replace(",", "").isdigit() else None
+    return [error(field, f"{rank_table.OPTION} {path} {problem}")
+            for problem in rank_table.rank_table_problems(path.read_text(errors="replace"), devices)]
 
 
 def resolve_model_path(text: str, version_dir: Path) -> Path | None:

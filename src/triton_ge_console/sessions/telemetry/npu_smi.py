@@ -1,7 +1,8 @@
 """Read NPUs through Ascend's `npu-smi`: the `npu-smi info` table and `npu-smi info -t usages -i N`.
 
 Handles the real layouts: 910-class cards with HBM ("Chip" or "Chip Phy-ID" rows, HBM-Usage column),
-310/310P cards without HBM ("Chip Device" rows, Memory-Usage only, power "NA" on 310P), "NA"/"-" values,
+310/310P cards without HBM ("Chip Device" rows, Memory-Usage only, power "NA" on 310P), the 950 series
+(npu-smi 25.7: "NPU ID" and "Name" in cells of their own, no chip id on the second line), "NA"/"-" values,
 `used/ total` without a space, a process table after the devices, and usage keys that vary by version.
 """
 
@@ -82,20 +83,25 @@ def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
 
 
-def _device_rows(text: str) -> tuple[list[str], list[str]]:
-    """The header's second line cells and the device data lines (process table and borders excluded)."""
+def _device_rows(text: str) -> tuple[list[str], list[list[str]]]:
+    """The header's second line cells and the device lines' cells (process table and borders excluded); the
+    950 layout's separate "NPU ID" and "Name" cells are joined into one, as the other layouts print them."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if "Health" in line and "Power(W)" in line), None)
     if start is None or start + 1 >= len(lines):
         raise NpuSmiError("npu-smi info: no device table header (Health / Power(W)) found")
-    header = _cells(lines[start + 1])
-    rows: list[str] = []
-    for line in lines[start + 2:]:
-        if "Process id" in line or "Process name" in line:
+    split_name = _cells(lines[start])[:2] == ["NPU ID", "Name"]
+    rows: list[list[str]] = []
+    for line in lines[start + 1:]:
+        if "Process id" in line or "Process name" in line or "No running processes" in line:
             break
         if line.startswith("|"):
-            rows.append(line)
-    return header, rows
+            cells = _cells(line)
+            rows.append([f"{cells[0]} {cells[1]}".strip(), *cells[2:]] if split_name and len(cells) > 1
+                        else cells)
+    if not rows:
+        raise NpuSmiError("npu-smi info: the device table header has no second line")
+    return rows[0], rows[1:]
 
 
 def parse_info_table(text: str) -> list[NpuSmiChip]:
@@ -106,9 +112,15 @@ def parse_info_table(text: str) -> list[NpuSmiChip]:
     if len(rows) % 2:
         raise NpuSmiError(f"npu-smi info: {len(rows)} device lines, expected pairs")
     return [
-        _chip(_cells(rows[index]), _cells(rows[index + 1]), index // 2, second_id, has_hbm)
+        _chip(rows[index], rows[index + 1], index // 2, second_id, has_hbm)
         for index in range(0, len(rows), 2)
     ]
+
+
+def one_chip_per_npu(text: str) -> bool:
+    """Whether the table prints no chip id at all (the 950 layout: one chip per NPU, numbered by NPU ID)."""
+    header, _ = _device_rows(text)
+    return not header[0]
 
 
 def _chip(
@@ -177,25 +189,32 @@ def _first(values: dict[str, str], keys: tuple[str, ...]) -> float | None:
 
 
 def parse_chip_map(text: str) -> list[ChipIds]:
-    """Parse `npu-smi info -m` by its header (NPU ID, Chip ID, Chip Logic ID, then Chip Name; newer versions
-    add Chip Phy-ID, the 950 series Slot ID as well); chips without a logic id (each card's Mcu) are not
-    compute devices and are left out."""
+    """Parse `npu-smi info -m` by its header: NPU ID, Chip ID, Chip Logic ID, then Chip Name (newer versions
+    add Chip Phy-ID); chips without a logic id (each card's Mcu) are not compute devices and are left out. The
+    950 series prints `NPU ID  Slot ID  Chip ID  Chip Phy-ID  Chip Name`, no logic id: its chips get logical
+    ids in row order (see `logic_ids_printed`)."""
     lines = [line for line in text.splitlines() if line.strip()]
-    start = next((i for i, line in enumerate(lines) if "Chip Logic ID" in line), None)
-    if start is None:
-        raise NpuSmiError("npu-smi info -m: no 'Chip Logic ID' header found")
-    names = re.split(r"\s{2,}", lines[start].strip())
-    if not {"NPU ID", "Chip ID", "Chip Logic ID"} <= set(names) or names[-1] != "Chip Name":
-        raise NpuSmiError(f"npu-smi info -m: unexpected columns {names}")
-    chips = []
+    start = next((i for i, line in enumerate(lines) if "NPU ID" in line and "Chip ID" in line), None)
+    names = re.split(r"\s{2,}", lines[start].strip()) if start is not None else []
+    logic = "Chip Logic ID" if "Chip Logic ID" in names else "Chip Phy-ID"
+    if start is None or not {"NPU ID", "Chip ID", logic} <= set(names) or names[-1] != "Chip Name":
+        raise NpuSmiError(f"npu-smi info -m: no 'Chip Logic ID' (or 950-series 'Chip Phy-ID') header found"
+                          f"{f' (columns {names})' if names else ''}")
+    chips: list[ChipIds] = []
     for line in lines[start + 1:]:
         cells = dict(zip(names, line.split(None, len(names) - 1), strict=False))
-        npu, chip, logical = (_integer(cells.get(k)) for k in ("NPU ID", "Chip ID", "Chip Logic ID"))
+        npu, chip, logical = (_integer(cells.get(k)) for k in ("NPU ID", "Chip ID", logic))
         if npu is None or chip is None or logical is None:
             continue  # an Mcu row ('-' logic id), or not a chip row
-        name = cells.get("Chip Name", "").strip()
-        chips.append(ChipIds(npu, chip, logical, _integer(cells.get("Chip Phy-ID")), name))
+        logical = logical if logic == "Chip Logic ID" else len(chips)
+        chips.append(ChipIds(npu, chip, logical, _integer(cells.get("Chip Phy-ID")),
+                             cells.get("Chip Name", "").strip()))
     return chips
+
+
+def logic_ids_printed(text: str) -> bool:
+    """Whether an `npu-smi info -m` output prints logical ids (every layout but the 950 series')."""
+    return "Chip Logic ID" in text
 
 
 def device_from(chip: NpuSmiChip, usages: dict[str, str] | None, ids: ChipIds | None = None,
@@ -264,8 +283,9 @@ def run_npu_smi(binary: Path, *args: str, timeout: float = 15.0) -> str:
 
 def read_npu_smi(binary: Path, timeout: float = 15.0) -> list[DeviceSnapshot]:
     """Every chip npu-smi reports, utilization refined by `-t usages` per NPU where that works; logical ids
-    from the table's Device column, else from `npu-smi info -m`."""
-    chips = parse_info_table(run_npu_smi(binary, "info", timeout=timeout))
+    from the table's Device column, else from `npu-smi info -m`, else (950 layout) from the row order."""
+    table = run_npu_smi(binary, "info", timeout=timeout)
+    chips = parse_info_table(table)
     usages: dict[int, dict[int, dict[str, str]]] = {}
     for npu_id in sorted({chip.npu_id for chip in chips}):
         try:
@@ -274,11 +294,23 @@ def read_npu_smi(binary: Path, timeout: float = 15.0) -> list[DeviceSnapshot]:
         except NpuSmiError:
             usages[npu_id] = {}
     ids, id_source = _chip_ids(binary, chips, timeout)
+    if not ids and one_chip_per_npu(table):
+        ids, id_source = _row_order_ids(chips), ROW_ORDER
     return [
         device_from(chip, usages[chip.npu_id].get(chip.chip_id), ids.get((chip.npu_id, chip.chip_id)),
                     id_source)
         for chip in chips
     ]
+
+
+ROW_ORDER = ("npu-smi info row order (950 layout: one chip per NPU and no logical id printed; AscendCL "
+             "numbers the visible NPUs in this order)")
+
+
+def _row_order_ids(chips: list[NpuSmiChip]) -> dict[tuple[int, int], ChipIds]:
+    """Logical ids 0.. in table order, for a layout that prints none (one chip per NPU)."""
+    return {(c.npu_id, c.chip_id): ChipIds(c.npu_id, c.chip_id, order, None, c.name or "")
+            for order, c in enumerate(chips)}
 
 
 def _chip_ids(
@@ -290,10 +322,12 @@ def _chip_ids(
     if has_device_column and all(chip.phy_id is not None for chip in chips):
         return {}, "npu-smi info (Device column)"
     try:
-        mapped = parse_chip_map(run_npu_smi(binary, "info", "-m", timeout=timeout))
+        text = run_npu_smi(binary, "info", "-m", timeout=timeout)
+        mapped = parse_chip_map(text)
     except NpuSmiError as exc:
         if has_device_column:
             return {}, "npu-smi info (Device column)"
         return {}, f"unknown: npu-smi info has no Device column and {exc}"
-    source = "npu-smi info (Device column)" if has_device_column else "npu-smi info -m (Chip Logic ID)"
+    source = ("npu-smi info (Device column)" if has_device_column else "npu-smi info -m (Chip Logic ID)"
+              if logic_ids_printed(text) else "npu-smi info -m row order (950 layout: no Chip Logic ID)")
     return {(c.npu_id, c.chip_id): c for c in mapped}, source
