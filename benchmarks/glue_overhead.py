@@ -229,12 +229,22 @@ def compute_stats(ports: Ports, model: str) -> tuple[float, float]:
             float(sum(int(b["compute_infer"]["ns"]) for b in batches)))
 
 
-def loadgen_with_compute(ports: Ports, model: str, seq: int, batch: int) -> tuple[float, float, float]:
-    """loadgen_latency's p50/p99, and the model's server-side compute µs per execution meanwhile."""
+def loadgen_with_compute(ports: Ports, model: str, seq: int, batch: int) -> tuple[float, float, float, float]:
+    """loadgen_latency's p50/p99, and meanwhile the model's server-side compute µs per execution and, for
+    the glue's models, the µs per execution its executor.run took inside the stub (ge_execution_duration_us,
+    flushed every 0.5 s; NaN for the no-work models)."""
+    glue = model in (MODEL, BEFORE)
+    before = counters(ports, model) if glue else None
     executions, ns = compute_stats(ports, model)
     p50, p99 = loadgen_latency(ports, model, seq, batch, seconds=1.0)
     executions_after, ns_after = compute_stats(ports, model)
-    return p50, p99, (ns_after - ns) / max(1.0, executions_after - executions) / 1000.0
+    run_us = float("nan")
+    if before is not None:
+        time.sleep(0.6)  # the glue's telemetry flushes its counters twice a second
+        after = counters(ports, model)
+        runs = after["ge_executions_total"] - before["ge_executions_total"]
+        run_us = (after["ge_execution_duration_us"] - before["ge_execution_duration_us"]) / max(1.0, runs)
+    return p50, p99, (ns_after - ns) / max(1.0, executions_after - executions) / 1000.0, run_us
 
 
 def _p50_p99(times: list[float]) -> tuple[float, float]:
@@ -249,6 +259,7 @@ def latencies(session: ort.InferenceSession, ports: Ports, seq: int, requests: i
     paths = (*PATHS, *(p for p in loadgen_models if p not in PATHS))
     found: Rounds = {b: {p: [] for p in paths} for b in BATCHES}
     compute: dict[str, list[float]] = {p: [] for p in loadgen_models}
+    compute.update({f"{p}_run": [] for p in ("loadgen", BEFORE_PATH) if p in loadgen_models})
     for round_index in range(rounds):
         for batch in BATCHES:
             count = requests if batch == 1 else max(10, requests // 2)
@@ -257,10 +268,12 @@ def latencies(session: ort.InferenceSession, ports: Ports, seq: int, requests: i
                 found[batch][path].append(_p50_p99(timed(call, count)))
             found[batch]["direct_cold"].append(_p50_p99(timed_cold(session, ids, count)))
             for path, model in loadgen_models.items():
-                p50, p99, compute_us = loadgen_with_compute(ports, model, seq, batch)
+                p50, p99, compute_us, run_us = loadgen_with_compute(ports, model, seq, batch)
                 found[batch][path].append((p50, p99))
                 if batch == 1:
                     compute[path].append(compute_us)
+                    if f"{path}_run" in compute:
+                        compute[f"{path}_run"].append(run_us)
         note(f"latency round {round_index + 1}/{rounds} done")
     return found, compute
 
@@ -298,14 +311,14 @@ def loadgen_throughput(ports: Ports, seq: int, duration: float, concurrency: int
     return row.inferences_per_s, (requests_after - requests) / max(1.0, executions_after - executions)
 
 
-def counters(ports: Ports) -> dict[str, float]:
+def counters(ports: Ports, model: str = MODEL) -> dict[str, float]:
     """Cumulative figures now: Triton's statistics for the model and the glue's own execution counters."""
     import urllib.request
 
     from prometheus_client.parser import text_string_to_metric_families
 
     with httpclient.InferenceServerClient(f"127.0.0.1:{ports.http}") as client:
-        stats = client.get_inference_statistics(MODEL)["model_stats"][0]
+        stats = client.get_inference_statistics(model)["model_stats"][0]
     inference = stats["inference_stats"]
     # inference_stats add every request's time (a batch's execution counted once per request in it);
     # batch_stats count each execution once, which is what "per execution" needs
@@ -319,7 +332,7 @@ def counters(ports: Ports) -> dict[str, float]:
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             name = sample.name if sample.name in totals else family.name  # the parser strips _total
-            if name in totals and sample.labels.get("model") == MODEL:
+            if name in totals and sample.labels.get("model") == model:
                 totals[name] += sample.value
     return totals
 
@@ -455,7 +468,8 @@ def print_throughput_tables(figures: dict[str, Any], args: argparse.Namespace) -
     compute = figures["compute_us_batch1"]
     print("\n| server-side compute at batch 1 (Triton compute_infer per execution), median; range over "
           "rounds | µs |\n|---|---:|")
-    labels = {"loadgen": "`ge` glue", BEFORE_PATH: "`ge` glue, baseline source",
+    labels = {"loadgen": "`ge` glue", "loadgen_run": "of which executor.run inside the stub",
+              BEFORE_PATH: "`ge` glue, baseline source", f"{BEFORE_PATH}_run": "of which executor.run",
               "floor_loadgen": "no-work model, same logits", "tiny_loadgen": "no-work model, 4 bytes"}
     for path, label in labels.items():
         if path in compute:
@@ -464,8 +478,8 @@ def print_throughput_tables(figures: dict[str, Any], args: argparse.Namespace) -
     for key, label in (("direct_us_batch1", "direct ORT p50, in a loop (hot caches)"),
                        ("direct_cold_us_batch1", "direct ORT p50, each run after walking 32 MiB and sleeping "
                                                  "0.5 ms (caches as the stub finds them)"),
-                       ("ge_minus_floor_compute_us_batch1", "`ge` compute − no-work compute: the model "
-                                                            "as it runs inside the stub")):
+                       ("ge_minus_floor_compute_us_batch1", "`ge` compute − no-work compute (what "
+                                                            "running the model adds to the stub)")):
         c = figures[key]
         print(f"| {label} | {c['median']:.0f}; {c['min']:.0f}…{c['max']:.0f} |")
     for key, label in (("compute_ratio_ge", "`ge`"), ("compute_ratio_before", "baseline")):
