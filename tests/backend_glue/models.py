@@ -64,6 +64,16 @@ def token_model(seed: int = 1) -> bytes:
     return _serialize(graph)
 
 
+def nonzero_model() -> bytes:
+    """x FP32 [N] → where INT64 [1, K]: the indices of x's non-zero values (an output shaped by the data)."""
+    graph = helper.make_graph(
+        [helper.make_node("NonZero", ["x"], ["where"])], "nonzero",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"])],
+        [helper.make_tensor_value_info("where", TensorProto.INT64, [1, "K"])],
+    )
+    return _serialize(graph)
+
+
 def _serialize(graph: onnx.GraphProto) -> bytes:
     """A checked model at an opset ONNX Runtime runs."""
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.backend_glue.models import dense_model, write_fake_om, write_model
+from tests.backend_glue.models import dense_model, nonzero_model, token_model, write_fake_om, write_model
 from triton_ge_console.backend_glue import batching
 from triton_ge_console.backend_glue.autocomplete import complete_npu_ge_config, stub_version_dir
 from triton_ge_console.backend_glue.executor import TensorInfo
 from triton_ge_console.backend_glue.ledger import DeviceLedger, DeviceMemoryError, human_bytes
+from triton_ge_console.backend_glue.onnx_executor import OnnxRuntimeExecutor
 from triton_ge_console.backend_glue.settings import (
     GlueConfigError,
     instance_index,
@@ -114,7 +115,10 @@ def test_settings_resolve_paths_mode_and_reject_bad_values(tmp_path: Path) -> No
     settings = load_settings(_args(folder, "m_0_1"), config)
     assert (settings.device_id, settings.mode, settings.kind) == (3, "cpu", "cpu-emulated")
     assert settings.onnx_path == folder / "1" / "b.onnx" and settings.intra_op_threads == 2
-    assert settings.device_memory_bytes == 64 << 30
+    assert settings.device_memory_bytes == 64 << 30 and settings.ort_spinning is False
+    assert load_settings(_args(folder), {"parameters": _params(ort_spinning="True")}).ort_spinning is True
+    with pytest.raises(GlueConfigError, match="parameter ort_spinning 'maybe': expected true or false"):
+        load_settings(_args(folder), {"parameters": _params(ort_spinning="maybe")})
     with pytest.raises(GlueConfigError, match=r"model m \(.*config.pbtxt\): device_ids 'a,b'"):
         load_settings(_args(folder), {"parameters": _params(device_ids="a,b")})
     with pytest.raises(GlueConfigError, match="execution_mode 'gpu': expected one of auto, npu, cpu"):
@@ -169,3 +173,26 @@ def test_tensor_parallel_om_on_an_npu_is_refused_not_run_on_its_first_npu(tmp_pa
     assert (one.mode, one.device_id) == ("npu", 1)
     emulated = {"backend": "ge", "parameters": {**config["parameters"], **_params(execution_mode="cpu")}}
     assert load_settings(_args(folder, "m_0_1"), emulated).devices == (2, 3)
+def test_onnx_executor_writes_into_one_buffer_per_shape_and_answers_like_onnx_runtime(tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    path = tmp_path / "tokens.onnx"
+    path.write_bytes(token_model())
+    executor = OnnxRuntimeExecutor(path, intra_op_threads=1)
+    reference = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    addresses: dict[tuple[int, int], list[int]] = {}
+    for batch, seq in ((1, 1), (2, 5), (1, 1), (2, 5), (3, 2), (1, 1), (2, 5)):
+        ids = np.random.default_rng(len(addresses) + batch).integers(0, 64, (batch, seq), dtype=np.int64)
+        logits = executor.run({"input_ids": ids})[0]["logits"]
+        np.testing.assert_allclose(logits, reference.run(None, {"input_ids": ids})[0], rtol=1e-6)
+        addresses.setdefault((batch, seq), []).append(logits.ctypes.data)
+    # the first run of a shape answers with ORT's own output; every later one with the shape's buffer
+    assert addresses[(1, 1)][1] == addresses[(1, 1)][2] != addresses[(2, 5)][1] == addresses[(2, 5)][2]
+    executor.close()
+def test_onnx_executor_falls_back_to_plain_runs_when_output_shapes_follow_the_data(tmp_path: Path) -> None:
+    path = tmp_path / "nonzero.onnx"
+    path.write_bytes(nonzero_model())
+    executor = OnnxRuntimeExecutor(path)
+    for x in ([0, 1, 2, 0], [0, 0, 3, 0], [5, 6, 7, 8], [0, 0, 3, 0]):
+        where = executor.run({"x": np.array(x, dtype=np.float32)})[0]["where"]
+        np.testing.assert_array_equal(where, np.nonzero(np.array(x))[0][None, :])

@@ -63,6 +63,7 @@ def test_static_model_off_with_dynamic_batching_is_fine() -> None:
             'DEVICEIDS \'-1\' must be comma-separated non-negative integers, e.g. "0" or "4,5"',
         ),
         ("static_model", "maybe", "failed to convert static_model 'maybe' to boolean value"),
+        ("ort_spinning", "spin", "failed to convert ort_spinning 'spin' to boolean value"),
         ("execution_mode", "gpu", "execution_mode 'gpu' must be one of auto, npu, cpu"),
         ("intra_op_threads", "many", "intra_op_threads 'many' must be a non-negative integer"),
     ],
@@ -101,7 +102,8 @@ def test_ge_dot_options_and_known_parameters_pass() -> None:
     text = (
         GE_HEAD + _param("ge.aicoreNum", "12|10") + _param("profiling", "dynamic") + _param("dump_graph", "1")
     )
-    assert _problems(text + _param("inter_op_threads", "2") + _param("execution_mode", "CPU")) == []
+    assert _problems(text + _param("inter_op_threads", "2") + _param("execution_mode", "CPU")
+                     + _param("ort_spinning", "true")) == []
 
 
 def test_other_backends_parameters_are_not_judged() -> None:

@@ -26,28 +26,38 @@ class Group:
 
 
 def _shape_fits(shape: tuple[int, ...], dims: tuple[int, ...]) -> bool:
-    """Whether a concrete shape matches model dims (-1 matches anything)."""
-    return len(shape) == len(dims) and all(d == -1 or d == s for s, d in zip(shape, dims, strict=True))
+    """Whether a concrete shape matches model dims (-1 matches anything); plain loop, per request."""
+    if len(shape) != len(dims):
+        return False
+    for size, dim in zip(shape, dims, strict=True):  # noqa: SIM110 (no generator per request)
+        if dim != -1 and dim != size:
+            return False
+    return True
 
 
 def request_error(feeds: dict[str, np.ndarray | None], inputs: Sequence[TensorInfo],
                   batched: bool) -> str | None:
-    """Why this request cannot run on the model, or None when it can."""
+    """Why this request cannot run on the model, or None when it can (on the request path: no
+    generators or sets built when every input fits)."""
+    batch: int | None = None
+    disagree = False
     for info in inputs:
         array = feeds.get(info.name)
         if array is None:
             return f"input {info.name} is missing (the model needs {', '.join(i.name for i in inputs)})"
-        expected = TRITON_TO_NUMPY[info.data_type]
-        if array.dtype != expected:
+        if array.dtype != TRITON_TO_NUMPY[info.data_type]:
             return f"input {info.name} has dtype {array.dtype}, the model needs {info.data_type}"
-        if not _shape_fits(tuple(array.shape), info.dims):
-            return (f"input {info.name} has shape {list(array.shape)}, the model needs "
-                    f"{list(info.dims)} (-1: any)")
-        if batched and array.ndim == 0:
-            return f"input {info.name} has no batch dimension"
-    if batched and len({feeds[i.name].shape[0] for i in inputs}) > 1:  # type: ignore[union-attr]
-        return "inputs disagree on the batch size (first dimension)"
-    return None
+        shape = array.shape
+        if not _shape_fits(shape, info.dims):
+            return f"input {info.name} has shape {list(shape)}, the model needs {list(info.dims)} (-1: any)"
+        if batched:
+            if not shape:
+                return f"input {info.name} has no batch dimension"
+            if batch is None:
+                batch = shape[0]
+            elif shape[0] != batch:
+                disagree = True
+    return "inputs disagree on the batch size (first dimension)" if disagree else None
 
 
 def group_requests(requests: Sequence[Feeds], names: Sequence[str], batched: bool) -> list[Group]:

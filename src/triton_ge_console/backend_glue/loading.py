@@ -47,7 +47,7 @@ def open_executor(settings: GlueSettings, config: dict[str, Any]) -> Executor:
     if problems:
         raise GlueConfigError(f"{_where(settings)}: {problems[0]}")
     return OnnxRuntimeExecutor(onnx_path, settings.intra_op_threads, settings.inter_op_threads,
-                               io_bytes(config))
+                               io_bytes(config), spinning=settings.ort_spinning)
 
 
 def _config_dims(tensor: dict[str, Any], batched: bool) -> tuple[int, ...]:

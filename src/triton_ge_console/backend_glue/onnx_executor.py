@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,10 @@ _ORT_TO_TRITON = {
     "tensor(int64)": "INT64", "tensor(float16)": "FP16", "tensor(float)": "FP32", "tensor(double)": "FP64",
 }
 _EMPTY_STATS = RunStats()
+# Output buffers kept per input-shape signature (an instance sees few: its batch sizes x sequence lengths),
+# the least recently used dropped beyond this many.
+_BUFFER_SHAPES = 16
+Signature = tuple[tuple[int, ...], ...]
 
 
 def _dims(shape: list[object]) -> tuple[int, ...]:
@@ -32,41 +37,117 @@ def _info(node: object, path: Path) -> TensorInfo:
 
 
 class OnnxRuntimeExecutor:
-    """The CPU stand-in for an NPU: same interface, labelled cpu-emulated."""
+    """The CPU stand-in for an NPU: same interface, labelled cpu-emulated.
+
+    Outputs are written into buffers the executor owns (ONNX Runtime's IOBinding), one set per input-shape
+    signature, reused from one run to the next: a run's outputs are valid until the next run. The Triton
+    model hands them to the Python backend, which copies them into shared memory when the responses are
+    sent, before it calls execute again (a stub runs one execute at a time), so the reuse is safe there.
+    A signature whose output shapes change from run to run (data-dependent) falls back to plain runs.
+    """
 
     kind = "cpu-emulated"
     max_batch: int | None = None
 
     def __init__(self, onnx_path: Path, intra_op_threads: int = 0, inter_op_threads: int = 0,
-                 io_bytes: int = 0) -> None:
+                 io_bytes: int = 0, spinning: bool = False) -> None:
         import onnxruntime as ort
 
         if not onnx_path.is_file():
             raise ExecutorError(f"ONNX model {onnx_path}: no such file")
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = max(0, intra_op_threads)
-        options.inter_op_num_threads = max(0, inter_op_threads)
         try:
-            self._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+            self._session = ort.InferenceSession(str(onnx_path), _options(ort, intra_op_threads,
+                                                                          inter_op_threads, spinning),
+                                                 providers=["CPUExecutionProvider"])
         except Exception as exc:  # ORT raises its own exception types for bad graphs
             raise ExecutorError(f"ONNX Runtime could not load {onnx_path}: {exc}") from exc
         self.path = onnx_path
         self.inputs = tuple(_info(n, onnx_path) for n in self._session.get_inputs())
         self.outputs = tuple(_info(n, onnx_path) for n in self._session.get_outputs())
+        self._input_names = [i.name for i in self.inputs]
         self._output_names = [o.name for o in self.outputs]
+        self._binding = self._session.io_binding()
+        self._buffers: OrderedDict[Signature, list[np.ndarray]] = OrderedDict()
+        self._unbound: set[Signature] = set()  # signatures whose output shapes are not fixed
+        self._bound: Signature | None = None  # whose buffers the binding's outputs point at
         self.memory_bytes = onnx_path.stat().st_size + external_bytes(onnx_path) + io_bytes
 
     def run(self, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], RunStats]:
-        """One synchronous ONNX Runtime run."""
+        """One synchronous ONNX Runtime run, into this signature's buffers once its shapes are known."""
         if self._session is None:
             raise ExecutorError(f"{self.path}: run after close")
+        signature = _signature(feeds, self._input_names)
+        buffers = None if signature is None else self._buffers.get(signature)
+        if buffers is not None and self._run_bound(signature, feeds, buffers):  # type: ignore[arg-type]
+            self._buffers.move_to_end(signature)  # type: ignore[arg-type]
+            return dict(zip(self._output_names, buffers, strict=True)), _EMPTY_STATS
         results = self._session.run(self._output_names, feeds)
+        if signature is not None and signature not in self._unbound:
+            self._remember(signature, results, refused=buffers is not None)
         return dict(zip(self._output_names, results, strict=True)), _EMPTY_STATS
 
+    def _run_bound(self, signature: Signature, feeds: dict[str, np.ndarray],
+                   buffers: list[np.ndarray]) -> bool:
+        """Run with inputs and outputs bound to arrays (no output allocation); False where ORT refuses
+        (then the caller runs unbound: a bad input fails there, a data-dependent shape is learnt)."""
+        binding = self._binding
+        if self._bound != signature:
+            binding.clear_binding_outputs()
+            for name, array in zip(self._output_names, buffers, strict=True):
+                binding.bind_output(name, "cpu", 0, array.dtype, list(array.shape), array.ctypes.data)
+            self._bound = signature
+        for name in self._input_names:
+            binding.bind_cpu_input(name, feeds[name])
+        try:
+            self._session.run_with_iobinding(binding)  # type: ignore[union-attr]
+        except Exception:  # ORT's own types; the unbound run then says what is wrong
+            return False
+        return True
+
+    def _remember(self, signature: Signature, results: list[object], refused: bool) -> None:
+        """Give this signature buffers shaped like the run's outputs, or none when its bound run was
+        refused yet the plain run worked (output shapes that depend on the data) or ORT answered with
+        something other than tensors (sequences, maps)."""
+        if refused or not all(isinstance(r, np.ndarray) for r in results):
+            self._buffers.pop(signature, None)
+            self._unbound.add(signature)
+            self._bound = None
+            return
+        self._buffers[signature] = [np.empty(r.shape, r.dtype) for r in results]  # type: ignore[attr-defined]
+        while len(self._buffers) > _BUFFER_SHAPES:
+            dropped, _ = self._buffers.popitem(last=False)
+            if dropped == self._bound:
+                self._bound = None
+
     def close(self) -> None:
-        """Drop the session (ORT frees it)."""
+        """Drop the session and the buffers (ORT frees the session)."""
         self._session = None
+        self._buffers.clear()
 
     def device_figures(self) -> DeviceFigures | None:
         """An emulated device reports nothing itself: the ledger's figures apply."""
         return None
+
+
+def _signature(feeds: dict[str, np.ndarray], names: list[str]) -> Signature | None:
+    """The input shapes that fix the output buffers, None when feeds are not exactly the model's
+    inputs as C-contiguous arrays (then ORT's plain run handles, or refuses, them)."""
+    if len(feeds) != len(names):
+        return None
+    arrays = [feeds.get(n) for n in names]
+    if not all(isinstance(a, np.ndarray) and a.flags.c_contiguous for a in arrays):
+        return None
+    return tuple(a.shape for a in arrays)  # type: ignore[union-attr]
+
+
+def _options(ort: object, intra_op_threads: int, inter_op_threads: int, spinning: bool) -> object:
+    """Session options that leave the CPU to Triton between runs: ORT's pool threads spin-wait for work
+    by default, which on a CPU shared with the server, the stub and other instances takes the cores
+    the server needs to answer (off unless the config's `ort_spinning` asks for it)."""
+    options = ort.SessionOptions()  # type: ignore[attr-defined]
+    options.intra_op_num_threads = max(0, intra_op_threads)
+    options.inter_op_num_threads = max(0, inter_op_threads)
+    spin = "1" if spinning else "0"
+    options.add_session_config_entry("session.intra_op.allow_spinning", spin)
+    options.add_session_config_entry("session.inter_op.allow_spinning", spin)
+    return options

@@ -40,6 +40,7 @@ class GlueSettings:
     inter_op_threads: int
     device_memory_bytes: int  # capacity of an emulated device
     devices: tuple[int, ...] = ()  # every NPU the instance spans (tensor parallel), device_id first
+    ort_spinning: bool = False  # ORT's pool threads spin-wait for work (CPU emulation)
 
     @property
     def kind(self) -> str:
@@ -191,6 +192,14 @@ def _int_param(config: dict[str, Any], keys: tuple[str, ...], default: int, wher
         raise GlueConfigError(f"{where}: parameter {keys[0]} {text!r}: expected an integer") from None
 
 
+def _bool_param(config: dict[str, Any], key: str, where: str) -> bool:
+    """A yes/no parameter (off when absent), or a clear error naming it."""
+    text = (parameter(config, key) or "false").strip().lower()
+    if text not in {"1", "true", "0", "false"}:  # what `validate` accepts (ge_rules.BOOLEAN_VALUES)
+        raise GlueConfigError(f"{where}: parameter {key} {text!r}: expected true or false")
+    return text in {"1", "true"}
+
+
 def device_memory_bytes(config: dict[str, Any], where: str) -> int:
     """Emulated device capacity: parameter npu_memory_gib, else $GE_NPU_MEMORY_GIB, else 64 GiB."""
     text = parameter(config, "npu_memory_gib") or os.environ.get(MEMORY_ENV) or str(DEFAULT_DEVICE_MEMORY_GIB)
@@ -234,4 +243,5 @@ def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
         inter_op_threads=_int_param(config, ("inter_op_threads", "inter_op_thread_count"), 0, where),
         device_memory_bytes=device_memory_bytes(config, where),
         devices=devices,
+        ort_spinning=_bool_param(config, "ort_spinning", where),
     )

@@ -57,6 +57,10 @@ class TritonPythonModel:
         self.inputs: tuple[TensorInfo, ...] = self.executor.inputs
         self.input_names = [i.name for i in self.inputs]
         self.batched = self.settings.max_batch_size > 0
+        # hoisted out of the per-request path: the utilities module, and whether responses need
+        # filtering by requested outputs at all (Triton refuses unknown names, so one output never does)
+        self.pb_utils = pb_utils
+        self.filter_outputs = len(self.executor.outputs) > 1
         pb_utils.Logger.log_info(self._load_message())
 
     def _reserve_memory(self) -> None:
@@ -94,7 +98,9 @@ class TritonPythonModel:
 
     def execute(self, requests: list[Any]) -> list[Any]:
         """Run every runnable request, grouped into as few executions as their shapes allow."""
-        pb_utils = _pb_utils()
+        pb_utils = self.pb_utils
+        if len(requests) == 1:  # the common case at low load: no grouping, no merge, no split
+            return [self._execute_one(pb_utils, requests[0])]
         responses: list[Any] = [None] * len(requests)
         runnable: list[int] = []
         feeds_list: list[batching.Feeds] = []
@@ -111,8 +117,24 @@ class TritonPythonModel:
                             responses)
         return responses
 
+    def _execute_one(self, pb_utils: Any, request: Any) -> Any:
+        """One request alone: its own arrays in, the executor's outputs out."""
+        feeds = self._feeds(pb_utils, request)
+        problem = batching.request_error(feeds, self.inputs, self.batched)
+        if problem is not None:
+            return self._error(pb_utils, problem)
+        started = time.perf_counter()
+        try:
+            outputs, stats = self.executor.run(feeds)  # type: ignore[arg-type]
+        except (ExecutorError, RuntimeError, ValueError) as exc:
+            return self._error(pb_utils, f"execution failed: {exc}")
+        first = feeds[self.input_names[0]]
+        self._record(started, int(first.shape[0]) if self.batched and first is not None else 1, stats)
+        return self._response(pb_utils, request, outputs)
+
     def _feeds(self, pb_utils: Any, request: Any) -> dict[str, np.ndarray | None]:
-        """The request's inputs as numpy views (zero-copy), None where one is missing."""
+        """The request's inputs as numpy views of its tensors in shared memory (no copy), None where
+        one is missing."""
         feeds: dict[str, np.ndarray | None] = {}
         for name in self.input_names:
             tensor = pb_utils.get_input_tensor_by_name(request, name)
@@ -123,6 +145,16 @@ class TritonPythonModel:
         """A response carrying one clear error for its request."""
         return pb_utils.InferenceResponse(
             error=pb_utils.TritonError(f"model {self.settings.model_name}: {message}"))
+
+    def _response(self, pb_utils: Any, request: Any, outputs: dict[str, np.ndarray]) -> Any:
+        """The outputs the request asked for (all when it named none), handed over without a copy: the
+        Python backend copies each into shared memory once, as it sends the response."""
+        if self.filter_outputs:
+            wanted = request.requested_output_names()
+            if wanted:
+                outputs = {name: array for name, array in outputs.items() if name in wanted}
+        return pb_utils.InferenceResponse(
+            output_tensors=[pb_utils.Tensor(name, array) for name, array in outputs.items()])
 
     def _run_group(self, pb_utils: Any, group: batching.Group, feeds_list: list[batching.Feeds],
                    request_indices: list[int], requests: list[Any], responses: list[Any]) -> None:
@@ -136,10 +168,7 @@ class TritonPythonModel:
             return
         self._record(started, sum(group.sizes), stats)
         for index, piece in zip(request_indices, batching.split(outputs, group), strict=True):
-            wanted = requests[index].requested_output_names()
-            tensors = [pb_utils.Tensor(name, array) for name, array in piece.items()
-                       if not wanted or name in wanted]
-            responses[index] = pb_utils.InferenceResponse(output_tensors=tensors)
+            responses[index] = self._response(pb_utils, requests[index], piece)
 
     def _record(self, started: float, batch_size: int, stats: RunStats) -> None:
         """Account one execution in telemetry (never fails the request)."""

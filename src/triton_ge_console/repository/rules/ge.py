@@ -31,6 +31,7 @@ KNOWN_PARAMETERS = (
     "inter_op_thread_count",
     "npu_memory_gib",
     "tensor_parallel",
+    "ort_spinning",
 )
 # What tensor_parallel > 1 does on an Ascend host, per backend (CPU emulation charges each NPU its share).
 TENSOR_PARALLEL_LIMITS = {
@@ -160,7 +161,7 @@ def _tensor_parallel_findings(config: mc.ModelConfig) -> list[Finding]:
 def _value_findings(config: mc.ModelConfig) -> list[Finding]:
     """Booleans, integers and execution_mode have the values the backends accept."""
     findings = []
-    for key in ("static_model", "dump_graph"):
+    for key in ("static_model", "dump_graph", "ort_spinning"):
         value = parameter(config, key)
         if value is not None and value.lower() not in BOOLEAN_VALUES:
             findings.append(error(param_field(key), f"failed to convert {key} '{value}' to boolean value"))
