@@ -21,15 +21,14 @@ from triton_ge_console.console.screens.confirm import ConfirmScreen
 from triton_ge_console.console.screens.fleet import FleetScreen, MemberDashboard, roll_summary
 from triton_ge_console.console.screens.help import HelpScreen
 from triton_ge_console.console.widgets.header import Connection
+from triton_ge_console.fleet.figures import FleetFigures
 from triton_ge_console.fleet.follow import FleetFollower
 from triton_ge_console.fleet.members import FleetMember, FleetSource, member_named
-from triton_ge_console.fleet.models import FleetModelRow, model_rows
+from triton_ge_console.fleet.models import FleetModelRow
 from triton_ge_console.fleet.rolling import RollingResult
-from triton_ge_console.fleet.status import FleetRow, row_from
-from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.fleet.status import FleetRow
 
 OptionsFor = Callable[[FleetMember], ConsoleOptions]
-WAITING = "…"  # health before a member's first poll came back
 
 
 @dataclass(frozen=True)
@@ -58,16 +57,15 @@ class FleetConsoleApp(GEConsoleApp):
         self.options_for = options_for
         self.fleet_options = fleet_options or FleetOptions()
         super().__init__(fleet.members[0].source, options_for(fleet.members[0]))
-        self.latest: dict[str, ServerSnapshot] = {}
-        self.member_polls: dict[str, int] = {m.name: 0 for m in fleet.members}
+        self.figures = FleetFigures(fleet.members)
         self.current: str | None = None  # the member whose dashboard is open
         self.follow_stop = threading.Event()
-        self.set_reactive(FleetConsoleApp.fleet_rows, tuple(self._waiting_row(m) for m in fleet.members))
+        self.set_reactive(FleetConsoleApp.fleet_rows, self.figures.rows)
 
-    @staticmethod
-    def _waiting_row(member: FleetMember) -> FleetRow:
-        """A member's row before its first poll."""
-        return FleetRow(member.name, member.where, WAITING)
+    @property
+    def member_polls(self) -> dict[str, int]:
+        """How many polls of each member came back."""
+        return self.figures.polls
 
     def get_default_screen(self) -> Screen[None]:
         """The fleet screen is the home screen."""
@@ -96,13 +94,9 @@ class FleetConsoleApp(GEConsoleApp):
 
     def on_member_snapshot_arrived(self, message: MemberSnapshotArrived) -> None:
         """Refresh that member's row and the models across the fleet; feed its dashboard if open."""
-        self.latest[message.member] = message.snapshot
-        self.member_polls[message.member] += 1
-        self.fleet_rows = tuple(
-            row_from(m.name, m.where, [self.latest[m.name]]) if m.name in self.latest else row
-            for m, row in zip(self.fleet.members, self.fleet_rows, strict=True)
-        )
-        self.fleet_models = tuple(model_rows(self.latest))
+        self.figures.take(message.member, message.snapshot)
+        self.fleet_rows = self.figures.rows
+        self.fleet_models = self.figures.models
         if message.member == self.current:
             self.on_snapshot_arrived(SnapshotArrived(message.snapshot))
 
@@ -121,8 +115,8 @@ class FleetConsoleApp(GEConsoleApp):
         self.selected_model = None
         self.current = name
         connection = Connection(name, self.fleet_options.interval_s)
-        if name in self.latest:
-            connection = next_connection(connection, self.latest[name], self.options)
+        if name in self.figures.latest:
+            connection = next_connection(connection, self.figures.latest[name], self.options)
         self.connection = connection
         self.push_screen(MemberDashboard())
 
