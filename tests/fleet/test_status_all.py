@@ -197,3 +197,33 @@ async def test_fleet_screen_shows_every_server(fleet: Registry, load_on_first: N
             await until(pilot, lambda: isinstance(app.screen, FleetScreen))
     finally:
         live.close()
+
+
+async def test_fleet_screen_follows_sessions_that_come_and_go(fleet: Registry) -> None:
+    """Opened on two sessions, the fleet screen takes in the three registered later, and drops one whose
+    session is removed, keeping the others' rows."""
+    from tests.console.waiting import until
+    from triton_ge_console.console.fleet_app import FleetConsoleApp, FleetOptions
+    from triton_ge_console.fleet.members import LiveFleet
+
+    first = [r for r in running_records(fleet) if r.name in ("s1", "s2")]
+    live = LiveFleet(first, fleet)
+    app = FleetConsoleApp(live, lambda member: ConsoleOptions(interval_s=INTERVAL_S),
+                          FleetOptions(interval_s=INTERVAL_S, backoff_s=5.0, rescan_s=0.2))
+
+    def names() -> list[str]:
+        return [row.name for row in app.fleet_rows]
+
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await until(pilot, lambda: names() == ["gone", "mute", "s1", "s2", "s3"], what="five rows")
+            await until(pilot, lambda: {r.name: r.health for r in app.fleet_rows}["s3"] == "ready",
+                        what="s3 polled")
+            s1 = live.members[2]
+            fleet.remove("gone")
+            await until(pilot, lambda: names() == ["mute", "s1", "s2", "s3"], what="gone's row removed")
+            assert live.members[1] is s1  # a member that stayed keeps its source
+            assert app.figures.polls["s1"] > 0 and "gone" not in app.figures.latest
+            assert app.screen.query_one("#fleet-servers").row_count == 4
+    finally:
+        live.close()

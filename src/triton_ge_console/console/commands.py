@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from triton_ge_console.sessions.registry import Registry, SessionRecord
 
 DEFAULT_HEADLESS_S = 120.0
+FLEET_RESCAN_S = 5.0  # the fleet screen looks for sessions (and pods) that came or went this often
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -118,8 +119,9 @@ def _run_fleet(records: list[SessionRecord], registry: Registry, interval: float
         assert member.record is not None
         return record_options(member.record, RecordLifecycle(registry, member.record), interval)
 
-    fleet = LiveFleet(records)
-    app = FleetConsoleApp(fleet, options_for, FleetOptions(interval_s=interval, backoff_s=max(5.0, interval)))
+    fleet = LiveFleet(records, registry)
+    app = FleetConsoleApp(fleet, options_for, FleetOptions(interval_s=interval, backoff_s=max(5.0, interval),
+                                                           rescan_s=FLEET_RESCAN_S))
     try:
         app.run()
     finally:

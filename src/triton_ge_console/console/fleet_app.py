@@ -14,7 +14,7 @@ from textual.screen import Screen
 
 from triton_ge_console.console import actions, lifeline, long_lived
 from triton_ge_console.console.app import GEConsoleApp, next_connection
-from triton_ge_console.console.fleet_messages import MemberSnapshotArrived, RollFinished
+from triton_ge_console.console.fleet_messages import MembersChanged, MemberSnapshotArrived, RollFinished
 from triton_ge_console.console.messages import SnapshotArrived
 from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.console.screens.confirm import ConfirmScreen
@@ -39,6 +39,7 @@ class FleetOptions:
     backoff_s: float = 5.0  # a member that did not answer is asked again after this long
     max_workers: int = 8
     max_polls: int | None = None  # per member (recordings in tests)
+    rescan_s: float | None = None  # how often the fleet's members are looked up again (None: never)
 
 
 class FleetConsoleApp(GEConsoleApp):
@@ -75,22 +76,44 @@ class FleetConsoleApp(GEConsoleApp):
         """Leave start-up objects out of full collections; follow every member."""
         long_lived.leave_out_start_up_objects()
         self.lifeline = lifeline.hold_if_served(self)
-        self._follow_worker()
+        self._follow_worker(self.fleet.members, self.follow_stop)
+        if self.fleet_options.rescan_s:
+            self.set_interval(self.fleet_options.rescan_s, self._rescan_worker)
 
     def on_unmount(self) -> None:
         """Stop following (its pool ends with it), then what the single-server app releases."""
         self.follow_stop.set()
         super().on_unmount()
 
-    @work(thread=True, exclusive=True, group="fleet-poll", exit_on_error=False)
-    def _follow_worker(self) -> None:
-        """Every member polled at its own pace; each snapshot comes back as a message."""
+    @work(thread=True, group="fleet-poll", exit_on_error=False)
+    def _follow_worker(self, members: list[FleetMember], stop: threading.Event) -> None:
+        """Every member polled at its own pace until `stop`; each snapshot comes back as a message."""
         options = self.fleet_options
-        follower = FleetFollower([m.source for m in self.fleet.members], interval_s=options.interval_s,
+        follower = FleetFollower([m.source for m in members], interval_s=options.interval_s,
                                  backoff_s=options.backoff_s, max_workers=options.max_workers,
                                  max_polls=options.max_polls)
-        follower.run(lambda name, snap: self.post_message(MemberSnapshotArrived(name, snap)),
-                     self.follow_stop)
+        follower.run(lambda name, snap: self.post_message(MemberSnapshotArrived(name, snap)), stop)
+
+    @work(thread=True, exclusive=True, group="fleet-rescan", exit_on_error=False)
+    def _rescan_worker(self) -> None:
+        """Look the members up again (the registry: sessions started, stopped, pods found or gone)."""
+        left = self.fleet.rescan()
+        if left is not None:
+            self.post_message(MembersChanged(left))
+
+    def on_members_changed(self, message: MembersChanged) -> None:
+        """Follow the new members (the old follower stops), keep the rows of those that stayed."""
+        self.follow_stop.set()
+        self.follow_stop = threading.Event()
+        members = list(self.fleet.members)
+        self.figures = self.figures.regrouped(members)
+        self.fleet_rows = self.figures.rows
+        self.fleet_models = self.figures.models
+        self._follow_worker(members, self.follow_stop)
+        for member in message.left:
+            member.source.close()
+        gone = ", ".join(m.name for m in message.left)
+        self.notify(f"{len(members)} servers now" + (f"; left: {gone}" if gone else ""), title="fleet")
 
     def on_member_snapshot_arrived(self, message: MemberSnapshotArrived) -> None:
         """Refresh that member's row and the models across the fleet; feed its dashboard if open."""

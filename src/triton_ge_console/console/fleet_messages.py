@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
+from triton_ge_console.fleet.members import FleetMember
 from triton_ge_console.fleet.rolling import RollingResult
 from triton_ge_console.sessions.snapshot import ServerSnapshot
 
@@ -23,3 +24,11 @@ class RollFinished(Message):
     def __init__(self, result: RollingResult) -> None:
         super().__init__()
         self.result = result
+
+
+class MembersChanged(Message):
+    """Sessions came or went: the fleet has new members; `left` are to be closed once unpolled."""
+
+    def __init__(self, left: list[FleetMember]) -> None:
+        super().__init__()
+        self.left = left

@@ -23,8 +23,21 @@ class FleetFigures:
         self.rows: tuple[FleetRow, ...] = tuple(FleetRow(m.name, m.where, WAITING) for m in self.members)
         self.models: tuple[FleetModelRow, ...] = ()
 
+    def regrouped(self, members: Sequence[FleetMember]) -> FleetFigures:
+        """The figures for a new set of members: those that stay keep their row and latest snapshot."""
+        figures = FleetFigures(members)
+        rows = {row.name: row for row in self.rows}
+        figures.latest = {n: s for n, s in self.latest.items() if n in figures.polls}
+        figures.polls.update({n: c for n, c in self.polls.items() if n in figures.polls})
+        figures.rows = tuple(rows.get(row.name, row) for row in figures.rows)
+        figures.models = tuple(model_rows(figures.latest))
+        return figures
+
     def take(self, member: str, snapshot: ServerSnapshot) -> None:
-        """One member's snapshot: its row and the models across servers are rebuilt."""
+        """One member's snapshot: its row and the models across servers are rebuilt (a member that left
+        meanwhile is ignored)."""
+        if member not in self.polls:
+            return
         self.latest[member] = snapshot
         self.polls[member] += 1
         self.rows = tuple(row_from(m.name, m.where, [snapshot]) if m.name == member else row

@@ -10,7 +10,7 @@ from typing import Protocol
 from triton_ge_console.fleet.rolling import RollingResult, Say, ServerOutcome, rolling_reload
 from triton_ge_console.fleet.status import where_of
 from triton_ge_console.sessions.recorded import RecordedSource
-from triton_ge_console.sessions.registry import SessionRecord
+from triton_ge_console.sessions.registry import Registry, SessionRecord
 from triton_ge_console.sessions.source import SessionSource
 
 
@@ -33,9 +33,20 @@ class FleetSource(Protocol):
         """Reload `model` on one member at a time, stopping at the first failure."""
         ...
 
+    def rescan(self) -> list[FleetMember] | None:
+        """Look the members up again: those that left (None: no change)."""
+        ...
+
     def close(self) -> None:
         """Release every member's connections (servers keep running)."""
         ...
+
+
+def _live_member(record: SessionRecord) -> FleetMember:
+    """A member polled through the session's live source."""
+    from triton_ge_console.sessions.live import LiveSource
+
+    return FleetMember(record.name, where_of(record), LiveSource.from_record(record), record)
 
 
 def member_named(fleet: FleetSource, name: str) -> FleetMember:
@@ -44,13 +55,27 @@ def member_named(fleet: FleetSource, name: str) -> FleetMember:
 
 
 class LiveFleet:
-    """The running sessions of the registry, each through its own live source."""
+    """The running sessions of the registry, each through its own live source; with the registry given,
+    `rescan` follows sessions (and Kubernetes pods `attach k8s:` adds) as they come and go."""
 
-    def __init__(self, records: Sequence[SessionRecord]) -> None:
-        from triton_ge_console.sessions.live import LiveSource
+    def __init__(self, records: Sequence[SessionRecord], registry: Registry | None = None) -> None:
+        self.registry = registry
+        self.members = [_live_member(r) for r in sorted(records, key=lambda r: r.name)]
 
-        self.members = [FleetMember(r.name, where_of(r), LiveSource.from_record(r), r)
-                        for r in sorted(records, key=lambda r: r.name)]
+    def rescan(self) -> list[FleetMember] | None:
+        """Take the registry's running sessions as the members now (a new list; kept members keep their
+        source); the members that left, for the caller to close once nothing polls them; None: no change."""
+        if self.registry is None:
+            return None
+        from triton_ge_console.fleet.status import running_records
+
+        records = {r.name: r for r in running_records(self.registry)}
+        known = {m.name: m for m in self.members}
+        if records.keys() == known.keys() and all(known[n].record == r for n, r in records.items()):
+            return None
+        kept = {n: m for n, m in known.items() if n in records and m.record == records[n]}
+        self.members = [kept.get(name) or _live_member(records[name]) for name in sorted(records)]
+        return [m for n, m in known.items() if n not in kept]
 
     def roll(self, model: str, say: Say) -> RollingResult:
         """fleet.rolling over the members' records (each proven by a request before the next)."""
@@ -86,6 +111,10 @@ class RecordedFleet:
             say(f"{member.name}: {answer.message}")
             stopped = not answer.ok
         return result
+
+    def rescan(self) -> list[FleetMember] | None:
+        """A recording's members never change."""
+        return None
 
     def close(self) -> None:
         """Close every recording."""
