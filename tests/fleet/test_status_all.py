@@ -227,3 +227,34 @@ async def test_fleet_screen_follows_sessions_that_come_and_go(fleet: Registry) -
             assert app.screen.query_one("#fleet-servers").row_count == 4
     finally:
         live.close()
+
+
+def test_bare_ge_console_opens_the_fleet_screen(fleet: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ge-console` with several running sessions: the fleet screen (driven headless here), all five rows."""
+    from textual.pilot import Pilot
+
+    from tests.console.waiting import until
+    from triton_ge_console.console import commands
+    from triton_ge_console.console.fleet_app import FleetConsoleApp
+
+    seen: dict[str, object] = {}
+    original = FleetConsoleApp.run
+
+    async def look(pilot: Pilot[None]) -> None:
+        app = pilot.app
+        assert isinstance(app, FleetConsoleApp)
+        await until(pilot, lambda: all(r.health in ("ready", "unreachable") for r in app.fleet_rows),
+                    timeout=30, what="every row")
+        seen["screen"] = type(app.screen).__name__
+        seen["rows"] = {row.name: row.health for row in app.fleet_rows}
+        app.exit()
+
+    def headless(self: FleetConsoleApp, **_kwargs: object) -> None:
+        original(self, headless=True, size=(160, 45), auto_pilot=look)
+
+    monkeypatch.setattr(commands, "_has_terminal", lambda: True)
+    monkeypatch.setattr(FleetConsoleApp, "run", headless)
+    assert main(["console"]) == 0
+    assert seen["screen"] == "FleetScreen"
+    assert seen["rows"] == {"gone": "unreachable", "mute": "unreachable", "s1": "ready", "s2": "ready",
+                            "s3": "ready"}
