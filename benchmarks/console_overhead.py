@@ -158,9 +158,10 @@ def server_cpu_s(pid: int) -> float:
     return total
 
 
-def measure_poll(http_url: str, metrics_url: str, pid: int, polls: int) -> dict[str, Any]:
+def measure_poll(http_url: str, metrics_url: str, pid: int, polls: int,
+                 moved_statistics: bool = True) -> dict[str, Any]:
     """Wall and CPU time of one poll (ours and Triton's), and of parsing /metrics alone."""
-    poller = Poller("bench", Endpoints(http_url, None, metrics_url))
+    poller = Poller("bench", Endpoints(http_url, None, metrics_url), moved_statistics=moved_statistics)
     walls, cpus = [], []
     try:
         for _ in range(3):
@@ -242,6 +243,9 @@ def main() -> int:
     parser.add_argument("--polls", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="only the poll cost; print it, write nothing")
     parser.add_argument("--fleet", action="store_true", help="only the fleet row (poll cost at 1, 4, 16)")
+    parser.add_argument("--statistics-ab", action="store_true",
+                        help="only the poll cost at 100 idle models, statistics for every model vs only for "
+                             "those whose counters moved, alternating rounds; printed, nothing written")
     parser.add_argument("--fleet-rounds", type=int, default=4)
     parser.add_argument("--fleet-polls", type=int, default=5, help="polls per server per measurement")
     args = parser.parse_args()
@@ -249,6 +253,8 @@ def main() -> int:
         return quick(args.polls)
     if args.fleet:
         return fleet_only(args)
+    if args.statistics_ab:
+        return statistics_ab(args.polls, args.rounds)
     if shutil.which("wrk") is None:
         print("wrk is not installed: apt-get install -y wrk", file=sys.stderr)
         return 1
@@ -275,6 +281,35 @@ def quick(polls: int) -> int:
         shutil.rmtree(root, ignore_errors=True)
     print_rows(poll_rows(poll))
     return 0
+
+
+def statistics_ab(polls: int, rounds: int) -> int:
+    """Poll cost at 100 idle models, statistics of every model each poll (A) vs only of the models whose
+    counters moved (B), in alternating rounds on one server."""
+    dist = find_distribution()
+    root = Path(tempfile.mkdtemp(prefix="ge-overhead-stats-"))
+    measured: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
+    try:
+        install_backend_dir(root / "backends", dist)
+        names = write_repository(root / "repository", 100)
+        with server(dist, root / "repository", root / "backends", names) as (http_url, metrics_url, pid):
+            for index in range(rounds):
+                for moved in ((False, True) if index % 2 == 0 else (True, False)):
+                    measured[moved].append(measure_poll(http_url, metrics_url, pid, polls, moved))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print("| measure, 100 idle models | every model's statistics | only moved models' | target |\n"
+          "|---|---|---|---|")
+    for key, label in (("triton_cpu_ms_per_poll", "Triton's CPU per poll"), ("poll_cpu_ms_p50", "poller CPU"),
+                       ("poll_ms_p50", "poll wall p50")):
+        cells = [_median_range([m[key] for m in measured[moved]]) for moved in (False, True)]
+        print(f"| {label} (median, range of {rounds} rounds) | {cells[0]} | {cells[1]} | lower |")
+    return 0
+
+
+def _median_range(values: list[float]) -> str:
+    """'m ms (lo-hi)'."""
+    return f"{statistics.median(values):.2f} ms ({min(values):.2f}-{max(values):.2f})"
 
 
 def fleet(dist: TritonDistribution, root: Path, args: argparse.Namespace) -> dict[str, Any]:
