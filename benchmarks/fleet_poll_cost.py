@@ -50,6 +50,7 @@ class _Proxy(http.server.BaseHTTPRequestHandler):
     recording: ClassVar[Recording] = {}
 
     def _answer(self) -> None:
+        """Any request: forwarded and kept, or answered from the recording (404 when never seen)."""
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         key = _key(self.role, self.command, self.path, body)
@@ -150,6 +151,7 @@ class _Timed:
         self.walls_ms: list[float] = []
 
     def poll(self) -> ServerSnapshot:
+        """The poller's poll, timed."""
         began = time.perf_counter()
         snapshot = self.poller.poll()
         self.walls_ms.append((time.perf_counter() - began) * 1000)
@@ -163,6 +165,7 @@ def measure(endpoints: Sequence[tuple[str, str]], polls: int) -> dict[str, Any]:
     errors: list[str] = []
 
     def deliver(name: str, snapshot: ServerSnapshot) -> None:
+        """A failed poll would make the figures meaningless: keep why."""
         if snapshot.error is not None:
             errors.append(f"{name}: {snapshot.error}")
 

@@ -194,6 +194,7 @@ class FleetDashboard:
     def _roll(self, model: str) -> None:
         """The blocking roll, each server's step shown as it happens; errors show, never raise."""
         def say(line: str) -> None:
+            """One server's step, as it happens."""
             self.roll_status.value += f"<br>{html.escape(line)}"
 
         try:
