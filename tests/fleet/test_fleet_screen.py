@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual.command import CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
@@ -126,3 +127,19 @@ async def test_rolling_reload_stops_at_the_first_failure() -> None:
         assert _controller(app, "gamma").calls == []
         assert _controller(app, "alpha").calls == [("reload", "llama_model", None)]
         assert "stopped at the first failure" in str(app.screen.query_one("#fleet-roll").render())
+
+
+async def test_palette_offers_the_fleet_actions_on_the_fleet_screen() -> None:
+    app = fleet_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await replayed(pilot)
+        await pilot.press("m", "down", "ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette")
+        await pilot.press(*"rolling")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the roll's question")
+        assert "llama_model on 4 servers" in str(app.screen.query_one("#confirm-target").render())
+        await pilot.press("n")
+        await until(pilot, lambda: isinstance(app.screen, FleetScreen))
+        assert app.last_roll is None
