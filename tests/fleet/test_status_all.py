@@ -1,5 +1,6 @@
-"""`ge-console status --all`: three real tritonservers on loopback plus two dead ones (a closed port, and a
-socket that accepts but never answers); the dead ones get their row without delaying the others'."""
+"""`ge-console status --all` and the fleet screen: three real tritonservers on loopback plus two dead ones
+(a closed port, and a socket that accepts but never answers); the dead ones get their row without delaying
+the others'."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from tests.conftest import RunningServer, run_triton
 from tests.sessions.helpers import python_backend_dir, write_echo_model
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.cli import main
+from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.fleet.poller import FleetPoller
-from triton_ge_console.fleet.status import running_records
+from triton_ge_console.fleet.status import FleetRow, running_records
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import READY, Registry, SessionRecord
@@ -147,3 +149,112 @@ def test_status_all_table_marks_missing_figures(fleet: Registry, capsys: pytest.
     assert len(lines) == 6
     gone = next(line for line in lines if line.startswith("gone"))
     assert "unreachable" in gone and "—/—/—" in gone
+
+
+async def test_fleet_screen_shows_every_server(fleet: Registry, load_on_first: None) -> None:
+    """`ge-console` with several sessions: the fleet screen has a row per server, the three real ones ready
+    with their figures, the dead ones unreachable; Enter opens s1's dashboard on its models, Esc returns."""
+    from tests.console.waiting import until
+    from triton_ge_console.console.fleet_app import FleetConsoleApp, FleetOptions
+    from triton_ge_console.console.launch_session import record_options
+    from triton_ge_console.console.screens.fleet import FleetScreen, MemberDashboard
+    from triton_ge_console.fleet.members import FleetMember, LiveFleet
+    from triton_ge_console.sessions.pending import RecordLifecycle
+
+    def options_for(member: FleetMember) -> ConsoleOptions:
+        assert member.record is not None
+        return record_options(member.record, RecordLifecycle(fleet, member.record), INTERVAL_S)
+
+    live = LiveFleet(running_records(fleet))
+    app = FleetConsoleApp(live, options_for, FleetOptions(interval_s=INTERVAL_S, backoff_s=5.0))
+
+    def rows() -> dict[str, FleetRow]:
+        return {row.name: row for row in app.fleet_rows}
+
+    def settled() -> bool:
+        now = rows()
+        real = [now[name] for name in ("s1", "s2", "s3")]
+        return (all(row.health == "ready" and row.requests_per_s is not None for row in real)
+                and now["gone"].health == now["mute"].health == "unreachable")
+
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await until(pilot, settled, timeout=30, what="every row with its figures")
+            now = rows()
+            assert sorted(now) == ["gone", "mute", "s1", "s2", "s3"]
+            assert (now["s3"].models_ready, now["s3"].models_failing, now["s3"].models_total) == (1, 1, 2)
+            assert (now["s1"].requests_per_s or 0) > 0 and now["s1"].version
+            assert "timed out" in (now["mute"].error or "")
+            assert app.screen.query_one("#fleet-servers").row_count == 5
+            await pilot.press("enter")  # rows in name order: gone first
+            await until(pilot, lambda: isinstance(app.screen, MemberDashboard))
+            assert app.current == "gone"
+            await pilot.press("escape", "down", "down", "enter")  # gone, mute, s1
+            await until(pilot, lambda: app.current == "s1" and app.connection.last_good is not None)
+            snapshot = app.connection.last_good
+            assert snapshot is not None and snapshot.model("echo") is not None
+            await pilot.press("escape")
+            await until(pilot, lambda: isinstance(app.screen, FleetScreen))
+    finally:
+        live.close()
+
+
+async def test_fleet_screen_follows_sessions_that_come_and_go(fleet: Registry) -> None:
+    """Opened on two sessions, the fleet screen takes in the three registered later, and drops one whose
+    session is removed, keeping the others' rows."""
+    from tests.console.waiting import until
+    from triton_ge_console.console.fleet_app import FleetConsoleApp, FleetOptions
+    from triton_ge_console.fleet.members import LiveFleet
+
+    first = [r for r in running_records(fleet) if r.name in ("s1", "s2")]
+    live = LiveFleet(first, fleet)
+    app = FleetConsoleApp(live, lambda member: ConsoleOptions(interval_s=INTERVAL_S),
+                          FleetOptions(interval_s=INTERVAL_S, backoff_s=5.0, rescan_s=0.2))
+
+    def names() -> list[str]:
+        return [row.name for row in app.fleet_rows]
+
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            await until(pilot, lambda: names() == ["gone", "mute", "s1", "s2", "s3"], what="five rows")
+            await until(pilot, lambda: {r.name: r.health for r in app.fleet_rows}["s3"] == "ready",
+                        what="s3 polled")
+            s1 = live.members[2]
+            fleet.remove("gone")
+            await until(pilot, lambda: names() == ["mute", "s1", "s2", "s3"], what="gone's row removed")
+            assert live.members[1] is s1  # a member that stayed keeps its source
+            assert app.figures.polls["s1"] > 0 and "gone" not in app.figures.latest
+            assert app.screen.query_one("#fleet-servers").row_count == 4
+    finally:
+        live.close()
+
+
+def test_bare_ge_console_opens_the_fleet_screen(fleet: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ge-console` with several running sessions: the fleet screen (driven headless here), all five rows."""
+    from textual.pilot import Pilot
+
+    from tests.console.waiting import until
+    from triton_ge_console.console import console_cli as commands
+    from triton_ge_console.console.fleet_app import FleetConsoleApp
+
+    seen: dict[str, object] = {}
+    original = FleetConsoleApp.run
+
+    async def look(pilot: Pilot[None]) -> None:
+        app = pilot.app
+        assert isinstance(app, FleetConsoleApp)
+        await until(pilot, lambda: all(r.health in ("ready", "unreachable") for r in app.fleet_rows),
+                    timeout=30, what="every row")
+        seen["screen"] = type(app.screen).__name__
+        seen["rows"] = {row.name: row.health for row in app.fleet_rows}
+        app.exit()
+
+    def headless(self: FleetConsoleApp, **_kwargs: object) -> None:
+        original(self, headless=True, size=(160, 45), auto_pilot=look)
+
+    monkeypatch.setattr(commands, "_has_terminal", lambda: True)
+    monkeypatch.setattr(FleetConsoleApp, "run", headless)
+    assert main(["console"]) == 0
+    assert seen["screen"] == "FleetScreen"
+    assert seen["rows"] == {"gone": "unreachable", "mute": "unreachable", "s1": "ready", "s2": "ready",
+                            "s3": "ready"}

@@ -163,6 +163,29 @@ def test_unchanged_model_keeps_its_snapshot_object(served: Served, poller: Polle
     assert fast_after.success_total == (fast_before.success_total or 0) + 1
 
 
+def test_statistics_only_for_models_whose_counters_moved(served: Served, poller: Poller) -> None:
+    """An idle server is asked for no statistics after the first poll; a request to `fast` makes the next
+    poll ask about `fast` alone; the figures are those of a poller asking about every model every time."""
+    everything = Poller("full", served.endpoints(), moved_statistics=False)
+    try:
+        poller.poll()
+        poller.poll()
+        calls = poller.statistics.calls
+        poller.poll()
+        assert poller.statistics.calls == calls
+        infer(served.client, "fast")
+        moved = poller.poll()
+        assert poller.statistics.calls == calls + 1
+        reference = everything.poll()
+        for name in ("fast", "slow", "broken", "reloaded"):
+            mine, theirs = moved.model(name), reference.model(name)
+            assert mine is not None and theirs is not None
+            assert (mine.success_total, mine.failure_total, mine.last_inference) == (
+                theirs.success_total, theirs.failure_total, theirs.last_inference), name
+    finally:
+        everything.close()
+
+
 def test_unloaded_model_is_listed_unavailable(poller: Poller) -> None:
     """A model in the repository that is not loaded shows with its state and no figures."""
     never = poller.poll().model("never_loaded")

@@ -45,7 +45,21 @@ ACTIONS: tuple[ConsoleAction, ...] = (
                   footer=False, group="view"),
 )
 
-_BY_ID = {action.id: action for action in ACTIONS}
+# the fleet screen's own actions (it opens when several sessions run); the server actions above apply
+# to the server whose dashboard is open
+FLEET_ACTIONS: tuple[ConsoleAction, ...] = (
+    ConsoleAction("open_server", "enter", "open", "Open the selected server's dashboard (esc returns)",
+                  group="fleet"),
+    ConsoleAction("toggle_fleet_view", "m", "servers/models", "Switch between servers and models across them",
+                  group="fleet"),
+    ConsoleAction("rolling_reload", "r", "rolling reload",
+                  "Reload the selected model on one server at a time, stopping at the first failure",
+                  destructive=True, group="fleet"),
+    ConsoleAction("show_help", "question_mark", "help", "Show every action and its key",
+                  footer=False, group="view"),
+)
+
+_BY_ID = {action.id: action for action in (*ACTIONS, *FLEET_ACTIONS)}
 
 
 def find(action_id: str) -> ConsoleAction:
@@ -59,11 +73,12 @@ def key_label(action: ConsoleAction) -> str:
     return labels.get(action.key or "", action.key or "palette")
 
 
-def bindings() -> list[Binding]:
-    """Key bindings for every action with a key; errors each raises become notifications."""
+def bindings(registry: tuple[ConsoleAction, ...] = ACTIONS, namespace: str = "") -> list[Binding]:
+    """Key bindings for every action with a key; each goes through the app's guarded dispatcher
+    (namespace "app." when a screen holds the bindings)."""
     return [
-        Binding(action.key, f"run('{action.id}')", action.label, show=action.footer,
+        Binding(action.key, f"{namespace}run('{action.id}')", action.label, show=action.footer,
                 key_display=key_label(action), tooltip=action.description)
-        for action in ACTIONS
+        for action in registry
         if action.key is not None
     ]

@@ -16,9 +16,11 @@ from triton_ge_console.arg_types import port_number, seconds
 
 if TYPE_CHECKING:
     from triton_ge_console.console.launch_session import OpenedSession
-    from triton_ge_console.sessions.registry import Registry
+    from triton_ge_console.console.options import ConsoleOptions
+    from triton_ge_console.sessions.registry import Registry, SessionRecord
 
 DEFAULT_HEADLESS_S = 120.0
+FLEET_RESCAN_S = 5.0  # the fleet screen looks for sessions (and pods) that came or went this often
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -84,6 +86,8 @@ def run_console(args: argparse.Namespace) -> int:
         running = running_sessions(registry)
         if len(running) == 1:
             return _run_opened(open_record(running[0], registry, args.interval), args.keep)
+        if len(running) > 1:
+            return _run_fleet(running, registry, args.interval)
     except (SessionNotFound, RegistryError) as exc:
         _error(str(exc))
         return 1
@@ -101,6 +105,27 @@ def _run_opened(opened: OpenedSession, keep: bool) -> int:
         opened.source.close()
         if opened.started_here and not keep and opened.lifecycle.record is not None:
             print(opened.lifecycle.stop().message)
+    return 1 if app.return_code else 0
+
+
+def _run_fleet(records: list[SessionRecord], registry: Registry, interval: float) -> int:
+    """The fleet screen over every running session; quitting leaves every server running."""
+    from triton_ge_console.console.fleet_app import FleetConsoleApp, FleetOptions
+    from triton_ge_console.console.launch_session import record_options
+    from triton_ge_console.fleet.members import FleetMember, LiveFleet
+    from triton_ge_console.sessions.pending import RecordLifecycle
+
+    def options_for(member: FleetMember) -> ConsoleOptions:
+        assert member.record is not None
+        return record_options(member.record, RecordLifecycle(registry, member.record), interval)
+
+    fleet = LiveFleet(records, registry)
+    app = FleetConsoleApp(fleet, options_for, FleetOptions(interval_s=interval, backoff_s=max(5.0, interval),
+                                                           rescan_s=FLEET_RESCAN_S))
+    try:
+        app.run()
+    finally:
+        fleet.close()
     return 1 if app.return_code else 0
 
 

@@ -81,13 +81,18 @@ def open_record(record: SessionRecord, registry: Registry, interval_s: float) ->
     from triton_ge_console.sessions.live import LiveSource
 
     lifecycle = RecordLifecycle(registry, record)
-    options = ConsoleOptions(
+    options = record_options(record, lifecycle, interval_s)
+    return OpenedSession(LiveSource.from_record(record), options, lifecycle, started_here=False)
+
+
+def record_options(record: SessionRecord, lifecycle: RecordLifecycle, interval_s: float) -> ConsoleOptions:
+    """What the console is given for an existing session (server control only for one it launched)."""
+    return ConsoleOptions(
         interval_s=interval_s, repository=record.repository, thresholds=thresholds_of(record),
         server=None if record.attached else lifecycle,
         reload_changed=None if record.attached else reload_changed_for(lifecycle),
         diagnostics_dir=record.session_dir,
     )
-    return OpenedSession(LiveSource.from_record(record), options, lifecycle, started_here=False)
 
 
 def open_target(target: Path, registry: Registry, interval_s: float, name: str | None) -> OpenedSession:

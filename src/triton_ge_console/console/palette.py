@@ -16,18 +16,24 @@ def _title(action: actions.ConsoleAction) -> str:
     return f"{action.description}{key}"
 
 
+def _registry(screen: object) -> tuple[actions.ConsoleAction, ...]:
+    """The actions of the screen the palette opened on (the fleet screen has its own)."""
+    registry: tuple[actions.ConsoleAction, ...] = getattr(screen, "REGISTRY", actions.ACTIONS)
+    return registry
+
+
 class ActionCommands(Provider):
     """Offers the action registry in the command palette."""
 
     async def discover(self) -> Hits:
         """All actions, before anything is typed."""
-        for action in actions.ACTIONS:
+        for action in _registry(self.screen):
             yield DiscoveryHit(_title(action), partial(self._run, action.id), help=action.label)
 
     async def search(self, query: str) -> Hits:
         """Actions whose description or short label matches."""
         matcher = self.matcher(query)
-        for action in actions.ACTIONS:
+        for action in _registry(self.screen):
             title = _title(action)
             score = max(matcher.match(title), matcher.match(action.label))
             if score > 0:

@@ -67,28 +67,37 @@ def fleet_rows(records: Sequence[SessionRecord], *, interval_s: float = 1.0, tim
 
 def row_for(record: SessionRecord, snapshots: Sequence[ServerSnapshot]) -> FleetRow:
     """The row of one session from its snapshots (the newest counts)."""
-    where = _where(record)
+    return row_from(record.name, where_of(record), snapshots)
+
+
+def row_from(name: str, where: str, snapshots: Sequence[ServerSnapshot]) -> FleetRow:
+    """The row of one server from its snapshots (the newest counts); the fleet screen's rows too."""
     if not snapshots:
-        return FleetRow(record.name, where, NO_ANSWER, error="no snapshot before the deadline")
+        return FleetRow(name, where, NO_ANSWER, error="no snapshot before the deadline")
     snapshot = snapshots[-1]
     if not snapshot.live:
-        return FleetRow(record.name, where, "unreachable", version=snapshot.version, error=snapshot.error)
+        return FleetRow(name, where, "unreachable", version=snapshot.version, error=snapshot.error)
     return FleetRow(
-        record.name, where, "ready" if snapshot.ready else "live", version=snapshot.version,
+        name, where, "ready" if snapshot.ready else "live", version=snapshot.version,
         **_model_figures(snapshot.models), **_device_figures(snapshot),
         error=snapshot.error,
     )
 
 
-def _where(record: SessionRecord) -> str:
+def where_of(record: SessionRecord) -> str:
     """host:port, plus the Kubernetes target a pod came from."""
     netloc = urllib.parse.urlsplit(record.http_url).netloc or record.http_url
     return f"{netloc} ({record.discovered_by})" if record.discovered_by else netloc
 
 
+def is_failed_load(model: ModelSnapshot) -> bool:
+    """Not READY for a reason other than an unload on purpose (a load that failed)."""
+    return model.state != "READY" and bool(model.reason) and model.reason != UNLOADED_REASON
+
+
 def _model_figures(models: Sequence[ModelSnapshot]) -> dict[str, Any]:
     """Counts by state, total request rate (None after a single poll: rates need two), the worst p99."""
-    failing = [m for m in models if m.state != "READY" and m.reason and m.reason != UNLOADED_REASON]
+    failing = [m for m in models if m.failing or is_failed_load(m)]
     rates = [m.request_rate for m in models if m.request_rate is not None]
     p99s = [m.latency.p99_ms for m in models if m.latency.p99_ms is not None]
     return {

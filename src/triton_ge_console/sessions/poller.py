@@ -20,6 +20,7 @@ from triton_ge_console.sessions.figures import (
 from triton_ge_console.sessions.health import InstanceWatch
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.metrics import MetricTable, ModelKey, PlainLines, scrape_metrics
+from triton_ge_console.sessions.moved_stats import MovedStatistics
 from triton_ge_console.sessions.rates import ModelCounters, ModelRates, compute_rates
 from triton_ge_console.sessions.snapshot import (
     DeviceSnapshot,
@@ -37,7 +38,6 @@ from triton_ge_console.sessions.stats import (
     fetch_index,
     fetch_metadata,
     fetch_model_config,
-    fetch_statistics,
 )
 from triton_ge_console.sessions.telemetry.devices import DeviceTelemetry, devices_from_glue
 from triton_ge_console.sessions.trace import TraceCollector, enable_tracing
@@ -72,8 +72,10 @@ class Poller:
         trace_rate: int = 10,
         trace_log_frequency: int = 20,
         instances: InstanceWatch | None = None,
+        moved_statistics: bool = True,
     ) -> None:
         self.name = name
+        self.statistics = MovedStatistics(moved_statistics)  # statistics only for models whose counters moved
         self.endpoints = endpoints
         self.started_at = started_at
         self.trace = trace
@@ -156,10 +158,10 @@ class Poller:
         scrape = None if metrics is None else self._helper.submit(scrape_metrics, metrics, "", UNUSED_METRICS,
                                                                   self._lines)
         index = _attempt(lambda: fetch_index(http), problems) or []
-        statistics = _attempt(lambda: fetch_statistics(http), problems) or {}
         table: MetricTable | None = None
         if scrape is not None:
             table = _attempt(scrape.result, problems)
+        statistics = _attempt(lambda: self.statistics.read(http, index, table), problems) or {}
         self._learn_backends(http, index, problems)
         return PollReadings(index, statistics, table, dict(self._backends), self._trace_latencies(index),
                             MetricViews.of(table), self._dead_instances(index))

@@ -173,6 +173,15 @@ def fetch_statistics(endpoint: HttpEndpoint) -> dict[tuple[str, str], ModelStati
     return found
 
 
+def fetch_model_statistics(endpoint: HttpEndpoint, name: str,
+                           version: str) -> dict[tuple[str, str], ModelStatistics]:
+    """Statistics of one model version (GET v2/models/NAME/versions/V/stats)."""
+    quoted = urllib.parse.quote(name, safe="")
+    data = endpoint.json("GET", f"/v2/models/{quoted}/versions/{urllib.parse.quote(version, safe='')}/stats")
+    found = (_statistics_from(entry) for entry in (data or {}).get("model_stats", ()))
+    return {(stats.name, stats.version): stats for stats in found}
+
+
 def _statistics_from(entry: dict[str, Any]) -> ModelStatistics:
     """One model_stats entry as ModelStatistics (durations converted from ns to us)."""
     inference = entry.get("inference_stats", {})

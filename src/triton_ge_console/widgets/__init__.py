@@ -3,6 +3,7 @@
 from triton_ge_console.widgets.command_runner import CommandRunner
 from triton_ge_console.widgets.dashboard import Dashboard
 from triton_ge_console.widgets.devices import DeviceGauges
+from triton_ge_console.widgets.fleet import FleetDashboard
 from triton_ge_console.widgets.loadtest import LoadTestControl
 from triton_ge_console.widgets.logtail import FilteredLogTail
 from triton_ge_console.widgets.model_charts import ModelCharts
@@ -15,6 +16,7 @@ __all__ = [
            "Dashboard",
            "DeviceGauges",
            "FilteredLogTail",
+           "FleetDashboard",
            "LoadTestControl",
            "ModelCharts",
            "ModelsPanel",

@@ -15,14 +15,14 @@ from textual.widgets import Static
 from triton_ge_console.console import actions
 
 
-def help_table() -> Table:
+def help_table(registry: tuple[actions.ConsoleAction, ...] = actions.ACTIONS) -> Table:
     """Key, action, and whether it asks first."""
     table = Table(title="GE Console actions", expand=True, box=box.SIMPLE_HEAD)
     table.add_column("key", style="bold cyan", no_wrap=True)
     table.add_column("action")
     table.add_column("group", style="dim")
     table.add_column("asks first", justify="center")
-    for action in actions.ACTIONS:
+    for action in registry:
         table.add_row(actions.key_label(action), action.description, action.group,
                       "yes" if action.destructive else "")
     table.add_row("ctrl+p", "Command palette: every action by name", "view", "")
@@ -35,10 +35,14 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "close")]
 
+    def __init__(self, registry: tuple[actions.ConsoleAction, ...] = actions.ACTIONS) -> None:
+        super().__init__()
+        self.registry = registry
+
     def compose(self) -> ComposeResult:
         """The table in a scrollable box."""
         with VerticalScroll(id="help-box"):
-            yield Static(help_table())
+            yield Static(help_table(self.registry))
 
     async def action_dismiss(self, result: None = None) -> None:
         """Close."""

@@ -1,0 +1,65 @@
+"""Follow a fleet: every member polled again and again at its own pace on a bounded pool, each snapshot
+handed on as soon as it arrives, so a slow or dead server delays no other's figures."""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.sessions.source import SessionSource
+
+Deliver = Callable[[str, ServerSnapshot], object]
+STOP_CHECK_S = 0.2  # how soon a stop request is noticed while every poll is still out
+
+
+class FleetFollower:
+    """Polls each source `interval_s` after the start of its previous poll (`backoff_s` after one that
+    failed), with at most `max_workers` polls out at once."""
+
+    def __init__(self, sources: Sequence[SessionSource], *, interval_s: float = 1.0, backoff_s: float = 5.0,
+                 max_workers: int = 8, max_polls: int | None = None) -> None:
+        self.sources = list(sources)
+        self.interval_s = interval_s
+        self.backoff_s = max(backoff_s, interval_s)
+        self.max_polls = max_polls  # per source; None: until stopped (recordings in tests stop)
+        self.max_workers = max(1, min(max_workers, len(self.sources) or 1))
+
+    def run(self, deliver: Deliver, stop: threading.Event) -> None:
+        """Poll until `stop` is set (or every source had max_polls); blocks, so run it in a worker thread."""
+        pool = ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="ge-fleet-follow")
+        due = [(time.monotonic(), index) for index in range(len(self.sources))]
+        counts = [0] * len(self.sources)
+        out: dict[Future[ServerSnapshot], tuple[int, float]] = {}
+        try:
+            while (due or out) and not stop.is_set():
+                now = time.monotonic()
+                while due and due[0][0] <= now:
+                    index = heapq.heappop(due)[1]
+                    out[pool.submit(self.sources[index].poll)] = (index, now)
+                pause = max(0.0, min(due[0][0] - now if due else STOP_CHECK_S, STOP_CHECK_S))
+                if not out:
+                    stop.wait(pause)
+                    continue
+                done, _ = wait(out, timeout=pause, return_when=FIRST_COMPLETED)
+                for future in done:
+                    index, began = out.pop(future)
+                    snapshot = _result(future, self.sources[index].name)
+                    deliver(self.sources[index].name, snapshot)
+                    counts[index] += 1
+                    if self.max_polls is None or counts[index] < self.max_polls:
+                        wait_s = self.interval_s if snapshot.error is None else self.backoff_s
+                        heapq.heappush(due, (began + wait_s, index))
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)  # a poll still hanging ends at its HTTP timeout
+
+
+def _result(future: Future[ServerSnapshot], name: str) -> ServerSnapshot:
+    """The poll's snapshot; a source that broke its promise never to raise gives an error snapshot."""
+    try:
+        return future.result()
+    except Exception as exc:
+        return ServerSnapshot(taken_at=time.time(), session=name, error=f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,53 @@
+"""Triton's statistics API asked only about the model versions whose /metrics counters moved since the
+last poll: the rest cannot have changed (statistics hold the same counters and the last inference time),
+so an idle server with many models is not made to serialize every model's statistics every second."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from triton_ge_console.sessions.figures import counters_from_metrics
+from triton_ge_console.sessions.metrics import MetricTable, ModelKey
+from triton_ge_console.sessions.rates import ModelCounters
+from triton_ge_console.sessions.stats import (
+    HttpEndpoint,
+    IndexEntry,
+    ModelStatistics,
+    fetch_model_statistics,
+    fetch_statistics,
+)
+
+FULL_SHARE = 0.5  # when more than this share of the models moved, one call for all is cheaper than many
+
+
+class MovedStatistics:
+    """Keeps each READY model version's last statistics; asks again only for those whose counters moved
+    (or every one, in one call, without /metrics or when `enabled` is off)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._stats: dict[ModelKey, ModelStatistics] = {}
+        self._counters: dict[ModelKey, ModelCounters] = {}
+        self.calls = 0  # statistics requests sent (tests and benchmarks count them)
+
+    def read(self, http: HttpEndpoint, index: Iterable[IndexEntry],
+             table: MetricTable | None) -> dict[ModelKey, ModelStatistics]:
+        """This poll's statistics; state changes only once every request succeeded."""
+        ready = sorted({(e.name, e.version) for e in index if e.state == "READY"})
+        counters = counters_from_metrics(table) if table is not None else {}
+        moved = [key for key in ready if self._moved(key, counters)]
+        if not self.enabled or table is None or (len(moved) > 1 and len(moved) > FULL_SHARE * len(ready)):
+            self.calls += 1
+            fresh = fetch_statistics(http)
+        else:
+            fresh = {key: stats for key, stats in self._stats.items() if key in set(ready)}
+            for name, version in moved:
+                self.calls += 1
+                fresh.update(fetch_model_statistics(http, name, version))
+        self._stats, self._counters = fresh, counters
+        return dict(fresh)
+
+    def _moved(self, key: ModelKey, counters: dict[ModelKey, ModelCounters]) -> bool:
+        """Never asked, not in /metrics, or its counters differ from the last poll's."""
+        current = counters.get(key)
+        return key not in self._stats or current is None or current != self._counters.get(key)
