@@ -343,18 +343,3 @@ def test_copied_versions_share_one_copy_of_the_weights(sources: Path) -> None:
     first, second = (sources / "repo" / "m" / v / "weights" / "one.data" for v in ("1", "2"))
     assert first.stat().st_ino == second.stat().st_ino != (sources / "weights" / "one.data").stat().st_ino
     assert report.lines()[0] == "added      m  (2 files linked, 2 files copied: linking is off (--copy))"
-
-
-def test_a_source_changed_while_copied_gets_the_hash_of_what_was_copied(tmp_path: Path) -> None:
-    """The hash runs beside the copy; if the source changes meanwhile, the copy itself is hashed."""
-    source, target = tmp_path / "w.bin", tmp_path / "copy.bin"
-    source.write_bytes(b"old" * 1000)
-    age(source)
-
-    def copy_after_an_edit(a: Path, b: Path) -> None:
-        with open(a, "ab") as stream:
-            stream.write(b"new")
-        shutil.copyfile(a, b)
-
-    digest = digest_cache.copy_hashing(source, target, copy_after_an_edit)
-    assert digest == _sha(target) == hashlib.sha256(b"old" * 1000 + b"new").hexdigest()
