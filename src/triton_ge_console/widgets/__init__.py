@@ -8,6 +8,7 @@ from triton_ge_console.widgets.logtail import LogTail
 from triton_ge_console.widgets.model_charts import ModelCharts
 from triton_ge_console.widgets.models import ModelsTable
 from triton_ge_console.widgets.poller import Poller
+from triton_ge_console.widgets.progress import ProgressWidget
 
 __all__ = ["CommandRunner", "Dashboard", "DeviceGauges", "LoadTestControl", "LogTail", "ModelCharts",
-           "ModelsTable", "Poller"]
+           "ModelsTable", "Poller", "ProgressWidget"]
