@@ -343,3 +343,21 @@ def test_copied_versions_share_one_copy_of_the_weights(sources: Path) -> None:
     first, second = (sources / "repo" / "m" / v / "weights" / "one.data" for v in ("1", "2"))
     assert first.stat().st_ino == second.stat().st_ino != (sources / "weights" / "one.data").stat().st_ino
     assert report.lines()[0] == "added      m  (2 files linked, 2 files copied: linking is off (--copy))"
+
+
+def test_terminal_progress_shows_a_wait_with_its_elapsed_time_on_a_terminal_only() -> None:
+    """Work with no measure (Triton loading) draws its name and elapsed time once old enough, not before,
+    and nothing on a pipe; finish() ends it."""
+    pipe = io.StringIO()
+    quiet = TerminalProgress(pipe, show_after_s=0)
+    quiet.elapsed("loading big", 5.0)
+    quiet.close()
+    assert pipe.getvalue() == ""
+    screen = _Terminal()
+    terminal = TerminalProgress(screen, show_after_s=1.0)
+    terminal.elapsed("loading big", 0.5)
+    assert screen.getvalue() == ""
+    terminal.elapsed("loading big", 1.5)
+    terminal.finish("loading big")
+    terminal.close()
+    assert "loading big" in screen.getvalue() and "0:00:0" in screen.getvalue()

@@ -144,9 +144,10 @@ class TerminalProgress:
             return
         task = self._tasks.get(what)
         if task is None:
-            task = self._bar().add_task(what, total=total)
+            task = self._bar().add_task(what, total=total, sizes="")
             self._tasks[what] = task
-        self._progress.update(task, completed=done, total=total)
+        sizes = f"{size_text(done)} / {size_text(total)}"
+        self._progress.update(task, completed=done, total=total, sizes=sizes)
 
     def elapsed(self, what: str, seconds: float) -> None:
         """An ElapsedHook: a spinner with the elapsed time, once the work is older than show_after_s."""
@@ -154,29 +155,20 @@ class TerminalProgress:
             return
         task = self._tasks.get(what)
         if task is None:
-            self._tasks[what] = self._bar().add_task(what, total=None)
+            self._tasks[what] = self._bar().add_task(what, total=None, sizes="")
         # rich's own refresh thread moves the spinner and the elapsed time
 
     def _bar(self) -> Any:
         """The rich Progress, started on first use."""
         if self._progress is None:
             from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                DownloadColumn,
-                Progress,
-                SpinnerColumn,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-                TransferSpeedColumn,
-            )
+            from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
             self._progress = Progress(
                 SpinnerColumn(finished_text="✓"), TextColumn("{task.description}"), BarColumn(),
-                DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(), TimeElapsedColumn(),
-                console=Console(file=self.stream), transient=False,
-            )  # fmt: skip
+                TextColumn("{task.fields[sizes]}"), TimeElapsedColumn(), console=Console(file=self.stream),
+                transient=False,
+            )  # fmt: skip  (sizes: "1.2 GiB / 3.0 GiB" for file work, "" for a wait)
             self._progress.start()
         return self._progress
 
