@@ -345,16 +345,19 @@ def test_copied_versions_share_one_copy_of_the_weights(sources: Path) -> None:
     assert report.lines()[0] == "added      m  (2 files linked, 2 files copied: linking is off (--copy))"
 
 
-def test_a_source_changed_while_copied_gets_the_hash_of_what_was_copied(tmp_path: Path) -> None:
-    """The hash runs beside the copy; if the source changes meanwhile, the copy itself is hashed."""
-    source, target = tmp_path / "w.bin", tmp_path / "copy.bin"
-    source.write_bytes(b"old" * 1000)
-    age(source)
-
-    def copy_after_an_edit(a: Path, b: Path) -> None:
-        with open(a, "ab") as stream:
-            stream.write(b"new")
-        shutil.copyfile(a, b)
-
-    digest = digest_cache.copy_hashing(source, target, copy_after_an_edit)
-    assert digest == _sha(target) == hashlib.sha256(b"old" * 1000 + b"new").hexdigest()
+def test_terminal_progress_shows_a_wait_with_its_elapsed_time_on_a_terminal_only() -> None:
+    """Work with no measure (Triton loading) draws its name and elapsed time once old enough, not before,
+    and nothing on a pipe; finish() ends it."""
+    pipe = io.StringIO()
+    quiet = TerminalProgress(pipe, show_after_s=0)
+    quiet.elapsed("loading big", 5.0)
+    quiet.close()
+    assert pipe.getvalue() == ""
+    screen = _Terminal()
+    terminal = TerminalProgress(screen, show_after_s=1.0)
+    terminal.elapsed("loading big", 0.5)
+    assert screen.getvalue() == ""
+    terminal.elapsed("loading big", 1.5)
+    terminal.finish("loading big")
+    terminal.close()
+    assert "loading big" in screen.getvalue() and "0:00:0" in screen.getvalue()

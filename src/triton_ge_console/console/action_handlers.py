@@ -16,6 +16,7 @@ from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.messages import CommandFinished, RepositoryChanged
 from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.repository import inventory
+from triton_ge_console.repository.progress import SHOW_AFTER_S, elapsed_line
 from triton_ge_console.sessions.debug_env import diagnostic_env
 from triton_ge_console.sessions.session_headers import send_test_request, session_headers
 from triton_ge_console.sessions.source import CommandResult, SessionSource
@@ -33,6 +34,7 @@ class ActionHandlers(App[None]):
     def init_handler_state(self) -> None:
         """State the handlers keep: last errors per model, change baselines, watch, diagnostics."""
         self.last_errors: dict[str, str] = {}
+        self.running: dict[str, float] = {}  # "reloading m" → when it started (screens show the long ones)
         self.diagnostics: set[str] = set()
         self.watch_stop: threading.Event | None = None
         repository = self.repository_path()
@@ -92,7 +94,20 @@ class ActionHandlers(App[None]):
     def _command_worker(self, verb: str, model: str) -> None:
         """The blocking controller call."""
         command: Callable[[str], CommandResult] = getattr(self.source.controller, verb)
-        self.post_message(CommandFinished(command(model)))
+        what = f"{verb}ing {model}"
+        self.running[what] = time.monotonic()
+        try:
+            result = command(model)
+        finally:
+            self.running.pop(what, None)
+        self.post_message(CommandFinished(result))
+
+    def running_line(self, show_after_s: float = SHOW_AFTER_S) -> str:
+        """The commands under way for longer than show_after_s, with how long Triton has taken so far
+        (it says nothing while it loads): "reloading m … 12 s"; "" when none."""
+        now = time.monotonic()
+        return "; ".join(elapsed_line(what, now - since) for what, since in list(self.running.items())
+                         if now - since >= show_after_s)
 
     def action_reload_changed(self) -> None:
         """Reload every model whose folder's digest changed since it was last (re)loaded."""
@@ -112,7 +127,11 @@ class ActionHandlers(App[None]):
     @work(thread=True, group="control", exit_on_error=False)
     def _reload_changed_worker(self, reload_changed: Callable[[], list[CommandResult]]) -> None:
         """The session's own reload-changed (digests of what Triton loaded), reported per model."""
-        results = reload_changed()
+        self.running["reloading what changed"] = time.monotonic()
+        try:
+            results = reload_changed()
+        finally:
+            self.running.pop("reloading what changed", None)
         if not results:
             self.call_from_thread(self.notify, "no model changed on disk since it was loaded")
         for result in results:

@@ -106,11 +106,12 @@ class ModelPlan:
     hashes: dict[str, str]  # relative posix path → content hash
 
 
-def _sha256_of(content: FileContent, progress: ProgressHook | None = None) -> str:
-    """Hash of literal bytes or of a file's bytes (streamed, and remembered while the file is unchanged)."""
+def _digest_of(content: FileContent, progress: ProgressHook | None = None) -> str:
+    """Hash of literal bytes; for a file, digest_cache.file_digest (its identity or a remembered hash: no
+    bytes read, except of a file modified in the last two seconds)."""
     if isinstance(content, bytes):
         return hashlib.sha256(content).hexdigest()
-    return digest_cache.file_sha256(content, for_file(progress, f"hashing {content.name}"))
+    return digest_cache.file_digest(content, for_file(progress, f"hashing {content.name}"))
 
 
 def tree_digest(file_hashes: dict[str, str]) -> str:
@@ -127,7 +128,7 @@ def folder_digest(folder: Path, ignore: Collection[str] = ()) -> str | None:
         return None
     ignored = set(ignore)
     hashes = {
-        p.relative_to(folder).as_posix(): _sha256_of(p)
+        p.relative_to(folder).as_posix(): _digest_of(p)
         for p in folder.rglob("*")
         if (p.is_file() or p.is_symlink()) and not ignored.intersection(p.relative_to(folder).parts)
     }
@@ -184,8 +185,13 @@ def plan_files(
 ) -> ModelPlan:
     """A model's plan from its files, hashing those whose hash is not known."""
     known = known or {}
+    by_content: dict[FileContent, str] = {}  # a source shared by several versions is read once
     try:
-        hashes = {rel: known.get(rel) or _sha256_of(content, progress) for rel, content in files.items()}
+        hashes = {
+            rel: known.get(rel) or by_content.get(content) or by_content.setdefault(
+                content, _digest_of(content, progress))
+            for rel, content in files.items()
+        }
     except OSError as exc:
         raise BuildError(f"model '{model.name}': cannot read {exc.filename}: {exc.strerror}") from None
     return ModelPlan(model, files, tree_digest(hashes), hashes)
@@ -213,8 +219,8 @@ class _Ahead:
 
 
 def _plan_copying_ahead(out: Path, model: ModelSpec, transfers: Transfers, ahead: _Ahead) -> ModelPlan:
-    """The plan of a model new to REPO, whose unhashed files that must be copied are copied now, beside
-    REPO, while a thread hashes them: the hash overlaps the copy instead of preceding it."""
+    """The plan of a model new to REPO, whose files that must be copied are copied now, beside REPO, and
+    given their source's digest (read before the copy, which it must outlast unchanged)."""
     problem = model_name_problem(model.name)
     if problem:
         raise BuildError(f"model name '{model.name}' {problem}")
@@ -229,12 +235,12 @@ def _plan_copying_ahead(out: Path, model: ModelSpec, transfers: Transfers, ahead
             continue  # bytes; or copied already: placing links the copy
         try:
             why = transfers.copy_reason(content, out.parent)
-            if why is not None and digest_cache.cached(content) is None:
+            if why is not None:
                 copy = ahead.file(f"{model.name}/{rel}")
                 copier = functools.partial(
                     copy_file, what=f"copying {model.name}/{rel}", progress=transfers.progress
                 )
-                known[rel] = digests[content] = digest_cache.copy_hashing(content, copy, copier)
+                known[rel] = digests[content] = digest_cache.copy_identified(content, copy, copier)
                 files[rel] = transfers.copies[content] = copy
                 transfers.precopied[copy] = why
         except OSError as exc:
@@ -305,7 +311,7 @@ def _reusing_unchanged_files(out: Path, plan: ModelPlan, changes: list[ModelChan
     for rel, content in plan.files.items():
         current = out / plan.model.name / rel
         served = isinstance(content, Path) and current.is_file() and not current.is_symlink()
-        if served and _sha256_of(current) == plan.hashes[rel]:
+        if served and _digest_of(current) == plan.hashes[rel]:
             files[rel] = current
     return ModelPlan(plan.model, files, plan.digest, plan.hashes)
 

@@ -1,9 +1,12 @@
 """File content hashes remembered by (path, size, mtime_ns, inode), so a no-op build or `reload --changed`
 learns that gigabytes of weights did not change from one stat() each, and hashes only what did.
 
-The cache is a JSON file in the user's cache dir ($GE_CONSOLE_CACHE_DIR overrides it), shared by every
-process; losing it costs one re-hash. A file whose mtime is within RACY_NS of the moment it was hashed
-is not remembered: a write landing in the same clock tick would keep size and mtime (git's "racy" rule).
+What stands for a file in a build's digests (file_digest) is its remembered hash, else its identity
+(device, inode, size, mtime_ns) when it holds IDENTITY_MIN bytes or more and was not modified in the
+last RACY_NS: a build then reads none of a model's weights. The identity changes whenever the file is
+replaced (a new inode) or written (mtime), and a hard link shares it, so a file linked into REPO has
+the identity of its source; a copy is remembered with its source's digest. A file modified in the last
+RACY_NS is hashed (its mtime may not move again).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from triton_ge_console.files import write_atomic
 CACHE_FILE = "digests.json"
 CACHE_FORMAT = 1
 RACY_NS = 2_000_000_000
+IDENTITY_MIN = 16 << 20  # smaller files are hashed (cheap, and their digest survives a lost cache)
 CHUNK = 1 << 20
 MAX_ENTRIES = 20_000
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
@@ -115,9 +119,40 @@ def cached(path: Path) -> str | None:
         stat = os.stat(name)
     except OSError:
         return None
+    return _cached(name, stat)
+
+
+def _cached(name: str, stat: os.stat_result) -> str | None:
+    """The remembered hash of the file at absolute path `name` with this stat, else None."""
     with _lock:
         known = _load().get(name)
     return known[1] if known is not None and known[0] == _key(stat) else None
+
+
+def identity(stat: os.stat_result) -> str:
+    """A file's identity as its digest: shared by hard links of one file, new once written or replaced."""
+    return f"file:{stat.st_dev}:{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def settled(stat: os.stat_result) -> bool:
+    """Modified long enough ago that a write would have moved its mtime (git's racy rule)."""
+    return stat.st_mtime_ns < time.time_ns() - RACY_NS
+
+
+def file_digest(path: Path, progress: Progress | None = None) -> str:
+    """What stands for a file's content in a build: its remembered hash, else the identity of a big settled
+    file (no byte read), else its sha256 (a small file, or one still being written)."""
+    name = os.path.abspath(path)
+    stat = os.stat(name)
+    known = _cached(name, stat)
+    if known is not None:
+        return known
+    return identity(stat) if _by_identity(stat) else file_sha256(Path(name), progress)
+
+
+def _by_identity(stat: os.stat_result) -> bool:
+    """Whether a file's identity stands for its content: big enough to be worth it, and settled."""
+    return stat.st_size >= IDENTITY_MIN and settled(stat)
 
 
 def file_sha256(path: Path, progress: Progress | None = None) -> str:
@@ -140,21 +175,18 @@ def _remember_if_settled(path: Path, digest: str, before: os.stat_result, starte
         remember(path, digest, after)
 
 
-def copy_hashing(source: Path, target: Path, copy: Callable[[Path, Path], None]) -> str:
-    """Copy source with `copy` while a thread hashes it (hashlib and the kernel's copy leave the GIL, so the
-    two overlap on two cores, and the second read finds the pages cached); the sha256 of what was copied."""
+def copy_identified(source: Path, target: Path, copy: Callable[[Path, Path], None]) -> str:
+    """Copy source with `copy`; the file_digest of what was copied: the source's, read before the copy when
+    it reads no bytes and the source did not change meanwhile, else the sha256 of the copy (pages cached)."""
     before, started = os.stat(source), time.time_ns()
-    hashed: list[str] = []
-    hasher = threading.Thread(target=lambda: hashed.append(stream_sha256(source)), daemon=True)
-    hasher.start()
-    try:
-        copy(source, target)
-    finally:
-        hasher.join()
-    if not hashed or _key(os.stat(source)) != _key(before):
-        return stream_sha256(target)  # the source changed (or vanished) meanwhile: hash what was copied
-    _remember_if_settled(source, hashed[0], before, started)
-    return hashed[0]
+    known = _cached(os.path.abspath(source), before) or (identity(before) if _by_identity(before) else None)
+    copy(source, target)
+    if _key(os.stat(source)) != _key(before):
+        return stream_sha256(target)  # the source changed meanwhile: what was copied is what counts
+    if known is None:
+        known = stream_sha256(target)
+        _remember_if_settled(source, known, before, started)
+    return known
 
 
 def remember(path: Path, digest: str, stat: os.stat_result | None = None) -> None:

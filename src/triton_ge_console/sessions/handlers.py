@@ -9,9 +9,10 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from triton_ge_console.repository.build import BuildError
+from triton_ge_console.repository.progress import Feed, TerminalProgress, ticking
 from triton_ge_console.repository.spec.load import SpecError
 from triton_ge_console.sessions.control import ControlError
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, launch
@@ -46,6 +47,8 @@ from triton_ge_console.sessions.watch import (
 )
 
 USER_ERRORS = (LaunchError, ControlError, RegistryError, SessionNotFound, ValueError, OSError)
+
+T = TypeVar("T")
 
 
 def run_reporting_errors(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
@@ -90,7 +93,11 @@ def run_up(args: argparse.Namespace) -> int:
         models=tuple(args.model),
         timeout=args.timeout,
     )
-    record = launch(options, Registry(), notify=_notify)
+    terminal = TerminalProgress()
+    try:
+        record = launch(options, Registry(), notify=Feed(_notify, terminal, terminal.elapsed))
+    finally:
+        terminal.close()
     print(
         f"session '{record.name}' ready: http {record.http_url}  grpc {record.grpc_url}  "
         f"metrics {record.metrics_url}"
@@ -274,11 +281,22 @@ def run_model_command(args: argparse.Namespace) -> int:
     if args.action == "reload" and args.changed:
         return _print_results(_reload_changed(record, control, registry))
     config = getattr(args, "config", None)
-    if args.action == "load":
-        return _print_results([control.load(args.model, config)])
-    if args.action == "unload":
+    command = {"load": control.load, "reload": control.reload}.get(args.action)
+    if command is None:
         return _print_results([control.unload(args.model)])
-    return _print_results([control.reload(args.model, config)])
+    result = _with_elapsed(f"{args.action}ing {args.model}", lambda: command(args.model, config))
+    return _print_results([result])
+
+
+def _with_elapsed(what: str, call: Callable[[], T]) -> T:
+    """call() under a spinner with its elapsed time on a terminal (Triton says nothing while it loads)."""
+    terminal = TerminalProgress()
+    try:
+        with ticking(what, terminal.elapsed):
+            return call()
+    finally:
+        terminal.finish(what)
+        terminal.close()
 
 
 def _running(record: SessionRecord) -> SessionRecord:
@@ -300,7 +318,7 @@ def _reload_changed(record: SessionRecord, control: Any, registry: Registry) -> 
         return []
     for line in describe_changes(record, control, changes):
         print(line)
-    return reload_changed(record, control, registry, changes)
+    return _with_elapsed("reloading what changed", lambda: reload_changed(record, control, registry, changes))
 
 
 def _print_results(results: list[CommandResult]) -> int:

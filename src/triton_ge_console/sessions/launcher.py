@@ -20,6 +20,7 @@ from triton_ge_console.backend_glue.distribution import (
 )
 from triton_ge_console.backend_glue.installer import InstallError, install_backend_dir
 from triton_ge_console.repository.build import BuildError, build_repository
+from triton_ge_console.repository.progress import ElapsedHook, hooks_of
 from triton_ge_console.repository.spec.load import SpecError, load_spec
 from triton_ge_console.repository.spec.types import DeploymentSpec, ServerSpec
 from triton_ge_console.sessions import paths
@@ -168,7 +169,8 @@ def _start_retrying_port_races(
     """Start the server; a port picked free but taken before Triton bound it is picked again."""
     for attempt in range(1, PORT_RACE_ATTEMPTS + 1):
         try:
-            return _start(plan, options, dist, _ports(options, plan), dirs, token_ref, registry)
+            return _start(plan, options, dist, _ports(options, plan), dirs, token_ref, registry,
+                          hooks_of(say)[1])
         except LaunchError as exc:
             raced = "Address already in use" in str(exc) and not _fixed_ports(options, plan)
             if not raced or attempt == PORT_RACE_ATTEMPTS:
@@ -194,6 +196,7 @@ def _start(
     dirs: _Dirs,
     token_ref: str | None,
     registry: Registry,
+    elapsed: ElapsedHook | None = None,
 ) -> SessionRecord:
     """Spawn the server, register it as starting, and wait; on failure stop it and forget it."""
     args = _arguments(plan, options, dirs.repository, dirs.backend_dir, ports, dirs.workdir)
@@ -205,7 +208,7 @@ def _start(
         server.start()
         record = _record(plan, options, dist, server, ports, dirs, token_ref)
         registry.save(record)
-        _wait_ready(server, record, options)
+        _wait_ready(server, record, options, elapsed)
     except BaseException:
         server.stop()
         with contextlib.suppress(OSError):  # an unwritable registry must not hide the original error
@@ -323,7 +326,7 @@ def _repository(plan: _Plan, workdir: Path, say: Notify) -> Path:
         say(f"repository: {plan.repository} (used in place)")
         return plan.repository
     try:
-        report = build_repository(plan.spec, workdir / "repository")
+        report = build_repository(plan.spec, workdir / "repository", progress=hooks_of(say)[0])
     except BuildError as exc:
         raise LaunchError(str(exc)) from None
     say(f"repository: {report.repository} (built from {plan.spec.path})")
@@ -407,11 +410,17 @@ def _record(
     )
 
 
-def _wait_ready(server: SupervisedServer, record: SessionRecord, options: LaunchOptions) -> None:
-    """Wait until the server answers and every session model is READY; LaunchError with the cause if not."""
-    deadline = time.monotonic() + options.timeout
+def _wait_ready(server: SupervisedServer, record: SessionRecord, options: LaunchOptions,
+                elapsed: ElapsedHook | None = None) -> None:
+    """Wait until the server answers and every session model is READY; LaunchError with the cause if not.
+    Triton says nothing of a load's progress, so `elapsed` hears how long the wait has lasted."""
+    started = time.monotonic()
+    deadline = started + options.timeout
     control = TritonControl(record.http_url, options.token, log_path=record.log_path, timeout=10.0)
+    what = f"loading {', '.join(record.models) or 'models'}"
     while time.monotonic() < deadline:
+        if elapsed is not None:
+            elapsed(what, time.monotonic() - started)
         _check_running(server)
         try:
             states = {m.name: m for m in control.index() if m.name in record.models}

@@ -9,6 +9,7 @@ from triton_ge_console.widgets.logtail import FilteredLogTail
 from triton_ge_console.widgets.model_charts import ModelCharts
 from triton_ge_console.widgets.models import ModelsPanel
 from triton_ge_console.widgets.poller import BackgroundPoller
+from triton_ge_console.widgets.progress import ProgressWidget
 
 __all__ = [
            "BackgroundPoller",
@@ -20,4 +21,5 @@ __all__ = [
            "LoadTestControl",
            "ModelCharts",
            "ModelsPanel",
+           "ProgressWidget",
 ]

@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 import ipywidgets as w
 
+from triton_ge_console.repository import progress
+from triton_ge_console.repository.progress import elapsed_line, ticking
 from triton_ge_console.sessions.source import CommandResult
 
 Command = Callable[[], CommandResult]
@@ -56,16 +58,25 @@ class CommandRunner:
             self._busy.add(target)
         self.status.value = f"… {html.escape(action)} {html.escape(target)}"
 
-        def work() -> None:
-            self._finish(target, result_or_failure(action, target, command), done)
-
         if not self.background:
-            work()
+            self._execute(action, target, command, done)
             return True
-        thread = threading.Thread(target=work, name=f"ge-{action}-{target}", daemon=True)
+        thread = threading.Thread(target=self._execute, args=(action, target, command, done),
+                                  name=f"ge-{action}-{target}", daemon=True)
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
         return True
+
+    def _execute(self, action: str, target: str, command: Command, done: Done | None) -> None:
+        """Run the command, the status saying how long it has run (Triton says nothing while it loads)."""
+        with ticking(f"{action}ing {target}", self._elapsed):
+            result = result_or_failure(action, target, command)
+        self._finish(target, result, done)
+
+    def _elapsed(self, what: str, seconds: float) -> None:
+        """The status while a command runs longer than SHOW_AFTER_S: "… reloading m … 12 s"."""
+        if seconds >= progress.SHOW_AFTER_S:
+            self.status.value = f"… {html.escape(elapsed_line(what, seconds))}"
 
     def _finish(self, target: str, result: CommandResult, done: Done | None) -> None:
         """Record a result, show it, release the target."""

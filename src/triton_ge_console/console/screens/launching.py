@@ -13,7 +13,9 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import LoadingIndicator, Log, Static
 
-Startup = Callable[[Callable[[str], None]], object]
+from triton_ge_console.repository.progress import Feed, LineProgress
+
+Startup = Callable[[Callable[[str], None]], object]  # handed a Feed: step lines, file progress, elapsed time
 
 
 class LaunchingScreen(ModalScreen[bool]):
@@ -33,6 +35,7 @@ class LaunchingScreen(ModalScreen[bool]):
             yield Static(Text(self.title_text, style="bold"), id="launch-title")
             yield LoadingIndicator(id="launch-spinner")
             yield Log(id="launch-log", auto_scroll=True)
+            yield Static("", id="launch-progress")
 
     def on_mount(self) -> None:
         """Start the launch."""
@@ -40,17 +43,23 @@ class LaunchingScreen(ModalScreen[bool]):
 
     @work(thread=True, exclusive=True, group="launch", exit_on_error=False)
     def _run(self) -> None:
-        """The blocking startup; each progress line is shown as it comes."""
+        """The blocking startup; each step line is shown as it comes, long work on one progress line."""
+        lines = LineProgress(lambda line: self.app.call_from_thread(self._progress, line))
         try:
-            self.startup(lambda line: self.app.call_from_thread(self._step, line))
+            self.startup(Feed(lambda line: self.app.call_from_thread(self._step, line), lines, lines.elapsed))
         except Exception as exc:
             self.app.call_from_thread(self._fail, str(exc) or type(exc).__name__)
             return
         self.app.call_from_thread(self.dismiss, True)
 
     def _step(self, line: str) -> None:
-        """One progress line."""
+        """One step line; the work the progress line showed is over."""
         self.query_one(Log).write_line(f"• {line}")
+        self._progress("")
+
+    def _progress(self, line: str) -> None:
+        """The progress of the work under way (copying, Triton loading the models)."""
+        self.query_one("#launch-progress", Static).update(line)
 
     def _fail(self, message: str) -> None:
         """Show why the start failed; the operator quits with q."""

@@ -77,6 +77,7 @@ class RepositoryScreen(Screen[None]):
                     yield Static(id="config-view")
                 yield TextArea(id="config-edit", show_line_numbers=True, soft_wrap=False)
                 yield Static(id="validation")
+                yield Static(id="repo-progress")
                 with VerticalScroll(id="diff-scroll"):
                     yield Static(id="diff-view")
         yield Footer()
@@ -86,6 +87,7 @@ class RepositoryScreen(Screen[None]):
         self.query_one("#config-edit", TextArea).display = False
         self.query_one("#config-scroll").border_title = "config.pbtxt"
         self.query_one("#diff-scroll").border_title = "diff: loaded by Triton → on disk"
+        self.set_interval(0.5, self._show_running)
         tree = self.query_one(Tree)
         tree.root.expand()
         models = inventory.list_models(self.repository)
@@ -99,6 +101,13 @@ class RepositoryScreen(Screen[None]):
         wanted = next((m for m in models if m.name == self.console.selected_model), models[0])
         self.show_model(wanted)
         tree.focus()
+
+    def _show_running(self) -> None:
+        """The reloads under way for more than a second, and for how long (Triton gives no progress)."""
+        line = self.console.running_line()
+        progress = self.query_one("#repo-progress", Static)
+        progress.display = bool(line)
+        progress.update(line)
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[inventory.RepoModel]) -> None:
         """Follow the tree cursor."""
