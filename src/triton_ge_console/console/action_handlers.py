@@ -32,16 +32,11 @@ class ActionHandlers(App[None]):
     options: ConsoleOptions
 
     def init_handler_state(self) -> None:
-        """State the handlers keep: last errors per model, change baselines, watch, diagnostics."""
+        """State the handlers keep: last errors per model, commands under way, watch, diagnostics."""
         self.last_errors: dict[str, str] = {}
         self.running: dict[str, float] = {}  # "reloading m" → when it started (screens show the long ones)
         self.diagnostics: set[str] = set()
         self.watch_stop: threading.Event | None = None
-        repository = self.repository_path()
-        self.baseline: dict[str, str | None] = {}
-        if repository is not None:
-            self.baseline = {m.name: inventory.model_digest(m.config_path.parent)
-                             for m in inventory.list_models(repository)}
 
     def repository_path(self) -> Path | None:
         """The session's repository: given up front, or known once the console launched the server."""
@@ -51,14 +46,11 @@ class ActionHandlers(App[None]):
         return locate() if locate is not None else None
 
     def record_result(self, result: CommandResult) -> None:
-        """Remember a model's last failure; a successful (re)load resets its change baseline (digest)."""
+        """Remember a model's last failure (what changed since a load is the session's to track)."""
         if not result.ok:
             self.last_errors[result.target] = result.message
             return
         self.last_errors.pop(result.target, None)
-        repository = self.repository_path()
-        if result.action in ("load", "reload") and repository is not None:
-            self.baseline[result.target] = inventory.model_digest(repository / result.target)
 
     def mark_stopped(self, stopped: bool) -> None:
         """The operator stopped the server on purpose: say so rather than "not answering"."""
@@ -110,19 +102,12 @@ class ActionHandlers(App[None]):
                          if now - since >= show_after_s)
 
     def action_reload_changed(self) -> None:
-        """Reload every model whose folder's digest changed since it was last (re)loaded."""
-        if self.options.reload_changed is not None:
-            self._reload_changed_worker(self.options.reload_changed)
+        """Reload every model whose folder changed since Triton loaded it (the session's digests)."""
+        if self.options.reload_changed is None:
+            self.notify("reload-changed needs a session launched here (it tracks what Triton loaded); "
+                        "reload a model with r", severity="warning")
             return
-        repository = self.repository_path()
-        if repository is None:
-            self.notify("no repository known for this session", severity="warning")
-            return
-        changed = inventory.changed_models(repository, self.baseline)
-        if not changed:
-            self.notify("no model changed on disk since it was loaded")
-        for model in changed:
-            self.run_command("reload", model)
+        self._reload_changed_worker(self.options.reload_changed)
 
     @work(thread=True, group="control", exit_on_error=False)
     def _reload_changed_worker(self, reload_changed: Callable[[], list[CommandResult]]) -> None:

@@ -114,19 +114,6 @@ def fetch_loaded_config(http_url: str | None, model: str, timeout: float = 3.0,
         endpoint.close()
 
 
-def model_digest(folder: Path) -> str | None:
-    """A model folder's content digest, the sessions' own scheme (so both agree on what changed)."""
-    from triton_ge_console.sessions.watch import model_digest as digest
-
-    return digest(folder)
-
-
-def changed_models(repository: Path, baseline: dict[str, str | None]) -> list[str]:
-    """Model folders whose content digest differs from their baseline (new folders count as changed)."""
-    return [m.name for m in list_models(repository)
-            if m.name not in baseline or model_digest(m.config_path.parent) != baseline[m.name]]
-
-
 def model_of_path(repository: Path, path: Path) -> str | None:
     """The model folder a changed file belongs to."""
     try:
