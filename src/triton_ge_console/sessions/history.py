@@ -23,8 +23,8 @@ Point = tuple[float, float | None]  # (taken_at, value)
 
 # what is kept of each model (its newest version) and each device, by figure name
 MODEL_FIGURES: dict[str, Callable[[ModelSnapshot], Value]] = {
-    **{name: operator.attrgetter(name) for name in (
-        "queue_depth", "request_rate", "inference_rate", "execution_rate", "avg_batch", "queue_ms", "compute_ms")},
+    **{name: operator.attrgetter(name) for name in ("queue_depth", "request_rate", "inference_rate",
+                                                    "execution_rate", "avg_batch", "queue_ms", "compute_ms")},
     **{name: operator.attrgetter(f"latency.{name}") for name in ("p50_ms", "p90_ms", "p99_ms", "avg_ms")}}
 DEVICE_FIGURES: dict[str, Callable[[DeviceSnapshot], Value]] = {
     name: operator.attrgetter(name)
