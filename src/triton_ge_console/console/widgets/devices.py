@@ -13,8 +13,7 @@ from textual.widgets import Static
 
 from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.console import format as fmt
-from triton_ge_console.console.widgets.selection import forget_selection
-from triton_ge_console.console.widgets.titles import retitle
+from triton_ge_console.console.widgets.paint import forget_selection, retitle
 from triton_ge_console.sessions.snapshot import DeviceSnapshot, ServerSnapshot
 
 SPARK_WIDTH, BAR_WIDTH = 30, 16

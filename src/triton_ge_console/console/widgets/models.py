@@ -19,7 +19,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from triton_ge_console.console import format as fmt
-from triton_ge_console.console.widgets.dirty import line_runs
+from triton_ge_console.console.widgets.paint import line_runs
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
 DRAWN_ROWS = 1024  # rows whose lines are kept: the rows in view and many more, not every model for ever

@@ -13,8 +13,7 @@ from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widgets import Static
 
-from triton_ge_console.console.widgets.dirty import repaint_lines
-from triton_ge_console.console.widgets.selection import forget_selection
+from triton_ge_console.console.widgets.paint import forget_selection, repaint_lines
 
 LINES_KEPT = 64  # strips kept: more than the header's and the detail facts' lines
 
