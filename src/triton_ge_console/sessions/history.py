@@ -1,17 +1,18 @@
-"""The last 15 minutes (at 1 s) of every figure views chart, kept as numbers: one deque per model and figure.
+"""The last 15 minutes (at 1 s) of every figure views chart, kept as numbers: one ring per model and figure.
 
 Views chart a few numbers per model and device over time, and show the newest snapshot whole. Keeping
-the numbers, not the snapshots, leaves the garbage collector a few hundred deques to walk, however long
-the history: a deque of floats and None is one tracked object, where 15 minutes of 100 models' snapshots
-would be 90,000.
+the numbers, not the snapshots, leaves the garbage collector nothing to walk however long the history:
+each figure is a ring of C doubles (an array, NaN where the figure was missing), which the collector does
+not track at all; a deque of Python floats would be one tracked object too, but a full collection visits
+each of its items (a million at 100 models), and 15 minutes of snapshots would be 90,000 objects.
 """
 
 from __future__ import annotations
 
-import itertools
+import math
 import operator
 import threading
-from collections import deque
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -32,30 +33,32 @@ DEVICE_FIGURES: dict[str, Callable[[DeviceSnapshot], Value]] = {
 
 
 class _Figures:
-    """One model's or device's figures, a deque each, aligned with the history's times (None: absent)."""
+    """One model's or device's figures, a ring each, in step with the history's ring of times."""
 
     __slots__ = ("last_seen", "series")
 
-    def __init__(self, names: Iterable[str], missed: int, capacity: int) -> None:
-        self.series: dict[str, deque[Value]] = {
-            name: deque([None] * missed, maxlen=capacity) for name in names}
+    def __init__(self, names: Iterable[str], capacity: int) -> None:
+        self.series = {name: _ring(capacity) for name in names}  # NaN: absent, or not yet seen
         self.last_seen = 0
 
-    def add(self, found: Any, getters: dict[str, Callable[[Any], Value]]) -> None:
-        """One snapshot's figures (all None when the model or device was absent from it)."""
+    def put(self, slot: int, found: Any, getters: dict[str, Callable[[Any], Value]]) -> None:
+        """One snapshot's figures into a slot (all missing when the model or device was absent from it)."""
         for name, values in self.series.items():
-            values.append(None if found is None else getters[name](found))
-
-    def newest(self, names: Sequence[str], count: int) -> list[list[float | None]]:
-        """The newest `count` values of each named figure, oldest first, as floats."""
-        return [[None if v is None else float(v) for v in _tail(self.series[name], count)] for name in names]
+            value = None if found is None else getters[name](found)
+            values[slot] = math.nan if value is None else value
 
 
-def _tail(values: deque[Any], count: int) -> list[Any]:
-    """The last `count` items of a deque, oldest first, read from its newest end."""
-    tail = list(itertools.islice(reversed(values), count))
-    tail.reverse()
-    return tail
+def _ring(capacity: int) -> array[float]:
+    """A ring of doubles, every slot missing."""
+    return array("d", [math.nan]) * capacity
+
+
+def _read(values: array[float], start: int, count: int) -> list[float | None]:
+    """`count` values of a ring from slot `start` on, wrapping round; None where missing."""
+    end = start + count
+    wrapped = end > len(values)
+    items = [*values[start:], *values[:end - len(values)]] if wrapped else values[start:end].tolist()
+    return [None if math.isnan(value) else value for value in items]
 
 
 def newest_versions(models: Iterable[ModelSnapshot]) -> dict[str, ModelSnapshot]:
@@ -73,32 +76,33 @@ class SnapshotHistory:
     thread while views read. A model or device absent for a whole ring is forgotten."""
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
-        self.capacity = capacity
-        self._times: deque[float] = deque(maxlen=capacity)
+        self.capacity = max(0, capacity)
+        self._times = _ring(self.capacity)
         self._models: dict[str, _Figures] = {}
         self._devices: dict[str, _Figures] = {}
-        self._appended = 0  # snapshots appended so far, to know when a subject was last seen
+        self._appended = 0  # snapshots appended so far: the next goes to slot _appended % capacity
         self._latest: ServerSnapshot | None = None
         self._lock = threading.Lock()
 
     def append(self, snapshot: ServerSnapshot) -> None:
-        """Record one snapshot's figures, dropping the oldest past capacity."""
-        if self.capacity <= 0:
+        """Record one snapshot's figures, over the oldest past capacity."""
+        if not self.capacity:
             return
         models = newest_versions(snapshot.models)
         devices = {d.id: d for d in snapshot.devices}
         with self._lock:
+            slot = self._appended % self.capacity
             self._appended += 1
-            self._add(self._models, models, MODEL_FIGURES)
-            self._add(self._devices, devices, DEVICE_FIGURES)
-            self._times.append(snapshot.taken_at)
+            self._add(self._models, models, MODEL_FIGURES, slot)
+            self._add(self._devices, devices, DEVICE_FIGURES, slot)
+            self._times[slot] = snapshot.taken_at
             self._latest = snapshot
 
     def _add(self, kept: dict[str, _Figures], found: dict[str, Any],
-             getters: dict[str, Callable[[Any], Value]]) -> None:
+             getters: dict[str, Callable[[Any], Value]], slot: int) -> None:
         """Each subject's figures from one snapshot (the lock held); new subjects start with gaps."""
         for key in found.keys() - kept.keys():
-            kept[key] = _Figures(getters, len(self._times), self.capacity)
+            kept[key] = _Figures(getters, self.capacity)
         for key, figures in list(kept.items()):
             current = found.get(key)
             if current is not None:
@@ -106,7 +110,7 @@ class SnapshotHistory:
             elif self._appended - figures.last_seen >= self.capacity:
                 del kept[key]  # absent from every snapshot the ring holds
                 continue
-            figures.add(current, getters)
+            figures.put(slot, current, getters)
 
     @property
     def latest(self) -> ServerSnapshot | None:
@@ -118,12 +122,14 @@ class SnapshotHistory:
     def oldest_taken_at(self) -> float | None:
         """When the oldest snapshot kept was taken, if any."""
         with self._lock:
-            return self._times[0] if self._times else None
+            kept = self._kept()
+            return self._times[self._start(kept)] if kept else None
 
     def times(self) -> list[float]:
         """When each kept snapshot was taken, oldest first."""
         with self._lock:
-            return list(self._times)
+            kept = self._kept()
+            return [t for t in _read(self._times, self._start(kept), kept) if t is not None]
 
     def model_names(self) -> list[str]:
         """The models whose figures are kept (seen in at least one kept snapshot)."""
@@ -132,7 +138,7 @@ class SnapshotHistory:
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._times)
+            return self._kept()
 
     def model_series(self, model: str, figure: str) -> list[Point]:
         """(taken_at, value) for one model's figure (a MODEL_FIGURES name); None where missing."""
@@ -140,7 +146,7 @@ class SnapshotHistory:
 
     def model_series_set(self, model: str, figures: Sequence[str]) -> list[list[Point]]:
         """Several figures' series read at once, so they line up while a poller appends."""
-        times, columns = self._newer(self._models, model, figures, float("-inf"))
+        times, columns = self._newer(self._models, model, figures, -math.inf)
         return [list(zip(times, column, strict=True)) for column in columns]
 
     def model_newer_than(self, model: str, taken_at: float,
@@ -152,7 +158,7 @@ class SnapshotHistory:
 
     def device_series(self, device_id: str, figure: str = "utilization") -> list[Point]:
         """(taken_at, value) for one device's figure (a DEVICE_FIGURES name); None where missing."""
-        times, columns = self._newer(self._devices, device_id, (figure,), float("-inf"))
+        times, columns = self._newer(self._devices, device_id, (figure,), -math.inf)
         return list(zip(times, columns[0], strict=True))
 
     def devices_newer_than(self, taken_at: float,
@@ -160,22 +166,36 @@ class SnapshotHistory:
         """The times after `taken_at`, oldest first, and every device's figure at each of them."""
         with self._lock:
             count = self._count_newer(taken_at)
-            ids = list(self._devices)
-            return _tail(self._times, count), {i: self._devices[i].newest((figure,), count)[0] for i in ids}
+            start = self._start(count)
+            times = [t for t in _read(self._times, start, count) if t is not None]
+            return times, {i: _read(kept.series[figure], start, count) for i, kept in self._devices.items()}
 
     def _newer(self, kept: dict[str, _Figures], key: str, figures: Sequence[str],
                taken_at: float) -> tuple[list[float], list[list[float | None]]]:
         """The times after `taken_at` and one subject's named figures at each (None: never seen)."""
         with self._lock:
             count = self._count_newer(taken_at)
-            times = _tail(self._times, count)
+            start = self._start(count)
+            times = [t for t in _read(self._times, start, count) if t is not None]
             found = kept.get(key)
-            gaps: list[list[float | None]] = [[None] * count for _ in figures]
-            columns = found.newest(figures, count) if found else gaps
+            gap: list[float | None] = [None] * count
+            columns = [_read(found.series[name], start, count) if found else gap for name in figures]
         return times, columns
 
+    def _kept(self) -> int:
+        """How many snapshots the ring holds (the lock held)."""
+        return min(self._appended, self.capacity)
+
+    def _start(self, count: int) -> int:
+        """The slot of the oldest of the newest `count` snapshots (the lock held)."""
+        return (self._appended - count) % self.capacity if self.capacity else 0
+
     def _count_newer(self, taken_at: float) -> int:
-        """How many kept snapshots were taken after `taken_at` (the lock held)."""
-        if taken_at == float("-inf"):
-            return len(self._times)
-        return sum(1 for _ in itertools.takewhile(lambda t: t > taken_at, reversed(self._times)))
+        """How many kept snapshots were taken after `taken_at`, counted from the newest (the lock held)."""
+        kept = self._kept()
+        if taken_at == -math.inf:
+            return kept
+        count = 0
+        while count < kept and self._times[(self._appended - 1 - count) % self.capacity] > taken_at:
+            count += 1
+        return count
