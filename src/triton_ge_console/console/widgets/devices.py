@@ -141,10 +141,11 @@ class DevicesPanel(Static):
         rows = device_rows(snapshot, series, self.app.size.width)
         if rows == self._rows:
             return
-        if len(rows) != len(self._rows) and self.is_mounted:
+        resized = len(rows) != len(self._rows)  # only then can the box's height change
+        if resized and self.is_mounted:
             forget_selection(self)
         self._rows = rows
-        self.update(Text("\n").join(Text.assemble(*pieces) for pieces in rows))
+        self.update(Text("\n").join(Text.assemble(*pieces) for pieces in rows), layout=resized)
 
     def on_resize(self, event: events.Resize) -> None:
         """Short or full lines follow the terminal's width at once, not at the next poll."""
