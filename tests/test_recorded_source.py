@@ -21,7 +21,7 @@ def test_replays_in_order_then_repeats_last_and_fills_history(tmp_path: Path) ->
     RecordedSource.save([_snap(1.0, 0), _snap(2.0, 3)], path)
     source = RecordedSource.from_file(path)
     assert [source.poll().taken_at for _ in range(3)] == [1.0, 2.0, 2.0]
-    assert source.history.model_series("llama_model", lambda m: m.queue_depth) == [(1.0, 0.0), (2.0, 3.0),
+    assert source.history.model_series("llama_model", "queue_depth") == [(1.0, 0.0), (2.0, 3.0),
                                                                                     (2.0, 3.0)]
     again = source.history.latest
     assert again is not None and again == _snap(2.0, 3)
@@ -39,8 +39,7 @@ def test_controller_records_calls_and_scripted_failures() -> None:
 def test_series_sets_come_from_one_copy_of_the_history_and_line_up() -> None:
     source = RecordedSource([_snap(1.0, 0), _snap(2.0, 3)])
     source.poll(), source.poll()
-    queue, p50 = source.history.model_series_set(
-        "llama_model", (lambda m: m.queue_depth, lambda m: m.latency.p50_ms))
+    queue, p50 = source.history.model_series_set("llama_model", ("queue_depth", "p50_ms"))
     assert queue == [(1.0, 0.0), (2.0, 3.0)] and p50 == [(1.0, 2.0), (2.0, 2.0)]
-    absent = source.history.model_series_set("absent", (lambda m: m.queue_depth,))
+    absent = source.history.model_series_set("absent", ("queue_depth",))
     assert absent == [[(1.0, None), (2.0, None)]]

@@ -50,9 +50,11 @@ def test_history_hands_a_catching_up_view_only_what_is_new() -> None:
     history = SnapshotHistory(capacity=5)
     for step in range(8):
         history.append(_snapshot(step))
-    times = [s.taken_at for s in history.snapshots()]
-    assert [s.taken_at for s in history.newer_than(times[1])] == times[2:]
-    assert history.newer_than(times[-1]) == []
+    times = history.times()
+    assert [t for t, _ in history.model_newer_than("m0", times[1], ("p50_ms",))] == times[2:]
+    assert history.devices_newer_than(times[1])[0] == times[2:]
+    assert history.model_newer_than("m0", times[-1], ("p50_ms",)) == []
+    assert history.devices_newer_than(times[-1]) == ([], {"0": [], "1": []})
 
 
 def test_chart_points_fold_fixed_runs_of_snapshots_as_a_rescan_would() -> None:
@@ -92,14 +94,14 @@ def test_chart_points_never_reach_past_a_smaller_history() -> None:
     for step in range(200):
         history.append(_snapshot(step))
         cache.update("m0", history)
-    oldest = history.snapshots()[0].taken_at
+    times = history.times()
     points = cache.series("p50")
-    assert points[0][0] >= oldest and points[-1][0] == history.snapshots()[-1].taken_at
+    assert points[0][0] >= times[0] and points[-1][0] == times[-1]
 
 
-def _rescanned(history: SnapshotHistory, device_ids: list[str], cells: int, most: int) -> dict[str, list]:
-    """The sparkline cells computed from scratch over the history (what the cache must agree with)."""
-    window = history.snapshots()[-cells * most:]
+def _rescanned(taken: list[ServerSnapshot], device_ids: list[str], cells: int, most: int) -> dict[str, list]:
+    """The sparkline cells computed from scratch over the snapshots kept (what the cache must agree with)."""
+    window = taken[-cells * most:]
     size = min(most, max(1, -(-len(window) // cells)))
     out: dict[str, list] = {}
     for device_id in device_ids:
@@ -113,11 +115,14 @@ def test_the_utilization_cache_agrees_with_a_rescan_as_the_history_grows_and_wra
     for capacity in (7, 50):  # a ring smaller than the sparkline window, and one larger
         history = SnapshotHistory(capacity=capacity)
         cache = UtilizationCache(cells=4, max_bucket=3)
+        taken: list[ServerSnapshot] = []
         for step in range(40):
-            history.append(_snapshot(step, devices=2 + step // 20))  # a device appears half-way
+            taken.append(_snapshot(step, devices=2 + step // 20))  # a device appears half-way
+            history.append(taken[-1])
             cache.update(history)
             ids = ["0", "1", "2", "9"]
-            assert rounded(cache.series(ids)) == rounded(_rescanned(history, ids, 4, 3)), (capacity, step)
+            kept = taken[-capacity:]
+            assert rounded(cache.series(ids)) == rounded(_rescanned(kept, ids, 4, 3)), (capacity, step)
 
 
 def _look(style: Style | None) -> tuple[object, ...]:

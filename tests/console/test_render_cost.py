@@ -11,7 +11,6 @@ from textual.widgets import Static
 
 from triton_ge_console.console.app import create_app, next_connection
 from triton_ge_console.console.screens.dashboard import utilization_series
-from triton_ge_console.console.widgets.dirty import changed_lines, line_runs
 from triton_ge_console.console.widgets.header import StatusHeader
 from triton_ge_console.console.widgets.models import (
     COMPACT,
@@ -22,7 +21,7 @@ from triton_ge_console.console.widgets.models import (
     model_fields,
     row_segments,
 )
-from triton_ge_console.console.widgets.titles import retitle
+from triton_ge_console.console.widgets.paint import changed_lines, line_runs, retitle
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.recorded import RecordedSource
 from triton_ge_console.sessions.snapshot import (

@@ -1,11 +1,11 @@
-"""The snapshot history keeps models packed: what it hands back equals what went in, and the GC skips it."""
+"""The snapshot history keeps figures as numbers: what it hands back matches what went in, and the GC
+has next to nothing to walk."""
 
 from __future__ import annotations
 
 import gc
 
-from triton_ge_console.sessions.history import SnapshotHistory
-from triton_ge_console.sessions.packed import pack_model, unpack_model
+from triton_ge_console.sessions.history import MODEL_FIGURES, SnapshotHistory
 from triton_ge_console.sessions.snapshot import (
     DeviceSnapshot,
     Endpoints,
@@ -28,25 +28,14 @@ def _snapshot(step: int, models: int = 3) -> ServerSnapshot:
                           Endpoints("http://127.0.0.1:1"), tuple(rows), devices)
 
 
-def test_a_packed_model_unpacks_equal() -> None:
-    model = _snapshot(3).models[0]
-    assert unpack_model(pack_model(model)) == model
-    bare = ModelSnapshot("bare", "1", "LOADING")
-    assert unpack_model(pack_model(bare)) == bare
-
-
-def test_the_history_hands_back_what_was_appended() -> None:
+def test_the_history_keeps_the_newest_snapshot_and_the_times_of_the_others() -> None:
     history = SnapshotHistory(capacity=5)
     appended = [_snapshot(step) for step in range(8)]
     for snapshot in appended:
         history.append(snapshot)
-    assert history.snapshots() == tuple(appended[3:]) and history.oldest == appended[3]
+    assert history.times() == [s.taken_at for s in appended[3:]] and len(history) == 5
     assert history.oldest_taken_at == appended[3].taken_at
-    assert history.latest is appended[-1] and history.newer_than(appended[-2].taken_at)[0] is appended[-1]
-    assert history.newer_than(appended[5].taken_at) == appended[6:]
-    shells = history.newer_than(appended[5].taken_at, models=False)
-    assert [s.models for s in shells] == [(), ()]
-    assert [s.devices for s in shells] == [a.devices for a in appended[6:]]
+    assert history.latest is appended[-1]
 
 
 def test_a_history_of_no_capacity_keeps_nothing() -> None:
@@ -55,26 +44,54 @@ def test_a_history_of_no_capacity_keeps_nothing() -> None:
     assert len(history) == 0 and history.latest is None and history.oldest_taken_at is None
 
 
+def _figure(snapshot: ServerSnapshot, name: str, figure: str) -> float | None:
+    """A model's figure read from the snapshot itself, as the history should hand it back."""
+    model = snapshot.model(name)
+    value = MODEL_FIGURES[figure](model) if model is not None else None
+    return None if value is None else float(value)
+
+
 def test_one_models_figures_read_from_the_history_match_the_snapshots() -> None:
     history = SnapshotHistory()
     appended = [_snapshot(step) for step in range(6)]
     for snapshot in appended:
         history.append(snapshot)
-    for name in ("m0", "m1", "absent"):
-        assert history.model_newer_than(name, appended[1].taken_at) == [
-            (s.taken_at, s.model(name)) for s in appended[2:]]
-        assert history.model_series(name, lambda m: m.queue_depth) == [
-            (s.taken_at, None if s.model(name) is None else float(s.model(name).queue_depth))  # type: ignore[union-attr]
-            for s in appended]
+    for name in ("m0", "m1", "absent"):  # m0: its newest version; m1: missing on odd steps
+        assert history.model_newer_than(name, appended[1].taken_at, ("queue_depth", "p50_ms")) == [
+            (s.taken_at, (_figure(s, name, "queue_depth"), _figure(s, name, "p50_ms"))) for s in appended[2:]]
+        assert history.model_series(name, "queue_depth") == [
+            (s.taken_at, _figure(s, name, "queue_depth")) for s in appended]
+    assert history.device_series("0") == [(s.taken_at, s.devices[0].utilization) for s in appended]
+    times, readings = history.devices_newer_than(appended[3].taken_at)
+    assert times == [s.taken_at for s in appended[4:]] and readings == {"0": [0.4, 0.5]}
 
 
-def test_the_history_adds_almost_nothing_for_the_garbage_collector_to_walk() -> None:
+def test_a_model_that_comes_late_has_gaps_before_and_one_gone_for_a_whole_ring_is_forgotten() -> None:
+    history = SnapshotHistory(capacity=4)
+    early, late = _snapshot(0, models=1), _snapshot(1, models=3)
+    for snapshot in (early, late, early, early, early):
+        history.append(snapshot)
+    assert [v for _, v in history.model_series("m2", "queue_depth")] == [3.0, None, None, None]
+    history.append(early)  # m2 was in none of the last four
+    assert history.model_series("m2", "queue_depth") == [(early.taken_at, None)] * 4
+    assert "m2" not in history.model_names()  # forgotten, not kept as gaps forever
+
+
+def _tracked_after(history: SnapshotHistory, steps: range) -> int:
+    """Objects the garbage collector tracks once these snapshots are appended and collected."""
+    for step in steps:
+        history.append(_snapshot(step, models=50))
+    gc.collect()
+    return len(gc.get_objects())
+
+
+def test_the_garbage_collector_walks_as_much_for_a_long_history_as_for_a_short_one() -> None:
     history = SnapshotHistory(capacity=200)
     gc.collect()
     before = len(gc.get_objects())
-    for step in range(200):
-        history.append(_snapshot(step, models=50))
-    for _ in range(4):  # a tuple is untracked once its items are: nested ones take a collection per level
-        gc.collect()
-    tracked = len(gc.get_objects()) - before
-    assert tracked < 200 * 6  # the server, its endpoints and devices per snapshot; 10,000 models untracked
+    short = _tracked_after(history, range(20))
+    long = _tracked_after(history, range(20, 400))  # twice round the ring
+    assert abs(long - short) < 10
+    # per model and device its figures' deques, their dict and their holder; the newest snapshot (its
+    # server, endpoints, tuples, 51 models) and what the test and the collector made meanwhile
+    assert short - before < 51 * (len(MODEL_FIGURES) + 2) + 150

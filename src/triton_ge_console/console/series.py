@@ -8,17 +8,10 @@ from collections.abc import Sequence
 
 from triton_ge_console.console.chart import Point
 from triton_ge_console.sessions.history import DEFAULT_CAPACITY, SnapshotHistory
-from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
 
 FIGURES = ("p50", "p99", "inferences", "requests")  # what the detail charts draw, per model
+HISTORY_FIGURES = ("p50_ms", "p99_ms", "inference_rate", "request_rate")  # their names in the history
 CHART_POINTS = 120  # points per chart line at most: a braille chart has two dot columns per cell
-
-
-def figures_of(found: ModelSnapshot | None) -> tuple[float | None, ...]:
-    """One model's charted figures in one snapshot, in FIGURES order (all None when the model is absent)."""
-    if found is None:
-        return (None,) * len(FIGURES)
-    return found.latency.p50_ms, found.latency.p99_ms, found.inference_rate, found.request_rate
 
 
 class Bucket:
@@ -64,12 +57,12 @@ class ModelSeriesCache:
             self.model, self._history = model, history
             self.buckets.clear()
             last = float("-inf")
-        for taken_at, found in history.model_newer_than(model, last):  # that model only, not every one
+        for taken_at, figures in history.model_newer_than(model, last, HISTORY_FIGURES):
             if until is not None and taken_at > until:
                 break
             if not self.buckets or self.buckets[-1].filled == self.size:
                 self.buckets.append(Bucket())
-            self.buckets[-1].add(taken_at, figures_of(found))
+            self.buckets[-1].add(taken_at, figures)
         oldest = history.oldest_taken_at
         while self.buckets and oldest is not None and self.buckets[0].last_time < oldest:
             self.buckets.popleft()  # a history smaller than this cache forgot all of that point
@@ -110,20 +103,22 @@ class UtilizationCache:
             self.times.clear()
             self.totals.clear()
             last = float("-inf")
-        for snapshot in history.newer_than(last, models=False)[-(self.times.maxlen or 0):]:
-            self._add(snapshot)
+        times, readings = history.devices_newer_than(last)
+        window = self.times.maxlen or 0
+        for index in range(max(0, len(times) - window), len(times)):
+            self._add(times[index], {device: values[index] for device, values in readings.items()})
         for _ in range(len(self.times) - len(history)):  # a ring smaller than the window forgot these
             self.times.popleft()
             for totals in self.totals.values():
                 totals.popleft()
 
-    def _add(self, snapshot: ServerSnapshot) -> None:
+    def _add(self, taken_at: float, utilization: dict[str, float | None]) -> None:
         """One snapshot's readings added to each device's running totals (a missing reading adds nothing)."""
-        readings = {d.id: d.utilization for d in snapshot.devices if d.utilization is not None}
+        readings = {device: value for device, value in utilization.items() if value is not None}
         window = self.times.maxlen or 0
         for device_id in readings.keys() - self.totals.keys():
             self.totals[device_id] = deque([(0.0, 0)] * (len(self.times) + 1), maxlen=window + 1)
-        self.times.append(snapshot.taken_at)
+        self.times.append(taken_at)
         for device_id, totals in self.totals.items():
             total, count = totals[-1]
             value = readings.get(device_id)

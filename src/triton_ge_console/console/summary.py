@@ -26,7 +26,7 @@ def dashboard_text(snapshot: ServerSnapshot, history: SnapshotHistory | None = N
     if snapshot.devices:
         console.print(Text.assemble(*device_header()))
     for device in snapshot.devices:
-        series = history.device_series(device.id, lambda d: d.utilization) if history else []
+        series = history.device_series(device.id) if history else []
         console.print(device_line(device, [v for _, v in series]))
     table = Table(*COLUMNS, box=None, pad_edge=False)
     limits = thresholds or {}

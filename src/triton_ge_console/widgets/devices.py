@@ -48,7 +48,7 @@ class DeviceRow:
         self.extra.value = device_extras(device)
         self.models.value = ", ".join(name if size is None else f"{name} {human_bytes(size)}"
                                       for name, size in models or ())
-        series = window(history.device_series(device.id, lambda d: d.utilization), now, seconds)
+        series = window(history.device_series(device.id, "utilization"), now, seconds)
         plot_line(self.line, relative_times(series, now), values(series))
 
     @property

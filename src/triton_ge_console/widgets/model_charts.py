@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import threading
-from collections.abc import Callable
 
 import ipywidgets as w
 
@@ -13,12 +12,10 @@ from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.widgets.charts import TimeChart, relative_times, values, window
 from triton_ge_console.widgets.format import MISSING, number
 
-Figure = Callable[[ModelSnapshot], float | int | None]
-
-LATENCY: dict[str, Figure] = {"p50": lambda m: m.latency.p50_ms, "p90": lambda m: m.latency.p90_ms,
-                              "p99": lambda m: m.latency.p99_ms, "avg": lambda m: m.latency.avg_ms}
-THROUGHPUT: dict[str, Figure] = {"req/s": lambda m: m.request_rate, "inf/s": lambda m: m.inference_rate}
-QUEUE: dict[str, Figure] = {"queue depth": lambda m: m.queue_depth}
+# each chart's lines: label -> the figure's name in the history (sessions.history.MODEL_FIGURES)
+LATENCY = {"p50": "p50_ms", "p90": "p90_ms", "p99": "p99_ms", "avg": "avg_ms"}
+THROUGHPUT = {"req/s": "request_rate", "inf/s": "inference_rate"}
+QUEUE = {"queue depth": "queue_depth"}
 
 
 class ModelCharts:

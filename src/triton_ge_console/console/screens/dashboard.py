@@ -22,7 +22,7 @@ from triton_ge_console.console.widgets.header import (
     StatusHeader,
 )
 from triton_ge_console.console.widgets.models import ModelsTable
-from triton_ge_console.console.widgets.titles import retitle
+from triton_ge_console.console.widgets.paint import retitle
 from triton_ge_console.repository import inventory
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.snapshot import ModelSnapshot

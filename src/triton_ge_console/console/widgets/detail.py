@@ -18,10 +18,9 @@ from textual.widget import Widget
 from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.chart import ChartSeries, Point, Run, chart_runs
-from triton_ge_console.console.widgets.dirty import changed_lines, repaint_lines
 from triton_ge_console.console.widgets.models import timed_out_style
+from triton_ge_console.console.widgets.paint import changed_lines, repaint_lines, retitle
 from triton_ge_console.console.widgets.textlines import TextLines
-from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
 Series = Sequence[Point]  # (epoch seconds, value) per chart point

@@ -5,21 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from rich.segment import Segment
-from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.geometry import Region, Size
 from textual.reactive import reactive
 from textual.selection import Selection
-from textual.strip import Strip
-from textual.widget import Widget
+from textual.widgets import Static
 
 from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.console import format as fmt
-from triton_ge_console.console.widgets.dirty import changed_lines, repaint_lines
-from triton_ge_console.console.widgets.selection import forget_selection
-from triton_ge_console.console.widgets.titles import retitle
+from triton_ge_console.console.widgets.paint import forget_selection, retitle
 from triton_ge_console.sessions.snapshot import DeviceSnapshot, ServerSnapshot
 
 SPARK_WIDTH, BAR_WIDTH = 30, 16
@@ -28,21 +22,10 @@ MEMORY_WIDTH = 16  # "9.1 MiB/64.0 GiB", "21.4/64.0 GiB"
 DevicesFrame = tuple[ServerSnapshot, dict[str, list[float | None]]]  # a snapshot and recent utilization
 NARROW_BELOW = 130  # terminal columns under which rows use a short sparkline and bar
 Piece = tuple[str, str]  # text and its style ("" for none)
-MAX_STYLES = 4096  # cached piece styles (a few hundred in use): past this, start again
-Span = tuple[int, int]  # the selected characters of one line: start, end (-1: to the line's end)
-Looks = tuple[Style, Style]  # the widget's style and the selection's
 NO_DEVICES: tuple[Piece, ...] = (
     (" no device figures yet (the GE glue reports them once a model is loaded)", "dim"),)
 GAP = "  "  # between two columns
 HEADER_STYLE = "bold"
-
-
-class DevicesRenderPass(NamedTuple):
-    """What every line of one render pass shares."""
-
-    base: Style  # the widget's style
-    selection: Selection | None  # the mouse selection in the widget
-    selected: Style  # how selected characters look
 
 
 class DeviceColumn(NamedTuple):
@@ -139,22 +122,18 @@ def models_by_device(snapshot: ServerSnapshot) -> dict[str, list[str]]:
             for device, held in snapshot.models_by_device().items()}
 
 
-class DevicesPanel(Widget):
-    """The devices box; fed a snapshot plus each device's recent utilization, drawn line by line."""
+class DevicesPanel(Static):
+    """The devices box; fed a snapshot and each device's recent utilization, updated when its text changes."""
 
-    DEFAULT_CSS = "DevicesPanel { height: auto; }"
+    DEFAULT_CSS = "DevicesPanel { height: auto; text-wrap: nowrap; text-overflow: clip; }"
     frame: reactive[DevicesFrame | None] = reactive(None, repaint=False)
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__("", **kwargs)
         self._rows: list[tuple[Piece, ...]] = []
-        self._styles: dict[tuple[Looks, str, bool, int, int], Style] = {}  # see _styled
-        # line -> what its strip was built from (pieces, looks, selected span) and the strip
-        self._strips: dict[int, tuple[tuple[Piece, ...], Looks, Span | None, Strip]] = {}
-        self._render_pass: DevicesRenderPass | None = None  # what the render pass under way looked up once
 
     def watch_frame(self, frame: DevicesFrame | None) -> None:
-        """Repaint only the lines whose text changed; re-layout only when the number of lines changes."""
+        """Show the devices' lines; the same lines again draw nothing."""
         if frame is None:
             return
         snapshot, series = frame
@@ -162,71 +141,15 @@ class DevicesPanel(Widget):
         rows = device_rows(snapshot, series, self.app.size.width)
         if rows == self._rows:
             return
-        old, self._rows = self._rows, rows
-        if len(rows) != len(old):
-            if self.is_mounted:
-                forget_selection(self)
-            self.refresh(layout=True)
-            return
-        repaint_lines(self, changed_lines(old, rows))  # those lines only, not the box around them
+        resized = len(rows) != len(self._rows)  # only then can the box's height change
+        if resized and self.is_mounted:
+            forget_selection(self)
+        self._rows = rows
+        self.update(Text("\n").join(Text.assemble(*pieces) for pieces in rows), layout=resized)
 
     def on_resize(self, event: events.Resize) -> None:
         """Short or full lines follow the terminal's width at once, not at the next poll."""
         self.watch_frame(self.frame)
-
-    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        """One line per device (or the note)."""
-        return max(1, len(self._rows))
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        """Look the styles and the selection up once per render pass (each walks the DOM), not per line."""
-        self._render_pass = self._look_up_pass()
-        try:
-            return super().render_lines(crop)
-        finally:
-            self._render_pass = None
-
-    def _look_up_pass(self) -> DevicesRenderPass:
-        """The widget's style, the selection in it and the selection's style."""
-        return DevicesRenderPass(self.rich_style, self.text_selection, self.selection_style)
-
-    def render_line(self, y: int) -> Strip:
-        """A device's line, rebuilt only when its pieces, the widget's style or the selection changed."""
-        base, selection, selected_style = self._render_pass or self._look_up_pass()
-        width = self.size.width
-        if y >= len(self._rows):
-            return Strip.blank(width, base)
-        pieces = self._rows[y]
-        span = selection.get_span(y) if selection is not None else None
-        looks = (base, selected_style)
-        cached = self._strips.get(y)
-        if cached is None or cached[:3] != (pieces, looks, span):
-            cached = self._strips[y] = (pieces, looks, span, self._line_strip(y, pieces, looks, span))
-        strip = cached[3]
-        return strip.crop(0, width) if strip.cell_length > width else strip  # the box pads it
-
-    def _line_strip(self, y: int, pieces: tuple[Piece, ...], looks: Looks, span: Span | None) -> Strip:
-        """One line's strip; each segment knows where its text is, so the mouse can select it."""
-        segments, x = [], 0
-        for text, style, selected in _split_at_selection(pieces, span):
-            segments.append(Segment(text, self._styled(looks, style, selected, x, y)))
-            x += len(text)
-        return Strip(segments)
-
-    def _styled(self, looks: Looks, style: str, selected: bool, x: int, y: int) -> Style:
-        """A piece's style over the widget's (looks[0]), the selection's (looks[1]) over it when selected,
-        and the piece's text offset. Cached: a device line's pieces keep their places from one refresh to
-        the next."""
-        key = (looks, style, selected, x, y)
-        found = self._styles.get(key)
-        if found is None:
-            if len(self._styles) > MAX_STYLES:
-                self._styles.clear()
-            base, selected_style = looks
-            own = base + self.app.console.get_style(style) if style else base
-            found = (own + selected_style if selected else own) + Style.from_meta({"offset": (x, y)})
-            self._styles[key] = found
-        return found
 
     def get_selection(self, selection: Selection) -> tuple[str, str] | None:
         """The selected part of the device lines (nothing when fewer devices left it past the end)."""
@@ -234,22 +157,3 @@ class DevicesPanel(Widget):
             return None
         text = "\n".join("".join(piece for piece, _ in pieces) for pieces in self._rows)
         return selection.extract(text), "\n"
-
-
-def _split_at_selection(pieces: Sequence[Piece], span: Span | None) -> list[tuple[str, str, bool]]:
-    """The pieces cut where the selected characters start and end, each marked selected or not."""
-    if span is None:
-        return [(text, style, False) for text, style in pieces]
-    start, end = span
-    cut: list[tuple[str, str, bool]] = []
-    x = 0
-    for text, style in pieces:
-        first = max(start, x) - x
-        last = len(text) if end == -1 else min(end - x, len(text))
-        if first < last:
-            parts = ((text[:first], False), (text[first:last], True), (text[last:], False))
-            cut += [(part, style, selected) for part, selected in parts if part]
-        else:
-            cut.append((text, style, False))
-        x += len(text)
-    return cut

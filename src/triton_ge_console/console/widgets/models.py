@@ -10,6 +10,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
 from textual.events import Click
 from textual.geometry import Region, Size
 from textual.message import Message
@@ -18,9 +19,10 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from triton_ge_console.console import format as fmt
-from triton_ge_console.console.widgets.dirty import line_runs
+from triton_ge_console.console.widgets.paint import line_runs
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
+DRAWN_ROWS = 1024  # rows whose lines are kept: the rows in view and many more, not every model for ever
 Thresholds = Mapping[str, Mapping[str, float]]  # model -> {"queue_depth": 8, "p99_ms": 50, "timed_out": 1}
 
 COLUMNS = ("MODEL", "VER", "STATE", "BACKEND", "QUEUE", "REQ/S", "INF/S", "BATCH", "P50 ms", "P99 ms",
@@ -237,7 +239,7 @@ class ModelsTable(ScrollView, can_focus=True):
         self._shown: dict[str, ModelSnapshot] = {}  # row key -> the snapshot shown, in display order
         self._keys: list[str] = []
         # row key -> the snapshot its lines were drawn from, and its line per base style
-        self._drawn: dict[str, tuple[ModelSnapshot, dict[Style, Strip]]] = {}
+        self._drawn: LRUCache[str, tuple[ModelSnapshot, dict[Style, Strip]]] = LRUCache(DRAWN_ROWS)
         self._pass: TableRenderPass | None = None  # what the render pass under way looked up once
         self._columns = FULL  # all of them, or a smaller set (MEDIUM, COMPACT) when the table is narrower
 
@@ -265,7 +267,6 @@ class ModelsTable(ScrollView, can_focus=True):
         self._shown, self._keys = shown, list(shown)
         self._fit_virtual_size()
         if order_changed:
-            self._drawn = {key: self._drawn[key] for key in shown if key in self._drawn}
             self.move_cursor(self._keys.index(selected) if selected in self._keys else self.cursor_row)
             self.refresh()
         else:
@@ -300,9 +301,10 @@ class ModelsTable(ScrollView, can_focus=True):
     def _row_strip(self, key: str, style: Style) -> Strip:
         """A row's line in a style, rebuilt only when its snapshot differs from the one it was drawn from."""
         model = self._shown[key]
-        if not self._is_drawn(key):
-            self._drawn[key] = (model, {})
-        drawn = self._drawn[key]
+        drawn = self._drawn.get(key)
+        if drawn is None or not _same_model(drawn[0], model):
+            drawn = (model, {})
+            self._drawn.set(key, drawn)
         strip = drawn[1].get(style)
         if strip is None:  # new figures, or new base style (cursor, theme, dimmed while stale)
             cells = self._columns.pick(model_fields(model, self.thresholds.get(model.name, {})))

@@ -7,13 +7,15 @@ from typing import Any
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.cache import LRUCache
 from textual.selection import Selection
 from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widgets import Static
 
-from triton_ge_console.console.widgets.dirty import repaint_lines
-from triton_ge_console.console.widgets.selection import forget_selection
+from triton_ge_console.console.widgets.paint import forget_selection, repaint_lines
+
+LINES_KEPT = 64  # strips kept: more than the header's and the detail facts' lines
 
 
 def _look(text: Text) -> tuple[object, ...]:
@@ -29,7 +31,8 @@ class TextLines(Static):
         super().__init__(**kwargs)
         self._text: Text | None = None
         self._lines: list[Text] = []
-        self._strips: dict[int, Strip] = {}  # line -> its strip, for the size and style in _built_for
+        # line -> its strip, for the size and style in _built_for
+        self._strips: LRUCache[int, Strip] = LRUCache(LINES_KEPT)
         self._built_for: tuple[int, int, Style, Selection | None] | None = None
 
     @property
@@ -52,7 +55,7 @@ class TextLines(Static):
             self.refresh()
             return
         for y in changed:
-            self._strips.pop(y, None)
+            self._strips.discard(y)
         repaint_lines(self, changed)
 
     def _changed_lines(self, text: Text, lines: list[Text]) -> list[int] | None:
@@ -75,12 +78,16 @@ class TextLines(Static):
         if built_for != self._built_for:
             self._strips.clear()
             self._built_for = built_for
-        if not self._strips and (selection is not None or any(line.cell_len > width for line in self._lines)):
+        if len(self._strips) == 0 and (
+                selection is not None or any(line.cell_len > width for line in self._lines)):
             wrapped = Visual.to_strips(self, visualize(self, self._text), width, height, self.visual_style)
-            self._strips = dict(enumerate(wrapped))
+            self._strips.grow(len(wrapped))  # every wrapped line kept: none could be rebuilt on its own
+            for index, line in enumerate(wrapped):
+                self._strips.set(index, line)
         strip = self._strips.get(y)
         if strip is None:
-            strip = self._strips[y] = self._line_strip(y, built_for[2])
+            strip = self._line_strip(y, built_for[2])
+            self._strips.set(y, strip)
         return strip
 
     def _line_strip(self, y: int, base: Style) -> Strip:

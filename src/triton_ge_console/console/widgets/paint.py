@@ -1,4 +1,5 @@
-"""Repainting only the lines that changed, one region per run of them rather than one per line."""
+"""Repainting as little as a change needs: changed lines, a run at a time; titles and selections only when
+they change."""
 
 from __future__ import annotations
 
@@ -29,3 +30,16 @@ def repaint_lines(widget: Widget, lines: Iterable[int]) -> None:
     width = widget.size.width
     for first, count in line_runs(lines):
         widget.refresh(Region(0, first, width, count))
+
+
+def retitle(widget: Widget, title: str) -> None:
+    """Set a border title if it differs: every set repaints the widget's whole area, its children's too."""
+    if widget.border_title != title:
+        widget.border_title = title
+
+
+def forget_selection(widget: Widget) -> None:
+    """Drop the screen's selection in this widget (its lines would point past text that has fewer)."""
+    screen = widget.screen
+    if widget in screen.selections:
+        screen.selections = {owner: span for owner, span in screen.selections.items() if owner is not widget}
