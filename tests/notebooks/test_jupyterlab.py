@@ -324,6 +324,7 @@ def test_02_live_dashboard_in_jupyterlab_numbers_change_reload_acts_and_a_static
     name, session = "02_launch_and_watch.ipynb", "nb02-launch-and-watch"
     open_notebook(browser, lab, name)
     select_last_cell(browser)  # everything but the cell that stops the server
+    browser.page.keyboard.press("Control+b")  # the left sidebar folded: the dashboard has the width
     menu(browser, "Run", "Run All Above Selected Cell")
     board = dashboard(browser, session)
     board.wait_for(timeout=LIVE_S * 1000)
@@ -345,6 +346,7 @@ def test_02_live_dashboard_in_jupyterlab_numbers_change_reload_acts_and_a_static
     until(lambda: finished(browser), RUN_S, f"{name}: the last cell run", browser.tick)
     assert error_outputs(browser) == []
     assert "dashboard closed at" in board.inner_text() and "bert_model" in board.inner_text()
+    assert board.get_attribute("data-mime-type") == "text/html"  # no widget: a saved notebook keeps it
     board.scroll_into_view_if_needed()
     assert board.is_visible()
     assert browser.errors == []
@@ -366,6 +368,7 @@ def test_03_run_all_in_jupyterlab_dashboard_live_bars_drawn_and_a_static_copy_st
     bars.scroll_into_view_if_needed()
     assert undrawn_bar_charts(bars) == []
     assert "dashboard closed at" in board.inner_text()
+    assert board.get_attribute("data-mime-type") == "text/html"
     board.scroll_into_view_if_needed()
     assert board.is_visible()
     assert browser.errors == []

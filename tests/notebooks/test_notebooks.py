@@ -101,6 +101,9 @@ def test_02_launches_watches_load_and_stops(tmp_path: Path) -> None:
     assert load["client_p50_ms"]["8"] > load["client_p50_ms"]["1"]  # latency answers to load
     assert load["charted_model"] == "llama_model" and load["charted_p50_points"] >= 2
     assert facts["cleanup"] == {"state": "stopped", "ports_freed": True, "poller_running": False}
+    shown = [o for o in run.nb.cells[7].outputs
+             if "dashboard closed at" in o.get("data", {}).get("text/html", "")]
+    assert len(shown) == 1 and "widget-view" not in str(shown)  # closed: plain HTML a saved notebook keeps
     headers = [v for v in widget_values(run, "HTMLModel") if "session nb02-launch-and-watch" in (v or "")]
     assert any("● ready" in h and "Triton 2." in h for h in headers)
     buttons = set(widget_values(run, "ButtonModel", "description"))
