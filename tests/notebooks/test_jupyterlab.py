@@ -35,7 +35,7 @@ import pytest
 
 from tests.notebooks.harness import NOTEBOOKS, kernel_env, stop_leftover_sessions
 from tests.notebooks.test_notebooks import no_tritonserver_under
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.registry import READY, STARTING, Registry, effective_state
 from triton_ge_console.widgets.models import ACTIONS, COLUMNS
 
 CHROMIUM = os.environ.get("GE_CHROMIUM", "/usr/bin/chromium")
@@ -168,8 +168,13 @@ def stop_lab(lab: Lab) -> list[str]:
         except psutil.TimeoutExpired:
             left.append(" ".join(process.cmdline())[:120])
             process.kill()
-    left += [f"session {name}" for name in stop_leftover_sessions(lab.workdir / "state")]
-    return left
+    registry = Registry(lab.workdir / "state" / "sessions")
+    deadline = time.monotonic() + 30  # a kernel's exit stops its session's server: give it the time
+    while (serving := [r.name for r in registry.list() if effective_state(r) in (STARTING, READY)]) and (
+            time.monotonic() < deadline):
+        time.sleep(0.2)
+    stop_leftover_sessions(lab.workdir / "state")  # and records a dead one's end
+    return left + [f"session {name}" for name in serving]
 
 
 @pytest.fixture
@@ -372,3 +377,16 @@ def test_03_run_all_in_jupyterlab_dashboard_live_bars_drawn_and_a_static_copy_st
     board.scroll_into_view_if_needed()
     assert board.is_visible()
     assert browser.errors == []
+
+
+def test_closing_jupyterlab_with_a_live_dashboard_leaves_no_server(lab: Lab, browser: Browser) -> None:
+    # notebook 02 says it: the server is also stopped if the kernel exits first
+    open_notebook(browser, lab, "02_launch_and_watch.ipynb")
+    select_last_cell(browser)
+    menu(browser, "Run", "Run All Above Selected Cell")
+    dashboard(browser, "nb02-launch-and-watch").wait_for(timeout=LIVE_S * 1000)
+    until(lambda: finished(browser), RUN_S, "the cells above the last run", browser.tick)
+    lab.note_processes()
+    assert not no_tritonserver_under(lab.workdir / "state")  # serving, until JupyterLab stops
+    assert stop_lab(lab) == []
+    assert no_tritonserver_under(lab.workdir / "state")
