@@ -209,7 +209,7 @@ def browser(lab: Lab) -> Iterator[Browser]:
         try:
             page = chromium.new_page(viewport={"width": 1600, "height": 2000})  # the dashboard fits
             seen = Browser(page)
-            page.on("console", lambda m: m.type == "error" and seen.errors.append(m.text))
+            page.on("console", lambda m: seen.errors.extend([m.text] if m.type == "error" else []))
             page.on("pageerror", lambda e: seen.errors.append(f"page error: {e}"))
             yield seen
         finally:
