@@ -6,11 +6,11 @@ are never written), its settings, workspaces and runtime files in the test's fol
 `notebooks` extras); without them the tests are reported skipped, with the reason. Set GE_SCREENSHOTS_DIR
 to keep a screenshot of the dashboard (docs/img/ holds the READMEs').
 
-Where the time goes (measured on a shared 2-core machine, 8 test runs): JupyterLab answers its API 16-32 s
+Where the time goes (measured on a shared 2-core machine, 11 test runs): JupyterLab answers its API 10-32 s
 after it is started; the first page waits for JupyterLab's build check ("Build is up to date", about 16 s
 after the start), so the notebook is drawn with its kernel idle 13-28 s after the page is opened; from Run
 All, notebook 02's dashboard is live after about 40 s (tritonserver and both models start inside the
-notebook). A whole test takes 80-130 s (02) and about 100 s (03). Each step has its own readiness check
+notebook). A whole test takes 52-130 s (02) and 65-104 s (03). Each step has its own readiness check
 and bound; the test's timeout covers their sum.
 """
 
