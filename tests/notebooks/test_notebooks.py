@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import psutil
+import pytest
 
 from tests.notebooks.harness import NOTEBOOKS, ROOT, ExecutedNotebook, executed
 
@@ -97,6 +101,9 @@ def test_02_launches_watches_load_and_stops(tmp_path: Path) -> None:
     assert load["client_p50_ms"]["8"] > load["client_p50_ms"]["1"]  # latency answers to load
     assert load["charted_model"] == "llama_model" and load["charted_p50_points"] >= 2
     assert facts["cleanup"] == {"state": "stopped", "ports_freed": True, "poller_running": False}
+    shown = [o for o in run.nb.cells[7].outputs
+             if "dashboard closed at" in o.get("data", {}).get("text/html", "")]
+    assert len(shown) == 1 and "widget-view" not in str(shown)  # closed: plain HTML a saved notebook keeps
     headers = [v for v in widget_values(run, "HTMLModel") if "session nb02-launch-and-watch" in (v or "")]
     assert any("● ready" in h and "Triton 2." in h for h in headers)
     buttons = set(widget_values(run, "ButtonModel", "description"))
@@ -174,13 +181,67 @@ def test_04_serves_an_npu_ge_repository_in_cpu_emulation(tmp_path: Path) -> None
     assert any(v and v > 0 for v in widget_values(run, "FloatProgressModel"))
 
 
+def staged(name: str) -> str:
+    """A notebook as git would commit it (its staged version, through the clean filter when one is
+    configured); the file itself outside a git checkout. JupyterLab's autosave may have put outputs in the
+    working copy: that is the user's, not what the repository holds."""
+    if shutil.which("git") and (ROOT / ".git").exists():
+        shown = subprocess.run(["git", "-C", str(ROOT), "show", f":notebooks/{name}"], capture_output=True,
+                               text=True, encoding="utf-8", check=True)
+        return shown.stdout
+    return (NOTEBOOKS / name).read_text(encoding="utf-8")
+
+
 def test_the_four_notebooks_are_kept_with_outputs_stripped() -> None:
     names = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
     assert names == ["01_build_a_model_repository.ipynb", "02_launch_and_watch.ipynb",
                      "03_reload_and_tune.ipynb", "04_npu_ge_on_ascend.ipynb"]
     for name in names:
-        nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+        nb = nbformat.reads(staged(name), as_version=4)
         nbformat.validate(nb)
         code = [cell for cell in nb.cells if cell.cell_type == "code"]
         assert all(cell.outputs == [] and cell.execution_count is None for cell in code), name
         assert "widgets" not in nb.metadata and nb.metadata.kernelspec.name == "python3", name
+
+
+def with_outputs(text: str) -> str:
+    """A notebook as JupyterLab autosaves it after a run: outputs, counts, widget state, timings."""
+    nb = json.loads(text)
+    nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    for count, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
+        cell["execution_count"] = count + 1
+        cell["outputs"] = [{"name": "stdout", "output_type": "stream", "text": ["● ready ─ 12 ms\n"]}]
+        cell["metadata"]["execution"] = {"iopub.status.idle": "2026-12-01T18:00:00.000000Z"}
+    return json.dumps(nb, indent=1)
+
+
+def test_the_strip_filter_gives_back_exactly_the_committed_notebook() -> None:
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        committed = path.read_bytes()
+        run = with_outputs(committed.decode("utf-8")).encode("utf-8")
+        strip = subprocess.run([sys.executable, str(NOTEBOOKS / "strip_outputs.py")], input=run,
+                               capture_output=True, check=True, env={**os.environ, "LC_ALL": "C"})
+        assert strip.stdout == committed, path.name  # no diff from an autosave
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_with_the_documented_filter_git_stages_an_autosaved_notebook_without_outputs(tmp_path: Path) -> None:
+    repo = tmp_path / "clone"
+    (repo / "notebooks").mkdir(parents=True)
+    shutil.copy(ROOT / ".gitattributes", repo / ".gitattributes")
+    shutil.copy(NOTEBOOKS / "strip_outputs.py", repo / "notebooks" / "strip_outputs.py")
+    committed = (NOTEBOOKS / "02_launch_and_watch.ipynb").read_text(encoding="utf-8")
+    (repo / "notebooks" / "02.ipynb").write_text(with_outputs(committed), encoding="utf-8")
+    git = ["git", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    # what notebooks/README.md tells a contributor to run once
+    clean = f"{sys.executable} notebooks/strip_outputs.py"
+    subprocess.run([*git, "config", "filter.strip-notebook-outputs.clean", clean], check=True)
+    subprocess.run([*git, "config", "filter.strip-notebook-outputs.smudge", "cat"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    shown = subprocess.run([*git, "show", ":notebooks/02.ipynb"], capture_output=True, check=True)
+    assert shown.stdout.decode("utf-8") == committed
+    assert '"output_type"' in (repo / "notebooks" / "02.ipynb").read_text(encoding="utf-8")  # the user's
+    status = subprocess.run([*git, "status", "--porcelain", "notebooks/02.ipynb"], capture_output=True,
+                            text=True, check=True)
+    assert status.stdout == "A  notebooks/02.ipynb\n"  # outputs in the working copy are no change

@@ -24,19 +24,39 @@ from triton_ge_console.sessions.health import (
 KEY = ("llama_model", "1")
 
 
-@pytest.fixture
-def stub(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+def start_stub(tmp_path: Path, name: str) -> subprocess.Popen[bytes]:
     """A child with the command line Triton gives a stub: `<stub> <repo>/<model>/<version>/model.py
-    <region> <size> <size> <parent pid> <backend dir> <ipc handle> <instance name>` (the model.py sleeps)."""
+    <region> <size> <size> <parent pid> <backend dir> <ipc handle> <stub name>` (the model.py sleeps); the
+    name is the instance's, or the model's for the auto-complete stub (python_backend's
+    `StubLauncher::Launch`)."""
     model_py = tmp_path / "repository" / "llama_model" / "1" / "model.py"
-    model_py.parent.mkdir(parents=True)
+    model_py.parent.mkdir(parents=True, exist_ok=True)
     model_py.write_text("import time\ntime.sleep(600)\n", encoding="utf-8")
     args = [str(tmp_path / STUB_NAME), str(model_py), "region", "1048576", "1048576", str(os.getpid()),
-            "/backends/python", "336", "llama_model_0"]
-    process = subprocess.Popen(args, executable=sys.executable)
+            "/backends/python", "336", name]
+    return subprocess.Popen(args, executable=sys.executable)
+
+
+@pytest.fixture
+def stub(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """An instance stub of llama_model version 1."""
+    process = start_stub(tmp_path, "llama_model_0")
     yield process
     process.kill()
     process.wait()
+
+
+def test_the_auto_complete_stub_of_a_reload_is_no_instance_and_its_end_no_failure(
+        tmp_path: Path, stub: subprocess.Popen[bytes]) -> None:
+    watch = InstanceWatch(os.getpid)
+    autocomplete = start_stub(tmp_path, "llama_model")  # what Triton starts while the model reloads
+    try:
+        assert stub_instances(os.getpid())[KEY] == (Instance("llama_model_0", stub.pid),)
+        assert watch.dead({KEY: "ge"}) == {}
+    finally:
+        autocomplete.kill()
+        autocomplete.wait()
+    assert watch.dead({KEY: "ge"}) == {}  # it ended; the instance still runs: the model is whole
 
 
 def test_a_stub_is_found_under_its_server_by_model_version_and_instance(

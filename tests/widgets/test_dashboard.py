@@ -290,3 +290,27 @@ def test_a_failing_model_reads_failing_with_its_reason_and_can_be_reloaded() -> 
     assert f"llama_model: FAILING: {reason}" in board.models.reasons.value
     assert state["buttons"]["llama_model:1"] == ["reload", "unload"]
     board.close()
+
+
+def test_a_displayed_dashboard_is_replaced_by_plain_html_when_it_closes() -> None:
+    # a saved notebook then keeps the last figures as HTML, readable without a kernel: a widget output
+    # saved without its state reopens in JupyterLab as "Error displaying widget: model not found"
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.display import display
+    from IPython.utils.capture import capture_output
+
+    InteractiveShell.instance()  # IPython's own display machinery, as in a kernel
+    board = Dashboard(RecordedSource(recording(2)), autostart=False, background=False)
+    board.refresh()
+    try:
+        with capture_output() as shown:
+            display(board)
+            board.close()
+    finally:
+        InteractiveShell.clear_instance()
+    live, left = shown.outputs
+    assert "application/vnd.jupyter.widget-view+json" in live.data and not live.update
+    assert left.update and left.transient["display_id"] == live.transient["display_id"]
+    assert set(left.data) == {"text/html", "text/plain"}
+    assert "dashboard closed at" in left.data["text/html"] and "llama_model" in left.data["text/html"]
+    assert board.box.comm is None  # nothing live is left

@@ -35,7 +35,10 @@ def stub_instances(server_pid: int) -> dict[ModelKey, tuple[Instance, ...]]:
     """The live stub processes of a tritonserver, by the model version whose folder each one runs.
 
     A stub's command line is `stub <repo>/<model>/<version>/model.py <shm region> ... <instance name> ...`
-    (Triton's Python backend, `StubLauncher::Launch`); the instance name is its 9th argument.
+    (Triton's Python backend, `StubLauncher::Launch`); the instance name is its 9th argument. A stub named
+    after the model itself is the AUTOCOMPLETE_STUB `StubLauncher::Launch` starts while the model loads
+    (or reloads) and ends once the config is completed: seen during a reload and then gone, it made a
+    reloaded model FAILING for good.
     """
     import psutil  # here: snapshots import this module, and `ge-console --help` must not load psutil
 
@@ -54,6 +57,8 @@ def stub_instances(server_pid: int) -> dict[ModelKey, tuple[Instance, ...]]:
         if len(args) < 9 or Path(args[0]).name != STUB_NAME:
             continue
         folder = Path(args[1]).parent
+        if args[8] == folder.parent.name:  # the auto-complete stub of a model (re)loading, not an instance
+            continue
         found.setdefault((folder.parent.name, folder.name), []).append(Instance(args[8], child.pid))
     return {key: tuple(instances) for key, instances in found.items()}
 

@@ -86,6 +86,7 @@ class Dashboard:
         self.views = w.VBox([self.devices.box, self.models.box, self.charts.box, extras])
         self.box = w.VBox([w.HTML(STALE_STYLE), self.header, self.problem, self.views])
         self.closed = False
+        self.displays: list[Any] = []  # IPython display handles of where the dashboard is shown
         if autostart:
             self.start()
 
@@ -179,9 +180,32 @@ class Dashboard:
             self.box.close()
             return
         live_views = list(self.box.children)
-        self.box.children = [w.HTML(static_html(last, time.time()))]  # stays on screen after Run All
+        static = static_html(last, time.time())
+        self.box.children = [w.HTML(static)]  # stays on screen after Run All
         for view in live_views:
             view.close()
+        self._leave_html(static)
+
+    def _leave_html(self, static: str) -> None:
+        """Replace each displayed dashboard with plain HTML: a saved notebook keeps the last figures,
+        readable without a kernel (a widget output saved without its state reopens as "model not
+        found")."""
+        if not self.displays:
+            return
+        from IPython.display import HTML
+
+        for handle in self.displays:
+            handle.update(HTML(static))
+        for view in (*self.box.children, self.box):
+            view.close()
+
+    def _ipython_display_(self) -> None:
+        """Display the composite widget under a display id, which `close()` updates."""
+        from IPython.display import display
+
+        handle = display(self.box, display_id=True)
+        if handle is not None:
+            self.displays.append(handle)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """Display as the composite widget in Jupyter."""

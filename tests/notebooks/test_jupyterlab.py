@@ -1,0 +1,395 @@
+"""Notebooks 02 and 03 as a Jupyter user sees them: JupyterLab 4 in Debian's Chromium, driven by Playwright.
+
+JupyterLab runs on a free loopback port with a token, in a temporary copy of the notebooks (the repository's
+are never written), its settings, workspaces and runtime files in the test's folder. Needs Chromium
+(`apt-get install chromium`, as .ci/run does), Playwright for Python and JupyterLab (the `test` and
+`notebooks` extras); without them the tests are reported skipped, with the reason. Set GE_SCREENSHOTS_DIR
+to keep a screenshot of the dashboard (docs/img/ holds the READMEs').
+
+Where the time goes (measured on a shared 2-core machine, 11 test runs): JupyterLab answers its API 10-32 s
+after it is started; the first page waits for JupyterLab's build check ("Build is up to date", about 16 s
+after the start), so the notebook is drawn with its kernel idle 13-28 s after the page is opened; from Run
+All, notebook 02's dashboard is live after about 40 s (tritonserver and both models start inside the
+notebook). A whole test takes 52-130 s (02) and 65-104 s (03). Each step has its own readiness check
+and bound; the test's timeout covers their sum.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.notebooks.harness import NOTEBOOKS, kernel_env, stop_leftover_sessions
+from tests.notebooks.test_notebooks import no_tritonserver_under
+from triton_ge_console.sessions.registry import READY, STARTING, Registry, effective_state
+from triton_ge_console.widgets.models import ACTIONS, COLUMNS
+
+CHROMIUM = os.environ.get("GE_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+LAB_START_S = 90.0  # JupyterLab's API answers
+PAGE_S = 90.0  # the notebook drawn and its kernel idle
+RUN_S = 300.0  # Run All of a whole notebook: tritonserver start, requests, load tests, reloads
+LIVE_S = 120.0  # the dashboard drawn live, from the start of Run All
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
+pytest.importorskip("jupyterlab", reason="JupyterLab is not installed (the notebooks extra)")
+if not Path(CHROMIUM).is_file():
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, as .ci/run does)",
+                allow_module_level=True)
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def until(condition: Callable[[], object], limit: float, what: str,
+          wait: Callable[[], object] = lambda: time.sleep(0.2)) -> Any:
+    """Poll a condition (a readiness check, not a fixed sleep) until it holds or the limit passes."""
+    deadline = time.monotonic() + limit
+    while True:
+        found = condition()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"not within {limit:.0f}s: {what}"
+        wait()
+
+
+@dataclass
+class Lab:
+    """A running JupyterLab: its URL, token, folders and process."""
+
+    process: subprocess.Popen[str]
+    url: str
+    token: str
+    root: Path
+    workdir: Path
+    started: set[int] = field(default_factory=set)  # every process seen under it
+
+    def api(self, path: str) -> Any:
+        """GET one of the server's REST endpoints with the token."""
+        request = urllib.request.Request(f"{self.url}{path}",
+                                         headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return json.loads(answer.read())
+
+    def note_processes(self) -> None:
+        """Remember every process JupyterLab started so far (kernels, and what they started)."""
+        with_children = [self.process.pid]
+        with contextlib.suppress(psutil.NoSuchProcess):
+            with_children += [p.pid for p in psutil.Process(self.process.pid).children(recursive=True)]
+        self.started.update(with_children)
+
+
+def lab_settings(workdir: Path) -> dict[str, str]:
+    """JupyterLab's config, settings, workspaces and runtime in the test's folder; no news, no update
+    check, every cell in the page."""
+    folders = {"JUPYTER_CONFIG_DIR": "config", "JUPYTERLAB_SETTINGS_DIR": "settings",
+               "JUPYTERLAB_WORKSPACES_DIR": "workspaces", "JUPYTER_RUNTIME_DIR": "runtime",
+               "JUPYTER_DATA_DIR": "data"}
+    env = {key: str(workdir / name) for key, name in folders.items()}
+    notify = workdir / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    notify.parent.mkdir(parents=True)
+    notify.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}), encoding="utf-8")
+    tracker = workdir / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker.parent.mkdir(parents=True)
+    tracker.write_text(json.dumps({"windowingMode": "none"}), encoding="utf-8")  # every cell in the page
+    return env
+
+
+def start_lab(workdir: Path) -> Lab:
+    """JupyterLab on a copy of notebooks 02 and 03, ready to answer its API."""
+    root = workdir / "notebooks"
+    root.mkdir()
+    for name in ("02_launch_and_watch.ipynb", "03_reload_and_tune.ipynb"):
+        shutil.copy(NOTEBOOKS / name, root / name)
+    for folder in ("run", "tmp", "state"):
+        (workdir / folder).mkdir()
+    env = {**kernel_env(workdir), **lab_settings(workdir)}
+    port, token = free_port(), secrets.token_hex(16)
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+               f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+               f"--ServerApp.root_dir={root}", "--LabApp.news_url=", "--LabApp.extension_manager=readonly"]
+    if os.geteuid() == 0:  # containers and CI run as root
+        command.append("--allow-root")
+    log = (workdir / "lab.log").open("w", encoding="utf-8")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, text=True,
+                               start_new_session=True, cwd=root)
+    lab = Lab(process, f"http://127.0.0.1:{port}", token, root, workdir)
+
+    def answers() -> bool:
+        assert process.poll() is None, (workdir / "lab.log").read_text(encoding="utf-8")
+        try:
+            return bool(lab.api("/api/status"))
+        except OSError:
+            return False
+
+    until(answers, LAB_START_S, "JupyterLab answering /api/status")
+    return lab
+
+
+def stop_lab(lab: Lab) -> list[str]:
+    """Shut JupyterLab down (its kernels with it; a kernel stops its server at exit); anything still
+    running afterwards is killed and named."""
+    lab.note_processes()
+    if lab.process.poll() is None:
+        os.killpg(lab.process.pid, signal.SIGTERM)
+        try:
+            lab.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(lab.process.pid, signal.SIGKILL)
+            lab.process.wait(timeout=30)
+    left = []
+    for pid in lab.started:
+        try:
+            process = psutil.Process(pid)
+            process.wait(timeout=30)
+        except psutil.NoSuchProcess:
+            continue
+        except psutil.TimeoutExpired:
+            left.append(" ".join(process.cmdline())[:120])
+            process.kill()
+    registry = Registry(lab.workdir / "state" / "sessions")
+    deadline = time.monotonic() + 30  # a kernel's exit stops its session's server: give it the time
+    while (serving := [r.name for r in registry.list() if effective_state(r) in (STARTING, READY)]) and (
+            time.monotonic() < deadline):
+        time.sleep(0.2)
+    stop_leftover_sessions(lab.workdir / "state")  # and records a dead one's end
+    return left + [f"session {name}" for name in serving]
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    """A JupyterLab of the test's own, with nothing left running after it."""
+    running = start_lab(tmp_path)
+    try:
+        yield running
+    finally:
+        left = stop_lab(running)
+        assert not left, f"left running after JupyterLab stopped: {left}"
+        assert no_tritonserver_under(tmp_path / "state")
+
+
+@dataclass
+class Browser:
+    """One Chromium page on the lab, with what its console reported."""
+
+    page: Any
+    errors: list[str] = field(default_factory=list)
+
+    def tick(self) -> None:
+        """Let the page handle its events for a moment (the wait between two polls)."""
+        self.page.wait_for_timeout(200)
+
+
+@pytest.fixture
+def browser(lab: Lab) -> Iterator[Browser]:
+    """Headless Chromium with one page; closed afterwards, and no browser process left behind."""
+    with playwright_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = chromium.new_page(viewport={"width": 1600, "height": 2000})  # the dashboard fits
+            seen = Browser(page)
+            page.on("console", lambda m: seen.errors.extend([m.text] if m.type == "error" else []))
+            page.on("pageerror", lambda e: seen.errors.append(f"page error: {e}"))
+            yield seen
+        finally:
+            chromium.close()
+    left = [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name()]
+    assert not left, f"browser left running: {left}"
+
+
+def open_notebook(browser: Browser, lab: Lab, name: str) -> None:
+    """Open a notebook in JupyterLab and wait until every cell is drawn and its kernel is idle."""
+    page = browser.page
+    cells = len(json.loads((lab.root / name).read_text(encoding="utf-8"))["cells"])
+    page.goto(f"{lab.url}/lab/tree/{name}?token={lab.token}")
+    until(lambda: page.locator(".jp-NotebookPanel .jp-Cell").count() == cells, PAGE_S,
+          f"{name}: its {cells} cells drawn", browser.tick)
+    until(lambda: finished(browser), PAGE_S, f"{name}: the kernel started and idle", browser.tick)
+    lab.note_processes()
+
+
+def finished(browser: Browser) -> bool:
+    """Whether the kernel shows idle in the status bar and no cell waits to run or runs ([*])."""
+    page = browser.page
+    idle = page.locator(".jp-StatusBar-Widget", has_text=re.compile(r"Python 3 \(ipykernel\) \| Idle"))
+    running = page.locator(".jp-InputPrompt", has_text="[*]")
+    return idle.count() > 0 and running.count() == 0
+
+
+def menu(browser: Browser, top: str, item: str) -> None:
+    """Choose a command from JupyterLab's menu bar, as a person would."""
+    page = browser.page
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{re.escape(top)}$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$")).click()
+
+
+def select_last_cell(browser: Browser) -> None:
+    """Click the last cell's prompt: it is selected, in command mode."""
+    browser.page.locator(".jp-NotebookPanel .jp-Cell").last.locator(".jp-InputPrompt").click()
+
+
+def dashboard(browser: Browser, session: str) -> Any:
+    """The output that holds a session's dashboard (live, or the static copy it leaves)."""
+    return browser.page.locator(".jp-OutputArea-output", has_text=f"GE Console ─ session {session}").first
+
+
+def numbers(board: Any) -> list[str]:
+    """Every number the dashboard shows, in order."""
+    return re.findall(r"\d+(?:\.\d+)?", board.inner_text())
+
+
+def changing_screenshots(browser: Browser, board: Any, what: str) -> tuple[bytes, bytes]:
+    """Two screenshots of the dashboard, the second once its numbers changed."""
+    first, shown = board.screenshot(), numbers(board)
+    until(lambda: numbers(board) != shown, 30, f"{what}: the dashboard's numbers change", browser.tick)
+    return first, board.screenshot()
+
+
+def undrawn_charts(board: Any) -> list[str]:
+    """The titles of the dashboard's charts with no drawn line (an SVG path whose d has points)."""
+    return board.evaluate("""node => [...node.querySelectorAll('svg.svg-figure')]
+        .filter(svg => ![...svg.querySelectorAll('path.line')]
+            .some(p => !p.closest('.legend') && /^M[-\\d.]+,[-\\d.]+L[-\\d.]+/.test(p.getAttribute('d') || '')
+                       && !/NaN|null|undefined/.test(p.getAttribute('d'))))
+        .map(svg => (svg.querySelector('.mainheading') || {}).textContent || '?')""")
+
+
+def undrawn_bar_charts(output: Any) -> list[str]:
+    """The titles of bar charts without a bar of some height."""
+    return output.evaluate("""node => [...node.querySelectorAll('svg.svg-figure')]
+        .filter(svg => ![...svg.querySelectorAll('rect.bar')]
+            .some(r => parseFloat(r.getAttribute('height') || '0') > 0))
+        .map(svg => (svg.querySelector('.mainheading') || {}).textContent || '?')""")
+
+
+def error_outputs(browser: Browser) -> list[str]:
+    """Tracebacks a cell printed."""
+    return browser.page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']"
+                                ).all_inner_texts()
+
+
+def loads_logged(lab: Lab, session: str, model: str) -> int:
+    """How often the session's tritonserver logged loading a model."""
+    record = Registry(lab.workdir / "state" / "sessions").load(session)
+    assert record.log_path is not None
+    log = record.log_path.read_text(encoding="utf-8", errors="replace")
+    return log.count(f"successfully loaded '{model}'")
+
+
+def row_cells(board: Any, model: str) -> tuple[Any, int]:
+    """The table's cells and where a model's row starts among them."""
+    cells = board.locator(".widget-gridbox").first.locator(":scope > *")
+    return cells, cells.all_inner_texts().index(model)
+
+
+def row_state(board: Any, model: str) -> str:
+    """The STATE a model's row shows."""
+    cells, first = row_cells(board, model)
+    return str(cells.nth(first + COLUMNS.index("STATE")).inner_text())
+
+
+def click_row_button(board: Any, model: str, action: str) -> None:
+    """Click a model row's button in the dashboard's table, as a person would."""
+    cells, first = row_cells(board, model)
+    button = cells.nth(first + len(COLUMNS) + ACTIONS.index(action))
+    assert button.inner_text() == action
+    button.click()
+
+
+def keep_screenshot(board: Any, name: str) -> None:
+    """Keep a screenshot of the dashboard where GE_SCREENSHOTS_DIR says (docs/img/ holds the READMEs')."""
+    folder = os.environ.get("GE_SCREENSHOTS_DIR")
+    if folder:
+        board.screenshot(path=str(Path(folder) / name))
+
+
+def test_02_live_dashboard_in_jupyterlab_numbers_change_reload_acts_and_a_static_copy_stays(
+        lab: Lab, browser: Browser) -> None:
+    name, session = "02_launch_and_watch.ipynb", "nb02-launch-and-watch"
+    open_notebook(browser, lab, name)
+    select_last_cell(browser)  # everything but the cell that stops the server
+    browser.page.keyboard.press("Control+b")  # the left sidebar folded: the dashboard has the width
+    menu(browser, "Run", "Run All Above Selected Cell")
+    board = dashboard(browser, session)
+    board.wait_for(timeout=LIVE_S * 1000)
+    lab.note_processes()
+    until(lambda: finished(browser), RUN_S, f"{name}: the cells above the last run", browser.tick)
+    assert error_outputs(browser) == []
+    first, second = changing_screenshots(browser, board, name)
+    assert first != second
+    assert undrawn_charts(board) == []
+    loads = loads_logged(lab, session, "bert_model")
+    click_row_button(board, "bert_model", "reload")
+    until(lambda: loads_logged(lab, session, "bert_model") > loads, 60, "Triton loading bert_model again")
+    until(lambda: "✓ reload bert_model" in board.inner_text(), 60, "the reload's outcome shown", browser.tick)
+    until(lambda: row_state(board, "bert_model") == "READY", 30, "bert_model READY after its reload",
+          browser.tick)
+    keep_screenshot(board, "notebook-dashboard.png")
+    select_last_cell(browser)
+    menu(browser, "Run", "Run Selected Cell")
+    until(lambda: finished(browser), RUN_S, f"{name}: the last cell run", browser.tick)
+    assert error_outputs(browser) == []
+    assert "dashboard closed at" in board.inner_text() and "bert_model" in board.inner_text()
+    assert board.get_attribute("data-mime-type") == "text/html"  # no widget: a saved notebook keeps it
+    board.scroll_into_view_if_needed()
+    assert board.is_visible()
+    assert browser.errors == []
+
+
+def test_03_run_all_in_jupyterlab_dashboard_live_bars_drawn_and_a_static_copy_stays(
+        lab: Lab, browser: Browser) -> None:
+    name, session = "03_reload_and_tune.ipynb", "nb03-reload-and-tune"
+    open_notebook(browser, lab, name)
+    menu(browser, "Run", "Run All Cells")
+    board = dashboard(browser, session)
+    board.wait_for(timeout=LIVE_S * 1000)
+    lab.note_processes()
+    first, second = changing_screenshots(browser, board, name)
+    assert first != second
+    until(lambda: finished(browser), RUN_S, f"{name}: Run All", browser.tick)
+    assert error_outputs(browser) == []
+    bars = browser.page.locator(".jp-OutputArea-output", has_text="client latency (ms)").first
+    bars.scroll_into_view_if_needed()
+    assert undrawn_bar_charts(bars) == []
+    assert "dashboard closed at" in board.inner_text()
+    assert board.get_attribute("data-mime-type") == "text/html"
+    board.scroll_into_view_if_needed()
+    assert board.is_visible()
+    assert browser.errors == []
+
+
+def test_closing_jupyterlab_with_a_live_dashboard_leaves_no_server(lab: Lab, browser: Browser) -> None:
+    # notebook 02 says it: the server is also stopped if the kernel exits first
+    open_notebook(browser, lab, "02_launch_and_watch.ipynb")
+    select_last_cell(browser)
+    menu(browser, "Run", "Run All Above Selected Cell")
+    dashboard(browser, "nb02-launch-and-watch").wait_for(timeout=LIVE_S * 1000)
+    until(lambda: finished(browser), RUN_S, "the cells above the last run", browser.tick)
+    lab.note_processes()
+    assert not no_tritonserver_under(lab.workdir / "state")  # serving, until JupyterLab stops
+    assert stop_lab(lab) == []
+    assert no_tritonserver_under(lab.workdir / "state")
