@@ -29,3 +29,36 @@ def seconds(text: str) -> float:
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"{text[:40]} must be a positive number of seconds")
     return value
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """`1,2,4` as integers >= 1 (argparse turns the error into a usage message)."""
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected integers such as 1,2,4,8") from None
+    if any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: every concurrency must be at least 1")
+    return values
+
+
+def rate_list(text: str) -> tuple[float, ...]:
+    """`100,200` as rates > 0 requests per second."""
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected requests per second such as 100,200") from None
+    if any(not v > 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: every rate must be > 0 requests per second")
+    return values
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
+    return value

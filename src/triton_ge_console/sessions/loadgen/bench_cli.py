@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from triton_ge_console.arg_types import int_list, positive_int, rate_list
+
 # Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
 if TYPE_CHECKING:
     from triton_ge_console.sessions.loadgen.run import BenchRow, LoadSpec, Progress, RunContext
@@ -78,39 +80,6 @@ def _add_load_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout-us", type=positive_int, default=0, metavar="US",
                         help="each request's queue timeout; Triton applies it where the model's queue "
                              "policy allows an override and it is shorter than the default")
-
-
-def int_list(text: str) -> tuple[int, ...]:
-    """`1,2,4` as integers >= 1 (argparse turns the error into a usage message)."""
-    try:
-        values = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected integers such as 1,2,4,8") from None
-    if any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: every concurrency must be at least 1")
-    return values
-
-
-def rate_list(text: str) -> tuple[float, ...]:
-    """`100,200` as rates > 0 requests per second."""
-    try:
-        values = tuple(float(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected requests per second such as 100,200") from None
-    if any(not v > 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: every rate must be > 0 requests per second")
-    return values
-
-
-def positive_int(text: str) -> int:
-    """An integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
-    return value
 
 
 def run_bench(args: argparse.Namespace) -> int:
