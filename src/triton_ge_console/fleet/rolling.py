@@ -25,6 +25,13 @@ class ServerOutcome:
     message: str = ""
     ready_versions: tuple[str, ...] | None = None  # None: the server could not be asked
 
+    @property
+    def serving(self) -> str:
+        """The versions READY there now, as views print them ("v1, v2", "no version READY", "unreachable")."""
+        if self.ready_versions is None:
+            return "unreachable"
+        return ", ".join(f"v{v}" for v in self.ready_versions) or "no version READY"
+
 
 @dataclass
 class RollingResult:
@@ -37,6 +44,10 @@ class RollingResult:
     def ok(self) -> bool:
         """Whether no server failed."""
         return all(s.outcome != "failed" for s in self.servers)
+
+    def server_lines(self) -> list[str]:
+        """One line per server: what happened there and which versions it serves now."""
+        return [f"{s.session}: {s.outcome}; serving {s.serving}" for s in self.servers]
 
 
 def _probe(http_url: str, model: str, headers: dict[str, str]) -> ProbeResult:

@@ -19,10 +19,8 @@ def run_rolling_reload(args: argparse.Namespace) -> int:
         raise ValueError("no running sessions (start one with: ge-console up SPEC)")
     result = rolling_reload(records, args.model, lambda line: print(line, flush=True), config=args.config)
     print(f"{result.model} on the fleet:")
-    for server in result.servers:
-        versions = "unreachable" if server.ready_versions is None else (
-            ", ".join(f"v{v}" for v in server.ready_versions) or "no version READY")
-        print(f"  {server.session}: {server.outcome}; serving {versions}")
+    for line in result.server_lines():
+        print(f"  {line}")
     if not any(s.outcome in ("reloaded", "failed") for s in result.servers):
         print(f"ge-console: error: no running session has {args.model} loaded", file=sys.stderr)
         return 1

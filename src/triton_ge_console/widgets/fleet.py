@@ -71,11 +71,7 @@ def models_html(rows: Sequence[FleetModelRow]) -> str:
 
 def roll_html(result: RollingResult) -> str:
     """How a rolling reload ended and who serves which versions now."""
-    lines = []
-    for server in result.servers:
-        versions = "unreachable" if server.ready_versions is None else (
-            ", ".join(f"v{v}" for v in server.ready_versions) or "no version READY")
-        lines.append(f"{html.escape(server.session)}: {html.escape(server.outcome)}; serving {versions}")
+    lines = [html.escape(line) for line in result.server_lines()]
     colour, verdict = ("green", "done") if result.ok else ("firebrick", "stopped at the first failure")
     return (f"<span style='color:{colour}'><b>{html.escape(result.model)}</b> {verdict}</span><br>"
             + "<br>".join(lines))

@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from triton_ge_console.console import actions
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.screens.dashboard import DashboardScreen
-from triton_ge_console.console.widgets.titles import retitle
+from triton_ge_console.console.widgets.paint import retitle
 from triton_ge_console.fleet.models import FleetModelRow, versions_text
 from triton_ge_console.fleet.rolling import RollingResult
 from triton_ge_console.fleet.status import FleetRow
@@ -80,13 +80,8 @@ def fleet_line(rows: Sequence[FleetRow], interval_s: float) -> Text:
 
 def roll_summary(result: RollingResult) -> str:
     """How a rolling reload ended, server by server, with the versions READY there now."""
-    lines = []
-    for server in result.servers:
-        versions = "unreachable" if server.ready_versions is None else (
-            ", ".join(f"v{v}" for v in server.ready_versions) or "no version READY")
-        lines.append(f"{server.session}: {server.outcome}; serving {versions}")
     verdict = "done" if result.ok else "stopped at the first failure"
-    return f"{result.model} {verdict}\n" + "\n".join(lines)
+    return f"{result.model} {verdict}\n" + "\n".join(result.server_lines())
 
 
 def fill_table(table: DataTable[Text], rows: Sequence[tuple[str, Cells]], shown: dict[str, Cells]) -> None:
