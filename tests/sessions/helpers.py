@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import psutil
 
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 
@@ -91,3 +94,15 @@ def wait_until(condition: Callable[[], object], timeout: float = 120.0, interval
     while not condition():
         assert time.monotonic() < deadline, "timed out waiting"
         time.sleep(interval)
+
+
+def group_processes(pgid: int) -> list[psutil.Process]:
+    """Live (non-zombie) processes of a process group."""
+    found = []
+    for process in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(process.pid) == pgid and process.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return found

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sessions.helpers import write_echo_model, write_ge_spec
-from tests.sessions.test_lifecycle import group_processes
+from tests.sessions.helpers import group_processes, write_echo_model, write_ge_spec
 from tests.sessions.test_races import killing_strays, up
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.bench_commands import resolve_endpoint

@@ -20,8 +20,7 @@ import pytest
 import tritonclient.grpc as triton_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests.sessions.helpers import write_echo_model
-from tests.sessions.test_lifecycle import group_processes
+from tests.sessions.helpers import group_processes, write_echo_model
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.access import TRITON_CATEGORIES, token_headers
 from triton_ge_console.sessions.control import ControlError, TritonControl

@@ -19,7 +19,7 @@ import pytest
 import tritonclient.grpc as triton_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests.sessions.helpers import write_echo_model, write_ge_spec
+from tests.sessions.helpers import group_processes, write_echo_model, write_ge_spec
 from triton_ge_console.backend_glue.distribution import find_distribution
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.control import ControlError, TritonControl
@@ -52,18 +52,6 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     err = capsys.readouterr().err.strip()
     assert err and "\n" not in err and "Traceback" not in err, err
     return err
-
-
-def group_processes(pgid: int) -> list[psutil.Process]:
-    """Live (non-zombie) processes of a process group."""
-    found = []
-    for process in psutil.process_iter(["status"]):
-        try:
-            if os.getpgid(process.pid) == pgid and process.info["status"] != psutil.STATUS_ZOMBIE:
-                found.append(process)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return found
 
 
 def processes_mentioning(text: str) -> list[psutil.Process]:
