@@ -17,9 +17,10 @@ from pathlib import Path
 import aiohttp
 import psutil
 
-from tests.sessions.helpers import wait_until, write_echo_model
+from tests.sessions.helpers import write_echo_model
 from tests.sessions.test_default_session import hand_made
 from tests.sessions.test_races import killing_strays, servers_under
+from tests.waiting import wait_until
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import READY, Registry, effective_state
 

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import time
 import urllib.request
 import warnings
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunningServer, run_triton
+from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.repository.validate import validate_path
 from triton_ge_console.sessions.process import ServerStartError
@@ -300,14 +300,13 @@ def _repository_index(server: RunningServer) -> list[dict[str, str]]:
 
 def _settled_index(server: RunningServer, timeout: float = 90.0) -> list[dict[str, str]]:
     """The index once every model that loads has finished loading (succeeded or failed)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def settled() -> list[dict[str, str]] | None:
         index = _repository_index(server)
         loaded = [m for m in index if m.get("state")]
-        if loaded and all(m["state"] in ("READY", "UNAVAILABLE") for m in loaded):
-            return index
-        time.sleep(0.1)
-    raise AssertionError(f"models still loading after {timeout}s: {_repository_index(server)}")
+        return index if loaded and all(m["state"] in ("READY", "UNAVAILABLE") for m in loaded) else None
+
+    return wait_until(settled, timeout, interval=0.1, what="models to finish loading")
 
 
 def _load_reasons(

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -86,14 +84,6 @@ def write_ge_spec(folder: Path, name: str = "gesession", max_batch_size: int = 8
     path = folder / "deploy.yaml"
     path.write_text(GE_SPEC.format(name=name, max_batch_size=max_batch_size), encoding="utf-8")
     return path
-
-
-def wait_until(condition: Callable[[], object], timeout: float = 120.0, interval: float = 0.02) -> None:
-    """Poll until condition() holds (a readiness poll, not a fixed sleep); fail after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(interval)
 
 
 def group_processes(pgid: int) -> list[psutil.Process]:

@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_until
 from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.cli import main
 from triton_ge_console.console.widgets.detail import npu_text
 from triton_ge_console.console.widgets.devices import device_rows, models_by_device
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.registry import Registry
-
-from .helpers import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
