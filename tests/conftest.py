@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,9 @@ from triton_ge_console.sessions.shm import new_shm_prefix, remove_shm_regions, s
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"  # what the project's own tests read: inside the repository
+
+# Fixtures that start a tritonserver (directly or through those they use): their tests are marked `server`.
+SERVER_FIXTURES = frozenset({"triton_dist", "triton_factory", "bench_server", "python_backends"})
 
 
 @dataclass
@@ -109,3 +113,82 @@ def triton_factory(triton_dist: TritonDistribution) -> Iterator[object]:
             return stack.enter_context(run_triton(triton_dist, repository, backend_dir, models, extra))
 
         yield start
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `server` every test using a server-starting fixture, before `-m` selects (future tests too)."""
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
+
+
+class ServerTrap:
+    """A tritonserver stand-in that records each start and refuses to run: what not-`server` tests get."""
+
+    def __init__(self, folder: Path) -> None:
+        self.binary = folder / "bin" / "tritonserver"
+        self.calls = folder / "started.log"
+        self.calls.touch()
+        backend = folder / "backends" / "python"  # where find_distribution() looks: launching gets this far
+        backend.mkdir(parents=True)
+        self.binary.parent.mkdir()
+        for name in ("libtriton_python.so", "triton_python_backend_utils.py", "triton_python_backend_stub"):
+            (backend / name).touch()
+        self.binary.write_text(
+            "#!/bin/sh\n"
+            f'echo "$$ $*" >> "{self.calls}"\n'
+            'echo "tritonserver started by a test not marked server (see tests/conftest.py)" >&2\n'
+            "exit 97\n", encoding="utf-8")
+        self.binary.chmod(0o755)
+
+    def started(self) -> int:
+        """How many tritonservers were started so far."""
+        return len(self.calls.read_text(encoding="utf-8").splitlines())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Make the trap (one per run), so a not-`server` test that starts tritonserver fails, in any run."""
+    folder = Path(tempfile.mkdtemp(prefix="ge-test-server-trap-"))
+    config.stash[_TRAP] = ServerTrap(folder)
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
+_TRAP = pytest.StashKey[ServerTrap]()
+
+
+def _trapped(item: pytest.Item) -> Generator[None, object, object]:
+    """Run one phase of a not-`server` test with $TRITONSERVER at the trap; fail it if that was started."""
+    if item.get_closest_marker("server") is not None:
+        return (yield)
+    trap = item.config.stash[_TRAP]
+    before, saved = trap.started(), os.environ.get("TRITONSERVER")
+    os.environ["TRITONSERVER"] = str(trap.binary)  # find_distribution() honours it first, children inherit it
+    try:
+        return (yield)
+    finally:
+        if saved is None:
+            os.environ.pop("TRITONSERVER", None)
+        else:
+            os.environ["TRITONSERVER"] = saved
+        if trap.started() > before:
+            pytest.fail(f"{item.nodeid} started a tritonserver but is not marked `server` "
+                        "(use a server fixture or @pytest.mark.server)", pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, object, object]:
+    """Setup of a not-`server` test runs under the trap."""
+    return (yield from _trapped(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """The body of a not-`server` test runs under the trap."""
+    return (yield from _trapped(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
+    """Teardown of a not-`server` test runs under the trap."""
+    return (yield from _trapped(item))

@@ -36,6 +36,8 @@ from .conftest import SIZE
 from .notices import notified
 from .waiting import until
 
+pytestmark = pytest.mark.server  # every test here starts a tritonserver
+
 SLOW = 90.0  # generous: other suites run servers on this 2-core machine at the same time
 
 

@@ -21,6 +21,8 @@ from .conftest import SIZE
 from .notices import notified
 from .waiting import stop_leftover_sessions, until
 
+pytestmark = pytest.mark.server  # every test here starts a tritonserver
+
 SLOW = 90.0
 TOKEN = "console-s3cret"
 

@@ -14,6 +14,8 @@ from triton_ge_console.cli import main
 from triton_ge_console.sessions.bench_commands import resolve_endpoint
 from triton_ge_console.sessions.registry import STOPPED, Registry, SessionRecord
 
+pytestmark = pytest.mark.server  # every test here starts a tritonserver
+
 
 def hand_made(name: str, state: str = STOPPED, pid: int | None = None) -> SessionRecord:
     """A session record as an earlier `up` left it (no server of it runs)."""

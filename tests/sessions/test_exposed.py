@@ -28,6 +28,8 @@ from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.loadgen import LoadError, LoadSpec, run_load_sync
 from triton_ge_console.sessions.registry import Registry, SessionRecord, grpc_token_header
 
+pytestmark = pytest.mark.server  # every test here starts a tritonserver
+
 TOKEN = "locked-s3cret"
 WRONG = "locked-guess"
 ECHO_INFER = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32",

@@ -29,6 +29,8 @@ from triton_ge_console.sessions.paths import session_dir as paths_session_dir
 from triton_ge_console.sessions.registry import Registry, SessionRecord
 from triton_ge_console.sessions.shm import SHM_DIR, SHM_PREFIX_FILE
 
+pytestmark = pytest.mark.server  # every test here starts a tritonserver
+
 MODEL = "bert_model"
 KEY = (MODEL, "1")
 NAMES = itertools.count()

@@ -28,6 +28,8 @@ from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import Registry, SessionRecord
 from triton_ge_console.sessions.watch import describe_changes, find_changes, watch_spec
 
+pytestmark = pytest.mark.server  # every test here starts a tritonserver
+
 MODEL = "bert_model"
 
 

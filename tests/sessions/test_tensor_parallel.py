@@ -17,7 +17,7 @@ from triton_ge_console.console.widgets.devices import device_rows, models_by_dev
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.registry import Registry
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.server]  # starts a tritonserver
 
 SPEC = """\
 name: tp
