@@ -75,6 +75,24 @@ def triton_dist() -> TritonDistribution:
     return find_distribution()
 
 
+def python_backend_dir(dist: TritonDistribution, dest: Path) -> Path:
+    """A backend dir holding just Triton's Python backend with the stub for this interpreter."""
+    python_dir = dest / "python"
+    python_dir.mkdir(parents=True, exist_ok=True)
+    stub = dist.stub_for()
+    assert dist.python_backend_dir is not None and stub is not None, "tritonserver has no Python backend"
+    for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
+        shutil.copy2(dist.python_backend_dir / name, python_dir / name)
+    shutil.copy2(stub, python_dir / "triton_python_backend_stub")
+    return dest
+
+
+@pytest.fixture(scope="session")
+def python_backends(triton_dist: TritonDistribution, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One Python-backend dir for the whole run (servers only read it): `--backend-directory` for tests."""
+    return python_backend_dir(triton_dist, tmp_path_factory.mktemp("python-backends"))
+
+
 @contextlib.contextmanager
 def run_triton(
     dist: TritonDistribution,

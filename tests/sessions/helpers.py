@@ -1,14 +1,11 @@
-"""Test material for sessions: a tiny Python-backend model repository and a backend dir that runs it."""
+"""Test material for sessions: a tiny Python-backend model repository, a GE spec, process-group checks."""
 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import psutil
-
-from triton_ge_console.backend_glue.distribution import TritonDistribution
 
 ECHO_MODEL = '''
 import json
@@ -48,19 +45,6 @@ def write_echo_model(repository: Path, name: str = "echo", max_batch_size: int =
     (model_dir / "config.pbtxt").write_text(
         ECHO_CONFIG.format(name=name, max_batch_size=max_batch_size, scale=scale), encoding="utf-8")
     return model_dir
-
-
-def python_backend_dir(dist: TritonDistribution, dest: Path) -> Path:
-    """A backend dir holding just Triton's Python backend with the stub for this interpreter."""
-    python_dir = dest / "python"
-    python_dir.mkdir(parents=True, exist_ok=True)
-    assert dist.python_backend_dir is not None
-    for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
-        shutil.copy2(dist.python_backend_dir / name, python_dir / name)
-    stub = dist.stub_for()
-    assert stub is not None
-    shutil.copy2(stub, python_dir / "triton_python_backend_stub")
-    return dest
 
 
 GE_SPEC = """\
