@@ -1,7 +1,7 @@
 """Model snapshots kept as plain tuples, which the garbage collector stops tracking.
 
 Fifteen minutes of 100 models at 1 s are 90,000 model snapshots. As dataclass objects, each full garbage
-collection walks every one of them (100-150 ms, every few minutes); a plain tuple holding only numbers,
+collection walks every one of them (a long pause, every few minutes); a plain tuple holding only numbers,
 strings and other such tuples is untracked after the first collection it survives, so the history costs
 collections nothing. A packed model is rebuilt into an equal ModelSnapshot when read.
 """
