@@ -12,7 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from triton_ge_console.backend_glue.distribution import TritonDistribution, find_distribution
+from triton_ge_console.backend_glue.distribution import (
+    DistributionError,
+    TritonDistribution,
+    find_distribution,
+)
 from triton_ge_console.sessions.health import stub_backends
 from triton_ge_console.sessions.process import Ports, TritonProcess, pick_ports, server_args
 from triton_ge_console.sessions.shm import new_shm_prefix, remove_shm_regions, shm_arguments
@@ -144,15 +148,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 class ServerTrap:
     """A tritonserver stand-in that records each start and refuses to run: what not-`server` tests get."""
 
-    def __init__(self, folder: Path) -> None:
-        self.binary = folder / "bin" / "tritonserver"
+    def __init__(self, folder: Path, python_backend: Path | None) -> None:
+        root = folder / "tritonserver"  # laid out like /opt/tritonserver
+        self.binary = root / "bin" / "tritonserver"
         self.calls = folder / "started.log"
         self.calls.touch()
-        backend = folder / "backends" / "python"  # where find_distribution() looks: launching gets this far
+        backend = root / "backends" / "python"  # where find_distribution() looks: launching gets this far
         backend.mkdir(parents=True)
-        self.binary.parent.mkdir()
+        self.binary.parent.mkdir(parents=True)
         for name in ("libtriton_python.so", "triton_python_backend_utils.py", "triton_python_backend_stub"):
-            (backend / name).touch()
+            real = python_backend / name if python_backend is not None else None
+            if real is not None and real.is_file():  # validate runs the real utils without a server
+                (backend / name).symlink_to(real)
+            else:
+                (backend / name).touch()
         self.binary.write_text(
             "#!/bin/sh\n"
             f'echo "$$ $*" >> "{self.calls}"\n'
@@ -168,7 +177,11 @@ class ServerTrap:
 def pytest_configure(config: pytest.Config) -> None:
     """Make the trap (one per run), so a not-`server` test that starts tritonserver fails, in any run."""
     folder = Path(tempfile.mkdtemp(prefix="ge-test-server-trap-"))
-    config.stash[_TRAP] = ServerTrap(folder)
+    try:
+        python_backend = find_distribution().python_backend_dir
+    except DistributionError:
+        python_backend = None
+    config.stash[_TRAP] = ServerTrap(folder, python_backend)
     config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
