@@ -251,6 +251,7 @@ def test_a_missing_binary_is_one_clear_line(echo_repo: Path, capsys: pytest.Capt
     assert "--tritonserver /nonexistent/bin/tritonserver: no such file" in one_error_line(capsys)
 
 
+@pytest.mark.server  # runs the real binary (it fails to start)
 def test_a_missing_library_is_reported_from_the_log_and_leaves_nothing(
         echo_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dist = find_distribution()
