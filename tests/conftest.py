@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from triton_ge_console.backend_glue.distribution import TritonDistribution, find_distribution
+from triton_ge_console.backend_glue.distribution import (
+    DistributionError,
+    TritonDistribution,
+    find_distribution,
+)
 from triton_ge_console.sessions.health import stub_backends
 from triton_ge_console.sessions.process import Ports, TritonProcess, pick_ports, server_args
 from triton_ge_console.sessions.shm import new_shm_prefix, remove_shm_regions, shm_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"  # what the project's own tests read: inside the repository
+
+# Fixtures that start a tritonserver (directly or through those they use): their tests are marked `server`.
+SERVER_FIXTURES = frozenset({"triton_dist", "triton_factory", "bench_server", "python_backends"})
 
 
 @dataclass
@@ -71,6 +79,24 @@ def triton_dist() -> TritonDistribution:
     return find_distribution()
 
 
+def python_backend_dir(dist: TritonDistribution, dest: Path) -> Path:
+    """A backend dir holding just Triton's Python backend with the stub for this interpreter."""
+    python_dir = dest / "python"
+    python_dir.mkdir(parents=True, exist_ok=True)
+    stub = dist.stub_for()
+    assert dist.python_backend_dir is not None and stub is not None, "tritonserver has no Python backend"
+    for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
+        shutil.copy2(dist.python_backend_dir / name, python_dir / name)
+    shutil.copy2(stub, python_dir / "triton_python_backend_stub")
+    return dest
+
+
+@pytest.fixture(scope="session")
+def python_backends(triton_dist: TritonDistribution, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One Python-backend dir for the whole run (servers only read it): `--backend-directory` for tests."""
+    return python_backend_dir(triton_dist, tmp_path_factory.mktemp("python-backends"))
+
+
 @contextlib.contextmanager
 def run_triton(
     dist: TritonDistribution,
@@ -109,3 +135,91 @@ def triton_factory(triton_dist: TritonDistribution) -> Iterator[object]:
             return stack.enter_context(run_triton(triton_dist, repository, backend_dir, models, extra))
 
         yield start
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `server` every test using a server-starting fixture, before `-m` selects (future tests too)."""
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
+
+
+class ServerTrap:
+    """A tritonserver stand-in that records each start and refuses to run: what not-`server` tests get."""
+
+    def __init__(self, folder: Path, python_backend: Path | None) -> None:
+        root = folder / "tritonserver"  # laid out like /opt/tritonserver
+        self.binary = root / "bin" / "tritonserver"
+        self.calls = folder / "started.log"
+        self.calls.touch()
+        backend = root / "backends" / "python"  # where find_distribution() looks: launching gets this far
+        backend.mkdir(parents=True)
+        self.binary.parent.mkdir(parents=True)
+        for name in ("libtriton_python.so", "triton_python_backend_utils.py", "triton_python_backend_stub"):
+            real = python_backend / name if python_backend is not None else None
+            if real is not None and real.is_file():  # validate runs the real utils without a server
+                (backend / name).symlink_to(real)
+            else:
+                (backend / name).touch()
+        self.binary.write_text(
+            "#!/bin/sh\n"
+            f'echo "$$ $*" >> "{self.calls}"\n'
+            'echo "tritonserver started by a test not marked server (see tests/conftest.py)" >&2\n'
+            "exit 97\n", encoding="utf-8")
+        self.binary.chmod(0o755)
+
+    def started(self) -> int:
+        """How many tritonservers were started so far."""
+        return len(self.calls.read_text(encoding="utf-8").splitlines())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Make the trap (one per run), so a not-`server` test that starts tritonserver fails, in any run."""
+    folder = Path(tempfile.mkdtemp(prefix="ge-test-server-trap-"))
+    try:
+        python_backend = find_distribution().python_backend_dir
+    except DistributionError:
+        python_backend = None
+    config.stash[_TRAP] = ServerTrap(folder, python_backend)
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
+_TRAP = pytest.StashKey[ServerTrap]()
+
+
+def _trapped(item: pytest.Item) -> Generator[None, object, object]:
+    """Run one phase of a not-`server` test with $TRITONSERVER at the trap; fail it if that was started."""
+    if item.get_closest_marker("server") is not None:
+        return (yield)
+    trap = item.config.stash[_TRAP]
+    before, saved = trap.started(), os.environ.get("TRITONSERVER")
+    os.environ["TRITONSERVER"] = str(trap.binary)  # find_distribution() honours it first, children inherit it
+    try:
+        return (yield)
+    finally:
+        if saved is None:
+            os.environ.pop("TRITONSERVER", None)
+        else:
+            os.environ["TRITONSERVER"] = saved
+        if trap.started() > before:
+            pytest.fail(f"{item.nodeid} started a tritonserver but is not marked `server` "
+                        "(use a server fixture or @pytest.mark.server)", pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, object, object]:
+    """Setup of a not-`server` test runs under the trap."""
+    return (yield from _trapped(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """The body of a not-`server` test runs under the trap."""
+    return (yield from _trapped(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
+    """Teardown of a not-`server` test runs under the trap."""
+    return (yield from _trapped(item))

@@ -1,14 +1,28 @@
-"""Architecture rules: the core stays UI-free (import-linter), and each class name means one thing."""
+"""Architecture rules: the core stays UI-free (import-linter), each class name means one thing, and every
+third-party import is declared."""
 
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the test extra installs tomli there
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src" / "triton_ge_console"
+# Modules that no package index provides: they exist only inside the runtime that loads our code.
+PROVIDED_BY_THE_RUNTIME = {
+    "triton_python_backend_utils": "Triton's Python backend injects it into the stub that runs backend_glue",
+    "acl": "pyACL, installed with CANN on an Ascend host (tests use tests/fakes/acl)",
+}
 
 
 def test_core_layers_import_no_ui_toolkit() -> None:
@@ -29,3 +43,47 @@ def test_no_two_classes_share_a_name() -> None:
                 places.setdefault(node.name, []).append(str(path.relative_to(ROOT)))
     shared = {name: where for name, where in places.items() if len(where) > 1}
     assert shared == {}, shared
+
+
+def imported_top_level_modules() -> dict[str, set[str]]:
+    """Every top-level module an absolute import in src names (lazy imports too), with the files naming it."""
+    found: dict[str, set[str]] = {}
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                found.setdefault(name.split(".")[0], set()).add(str(path.relative_to(SRC)))
+    return found
+
+
+def declared_distributions() -> set[str]:
+    """Normalized names of pyproject's dependencies and optional dependencies (every extra)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    requirements = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values()
+                                                 for r in extra)]
+    return {_normalized(re.match(r"[A-Za-z0-9._-]+", r).group()) for r in requirements}  # type: ignore[union-attr]
+
+
+def _normalized(name: str) -> str:
+    """A distribution name as PEP 503 compares it."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_every_imported_third_party_package_is_declared() -> None:
+    """Each third-party module src imports comes from a distribution pyproject.toml declares."""
+    distributions = importlib.metadata.packages_distributions()
+    declared = declared_distributions()
+    missing = []
+    for module, files in sorted(imported_top_level_modules().items()):
+        if module in sys.stdlib_module_names or module in PROVIDED_BY_THE_RUNTIME or module == SRC.name:
+            continue
+        providers = {_normalized(d) for d in distributions.get(module, [])}
+        if not providers & declared:
+            missing.append(f"{module} (from {sorted(providers) or 'no installed distribution'}; "
+                           f"imported by {', '.join(sorted(files)[:3])})")
+    assert not missing, "imported but not declared in pyproject.toml: " + "; ".join(missing)

@@ -1,11 +1,8 @@
-"""Read Triton's /metrics with prometheus_client's parser, and wait for figures to arrive."""
+"""Read Triton's /metrics with prometheus_client's parser."""
 
 from __future__ import annotations
 
-import time
 import urllib.request
-from collections.abc import Callable
-from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
@@ -26,13 +23,3 @@ def model_value(server: RunningServer, name: str, model: str, **labels: str) -> 
     return sum(s.value for s in metric_samples(server, name) if s.labels.get("model") == model
                and all(s.labels.get(k) == v for k, v in labels.items()))
 
-
-def wait_for(condition: Callable[[], Any], timeout: float = 20.0, interval: float = 0.1) -> Any:
-    """Poll until condition() is truthy; returns its value, or raises with the last value seen."""
-    deadline = time.monotonic() + timeout
-    value = condition()
-    while not value and time.monotonic() < deadline:
-        time.sleep(interval)
-        value = condition()
-    assert value, f"condition not met within {timeout:.0f}s (last value {value!r})"
-    return value

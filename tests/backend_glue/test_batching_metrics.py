@@ -13,9 +13,10 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.backend_glue.conftest import server_env
-from tests.backend_glue.metrics import metric_samples, model_value, wait_for
+from tests.backend_glue.metrics import metric_samples, model_value
 from tests.backend_glue.models import TOKEN_CONFIG, VOCAB, dense_model, token_model, write_model
 from tests.conftest import RunningServer, run_triton
+from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 
@@ -86,7 +87,8 @@ def test_ragged_requests_are_grouped_by_shape_within_one_batch(server: RunningSe
     requests, _, triton_executions = _stats(server, "ragged_tokens")
     assert requests == 24 and triton_executions < requests
     # one glue execution per shape group of each batch Triton formed
-    assert wait_for(lambda: model_value(server, "ge_executions_total", "ragged_tokens") >= triton_executions)
+    assert wait_until(
+        lambda: model_value(server, "ge_executions_total", "ragged_tokens") >= triton_executions)
     assert model_value(server, "ge_executions_total", "ragged_tokens") < requests
 
 
@@ -110,7 +112,7 @@ def test_a_request_that_does_not_fit_the_model_fails_alone(server: RunningServer
 
 def test_custom_metrics_agree_with_the_work_done(server: RunningServer) -> None:
     _, inferences, executions = _stats(server, "tokens")
-    assert wait_for(lambda: model_value(server, "ge_executions_total", "tokens") == executions)
+    assert wait_until(lambda: model_value(server, "ge_executions_total", "tokens") == executions)
     assert model_value(server, "ge_inferences_total", "tokens") == inferences
     assert model_value(server, "ge_execution_batch_size_count", "tokens") == executions
     assert model_value(server, "ge_execution_batch_size_sum", "tokens") == inferences
@@ -128,7 +130,7 @@ def test_device_gauges_show_the_shared_pool_and_busy_time(server: RunningServer)
 
     assert device0("ge_device_memory_total_bytes") == 64 * (1 << 30)
     model_bytes = 2 * len(token_model()) + len(dense_model())
-    assert wait_for(lambda: (device0("ge_device_memory_used_bytes") or 0) >= model_bytes)
+    assert wait_until(lambda: (device0("ge_device_memory_used_bytes") or 0) >= model_bytes)
     _concurrent_tokens(server, "tokens", [5] * 16)
-    assert wait_for(lambda: (device0("ge_device_utilization_ratio") or 0) > 0)
+    assert wait_until(lambda: (device0("ge_device_utilization_ratio") or 0) > 0)
     assert (device0("ge_device_utilization_ratio") or 0) <= 1.0

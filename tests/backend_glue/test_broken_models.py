@@ -10,9 +10,10 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.backend_glue.conftest import server_env
-from tests.backend_glue.metrics import metric_samples, model_value, wait_for
+from tests.backend_glue.metrics import metric_samples, model_value
 from tests.backend_glue.models import DENSE_CONFIG, dense_model, param, write_model
 from tests.conftest import RunningServer, run_triton
+from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 
@@ -83,7 +84,7 @@ def _infer(server: RunningServer, model: str) -> np.ndarray:
 
 def test_metrics_keep_working_across_reloads(server: RunningServer) -> None:
     before = _infer(server, "reloaded")
-    assert wait_for(lambda: model_value(server, "ge_inferences_total", "reloaded") == 2)
+    assert wait_until(lambda: model_value(server, "ge_inferences_total", "reloaded") == 2)
     config = server.repo / "reloaded" / "config.pbtxt"  # type: ignore[attr-defined]
     config.write_text(config.read_text() + param("intra_op_threads", "1") + "\n")
     with httpclient.InferenceServerClient(server.http_hostport) as client:
@@ -93,7 +94,7 @@ def test_metrics_keep_working_across_reloads(server: RunningServer) -> None:
     _infer(server, "reloaded")
     # Triton loads the new instance before unloading the old one, so the new instance joins the same
     # series and the counter carries on (2 + 4); were the old one gone first, it would restart at 4.
-    assert wait_for(lambda: model_value(server, "ge_inferences_total", "reloaded") in (4, 6))
+    assert wait_until(lambda: model_value(server, "ge_inferences_total", "reloaded") in (4, 6))
     infos = [s for s in metric_samples(server, "ge_model_info") if s.labels["model"] == "reloaded"]
     assert len(infos) == 1
 
@@ -106,4 +107,4 @@ def test_reload_gives_the_old_instances_memory_back(server: RunningServer) -> No
     with httpclient.InferenceServerClient(server.http_hostport) as client:
         client.load_model("reloaded")
         one_instance = len(dense_model()) + 8 * (4 + 3 + 3) * 4  # ONNX bytes + I/O buffers at max batch
-        assert wait_for(lambda: used() == one_instance)
+        assert wait_until(lambda: used() == one_instance)

@@ -14,9 +14,10 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.backend_glue.conftest import FAKES, server_env
-from tests.backend_glue.metrics import metric_samples, model_value, wait_for
+from tests.backend_glue.metrics import metric_samples, model_value
 from tests.backend_glue.models import DENSE_CONFIG, dense_model, param, write_fake_om, write_model
 from tests.conftest import RunningServer, run_triton
+from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.demo_models import demo_bytes
@@ -159,8 +160,8 @@ def test_om_model_runs_through_acl_when_acl_imports(server: RunningServer) -> No
                  if s.labels == {"device": "2", "kind": "npu"}]
     assert npu_total == [32 * (1 << 30)]  # acl.rt.get_mem_info of the (fake) 32 GiB device, not the ledger
     # 3 rows of 4 floats padded to gear 4 in; y and z (3 rows of 3 floats each) out
-    assert wait_for(lambda: model_value(server, "ge_h2d_bytes_total", "om_dense")) == 4 * 4 * 4
-    assert wait_for(lambda: model_value(server, "ge_d2h_bytes_total", "om_dense")) == 2 * 3 * 3 * 4
+    assert wait_until(lambda: model_value(server, "ge_h2d_bytes_total", "om_dense")) == 4 * 4 * 4
+    assert wait_until(lambda: model_value(server, "ge_d2h_bytes_total", "om_dense")) == 2 * 3 * 3 * 4
     assert model_value(server, "ge_h2d_bytes_total", "dense") == 0  # CPU emulation copies nothing
 
 

@@ -12,9 +12,10 @@ import pytest
 import tritonclient.http as httpclient
 
 from tests.backend_glue.conftest import FAKES, server_env
-from tests.backend_glue.metrics import metric_samples, model_value, wait_for
+from tests.backend_glue.metrics import metric_samples, model_value
 from tests.backend_glue.models import DENSE_CONFIG, dense_model, param, write_fake_om, write_model
 from tests.conftest import run_triton
+from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 
@@ -41,7 +42,7 @@ def test_an_om_serves_as_each_cann_version_has_it(version: str, tmp_path: Path,
         y, z = session.run(None, {"x": x})
         np.testing.assert_allclose(result.as_numpy("y"), y, atol=1e-5)
         np.testing.assert_allclose(result.as_numpy("z"), z, atol=1e-5)
-        assert wait_for(lambda: model_value(server, "ge_d2h_bytes_total", "om_dense")) == 2 * 3 * 3 * 4
+        assert wait_until(lambda: model_value(server, "ge_d2h_bytes_total", "om_dense")) == 2 * 3 * 3 * 4
         totals = [s.value for s in metric_samples(server, "ge_device_memory_total_bytes")
                   if s.labels == {"device": "1", "kind": "npu"}]
         assert totals == [16 * (1 << 30)]  # the fake card's own memory (DDR on a 310), not the ledger

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,24 +90,11 @@ def write_repository(root: Path) -> Path:
     return root
 
 
-def write_backend_dir(dist: TritonDistribution, root: Path) -> Path:
-    """A backend dir with the stock Python backend: libtriton_python.so, its utils and the stub."""
-    stub = dist.stub_for()
-    assert dist.python_backend_dir is not None and stub is not None, "tritonserver has no Python backend"
-    python_dir = root / "python"
-    python_dir.mkdir(parents=True)
-    for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
-        shutil.copy2(dist.python_backend_dir / name, python_dir / name)
-    shutil.copy2(stub, python_dir / "triton_python_backend_stub")
-    return root
-
-
 @pytest.fixture(scope="package")
-def bench_server(triton_dist: TritonDistribution, tmp_path_factory: pytest.TempPathFactory
-                 ) -> Iterator[RunningServer]:
+def bench_server(triton_dist: TritonDistribution, python_backends: Path,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """One server with the delay, echo and broken models, shared by every bench test."""
     root = tmp_path_factory.mktemp("bench")
     repository = write_repository(root / "models")
-    backend_dir = write_backend_dir(triton_dist, root / "backends")
-    with run_triton(triton_dist, repository, backend_dir, models=tuple(CONFIGS)) as server:
+    with run_triton(triton_dist, repository, python_backends, models=tuple(CONFIGS)) as server:
         yield server

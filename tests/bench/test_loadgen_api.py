@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.bench.conftest import write_backend_dir, write_repository
+from tests.bench.conftest import write_repository
 from tests.conftest import RunningServer
-from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.sessions.loadgen.engine import MAX_KEPT_WINDOWS, StepResult, Window
 from triton_ge_console.sessions.loadgen.inputs import (
     ModelSignature,
@@ -150,11 +149,10 @@ def test_spec_validation(changes: dict[str, object], message: str) -> None:
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_a_server_that_dies_mid_run_is_reported(triton_factory: Callable[..., RunningServer],
-                                                 triton_dist: TritonDistribution, tmp_path: Path,
+                                                 python_backends: Path, tmp_path: Path,
                                                  protocol: str) -> None:
     """A server crashing under load ends the step with errors counted and the cause kept, no hang."""
-    backend_dir = write_backend_dir(triton_dist, tmp_path / "backends")
-    server = triton_factory(write_repository(tmp_path / "models"), backend_dir, ("delay",))
+    server = triton_factory(write_repository(tmp_path / "models"), python_backends, ("delay",))
     url = server.http_hostport if protocol == "http" else server.grpc_hostport
     run = LoadRun(LoadSpec("delay", url, protocol, concurrency=(2,), window_ms=300, warmup_ms=100,
                            max_windows=8, stability=0.0)).start()

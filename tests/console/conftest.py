@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from textual.pilot import Pilot
 
 from triton_ge_console.console.app import GEConsoleApp, create_app
 from triton_ge_console.sessions.recorded import RecordedController, RecordedSource
+
+from .notices import record_notifications
 
 DATA = Path(__file__).resolve().parent / "data"
 REPO = DATA / "repo"
@@ -15,6 +18,12 @@ LOG = DATA / "server.log"
 THRESHOLDS = {"llama_model": {"queue_depth": 4.0, "p99_ms": 50.0},
               "bert_model": {"p99_ms": 6.0, "timed_out": 2.0}}
 SIZE = (160, 45)
+
+
+@pytest.fixture(autouse=True)
+def _notifications_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every console test can read what its app notified (tests/console/notices.py)."""
+    record_notifications(monkeypatch)
 
 
 def recorded_app(name: str, controller: RecordedController | None = None,

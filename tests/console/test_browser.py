@@ -25,6 +25,8 @@ from triton_ge_console.sessions.lifecycle import down
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import Registry, SessionRecord
 
+pytestmark = pytest.mark.server  # every test here starts a tritonserver
+
 CHROMIUM = os.environ.get("GE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]

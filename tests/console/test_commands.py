@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import STOPPED, Registry
 
@@ -19,6 +21,7 @@ def _ge_console(args: list[str], state: Path, timeout: float = 240.0) -> subproc
                           capture_output=True, text=True, env=env, timeout=timeout)
 
 
+@pytest.mark.server
 def test_demo_without_a_tty_runs_headless_prints_the_dashboard_and_stops(tmp_path: Path) -> None:
     try:
         result = _ge_console(["demo"], tmp_path)

@@ -13,6 +13,8 @@ from triton_ge_console.sessions.registry import READY, STOPPED, Registry, effect
 
 from .waiting import stop_leftover_sessions
 
+pytestmark = pytest.mark.server  # every test here starts a tritonserver
+
 
 @pytest.fixture
 def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:

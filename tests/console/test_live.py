@@ -33,7 +33,10 @@ from triton_ge_console.sessions.watch import (
 )
 
 from .conftest import SIZE
+from .notices import notified
 from .waiting import until
+
+pytestmark = pytest.mark.server  # every test here starts a tritonserver
 
 SLOW = 90.0  # generous: other suites run servers on this 2-core machine at the same time
 
@@ -89,7 +92,7 @@ def _shown_state(app: GEConsoleApp, model: str) -> str | None:
 
 def _titled(app: GEConsoleApp, title: str) -> bool:
     """Whether a notification with this title (a finished command) was shown."""
-    return any(n.title == title for n in app._notifications)
+    return bool(notified(app, title))
 
 
 def _commands_running(app: GEConsoleApp) -> bool:
@@ -130,7 +133,7 @@ async def test_reload_key_reloads_llama_with_the_edited_config(session: SessionR
     after = _loaded_config(session, "llama_model")
     assert after["dynamic_batching"]["max_queue_delay_microseconds"] == delay  # type: ignore[index]
     assert _index(session)["llama_model"] == "READY"
-    assert [n.severity for n in app._notifications if n.title == "reload llama_model"] == ["information"]
+    assert [n.severity for n in notified(app, "reload llama_model")] == ["information"]
     loaded = read_loaded_digests(session).get("llama_model")
     assert loaded == model_digest(repository / "llama_model"), "`r` did not record the digest it loaded"
 
@@ -148,7 +151,7 @@ async def test_reload_changed_key_reloads_only_edited_models(session: SessionRec
         await _until(pilot, lambda: _titled(app, "reload bert_model"), what="bert reloaded")
         await _until(pilot, lambda: not _commands_running(app), what="reloads finished")
         await pilot.pause()
-        reloads = [n for n in app._notifications if n.title == "reload bert_model"]
+        reloads = notified(app, "reload bert_model")
         assert reloads[0].severity == "information"
         assert not _titled(app, "reload llama_model"), "llama_model was not edited but was reloaded"
     assert _index(session)["bert_model"] == "READY"
@@ -272,7 +275,7 @@ async def test_test_request_and_load_test(session: SessionRecord, state: tuple[R
         await _select(pilot, app, "llama_model")
         await pilot.press("t")
         await _until(pilot, lambda: _titled(app, "test request llama_model"), what="test request answered")
-        answer = next(n for n in app._notifications if n.title == "test request llama_model")
+        answer = notified(app, "test request llama_model")[0]
         assert answer.severity == "information" and "answered in" in answer.message
         await pilot.press("b")
         await _until(pilot, lambda: isinstance(app.screen, LoadTestScreen), what="load test dialog")

@@ -22,7 +22,7 @@ from triton_ge_console.sessions.registry import Registry
 from .conftest import SIZE
 from .waiting import stop_leftover_sessions, until
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.timeout(400), pytest.mark.server]  # starts a tritonserver
 
 # At the default level 2 one request may wait; the policy's own timeout (10 s) never expires, a request's
 # 1 ms override does. Level 1 queues without limit and takes no override.

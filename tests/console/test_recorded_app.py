@@ -14,6 +14,7 @@ from triton_ge_console.sessions.recorded import RecordedController
 from triton_ge_console.sessions.source import CommandResult
 
 from .conftest import SIZE, recorded_app, replayed
+from .notices import notified
 from .waiting import until
 
 
@@ -29,7 +30,7 @@ async def test_reload_notifies_and_failures_carry_tritons_message() -> None:
         await replayed(pilot)
         assert app.selected_model == "bert_model"
         await pilot.press("r")
-        await until(pilot, lambda: any("boom" in n.message for n in app._notifications))
+        await until(pilot, lambda: notified(app, text="boom"))
         await pilot.press("down", "r")
         await until(pilot, lambda: ("reload", "llama_model", None) in controller.calls)
         assert app.last_errors == {"bert_model": "failed to load 'bert_model': boom"}
@@ -118,7 +119,7 @@ async def test_worker_errors_become_notifications_not_crashes() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await replayed(pilot)
         await pilot.press("r")
-        await until(pilot, lambda: any("connection reset by peer" in n.message for n in app._notifications))
+        await until(pilot, lambda: notified(app, text="connection reset by peer"))
         assert app.is_running and isinstance(app.screen, DashboardScreen)
 
 

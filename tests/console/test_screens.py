@@ -16,6 +16,7 @@ from triton_ge_console.console.screens.start import SessionEntry, StartApp, Star
 from triton_ge_console.sessions.recorded import RecordedController
 
 from .conftest import REPO, SIZE, recorded_app, replayed
+from .notices import notified
 from .waiting import until
 
 
@@ -38,7 +39,7 @@ async def test_edit_validate_save_reload(tmp_path: Path) -> None:
         editor.text = original.replace("max_batch_size: 8", "max_batch_size: eight")
         await pilot.pause()
         await pilot.press("ctrl+s")
-        await until(pilot, lambda: any("not saved" in n.message for n in app._notifications))
+        await until(pilot, lambda: notified(app, text="not saved"))
         assert config.read_text(encoding="utf-8") == original and controller.calls == []
         assert "line 3" in str(screen.query_one("#validation", Static).render())
         editor.text = original.replace("max_batch_size: 8", "max_batch_size: 4")
@@ -57,7 +58,7 @@ async def test_watch_reloads_the_model_whose_files_change(tmp_path: Path) -> Non
     async with app.run_test(size=SIZE) as pilot:
         await replayed(pilot)
         await pilot.press("w")
-        await until(pilot, lambda: any(n.title == "watch on" for n in app._notifications))
+        await until(pilot, lambda: notified(app, "watch on"))
         config = repository / "bert_model" / "config.pbtxt"
         for _ in range(40):  # the watcher arms asynchronously: edit until it reports (no fixed sleep)
             config.write_text(config.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
@@ -67,7 +68,7 @@ async def test_watch_reloads_the_model_whose_files_change(tmp_path: Path) -> Non
         await until(pilot, lambda: ("reload", "bert_model", None) in controller.calls)
         assert all(call[1] == "bert_model" for call in controller.calls)
         await pilot.press("w")
-        await until(pilot, lambda: any(n.title == "watch off" for n in app._notifications))
+        await until(pilot, lambda: notified(app, "watch off"))
 
 
 async def test_quitting_while_watching_ends_the_watch_thread(tmp_path: Path) -> None:
@@ -77,7 +78,7 @@ async def test_quitting_while_watching_ends_the_watch_thread(tmp_path: Path) -> 
     async with app.run_test(size=SIZE) as pilot:
         await replayed(pilot)
         await pilot.press("w")
-        await until(pilot, lambda: any(n.title == "watch on" for n in app._notifications))
+        await until(pilot, lambda: notified(app, "watch on"))
         stop = app.watch_stop
         assert stop is not None and not stop.is_set()
     # watchfiles returns once this is set; otherwise its thread blocks the interpreter's exit

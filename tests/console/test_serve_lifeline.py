@@ -16,10 +16,12 @@ from pathlib import Path
 
 import aiohttp
 import psutil
+import pytest
 
-from tests.sessions.helpers import wait_until, write_echo_model
+from tests.sessions.helpers import write_echo_model
 from tests.sessions.test_default_session import hand_made
 from tests.sessions.test_races import killing_strays, servers_under
+from tests.waiting import wait_until
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import READY, Registry, effective_state
 
@@ -149,6 +151,7 @@ async def test_stopping_serve_stops_its_consoles(tmp_path: Path) -> None:
             assert await asyncio.to_thread(served.process.wait, 15.0) is not None
 
 
+@pytest.mark.server
 async def test_a_console_that_started_a_server_still_stops_it_when_serve_is_killed(tmp_path: Path) -> None:
     write_echo_model(tmp_path / "repo", "echo")
     registry = Registry(tmp_path / "sessions")

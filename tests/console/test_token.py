@@ -18,7 +18,10 @@ from triton_ge_console.sessions.registry import Registry, SessionRecord
 from triton_ge_console.sessions.session_headers import send_test_request, session_headers
 
 from .conftest import SIZE
+from .notices import notified
 from .waiting import stop_leftover_sessions, until
+
+pytestmark = pytest.mark.server  # every test here starts a tritonserver
 
 SLOW = 90.0
 TOKEN = "console-s3cret"
@@ -79,8 +82,8 @@ async def test_test_request_and_load_test_keys_work_with_the_token(
         await until(pilot, lambda: app.selected_model == "llama_model", SLOW, "llama selected")
         await pilot.press("t")
         title = "test request llama_model"
-        await until(pilot, lambda: any(n.title == title for n in app._notifications), SLOW, "test request")
-        answer = next(n for n in app._notifications if n.title == title)
+        await until(pilot, lambda: notified(app, title), SLOW, "test request")
+        answer = notified(app, title)[0]
         assert answer.severity == "information" and "answered in" in answer.message, answer.message
         await pilot.press("b")
         await until(pilot, lambda: isinstance(app.screen, LoadTestScreen), SLOW, "load test dialog")

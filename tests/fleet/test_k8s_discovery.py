@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.fleet.k8s_api import TOKEN, recorded_api
+from tests.waiting import wait_until
 from triton_ge_console.cli import main
 from triton_ge_console.fleet.k8s_attach import RegistryMembers, session_name
 from triton_ge_console.fleet.k8s_discovery import K8sTarget, PodFollower, PodMember, api_client
@@ -25,14 +25,6 @@ A, B, C = "seed-6b8f7c9d54-4xk2p", "seed-6b8f7c9d54-q9wzm", "seed-6b8f7c9d54-zr7
 def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Sessions go to this test's own state dir."""
     monkeypatch.setenv("GE_CONSOLE_STATE_DIR", str(tmp_path / "state"))
-
-
-def _wait_for(check: object, timeout: float = 20.0) -> None:
-    """Until check() is true (the follower runs in its own thread)."""
-    deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_target_parsing() -> None:
@@ -54,7 +46,7 @@ def test_follower_tracks_ready_pods_through_watch_and_relist(tmp_path: Path) -> 
                                lambda members: changes.append(set(members)), watch_timeout_s=30)
         thread = threading.Thread(target=follower.follow, daemon=True)
         thread.start()
-        _wait_for(lambda: len(changes) >= 4)
+        wait_until(lambda: len(changes) >= 4)
         assert script.idle_watch.wait(20)  # watching again after the relist
         follower.stop()
         thread.join(10)
@@ -135,7 +127,7 @@ def test_a_lost_api_server_keeps_the_members_and_is_asked_again(tmp_path: Path) 
         thread = threading.Thread(target=follower.follow, daemon=True)
         thread.start()
         assert script.idle_watch.wait(20)
-    _wait_for(lambda: errors)
+    wait_until(lambda: errors)
     assert "asking again in" in errors[0] and changes == [{A}] and set(follower.members) == {A}
     follower.stop()
     thread.join(10)

@@ -14,18 +14,18 @@ import pytest
 import tritonclient.http as triton_http
 
 from tests.conftest import RunningServer, run_triton
-from tests.sessions.helpers import ECHO_CONFIG, python_backend_dir, write_echo_model
+from tests.sessions.helpers import ECHO_CONFIG, write_echo_model
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 
 
 @pytest.fixture(scope="module")
-def fleet_servers(triton_dist: TritonDistribution,
+def fleet_servers(triton_dist: TritonDistribution, python_backends: Path,
                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[RunningServer, Path]]]:
     """Three servers, each on its own copy of a repository with the echo model (scale 2)."""
     root = tmp_path_factory.mktemp("rolling")
-    backends = python_backend_dir(triton_dist, root / "backends")
+    backends = python_backends
     repos = [root / f"repo{i}" for i in (1, 2, 3)]
     for repo in repos:
         write_echo_model(repo, "echo")

@@ -16,7 +16,7 @@ import pytest
 import tritonclient.http as triton_http
 
 from tests.conftest import RunningServer, run_triton
-from tests.sessions.helpers import python_backend_dir, write_echo_model
+from tests.sessions.helpers import write_echo_model
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.cli import main
 from triton_ge_console.console.options import ConsoleOptions
@@ -31,14 +31,14 @@ INTERVAL_S = 1.0
 
 @pytest.fixture(scope="module")
 def servers(
-    triton_dist: TritonDistribution, tmp_path_factory: pytest.TempPathFactory
+    triton_dist: TritonDistribution, python_backends: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[RunningServer]]:
     """Three servers; the third also has a model whose load failed."""
     root = tmp_path_factory.mktemp("fleet")
     write_echo_model(root / "repo", "echo")
     broken = write_echo_model(root / "repo", "broken")
     (broken / "config.pbtxt").write_text('name: "broken"\nbackend: "no_such_backend"\n', encoding="utf-8")
-    backends = python_backend_dir(triton_dist, root / "backends")
+    backends = python_backends
     extra = ("--exit-timeout-secs=3",)
     with run_triton(triton_dist, root / "repo", backends, ("echo",), extra) as one, \
          run_triton(triton_dist, root / "repo", backends, ("echo",), extra) as two, \

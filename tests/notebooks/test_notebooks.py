@@ -17,6 +17,7 @@ import pytest
 from tests.notebooks.harness import NOTEBOOKS, ROOT, ExecutedNotebook, executed
 
 FAKES = ROOT / "tests" / "fakes"
+pytestmark = pytest.mark.server  # every test runs a notebook on a Jupyter kernel
 
 
 def no_tritonserver_under(state_dir: Path) -> bool:

@@ -8,11 +8,11 @@ import resource
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_until
 from triton_ge_console.repository import pbtxt
 from triton_ge_console.repository.build import (
     MANIFEST_NAME,
@@ -314,11 +314,7 @@ def test_a_second_build_waits_for_the_first(tmp_path: Path) -> None:
     with build_lock(repo):
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            deadline = time.monotonic() + 60
-            while (
-                _blocked_flock_waiters(tmp_path) == 0 and child.poll() is None and time.monotonic() < deadline
-            ):
-                time.sleep(0.02)
+            wait_until(lambda: _blocked_flock_waiters(tmp_path) or child.poll() is not None, 60)
             assert child.poll() is None, child.communicate()
             assert _blocked_flock_waiters(tmp_path) == 1
             assert not repo.exists()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.repository.test_build import _blocked_flock_waiters
-from tests.sessions.helpers import wait_until
+from tests.waiting import wait_until
 from triton_ge_console.repository.build import build_repository, folder_digest, manifest_digests
 from triton_ge_console.repository.build_commit import build_lock, staging_dir
 from triton_ge_console.repository.spec.load import load_spec

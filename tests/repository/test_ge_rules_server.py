@@ -3,7 +3,6 @@ loads, every model it rejects does not (CPU emulation here; one module-scoped se
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import tritonclient.http as httpclient
 from onnx import TensorProto, helper
 
 from tests.conftest import run_triton
+from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.validate import validate_path
@@ -65,13 +65,12 @@ def _relu_onnx(path: Path) -> None:
 def _states(url: str, models: tuple[str, ...], timeout: float = 180.0) -> dict[str, str]:
     """Each model's state once none is still loading."""
     client = httpclient.InferenceServerClient(url)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def settled() -> dict[str, str] | None:
         index = {e["name"]: e.get("state", "") for e in client.get_model_repository_index()}
-        if all(index.get(m) in ("READY", "UNAVAILABLE") for m in models):
-            return index
-        time.sleep(0.2)
-    raise AssertionError(f"models still loading after {timeout}s: {client.get_model_repository_index()}")
+        return index if all(index.get(m) in ("READY", "UNAVAILABLE") for m in models) else None
+
+    return wait_until(settled, timeout, interval=0.2, what="models to finish loading")
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.repository.spec_helpers import refused
 from triton_ge_console.repository import demo_models
 from triton_ge_console.repository.spec.load import SpecError, load_spec, parse_spec
 from triton_ge_console.repository.spec.types import DynamicBatchingSpec, InstanceGroupSpec, TensorSpec
@@ -19,12 +20,6 @@ def _write(tmp_path: Path, text: str, name: str = "deploy.yaml") -> Path:
     path = tmp_path / name
     path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
     return path
-
-
-def _problems(path: Path) -> list[str]:
-    with pytest.raises(SpecError) as caught:
-        load_spec(path)
-    return [str(p).replace(str(path), path.name) for p in caught.value.problems]
 
 
 def test_seed_spec_is_the_starter_and_loads(tmp_path: Path) -> None:
@@ -113,7 +108,7 @@ def test_all_problems_at_once_with_exact_positions(tmp_path: Path) -> None:
             thresholds: {queue_depth: many}
         """,
     )
-    assert _problems(path) == [
+    assert refused(path) == [
         "deploy.yaml:3:14 server.http_port: must be <= 65535",
         "deploy.yaml:4:3 server.metrcs: unknown key 'metrcs'; did you mean 'metrics'?",
         "deploy.yaml:11:14 models[1].backend: unknown backend 'gee'; did you mean 'ge'?",
@@ -137,7 +132,7 @@ def test_unknown_keys_get_a_did_you_mean(tmp_path: Path) -> None:
             parameters: {om_modle_path: /x.om, ge.exec.deviceId: 0, custom_flag: on}
         """,
     )
-    assert _problems(path) == [
+    assert refused(path) == [
         "deploy.yaml:5:5 models[0].max_batch: unknown key 'max_batch'; did you mean 'max_batch_size'?",
         "deploy.yaml:6:24 models[0].dynamic_batching.prefered_batch_size: unknown key 'prefered_batch_size'; "
         "did you mean 'preferred_batch_size'?",
@@ -150,7 +145,7 @@ def test_one_typo_gives_one_error(tmp_path: Path) -> None:
     """A misspelled key is read as the key it resembles: its did-you-mean is the only error."""
     path = tmp_path / "deploy.yaml"
     path.write_text(STARTER_SPEC.replace("max_batch_size: 8 ", "max_bach_size: 8 ", 1), encoding="utf-8")
-    assert _problems(path) == [
+    assert refused(path) == [
         "deploy.yaml:28:5 models[0].max_bach_size: unknown key 'max_bach_size'; "
         "did you mean 'max_batch_size'?",
     ]
@@ -169,7 +164,7 @@ def test_a_typo_beside_its_key_is_not_read_as_that_key(tmp_path: Path) -> None:
             max_batch_size: 2
         """,
     )
-    assert _problems(path) == [
+    assert refused(path) == [
         "deploy.yaml:3:5 models[0].max_bach_size: unknown key 'max_bach_size'; "
         "did you mean 'max_batch_size'?",
     ]
@@ -190,7 +185,7 @@ def test_bad_types_are_named(tmp_path: Path) -> None:
             inputs: {name: input_ids}
         """,
     )
-    assert _problems(path) == [
+    assert refused(path) == [
         "deploy.yaml:1:9 server: must be a mapping, not a list",
         "deploy.yaml:3:11 models[0].name: must be a string, not int 42",
         "deploy.yaml:6:15 models[0].versions: must be a list of version numbers, like [1], not string 'one'",
@@ -222,7 +217,7 @@ def test_contradicting_the_onnx_graph_is_an_error(tmp_path: Path) -> None:
               - {name: input_ids, data_type: TYPE_INT64, dims: [-1, 1]}
         """,
     )
-    assert _problems(path) == [
+    assert refused(path) == [
         "deploy.yaml:7:38 models[0].inputs[0].data_type: is INT32 but the ONNX graph says INT64",
         "deploy.yaml:9:52 models[0].outputs[0].dims[1]: is 32001 but the ONNX graph fixes it to 32000",
         "deploy.yaml:10:16 models[0].outputs[1].name: the ONNX graph has no tensor 'hidden'; "
@@ -250,7 +245,7 @@ def test_onnx_file_source_relative_to_spec_and_om_needs_tensors(tmp_path: Path) 
           - {name: om_alone, backend: ge, source: models/llama.om}
         """,
     )
-    assert _problems(path) == [
+    assert refused(path) == [
         "deploy.yaml:4:43 models[2].inputs: is required: an .om model without 'onnx:' "
         "has no graph to read it from",
         "deploy.yaml:4:43 models[2].outputs: is required: an .om model without 'onnx:' "
@@ -258,7 +253,7 @@ def test_onnx_file_source_relative_to_spec_and_om_needs_tensors(tmp_path: Path) 
         "from",
     ]
     path.write_text(path.read_text().replace("om_alone, backend: ge", "om_alone, backend: npu_ge"))
-    assert _problems(path)[0].endswith(
+    assert refused(path)[0].endswith(
         "models[2].source: backend npu_ge compiles an ONNX online: give an .onnx "
         "source, or 'onnx:' beside the .om"
     )
@@ -288,7 +283,7 @@ def test_missing_and_wrong_kind_of_source(tmp_path: Path) -> None:
           - {name: e, backend: ge, source: "demo:bert", onnx: x.onnx}
         """,
     )
-    problems = _problems(path)
+    problems = refused(path)
     assert problems[0] == f"deploy.yaml:2:36 models[0].source: no such file: {tmp_path / 'nowhere.onnx'}"
     assert problems[1] == (
         "deploy.yaml:3:36 models[1].source: 'weights.bin' must be a .onnx or .om file or one of "
@@ -326,7 +321,7 @@ def test_model_names_must_be_safe_folder_names(tmp_path: Path, name: str, reason
             source: demo:llama
         """,
     )
-    (problem,) = _problems(path)
+    (problem,) = refused(path)
     assert problem.startswith("deploy.yaml:2:11 models[0].name: ")
     assert reason in problem
 
@@ -351,7 +346,7 @@ def test_duplicates_versions_and_static_model(tmp_path: Path) -> None:
             parameters: {static_model: 1, execution_mode: gpu}
         """,
     )
-    assert _problems(path) == [
+    assert refused(path) == [
         "deploy.yaml:4:5 models[0].backend: duplicate key (first at line 3)",
         "deploy.yaml:6:15 models[0].versions: lists a version twice",
         "deploy.yaml:10:16 models[1].versions[0]: must be >= 1",
@@ -373,7 +368,7 @@ def test_duplicate_model_names(tmp_path: Path) -> None:
           - {name: m, backend: ge, source: "demo:bert"}
         """,
     )
-    assert _problems(path) == ["deploy.yaml:3:12 models[1].name: duplicate model name 'm' (also models[0])"]
+    assert refused(path) == ["deploy.yaml:3:12 models[1].name: duplicate model name 'm' (also models[0])"]
 
 
 @pytest.mark.parametrize(
@@ -393,12 +388,12 @@ def test_duplicate_model_names(tmp_path: Path) -> None:
 )
 def test_document_level_problems(tmp_path: Path, text: str, expected: str) -> None:
     """Empty files, syntax errors, wrong roots and unsafe tags are positioned problems, never tracebacks."""
-    assert _problems(_write(tmp_path, text)) == [expected]
+    assert refused(_write(tmp_path, text)) == [expected]
 
 
 def test_unreadable_spec_file(tmp_path: Path) -> None:
     """A missing spec file is one problem naming the file."""
-    assert _problems(tmp_path / "missing.yaml") == [
+    assert refused(tmp_path / "missing.yaml") == [
         "missing.yaml: cannot read spec: No such file or directory"
     ]
 

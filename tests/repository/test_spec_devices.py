@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.repository.spec_helpers import refused
 from triton_ge_console.repository.configgen import config_parameters
 from triton_ge_console.repository.rank_table import rank_table_problems
-from triton_ge_console.repository.spec.load import SpecError, load_spec
+from triton_ge_console.repository.spec.load import load_spec
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
 
@@ -20,12 +21,6 @@ def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "deploy.yaml"
     path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
     return path
-
-
-def _problems(path: Path) -> list[str]:
-    with pytest.raises(SpecError) as caught:
-        load_spec(path)
-    return [str(p).replace(str(path), path.name) for p in caught.value.problems]
 
 
 def test_tensor_parallel_instances_and_parameters(tmp_path: Path) -> None:
@@ -56,7 +51,7 @@ def test_npus_that_do_not_divide_or_repeat_are_refused(tmp_path: Path) -> None:
             source: demo:bert
             instance_group: {device_ids: [1, 1], tensor_parallel: 2}
     """)
-    assert _problems(path) == [
+    assert refused(path) == [
         "deploy.yaml:5:62 models[0].instance_group.tensor_parallel: 2 NPUs per instance, "
         "but device_ids lists 3: list a multiple of 2",
         "deploy.yaml:9:34 models[1].instance_group.device_ids: lists an NPU twice: "
@@ -78,7 +73,7 @@ def test_a_shared_npu_over_its_capacity_is_refused(tmp_path: Path) -> None:
             source: demo:bert
             instance_group: {device_ids: [1, 2], tensor_parallel: 2}
     """)
-    (problem,) = _problems(path)
+    (problem,) = refused(path)
     assert problem.startswith("deploy.yaml:10:21 models[1].instance_group: "
                               "NPU 1 would hold 8.0 MiB of its 7.2 MiB")
     assert "(llama 4.1 MiB, bert 3.9 MiB)" in problem
@@ -101,7 +96,7 @@ def test_npus_the_host_lacks_are_refused_when_npu_smi_knows(tmp_path: Path,
               device_ids: [0, 1, 2, 3]
               tensor_parallel: 4
     """)
-    assert _problems(path) == ["deploy.yaml:6:19 models[0].instance_group.device_ids: "
+    assert refused(path) == ["deploy.yaml:6:19 models[0].instance_group.device_ids: "
                                "NPU 2 does not exist: this host has 2 (ids 0-1)"]
 
 

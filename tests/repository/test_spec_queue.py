@@ -5,10 +5,9 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import pytest
-
+from tests.repository.spec_helpers import refused
 from triton_ge_console.repository.configgen import config_text
-from triton_ge_console.repository.spec.load import SpecError, load_spec
+from triton_ge_console.repository.spec.load import load_spec
 from triton_ge_console.repository.spec.types import QueuePolicySpec
 from triton_ge_console.repository.validate import validate_config_text
 
@@ -27,12 +26,6 @@ def _write(tmp_path: Path, batching: str) -> Path:
     body = textwrap.indent(textwrap.dedent(batching).lstrip("\n"), " " * 6)
     path.write_text(textwrap.dedent(HEAD).lstrip("\n") + body)
     return path
-
-
-def _problems(path: Path) -> list[str]:
-    with pytest.raises(SpecError) as caught:
-        load_spec(path)
-    return [str(p).replace(str(path), path.name) for p in caught.value.problems]
 
 
 def test_queue_policy_reaches_config_pbtxt_and_passes_validate(tmp_path: Path) -> None:
@@ -75,7 +68,7 @@ def test_queue_mistakes_are_reported_at_their_line(tmp_path: Path) -> None:
           1: {default_timeout_microseconds: soon}
     """)
     where = "models[0].dynamic_batching"
-    assert _problems(path) == [
+    assert refused(path) == [
         f"deploy.yaml:8:31 {where}.default_priority_level: must be in range [1, 2] "
         "(Triton: default priority level must be in range [1, priority_levels])",
         f"deploy.yaml:10:25 {where}.default_queue_policy.timeout_action: unknown action 'DROP'; "
@@ -98,7 +91,7 @@ def test_settings_triton_would_ignore_are_refused(tmp_path: Path) -> None:
         default_queue_policy: {allow_timeout_override: true}
     """)
     where = "models[0].dynamic_batching"
-    assert _problems(path) == [
+    assert refused(path) == [
         f"deploy.yaml:7:7 {where}.priority_queue_policy: needs priority_levels "
         "(Triton ignores it with a single queue)",
         f"deploy.yaml:9:54 {where}.default_queue_policy.allow_timeout_override: has no effect without "

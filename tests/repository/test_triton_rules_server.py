@@ -8,17 +8,15 @@ load (instance creation, sequence batcher creation); cases Triton loads are warn
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import time
 import urllib.request
 import warnings
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import RunningServer, run_triton
+from tests.conftest import RunningServer, python_backend_dir, run_triton
+from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.repository.validate import validate_path
 from triton_ge_console.sessions.process import ServerStartError
@@ -278,19 +276,6 @@ def _write_model(repository: Path, name: str, body: str) -> None:
     (folder / "config.pbtxt").write_text(head + body, encoding="utf-8")
 
 
-def _python_backend_dir(dist: TritonDistribution, root: Path) -> Path:
-    """A backend directory holding Triton's Python backend and the stub built for this interpreter."""
-    python_dir = root / "python"
-    python_dir.mkdir(parents=True)
-    assert dist.python_backend_dir is not None
-    for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
-        os.symlink(dist.python_backend_dir / name, python_dir / name)
-    stub = dist.stub_for()
-    assert stub is not None
-    shutil.copy(stub, python_dir / "triton_python_backend_stub")
-    return root
-
-
 def _repository_index(server: RunningServer) -> list[dict[str, str]]:
     """Triton's model repository index: state and reason per model."""
     request = urllib.request.Request(f"{server.http_url}/v2/repository/index", data=b"{}", method="POST")
@@ -300,14 +285,13 @@ def _repository_index(server: RunningServer) -> list[dict[str, str]]:
 
 def _settled_index(server: RunningServer, timeout: float = 90.0) -> list[dict[str, str]]:
     """The index once every model that loads has finished loading (succeeded or failed)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def settled() -> list[dict[str, str]] | None:
         index = _repository_index(server)
         loaded = [m for m in index if m.get("state")]
-        if loaded and all(m["state"] in ("READY", "UNAVAILABLE") for m in loaded):
-            return index
-        time.sleep(0.1)
-    raise AssertionError(f"models still loading after {timeout}s: {_repository_index(server)}")
+        return index if loaded and all(m["state"] in ("READY", "UNAVAILABLE") for m in loaded) else None
+
+    return wait_until(settled, timeout, interval=0.1, what="models to finish loading")
 
 
 def _load_reasons(
@@ -318,7 +302,7 @@ def _load_reasons(
     repository = root / "repo"
     for name, body in models.items():
         _write_model(repository, name, body)
-    backends = _python_backend_dir(dist, root / "backends")
+    backends = python_backend_dir(dist, root / "backends")
     with run_triton(dist, repository, backends, models=tuple(models), extra=extra) as server:
         index = _settled_index(server)
         reasons = {m["name"]: TRITON_PREFIX.sub("", m.get("reason", "")) for m in index}

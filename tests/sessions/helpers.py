@@ -1,13 +1,11 @@
-"""Test material for sessions: a tiny Python-backend model repository and a backend dir that runs it."""
+"""Test material for sessions: a tiny Python-backend model repository, a GE spec, process-group checks."""
 
 from __future__ import annotations
 
-import shutil
-import time
-from collections.abc import Callable
+import os
 from pathlib import Path
 
-from triton_ge_console.backend_glue.distribution import TritonDistribution
+import psutil
 
 ECHO_MODEL = '''
 import json
@@ -49,19 +47,6 @@ def write_echo_model(repository: Path, name: str = "echo", max_batch_size: int =
     return model_dir
 
 
-def python_backend_dir(dist: TritonDistribution, dest: Path) -> Path:
-    """A backend dir holding just Triton's Python backend with the stub for this interpreter."""
-    python_dir = dest / "python"
-    python_dir.mkdir(parents=True, exist_ok=True)
-    assert dist.python_backend_dir is not None
-    for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
-        shutil.copy2(dist.python_backend_dir / name, python_dir / name)
-    stub = dist.stub_for()
-    assert stub is not None
-    shutil.copy2(stub, python_dir / "triton_python_backend_stub")
-    return dest
-
-
 GE_SPEC = """\
 name: {name}
 server:
@@ -85,9 +70,13 @@ def write_ge_spec(folder: Path, name: str = "gesession", max_batch_size: int = 8
     return path
 
 
-def wait_until(condition: Callable[[], object], timeout: float = 120.0, interval: float = 0.02) -> None:
-    """Poll until condition() holds (a readiness poll, not a fixed sleep); fail after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(interval)
+def group_processes(pgid: int) -> list[psutil.Process]:
+    """Live (non-zombie) processes of a process group."""
+    found = []
+    for process in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(process.pid) == pgid and process.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return found

@@ -11,20 +11,19 @@ import pytest
 import tritonclient.http as triton_http
 
 from tests.conftest import RunningServer, run_triton
-from tests.sessions.helpers import python_backend_dir, write_echo_model
+from tests.sessions.helpers import write_echo_model
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.sessions.control import TritonControl, client_url, config_differences, merge_config
 
 
 @pytest.fixture(scope="module")
-def server(triton_dist: TritonDistribution,
+def server(triton_dist: TritonDistribution, python_backends: Path,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     """One server with the echo model loaded, shared by this module's tests."""
     root = tmp_path_factory.mktemp("control")
     write_echo_model(root / "repo", "echo")
     write_echo_model(root / "repo", "spare")
-    backends = python_backend_dir(triton_dist, root / "backends")
-    with run_triton(triton_dist, root / "repo", backends, models=("echo",),
+    with run_triton(triton_dist, root / "repo", python_backends, models=("echo",),
                     extra=("--exit-timeout-secs=3",)) as running:
         yield running
 

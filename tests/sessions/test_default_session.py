@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.sessions.helpers import write_echo_model, write_ge_spec
-from tests.sessions.test_lifecycle import group_processes
+from tests.sessions.helpers import group_processes, write_echo_model, write_ge_spec
 from tests.sessions.test_races import killing_strays, up
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.loadgen.bench_cli import resolve_endpoint
 from triton_ge_console.sessions.registry import STOPPED, Registry, SessionRecord
+
+pytestmark = pytest.mark.server  # every test here starts a tritonserver
 
 
 def hand_made(name: str, state: str = STOPPED, pid: int | None = None) -> SessionRecord:

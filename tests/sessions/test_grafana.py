@@ -29,6 +29,7 @@ models:
 """
 
 
+@pytest.mark.server
 def test_every_panel_reads_metrics_a_live_server_exposes(tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "dashboard.json"

@@ -16,8 +16,9 @@ import pytest
 import tritonclient.http as triton_http
 
 from tests.sessions.conftest import stopping_sessions
-from tests.sessions.helpers import wait_until, write_echo_model, write_ge_spec
+from tests.sessions.helpers import write_echo_model, write_ge_spec
 from tests.sessions.test_launch import bert_request, hostport
+from tests.waiting import wait_until
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.health import FAILING, OK, stub_instances
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, launch
@@ -27,6 +28,8 @@ from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.paths import session_dir as paths_session_dir
 from triton_ge_console.sessions.registry import Registry, SessionRecord
 from triton_ge_console.sessions.shm import SHM_DIR, SHM_PREFIX_FILE
+
+pytestmark = pytest.mark.server  # every test here starts a tritonserver
 
 MODEL = "bert_model"
 KEY = (MODEL, "1")

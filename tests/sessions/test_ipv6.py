@@ -13,6 +13,8 @@ from triton_ge_console.sessions.lifecycle import controller_for
 from triton_ge_console.sessions.process import port_in_use
 from triton_ge_console.sessions.registry import Registry, effective_state
 
+pytestmark = pytest.mark.server  # every test here starts a tritonserver
+
 
 def _ipv6_loopback() -> bool:
     """Whether this machine can bind ::1 (containers often have IPv6 switched off)."""

@@ -19,13 +19,16 @@ import pytest
 import tritonclient.http as triton_http
 
 from tests.sessions.conftest import stopping_sessions
-from tests.sessions.helpers import wait_until, write_ge_spec
+from tests.sessions.helpers import write_ge_spec
+from tests.waiting import wait_until
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import controller_for
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import Registry, SessionRecord
 from triton_ge_console.sessions.watch import describe_changes, find_changes, watch_spec
+
+pytestmark = pytest.mark.server  # every test here starts a tritonserver
 
 MODEL = "bert_model"
 

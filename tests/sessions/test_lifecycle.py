@@ -19,7 +19,7 @@ import pytest
 import tritonclient.grpc as triton_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests.sessions.helpers import write_echo_model, write_ge_spec
+from tests.sessions.helpers import group_processes, write_echo_model, write_ge_spec
 from triton_ge_console.backend_glue.distribution import find_distribution
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.control import ControlError, TritonControl
@@ -54,18 +54,6 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     return err
 
 
-def group_processes(pgid: int) -> list[psutil.Process]:
-    """Live (non-zombie) processes of a process group."""
-    found = []
-    for process in psutil.process_iter(["status"]):
-        try:
-            if os.getpgid(process.pid) == pgid and process.info["status"] != psutil.STATUS_ZOMBIE:
-                found.append(process)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return found
-
-
 def processes_mentioning(text: str) -> list[psutil.Process]:
     """Live processes whose command line contains text."""
     return [p for p in psutil.process_iter(["cmdline", "status"])
@@ -78,6 +66,7 @@ def ports_of(record: SessionRecord) -> list[int]:
             (record.http_url, record.grpc_url or "", record.metrics_url or "")]
 
 
+@pytest.mark.server
 def test_kill_9_of_the_server_reads_dead_within_2s_with_the_log_tail(
         echo_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert up(echo_repo, "--name", "victim") == 0
@@ -97,6 +86,7 @@ def test_kill_9_of_the_server_reads_dead_within_2s_with_the_log_tail(
     assert not group_processes(record.pid)
 
 
+@pytest.mark.server
 def test_restart_env_reaches_only_that_server_and_the_glue_pool_lives_in_the_session(
         echo_repo: Path) -> None:
     assert up(echo_repo, "--name", "envsvc") == 0
@@ -122,6 +112,7 @@ def server_environ(pid: int) -> dict[str, str]:
     return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
 
 
+@pytest.mark.server
 def test_restart_keeps_the_ports_and_down_leaves_no_process_and_frees_them(
         echo_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert up(echo_repo, "--name", "svc") == 0
@@ -160,6 +151,7 @@ def test_exposing_without_a_token_is_refused(echo_repo: Path, capsys: pytest.Cap
     assert Registry().names() == []
 
 
+@pytest.mark.server
 def test_an_exposed_server_restricts_its_control_apis_to_the_token(
         echo_repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GE_TEST_TOKEN", "s3cret-token")
@@ -210,6 +202,7 @@ def listening_addresses(port: int) -> set[str]:
             if c.status == psutil.CONN_LISTEN and c.laddr.port == port}
 
 
+@pytest.mark.server
 def test_the_cli_detaches_and_another_process_sees_and_stops_the_server(
         echo_repo: Path, state_dir: Path) -> None:
     env = {**os.environ, STATE_DIR_ENV: str(state_dir)}
@@ -230,6 +223,7 @@ def test_the_cli_detaches_and_another_process_sees_and_stops_the_server(
     assert not any(port_in_use(port) for port in ports_of(record))
 
 
+@pytest.mark.server
 def test_a_model_that_fails_to_load_reports_triton_error_and_leaves_nothing(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     repo = tmp_path / "broken"
@@ -242,6 +236,7 @@ def test_a_model_that_fails_to_load_reports_triton_error_and_leaves_nothing(
     assert not processes_mentioning(str(repo))
 
 
+@pytest.mark.server
 def test_a_port_in_use_is_one_clear_line(echo_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -256,6 +251,7 @@ def test_a_missing_binary_is_one_clear_line(echo_repo: Path, capsys: pytest.Capt
     assert "--tritonserver /nonexistent/bin/tritonserver: no such file" in one_error_line(capsys)
 
 
+@pytest.mark.server  # runs the real binary (it fails to start)
 def test_a_missing_library_is_reported_from_the_log_and_leaves_nothing(
         echo_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dist = find_distribution()

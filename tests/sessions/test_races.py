@@ -49,6 +49,7 @@ def killing_strays(state_dir: Path) -> Iterator[None]:
                 os.killpg(process.pid, signal.SIGKILL)
 
 
+@pytest.mark.server
 def test_two_concurrent_ups_of_one_name_start_exactly_one_server(echo_repo: Path, state_dir: Path) -> None:
     env = {**os.environ, STATE_DIR_ENV: str(state_dir)}
     command = [*CLI, "up", str(echo_repo), "--name", "twin", "--timeout", "120"]
@@ -75,6 +76,7 @@ def up(*args: object) -> int:
     return main(["up", *(str(a) for a in args), "--timeout", "120"])
 
 
+@pytest.mark.server
 def test_a_failed_up_leaves_no_backends_and_keeps_a_stopped_sessions_record_and_logs(
         echo_repo: Path, tmp_path: Path, state_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     broken = broken_repo(tmp_path / "broken")

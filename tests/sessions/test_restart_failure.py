@@ -12,6 +12,8 @@ from triton_ge_console.cli import main
 from triton_ge_console.sessions.lifecycle import controller_for
 from triton_ge_console.sessions.registry import Registry, effective_state
 
+pytestmark = pytest.mark.server  # every test here starts a tritonserver
+
 
 def test_a_failed_restart_keeps_the_session_stopped_and_a_fixed_one_restarts(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.sessions.helpers import wait_until, write_echo_model
+from tests.sessions.helpers import write_echo_model
+from tests.waiting import wait_until
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.paths import session_dir
 from triton_ge_console.sessions.registry import Registry

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_until
 from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.cli import main
 from triton_ge_console.console.widgets.detail import npu_text
@@ -16,9 +17,7 @@ from triton_ge_console.console.widgets.devices import device_rows, models_by_dev
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.registry import Registry
 
-from .helpers import wait_until
-
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.server]  # starts a tritonserver
 
 SPEC = """\
 name: tp

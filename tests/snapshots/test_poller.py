@@ -15,6 +15,7 @@ import tritonclient.http as triton_http
 
 from tests.conftest import RunningServer, run_triton
 from tests.snapshots.helpers import infer, post, statistics, write_model
+from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.sessions import metrics
@@ -231,13 +232,12 @@ def test_statistics_reset_by_config_reload_never_negative(served: Served) -> Non
 
 def _wait_for_state(poller: Poller, model: str, state: str, timeout: float = 60.0) -> None:
     """Poll until the model shows `state` in the repository index."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def reached() -> bool:
         found = poller.poll().model(model)
-        if found is not None and found.state == state:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{model} never reached {state}")
+        return found is not None and found.state == state
+
+    wait_until(reached, timeout, what=f"{model} reaching {state}")
 
 
 def test_trace_latency_near_the_controlled_delay(served: Served) -> None:

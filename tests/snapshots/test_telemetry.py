@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import fcntl
 import http.server
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_until
 from triton_ge_console.sessions.metrics import parse_metrics
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import Registry, SessionRecord
@@ -335,19 +338,34 @@ def test_devices_table_and_missing_sources(fake_npu_smi: Path, monkeypatch: pyte
     assert "npu-smi is not on PATH" in capsys.readouterr().err
 
 
-def test_telemetry_refreshes_in_the_background(fake_npu_smi: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A non-blocking read starts one background refresh; the readings appear once it finished."""
+def held_npu_smi(folder: Path, gate: Path, fake: Path) -> Path:
+    """An npu-smi that answers (as the fake) only once the test lets go of its lock on `gate`."""
+    script = folder / "npu-smi"
+    script.write_text(f"#!{sys.executable}\nimport fcntl, os, sys\n"
+                      f"with open({str(gate)!r}) as gate:\n    fcntl.flock(gate, fcntl.LOCK_SH)\n"
+                      f"os.execv({str(fake)!r}, [{str(fake)!r}, *sys.argv[1:]])\n", encoding="utf-8")
+    script.chmod(0o755)
+    return script
+
+
+def test_telemetry_refreshes_in_the_background(fake_npu_smi: Path, monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    """A read returns at once while npu-smi has not answered yet; the readings appear once it did."""
     monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "910b4")
-    telemetry = DeviceTelemetry(min_interval_s=60)
-    try:
-        first = telemetry.devices(None)
-        worker = telemetry._worker
-        assert worker is not None
-        worker.join(30)
-        assert [d.id for d in telemetry.devices(None)] == ["0", "1"]
-        assert first == () or len(first) == 2
-    finally:
-        telemetry.close()
+    gate = tmp_path / "gate"
+    gate.touch()
+    with gate.open() as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # npu-smi cannot answer until this is released
+        telemetry = DeviceTelemetry(held_npu_smi(tmp_path, gate, fake_npu_smi), min_interval_s=60, timeout=10)
+        try:
+            first = telemetry.devices(None)
+            assert first == () and telemetry.errors == {}, "the read waited for npu-smi (and timed out)"
+            fcntl.flock(held, fcntl.LOCK_UN)
+            wait_until(lambda: [d.id for d in telemetry.devices(None)] == ["0", "1"], 30, what="readings")
+            assert telemetry.errors == {}
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+            telemetry.close()
 
 
 def test_devices_of_a_session_from_glue_metrics(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_until
 from tests.widgets.recording import T0, down, recording, snapshot
 from triton_ge_console.sessions.recorded import RecordedController, RecordedSource
 from triton_ge_console.sessions.snapshot import ServerSnapshot
@@ -209,10 +209,8 @@ def test_log_tail_in_the_dashboard_highlights_failures(dashboard: Dashboard) -> 
 def test_background_poller_updates_until_closed_and_close_is_idempotent() -> None:
     source = RecordedSource(recording(4))
     board = Dashboard(source, interval=0.02)
-    deadline = time.monotonic() + 30
-    while board.poller.polls < 5 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert board.poller.polls >= 5 and board.poller.running
+    wait_until(lambda: board.poller.polls >= 5, 30, interval=0.01, what="five polls")
+    assert board.poller.running
     assert board.state()["models"]["llama_model:1"]["QUEUE"] == "6"
     board.close()
     assert not board.poller.running and board.closed

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.waiting import wait_until
 from tests.widgets.recording import recording
 from triton_ge_console.sessions.recorded import RecordedSource
 from triton_ge_console.sessions.snapshot import ServerSnapshot
@@ -96,9 +96,7 @@ def test_poller_hands_snapshots_over_on_its_thread_and_stops() -> None:
     poller = BackgroundPoller(RecordedSource(recording(3)), record, interval=0.01)
     poller.start()
     poller.start()  # no second thread
-    deadline = time.monotonic() + 30
-    while len(seen) < 4 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: len(seen) >= 4, 30, interval=0.01, what="four snapshots")
     poller.close()
     count = len(seen)
     assert count >= 4 and [t for t, _ in seen[:3]] == [s.taken_at for s in recording(3)]

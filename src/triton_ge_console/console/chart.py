@@ -1,8 +1,8 @@
 """A small braille line chart laid out as styled runs of text: a refresh can afford to draw two of them.
 
-plotext drew these charts before; building one cost about 4-7 ms on this machine, most of a 16 ms frame,
-for a chart that only needs a y scale from zero, time ticks and up to two lines. This draws the same in
-well under a millisecond, and the widget that shows it only turns the runs into strips.
+plotext drew these charts before at a large part of a frame's budget, for a chart that only needs a y
+scale from zero, time ticks and up to two lines. This draws the same far more cheaply (figures in
+benchmarks/results/NOTES.md), and the widget that shows it only turns the runs into strips.
 """
 
 from __future__ import annotations
