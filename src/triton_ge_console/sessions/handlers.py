@@ -306,12 +306,15 @@ def _running(record: SessionRecord) -> SessionRecord:
 
 def _reload_changed(record: SessionRecord, control: Any, registry: Registry) -> list[CommandResult]:
     """Rebuild a spec session, then reload whatever changed."""
+    terminal = TerminalProgress()  # a rebuild that copies gigabytes shows it, as `build` does
     try:
-        report = rebuild(record)
+        report = rebuild(record, progress=terminal)
     except SpecError as exc:
         raise LaunchError(f"spec not applied, running models keep serving: {exc.problems[0]}") from None
     except BuildError as exc:
         raise LaunchError(f"{exc}; running models keep serving") from None
+    finally:
+        terminal.close()
     changes = find_changes(record, report)
     if changes.empty:
         print("no model changed")

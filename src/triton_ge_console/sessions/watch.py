@@ -20,6 +20,7 @@ from typing import Any
 from triton_ge_console.files import write_atomic
 from triton_ge_console.repository.build import BuildError, BuildReport, build_repository, folder_digest
 from triton_ge_console.repository.external_data import external_files
+from triton_ge_console.repository.progress import ProgressHook
 from triton_ge_console.repository.spec.load import SpecError, load_spec
 from triton_ge_console.sessions.control import ControlError, TritonControl, config_changes
 from triton_ge_console.sessions.paths import open_private
@@ -137,11 +138,11 @@ class SessionControl(TritonControl):
         return result
 
 
-def rebuild(record: SessionRecord) -> BuildReport | None:
+def rebuild(record: SessionRecord, progress: ProgressHook | None = None) -> BuildReport | None:
     """Rebuild a spec session's repository from its spec (SpecError / BuildError on a broken edit)."""
     if record.spec is None or record.repository is None:
         return None
-    return build_repository(load_spec(record.spec), record.repository)
+    return build_repository(load_spec(record.spec), record.repository, progress=progress)
 
 
 def find_changes(record: SessionRecord, report: BuildReport | None = None) -> Changes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, ClassVar, cast
@@ -31,6 +32,12 @@ if TYPE_CHECKING:
     from triton_ge_console.console.app import GEConsoleApp
 
 CHART_EVERY_S = 5.0  # charts span 15 minutes: redrawing them every 5 s of snapshots loses nothing visible
+
+
+def chart_slot(taken_at: float) -> int:
+    """Which CHART_EVERY_S slot of snapshot time a snapshot falls in: charts redraw when it changes, so
+    what they show depends on the snapshots, not on when the console happened to select the model."""
+    return math.floor(taken_at / CHART_EVERY_S)
 MAX_BUCKET = 10  # snapshots per sparkline cell at most: 30 cells x 10 s = the last 5 minutes at 1 s refresh
 
 
@@ -170,7 +177,7 @@ class DashboardScreen(Screen[None]):
             return
         drawn = self._charts_drawn
         selected = drawn is None or drawn[0] != model.name
-        due = selected or (drawn is not None and snapshot.taken_at - drawn[1] >= CHART_EVERY_S)
+        due = selected or (drawn is not None and chart_slot(snapshot.taken_at) != chart_slot(drawn[1]))
         if due:
             self._charts_drawn = (model.name, snapshot.taken_at)
         # a periodic redraw draws one chart per refresh; a new selection shows both at once
