@@ -55,7 +55,7 @@ if not Path(CHROMIUM).is_file():
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, as .ci/run does)",
                 allow_module_level=True)
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.server]  # JupyterLab, kernels and tritonservers
 
 
 def free_port() -> int:

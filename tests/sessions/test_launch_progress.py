@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.sessions.helpers import write_echo_model
 from triton_ge_console.repository.progress import Feed
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
@@ -11,6 +13,7 @@ from triton_ge_console.sessions.lifecycle import down
 from triton_ge_console.sessions.registry import Registry
 
 
+@pytest.mark.server  # launches a real tritonserver
 def test_the_wait_for_ready_models_reports_its_elapsed_time(tmp_path: Path) -> None:
     """A model whose initialize takes 1.5 s: the elapsed hook hears "loading echo" past a second, and
     the step lines still come through the same feed."""

@@ -91,7 +91,9 @@ def test_the_garbage_collector_walks_as_much_for_a_long_history_as_for_a_short_o
     before = len(gc.get_objects())
     short = _tracked_after(history, range(20))
     long = _tracked_after(history, range(20, 400))  # twice round the ring
-    assert abs(long - short) < 10
+    # one tracked object kept per appended snapshot would add 380; other threads of a full test run (a
+    # poller, an event loop winding down) make or free a few dozen meanwhile
+    assert abs(long - short) < 100
     # per model and device its figures' deques, their dict and their holder; the newest snapshot (its
     # server, endpoints, tuples, 51 models) and what the test and the collector made meanwhile
     assert short - before < 51 * (len(MODEL_FIGURES) + 2) + 150

@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from triton_ge_console.console.series import ModelSeriesCache, UtilizationCache
-from triton_ge_console.console.widgets.detail import DetailPane, ModelDetail
+from triton_ge_console.console.widgets.detail import DetailPane, DetailView, ModelDetail
 from triton_ge_console.console.widgets.devices import SPARK_WIDTH, DevicesPanel
 from triton_ge_console.console.widgets.header import (
     Connection,
@@ -143,7 +143,7 @@ class DashboardScreen(Screen[None]):
         history = self.console.source.history
         series = utilization_series(history, [d.id for d in snapshot.devices], self.utilization)
         self.devices.frame = (snapshot, series)
-        self.table.show_models(snapshot.models)
+        self.table.models = snapshot.models
         self._title_models(len(snapshot.models))
         self._select_from_cursor()
         self.redraw_detail(self.console.selected_model)
@@ -173,7 +173,7 @@ class DashboardScreen(Screen[None]):
         snapshot = self.console.connection.last_good
         model = snapshot.model(model_name) if snapshot and model_name else None
         if model is None or snapshot is None:
-            pane.show(None)
+            pane.view = DetailView(None)
             return
         drawn = self._charts_drawn
         selected = drawn is None or drawn[0] != model.name
@@ -182,7 +182,7 @@ class DashboardScreen(Screen[None]):
             self._charts_drawn = (model.name, snapshot.taken_at)
         # a periodic redraw draws one chart per refresh; a new selection shows both at once
         spread = not selected and self.console.options.interval_s * 2 < CHART_EVERY_S
-        pane.show(self._detail(model, due), charts=due, spread=spread)
+        pane.view = DetailView(self._detail(model, due), charts=due, spread=spread)
 
     def _detail(self, model: ModelSnapshot, with_series: bool) -> ModelDetail:
         """Facts for one model, and its chart series when the charts are due."""

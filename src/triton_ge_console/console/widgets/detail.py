@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from rich.segment import Segment
 from rich.style import Style
@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.geometry import Region
+from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -149,12 +150,23 @@ def _strip(runs: list[Run], base: Style, styles: dict[str, Style], width: int) -
     return Strip(segments).crop_extend(0, width, base)
 
 
+class DetailView(NamedTuple):
+    """What the screen feeds the detail pane: a model's facts, whether to redraw its charts, and whether
+    to spread the two charts over two refreshes."""
+
+    detail: ModelDetail | None
+    charts: bool = True
+    spread: bool = False
+
+
 class DetailPane(Vertical):
     """Charts on top, facts below."""
 
+    view: reactive[DetailView | None] = reactive(None, repaint=False, always_update=True, init=False)
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._pending: ModelDetail | None = None  # series the throughput chart draws at the next show()
+        self._pending: ModelDetail | None = None  # series the throughput chart draws at the next view
 
     def compose(self) -> ComposeResult:
         """Two charts side by side and an info block."""
@@ -163,8 +175,9 @@ class DetailPane(Vertical):
             yield SeriesChart(id="throughput-chart")
         yield TextLines(id="detail-info")
 
-    def show(self, detail: ModelDetail | None, charts: bool = True, spread: bool = False) -> None:
-        """Draw one model's facts and, when told, its charts (spread: the second one at the next call)."""
+    def watch_view(self, view: DetailView | None) -> None:
+        """Draw one model's facts and, when told, its charts (spread: the second one at the next view)."""
+        detail, charts, spread = view or DetailView(None)
         info = self.query_one("#detail-info", TextLines)
         pending, self._pending = self._pending, None
         if detail is None:

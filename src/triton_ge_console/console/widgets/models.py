@@ -229,13 +229,14 @@ class ModelsTable(ScrollView, can_focus=True):
             self.key = key
 
     cursor_row: reactive[int] = reactive(0, repaint=False)
+    # what the screen feeds it; always_update: comparing 100 snapshots would cost what a repaint saves
+    models: reactive[tuple[ModelSnapshot, ...]] = reactive((), repaint=False, always_update=True, init=False)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.needle = ""
         self.sort_index = 0
         self.thresholds: Thresholds = {}
-        self._models: tuple[ModelSnapshot, ...] = ()
         self._shown: dict[str, ModelSnapshot] = {}  # row key -> the snapshot shown, in display order
         self._keys: list[str] = []
         # row key -> the snapshot its lines were drawn from, and its line per base style
@@ -258,10 +259,13 @@ class ModelsTable(ScrollView, can_focus=True):
         """The row key under the cursor."""
         return self._keys[self.cursor_row] if self._keys else None
 
-    def show_models(self, models: Sequence[ModelSnapshot]) -> None:
-        """Show these models under the current filter and sort, keeping the cursor on the same model."""
-        self._models = tuple(models)
-        shown = {row_key(m): m for m in visible_models(self._models, self.needle, self.sort_key)}
+    def watch_models(self) -> None:
+        """New figures: show them under the current filter and sort."""
+        self._show_rows()
+
+    def _show_rows(self) -> None:
+        """The models under the current filter and sort, keeping the cursor on the same model."""
+        shown = {row_key(m): m for m in visible_models(self.models, self.needle, self.sort_key)}
         selected = self.selected_key
         order_changed = list(shown) != self._keys
         self._shown, self._keys = shown, list(shown)
@@ -374,12 +378,12 @@ class ModelsTable(ScrollView, can_focus=True):
     def set_filter(self, needle: str) -> None:
         """Filter by name (case-insensitive substring)."""
         self.needle = needle
-        self.show_models(self._models)
+        self._show_rows()
 
     def next_sort(self) -> SortKey:
         """Cycle to the next sort column."""
         self.sort_index = (self.sort_index + 1) % len(SORT_KEYS)
-        self.show_models(self._models)
+        self._show_rows()
         self.refresh_line(0)  # the header marks the new sort column, even when the order stayed
         return self.sort_key
 
