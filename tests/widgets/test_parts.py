@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.waiting import wait_until
@@ -183,3 +184,19 @@ def test_a_bar_chart_scale_has_a_top_above_its_tallest_known_bar() -> None:
     scale = bar_scale([3.0, None, float("nan"), 12.5])
     assert (scale.min, scale.max) == (0.0, pytest.approx(12.5 * 1.1))
     assert bar_scale([None, float("nan")]).max == 1.0 and bar_scale([]).max == 1.0
+
+
+def test_a_count_chart_has_whole_ticks_and_room_for_its_labels() -> None:
+    """The short queue-depth chart: whole-number ticks, a top of at least COUNT_TICKS, so no label repeats
+    or overlaps (a depth of 5 once drew 0, 0.5, 1 … 5 on 160 px)."""
+    from triton_ge_console.widgets.charts import COUNT_TICKS, TimeChart
+
+    chart = TimeChart("queue depth", ("queue depth",), "requests", height="160px", counts=True)
+    y_axis = chart.figure.axes[1]
+    assert y_axis.tick_format == "d" and y_axis.num_ticks == COUNT_TICKS
+    chart.plot(np.array([-3.0, -2.0, -1.0]), [np.array([0.0, 1.0, np.nan])])
+    assert chart.y_scale.max == COUNT_TICKS
+    chart.plot(np.array([-3.0, -2.0, -1.0]), [np.array([2.0, 5.4, 3.0])])
+    assert chart.y_scale.max == 6.0
+    plain = TimeChart("latency", ("p50",), "ms")
+    assert plain.figure.axes[1].tick_format == ".3~g" and plain.y_scale.max is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import bqplot
@@ -28,6 +29,8 @@ def window(series: Series, now: float, seconds: float) -> list[tuple[float, floa
     """The points of a series taken within the last `seconds` before `now`."""
     return [(t, v) for t, v in series if now - t <= seconds]
 
+COUNT_TICKS = 4  # a short chart of whole numbers has room for about this many labels
+
 
 class TimeChart:
     """A bqplot figure with one line per labelled series over relative time.
@@ -39,8 +42,9 @@ class TimeChart:
     """
 
     def __init__(self, title: str, labels: Sequence[str], y_label: str, height: str = "220px",
-                 y_min: float | None = 0.0, y_max: float | None = None) -> None:
+                 y_min: float | None = 0.0, y_max: float | None = None, counts: bool = False) -> None:
         self.labels = tuple(labels)
+        self.counts = counts  # whole numbers (a queue depth): whole ticks, at most COUNT_TICKS + 1 of them
         self.x_scale = bqplot.LinearScale()
         self.y_scale = bqplot.LinearScale(min=y_min, max=y_max)
         colours = bqplot.CATEGORY10
@@ -53,7 +57,8 @@ class TimeChart:
         self._plotted: dict[str, list[float]] = {label: [] for label in self.labels}
         axes = [
             bqplot.Axis(scale=self.x_scale, label="seconds ago", num_ticks=5),
-            bqplot.Axis(scale=self.y_scale, side="left", label=y_label, tick_format=".3~g"),
+            bqplot.Axis(scale=self.y_scale, side="left", label=y_label, tick_format="d" if counts else ".3~g",
+                        num_ticks=COUNT_TICKS if counts else None),
         ]
         self.figure = bqplot.Figure(marks=self.marks, axes=axes, title=title, animation_duration=0,
                                     fig_margin={"top": 40, "bottom": 40, "left": 55, "right": 20},
@@ -64,6 +69,9 @@ class TimeChart:
         if len(x) < MIN_POINTS:
             x, ys = np.zeros(0), [np.zeros(0) for _ in self.labels]
         self._plotted = {label: [float(v) for v in y] for label, y in zip(self.labels, ys, strict=False)}
+        if self.counts:  # a top of at least COUNT_TICKS keeps every tick a whole number, no label repeated
+            peak = max((v for y in ys for v in y if np.isfinite(v)), default=0.0)
+            self.y_scale.max = float(max(COUNT_TICKS, math.ceil(peak)))
         with self.figure.hold_sync():
             for mark, y in zip(self.marks, ys, strict=False):
                 plot_line(mark, x, y)

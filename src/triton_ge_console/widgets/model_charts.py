@@ -26,7 +26,7 @@ class ModelCharts:
         self.picker = w.Dropdown(options=[model] if model else [], value=model, description="model")
         self.latency = TimeChart("latency", tuple(LATENCY), "ms")
         self.throughput = TimeChart("throughput", tuple(THROUGHPUT), "per second")
-        self.queue = TimeChart("queue depth", tuple(QUEUE), "requests", height="160px")
+        self.queue = TimeChart("queue depth", tuple(QUEUE), "requests", height="160px", counts=True)
         self.caption = w.HTML("")
         self._history: SnapshotHistory | None = None
         self._now = 0.0
