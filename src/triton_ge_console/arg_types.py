@@ -4,17 +4,29 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import TypeVar
 
 # What `set_defaults(func=...)` holds: the verb's handler, returning the exit code.
 Handler = Callable[[argparse.Namespace], int]
+T = TypeVar("T")
+
+
+def _parsed(convert: Callable[[str], T], text: str, unreadable: str) -> T:
+    """convert(text), or argparse's usage error with the message for text it cannot read."""
+    try:
+        return convert(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(unreadable) from None
+
+
+def _each(convert: Callable[[str], T]) -> Callable[[str], tuple[T, ...]]:
+    """A comma-separated list of what convert reads."""
+    return lambda text: tuple(convert(part) for part in text.split(","))
 
 
 def port_number(text: str) -> int:
     """An argparse type: a TCP port, 0 meaning "pick a free one" (argparse names the option)."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a port number") from None
+    port = _parsed(int, text, f"{text[:40]!r} is not a port number")
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"{port} is not a port (0-65535)")
     return port
@@ -22,10 +34,7 @@ def port_number(text: str) -> int:
 
 def seconds(text: str) -> float:
     """An argparse type: a positive, finite number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of seconds") from None
+    value = _parsed(float, text, f"{text[:40]!r} is not a number of seconds")
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"{text[:40]} must be a positive number of seconds")
     return value
@@ -33,10 +42,7 @@ def seconds(text: str) -> float:
 
 def int_list(text: str) -> tuple[int, ...]:
     """`1,2,4` as integers >= 1 (argparse turns the error into a usage message)."""
-    try:
-        values = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected integers such as 1,2,4,8") from None
+    values = _parsed(_each(int), text, f"{text!r}: expected integers such as 1,2,4,8")
     if any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"{text!r}: every concurrency must be at least 1")
     return values
@@ -44,10 +50,7 @@ def int_list(text: str) -> tuple[int, ...]:
 
 def rate_list(text: str) -> tuple[float, ...]:
     """`100,200` as rates > 0 requests per second."""
-    try:
-        values = tuple(float(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected requests per second such as 100,200") from None
+    values = _parsed(_each(float), text, f"{text!r}: expected requests per second such as 100,200")
     if any(not v > 0 for v in values):
         raise argparse.ArgumentTypeError(f"{text!r}: every rate must be > 0 requests per second")
     return values
@@ -55,10 +58,7 @@ def rate_list(text: str) -> tuple[float, ...]:
 
 def positive_int(text: str) -> int:
     """An integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number") from None
+    value = _parsed(int, text, f"{text!r}: expected a whole number")
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
     return value
