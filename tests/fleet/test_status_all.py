@@ -20,7 +20,7 @@ from tests.sessions.helpers import write_echo_model
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.cli import main
 from triton_ge_console.console.options import ConsoleOptions
-from triton_ge_console.fleet.poller import FleetPoller
+from triton_ge_console.fleet.follow import sample
 from triton_ge_console.fleet.status import FleetRow, running_records
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
@@ -126,12 +126,12 @@ def test_a_silent_server_delays_no_other(fleet: Registry) -> None:
     """With two workers, the live servers' second polls come one interval after their first, while the
     silent server's poll is still waiting for its timeout."""
     sources = [LiveSource.from_record(record) for record in running_records(fleet)]
-    poller = FleetPoller(sources, max_workers=2)
     began = time.monotonic()
     try:
-        taken = poller.sample(polls=2, interval_s=INTERVAL_S, deadline_s=8.0)
+        taken = sample(sources, polls=2, interval_s=INTERVAL_S, deadline_s=8.0, max_workers=2)
     finally:
-        poller.close()
+        for source in sources:
+            source.close()
     for name in ("s1", "s2", "s3"):
         first, second = taken[name]
         assert second.taken_at - first.taken_at < INTERVAL_S + 0.5, name

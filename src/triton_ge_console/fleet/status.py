@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from triton_ge_console.fleet.poller import FleetPoller
+from triton_ge_console.fleet.follow import sample
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.registry import READY, STARTING, Registry, SessionRecord, effective_state
 from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
@@ -57,11 +57,13 @@ def fleet_rows(records: Sequence[SessionRecord], *, interval_s: float = 1.0, tim
                max_workers: int = 8, source_for: SourceFactory | None = None) -> list[FleetRow]:
     """Poll every record twice (rates need two readings), concurrently; one row each, in record order."""
     make = source_for or (lambda record: LiveSource.from_record(record))
-    poller = FleetPoller([make(record) for record in records], max_workers)
+    sources = [make(record) for record in records]
     try:
-        taken = poller.sample(polls=2, interval_s=interval_s, deadline_s=interval_s + 2 * timeout_s + 1)
+        taken = sample(sources, polls=2, interval_s=interval_s, deadline_s=interval_s + 2 * timeout_s + 1,
+                       max_workers=max_workers)
     finally:
-        poller.close()
+        for source in sources:
+            source.close()
     return [row_for(record, taken.get(record.name) or []) for record in records]
 
 
