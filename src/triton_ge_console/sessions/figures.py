@@ -62,6 +62,7 @@ class PollReadings:
     traced: dict[ModelKey, Latency] = field(default_factory=dict)
     views: MetricViews = field(default_factory=MetricViews)
     dead: dict[ModelKey, str] = field(default_factory=dict)  # READY versions whose instance died: why
+    metric_counters: dict[ModelKey, ModelCounters] | None = None  # from /metrics, once per poll
 
 
 def counters_from_metrics(table: MetricTable) -> dict[ModelKey, ModelCounters]:
@@ -76,8 +77,7 @@ def counters_from_metrics(table: MetricTable) -> dict[ModelKey, ModelCounters]:
 def model_counters(readings: PollReadings) -> dict[ModelKey, ModelCounters]:
     """Counters per model version: /metrics where it has the model, else the statistics API."""
     found = {key: stats.counters for key, stats in readings.statistics.items()}
-    if readings.metrics is not None:
-        found.update(counters_from_metrics(readings.metrics))
+    found.update(readings.metric_counters or {})
     return found
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from triton_ge_console.sessions.figures import counters_from_metrics
-from triton_ge_console.sessions.metrics import MetricTable, ModelKey
+from triton_ge_console.sessions.metrics import ModelKey
 from triton_ge_console.sessions.rates import ModelCounters
 from triton_ge_console.sessions.stats import (
     HttpEndpoint,
@@ -31,12 +30,12 @@ class MovedStatistics:
         self.calls = 0  # statistics requests sent (tests and benchmarks count them)
 
     def read(self, http: HttpEndpoint, index: Iterable[IndexEntry],
-             table: MetricTable | None) -> dict[ModelKey, ModelStatistics]:
-        """This poll's statistics; state changes only once every request succeeded."""
+             counters: dict[ModelKey, ModelCounters] | None) -> dict[ModelKey, ModelStatistics]:
+        """This poll's statistics, given its /metrics counters (None without /metrics); state changes only
+        once every request succeeded."""
         ready = sorted({(e.name, e.version) for e in index if e.state == "READY"})
-        counters = counters_from_metrics(table) if table is not None else {}
-        moved = [key for key in ready if self._moved(key, counters)]
-        if not self.enabled or table is None or (len(moved) > 1 and len(moved) > FULL_SHARE * len(ready)):
+        moved = [key for key in ready if self._moved(key, counters or {})]
+        if not self.enabled or counters is None or (len(moved) > 1 and len(moved) > FULL_SHARE * len(ready)):
             self.calls += 1
             fresh = fetch_statistics(http)
         else:
@@ -44,7 +43,7 @@ class MovedStatistics:
             for name, version in moved:
                 self.calls += 1
                 fresh.update(fetch_model_statistics(http, name, version))
-        self._stats, self._counters = fresh, counters
+        self._stats, self._counters = fresh, counters or {}
         return dict(fresh)
 
     def _moved(self, key: ModelKey, counters: dict[ModelKey, ModelCounters]) -> bool:

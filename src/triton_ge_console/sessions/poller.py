@@ -14,6 +14,7 @@ from triton_ge_console.sessions.figures import (
     ModelInputs,
     PollReadings,
     build_model,
+    counters_from_metrics,
     model_counters,
     model_inputs,
 )
@@ -161,10 +162,11 @@ class Poller:
         table: MetricTable | None = None
         if scrape is not None:
             table = _attempt(scrape.result, problems)
-        statistics = _attempt(lambda: self.statistics.read(http, index, table), problems) or {}
+        counters = counters_from_metrics(table) if table is not None else None  # read once, used twice
+        statistics = _attempt(lambda: self.statistics.read(http, index, counters), problems) or {}
         self._learn_backends(http, index, problems)
         return PollReadings(index, statistics, table, dict(self._backends), self._trace_latencies(index),
-                            MetricViews.of(table), self._dead_instances(index))
+                            MetricViews.of(table), self._dead_instances(index), counters)
 
     def _dead_instances(self, index: list[IndexEntry]) -> dict[ModelKey, str]:
         """READY model versions whose instance process died (only where the server's processes are seen)."""
