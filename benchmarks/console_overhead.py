@@ -2,8 +2,9 @@
 
 1. Poll cost at 100 loaded models: one `Poller.poll()` (health, index, statistics, /metrics over HTTP,
    parse, rates, snapshot) timed end to end, plus its CPU time and the /metrics parse alone.
-2. Throughput of one trivial model on a server with 50 models loaded, measured with wrk, with and without
-   a console-like poller (a separate process polling every 1 s) in alternating rounds. Target: <= 1 % loss.
+2. What a poll costs a busy server's throughput is settled by `poll_cost_ab.py` (many paired rounds, the
+   poll amplified tenfold); the rounds that were here (8, unpaired, the poller started inside them) could
+   not tell 1 % from noise.
 3. Throughput with `--metrics-config summary_latencies=true` vs without (Triton issue 8561), two one-model
    servers side by side, alternating rounds.
 Throughput on a shared machine is noisy; each round also records the server's CPU per request (Triton and
@@ -80,17 +81,6 @@ wrk.method = "POST"
 wrk.body = '{"inputs":[{"name":"X","shape":[1,4],"datatype":"FP32","data":[1,2,3,4]}]}'
 wrk.headers["Content-Type"] = "application/json"
 """
-POLLER_PROCESS = textwrap.dedent("""
-    import sys, time
-    from triton_ge_console.sessions.history import SnapshotHistory
-    from triton_ge_console.sessions.poller import Poller
-    from triton_ge_console.sessions.snapshot import Endpoints
-    poller = Poller("bench", Endpoints(sys.argv[1], None, sys.argv[2]))
-    poller.start(SnapshotHistory(), interval_s=1.0)
-    print("polling", flush=True)
-    sys.stdin.read()
-    poller.close()
-""")
 
 
 def write_repository(root: Path, count: int) -> list[str]:
@@ -191,20 +181,6 @@ def measure_poll(http_url: str, metrics_url: str, pid: int, polls: int,
             "poll_ms_p95": sorted(walls)[int(0.95 * (len(walls) - 1))],
             "poll_cpu_ms_p50": statistics.median(cpus), "parse_ms_p50": statistics.median(parses),
             "triton_cpu_ms_per_poll": max(0.0, triton_ms / polls)}
-
-
-@contextlib.contextmanager
-def poller_process(http_url: str, metrics_url: str) -> Iterator[None]:
-    """A console-like poller (1 s interval) in its own process, as the TUI would run it."""
-    process = subprocess.Popen([sys.executable, "-c", POLLER_PROCESS, http_url, metrics_url],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout is not None and process.stdout.readline().strip() == "polling"
-        yield
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        process.wait(timeout=30)
 
 
 def alternate(rounds: int, measure_a: Callable[[], tuple[float, float]],
@@ -362,21 +338,6 @@ def run(dist: TritonDistribution, root: Path, args: argparse.Namespace) -> dict[
         load_s = time.perf_counter() - started
         progress(f"100 models loaded in {load_s:.0f} s; timing polls")
         poll = measure_poll(http_url, metrics_url, pid, args.polls)
-        progress("unloading 50 models; throughput with and without the poller")
-        for name in names[50:]:
-            urllib.request.urlopen(urllib.request.Request(
-                f"{http_url}/v2/repository/models/{name}/unload", data=b"{}", method="POST"), timeout=60)
-        measure = measured(http_url, pid, args, script)
-        measure()  # warm up
-        without, with_poller = [], []
-        for index in range(args.rounds):
-            first_without = index % 2 == 0
-            if first_without:
-                without.append(measure())
-            with poller_process(http_url, metrics_url):
-                with_poller.append(measure())
-            if not first_without:
-                without.append(measure())
     progress("summaries off vs on")
     one = write_repository(root / "single", 1)
     with server(dist, root / "single", root / "backends", one) as (off_url, _, off_pid), \
@@ -397,7 +358,6 @@ def run(dist: TritonDistribution, root: Path, args: argparse.Namespace) -> dict[
         "load_100_models_s": load_s,
         "poll": poll,
         "estimated_poller_loss_percent": estimated_loss(poll),
-        "poller_throughput": comparison("without", without, "with_poller_1s", with_poller),
         "summaries_throughput": comparison("off", summaries_off, "on", summaries_on),
     }
 
@@ -447,14 +407,9 @@ def print_rows(rows: list[tuple[str, str, str]]) -> None:
 
 def report(result: dict[str, Any]) -> None:
     """Markdown table on stdout, JSON in benchmarks/results/."""
-    poll, watch, summ = result["poll"], result["poller_throughput"], result["summaries_throughput"]
+    poll, summ = result["poll"], result["summaries_throughput"]
     rows = [
         *poll_rows(poll),
-        ("throughput, 50 models loaded, no poller (median)", spread(watch["without_rps"]), ""),
-        ("throughput, 50 models loaded, poller at 1 s (median)", spread(watch["with_poller_1s_rps"]), ""),
-        ("  loss with the poller, measured (A/B rounds)", f"{watch['loss_percent']:+.2f} %", "<= 1 %"),
-        ("  server CPU per request with the poller (median, vs without)",
-         cpu_line(watch["without_cpu_us_per_request"], watch["with_poller_1s_cpu_us_per_request"]), ""),
         ("throughput, summaries off (median)", spread(summ["off_rps"]), ""),
         ("throughput, summary_latencies=true (median)", spread(summ["on_rps"]), ""),
         ("  loss with summaries", f"{summ['loss_percent']:+.2f} %", "material if > 1 %"),

@@ -1,0 +1,297 @@
+"""What a 1 s poll costs a busy server, settled by many short paired rounds.
+
+One tritonserver with 50 trivial Python-backend models; wrk saturates one of them. A console-like poller
+runs in its own process the whole time and is switched on and off between rounds (so its start-up, its
+first polls that learn every model's config, and its imports never fall inside a round). Rounds alternate
+on/off as ABBA pairs, so slow drift of a noisy host hits both sides alike. Each round records:
+
+- wrk's throughput;
+- tritonserver's CPU (and its Python stubs') per request, from /proc;
+- the poller process's CPU, and how many polls it made;
+- how busy the whole host was (psutil), which says whether the run was CPU-bound.
+
+The loss is judged on the pairs: each pair's throughput ratio, the median of the pairs, and a bootstrap
+90 % interval of that median. A loss is settled below 1 % when the interval's upper end is below 1 %.
+
+On a shared 2-core host one pair's rounds differ by ±10 % or more whatever the poller does, so a 1 % effect
+needs hundreds of pairs. The poll is amplified instead: polled every 0.1 s, ten polls a second cost ten
+times what one does (each poll is the same work), so the loss of a 1 s poll is the measured loss over ten,
+and its interval shrinks tenfold with it. By default the loaded model has two instances and wrk eight
+connections, which keeps both cores busy: the worst case, where every cycle the poll takes is one a
+request does not get (the console on the server's host).
+
+    python3 benchmarks/poll_cost_ab.py                       # the settling run (~5 min)
+    python3 benchmarks/poll_cost_ab.py --poll-interval 1 --instances 1 --connections 4   # unamplified
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from console_overhead import (
+    CORES,
+    WRK_SCRIPT,
+    machine,
+    progress,
+    server,
+    server_cpu_s,
+    write_repository,
+    wrk_throughput,
+)
+from triton_ge_console.backend_glue.distribution import find_distribution
+from triton_ge_console.backend_glue.installer import install_backend_dir
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "poll_cost_ab{suffix}.json"
+DEFAULT_INTERVAL_S, DEFAULT_INSTANCES = 0.1, 2
+MODELS = 50
+# The child polls every interval while switched on; "on"/"off" on stdin switch it. Each command is answered,
+# once it has taken effect, with how many polls were made so far.
+SWITCHED_POLLER = textwrap.dedent("""
+    import sys, threading, time
+    from triton_ge_console.sessions.poller import Poller
+    from triton_ge_console.sessions.snapshot import Endpoints
+    poller = Poller("bench", Endpoints(sys.argv[1], None, sys.argv[2]))
+    for _ in range(3):
+        snapshot = poller.poll()  # learn the models' configs and prime the rates before any round
+    assert snapshot.error is None, snapshot.error
+    interval, polls = float(sys.argv[3]), [0]
+    on, off, polling = threading.Event(), threading.Event(), threading.Lock()
+    off.set()
+    def loop():
+        while True:
+            on.wait()
+            due = time.monotonic() + interval / 2  # one poll per interval, in the middle of it
+            while not off.wait(max(0.0, due - time.monotonic())):
+                with polling:
+                    poller.poll()
+                    polls[0] += 1
+                due += interval
+    threading.Thread(target=loop, daemon=True).start()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        if line.strip() == "on":
+            off.clear()
+            on.set()
+        elif line.strip() == "off":
+            on.clear()
+            off.set()
+            with polling:  # a poll under way ends before the answer: none spills into the next round
+                pass
+        print(polls[0], flush=True)
+    poller.close()
+""")
+
+
+@dataclass(frozen=True)
+class Round:
+    """One wrk run with the poller on or off."""
+
+    poller_on: bool
+    rps: float
+    requests: int
+    server_cpu_us_per_request: float
+    poller_cpu_ms: float
+    polls: int
+    host_busy_percent: float
+
+
+class SwitchedPoller:
+    """The poller child process and its on/off switch."""
+
+    def __init__(self, http_url: str, metrics_url: str, interval_s: float) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", SWITCHED_POLLER, http_url, metrics_url, str(interval_s)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if self._line() != "ready":
+            raise RuntimeError("the poller process did not start")
+
+    def _line(self) -> str:
+        assert self.process.stdout is not None
+        return self.process.stdout.readline().strip()
+
+    def send(self, command: str) -> int:
+        """Switch (or just ask); returns the polls made so far."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        return int(self._line())
+
+    def cpu_s(self) -> float:
+        """CPU seconds the poller process has used."""
+        times = psutil.Process(self.process.pid).cpu_times()
+        return times.user + times.system
+
+    def close(self) -> None:
+        """End the child."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def switched_poller(http_url: str, metrics_url: str, interval_s: float) -> Iterator[SwitchedPoller]:
+    """A poller process for the whole run; always ended."""
+    poller = SwitchedPoller(http_url, metrics_url, interval_s)
+    try:
+        yield poller
+    finally:
+        poller.close()
+
+
+def one_round(url: str, pid: int, poller: SwitchedPoller, on: bool, args: argparse.Namespace,
+              script: Path) -> Round:
+    """Switch the poller, run wrk, and account for everyone's CPU over the run."""
+    polls_before = poller.send("on" if on else "off")
+    server_before, poller_before = server_cpu_s(pid), poller.cpu_s()
+    psutil.cpu_percent()  # start the host's busy window
+    rps, requests = wrk_throughput(url, "m000", args.duration, args.connections, script)
+    busy = psutil.cpu_percent()
+    server_cpu, poller_cpu = server_cpu_s(pid) - server_before, poller.cpu_s() - poller_before
+    polls = poller.send("off") - polls_before
+    return Round(on, rps, requests, server_cpu * 1e6 / max(1, requests), poller_cpu * 1000, polls, busy)
+
+
+def paired_rounds(url: str, pid: int, poller: SwitchedPoller, args: argparse.Namespace,
+                  script: Path) -> list[tuple[Round, Round]]:
+    """(off, on) pairs, in ABBA order."""
+    pairs = []
+    for index in range(args.pairs):
+        order = (False, True) if index % 2 == 0 else (True, False)
+        done = {on: one_round(url, pid, poller, on, args, script) for on in order}
+        pairs.append((done[False], done[True]))
+        if (index + 1) % 5 == 0:
+            progress(f"{index + 1}/{args.pairs} pairs")
+    return pairs
+
+
+def bootstrap_median(values: list[float], draws: int = 4000, seed: int = 1) -> tuple[float, float]:
+    """A 90 % bootstrap interval of the median (percentile method, fixed seed so reruns agree)."""
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
+    return medians[int(0.05 * draws)], medians[int(0.95 * draws) - 1]
+
+
+def summary(pairs: list[tuple[Round, Round]], interval_s: float) -> dict[str, Any]:
+    """The pairs' losses, CPU increases and the poll's own cost, each as a median with its interval; the
+    loss is also given per 1 s poll (scaled by the interval, see the module's docstring)."""
+    losses = [100.0 * (1 - on.rps / off.rps) for off, on in pairs]
+    per_second_poll = [loss * interval_s for loss in losses]
+    cpu_increase = [100.0 * (on.server_cpu_us_per_request / off.server_cpu_us_per_request - 1)
+                    for off, on in pairs]
+    ons = [on for _off, on in pairs]
+    polls = sum(r.polls for r in ons)
+    poller_ms_per_poll = sum(r.poller_cpu_ms for r in ons) / max(1, polls)
+    return {
+        "pairs": len(pairs),
+        "loss_percent": {"median": statistics.median(losses), "ci90": bootstrap_median(losses),
+                         "min": min(losses), "max": max(losses)},
+        "loss_percent_per_1s_poll": {"median": statistics.median(per_second_poll),
+                                     "ci90": bootstrap_median(per_second_poll)},
+        "server_cpu_per_request_increase_percent": {
+            "median": statistics.median(cpu_increase), "ci90": bootstrap_median(cpu_increase)},
+        "off_rps": [off.rps for off, _ in pairs], "on_rps": [on.rps for _, on in pairs],
+        "polls_per_round": statistics.median(r.polls for r in ons),
+        "poller_cpu_ms_per_poll": poller_ms_per_poll,
+        "host_busy_percent": statistics.median(r.host_busy_percent for off, on in pairs for r in (off, on)),
+        "rounds": [[asdict(off), asdict(on)] for off, on in pairs],
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Start the server and the poller, then the paired rounds."""
+    dist = find_distribution()
+    root = Path(tempfile.mkdtemp(prefix="ge-poll-ab-"))
+    try:
+        install_backend_dir(root / "backends", dist)
+        names = write_repository(root / "repository", MODELS)
+        loaded = root / "repository" / "m000" / "config.pbtxt"  # the model wrk loads: its instance count
+        loaded.write_text(loaded.read_text().replace("count: 1", f"count: {args.instances}"))
+        script = root / "post.lua"
+        script.write_text(WRK_SCRIPT)
+        with server(dist, root / "repository", root / "backends", names) as (http_url, metrics_url, pid), \
+                switched_poller(http_url, metrics_url, args.poll_interval) as poller:
+            progress(f"{MODELS} models loaded, poller primed; {args.pairs} pairs of {args.duration} s rounds")
+            wrk_throughput(http_url, "m000", args.duration, args.connections, script)  # warm up
+            pairs = paired_rounds(http_url, pid, poller, args, script)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return {"benchmark": "poll_cost_ab", "machine": machine(), "models": MODELS,
+            "settings": {"pairs": args.pairs, "duration_s": args.duration, "connections": args.connections,
+                         "poll_interval_s": args.poll_interval, "load_generator": "wrk -t1",
+                         "instances": args.instances},
+            **summary(pairs, args.poll_interval)}
+
+
+def report(result: dict[str, Any]) -> None:
+    """Markdown table on stdout, JSON in benchmarks/results/."""
+    loss, cpu = result["loss_percent"], result["server_cpu_per_request_increase_percent"]
+    print("| measure | value | target |\n|---|---|---|")
+    print(f"| throughput lost to a {interval_label(result)} poll, {result['models']} models, "
+          f"median of {result['pairs']} pairs (90 % interval) | {with_interval(loss)} | "
+          f"{'<= 1 %' if result['settings']['poll_interval_s'] == 1.0 else ''} |")
+    print(f"|   pairs' range | {loss['min']:+.1f} … {loss['max']:+.1f} % | |")
+    interval = result["settings"]["poll_interval_s"]
+    if interval != 1.0:
+        scaled = result["loss_percent_per_1s_poll"]
+        print(f"| the same per 1 s poll (polled every {interval:g} s; loss × {interval:g}) | "
+              f"{with_interval(scaled)} | <= 1 % |")
+    print(f"| server CPU per request, poller on vs off (median of pairs, 90 % interval) | "
+          f"{with_interval(cpu)} | |")
+    print(f"| poller CPU per poll | {result['poller_cpu_ms_per_poll']:.1f} ms | |")
+    print(f"| host busy during rounds ({CORES} cores, median) | {result['host_busy_percent']:.0f} % | |")
+    interval = result["settings"]["poll_interval_s"]
+    instances = result["settings"]["instances"]
+    suffix = "" if interval == DEFAULT_INTERVAL_S else f"_every_{interval:g}s"
+    suffix += "" if instances == DEFAULT_INSTANCES else f"_{instances}i"
+    path = Path(str(RESULTS).format(suffix=suffix))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote {path}")
+
+
+def with_interval(figure: dict[str, Any]) -> str:
+    """'+0.12 % (-0.30 … +0.50)'."""
+    low, high = figure["ci90"]
+    return f"{figure['median']:+.2f} % ({low:+.2f} … {high:+.2f})"
+
+
+def interval_label(result: dict[str, Any]) -> str:
+    """'1 s' or '0.1 s'."""
+    return f"{result['settings']['poll_interval_s']:g} s"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=40)
+    parser.add_argument("--duration", type=int, default=3, help="seconds per wrk run")
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--instances", type=int, default=DEFAULT_INSTANCES,
+                        help="instances of the model under load (2 keeps both cores of this host busy)")
+    parser.add_argument("--poll-interval", type=float, default=DEFAULT_INTERVAL_S,
+                        help="seconds between polls while on (0.1 amplifies a 1 s poll's cost tenfold)")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        print("wrk is not installed: apt-get install -y wrk", file=sys.stderr)
+        return 1
+    report(run(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
