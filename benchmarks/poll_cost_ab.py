@@ -1,26 +1,29 @@
-"""What a 1 s poll costs a busy server, settled by many short paired rounds.
+"""What a 1 s poll costs a busy server, measured in many short paired rounds.
 
-One tritonserver with 50 trivial Python-backend models; wrk saturates one of them. A console-like poller
-runs in its own process the whole time and is switched on and off between rounds (so its start-up, its
-first polls that learn every model's config, and its imports never fall inside a round). Rounds alternate
-on/off as ABBA pairs, so slow drift of a noisy host hits both sides alike. Each round records:
+One tritonserver with 50 trivial Python-backend models; wrk saturates one of them. Console-like pollers
+run in their own processes the whole time, each switched on for its rounds only (so start-up, the first
+polls that learn every model's config, and imports never fall inside a round). Each group of rounds has
+one round with no poller ("off") and one per poller variant (`--nice`: the nice value of its polling
+thread), the order rotated and reversed from group to group so slow drift of a noisy host hits every
+variant alike. Each round records:
 
 - wrk's throughput;
 - tritonserver's CPU (and its Python stubs') per request, from /proc;
 - the poller process's CPU, and how many polls it made;
 - how busy the whole host was (psutil), which says whether the run was CPU-bound.
 
-The loss is judged on the pairs: each pair's throughput ratio, the median of the pairs, and a bootstrap
-90 % interval of that median. A loss is settled below 1 % when the interval's upper end is below 1 %.
+A variant's loss is judged against "off" in the same group: each group's throughput ratio, the median
+over the groups, and a bootstrap 90 % interval of that median.
 
 On a shared 2-core host one pair's rounds differ by ±10 % or more whatever the poller does, so a 1 % effect
-needs hundreds of pairs. The poll is amplified instead: polled every 0.1 s, ten polls a second cost ten
-times what one does (each poll is the same work), so the loss of a 1 s poll is the measured loss over ten,
-and its interval shrinks tenfold with it. By default the loaded model has two instances and wrk eight
-connections, which keeps both cores busy: the worst case, where every cycle the poll takes is one a
-request does not get (the console on the server's host).
+needs hundreds of pairs. The poll is amplified instead: polled every 0.1 s, ten polls a second cost about
+ten times what one does (each poll is the same work), so the loss of a 1 s poll is about the measured
+loss over ten (NOTES.md shows the scaling is not exact). By default the loaded model has two instances
+and wrk eight connections, which keeps both cores busy: the worst case, where every cycle the poll takes
+is one a request does not get (the console on the server's host).
 
-    python3 benchmarks/poll_cost_ab.py                       # the settling run (~5 min)
+    python3 benchmarks/poll_cost_ab.py                                # off vs on (~5 min)
+    python3 benchmarks/poll_cost_ab.py --nice 0,10,19 --poll-interval 0.2   # priorities compared
     python3 benchmarks/poll_cost_ab.py --poll-interval 1 --instances 1 --connections 4   # unamplified
 """
 
@@ -63,17 +66,18 @@ MODELS = 50
 # The child polls every interval while switched on; "on"/"off" on stdin switch it. Each command is answered,
 # once it has taken effect, with how many polls were made so far.
 SWITCHED_POLLER = textwrap.dedent("""
-    import sys, threading, time
+    import os, sys, threading, time
     from triton_ge_console.sessions.poller import Poller
     from triton_ge_console.sessions.snapshot import Endpoints
     poller = Poller("bench", Endpoints(sys.argv[1], None, sys.argv[2]))
     for _ in range(3):
         snapshot = poller.poll()  # learn the models' configs and prime the rates before any round
     assert snapshot.error is None, snapshot.error
-    interval, polls = float(sys.argv[3]), [0]
+    interval, nice, polls = float(sys.argv[3]), int(sys.argv[4]), [0]
     on, off, polling = threading.Event(), threading.Event(), threading.Lock()
     off.set()
     def loop():
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)  # this thread only (Linux)
         while True:
             on.wait()
             due = time.monotonic() + interval / 2  # one poll per interval, in the middle of it
@@ -100,9 +104,9 @@ SWITCHED_POLLER = textwrap.dedent("""
 
 @dataclass(frozen=True)
 class Round:
-    """One wrk run with the poller on or off."""
+    """One wrk run with one poller on (`variant` names it), or none ("off")."""
 
-    poller_on: bool
+    variant: str
     rps: float
     requests: int
     server_cpu_us_per_request: float
@@ -114,9 +118,9 @@ class Round:
 class SwitchedPoller:
     """The poller child process and its on/off switch."""
 
-    def __init__(self, http_url: str, metrics_url: str, interval_s: float) -> None:
+    def __init__(self, http_url: str, metrics_url: str, interval_s: float, nice: int = 0) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-c", SWITCHED_POLLER, http_url, metrics_url, str(interval_s)],
+            [sys.executable, "-c", SWITCHED_POLLER, http_url, metrics_url, str(interval_s), str(nice)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         if self._line() != "ready":
             raise RuntimeError("the poller process did not start")
@@ -145,39 +149,44 @@ class SwitchedPoller:
 
 
 @contextlib.contextmanager
-def switched_poller(http_url: str, metrics_url: str, interval_s: float) -> Iterator[SwitchedPoller]:
+def switched_poller(http_url: str, metrics_url: str, interval_s: float,
+                    nice: int = 0) -> Iterator[SwitchedPoller]:
     """A poller process for the whole run; always ended."""
-    poller = SwitchedPoller(http_url, metrics_url, interval_s)
+    poller = SwitchedPoller(http_url, metrics_url, interval_s, nice)
     try:
         yield poller
     finally:
         poller.close()
 
 
-def one_round(url: str, pid: int, poller: SwitchedPoller, on: bool, args: argparse.Namespace,
+def one_round(url: str, pid: int, variant: str, poller: SwitchedPoller | None, args: argparse.Namespace,
               script: Path) -> Round:
-    """Switch the poller, run wrk, and account for everyone's CPU over the run."""
-    polls_before = poller.send("on" if on else "off")
-    server_before, poller_before = server_cpu_s(pid), poller.cpu_s()
+    """Switch one poller on (none for "off"), run wrk, and account for everyone's CPU over the run."""
+    polls_before = poller.send("on") if poller is not None else 0
+    server_before, poller_before = server_cpu_s(pid), poller.cpu_s() if poller is not None else 0.0
     psutil.cpu_percent()  # start the host's busy window
     rps, requests = wrk_throughput(url, "m000", args.duration, args.connections, script)
     busy = psutil.cpu_percent()
-    server_cpu, poller_cpu = server_cpu_s(pid) - server_before, poller.cpu_s() - poller_before
-    polls = poller.send("off") - polls_before
-    return Round(on, rps, requests, server_cpu * 1e6 / max(1, requests), poller_cpu * 1000, polls, busy)
+    server_cpu = server_cpu_s(pid) - server_before
+    poller_cpu = poller.cpu_s() - poller_before if poller is not None else 0.0
+    polls = poller.send("off") - polls_before if poller is not None else 0
+    return Round(variant, rps, requests, server_cpu * 1e6 / max(1, requests), poller_cpu * 1000, polls, busy)
 
 
-def paired_rounds(url: str, pid: int, poller: SwitchedPoller, args: argparse.Namespace,
-                  script: Path) -> list[tuple[Round, Round]]:
-    """(off, on) pairs, in ABBA order."""
-    pairs = []
+def grouped_rounds(url: str, pid: int, pollers: dict[str, SwitchedPoller | None], args: argparse.Namespace,
+                   script: Path) -> list[dict[str, Round]]:
+    """Groups of one round per variant, the order rotated and reversed from group to group (ABBA for two),
+    so drift hits every variant alike."""
+    names = list(pollers)
+    groups = []
     for index in range(args.pairs):
-        order = (False, True) if index % 2 == 0 else (True, False)
-        done = {on: one_round(url, pid, poller, on, args, script) for on in order}
-        pairs.append((done[False], done[True]))
+        turn = index // 2 % len(names)
+        order = names[turn:] + names[:turn]
+        order = order if index % 2 == 0 else order[::-1]
+        groups.append({name: one_round(url, pid, name, pollers[name], args, script) for name in order})
         if (index + 1) % 5 == 0:
-            progress(f"{index + 1}/{args.pairs} pairs")
-    return pairs
+            progress(f"{index + 1}/{args.pairs} groups")
+    return groups
 
 
 def bootstrap_median(values: list[float], draws: int = 4000, seed: int = 1) -> tuple[float, float]:
@@ -187,34 +196,30 @@ def bootstrap_median(values: list[float], draws: int = 4000, seed: int = 1) -> t
     return medians[int(0.05 * draws)], medians[int(0.95 * draws) - 1]
 
 
-def summary(pairs: list[tuple[Round, Round]], interval_s: float) -> dict[str, Any]:
-    """The pairs' losses, CPU increases and the poll's own cost, each as a median with its interval; the
-    loss is also given per 1 s poll (scaled by the interval, see the module's docstring)."""
+def versus_off(groups: list[dict[str, Round]], variant: str, interval_s: float) -> dict[str, Any]:
+    """One variant against "off" in the same groups: losses and CPU increases as medians with intervals;
+    the loss also per 1 s poll (scaled by the interval, see the module's docstring)."""
+    pairs = [(group["off"], group[variant]) for group in groups]
     losses = [100.0 * (1 - on.rps / off.rps) for off, on in pairs]
     per_second_poll = [loss * interval_s for loss in losses]
     cpu_increase = [100.0 * (on.server_cpu_us_per_request / off.server_cpu_us_per_request - 1)
                     for off, on in pairs]
     ons = [on for _off, on in pairs]
-    polls = sum(r.polls for r in ons)
-    poller_ms_per_poll = sum(r.poller_cpu_ms for r in ons) / max(1, polls)
     return {
-        "pairs": len(pairs),
         "loss_percent": {"median": statistics.median(losses), "ci90": bootstrap_median(losses),
                          "min": min(losses), "max": max(losses)},
         "loss_percent_per_1s_poll": {"median": statistics.median(per_second_poll),
                                      "ci90": bootstrap_median(per_second_poll)},
         "server_cpu_per_request_increase_percent": {
             "median": statistics.median(cpu_increase), "ci90": bootstrap_median(cpu_increase)},
-        "off_rps": [off.rps for off, _ in pairs], "on_rps": [on.rps for _, on in pairs],
+        "rps": [on.rps for on in ons],
         "polls_per_round": statistics.median(r.polls for r in ons),
-        "poller_cpu_ms_per_poll": poller_ms_per_poll,
-        "host_busy_percent": statistics.median(r.host_busy_percent for off, on in pairs for r in (off, on)),
-        "rounds": [[asdict(off), asdict(on)] for off, on in pairs],
+        "poller_cpu_ms_per_poll": sum(r.poller_cpu_ms for r in ons) / max(1, sum(r.polls for r in ons)),
     }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Start the server and the poller, then the paired rounds."""
+    """Start the server and one primed poller per nice value, then the grouped rounds."""
     dist = find_distribution()
     root = Path(tempfile.mkdtemp(prefix="ge-poll-ab-"))
     try:
@@ -225,40 +230,44 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         script = root / "post.lua"
         script.write_text(WRK_SCRIPT)
         with server(dist, root / "repository", root / "backends", names) as (http_url, metrics_url, pid), \
-                switched_poller(http_url, metrics_url, args.poll_interval) as poller:
-            progress(f"{MODELS} models loaded, poller primed; {args.pairs} pairs of {args.duration} s rounds")
+                contextlib.ExitStack() as stack:
+            pollers: dict[str, SwitchedPoller | None] = {"off": None}
+            for nice in args.nice:
+                pollers[f"nice {nice}"] = stack.enter_context(
+                    switched_poller(http_url, metrics_url, args.poll_interval, nice))
+            progress(f"{MODELS} models loaded, pollers primed; {args.pairs} groups of {args.duration} s")
             wrk_throughput(http_url, "m000", args.duration, args.connections, script)  # warm up
-            pairs = paired_rounds(http_url, pid, poller, args, script)
+            groups = grouped_rounds(http_url, pid, pollers, args, script)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return {"benchmark": "poll_cost_ab", "machine": machine(), "models": MODELS,
-            "settings": {"pairs": args.pairs, "duration_s": args.duration, "connections": args.connections,
+            "settings": {"groups": args.pairs, "duration_s": args.duration, "connections": args.connections,
                          "poll_interval_s": args.poll_interval, "load_generator": "wrk -t1",
-                         "instances": args.instances},
-            **summary(pairs, args.poll_interval)}
+                         "instances": args.instances, "poller_nice": args.nice},
+            "host_busy_percent": statistics.median(r.host_busy_percent for g in groups for r in g.values()),
+            "off_rps": [group["off"].rps for group in groups],
+            "variants": {name: versus_off(groups, name, args.poll_interval) for name in list(pollers)[1:]},
+            "rounds": [{name: asdict(r) for name, r in group.items()} for group in groups]}
 
 
 def report(result: dict[str, Any]) -> None:
     """Markdown table on stdout, JSON in benchmarks/results/."""
-    loss, cpu = result["loss_percent"], result["server_cpu_per_request_increase_percent"]
-    print("| measure | value | target |\n|---|---|---|")
-    print(f"| throughput lost to a {interval_label(result)} poll, {result['models']} models, "
-          f"median of {result['pairs']} pairs (90 % interval) | {with_interval(loss)} | "
-          f"{'<= 1 %' if result['settings']['poll_interval_s'] == 1.0 else ''} |")
-    print(f"|   pairs' range | {loss['min']:+.1f} … {loss['max']:+.1f} % | |")
-    interval = result["settings"]["poll_interval_s"]
-    if interval != 1.0:
-        scaled = result["loss_percent_per_1s_poll"]
-        print(f"| the same per 1 s poll (polled every {interval:g} s; loss × {interval:g}) | "
-              f"{with_interval(scaled)} | <= 1 % |")
-    print(f"| server CPU per request, poller on vs off (median of pairs, 90 % interval) | "
-          f"{with_interval(cpu)} | |")
-    print(f"| poller CPU per poll | {result['poller_cpu_ms_per_poll']:.1f} ms | |")
-    print(f"| host busy during rounds ({CORES} cores, median) | {result['host_busy_percent']:.0f} % | |")
-    interval = result["settings"]["poll_interval_s"]
-    instances = result["settings"]["instances"]
+    settings = result["settings"]
+    interval, groups = settings["poll_interval_s"], settings["groups"]
+    print(f"#### {result['models']} models, both cores busy: poller on (at each nice value) vs off, "
+          f"polled every {interval:g} s, {groups} groups\n")
+    print("| poller | loss, median pair (90 % interval) | pairs' range | per 1 s poll (loss × interval) "
+          "| server CPU per request | poller CPU per poll |\n|---|---|---|---|---|---|")
+    for name, figures in result["variants"].items():
+        loss = figures["loss_percent"]
+        print(f"| {name} | {with_interval(loss)} | {loss['min']:+.1f} … {loss['max']:+.1f} % | "
+              f"{with_interval(figures['loss_percent_per_1s_poll'])} | "
+              f"{with_interval(figures['server_cpu_per_request_increase_percent'])} | "
+              f"{figures['poller_cpu_ms_per_poll']:.1f} ms |")
+    print(f"\nhost busy during rounds ({CORES} cores, median): {result['host_busy_percent']:.0f} %; target: "
+          f"a 1 s poll costs <= 1 % of throughput")
     suffix = "" if interval == DEFAULT_INTERVAL_S else f"_every_{interval:g}s"
-    suffix += "" if instances == DEFAULT_INSTANCES else f"_{instances}i"
+    suffix += "" if settings["instances"] == DEFAULT_INSTANCES else f"_{settings['instances']}i"
     path = Path(str(RESULTS).format(suffix=suffix))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
@@ -271,18 +280,15 @@ def with_interval(figure: dict[str, Any]) -> str:
     return f"{figure['median']:+.2f} % ({low:+.2f} … {high:+.2f})"
 
 
-def interval_label(result: dict[str, Any]) -> str:
-    """'1 s' or '0.1 s'."""
-    return f"{result['settings']['poll_interval_s']:g} s"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=40)
+    parser.add_argument("--pairs", type=int, default=40, help="groups of rounds (one round per variant)")
     parser.add_argument("--duration", type=int, default=3, help="seconds per wrk run")
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--instances", type=int, default=DEFAULT_INSTANCES,
                         help="instances of the model under load (2 keeps both cores of this host busy)")
+    parser.add_argument("--nice", type=lambda text: [int(v) for v in text.split(",")], default=[0],
+                        help="one poller variant per nice value of its polling thread, e.g. 0,10,19")
     parser.add_argument("--poll-interval", type=float, default=DEFAULT_INTERVAL_S,
                         help="seconds between polls while on (0.1 amplifies a 1 s poll's cost tenfold)")
     args = parser.parse_args()
