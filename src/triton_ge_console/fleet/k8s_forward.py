@@ -141,7 +141,6 @@ class PodForward:
             self._report(str(exc))
             return
         with self._lock:
-            self._last_error = None
             if self._closed:
                 relay.close()
             self._relays.add(relay)
@@ -151,6 +150,9 @@ class PodForward:
         error = relay.error()
         if error:
             self._report(f"pod {self.namespace}/{self.pod}: port {port}: {error}")
+        else:
+            with self._lock:
+                self._last_error = None  # working again: a new failure is news
 
     def _report(self, line: str) -> None:
         """A warning, unless it repeats the last one (every poll would say it again)."""

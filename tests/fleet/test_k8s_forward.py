@@ -1,0 +1,200 @@
+"""`attach k8s:` from outside the cluster: each pod is reached through port-forwards made by the real
+`kubernetes` client against the stand-in API server (tests/fleet/k8s_api.py), which answers the websocket
+upgrade as the API server and kubelet do and relays to a real tritonserver on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+import tritonclient.grpc as triton_grpc
+
+from tests.conftest import RunningServer
+from tests.fleet.k8s_api import TOKEN, recorded_api
+from tests.sessions.helpers import write_echo_model
+from tests.waiting import wait_until
+from triton_ge_console.cli import main
+from triton_ge_console.fleet.k8s_discovery import PodMember, api_client
+from triton_ge_console.fleet.k8s_forward import PortForwards
+from triton_ge_console.sessions.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.registry import Registry
+
+TARGET = "k8s:serving/app.kubernetes.io/instance=seed"
+PORTS = (("http", 8000), ("grpc", 8001), ("metrics", 8002))
+A, B = "seed-6b8f7c9d54-4xk2p", "seed-6b8f7c9d54-q9wzm"
+CLI = [sys.executable, "-m", "triton_ge_console.cli"]
+
+
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions go to this test's own state dir (the attach subprocess inherits it)."""
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+
+
+@pytest.fixture
+def server(triton_factory: object, python_backends: Path, tmp_path: Path) -> RunningServer:
+    """One real tritonserver with the echo model: what every pod's ports lead to."""
+    write_echo_model(tmp_path / "repo", "echo")
+    return triton_factory(tmp_path / "repo", python_backends, ("echo",))  # type: ignore[operator, no-any-return]
+
+
+@pytest.fixture
+def attach_lines() -> Iterator[tuple[list[str], list[subprocess.Popen[str]]]]:
+    """Output lines of the attach processes a test starts (it appends them); every one is stopped."""
+    lines: list[str] = []
+    started: list[subprocess.Popen[str]] = []
+    yield lines, started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _start(argv: list[str], lines: list[str], started: list[subprocess.Popen[str]]) -> subprocess.Popen[str]:
+    """`ge-console attach ...` in its own process (stdout and stderr into lines)."""
+    process = subprocess.Popen([*CLI, "attach", *argv], env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    started.append(process)
+    threading.Thread(target=_collect, args=(process.stdout, lines), daemon=True).start()
+    return process
+
+
+def _collect(stream: IO[str] | None, lines: list[str]) -> None:
+    """Every line until the stream ends."""
+    assert stream is not None
+    for line in stream:
+        lines.append(line.rstrip("\n"))
+
+
+def _line(lines: list[str], prefix: str) -> str:
+    """The first line starting with prefix, once there is one."""
+    return wait_until(lambda: next((line for line in lines if line.startswith(prefix)), ""), timeout=60,
+                      what=f"a line {prefix!r} in {lines}")
+
+
+def _refused(port: int) -> bool:
+    """Nothing listens on 127.0.0.1:port any more."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def _status_row(name: str, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    """`status --all --json`'s row for one session, polled now."""
+    capsys.readouterr()
+    main(["status", "--all", "--json", "--interval", "0.5"])
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    return dict(rows[name])
+
+
+def test_a_pod_is_polled_live_through_its_port_forwards_and_they_close_with_it(
+    server: RunningServer, tmp_path: Path, attach_lines: tuple[list[str], list[subprocess.Popen[str]]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Outside the cluster (a kubeconfig), `attach k8s:` forwards pod A's ports to 127.0.0.1: the console
+    polls its server through them (health, index, metrics over HTTP; gRPC too). The recorded watch then
+    deletes A (deletionTimestamp, then DELETED) and readies B: A's session leaves, its listeners and the
+    connection open through it close, and the API server sees its websockets closed. Ctrl-C closes B's."""
+    lines, started = attach_lines
+    ports = {8000: server.ports.http, 8001: server.ports.grpc, 8002: server.ports.metrics}
+    with recorded_api(tmp_path, ["pods-list-1.json"], ["pods-watch-1.jsonl"], hold_watches=True,
+                      upstream={A: ports, B: ports}) as (script, kubeconfig):
+        attach = _start([TARGET, "--kubeconfig", str(kubeconfig)], lines, started)
+        assert "via port-forward" in _line(lines, "following ")
+        _line(lines, f"joined: {A} at http://127.0.0.1:")
+        record = Registry().load(A)
+        row = _status_row(A, capsys)
+        assert row["health"] == "ready" and row["version"], row
+        assert (row["models_ready"], row["models_total"]) == (1, 1) and row["requests_per_s"] == 0, row
+        assert record.grpc_url is not None
+        grpc = triton_grpc.InferenceServerClient(record.grpc_url)
+        try:
+            assert grpc.is_model_ready("echo")
+        finally:
+            grpc.close()
+        assert {pod for pod, *_ in script.upgrades} == {A}
+        assert {port for _, asked, _, _ in script.upgrades for port in asked} == {8000, 8001, 8002}
+        assert {(auth, protocol) for _, _, auth, protocol in script.upgrades} == {
+            (f"Bearer {TOKEN}", "v4.channel.k8s.io")
+        }
+        held = socket.create_connection(("127.0.0.1", int(record.http_url.rsplit(":", 1)[1])), timeout=30)
+        held.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: pod\r\n\r\n")
+        assert held.recv(65536).startswith(b"HTTP/1.1 200")
+        script.release.set()  # the recorded watch: B ready, A deleted
+        _line(lines, f"left: {A}")
+        _line(lines, f"joined: {B} at http://127.0.0.1:")
+        assert held.recv(65536) == b""  # the connection open through A's forward is closed
+        held.close()
+        assert _refused(int(record.http_url.rsplit(":", 1)[1]))
+        assert _refused(int(record.metrics_url.rsplit(":", 1)[1].split("/")[0]))  # type: ignore[union-attr]
+        wait_until(lambda: all(f.client_gone.is_set() for f in script.forwards if f.pod == A),
+                   what="A's websockets closed by the client")
+        b_http = int(Registry().load(B).http_url.rsplit(":", 1)[1])
+        assert _status_row(B, capsys)["health"] == "ready"
+        attach.send_signal(signal.SIGINT)
+        assert attach.wait(timeout=30) == 0
+    assert any(line.startswith(f"left: {B}") for line in lines)
+    assert _refused(b_http) and Registry().names() == []
+
+
+def test_a_refused_port_forward_is_one_line_naming_the_pod_and_the_permission(tmp_path: Path) -> None:
+    """403 (RBAC) and 404 (pod gone) at the upgrade: one warning line each saying which pod and why; the
+    pod is not added. A pod the API server forwards is."""
+    said: list[str] = []
+    with recorded_api(tmp_path, [], [], upstream={B: {8000: 1, 8001: 1, 8002: 1}},
+                      forbidden=(A,)) as (script, kubeconfig):
+        forwards = PortForwards("serving", api_client(kubeconfig).configuration, said.append)
+        try:
+            found = forwards({pod: PodMember(pod, "10.244.2.17", PORTS) for pod in (A, B, "gone")})
+        finally:
+            forwards.close()
+    assert list(found) == [B] and found[B].ip == "127.0.0.1"
+    refused = [line for line in said if line.startswith("warning:")]
+    assert refused == [
+        "warning: pod serving/gone: port-forward failed: the pod is gone (404 Not Found); not added",
+        f"warning: pod serving/{A}: the API server refused the port-forward (403 Forbidden): "
+        "RBAC must allow 'create' on pods/portforward in namespace serving; not added",
+    ]
+    assert [pod for pod, *_ in script.upgrades] == [B]  # refused before the upgrade
+
+
+def test_the_kubelet_error_channel_is_reported_once(tmp_path: Path) -> None:
+    """When the kubelet cannot reach the pod's port it says so on the port's error channel: the relay ends
+    and the console says it once, however many connections meet it."""
+    said: list[str] = []
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    with recorded_api(tmp_path, [], [], upstream={A: {8000: closed, 8001: closed, 8002: closed}}) as (
+        _, kubeconfig
+    ):
+        forwards = PortForwards("serving", api_client(kubeconfig).configuration, said.append)
+        try:
+            metrics = dict(forwards({A: PodMember(A, "10.244.2.17", PORTS)})[A].ports)["metrics"]
+            for _ in range(3):
+                with socket.create_connection(("127.0.0.1", metrics), timeout=30) as conn:
+                    assert conn.recv(1) == b""
+            wait_until(lambda: any("port 8002" in line for line in said), what="the kubelet's error")
+        finally:
+            forwards.close()
+    errors = [line for line in said if "port 8002" in line]
+    assert errors == [f"warning: pod serving/{A}: port 8002: error forwarding port 8002 to pod {A}, uid "
+                      f"0f5c3a8e-2d7b-4c1e-9a64-7b8d2e5f1c30: [Errno 111] Connection refused"]
+
+
+def test_once_cannot_port_forward(capsys: pytest.CaptureFixture[str]) -> None:
+    """A forward lives while attach runs, so `--once --via port-forward` is refused in one line."""
+    assert main(["attach", TARGET, "--once", "--via", "port-forward"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--once cannot keep a port-forward open" in err[0]
