@@ -198,3 +198,22 @@ def test_once_cannot_port_forward(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["attach", TARGET, "--once", "--via", "port-forward"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--once cannot keep a port-forward open" in err[0]
+
+
+def test_sigterm_stops_attach_and_closes_its_forwards_and_sessions(
+    tmp_path: Path, attach_lines: tuple[list[str], list[subprocess.Popen[str]]]
+) -> None:
+    """SIGTERM (a service manager, `kill`) ends `attach --via port-forward` as Ctrl-C does: the forwards
+    close and their sessions, whose local ports die with the process, are removed."""
+    lines, started = attach_lines
+    with recorded_api(tmp_path, ["pods-list-1.json"], [], upstream={A: {8000: 1, 8001: 1, 8002: 1}}) as (
+        _, kubeconfig
+    ):
+        attach = _start([TARGET, "--kubeconfig", str(kubeconfig), "--via", "port-forward"], lines, started)
+        _line(lines, f"joined: {A} at http://127.0.0.1:")
+        local = int(Registry().load(A).http_url.rsplit(":", 1)[1])
+        attach.send_signal(signal.SIGTERM)
+        assert attach.wait(timeout=30) == 0, lines
+    assert any(line.startswith(f"left: {A}") for line in lines)
+    assert any(line.startswith("stopped following") for line in lines)
+    assert Registry().names() == [] and _refused(local)

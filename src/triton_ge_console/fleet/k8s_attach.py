@@ -5,10 +5,13 @@ touched."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from triton_ge_console.fleet.k8s_discovery import (
     DiscoveryError,
@@ -121,15 +124,34 @@ def _follow(target: K8sTarget, args: argparse.Namespace, token: str | None) -> i
     ends = "closes the forwards and their sessions" if forwards else "the sessions stay"
     print(f"following {target.label} via {via(args)} (Ctrl-C stops; {ends})", flush=True)
     try:
-        follower.follow()
+        with _sigterm_interrupts():
+            follower.follow()
     except KeyboardInterrupt:
         follower.stop()
         print(f"stopped following {target.label}: {len(follower.members)} ready pod(s)", flush=True)
     finally:
-        if forwards is not None:
+        if forwards is not None:  # their addresses die with this process: so do their sessions
             forwards.close()
             members({})
     return 0
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """A SIGTERM (a service manager, `kill`) stops attach as Ctrl-C does, closing what it opened."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """Raise KeyboardInterrupt where the main thread is."""
+    raise KeyboardInterrupt
 
 
 def _say(line: str) -> None:
