@@ -6,8 +6,10 @@ pod's port. Every behaviour is the cited source's:
   `pods "NAME" is forbidden: User "U" cannot create resource "pods/portforward" in API group "" in the
   namespace "NS"` (k8s.io/apiserver pkg/endpoints/handlers/responsewriters/errors.go `forbiddenMessage`,
   wrapped by apimachinery `errors.NewForbidden`; websocket upgrades need `create` since
-  kubernetes/kubernetes#134577); a pod that does not exist gets 404 `pods "NAME" not found`
-  (`errors.NewNotFound`).
+  kubernetes/kubernetes#134577); then the API server looks the pod up, so one that does not exist gets
+  404 `pods "NAME" not found` (`errors.NewNotFound`), and passes the upgrade through to the kubelet
+  (kubernetes pkg/registry/core/pod/rest/subresources.go `PortForwardREST.Connect`: `PortForwardLocation`,
+  then an `UpgradeAwareProxyHandler` with upgrade required).
 - the upgrade is RFC 6455 §4.2.2 (Sec-WebSocket-Accept = base64(SHA-1(key + the §1.3 GUID))); the
   subprotocol is the first of the client's list the server supports (apiserver pkg/util/wsstream/conn.go
   `handshake`), for port-forward "", "v4.channel.k8s.io" and "v4.base64.channel.k8s.io"
@@ -23,6 +25,7 @@ pod's port. Every behaviour is the cited source's:
   `portForward`); a failed dial writes "error forwarding port P to pod NAME, uid UID: ERR" on the error
   channel (websocket.go `portForward`). Once every port is done the connection closes (websocket.go
   `run` waits for all, then `conn.Close()`), with a close frame (golang.org/x/net/websocket `Conn.Close`).
+- a ping gets its pong, a close frame is answered with one and ends the connection (RFC 6455 §5.5).
 """
 
 from __future__ import annotations
@@ -68,8 +71,9 @@ def refuse(handler: BaseHTTPRequestHandler, namespace: str, pod: str, forbidden:
 
 def upgrade(handler: BaseHTTPRequestHandler) -> str | None:
     """Switch to the websocket protocol; returns the subprotocol chosen (None: not answered)."""
-    offered = [p.strip() for p in (handler.headers.get("Sec-WebSocket-Protocol") or "").split(",")]
-    chosen = next((p for p in [p for p in offered if p] or [""] if p in SUPPORTED), None)
+    header = handler.headers.get("Sec-WebSocket-Protocol") or ""
+    offered = [p.strip() for p in header.split(",") if p.strip()] or [""]  # none offered: ""
+    chosen = next((p for p in offered if p in SUPPORTED), None)
     if chosen != PROTOCOL:  # the stand-in speaks only the binary v4 protocol the client asks for
         handler.send_error(400, f"the stand-in speaks only {PROTOCOL}, offered {offered}")
         return None
