@@ -4,6 +4,7 @@ upgrade as the API server and kubelet do and relays to a real tritonserver on 12
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -128,13 +129,14 @@ def test_a_pod_is_polled_live_through_its_port_forwards_and_they_close_with_it(
         assert {(auth, protocol) for _, _, auth, protocol in script.upgrades} == {
             (f"Bearer {TOKEN}", "v4.channel.k8s.io")
         }
-        held = socket.create_connection(("127.0.0.1", int(record.http_url.rsplit(":", 1)[1])), timeout=30)
-        held.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: pod\r\n\r\n")
-        assert held.recv(65536).startswith(b"HTTP/1.1 200")
+        held = http.client.HTTPConnection("127.0.0.1", int(record.http_url.rsplit(":", 1)[1]), timeout=30)
+        held.request("GET", "/v2/health/live")  # answered, and the connection kept open
+        response = held.getresponse()
+        assert response.status == 200 and response.read() == b""
         script.release.set()  # the recorded watch: B ready, A deleted
         _line(lines, f"left: {A}")
         _line(lines, f"joined: {B} at http://127.0.0.1:")
-        assert held.recv(65536) == b""  # the connection open through A's forward is closed
+        assert held.sock is not None and held.sock.recv(1) == b""  # the one open through A's forward closed
         held.close()
         assert _refused(int(record.http_url.rsplit(":", 1)[1]))
         assert _refused(int(record.metrics_url.rsplit(":", 1)[1].split("/")[0]))  # type: ignore[union-attr]

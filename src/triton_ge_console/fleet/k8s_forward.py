@@ -3,7 +3,9 @@ ports, and every connection accepted there is relayed over a port-forward throug
 
 The `kubernetes` client's port-forward (websocket, v4.channel.k8s.io) carries one stream per port on a
 websocket, so each accepted connection gets its own port-forward: concurrent connections (the poller's
-health, index and metrics requests, a gRPC channel) never share a stream.
+health, index and metrics requests, a gRPC channel) never share a stream. The client's forward closes as
+a whole when either side stops sending, so a connection is relayed until one side closes it (no half-close,
+which HTTP and gRPC clients do not use).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ class ForwardRefused(RuntimeError):
 
 
 def refusal(namespace: str, pod: str, exc: ApiException) -> str:
-    """One line for a refused port-forward (the client keeps the handshake's error as the cause)."""
+    """One line for a refused port-forward (the client raises it while handling the handshake's error,
+    which stays the exception's context, with the HTTP status)."""
     status = getattr(exc.__context__, "status_code", None)
     where = f"pod {namespace}/{pod}"
     if status == HTTP_FORBIDDEN:
