@@ -4,6 +4,7 @@ upgrade as the API server and kubelet do and relays to a real tritonserver on 12
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import json
 import os
@@ -219,3 +220,26 @@ def test_sigterm_stops_attach_and_closes_its_forwards_and_sessions(
     assert any(line.startswith(f"left: {A}") for line in lines)
     assert any(line.startswith("stopped following") for line in lines)
     assert Registry().names() == [] and _refused(local)
+
+
+def test_auto_forwards_only_outside_the_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--via auto`: pod addresses in a pod with no kubeconfig (its service account) and with --once, a
+    port-forward with a kubeconfig; an explicit choice is kept."""
+    from triton_ge_console.fleet.k8s_attach import via
+    from triton_ge_console.sessions.session_cli import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+
+    def chosen(*argv: str) -> str:
+        return via(parser.parse_args(["attach", TARGET, *argv]))
+
+    assert chosen() == "pod-ip"
+    assert chosen("--kubeconfig", str(tmp_path / "kubeconfig")) == "port-forward"
+    assert chosen("--kubeconfig", str(tmp_path / "kubeconfig"), "--once") == "pod-ip"
+    assert chosen("--via", "port-forward") == "port-forward"
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    assert chosen() == "port-forward"
