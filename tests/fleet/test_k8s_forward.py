@@ -5,6 +5,7 @@ upgrade as the API server and kubelet do and relays to a real tritonserver on 12
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -141,7 +142,7 @@ def test_a_pod_is_polled_live_through_its_port_forwards_and_they_close_with_it(
         held.close()
         assert _refused(int(record.http_url.rsplit(":", 1)[1]))
         assert _refused(int(record.metrics_url.rsplit(":", 1)[1].split("/")[0]))  # type: ignore[union-attr]
-        wait_until(lambda: all(f.client_gone.is_set() for f in script.forwards if f.pod == A),
+        wait_until(lambda: all(f.client_gone.is_set() for f in script.forwards if f.pod == A), timeout=20,
                    what="A's websockets closed by the client")
         b_http = int(Registry().load(B).http_url.rsplit(":", 1)[1])
         assert _status_row(B, capsys)["health"] == "ready"
@@ -149,6 +150,7 @@ def test_a_pod_is_polled_live_through_its_port_forwards_and_they_close_with_it(
         assert attach.wait(timeout=30) == 0
     assert any(line.startswith(f"left: {B}") for line in lines)
     assert _refused(b_http) and Registry().names() == []
+    assert not [line for line in lines if "Traceback" in line or "Exception in thread" in line], lines
 
 
 def test_a_refused_port_forward_is_one_line_naming_the_pod_and_the_permission(tmp_path: Path) -> None:
@@ -194,6 +196,59 @@ def test_the_kubelet_error_channel_is_reported_once(tmp_path: Path) -> None:
     errors = [line for line in said if "port 8002" in line]
     assert errors == [f"warning: pod serving/{A}: port 8002: error forwarding port 8002 to pod {A}, uid "
                       f"0f5c3a8e-2d7b-4c1e-9a64-7b8d2e5f1c30: [Errno 111] Connection refused"]
+
+
+@pytest.fixture
+def chatty_port() -> Iterator[int]:
+    """A port whose server, once a client says something, sends it data without end (a pod mid-response)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def talk(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.recv(16)
+            while True:
+                conn.sendall(b"x" * 65536)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                threading.Thread(target=talk, args=(listener.accept()[0],), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield listener.getsockname()[1]
+    listener.close()
+
+
+def test_connections_ended_mid_response_close_their_websockets(
+    tmp_path: Path, chatty_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client hanging up while the pod still sends, and a pod leaving while its connections stream: every
+    port-forward websocket is closed, and no thread of the client's proxy dies on a closed socket (closing
+    our end under it did: EPIPE/ECONNRESET, the websocket left open)."""
+    died: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, "excepthook", died.append)
+    upstream = {A: {8000: chatty_port, 8001: chatty_port, 8002: chatty_port}}
+    with recorded_api(tmp_path, [], [], upstream=upstream) as (script, kubeconfig):
+        forwards = PortForwards("serving", api_client(kubeconfig).configuration, lambda line: None)
+        try:
+            http_port = dict(forwards({A: PodMember(A, "10.244.2.17", PORTS)})[A].ports)["http"]
+            for _ in range(20):
+                with socket.create_connection(("127.0.0.1", http_port), timeout=30) as conn:
+                    conn.sendall(b"go")
+                    assert conn.recv(65536)
+            streaming = [socket.create_connection(("127.0.0.1", http_port), timeout=30) for _ in range(5)]
+            for conn in streaming:
+                conn.sendall(b"go")
+                assert conn.recv(65536)
+            forwards({})  # the pod left
+            for conn in streaming:
+                wait_until(lambda conn=conn: not conn.recv(1 << 20), what="the stream closed")  # type: ignore[misc]
+                conn.close()
+            wait_until(lambda: all(f.client_gone.is_set() for f in script.forwards), timeout=20,
+                       what="every websocket closed by the client")
+        finally:
+            forwards.close()
+    assert len(script.forwards) == 26 and died == []
 
 
 def test_once_cannot_port_forward(capsys: pytest.CaptureFixture[str]) -> None:

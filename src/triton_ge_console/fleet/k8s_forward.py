@@ -25,6 +25,7 @@ from triton_ge_console.fleet.k8s_discovery import PodMember
 
 LOCAL_HOST = "127.0.0.1"
 CHUNK = 64 * 1024
+RELEASE_S = 5.0  # how long a port-forward's proxy gets to close after its connection ended
 HTTP_FORBIDDEN, HTTP_NOT_FOUND = 403, 404
 Say = Callable[[str], None]
 
@@ -55,7 +56,7 @@ class _Relay:
         self.remote = forward.socket(port)
 
     def run(self) -> None:
-        """Copy until one side closes, then close both (the port-forward's websocket with them)."""
+        """Copy until one side closes, then close both (the port-forward's websocket after them)."""
         with selectors.DefaultSelector() as selector:
             selector.register(self.local, selectors.EVENT_READ, self.remote)
             selector.register(self.remote, selectors.EVENT_READ, self.local)
@@ -66,7 +67,18 @@ class _Relay:
                 pass
             finally:
                 self.local.close()
-                self.forward.close()
+                self._release()
+
+    def _release(self) -> None:
+        """Let the client's proxy end the port-forward itself: told by our end's EOF, it closes its end and
+        the websocket. What it still delivers meanwhile is read and dropped; closing our end under it
+        instead kills its thread (EPIPE, ECONNRESET) and leaves the websocket open."""
+        with contextlib.suppress(OSError):
+            self.remote.shutdown(socket.SHUT_WR)
+            self.remote.settimeout(RELEASE_S)
+            while self.remote.recv(CHUNK):
+                pass
+        self.remote.close()
 
     @staticmethod
     def _step(selector: selectors.BaseSelector) -> bool:
@@ -79,10 +91,9 @@ class _Relay:
         return True
 
     def close(self) -> None:
-        """End the relay from another thread (shutdown wakes its select; run() closes the sockets)."""
-        for sock in (self.local, self.remote):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+        """End the relay from another thread (shutting the local end wakes its select; run() ends it)."""
+        with contextlib.suppress(OSError):
+            self.local.shutdown(socket.SHUT_RDWR)
 
     def error(self) -> str | None:
         """What the kubelet said on the port's error channel, if anything."""
