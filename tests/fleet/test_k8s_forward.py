@@ -47,7 +47,9 @@ def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def server(triton_factory: object, python_backends: Path, tmp_path: Path) -> RunningServer:
     """One real tritonserver with the echo model: what every pod's ports lead to."""
     write_echo_model(tmp_path / "repo", "echo")
-    return triton_factory(tmp_path / "repo", python_backends, ("echo",))  # type: ignore[operator, no-any-return]
+    return triton_factory(  # type: ignore[operator, no-any-return]
+        tmp_path / "repo", python_backends, ("echo",), ("--exit-timeout-secs=3",)
+    )
 
 
 @pytest.fixture
