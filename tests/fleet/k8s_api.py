@@ -1,10 +1,12 @@
 """A Kubernetes API server stand-in on 127.0.0.1 that replays recorded pod list and watch responses, in
-order, to the real `kubernetes` client; and a kubeconfig pointing at it."""
+order, to the real `kubernetes` client, and answers pod port-forwards (`k8s_portforward`) by relaying to
+real servers on 127.0.0.1; and a kubeconfig pointing at it."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -14,6 +16,9 @@ from urllib.parse import parse_qs, urlparse
 
 import yaml
 
+from tests.fleet.k8s_portforward import ForwardSession, refuse, upgrade
+
+PORTFORWARD = re.compile(r"/api/v1/namespaces/(?P<namespace>[^/]+)/pods/(?P<pod>[^/]+)/portforward")
 RECORDED = Path(__file__).resolve().parent / "recorded"
 TOKEN = "recorded-test-token"
 
@@ -27,6 +32,11 @@ class Script:
     requests: list[tuple[str, dict[str, list[str]], str | None]] = field(default_factory=list)
     closed: threading.Event = field(default_factory=threading.Event)
     idle_watch: threading.Event = field(default_factory=threading.Event)  # a watch waits with nothing to send
+    release: threading.Event = field(default_factory=threading.Event)  # recorded watches wait for it
+    upstream: dict[str, dict[int, int]] = field(default_factory=dict)  # pod: its port: 127.0.0.1 port
+    forbidden: set[str] = field(default_factory=set)  # pods whose port-forward the user may not create
+    upgrades: list[tuple[str, list[int], str | None, str]] = field(default_factory=list)  # pod, ports, auth
+    forwards: list[ForwardSession] = field(default_factory=list)  # every port-forward connection, in order
 
 
 def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
@@ -38,6 +48,10 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             url = urlparse(self.path)
             query = parse_qs(url.query)
+            forward = PORTFORWARD.fullmatch(url.path)
+            if forward:
+                self._portforward(forward["namespace"], forward["pod"], query)
+                return
             script.requests.append((url.path, query, self.headers.get("Authorization")))
             watching = query.get("watch") == ["true"]
             queue = script.watches if watching else script.lists
@@ -54,10 +68,27 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 script.idle_watch.set()
                 script.closed.wait(30)  # an idle watch: nothing happens until the client hangs up
                 return
+            if watching:
+                script.release.wait(30)
             body = (RECORDED / queue.pop(0)).read_bytes()
             for line in body.splitlines(keepends=True) if watching else [body]:
                 self._chunk(line)
             self._chunk(b"")  # the end: a list is complete, a watch timed out
+
+        def _portforward(self, namespace: str, pod: str, query: dict[str, list[str]]) -> None:
+            """The port-forward upgrade (see k8s_portforward), relaying to the pod's upstream ports."""
+            self.close_connection = True
+            if pod in script.forbidden or pod not in script.upstream:
+                refuse(self, namespace, pod, pod in script.forbidden)
+                return
+            protocol = upgrade(self)
+            if protocol is None:
+                return
+            ports = [int(p) for value in query.get("ports", []) for p in value.split(",")]
+            script.upgrades.append((pod, ports, self.headers.get("Authorization"), protocol))
+            session = ForwardSession(self, pod, ports, script.upstream[pod])
+            script.forwards.append(session)
+            session.run()
 
         def _chunk(self, data: bytes) -> None:
             """One chunk of a chunked body (an empty one ends it)."""
@@ -71,9 +102,14 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
 
 
 @contextlib.contextmanager
-def recorded_api(tmp_path: Path, lists: list[str], watches: list[str]) -> Iterator[tuple[Script, Path]]:
-    """Serve the named recordings; yields the script and a kubeconfig for the server. Always shut down."""
-    script = Script(list(lists), list(watches))
+def recorded_api(tmp_path: Path, lists: list[str], watches: list[str], hold_watches: bool = False,
+                 upstream: dict[str, dict[int, int]] | None = None,
+                 forbidden: tuple[str, ...] = ()) -> Iterator[tuple[Script, Path]]:
+    """Serve the named recordings (the watches only once `script.release` is set, with hold_watches) and
+    port-forwards to the pods' upstream ports; yields the script and a kubeconfig. Always shut down."""
+    script = Script(list(lists), list(watches), upstream=dict(upstream or {}), forbidden=set(forbidden))
+    if not hold_watches:
+        script.release.set()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(script))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -84,6 +120,7 @@ def recorded_api(tmp_path: Path, lists: list[str], watches: list[str]) -> Iterat
         yield script, kubeconfig
     finally:
         script.closed.set()
+        script.release.set()
         server.shutdown()
         server.server_close()
         thread.join(10)

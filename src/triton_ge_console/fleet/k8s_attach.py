@@ -1,13 +1,17 @@
-"""`ge-console attach k8s:NAMESPACE/SELECTOR`: each ready pod becomes an attached session, and leaves with
-its pod; other sessions are never touched."""
+"""`ge-console attach k8s:NAMESPACE/SELECTOR`: each ready pod becomes an attached session (at its pod
+address, or at the local ports of its port-forwards), and leaves with its pod; other sessions are never
+touched."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from triton_ge_console.fleet.k8s_discovery import (
     DiscoveryError,
@@ -15,7 +19,9 @@ from triton_ge_console.fleet.k8s_discovery import (
     PodFollower,
     PodMember,
     api_client,
+    in_cluster,
 )
+from triton_ge_console.fleet.k8s_forward import PortForwards
 from triton_ge_console.sessions import paths
 from triton_ge_console.sessions.registry import (
     READY,
@@ -27,6 +33,7 @@ from triton_ge_console.sessions.registry import (
 from triton_ge_console.sessions.token_header import TOKEN_HEADER
 
 MAX_NAME = 64
+POD_IP, PORT_FORWARD = "pod-ip", "port-forward"
 Say = Callable[[str], None]
 
 
@@ -81,8 +88,12 @@ class RegistryMembers:
 
 
 def run_k8s_attach(args: argparse.Namespace, token: str | None) -> int:
-    """List (--once) or follow the target's pods until interrupted; the sessions stay afterwards."""
+    """List (--once) or follow the target's pods until interrupted."""
     target = K8sTarget.parse(args.url)
+    if args.once and args.via == PORT_FORWARD:
+        _say("ge-console: error: --once cannot keep a port-forward open (it lives while attach runs); "
+             "drop --once, or use --via pod-ip")
+        return 2
     try:
         return _follow(target, args, token)
     except DiscoveryError as exc:
@@ -90,22 +101,57 @@ def run_k8s_attach(args: argparse.Namespace, token: str | None) -> int:
         return 1
 
 
+def via(args: argparse.Namespace) -> str:
+    """How members are reached: `auto` is the pod address in-cluster (where pod IPs route) and with --once
+    (nothing would keep a forward open), else a port-forward through the API server."""
+    if args.via != "auto":
+        return str(args.via)
+    inside = args.kubeconfig is None and in_cluster()
+    return POD_IP if inside or args.once else PORT_FORWARD
+
+
 def _follow(target: K8sTarget, args: argparse.Namespace, token: str | None) -> int:
     """The body of run_k8s_attach."""
+    api = api_client(args.kubeconfig, args.context)
     members = RegistryMembers(Registry(), target, _say, args.name, token, args.token_header)
-    follower = PodFollower(target, api_client(args.kubeconfig, args.context), members,
-                           on_error=lambda line: _say(f"warning: {line}"))
+    forwards = PortForwards(target.namespace, api.configuration, _say) if via(args) == PORT_FORWARD else None
+    on_change = members if forwards is None else (lambda found: members(forwards(found)))
+    follower = PodFollower(target, api, on_change, on_error=lambda line: _say(f"warning: {line}"))
     if args.once:
         follower.sync()
         print(f"{target.label}: {len(follower.members)} ready pod(s)")
         return 0
-    print(f"following {target.label} (Ctrl-C stops; the sessions stay)", flush=True)
+    ends = "closes the forwards and their sessions" if forwards else "the sessions stay"
+    print(f"following {target.label} via {via(args)} (Ctrl-C stops; {ends})", flush=True)
     try:
-        follower.follow()
+        with _sigterm_interrupts():
+            follower.follow()
     except KeyboardInterrupt:
         follower.stop()
-        print(f"stopped following {target.label}: {len(follower.members)} ready pod(s)")
+        print(f"stopped following {target.label}: {len(follower.members)} ready pod(s)", flush=True)
+    finally:
+        if forwards is not None:  # their addresses die with this process: so do their sessions
+            forwards.close()
+            members({})
     return 0
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """A SIGTERM (a service manager, `kill`) stops attach as Ctrl-C does, closing what it opened."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """Raise KeyboardInterrupt where the main thread is."""
+    raise KeyboardInterrupt
 
 
 def _say(line: str) -> None:

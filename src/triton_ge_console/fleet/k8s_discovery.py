@@ -1,8 +1,9 @@
 """Find the serving pods of `k8s:NAMESPACE/SELECTOR` through the Kubernetes API and follow them (list, then
 watch from the list's resourceVersion; relist when the watch expires with 410 Gone).
 
-A member is a ready pod, reached at its pod address: this works from inside the cluster (or a network that
-routes pod IPs). Pods are handled as the API's plain JSON (the client's `raw_object`), not as models.
+A member is a ready pod and its pod address, which routes from inside the cluster (or a network that
+routes pod IPs); outside, `k8s_forward` reaches it through port-forwards instead. Pods are handled as the
+API's plain JSON (the client's `raw_object`), not as models.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def _ports(pod: dict[str, Any]) -> tuple[tuple[str, int], ...]:
 def api_client(kubeconfig: Path | None = None, context: str | None = None) -> client.ApiClient:
     """A client from the kubeconfig ($KUBECONFIG, ~/.kube/config), or the pod's service account in-cluster."""
     try:
-        if kubeconfig is None and _in_cluster():
+        if kubeconfig is None and in_cluster():
             configuration = client.Configuration()
             config.load_incluster_config(client_configuration=configuration)
             return client.ApiClient(configuration)
@@ -104,7 +105,7 @@ def api_client(kubeconfig: Path | None = None, context: str | None = None) -> cl
         raise DiscoveryError(f"no Kubernetes configuration: {exc}") from None
 
 
-def _in_cluster() -> bool:
+def in_cluster() -> bool:
     """Inside a pod with no kubeconfig of its own."""
     has_kubeconfig = bool(os.environ.get("KUBECONFIG")) or Path("~/.kube/config").expanduser().is_file()
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and not has_kubeconfig

@@ -157,6 +157,13 @@ def _add_k8s_options(parser: argparse.ArgumentParser) -> None:
                        help="default: $KUBECONFIG, ~/.kube/config, else the pod's service account")
     group.add_argument("--context", help="kubeconfig context (default: the current one)")
     group.add_argument("--once", action="store_true", help="add the ready pods and exit instead of following")
+    group.add_argument(
+        "--via", choices=("auto", "pod-ip", "port-forward"), default="auto",
+        help="how the pods are reached: pod-ip (their addresses: in-cluster, or where pod IPs route), "
+        "port-forward (127.0.0.1 ports relayed through the API server; needs RBAC create on "
+        "pods/portforward; closed when attach stops); auto (default): pod-ip in-cluster or with --once, "
+        "else port-forward",
+    )
 
 
 def _add_session_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,226 @@
+"""Reach pods from outside the cluster: each pod's http, grpc and metrics ports listen on 127.0.0.1 free
+ports, and every connection accepted there is relayed over a port-forward through the API server.
+
+The `kubernetes` client's port-forward (websocket, v4.channel.k8s.io) carries one stream per port on a
+websocket, so each accepted connection gets its own port-forward: concurrent connections (the poller's
+health, index and metrics requests, a gRPC channel) never share a stream. The client's forward closes as
+a whole when either side stops sending, so a connection is relayed until one side closes it (no half-close,
+which HTTP and gRPC clients do not use).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import selectors
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from kubernetes.stream import portforward
+
+from triton_ge_console.fleet.k8s_discovery import PodMember
+
+LOCAL_HOST = "127.0.0.1"
+CHUNK = 64 * 1024
+RELEASE_S = 5.0  # how long a port-forward's proxy gets to close after its connection ended
+HTTP_FORBIDDEN, HTTP_NOT_FOUND = 403, 404
+Say = Callable[[str], None]
+
+
+class ForwardRefused(RuntimeError):
+    """The API server did not open a port-forward; one line saying which pod and why."""
+
+
+def refusal(namespace: str, pod: str, exc: ApiException) -> str:
+    """One line for a refused port-forward (the client raises it while handling the handshake's error,
+    which stays the exception's context, with the HTTP status)."""
+    status = getattr(exc.__context__, "status_code", None)
+    where = f"pod {namespace}/{pod}"
+    if status == HTTP_FORBIDDEN:
+        return (f"{where}: the API server refused the port-forward (403 Forbidden): "
+                f"RBAC must allow 'create' on pods/portforward in namespace {namespace}")
+    if status == HTTP_NOT_FOUND:
+        return f"{where}: port-forward failed: the pod is gone (404 Not Found)"
+    reason = f"{status} from the API server" if status else str(exc.reason).split(" -+-+- ")[0]
+    return f"{where}: port-forward failed: {reason}"
+
+
+class _Relay:
+    """One accepted connection and its port-forward, copying both ways until either side ends."""
+
+    def __init__(self, local: socket.socket, forward: Any, port: int) -> None:
+        self.local, self.forward, self.port = local, forward, port
+        self.remote = forward.socket(port)
+
+    def run(self) -> None:
+        """Copy until one side closes, then close both (the port-forward's websocket after them)."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.local, selectors.EVENT_READ, self.remote)
+            selector.register(self.remote, selectors.EVENT_READ, self.local)
+            try:
+                while self._step(selector):
+                    pass
+            except OSError:
+                pass
+            finally:
+                self.local.close()
+                self._release()
+
+    def _release(self) -> None:
+        """Let the client's proxy end the port-forward itself: told by our end's EOF, it closes its end and
+        the websocket. What it still delivers meanwhile is read and dropped; closing our end under it
+        instead kills its thread (EPIPE, ECONNRESET) and leaves the websocket open."""
+        with contextlib.suppress(OSError):
+            self.remote.shutdown(socket.SHUT_WR)
+            self.remote.settimeout(RELEASE_S)
+            while self.remote.recv(CHUNK):
+                pass
+        self.remote.close()
+
+    @staticmethod
+    def _step(selector: selectors.BaseSelector) -> bool:
+        """Move what is readable now; False once a side has ended."""
+        for key, _ in selector.select():
+            data = key.fileobj.recv(CHUNK)  # type: ignore[union-attr]  # both are sockets
+            if not data:
+                return False
+            key.data.sendall(data)
+        return True
+
+    def close(self) -> None:
+        """End the relay from another thread (shutting the local end wakes its select; run() ends it)."""
+        with contextlib.suppress(OSError):
+            self.local.shutdown(socket.SHUT_RDWR)
+
+    def error(self) -> str | None:
+        """What the kubelet said on the port's error channel, if anything."""
+        text = self.forward.error(self.port)
+        return str(text) if text else None
+
+
+def open_forward(configuration: client.Configuration, namespace: str, pod: str, port: int) -> Any:
+    """A port-forward of one pod port, on its own ApiClient: the client's `portforward` swaps its ApiClient's
+    `call_api` while connecting, so forwards opening at once (and the follower's watch) must not share one."""
+    api = client.ApiClient(configuration)
+    try:
+        core = client.CoreV1Api(api)
+        return portforward(core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port))
+    except ApiException as exc:
+        raise ForwardRefused(refusal(namespace, pod, exc)) from None
+    finally:
+        api.close()
+
+
+class PodForward:
+    """A pod's ports listening on 127.0.0.1, every accepted connection relayed to the pod, until close()."""
+
+    def __init__(self, member: PodMember, namespace: str, configuration: client.Configuration,
+                 say: Say) -> None:
+        self.pod, self.namespace, self.remote_ports = member.pod, namespace, member.ports
+        self._configuration, self._say = configuration, say
+        self._listeners = {socket.create_server((LOCAL_HOST, 0)): port for _, port in member.ports}
+        pairs = zip(member.ports, self._listeners, strict=True)
+        local = tuple((kind, listener.getsockname()[1]) for (kind, _), listener in pairs)
+        self.local = PodMember(member.pod, LOCAL_HOST, local)
+        self._relays: set[_Relay] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._last_error: str | None = None
+        self._wake, self._waker = socket.socketpair()
+        self._thread = threading.Thread(target=self._accept, daemon=True, name=f"port-forward {self.pod}")
+        self._thread.start()
+
+    def _accept(self) -> None:
+        """Take connections on every listener until close() wakes it."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._wake, selectors.EVENT_READ, None)
+            for listener, port in self._listeners.items():
+                selector.register(listener, selectors.EVENT_READ, port)
+            while True:
+                for key, _ in selector.select():
+                    if key.data is None:
+                        return
+                    conn, _ = key.fileobj.accept()  # type: ignore[union-attr]  # listeners
+                    threading.Thread(target=self._serve, args=(conn, key.data), daemon=True).start()
+
+    def _serve(self, conn: socket.socket, port: int) -> None:
+        """Relay one connection over a port-forward of its own; say (once) why one could not be opened."""
+        try:
+            relay = _Relay(conn, open_forward(self._configuration, self.namespace, self.pod, port), port)
+        except ForwardRefused as exc:
+            conn.close()
+            self._report(str(exc))
+            return
+        with self._lock:
+            if self._closed:
+                relay.close()
+            self._relays.add(relay)
+        relay.run()
+        with self._lock:
+            self._relays.discard(relay)
+        error = relay.error()
+        if error:
+            self._report(f"pod {self.namespace}/{self.pod}: port {port}: {error}")
+        else:
+            with self._lock:
+                self._last_error = None  # working again: a new failure is news
+
+    def _report(self, line: str) -> None:
+        """A warning, unless it repeats the last one (every poll would say it again)."""
+        with self._lock:
+            repeated, self._last_error = line == self._last_error, line
+        if not repeated:
+            self._say(f"warning: {line}")
+
+    def close(self) -> None:
+        """Stop listening and end every relay (their port-forwards close with them)."""
+        with self._lock:
+            self._closed = True
+            relays = list(self._relays)
+        self._waker.send(b"x")
+        self._thread.join(5)
+        for sock in (*self._listeners, self._wake, self._waker):
+            sock.close()
+        for relay in relays:
+            relay.close()
+
+
+class PortForwards:
+    """The forwards of a target's members: opened as pods join, closed as they leave or when attach stops."""
+
+    def __init__(self, namespace: str, configuration: client.Configuration, say: Say) -> None:
+        self.namespace, self._configuration, self._say = namespace, configuration, say
+        self.forwards: dict[str, PodForward] = {}
+
+    def __call__(self, members: dict[str, PodMember]) -> dict[str, PodMember]:
+        """Forward the pods that joined, close those that left; returns the members at their local ports."""
+        for pod in sorted(self.forwards.keys() - members.keys()):
+            self.forwards.pop(pod).close()
+        for pod, member in sorted(members.items()):
+            current = self.forwards.get(pod)
+            if current is not None and current.remote_ports != member.ports:
+                self.forwards.pop(pod).close()
+            if pod not in self.forwards:
+                self._start(member)
+        return {pod: forward.local for pod, forward in self.forwards.items()}
+
+    def _start(self, member: PodMember) -> None:
+        """Check the API server opens a port-forward to the pod (RBAC), then listen for its ports."""
+        try:
+            open_forward(self._configuration, self.namespace, member.pod, member.ports[0][1]).close()
+        except ForwardRefused as exc:
+            self._say(f"warning: {exc}; not added")
+            return
+        forward = PodForward(member, self.namespace, self._configuration, self._say)
+        self.forwards[member.pod] = forward
+        pairs = zip(forward.local.ports, member.ports, strict=True)
+        routes = ", ".join(f"{kind} {LOCAL_HOST}:{local} -> {remote}" for (kind, local), (_, remote) in pairs)
+        self._say(f"forwarding pod {member.pod}: {routes}")
+
+    def close(self) -> None:
+        """Close every forward."""
+        for pod in sorted(self.forwards):
+            self.forwards.pop(pod).close()

@@ -1,0 +1,302 @@
+"""`attach k8s:` from outside the cluster: each pod is reached through port-forwards made by the real
+`kubernetes` client against the stand-in API server (tests/fleet/k8s_api.py), which answers the websocket
+upgrade as the API server and kubelet do and relays to a real tritonserver on 127.0.0.1."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+import tritonclient.grpc as triton_grpc
+
+from tests.conftest import RunningServer
+from tests.fleet.k8s_api import TOKEN, recorded_api
+from tests.sessions.helpers import write_echo_model
+from tests.waiting import wait_until
+from triton_ge_console.cli import main
+from triton_ge_console.fleet.k8s_discovery import PodMember, api_client
+from triton_ge_console.fleet.k8s_forward import PortForwards
+from triton_ge_console.sessions.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.registry import Registry
+
+TARGET = "k8s:serving/app.kubernetes.io/instance=seed"
+PORTS = (("http", 8000), ("grpc", 8001), ("metrics", 8002))
+A, B = "seed-6b8f7c9d54-4xk2p", "seed-6b8f7c9d54-q9wzm"
+CLI = [sys.executable, "-m", "triton_ge_console.cli"]
+
+
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions go to this test's own state dir (the attach subprocess inherits it)."""
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+
+
+@pytest.fixture
+def server(triton_factory: object, python_backends: Path, tmp_path: Path) -> RunningServer:
+    """One real tritonserver with the echo model: what every pod's ports lead to."""
+    write_echo_model(tmp_path / "repo", "echo")
+    return triton_factory(  # type: ignore[operator, no-any-return]
+        tmp_path / "repo", python_backends, ("echo",), ("--exit-timeout-secs=3",)
+    )
+
+
+@pytest.fixture
+def attach_lines() -> Iterator[tuple[list[str], list[subprocess.Popen[str]]]]:
+    """Output lines of the attach processes a test starts (it appends them); every one is stopped."""
+    lines: list[str] = []
+    started: list[subprocess.Popen[str]] = []
+    yield lines, started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _start(argv: list[str], lines: list[str], started: list[subprocess.Popen[str]]) -> subprocess.Popen[str]:
+    """`ge-console attach ...` in its own process (stdout and stderr into lines)."""
+    process = subprocess.Popen([*CLI, "attach", *argv], env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    started.append(process)
+    threading.Thread(target=_collect, args=(process.stdout, lines), daemon=True).start()
+    return process
+
+
+def _collect(stream: IO[str] | None, lines: list[str]) -> None:
+    """Every line until the stream ends."""
+    assert stream is not None
+    for line in stream:
+        lines.append(line.rstrip("\n"))
+
+
+def _line(lines: list[str], prefix: str) -> str:
+    """The first line starting with prefix, once there is one."""
+    return wait_until(lambda: next((line for line in lines if line.startswith(prefix)), ""), timeout=60,
+                      what=f"a line {prefix!r} in {lines}")
+
+
+def _refused(port: int) -> bool:
+    """Nothing listens on 127.0.0.1:port any more."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def _status_row(name: str, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    """`status --all --json`'s row for one session, polled now."""
+    capsys.readouterr()
+    main(["status", "--all", "--json", "--interval", "0.5"])
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    return dict(rows[name])
+
+
+def test_a_pod_is_polled_live_through_its_port_forwards_and_they_close_with_it(
+    server: RunningServer, tmp_path: Path, attach_lines: tuple[list[str], list[subprocess.Popen[str]]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Outside the cluster (a kubeconfig), `attach k8s:` forwards pod A's ports to 127.0.0.1: the console
+    polls its server through them (health, index, metrics over HTTP; gRPC too). The recorded watch then
+    deletes A (deletionTimestamp, then DELETED) and readies B: A's session leaves, its listeners and the
+    connection open through it close, and the API server sees its websockets closed. Ctrl-C closes B's."""
+    lines, started = attach_lines
+    ports = {8000: server.ports.http, 8001: server.ports.grpc, 8002: server.ports.metrics}
+    with recorded_api(tmp_path, ["pods-list-1.json"], ["pods-watch-1.jsonl"], hold_watches=True,
+                      upstream={A: ports, B: ports}) as (script, kubeconfig):
+        attach = _start([TARGET, "--kubeconfig", str(kubeconfig)], lines, started)
+        assert "via port-forward" in _line(lines, "following ")
+        _line(lines, f"joined: {A} at http://127.0.0.1:")
+        record = Registry().load(A)
+        row = _status_row(A, capsys)
+        assert row["health"] == "ready" and row["version"], row
+        assert (row["models_ready"], row["models_total"]) == (1, 1) and row["requests_per_s"] == 0, row
+        assert record.grpc_url is not None
+        grpc = triton_grpc.InferenceServerClient(record.grpc_url)
+        try:
+            assert grpc.is_model_ready("echo")
+        finally:
+            grpc.close()
+        assert {pod for pod, *_ in script.upgrades} == {A}
+        assert {port for _, asked, _, _ in script.upgrades for port in asked} == {8000, 8001, 8002}
+        assert {(auth, protocol) for _, _, auth, protocol in script.upgrades} == {
+            (f"Bearer {TOKEN}", "v4.channel.k8s.io")
+        }
+        held = http.client.HTTPConnection("127.0.0.1", int(record.http_url.rsplit(":", 1)[1]), timeout=30)
+        held.request("GET", "/v2/health/live")  # answered, and the connection kept open
+        response = held.getresponse()
+        assert response.status == 200 and response.read() == b""
+        script.release.set()  # the recorded watch: B ready, A deleted
+        _line(lines, f"left: {A}")
+        _line(lines, f"joined: {B} at http://127.0.0.1:")
+        assert held.sock is not None and held.sock.recv(1) == b""  # the one open through A's forward closed
+        held.close()
+        assert _refused(int(record.http_url.rsplit(":", 1)[1]))
+        assert _refused(int(record.metrics_url.rsplit(":", 1)[1].split("/")[0]))  # type: ignore[union-attr]
+        wait_until(lambda: all(f.client_gone.is_set() for f in script.forwards if f.pod == A), timeout=20,
+                   what="A's websockets closed by the client")
+        b_http = int(Registry().load(B).http_url.rsplit(":", 1)[1])
+        assert _status_row(B, capsys)["health"] == "ready"
+        attach.send_signal(signal.SIGINT)
+        assert attach.wait(timeout=30) == 0
+    assert any(line.startswith(f"left: {B}") for line in lines)
+    assert _refused(b_http) and Registry().names() == []
+    assert not [line for line in lines if "Traceback" in line or "Exception in thread" in line], lines
+
+
+def test_a_refused_port_forward_is_one_line_naming_the_pod_and_the_permission(tmp_path: Path) -> None:
+    """403 (RBAC) and 404 (pod gone) at the upgrade: one warning line each saying which pod and why; the
+    pod is not added. A pod the API server forwards is."""
+    said: list[str] = []
+    with recorded_api(tmp_path, [], [], upstream={B: {8000: 1, 8001: 1, 8002: 1}},
+                      forbidden=(A,)) as (script, kubeconfig):
+        forwards = PortForwards("serving", api_client(kubeconfig).configuration, said.append)
+        try:
+            found = forwards({pod: PodMember(pod, "10.244.2.17", PORTS) for pod in (A, B, "gone")})
+        finally:
+            forwards.close()
+    assert list(found) == [B] and found[B].ip == "127.0.0.1"
+    refused = [line for line in said if line.startswith("warning:")]
+    assert refused == [
+        "warning: pod serving/gone: port-forward failed: the pod is gone (404 Not Found); not added",
+        f"warning: pod serving/{A}: the API server refused the port-forward (403 Forbidden): "
+        "RBAC must allow 'create' on pods/portforward in namespace serving; not added",
+    ]
+    assert [pod for pod, *_ in script.upgrades] == [B]  # refused before the upgrade
+
+
+def test_the_kubelet_error_channel_is_reported_once(tmp_path: Path) -> None:
+    """When the kubelet cannot reach the pod's port it says so on the port's error channel: the relay ends
+    and the console says it once, however many connections meet it."""
+    said: list[str] = []
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    with recorded_api(tmp_path, [], [], upstream={A: {8000: closed, 8001: closed, 8002: closed}}) as (
+        _, kubeconfig
+    ):
+        forwards = PortForwards("serving", api_client(kubeconfig).configuration, said.append)
+        try:
+            metrics = dict(forwards({A: PodMember(A, "10.244.2.17", PORTS)})[A].ports)["metrics"]
+            for _ in range(3):
+                with socket.create_connection(("127.0.0.1", metrics), timeout=30) as conn:
+                    assert conn.recv(1) == b""
+            wait_until(lambda: any("port 8002" in line for line in said), what="the kubelet's error")
+        finally:
+            forwards.close()
+    errors = [line for line in said if "port 8002" in line]
+    assert errors == [f"warning: pod serving/{A}: port 8002: error forwarding port 8002 to pod {A}, uid "
+                      f"0f5c3a8e-2d7b-4c1e-9a64-7b8d2e5f1c30: [Errno 111] Connection refused"]
+
+
+@pytest.fixture
+def chatty_port() -> Iterator[int]:
+    """A port whose server, once a client says something, sends it data without end (a pod mid-response)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def talk(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.recv(16)
+            while True:
+                conn.sendall(b"x" * 65536)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                threading.Thread(target=talk, args=(listener.accept()[0],), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield listener.getsockname()[1]
+    listener.close()
+
+
+def test_connections_ended_mid_response_close_their_websockets(
+    tmp_path: Path, chatty_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client hanging up while the pod still sends, and a pod leaving while its connections stream: every
+    port-forward websocket is closed, and no thread of the client's proxy dies on a closed socket (closing
+    our end under it did: EPIPE/ECONNRESET, the websocket left open)."""
+    died: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, "excepthook", died.append)
+    upstream = {A: {8000: chatty_port, 8001: chatty_port, 8002: chatty_port}}
+    with recorded_api(tmp_path, [], [], upstream=upstream) as (script, kubeconfig):
+        forwards = PortForwards("serving", api_client(kubeconfig).configuration, lambda line: None)
+        try:
+            http_port = dict(forwards({A: PodMember(A, "10.244.2.17", PORTS)})[A].ports)["http"]
+            for _ in range(20):
+                with socket.create_connection(("127.0.0.1", http_port), timeout=30) as conn:
+                    conn.sendall(b"go")
+                    assert conn.recv(65536)
+            streaming = [socket.create_connection(("127.0.0.1", http_port), timeout=30) for _ in range(5)]
+            for conn in streaming:
+                conn.sendall(b"go")
+                assert conn.recv(65536)
+            forwards({})  # the pod left
+            for conn in streaming:
+                wait_until(lambda conn=conn: not conn.recv(1 << 20), what="the stream closed")  # type: ignore[misc]
+                conn.close()
+            wait_until(lambda: all(f.client_gone.is_set() for f in script.forwards), timeout=20,
+                       what="every websocket closed by the client")
+        finally:
+            forwards.close()
+    assert len(script.forwards) == 26 and died == []
+
+
+def test_once_cannot_port_forward(capsys: pytest.CaptureFixture[str]) -> None:
+    """A forward lives while attach runs, so `--once --via port-forward` is refused in one line."""
+    assert main(["attach", TARGET, "--once", "--via", "port-forward"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--once cannot keep a port-forward open" in err[0]
+
+
+def test_sigterm_stops_attach_and_closes_its_forwards_and_sessions(
+    tmp_path: Path, attach_lines: tuple[list[str], list[subprocess.Popen[str]]]
+) -> None:
+    """SIGTERM (a service manager, `kill`) ends `attach --via port-forward` as Ctrl-C does: the forwards
+    close and their sessions, whose local ports die with the process, are removed."""
+    lines, started = attach_lines
+    with recorded_api(tmp_path, ["pods-list-1.json"], [], upstream={A: {8000: 1, 8001: 1, 8002: 1}}) as (
+        _, kubeconfig
+    ):
+        attach = _start([TARGET, "--kubeconfig", str(kubeconfig), "--via", "port-forward"], lines, started)
+        _line(lines, f"joined: {A} at http://127.0.0.1:")
+        local = int(Registry().load(A).http_url.rsplit(":", 1)[1])
+        attach.send_signal(signal.SIGTERM)
+        assert attach.wait(timeout=30) == 0, lines
+    assert any(line.startswith(f"left: {A}") for line in lines)
+    assert any(line.startswith("stopped following") for line in lines)
+    assert Registry().names() == [] and _refused(local)
+
+
+def test_auto_forwards_only_outside_the_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--via auto`: pod addresses in a pod with no kubeconfig (its service account) and with --once, a
+    port-forward with a kubeconfig; an explicit choice is kept."""
+    from triton_ge_console.fleet.k8s_attach import via
+    from triton_ge_console.sessions.session_cli import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+
+    def chosen(*argv: str) -> str:
+        return via(parser.parse_args(["attach", TARGET, *argv]))
+
+    assert chosen() == "pod-ip"
+    assert chosen("--kubeconfig", str(tmp_path / "kubeconfig")) == "port-forward"
+    assert chosen("--kubeconfig", str(tmp_path / "kubeconfig"), "--once") == "pod-ip"
+    assert chosen("--via", "port-forward") == "port-forward"
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    assert chosen() == "port-forward"
