@@ -55,7 +55,7 @@ async def test_a_selection_is_drawn_over_the_selected_characters_only() -> None:
 
 def test_a_selection_left_past_the_last_device_copies_nothing() -> None:
     panel = DevicesPanel()
-    panel._rows = [(("NPU0", ""),)]  # one device left where there were two
+    panel.show_lines([(("NPU0", ""),)])  # one device left where there were two
     assert panel.get_selection(Selection(Offset(0, 1), Offset(4, 1))) is None
     assert panel.get_selection(Selection(Offset(0, 0), Offset(4, 1))) == ("NPU0", "\n")
 
