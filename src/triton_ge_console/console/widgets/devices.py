@@ -124,7 +124,6 @@ class DevicesPanel(PieceLines):
     """The devices box; fed a snapshot and each device's recent utilization. A moved sparkline repaints its
     own line, not the box."""
 
-    DEFAULT_CSS = "DevicesPanel { height: auto; }"
     frame: reactive[DevicesFrame | None] = reactive(None, repaint=False)
 
     def watch_frame(self, frame: DevicesFrame | None) -> None:
