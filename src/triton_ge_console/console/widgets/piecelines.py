@@ -4,6 +4,7 @@ changed, and the mouse selects and copies them as it does a Static's text."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from rich.segment import Segment
@@ -20,6 +21,7 @@ Piece = tuple[str, str]  # text and its style ("" for none)
 Line = tuple[Piece, ...]
 Span = tuple[int, int]  # the selected characters of one line: start, end (-1: to the line's end)
 LINES_KEPT = 64  # strips kept: a box's lines, under a selection too
+PLACED_STYLES = 4096  # styles kept with their cell's place: a few hundred in use
 
 
 class PaintPass(NamedTuple):
@@ -28,6 +30,7 @@ class PaintPass(NamedTuple):
     base: Style  # the widget's own style
     selection: Selection | None  # the mouse selection in the widget
     selected: Style  # how selected characters look
+    width: int  # the widget's content width
 
 
 class PieceLines(Widget):
@@ -40,7 +43,7 @@ class PieceLines(Widget):
         super().__init__(**kwargs)
         self._lines: list[Line] = []
         self._strips: LRUCache[tuple[int, Line, Span | None], Strip] = LRUCache(LINES_KEPT)
-        self._built_with: tuple[Style, Style] | None = None  # the styles the kept strips were built with
+        self._built_with: tuple[Style, Style, int] | None = None  # the looks and width the strips had
         self._pass: PaintPass | None = None  # what the render pass under way looked up
 
     def show_lines(self, lines: Sequence[Line]) -> None:
@@ -69,26 +72,26 @@ class PieceLines(Widget):
             self._pass = None
 
     def _look_up_pass(self) -> PaintPass:
-        """The widget's style, the selection in it and the selection's style."""
-        return PaintPass(self.rich_style, self.text_selection, self.selection_style)
+        """The widget's style, the selection in it, the selection's style and the width."""
+        return PaintPass(self.rich_style, self.text_selection, self.selection_style, self.size.width)
 
     def render_line(self, y: int) -> Strip:
-        """A line's strip, built again only when the line, its selected span or the styles changed."""
-        base, selection, selected = self._pass or self._look_up_pass()
-        if self._built_with != (base, selected):  # a theme change: every kept strip is stale
+        """A line's strip, built again only when the line, its selected span, the styles or the width
+        changed."""
+        looks = self._pass or self._look_up_pass()
+        if self._built_with != (looks.base, looks.selected, looks.width):  # a theme change or a resize
             self._strips.clear()
-            self._built_with = (base, selected)
-        width = self.size.width
+            self._built_with = (looks.base, looks.selected, looks.width)
         if y >= len(self._lines):
-            return Strip.blank(width, base)
+            return Strip.blank(looks.width, looks.base)
         line = self._lines[y]
-        span = selection.get_span(y) if selection is not None else None
+        span = looks.selection.get_span(y) if looks.selection is not None else None
         key = (y, line, span)
         strip = self._strips.get(key)
         if strip is None:
-            strip = line_strip(self.app.console, line, span, base, selected).apply_offsets(0, y)
+            strip = line_strip(self.app.console, line, span, y, looks)
             self._strips.set(key, strip)
-        return strip.crop(0, width) if strip.cell_length > width else strip  # the box pads a short one
+        return strip
 
     def get_selection(self, selection: Selection) -> tuple[str, str] | None:
         """The selected part of the lines (nothing when fewer lines left it past the end)."""
@@ -98,14 +101,26 @@ class PieceLines(Widget):
         return selection.extract(text), "\n"
 
 
-def line_strip(console: Any, line: Line, span: Span | None, base: Style, selected: Style) -> Strip:
-    """One line as a strip: a segment per piece (cut where the selection starts and ends), each in its
-    style over the widget's, and the selection's style over the selected characters."""
-    segments = []
+def line_strip(console: Any, line: Line, span: Span | None, y: int, looks: PaintPass) -> Strip:
+    """Line y as a strip cut at the widget's width (the box pads a shorter one): a segment per piece (cut
+    where the selection starts and ends) in its style over the widget's, the selection's style over the
+    selected characters, and where its text is in the lines, so the mouse can select it."""
+    segments, x = [], 0
     for text, style, chosen in split_at_span(line, span):
-        own = base + console.get_style(style) if style else base
-        segments.append(Segment(text, own + selected if chosen else own))
-    return Strip(segments)
+        if x >= looks.width:  # wholly past the edge (a character is at least one cell wide)
+            break
+        own = looks.base + console.get_style(style) if style else looks.base
+        segments.append(Segment(text, placed(own + looks.selected if chosen else own, x, y)))
+        x += len(text)
+    strip = Strip(segments)
+    return strip.crop(0, looks.width) if strip.cell_length > looks.width else strip
+
+
+@lru_cache(maxsize=PLACED_STYLES)
+def placed(style: Style, x: int, y: int) -> Style:
+    """A style that also says at which character of which line its text starts (Textual's mouse selection
+    reads it); kept, as a line's pieces keep their places from one refresh to the next."""
+    return style + Style.from_meta({"offset": (x, y)})
 
 
 def split_at_span(line: Line, span: Span | None) -> list[tuple[str, str, bool]]:
