@@ -72,7 +72,7 @@ def main() -> None:
             result = one_run(src, args.refreshes)
             last_ours = result if src == OURS else last_ours
             runs.append({"round": number, "code": code, "figures": figures(result)})
-            print(table(runs[-1:]).splitlines()[-1], flush=True)
+            print("\n".join(table(runs[-1:]).splitlines()[2:]), flush=True)  # this run's rows
     print(f"\n{table(runs)}")
     payload = {"benchmark": "tui_render_ab", "baseline_src": str(args.baseline_src), "rounds": args.rounds,
                "refreshes": args.refreshes, "runs": runs,
