@@ -37,6 +37,8 @@ async def test_device_lines_can_be_selected_across_lines_and_copied() -> None:
         # inside the border and the padding: the first line's first cell to the second line's fourth
         await _drag(pilot, (2, 1), (5, 2))
         assert app.screen.get_selected_text() == f"{first}\n{second[:4]}"
+        await pilot.press("ctrl+c")  # the screen's copy binding
+        assert app.clipboard == f"{first}\n{second[:4]}"
 
 
 async def test_a_selection_is_drawn_over_the_selected_characters_only() -> None:
@@ -55,7 +57,7 @@ async def test_a_selection_is_drawn_over_the_selected_characters_only() -> None:
 
 def test_a_selection_left_past_the_last_device_copies_nothing() -> None:
     panel = DevicesPanel()
-    panel._rows = [(("NPU0", ""),)]  # one device left where there were two
+    panel.show_lines([(("NPU0", ""),)])  # one device left where there were two
     assert panel.get_selection(Selection(Offset(0, 1), Offset(4, 1))) is None
     assert panel.get_selection(Selection(Offset(0, 0), Offset(4, 1))) == ("NPU0", "\n")
 

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from rich.text import Text
 from textual import events
 from textual.reactive import reactive
-from textual.selection import Selection
-from textual.widgets import Static
 
 from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.console import format as fmt
-from triton_ge_console.console.widgets.paint import forget_selection, retitle
+from triton_ge_console.console.widgets.paint import retitle
+from triton_ge_console.console.widgets.piecelines import Piece, PieceLines
 from triton_ge_console.sessions.snapshot import DeviceSnapshot, ServerSnapshot
 
 SPARK_WIDTH, BAR_WIDTH = 30, 16
@@ -21,7 +20,6 @@ NARROW_SPARK_WIDTH, NARROW_BAR_WIDTH = 7, 7  # so health ("Warning" too) fits an
 MEMORY_WIDTH = 16  # "9.1 MiB/64.0 GiB", "21.4/64.0 GiB"
 DevicesFrame = tuple[ServerSnapshot, dict[str, list[float | None]]]  # a snapshot and recent utilization
 NARROW_BELOW = 130  # terminal columns under which rows use a short sparkline and bar
-Piece = tuple[str, str]  # text and its style ("" for none)
 NO_DEVICES: tuple[Piece, ...] = (
     (" no device figures yet (the GE glue reports them once a model is loaded)", "dim"),)
 GAP = "  "  # between two columns
@@ -122,38 +120,20 @@ def models_by_device(snapshot: ServerSnapshot) -> dict[str, list[str]]:
             for device, held in snapshot.models_by_device().items()}
 
 
-class DevicesPanel(Static):
-    """The devices box; fed a snapshot and each device's recent utilization, updated when its text changes."""
+class DevicesPanel(PieceLines):
+    """The devices box; fed a snapshot and each device's recent utilization. A moved sparkline repaints its
+    own line, not the box."""
 
-    DEFAULT_CSS = "DevicesPanel { height: auto; text-wrap: nowrap; text-overflow: clip; }"
     frame: reactive[DevicesFrame | None] = reactive(None, repaint=False)
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__("", **kwargs)
-        self._rows: list[tuple[Piece, ...]] = []
-
     def watch_frame(self, frame: DevicesFrame | None) -> None:
-        """Show the devices' lines; the same lines again draw nothing."""
+        """Show the devices' lines; only those that changed are drawn again."""
         if frame is None:
             return
         snapshot, series = frame
         retitle(self, f"Devices ({len(snapshot.devices)})")
-        rows = device_rows(snapshot, series, self.app.size.width)
-        if rows == self._rows:
-            return
-        resized = len(rows) != len(self._rows)  # only then can the box's height change
-        if resized and self.is_mounted:
-            forget_selection(self)
-        self._rows = rows
-        self.update(Text("\n").join(Text.assemble(*pieces) for pieces in rows), layout=resized)
+        self.show_lines(device_rows(snapshot, series, self.app.size.width))
 
     def on_resize(self, event: events.Resize) -> None:
         """Short or full lines follow the terminal's width at once, not at the next poll."""
         self.watch_frame(self.frame)
-
-    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
-        """The selected part of the device lines (nothing when fewer devices left it past the end)."""
-        if selection.start is not None and selection.start.y >= len(self._rows):
-            return None
-        text = "\n".join("".join(piece for piece, _ in pieces) for pieces in self._rows)
-        return selection.extract(text), "\n"
