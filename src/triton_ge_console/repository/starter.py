@@ -17,8 +17,7 @@ server:
   listen: 127.0.0.1       # address Triton binds its HTTP, gRPC and metrics endpoints to
   metrics:
     interval_ms: 1000     # how often Triton refreshes /metrics
-    summary_latencies: false  # true: Triton's p50/p90/p99 in /metrics (for Grafana), at +34-42 % server CPU
-                              # per request; the console's percentiles come from sampled traces without it
+    summary_latencies: false  # true costs +34-42 % server CPU/request; the console's p50/p99 come from traces
   log_verbose: 0
   npu_memory_gib: 64      # capacity of an emulated NPU when no Ascend device is present
   # backend_config:       # --backend-config=<backend>,<key>=<value>
