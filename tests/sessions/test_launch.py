@@ -114,6 +114,7 @@ def test_the_server_runs_outside_the_repository_and_serves(session: SessionRecor
 def test_percentiles_come_from_sampled_traces_with_summaries_off(session: SessionRecord) -> None:
     """The spec leaves summaries off (the default): the console samples the session's requests into its
     trace file and the snapshot's p50/p90/p99 come from there, labelled "trace"."""
+    assert session.metrics_url is not None
     with urllib.request.urlopen(session.metrics_url, timeout=30) as page:
         assert b"nv_inference_request_summary_us" not in page.read()
     source = LiveSource.from_record(session, npu_smi=None)
