@@ -38,6 +38,8 @@ def test_first_poll_arms_every_model_then_only_changes() -> None:
         sampler.armed(name, sampling)
     assert sampler.due({"a": None, "b": 1200.0}, now=1.0) == {}
     assert sampler.due({"a": 0.0, "b": 5000.0}, now=2.0) == {"b": sampling_for(5000.0)}
+    assert sampler.due({"b": 900.0}, now=3.0) == {}  # "a" unloaded: forgotten
+    assert sampler.due({"a": None, "b": 900.0}, now=4.0) == {"a": sampling_for(None)}  # back: armed again
 
 
 def test_a_half_used_lease_is_renewed() -> None:

@@ -62,9 +62,12 @@ class TraceSampler:
         self._last: float | None = None
 
     def due(self, load: dict[str, float | None], now: float) -> dict[str, Sampling]:
-        """Settings to send, per model name, given each traced model's req/s (all versions) this poll."""
+        """Settings to send, per model name, given each traced model's req/s (all versions) this poll; a
+        model missing from `load` (unloaded) is forgotten, so it is armed afresh when it comes back."""
         elapsed = 0.0 if self._last is None else max(0.0, now - self._last)
         self._last = now
+        for gone in self._armed.keys() - load.keys():
+            del self._armed[gone]
         wanted = {}
         for model, request_rate in sorted(load.items()):
             if now < self._refused.get(model, -math.inf):
