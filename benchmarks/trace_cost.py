@@ -13,10 +13,13 @@ import contextlib
 import dataclasses
 import json
 import statistics
+import subprocess
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.sessions.trace_sampling import Sampling, sampling_for
@@ -52,15 +55,26 @@ def traced_requests(folder: Path) -> int:
     return len(ids)
 
 
-def rotate(rounds: int, measures: dict[str, Measure]) -> dict[str, list[tuple[float, float]]]:
-    """Every variant once per round, the starting variant moving one place each round."""
+def rotate(rounds: int, measures: dict[str, Measure]) -> tuple[dict[str, list[tuple[float, float]]],
+                                                                dict[str, str]]:
+    """Every variant once per round, the starting variant moving one place each round; a variant whose
+    server stops answering is reported (with why) and left out of later rounds, not the whole run."""
     names = list(measures)
     found: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    failed: dict[str, str] = {}
     for index in range(rounds):
         shift = index % len(names)
         for name in names[shift:] + names[:shift]:
-            found[name].append(measures[name]())
-    return found
+            if name in failed:
+                continue
+            try:
+                value = measures[name]()
+                if value[0] <= 0:
+                    raise RuntimeError("wrk had no request answered")
+                found[name].append(value)
+            except (subprocess.CalledProcessError, RuntimeError) as exc:
+                failed[name] = f"round {index}: {type(exc).__name__}: {exc}"[:300]
+    return found, failed
 
 
 def trace_ab(dist: TritonDistribution, root: Path, args: argparse.Namespace,
@@ -79,8 +93,10 @@ def trace_ab(dist: TritonDistribution, root: Path, args: argparse.Namespace,
                  "every_request": Sampling(1, 100, -1)}
         for name, sampling in fixed.items():
             set_tracing(servers[name][0], models[0], sampling)
-        found = rotate(args.rounds, measures)
-    return {"load_rps": load, "console_sampling": dataclasses.asdict(fixed["console_rate"]),
+        found, failed = rotate(args.rounds, measures)
+        alive = {name: psutil.pid_exists(pid) for name, (_, _, pid) in servers.items()}
+    return {"failed": failed, "server_alive_at_end": alive, "load_rps": load,
+            "console_sampling": dataclasses.asdict(fixed["console_rate"]),
             "traced_requests": {name: traced_requests(root / name) for name in fixed},  # all written at stop
             "rounds": args.rounds, "duration_s": args.duration, "connections": args.connections,
             "variants": {name: {"rps": [r for r, _ in values], "cpu_us_per_request": [c for _, c in values]}
@@ -100,8 +116,12 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
     found = []
     for name, label in labels.items():
         cpu, rps = variants[name]["cpu_us_per_request"], variants[name]["rps"]
+        if not cpu:
+            found.append((label, f"no round: {result['failed'].get(name, '?')}", ""))
+            continue
         change = 100 * (statistics.median(cpu) / base - 1)
-        found.append((f"{label}: server CPU per request; req/s (median, range of {result['rounds']})",
+        failed = f"; server failed at {result['failed'][name]}" if name in result["failed"] else ""
+        found.append((f"{label}: server CPU per request; req/s (median, range of {len(cpu)}{failed})",
                       f"{statistics.median(cpu):.0f} us ({min(cpu):.0f}-{max(cpu):.0f}), {change:+.1f} %; "
                       f"{statistics.median(rps):.0f} ({min(rps):.0f}-{max(rps):.0f})", "lower"))
     return found
