@@ -21,6 +21,9 @@ Prints a markdown table and writes benchmarks/results/console_overhead.json. wrk
     python3 benchmarks/console_overhead.py --quick     # only the poll cost (1.), printed, nothing written
     python3 benchmarks/console_overhead.py --fleet     # only the fleet row (4.), written to
                                                        # results/console_overhead_fleet.json
+    python3 benchmarks/console_overhead.py --trace-ab  # only the latency sources: off vs summaries vs
+                                                       # sampled traces (trace_cost.py), written to
+                                                       # results/console_overhead_traces.json
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ from typing import Any
 import psutil
 
 from fleet_poll_cost import fleet_rounds, fleet_rows, record, replayed_servers
+from trace_cost import rows as trace_rows
+from trace_cost import trace_ab
 from triton_ge_console.backend_glue.distribution import TritonDistribution, find_distribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.sessions.metrics import PlainLines, parse_metrics
@@ -56,6 +61,7 @@ from triton_ge_console.sessions.snapshot import Endpoints
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "console_overhead.json"
 FLEET_RESULTS = HERE / "results" / "console_overhead_fleet.json"
+TRACE_RESULTS = HERE / "results" / "console_overhead_traces.json"
 FLEET_MODELS = 10  # per server: 4 real servers' Python stubs must fit beside the rest on 2 cores
 FLEET_REAL, FLEET_REPLAYED = 4, 16
 CORES = os.cpu_count() or 1
@@ -222,6 +228,9 @@ def main() -> int:
     parser.add_argument("--statistics-ab", action="store_true",
                         help="only the poll cost at 100 idle models, statistics for every model vs only for "
                              "those whose counters moved, alternating rounds; printed, nothing written")
+    parser.add_argument("--trace-ab", action="store_true",
+                        help="only the latency sources' cost: no source vs summaries vs sampled traces at "
+                             "the console's rate and at fixed rates, rotating rounds (trace_cost.py)")
     parser.add_argument("--fleet-rounds", type=int, default=4)
     parser.add_argument("--fleet-polls", type=int, default=5, help="polls per server per measurement")
     args = parser.parse_args()
@@ -234,6 +243,8 @@ def main() -> int:
     if shutil.which("wrk") is None:
         print("wrk is not installed: apt-get install -y wrk", file=sys.stderr)
         return 1
+    if args.trace_ab:
+        return trace_only(args)
     dist = find_distribution()
     root = Path(tempfile.mkdtemp(prefix="ge-overhead-"))
     try:
@@ -318,6 +329,25 @@ def fleet_only(args: argparse.Namespace) -> int:
     FLEET_RESULTS.parent.mkdir(parents=True, exist_ok=True)
     FLEET_RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwrote {FLEET_RESULTS}")
+    return 0
+
+
+def trace_only(args: argparse.Namespace) -> int:
+    """Only the latency sources' cost: printed, and written to results/console_overhead_traces.json."""
+    dist = find_distribution()
+    root = Path(tempfile.mkdtemp(prefix="ge-overhead-traces-"))
+    try:
+        install_backend_dir(root / "backends", dist)
+        one = write_repository(root / "single", 1)
+        script = root / "post.lua"
+        script.write_text(WRK_SCRIPT)
+        result = {"benchmark": "console_overhead (latency sources)", "machine": machine(),
+                  "traces": trace_ab(dist, root, args, server, measured, script, one)}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print_rows(trace_rows(result["traces"]))
+    TRACE_RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nwrote {TRACE_RESULTS}")
     return 0
 
 

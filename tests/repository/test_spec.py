@@ -28,7 +28,7 @@ def test_seed_spec_is_the_starter_and_loads(tmp_path: Path) -> None:
     assert seed_path.read_text(encoding="utf-8") == STARTER_SPEC
     spec = load_spec(seed_path)
     assert spec.name == "seed"
-    assert spec.server.summary_latencies is True
+    assert spec.server.summary_latencies is False  # opt-in: it costs every request
     llama, bert = spec.models
     assert (llama.name, llama.backend, llama.source, llama.max_batch_size) == (
         "llama_model",

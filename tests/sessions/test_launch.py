@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +25,10 @@ from tests.waiting import wait_until
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import controller_for
+from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import Registry, SessionRecord
+from triton_ge_console.sessions.snapshot import Latency
 from triton_ge_console.sessions.watch import describe_changes, find_changes, watch_spec
 
 pytestmark = pytest.mark.server  # every test here starts a tritonserver
@@ -106,6 +109,30 @@ def test_the_server_runs_outside_the_repository_and_serves(session: SessionRecor
         assert bert_request(client).shape[0] == 1
     finally:
         client.close()
+
+
+def test_percentiles_come_from_sampled_traces_with_summaries_off(session: SessionRecord) -> None:
+    """The spec leaves summaries off (the default): the console samples the session's requests into its
+    trace file and the snapshot's p50/p90/p99 come from there, labelled "trace"."""
+    assert session.metrics_url is not None
+    with urllib.request.urlopen(session.metrics_url, timeout=30) as page:
+        assert b"nv_inference_request_summary_us" not in page.read()
+    source = LiveSource.from_record(session, npu_smi=None)
+    client = triton_http.InferenceServerClient(hostport(session))
+
+    def traced() -> Latency | None:
+        bert_request(client)
+        model = source.poll().model(MODEL)
+        return model.latency if model is not None and model.latency.source == "trace" else None
+
+    try:
+        latency = wait_until(traced, 60, what="p50/p99 from the session's trace file")
+    finally:
+        source.close()
+        client.close()
+    assert latency is not None and latency.p50_ms is not None and latency.p90_ms is not None
+    assert latency.p99_ms is not None and 0 < latency.p50_ms <= latency.p90_ms <= latency.p99_ms
+    assert list(session.session_dir.glob("trace.json*"))  # type: ignore[union-attr]
 
 
 def test_unknown_model_is_one_clear_line(session: SessionRecord, capsys: pytest.CaptureFixture[str]) -> None:

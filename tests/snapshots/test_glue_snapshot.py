@@ -1,13 +1,14 @@
 """Snapshots of models served by the GE glue (CPU emulation): ge_device_* devices, execution mode, and
-automatic trace sampling for `npu_ge` models (whose native backend reports no statistics)."""
+automatic trace sampling of every model on a server without latency summaries (`npu_ge`'s native backend
+reports no statistics at all)."""
 
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,12 +16,14 @@ import tritonclient.http as triton_http
 
 from tests.backend_glue.models import DENSE_CONFIG, dense_model, param, write_model
 from tests.conftest import RunningServer, run_triton
+from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.poller import Poller
-from triton_ge_console.sessions.snapshot import Endpoints
-from triton_ge_console.sessions.trace import TraceCollector, trace_server_args
+from triton_ge_console.sessions.snapshot import Endpoints, Latency
+from triton_ge_console.sessions.stats import HttpEndpoint
+from triton_ge_console.sessions.trace import TraceCollector, disable_tracing, trace_server_args
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +44,9 @@ def glue_server(triton_dist: TritonDistribution, tmp_path_factory: pytest.TempPa
         yield server, trace_file
 
 
-def test_glue_devices_mode_and_npu_ge_tracing(glue_server: tuple[RunningServer, Path]) -> None:
-    """Devices come from ge_device_*, the model row carries its execution mode and device, and the npu_ge
-    model gets TIMESTAMPS tracing switched on by the poller."""
+def test_glue_devices_mode_and_tracing(glue_server: tuple[RunningServer, Path]) -> None:
+    """Devices come from ge_device_*, the model row carries its execution mode and device, and both models
+    (summaries are off) get sampled TIMESTAMPS tracing switched on by the poller."""
     server, trace_file = glue_server
     client = triton_http.InferenceServerClient(server.http_hostport)
     endpoints = Endpoints(server.http_url, None, server.metrics_url)
@@ -64,34 +67,49 @@ def test_glue_devices_mode_and_npu_ge_tracing(glue_server: tuple[RunningServer, 
     dense = snapshot.model("dense")
     assert dense is not None and dense.backend == "ge" and dense.execution_mode == "cpu-emulated"
     assert dense.devices == ("0",) and dense.success_total == 1 and dense.latency.source is not None
-    with urllib.request.urlopen(f"{server.http_url}/v2/models/npu_dense/trace/setting", timeout=30) as answer:
-        assert json.loads(answer.read())["trace_level"] == ["TIMESTAMPS"]
-    with urllib.request.urlopen(f"{server.http_url}/v2/models/dense/trace/setting", timeout=30) as answer:
-        assert json.loads(answer.read())["trace_level"] == ["OFF"]
+    for model in ("dense", "npu_dense"):
+        assert _trace_setting(server, model)["trace_level"] == ["TIMESTAMPS"]
 
 
-def test_traced_model_gets_percentiles_without_summaries(glue_server: tuple[RunningServer, Path]) -> None:
-    """Summaries off: after trace_model, the poller's latency for that model comes from the trace file."""
+def _trace_setting(server: RunningServer, model: str) -> dict[str, Any]:
+    """Triton's trace setting for one model."""
+    with urllib.request.urlopen(f"{server.http_url}/v2/models/{model}/trace/setting", timeout=30) as answer:
+        setting: dict[str, Any] = json.loads(answer.read())
+    return setting
+
+
+def test_percentiles_come_from_traces_without_summaries(glue_server: tuple[RunningServer, Path]) -> None:
+    """Summaries off, tracing off at first: the live source turns sampled tracing on by itself (every
+    request of an idle model) and p50/p99 come from the trace file; an attached source (no trace file of
+    its own) traces nothing and shows no percentiles."""
     server, trace_file = glue_server
+    http = HttpEndpoint(server.http_url)
+    for model in ("dense", "npu_dense"):
+        disable_tracing(http, model)
+    http.close()
     source = LiveSource("traced", Endpoints(server.http_url, None, server.metrics_url), trace_file=trace_file)
+    attached = LiveSource("attached", Endpoints(server.http_url, None, server.metrics_url))
     client = triton_http.InferenceServerClient(server.http_hostport)
     tensor = triton_http.InferInput("x", [1, 4], "FP32")
     tensor.set_data_from_numpy(np.ones((1, 4), dtype=np.float32))
+
+    def traced() -> Latency | None:
+        client.infer("dense", [tensor])
+        latency = source.poll().model("dense").latency  # type: ignore[union-attr]
+        return latency if latency.source == "trace" else None
+
     try:
-        assert source.poll().model("dense").latency.source != "trace"  # type: ignore[union-attr]
-        assert source.trace_model("dense", rate=1, log_frequency=2)
-        latency = None
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            client.infer("dense", [tensor])
-            latency = source.poll().model("dense").latency  # type: ignore[union-attr]
-            if latency.source == "trace":
-                break
+        source.poll()
+        setting = _trace_setting(server, "dense")
+        latency = wait_until(traced, 60, what="dense's latency from traces")
+        seen_attached = attached.poll().model("dense")
     finally:
         source.close()
+        attached.close()
         client.close()
-    assert latency is not None and latency.source == "trace"
-    assert latency.p50_ms is not None and latency.p99_ms is not None and 0 < latency.p50_ms <= latency.p99_ms
-    attached = LiveSource("attached", Endpoints(server.http_url, None, None))  # no trace file of its own
+    assert setting["trace_level"] == ["TIMESTAMPS"] and setting["trace_rate"] == "1" and latency is not None
+    assert latency.p50_ms is not None and latency.p90_ms is not None and latency.p99_ms is not None
+    assert 0 < latency.p50_ms <= latency.p90_ms <= latency.p99_ms
+    assert seen_attached is not None and seen_attached.latency.source in (None, "statistics")  # no p50/p99
+    assert seen_attached.latency.p50_ms is None and seen_attached.latency.p99_ms is None
     assert not attached.trace_model("dense")
-    attached.close()

@@ -310,13 +310,15 @@ def test_live_source_polls_and_controls(served: Served) -> None:
 
 
 def test_live_source_from_record_uses_the_session_trace_file(served: Served) -> None:
-    """A launched session's record: uptime from its start, traces from <session dir>/trace.json."""
+    """A launched session's record: uptime from its start, traces from <session dir>/trace.json (none taken
+    where the server has summaries)."""
     record = SessionRecord(
         name="recorded", pid=None, started_at=time.time() - 60, http_url=served.server.http_url,
         grpc_url=None, metrics_url=served.server.metrics_url, repository=None, spec=None, backend_dir=None,
         log_path=served.server.log_path, token_ref=None, attached=False, session_dir=served.trace_file.parent,
     )
     source = LiveSource.from_record(record, npu_smi=None)
+    infer(served.client, "fast")
     try:
         snapshot = source.poll()
         assert source.poller.trace is not None and source.poller.trace.trace_file == served.trace_file
@@ -324,6 +326,10 @@ def test_live_source_from_record_uses_the_session_trace_file(served: Served) -> 
         assert snapshot.session == "recorded" and snapshot.endpoints.metrics_url == served.server.metrics_url
     finally:
         source.close()
+    # This server keeps latency summaries: the console leaves tracing off rather than pay for both.
+    setting_url = f"{served.server.http_url}/v2/models/fast/trace/setting"
+    with urllib.request.urlopen(setting_url, timeout=30) as answer:
+        assert json.loads(answer.read())["trace_level"] == ["OFF"]
 
 
 def _batch_input(batch: int) -> triton_http.InferInput:

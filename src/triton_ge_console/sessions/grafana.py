@@ -64,7 +64,8 @@ MODEL_PANELS = (
     Panel("Latency p50 / p99 (ms)", "ms",
           ((f'nv_inference_request_summary_us{{{MODEL},quantile="0.5"}} / 1000', "{{model}} p50"),
            (f'nv_inference_request_summary_us{{{MODEL},quantile="0.99"}} / 1000', "{{model}} p99")),
-          "Needs Triton's summary latencies (server.metrics.summary_latencies in the spec)."),
+          "Needs Triton's summary latencies (server.metrics.summary_latencies in the spec: opt-in, it costs "
+          "every request; the console takes its own percentiles from sampled traces)."),
     Panel("Queue vs compute per request (ms)", "ms",
           ((_per_request_ms("nv_inference_queue_duration_us"), "{{model}} queue"),
            (f"({_rate('nv_inference_compute_input_duration_us')} + "

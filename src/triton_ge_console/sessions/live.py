@@ -94,7 +94,8 @@ class LiveSource:
         self.poller.start(self.history, interval_s, on_snapshot)
 
     def trace_model(self, model: str, rate: int = 10, log_frequency: int = 20) -> bool:
-        """Sample `model`'s requests into the session's trace file, for p50/p99 without summaries.
+        """Sample `model`'s requests into the session's trace file at a fixed rate (the poller already
+        samples every model without summaries, at a rate it adapts to the load, and may re-rate this one).
 
         False when this session has no trace file (an attached server) or Triton refused.
         """

@@ -42,6 +42,7 @@ from triton_ge_console.sessions.stats import (
 )
 from triton_ge_console.sessions.telemetry.devices import DeviceTelemetry, devices_from_glue
 from triton_ge_console.sessions.trace import TraceCollector, enable_tracing
+from triton_ge_console.sessions.trace_sampling import TraceSampler
 
 LOG = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ UNUSED_METRICS = (
     "nv_inference_compute_infer_summary_us", "nv_inference_compute_output_summary_us",
     "nv_gpu_", "nv_energy_", "nv_cpu_", "nv_pinned_memory_", "nv_cache_",
 )
-# Backends that report no statistics to Triton: their latency comes from traces.
+# Backends that report no statistics to Triton: traced even where the server keeps latency summaries.
 TRACE_BACKENDS = ("npu_ge",)
 SnapshotCallback = Callable[[ServerSnapshot], None]
 T = TypeVar("T")
@@ -70,8 +71,6 @@ class Poller:
         timeout: float = 2.0,
         trace: TraceCollector | None = None,
         telemetry: DeviceTelemetry | None = None,
-        trace_rate: int = 10,
-        trace_log_frequency: int = 20,
         instances: InstanceWatch | None = None,
         moved_statistics: bool = True,
     ) -> None:
@@ -82,7 +81,7 @@ class Poller:
         self.trace = trace
         self.telemetry = telemetry
         self.instances = instances
-        self._trace_settings = (trace_rate, trace_log_frequency)
+        self.sampler = TraceSampler()  # sampled tracing per model, when there is a trace file to read
         self.http = HttpEndpoint(endpoints.http_url, timeout, headers) if endpoints.http_url else None
         self.metrics = HttpEndpoint(endpoints.metrics_url, timeout) if endpoints.metrics_url else None
         self._metadata: ServerMetadata | None = None
@@ -92,7 +91,6 @@ class Poller:
         self._lines = PlainLines()  # /metrics lines of the previous poll, parsed
         self._built: dict[ModelKey, tuple[ModelInputs, ModelSnapshot]] = {}
         self._backends: dict[ModelKey, str] = {}
-        self._traced: set[str] = set()
         self._lock = threading.Lock()
         self._helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ge-scrape-{name}")
         self._stop = threading.Event()
@@ -139,6 +137,7 @@ class Poller:
             self._first_seen = taken_at
         readings = self._read(http, problems)
         models = self._models(readings, time.monotonic())
+        self._sample(http, readings, models, problems)
         return ServerSnapshot(
             taken_at=taken_at,
             session=self.name,
@@ -176,7 +175,7 @@ class Poller:
         return self.instances.dead({key: self._backends.get(key) for key in ready})
 
     def _learn_backends(self, http: HttpEndpoint, index: list[IndexEntry], problems: list[str]) -> None:
-        """Fetch the config of newly READY models once (backend name), and start tracing npu_ge ones."""
+        """Fetch the config of newly READY models once (their backend name)."""
         ready = {(e.name, e.version) for e in index if e.state == "READY"}
         for key in list(self._backends):
             if key not in ready:
@@ -185,15 +184,28 @@ class Poller:
             config = _attempt(lambda n=name: fetch_model_config(http, n), problems)  # type: ignore[misc]
             if config is not None:
                 self._backends[(name, version)] = str(config.get("backend") or config.get("platform") or "")
-                self._maybe_trace(http, name, self._backends[(name, version)], problems)
 
-    def _maybe_trace(self, http: HttpEndpoint, model: str, backend: str, problems: list[str]) -> None:
-        """Turn on sampled TIMESTAMPS tracing for a model whose backend reports no statistics."""
-        if self.trace is None or backend not in TRACE_BACKENDS or model in self._traced:
-            return
-        rate, frequency = self._trace_settings
-        if _attempt(lambda: enable_tracing(http, model, rate, frequency), problems) is not None:
-            self._traced.add(model)
+    def _sample(self, http: HttpEndpoint, readings: PollReadings, models: tuple[ModelSnapshot, ...],
+                problems: list[str]) -> None:
+        """Keep sampled tracing on, at a rate fitting each model's load, for every READY model whose
+        percentiles have no other source (no summary quantiles on the server, or an npu_ge backend)."""
+        if self.trace is None or (readings.metrics is None and self.metrics is not None):
+            return  # no trace file to read, or this poll cannot tell whether summaries are on
+        load: dict[str, float | None] = {}
+        for model in models:
+            summarised = (model.name, model.version) in readings.views.quantiles
+            if model.state != "READY" or (summarised and model.backend not in TRACE_BACKENDS):
+                continue
+            known = [rate for rate in (load.get(model.name), model.request_rate) if rate is not None]
+            load[model.name] = sum(known) if known else None  # the setting is per model, for all versions
+        now = time.monotonic()
+        for name, sampling in self.sampler.due(load, now).items():
+            sent = _attempt(lambda n=name, s=sampling: enable_tracing(  # type: ignore[misc]
+                http, n, s.rate, s.log_frequency, s.count), problems)
+            if sent is None:
+                self.sampler.refused(name, now)
+            else:
+                self.sampler.armed(name, sampling)
 
     def _trace_latencies(self, index: list[IndexEntry]) -> dict[ModelKey, Latency]:
         """Trace-based latency per model version, when a trace collector is attached."""

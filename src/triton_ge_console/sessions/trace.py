@@ -1,4 +1,5 @@
-"""Per-request latency from Triton's trace files, for backends that report no statistics (native npu_ge).
+"""Per-request latency from Triton's trace files: the console's p50/p90/p99 where the server keeps no
+latency summaries (`summary_latencies` is opt-in: it costs every request), and npu_ge's only latency.
 
 Triton refuses to move the trace file over the network, so the server starts with `trace_server_args`
 (file in the session directory, tracing off); `enable` turns TIMESTAMPS tracing on per model; Triton then
@@ -36,9 +37,12 @@ def trace_server_args(trace_file: Path) -> tuple[str, str]:
     return (f"--trace-config=triton,file={trace_file}", "--trace-config=level=OFF")
 
 
-def enable_tracing(endpoint: HttpEndpoint, model: str, rate: int = 10, log_frequency: int = 20) -> Any:
-    """Trace every `rate`-th request of `model` at TIMESTAMPS level, flushing every `log_frequency` traces."""
-    settings = {"trace_level": ["TIMESTAMPS"], "trace_rate": str(rate), "log_frequency": str(log_frequency)}
+def enable_tracing(endpoint: HttpEndpoint, model: str, rate: int = 10, log_frequency: int = 20,
+                   count: int = -1) -> Any:
+    """Trace every `rate`-th request of `model` at TIMESTAMPS level, flushing every `log_frequency` traces,
+    until `count` were taken (-1: no limit)."""
+    settings = {"trace_level": ["TIMESTAMPS"], "trace_rate": str(rate), "log_frequency": str(log_frequency),
+                "trace_count": str(count)}
     return endpoint.json("POST", f"/v2/models/{urllib.parse.quote(model, safe='')}/trace/setting", settings)
 
 
