@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from triton_ge_console.sessions.trace_sampling import (
     LEASE_S,
+    MIN_COUNT,
     RETRY_S,
     TARGET_TRACES_PER_S,
     Sampling,
@@ -22,6 +23,16 @@ def test_rate_keeps_traced_requests_near_the_target() -> None:
     assert sampling_for(5000.0).count == round(TARGET_TRACES_PER_S * LEASE_S)
 
 
+def test_a_lease_bounds_the_traces_a_load_jump_can_take() -> None:
+    """Triton 2.51 crashes when it traces at a high rate (server#7795): a model whose load jumps before
+    the next poll re-fits its rate traces at most one short lease, the fewest for an idle model."""
+    assert sampling_for(None).count == MIN_COUNT
+    assert sampling_for(5000.0).count <= TARGET_TRACES_PER_S * 2 * LEASE_S
+    for load in (None, 3.0, 50.0, 5000.0):
+        sampling = sampling_for(load)
+        assert sampling.count >= sampling.log_frequency  # a lease fills at least one trace file
+
+
 def test_files_are_flushed_every_few_seconds_at_any_load() -> None:
     """log_frequency follows the traced requests per second, so traces reach the console in seconds."""
     assert sampling_for(0.2).log_frequency == 1
@@ -36,10 +47,11 @@ def test_first_poll_arms_every_model_then_only_changes() -> None:
     assert due == {"a": sampling_for(None), "b": sampling_for(900.0)}
     for name, sampling in due.items():
         sampler.armed(name, sampling)
-    assert sampler.due({"a": None, "b": 1200.0}, now=1.0) == {}
-    assert sampler.due({"a": 0.0, "b": 5000.0}, now=2.0) == {"b": sampling_for(5000.0)}
-    assert sampler.due({"b": 900.0}, now=3.0) == {}  # "a" unloaded: forgotten
-    assert sampler.due({"a": None, "b": 900.0}, now=4.0) == {"a": sampling_for(None)}  # back: armed again
+    # polls 0.1 s apart: too soon for any lease to be half used
+    assert sampler.due({"a": None, "b": 1200.0}, now=0.1) == {}
+    assert sampler.due({"a": 0.0, "b": 5000.0}, now=0.2) == {"b": sampling_for(5000.0)}
+    assert sampler.due({"b": 900.0}, now=0.3) == {}  # "a" unloaded: forgotten
+    assert sampler.due({"a": None, "b": 900.0}, now=0.4) == {"a": sampling_for(None)}  # back: armed again
 
 
 def test_a_half_used_lease_is_renewed() -> None:

@@ -4,7 +4,13 @@ Triton's `trace_rate` N traces every N-th request; the rate is chosen from the m
 so about TARGET_TRACES_PER_S requests a second are traced whatever the load (a busy model pays for a
 handful of traces, an idle one has every request traced). `trace_count` is a lease: Triton stops
 tracing once that many were taken, so a console that goes away leaves at most one lease of traces
-behind; the poller renews it when about half is used. A setting is re-sent only when the wanted rate
+behind; the poller renews it when about half is used.
+
+The lease is short (LEASE_S of traces at the rate in force) because Triton 2.51 crashes (SIGSEGV) when
+it traces at a high rate: triton-inference-server/server#7795, reproduced here with every request of a
+2,600 req/s model traced (the server died after 12,000-50,000 traces). A model whose load jumps between
+two polls (an idle one has every request traced) can so trace at most one short lease at the old rate
+before the next poll fits the rate to the new load. A setting is re-sent only when the wanted rate
 or flush size is a factor HYSTERESIS away from the one in force (a noisy req/s sends nothing).
 """
 
@@ -16,7 +22,8 @@ from dataclasses import dataclass
 # Traced requests per second per model (benchmarks/console_overhead.py --trace-ab measures the cost).
 TARGET_TRACES_PER_S = 10.0
 FLUSH_S = 2.0  # Triton writes a trace file every `log_frequency` traces: about this often
-LEASE_S = 120.0  # traces one lease lasts at the target rate
+LEASE_S = 10.0  # seconds of traces one lease holds at the rate in force (see the docstring: kept short)
+MIN_COUNT = 10  # an idle model's lease: a burst on it traces no more before the next poll re-fits
 MAX_LOG_FREQUENCY = 100
 HYSTERESIS = 2.0
 RETRY_S = 60.0  # after Triton refused a setting
@@ -37,7 +44,7 @@ def sampling_for(request_rate: float | None) -> Sampling:
     rate = max(1, math.floor(load / TARGET_TRACES_PER_S))
     traced_per_s = load / rate if load else 1.0
     log_frequency = max(1, min(MAX_LOG_FREQUENCY, round(traced_per_s * FLUSH_S)))
-    return Sampling(rate, log_frequency, round(TARGET_TRACES_PER_S * LEASE_S))
+    return Sampling(rate, log_frequency, max(MIN_COUNT, round(traced_per_s * LEASE_S)))
 
 
 def far_apart(a: int, b: int) -> bool:
