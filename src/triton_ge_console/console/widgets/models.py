@@ -12,14 +12,14 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
 from textual.events import Click
-from textual.geometry import Region, Size
+from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from triton_ge_console.console import format as fmt
-from triton_ge_console.console.widgets.paint import line_runs
+from triton_ge_console.console.widgets.paint import RenderPassLookups, line_runs
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
 DRAWN_ROWS = 1024  # rows whose lines are kept: the rows in view and many more, not every model for ever
@@ -203,7 +203,7 @@ class TableRenderPass(NamedTuple):
     cursor: Style
 
 
-class ModelsTable(ScrollView, can_focus=True):
+class ModelsTable(RenderPassLookups[TableRenderPass], ScrollView, can_focus=True):
     """The models as fixed-width lines under a fixed header; a row re-renders only when its text changes."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -241,7 +241,6 @@ class ModelsTable(ScrollView, can_focus=True):
         self._keys: list[str] = []
         # row key -> the snapshot its lines were drawn from, and its line per base style
         self._drawn: LRUCache[str, tuple[ModelSnapshot, dict[Style, Strip]]] = LRUCache(DRAWN_ROWS)
-        self._pass: TableRenderPass | None = None  # what the render pass under way looked up once
         self._columns = FULL  # all of them, or a smaller set (MEDIUM, COMPACT) when the table is narrower
 
     @property
@@ -343,15 +342,7 @@ class ModelsTable(ScrollView, can_focus=True):
         if event.y >= 1:
             self.move_cursor(int(self.scroll_y) + event.y - 1)
 
-    def render_lines(self, crop: Region) -> list[Strip]:
-        """Look up size, scroll offsets and styles once per render pass (each walks the DOM), not per line."""
-        self._pass = self._look_up_pass()
-        try:
-            return super().render_lines(crop)
-        finally:
-            self._pass = None
-
-    def _look_up_pass(self) -> TableRenderPass:
+    def look_up_pass(self) -> TableRenderPass:
         """What every line of a render pass shares."""
         base = self.rich_style
         return TableRenderPass(self.size.width, int(self.scroll_x), int(self.scroll_y), base,
@@ -360,7 +351,7 @@ class ModelsTable(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         """Line 0 is the header; the rest are rows from the scroll position."""
-        now = self._pass or self._look_up_pass()
+        now = self.render_pass()
         left, right = now.scroll_x, now.scroll_x + now.width
         if y == 0:
             header = header_cells(self.sort_key, self._columns)

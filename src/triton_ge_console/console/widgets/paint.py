@@ -4,9 +4,13 @@ they change."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Generic, TypeVar
 
 from textual.geometry import Region
+from textual.strip import Strip
 from textual.widget import Widget
+
+PassT = TypeVar("PassT")
 
 
 def line_runs(lines: Iterable[int]) -> list[tuple[int, int]]:
@@ -43,3 +47,27 @@ def forget_selection(widget: Widget) -> None:
     screen = widget.screen
     if widget in screen.selections:
         screen.selections = {owner: span for owner, span in screen.selections.items() if owner is not widget}
+
+
+class RenderPassLookups(Generic[PassT]):
+    """Mixed in before a Line API widget class whose lines share lookups (styles, size, selection: each
+    walks the DOM): made once per render pass by `look_up_pass`, read by `render_line` through
+    `render_pass`. Not a Widget itself, so Textual's per-class settings (focus, CSS) stay the widget's."""
+
+    _pass: PassT | None = None
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Look up what the pass shares once, not once per line."""
+        self._pass = self.look_up_pass()
+        try:
+            return super().render_lines(crop)  # type: ignore[misc]  # the widget's, next in the MRO
+        finally:
+            self._pass = None
+
+    def look_up_pass(self) -> PassT:
+        """What every line of a render pass shares."""
+        raise NotImplementedError
+
+    def render_pass(self) -> PassT:
+        """The pass under way's lookups (made now when a line is rendered outside a pass)."""
+        return self._pass if self._pass is not None else self.look_up_pass()

@@ -10,12 +10,17 @@ from typing import Any, NamedTuple
 from rich.segment import Segment
 from rich.style import Style
 from textual.cache import LRUCache
-from textual.geometry import Region, Size
+from textual.geometry import Size
 from textual.selection import Selection
 from textual.strip import Strip
 from textual.widget import Widget
 
-from triton_ge_console.console.widgets.paint import changed_lines, forget_selection, repaint_lines
+from triton_ge_console.console.widgets.paint import (
+    RenderPassLookups,
+    changed_lines,
+    forget_selection,
+    repaint_lines,
+)
 
 Piece = tuple[str, str]  # text and its style ("" for none)
 Line = tuple[Piece, ...]
@@ -33,7 +38,7 @@ class PaintPass(NamedTuple):
     width: int  # the widget's content width
 
 
-class PieceLines(Widget):
+class PieceLines(RenderPassLookups[PaintPass], Widget):
     """A box of lines, each a tuple of (text, style) pieces; a line's strip is kept for as long as the
     line, its place and its selected span stay the same."""
 
@@ -44,7 +49,6 @@ class PieceLines(Widget):
         self._lines: list[Line] = []
         self._strips: LRUCache[tuple[int, Line, Span | None], Strip] = LRUCache(LINES_KEPT)
         self._built_with: tuple[Style, Style, int] | None = None  # the looks and width the strips had
-        self._pass: PaintPass | None = None  # what the render pass under way looked up
 
     def show_lines(self, lines: Sequence[Line]) -> None:
         """Repaint only the lines that changed; lay the box out again only when their number changes."""
@@ -63,22 +67,14 @@ class PieceLines(Widget):
         """One line per line shown (at least one)."""
         return max(1, len(self._lines))
 
-    def render_lines(self, crop: Region) -> list[Strip]:
-        """Look the styles and the selection up once per render pass, not once per line."""
-        self._pass = self._look_up_pass()
-        try:
-            return super().render_lines(crop)
-        finally:
-            self._pass = None
-
-    def _look_up_pass(self) -> PaintPass:
+    def look_up_pass(self) -> PaintPass:
         """The widget's style, the selection in it, the selection's style and the width."""
         return PaintPass(self.rich_style, self.text_selection, self.selection_style, self.size.width)
 
     def render_line(self, y: int) -> Strip:
         """A line's strip, built again only when the line, its selected span, the styles or the width
         changed."""
-        looks = self._pass or self._look_up_pass()
+        looks = self.render_pass()
         if self._built_with != (looks.base, looks.selected, looks.width):  # a theme change or a resize
             self._strips.clear()
             self._built_with = (looks.base, looks.selected, looks.width)
