@@ -14,7 +14,6 @@ import dataclasses
 import json
 import statistics
 import subprocess
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,8 @@ from typing import Any
 import psutil
 
 from triton_ge_console.backend_glue.distribution import TritonDistribution
+from triton_ge_console.sessions.stats import HttpEndpoint
+from triton_ge_console.sessions.trace import enable_tracing
 from triton_ge_console.sessions.trace_sampling import Sampling, sampling_for
 
 Measure = Callable[[], tuple[float, float]]
@@ -37,13 +38,13 @@ def trace_args(folder: Path) -> tuple[str, ...]:
 
 
 def set_tracing(http_url: str, model: str, sampling: Sampling) -> None:
-    """Turn TIMESTAMPS tracing on for `model` at `sampling` (count unlimited: the steady state)."""
-    body = {"trace_level": ["TIMESTAMPS"], "trace_rate": str(sampling.rate),
-            "log_frequency": str(sampling.log_frequency), "trace_count": "-1"}
-    request = urllib.request.Request(f"{http_url}/v2/models/{model}/trace/setting",
-                                     data=json.dumps(body).encode(), method="POST")
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        answer.read()
+    """Turn TIMESTAMPS tracing on for `model` at `sampling`, as the poller does, but with no count limit
+    (the steady state)."""
+    endpoint = HttpEndpoint(http_url, timeout=30.0)
+    try:
+        enable_tracing(endpoint, model, sampling.rate, sampling.log_frequency, count=-1)
+    finally:
+        endpoint.close()
 
 
 def traced_requests(folder: Path) -> int:
