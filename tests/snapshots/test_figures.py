@@ -157,6 +157,16 @@ def test_repeated_lines_give_the_same_samples() -> None:
     assert parse_metrics("y 2\n", skip=("y",), lines=lines).names() == frozenset()  # other skip, no reuse
 
 
+def test_a_family_in_two_runs_is_found_whole_and_summed_per_model() -> None:
+    """Samples of one name need not be contiguous: the table keeps both runs; by_model sums other labels."""
+    text = ('f{model="m",reason="A",version="1"} 1\ng 7\nf{model="m",reason="B",version="1"} 2\n'
+            'f{model="n",reason="A",version=""} 4\n')
+    for table in (parse_metrics(text), metrics.MetricTable(metrics._parse_with_library(text))):
+        assert table.by_model("f") == {("m", "1"): 3.0, ("n", ""): 4.0}
+        assert table.by_model_and("f", "reason") == {("m", "1"): {"A": 1.0, "B": 2.0}, ("n", ""): {"A": 4.0}}
+        assert table.by_model("g") == {}
+
+
 def test_counter_metrics_follow_model_counters_order() -> None:
     """counters_from_metrics builds ModelCounters positionally from COUNTER_METRICS."""
     assert [*COUNTER_METRICS] == [f for f in ModelCounters._fields if f != "failure"]

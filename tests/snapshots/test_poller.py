@@ -147,9 +147,9 @@ def test_plain_fast_parser_agrees_with_prometheus_client(served: Served) -> None
     assert sorted(map(_sample_key, fast)) == sorted(map(_sample_key, library))  # repr: NaN == NaN
 
 
-def _sample_key(sample: metrics.MetricSample) -> tuple[str, tuple[tuple[str, str], ...], str]:
+def _sample_key(sample: metrics.MetricSample) -> tuple[str, tuple[tuple[str, str], ...], str, object]:
     """Comparable form: the library names Triton's counters `*_total`, NaN compared by repr."""
-    return sample.name.removesuffix("_total"), sample.labels, repr(sample.value)
+    return sample.name.removesuffix("_total"), sample.labels, repr(sample.value), sample.model
 
 
 def test_unchanged_model_keeps_its_snapshot_object(served: Served, poller: Poller) -> None:

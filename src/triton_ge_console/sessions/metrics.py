@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable
+from itertools import groupby
+from operator import attrgetter
 from typing import NamedTuple
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -13,14 +14,17 @@ from triton_ge_console.sessions.stats import HttpEndpoint
 
 Labels = tuple[tuple[str, str], ...]
 ModelKey = tuple[str, str]  # (model, version)
+Labelled = tuple[Labels, ModelKey | None]  # a label set and the model it names
 
 
 class MetricSample(NamedTuple):
-    """One sample line: its full name (suffixes kept, e.g. `_count`), labels and value (a tuple: cheap)."""
+    """One sample line: its full name (suffixes kept, e.g. `_count`), labels, value and the (model, version)
+    its labels name, read once per label set (a tuple: cheap; per-model lookups run every poll)."""
 
     name: str
     labels: Labels
     value: float
+    model: ModelKey | None = None
 
     def label(self, key: str) -> str | None:
         """The value of one label, if present."""
@@ -32,9 +36,12 @@ class MetricTable:
 
     def __init__(self, samples: Iterable[MetricSample]) -> None:
         self._by_name: dict[str, list[MetricSample]] = {}
-        self._keys: dict[Labels, ModelKey | None] = {}  # each model's label set recurs under many names
-        for sample in samples:
-            self._by_name.setdefault(sample.name, []).append(sample)
+        for name, run in groupby(samples, key=attrgetter("name")):  # a family's lines are contiguous
+            found = self._by_name.get(name)
+            if found is None:
+                self._by_name[name] = list(run)
+            else:
+                found.extend(run)
 
     def __contains__(self, name: str) -> bool:
         return name in self._by_name
@@ -53,23 +60,18 @@ class MetricTable:
     def by_model(self, name: str) -> dict[ModelKey, float]:
         """Per (model, version) values of a Triton per-model metric, summed over any other labels."""
         values: dict[ModelKey, float] = {}
-        keys = self._keys
-        for _, pairs, value in self.samples(name):
-            key = keys[pairs] if pairs in keys else keys.setdefault(pairs, _model_key(pairs))
-            if key is None or math.isnan(value):
-                continue
-            values[key] = values.get(key, 0.0) + value
+        for _, _, value, key in self.samples(name):
+            if key is not None and value == value:  # not NaN
+                values[key] = values.get(key, 0.0) + value
         return values
 
     def by_model_and(self, name: str, label: str) -> dict[ModelKey, dict[str, float]]:
         """Per (model, version) values split by one more label (e.g. failure `reason`, `quantile`)."""
         values: dict[ModelKey, dict[str, float]] = {}
-        for _, label_pairs, value in self.samples(name):
-            labels = dict(label_pairs)
-            model, extra = labels.get("model"), labels.get(label)
-            if model is None or extra is None:
-                continue
-            values.setdefault((model, labels.get("version", "")), {})[extra] = value
+        for sample in self.samples(name):
+            extra = sample.label(label)
+            if sample.model is not None and extra is not None:
+                values.setdefault(sample.model, {})[extra] = sample.value
         return values
 
     def first(self, name: str, **labels: str) -> float | None:
@@ -119,9 +121,10 @@ def parse_metrics(text: str, skip: tuple[str, ...] = (), lines: PlainLines | Non
 def _parse_with_library(text: str) -> list[MetricSample]:
     """All samples via prometheus_client."""
     return [
-        MetricSample(s.name, tuple(sorted(s.labels.items())), float(s.value))
+        MetricSample(s.name, labels, float(s.value), _model_key(labels))
         for family in text_string_to_metric_families(text)
         for s in family.samples
+        for labels in (tuple(sorted(s.labels.items())),)
     ]
 
 
@@ -138,7 +141,7 @@ class PlainLines:
     def __init__(self) -> None:
         self._previous: dict[str, MetricSample] = {}
         self._skip: tuple[str, ...] = ()
-        self._labels: dict[str, Labels | None] = {}  # Triton repeats each model's label set on many lines
+        self._labels: dict[str, Labelled | None] = {}  # Triton repeats each model's label set on many lines
 
     def parse(self, text: str, skip: tuple[str, ...] = ()) -> list[MetricSample] | None:
         """Samples of text made only of plain lines, or None when any line needs the full parser; lines
@@ -165,21 +168,26 @@ class PlainLines:
         if match is None:
             return None
         name, label_text, value_text = match.groups()
-        labels = self._labels_of(label_text or "")
+        labelled = self._labels_of(label_text or "")
         try:
             value = float(value_text)
         except ValueError:
             return None
-        return None if labels is None else MetricSample(name, labels, value)
+        if labelled is None:
+            return None
+        labels, model = labelled
+        return MetricSample(name, labels, value, model)
 
-    def _labels_of(self, label_text: str) -> Labels | None:
-        """Sorted label pairs of a label text, parsed once (the memory is emptied when it grows too big)."""
+    def _labels_of(self, label_text: str) -> Labelled | None:
+        """Sorted label pairs of a label text and the model they name, parsed once (the memory is emptied
+        when it grows too big)."""
         if label_text in self._labels:
             return self._labels[label_text]
         if len(self._labels) >= self.LABELS_LIMIT:
             self._labels.clear()
-        labels = self._labels[label_text] = _plain_labels(label_text)
-        return labels
+        labels = _plain_labels(label_text)
+        labelled = self._labels[label_text] = None if labels is None else (labels, _model_key(labels))
+        return labelled
 
 
 def _parse_plain(text: str) -> list[MetricSample] | None:

@@ -39,7 +39,8 @@ class MovedStatistics:
             self.calls += 1
             fresh = fetch_statistics(http)
         else:
-            fresh = {key: stats for key, stats in self._stats.items() if key in set(ready)}
+            kept = set(ready)
+            fresh = {key: stats for key, stats in self._stats.items() if key in kept}
             for name, version in moved:
                 self.calls += 1
                 fresh.update(fetch_model_statistics(http, name, version))
