@@ -66,7 +66,10 @@ class HttpEndpoint:
     def json(self, method: str, path: str, payload: Any = None) -> Any:
         """Request and decode a JSON answer; non-2xx raises EndpointError with Triton's message."""
         body = None if payload is None else json.dumps(payload).encode()
-        status, raw = self.request(method, path, body)
+        return self.decoded(path, *self.request(method, path, body))
+
+    def decoded(self, path: str, status: int, raw: bytes) -> Any:
+        """The JSON of an answer to `path`; non-2xx raises EndpointError with Triton's message."""
         data = _decode(raw)
         if not 200 <= status < 300:
             message = data.get("error") if isinstance(data, dict) else None
@@ -148,9 +151,27 @@ def fetch_metadata(endpoint: HttpEndpoint) -> ServerMetadata:
                           tuple(str(e) for e in data.get("extensions", ())))
 
 
-def fetch_index(endpoint: HttpEndpoint) -> list[IndexEntry]:
-    """The repository index: every model in the repository with its state and reason."""
-    rows = endpoint.json("POST", "/v2/repository/index", {}) or []
+class IndexReader:
+    """The repository index of one server, decoded again only when its body changed: it seldom does, and
+    decoding a large repository's rows is most of what the request costs a poll."""
+
+    PATH = "/v2/repository/index"
+
+    def __init__(self) -> None:
+        self._body: bytes | None = None
+        self._entries: list[IndexEntry] = []
+
+    def read(self, endpoint: HttpEndpoint) -> list[IndexEntry]:
+        """Every model in the repository with its state and reason (a fresh list each call)."""
+        status, raw = endpoint.request("POST", self.PATH, b"{}")
+        if status != 200 or raw != self._body:
+            entries = index_entries(endpoint.decoded(self.PATH, status, raw))
+            self._body, self._entries = raw, entries
+        return list(self._entries)
+
+
+def index_entries(rows: Any) -> list[IndexEntry]:
+    """The repository index's rows as entries (rows that are not objects with a name are left out)."""
     return [
         IndexEntry(
             name=str(row["name"]),
@@ -158,7 +179,7 @@ def fetch_index(endpoint: HttpEndpoint) -> list[IndexEntry]:
             state=str(row.get("state") or "UNAVAILABLE"),
             reason=str(row["reason"]) if row.get("reason") else None,
         )
-        for row in rows
+        for row in rows or ()
         if isinstance(row, dict) and "name" in row
     ]
 
