@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+import urllib.parse
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.snapshots.helpers import write_model
@@ -41,14 +44,20 @@ def test_garbage_answering_endpoint_is_reported(tmp_path: Path) -> None:
 
 
 def test_polled_server_still_stops_gracefully(triton_factory, triton_dist, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """The poller holds no idle connection, so SIGTERM shuts Triton down cleanly (exit 0, not SIGKILL)."""
+    """Between polls the poller holds a connection only to the metrics port, whose idle connections do not
+    hold up Triton's exit: SIGTERM shuts it down cleanly (exit 0, not SIGKILL), in seconds."""
     write_model(tmp_path / "repository", "m")
     install_backend_dir(tmp_path / "backends", triton_dist)
     server = triton_factory(tmp_path / "repository", tmp_path / "backends", ("m",))
     poller = Poller("stopping", Endpoints(server.http_url, None, server.metrics_url))
     try:
-        assert poller.poll().live
+        assert poller.poll().live and poller.poll().live
+        held = {c.laddr.port for c in psutil.Process(server.process.pid).net_connections("tcp")
+                if c.status == psutil.CONN_ESTABLISHED}
+        assert held == {urllib.parse.urlsplit(server.metrics_url).port}  # one kept for the next poll
+        began = time.monotonic()
         assert server.process.stop() == 0
+        assert time.monotonic() - began < 20  # an idle HTTP connection would hold it to the 30 s timeout
         after = poller.poll()
     finally:
         poller.close()

@@ -1,6 +1,6 @@
 """Triton's HTTP APIs a poll needs (health, metadata, repository index, statistics, config) over plain
-http.client: the cheapest per poll (no client-library objects; one socket reused for a poll's requests,
-closed after it so an idle connection never holds up the server's shutdown)."""
+http.client: the cheapest per poll (no client-library objects; one kept-alive socket per endpoint, which the
+poller closes when an idle connection would hold up the server's shutdown)."""
 
 from __future__ import annotations
 
