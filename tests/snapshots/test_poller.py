@@ -21,10 +21,12 @@ from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.sessions import metrics
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.live import LiveSource
+from triton_ge_console.sessions.moved_stats import MODELS_PER_CALL, MovedStatistics
 from triton_ge_console.sessions.poller import Poller
+from triton_ge_console.sessions.rates import ModelCounters
 from triton_ge_console.sessions.registry import SessionRecord
 from triton_ge_console.sessions.snapshot import Endpoints, ServerSnapshot
-from triton_ge_console.sessions.stats import HttpEndpoint
+from triton_ge_console.sessions.stats import HttpEndpoint, IndexReader
 from triton_ge_console.sessions.trace import TraceCollector, enable_tracing, trace_server_args
 
 SLOW_DELAY_S = 0.05
@@ -185,6 +187,32 @@ def test_statistics_only_for_models_whose_counters_moved(served: Served, poller:
                 theirs.success_total, theirs.failure_total, theirs.last_inference), name
     finally:
         everything.close()
+
+
+def test_statistics_in_one_call_once_more_than_one_model_in_twelve_moved(served: Served) -> None:
+    """One moved model is asked about alone; two of a handful are cheaper in the call for all."""
+    endpoint, moved = HttpEndpoint(served.server.http_url), MovedStatistics()
+    try:
+        index = IndexReader().read(endpoint)
+        ready = sorted((e.name, e.version) for e in index if e.state == "READY")
+        assert 2 <= len(ready) < 2 * MODELS_PER_CALL
+        counters = {key: ModelCounters() for key in ready}
+        moved.read(endpoint, index, dict(counters))  # first read: every model is new, one call for all
+
+        def after_moving(*keys: tuple[str, str]) -> int:
+            """Statistics calls of a read after one more request to each of `keys`."""
+            for key in keys:
+                counters[key] = counters[key]._replace(success=counters[key].success + 1)
+            calls = moved.calls
+            moved.read(endpoint, index, dict(counters))
+            return moved.calls - calls
+
+        assert after_moving(ready[0]) == 1
+        assert after_moving() == 0
+        assert after_moving(ready[0], ready[1]) == 1  # one call for all, not two
+        assert after_moving() == 0
+    finally:
+        endpoint.close()
 
 
 def test_unloaded_model_is_listed_unavailable(poller: Poller) -> None:

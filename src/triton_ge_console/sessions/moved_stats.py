@@ -16,7 +16,10 @@ from triton_ge_console.sessions.stats import (
     fetch_statistics,
 )
 
-FULL_SHARE = 0.5  # when more than this share of the models moved, one call for all is cheaper than many
+# One model's call costs the console and Triton about what twelve more models add to the call for all
+# (measured at 50 models, fresh connection: one call 1.3 ms, each further one 0.35 ms, all 2.8 ms), so
+# when more than one model in twelve moved, one call for all is the cheaper.
+MODELS_PER_CALL = 12
 
 
 class MovedStatistics:
@@ -35,7 +38,8 @@ class MovedStatistics:
         once every request succeeded."""
         ready = sorted({(e.name, e.version) for e in index if e.state == "READY"})
         moved = [key for key in ready if self._moved(key, counters or {})]
-        if not self.enabled or counters is None or (len(moved) > 1 and len(moved) > FULL_SHARE * len(ready)):
+        many = len(moved) > 1 and len(moved) * MODELS_PER_CALL > len(ready)
+        if not self.enabled or counters is None or many:
             self.calls += 1
             fresh = fetch_statistics(http)
         else:
