@@ -27,8 +27,11 @@ class MetricSample(NamedTuple):
     model: ModelKey | None = None
 
     def label(self, key: str) -> str | None:
-        """The value of one label, if present."""
-        return next((v for k, v in self.labels if k == key), None)
+        """The value of one label, if present (a plain loop: a poll asks this hundreds of times)."""
+        for name, value in self.labels:
+            if name == key:
+                return value
+        return None
 
 
 class MetricTable:
