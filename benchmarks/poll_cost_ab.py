@@ -24,6 +24,7 @@ is one a request does not get (the console on the server's host).
 
     python3 benchmarks/poll_cost_ab.py                                # off vs on (~5 min)
     python3 benchmarks/poll_cost_ab.py --nice 0,10,19 --poll-interval 0.2   # priorities compared
+    python3 benchmarks/poll_cost_ab.py --tree before=../old/src       # another source tree's poller too
     python3 benchmarks/poll_cost_ab.py --poll-interval 1 --instances 1 --connections 4   # unamplified
 """
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import random
 import shutil
 import statistics
@@ -118,10 +120,12 @@ class Round:
 class SwitchedPoller:
     """The poller child process and its on/off switch."""
 
-    def __init__(self, http_url: str, metrics_url: str, interval_s: float, nice: int = 0) -> None:
+    def __init__(self, http_url: str, metrics_url: str, interval_s: float, nice: int = 0,
+                 tree: str | None = None) -> None:
+        env = None if tree is None else {**os.environ, "PYTHONPATH": tree}  # the package from that tree
         self.process = subprocess.Popen(
             [sys.executable, "-c", SWITCHED_POLLER, http_url, metrics_url, str(interval_s), str(nice)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         if self._line() != "ready":
             raise RuntimeError("the poller process did not start")
 
@@ -150,9 +154,9 @@ class SwitchedPoller:
 
 @contextlib.contextmanager
 def switched_poller(http_url: str, metrics_url: str, interval_s: float,
-                    nice: int = 0) -> Iterator[SwitchedPoller]:
+                    nice: int = 0, tree: str | None = None) -> Iterator[SwitchedPoller]:
     """A poller process for the whole run; always ended."""
-    poller = SwitchedPoller(http_url, metrics_url, interval_s, nice)
+    poller = SwitchedPoller(http_url, metrics_url, interval_s, nice, tree)
     try:
         yield poller
     finally:
@@ -232,9 +236,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         with server(dist, root / "repository", root / "backends", names) as (http_url, metrics_url, pid), \
                 contextlib.ExitStack() as stack:
             pollers: dict[str, SwitchedPoller | None] = {"off": None}
-            for nice in args.nice:
-                pollers[f"nice {nice}"] = stack.enter_context(
-                    switched_poller(http_url, metrics_url, args.poll_interval, nice))
+            for label, tree in [("", None), *args.tree]:
+                for nice in args.nice:
+                    pollers[f"{label + ', ' if label else ''}nice {nice}"] = stack.enter_context(
+                        switched_poller(http_url, metrics_url, args.poll_interval, nice, tree))
             progress(f"{MODELS} models loaded, pollers primed; {args.pairs} groups of {args.duration} s")
             wrk_throughput(http_url, "m000", args.duration, args.connections, script)  # warm up
             groups = grouped_rounds(http_url, pid, pollers, args, script)
@@ -243,7 +248,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"benchmark": "poll_cost_ab", "machine": machine(), "models": MODELS,
             "settings": {"groups": args.pairs, "duration_s": args.duration, "connections": args.connections,
                          "poll_interval_s": args.poll_interval, "load_generator": "wrk -t1",
-                         "instances": args.instances, "poller_nice": args.nice},
+                         "instances": args.instances, "poller_nice": args.nice,
+                         "trees": {label: tree for label, tree in args.tree}},
             "host_busy_percent": statistics.median(r.host_busy_percent for g in groups for r in g.values()),
             "off_rps": [group["off"].rps for group in groups],
             "variants": {name: versus_off(groups, name, args.poll_interval) for name in list(pollers)[1:]},
@@ -280,6 +286,14 @@ def with_interval(figure: dict[str, Any]) -> str:
     return f"{figure['median']:+.2f} % ({low:+.2f} … {high:+.2f})"
 
 
+def labelled_tree(text: str) -> tuple[str, str]:
+    """LABEL=SRC, SRC holding a triton_ge_console package."""
+    label, _, tree = text.partition("=")
+    if not label or not (Path(tree) / "triton_ge_console").is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r}: want LABEL=SRC, SRC holding triton_ge_console/")
+    return label, str(Path(tree).resolve())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=40, help="groups of rounds (one round per variant)")
@@ -289,6 +303,8 @@ def main() -> int:
                         help="instances of the model under load (2 keeps both cores of this host busy)")
     parser.add_argument("--nice", type=lambda text: [int(v) for v in text.split(",")], default=[0],
                         help="one poller variant per nice value of its polling thread, e.g. 0,10,19")
+    parser.add_argument("--tree", type=labelled_tree, action="append", default=[], metavar="LABEL=SRC",
+                        help="also poll with the package in another source tree (e.g. before=../old/src)")
     parser.add_argument("--poll-interval", type=float, default=DEFAULT_INTERVAL_S,
                         help="seconds between polls while on (0.1 amplifies a 1 s poll's cost tenfold)")
     args = parser.parse_args()
