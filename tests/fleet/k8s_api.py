@@ -35,6 +35,9 @@ class Script:
     release: threading.Event = field(default_factory=threading.Event)  # recorded watches wait for it
     upstream: dict[str, dict[int, int]] = field(default_factory=dict)  # pod: its port: 127.0.0.1 port
     forbidden: set[str] = field(default_factory=set)  # pods whose port-forward the user may not create
+    # Pods whose port-forward upgrade is accepted and never answered, as behind a load balancer that lost
+    # its backend or a network dropping packets: what a deadline on opening a forward is for.
+    stalled: set[str] = field(default_factory=set)
     upgrades: list[tuple[str, list[int], str | None, str]] = field(default_factory=list)  # pod, ports, auth
     forwards: list[ForwardSession] = field(default_factory=list)  # every port-forward connection, in order
 
@@ -78,6 +81,9 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
         def _portforward(self, namespace: str, pod: str, query: dict[str, list[str]]) -> None:
             """The port-forward upgrade (see k8s_portforward), relaying to the pod's upstream ports."""
             self.close_connection = True
+            if pod in script.stalled:
+                script.closed.wait(30)
+                return
             if pod in script.forbidden or pod not in script.upstream:
                 refuse(self, namespace, pod, pod in script.forbidden)
                 return

@@ -176,6 +176,31 @@ def test_a_refused_port_forward_is_one_line_naming_the_pod_and_the_permission(tm
     assert [pod for pod, *_ in script.upgrades] == [B]  # refused before the upgrade
 
 
+def test_a_port_forward_that_never_opens_is_given_up_after_the_deadline(tmp_path: Path) -> None:
+    """An API server that accepts the upgrade and never answers: the pod's check gives up at the deadline
+    (one line, not added); once a pod is forwarded, a connection whose forward stalls is closed at the
+    deadline and said once, instead of holding the poll that made it."""
+    said: list[str] = []
+    with recorded_api(tmp_path, [], [], upstream={B: {8000: 1, 8001: 1, 8002: 1}}) as (script, kubeconfig):
+        script.stalled.add(A)
+        configuration = api_client(kubeconfig).configuration
+        forwards = PortForwards("serving", configuration, said.append, open_timeout_s=1)
+        try:
+            found = forwards({pod: PodMember(pod, "10.244.2.17", PORTS) for pod in (A, B)})
+            assert list(found) == [B]
+            script.stalled.add(B)
+            with socket.create_connection(("127.0.0.1", found[B].ports[0][1]), timeout=10) as conn:
+                assert conn.recv(1024) == b""  # closed after the deadline, not held until the test's timeout
+        finally:
+            forwards.close()
+    stalled = [line for line in said if "within 1 s" in line]
+    assert stalled == [
+        f"warning: pod serving/{A}: the API server did not open a port-forward to port 8000 within 1 s; "
+        "not added",
+        f"warning: pod serving/{B}: the API server did not open a port-forward to port 8000 within 1 s",
+    ]
+
+
 def test_the_kubelet_error_channel_is_reported_once(tmp_path: Path) -> None:
     """When the kubelet cannot reach the pod's port it says so on the port's error channel: the relay ends
     and the console says it once, however many connections meet it."""

@@ -15,6 +15,8 @@ import selectors
 import socket
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from kubernetes import client
@@ -26,6 +28,7 @@ from triton_ge_console.fleet.k8s_discovery import PodMember
 LOCAL_HOST = "127.0.0.1"
 CHUNK = 64 * 1024
 RELEASE_S = 5.0  # how long a port-forward's proxy gets to close after its connection ended
+OPEN_TIMEOUT_S = 10.0  # how long opening a port-forward may take (the client sets no limit)
 HTTP_FORBIDDEN, HTTP_NOT_FOUND = 403, 404
 Say = Callable[[str], None]
 
@@ -114,13 +117,41 @@ def open_forward(configuration: client.Configuration, namespace: str, pod: str, 
         api.close()
 
 
+def open_within(configuration: client.Configuration, namespace: str, pod: str, port: int,
+                timeout_s: float) -> Any:
+    """open_forward with a deadline: the client's websocket connect takes no timeout, so an API server that
+    accepts the connection and never answers would hold the caller (and a poll's connection) forever. A
+    forward that opens after the deadline is closed as it arrives."""
+    opened: Future[Any] = Future()
+
+    def opening() -> None:
+        try:
+            opened.set_result(open_forward(configuration, namespace, pod, port))
+        except BaseException as exc:  # handed to the waiting caller, whatever it is
+            opened.set_exception(exc)
+
+    threading.Thread(target=opening, daemon=True, name=f"port-forward open {pod}:{port}").start()
+    try:
+        return opened.result(timeout_s)
+    except FutureTimeout:
+        opened.add_done_callback(_close_late)
+        raise ForwardRefused(f"pod {namespace}/{pod}: the API server did not open a port-forward to port "
+                             f"{port} within {timeout_s:g} s") from None
+
+
+def _close_late(opened: Future[Any]) -> None:
+    """Close a port-forward that opened after its caller stopped waiting."""
+    if opened.exception() is None:
+        opened.result().close()
+
+
 class PodForward:
     """A pod's ports listening on 127.0.0.1, every accepted connection relayed to the pod, until close()."""
 
     def __init__(self, member: PodMember, namespace: str, configuration: client.Configuration,
-                 say: Say) -> None:
+                 say: Say, open_timeout_s: float = OPEN_TIMEOUT_S) -> None:
         self.pod, self.namespace, self.remote_ports = member.pod, namespace, member.ports
-        self._configuration, self._say = configuration, say
+        self._configuration, self._say, self._open_timeout_s = configuration, say, open_timeout_s
         self._listeners = {socket.create_server((LOCAL_HOST, 0)): port for _, port in member.ports}
         pairs = zip(member.ports, self._listeners, strict=True)
         local = tuple((kind, listener.getsockname()[1]) for (kind, _), listener in pairs)
@@ -149,7 +180,8 @@ class PodForward:
     def _serve(self, conn: socket.socket, port: int) -> None:
         """Relay one connection over a port-forward of its own; say (once) why one could not be opened."""
         try:
-            relay = _Relay(conn, open_forward(self._configuration, self.namespace, self.pod, port), port)
+            forward = open_within(self._configuration, self.namespace, self.pod, port, self._open_timeout_s)
+            relay = _Relay(conn, forward, port)
         except ForwardRefused as exc:
             conn.close()
             self._report(str(exc))
@@ -191,8 +223,10 @@ class PodForward:
 class PortForwards:
     """The forwards of a target's members: opened as pods join, closed as they leave or when attach stops."""
 
-    def __init__(self, namespace: str, configuration: client.Configuration, say: Say) -> None:
+    def __init__(self, namespace: str, configuration: client.Configuration, say: Say,
+                 open_timeout_s: float = OPEN_TIMEOUT_S) -> None:
         self.namespace, self._configuration, self._say = namespace, configuration, say
+        self._open_timeout_s = open_timeout_s
         self.forwards: dict[str, PodForward] = {}
 
     def __call__(self, members: dict[str, PodMember]) -> dict[str, PodMember]:
@@ -210,11 +244,12 @@ class PortForwards:
     def _start(self, member: PodMember) -> None:
         """Check the API server opens a port-forward to the pod (RBAC), then listen for its ports."""
         try:
-            open_forward(self._configuration, self.namespace, member.pod, member.ports[0][1]).close()
+            open_within(self._configuration, self.namespace, member.pod, member.ports[0][1],
+                        self._open_timeout_s).close()
         except ForwardRefused as exc:
             self._say(f"warning: {exc}; not added")
             return
-        forward = PodForward(member, self.namespace, self._configuration, self._say)
+        forward = PodForward(member, self.namespace, self._configuration, self._say, self._open_timeout_s)
         self.forwards[member.pod] = forward
         pairs = zip(forward.local.ports, member.ports, strict=True)
         routes = ", ".join(f"{kind} {LOCAL_HOST}:{local} -> {remote}" for (kind, local), (_, remote) in pairs)
