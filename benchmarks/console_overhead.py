@@ -49,6 +49,7 @@ from typing import Any
 import psutil
 
 from fleet_poll_cost import fleet_rounds, fleet_rows, record, replayed_servers
+from rounds import round_order
 from trace_cost import rows as trace_rows
 from trace_cost import trace_ab
 from triton_ge_console.backend_glue.distribution import TritonDistribution, find_distribution
@@ -192,14 +193,14 @@ def measure_poll(http_url: str, metrics_url: str, pid: int, polls: int,
 def alternate(rounds: int, measure_a: Callable[[], tuple[float, float]],
               measure_b: Callable[[], tuple[float, float]]
               ) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-    """Interleaved A/B rounds (A first, then B first, ...) so drift hits both sides alike."""
+    """Interleaved A/B rounds in `round_order` (ABBA BAAB ...) so drift hits both sides alike."""
     a_values: list[tuple[float, float]] = []
     b_values: list[tuple[float, float]] = []
     for index in range(rounds):
-        order = [(a_values, measure_a), (b_values, measure_b)]
-        for values, measure in (order if index % 2 == 0 else order[::-1]):
+        for values, measure in round_order([(a_values, measure_a), (b_values, measure_b)], index):
             values.append(measure())
     return a_values, b_values
+
 
 
 def comparison(name_a: str, a: list[tuple[float, float]], name_b: str, b: list[tuple[float, float]]

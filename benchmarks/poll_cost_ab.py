@@ -58,6 +58,7 @@ from console_overhead import (
     write_repository,
     wrk_throughput,
 )
+from rounds import round_order
 from triton_ge_console.backend_glue.distribution import find_distribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 
@@ -179,14 +180,11 @@ def one_round(url: str, pid: int, variant: str, poller: SwitchedPoller | None, a
 
 def grouped_rounds(url: str, pid: int, pollers: dict[str, SwitchedPoller | None], args: argparse.Namespace,
                    script: Path) -> list[dict[str, Round]]:
-    """Groups of one round per variant, the order rotated and reversed from group to group (ABBA for two),
-    so drift hits every variant alike."""
+    """Groups of one round per variant, in `round_order` (ABBA for two), so drift hits every variant alike."""
     names = list(pollers)
     groups = []
     for index in range(args.pairs):
-        turn = index // 2 % len(names)
-        order = names[turn:] + names[:turn]
-        order = order if index % 2 == 0 else order[::-1]
+        order = round_order(names, index)
         groups.append({name: one_round(url, pid, name, pollers[name], args, script) for name in order})
         if (index + 1) % 5 == 0:
             progress(f"{index + 1}/{args.pairs} groups")

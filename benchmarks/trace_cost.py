@@ -20,6 +20,7 @@ from typing import Any
 
 import psutil
 
+from rounds import round_order
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.sessions.stats import HttpEndpoint
 from triton_ge_console.sessions.trace import enable_tracing
@@ -58,14 +59,13 @@ def traced_requests(folder: Path) -> int:
 
 def rotate(rounds: int, measures: dict[str, Measure]) -> tuple[dict[str, list[tuple[float, float]]],
                                                                 dict[str, str]]:
-    """Every variant once per round, the starting variant moving one place each round; a variant whose
+    """Every variant once per round, in `round_order`; a variant whose
     server stops answering is reported (with why) and left out of later rounds, not the whole run."""
     names = list(measures)
     found: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     failed: dict[str, str] = {}
     for index in range(rounds):
-        shift = index % len(names)
-        for name in names[shift:] + names[:shift]:
+        for name in round_order(names, index):
             if name in failed:
                 continue
             try:
