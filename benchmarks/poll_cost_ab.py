@@ -25,6 +25,7 @@ is one a request does not get (the console on the server's host).
     python3 benchmarks/poll_cost_ab.py                                # off vs on (~5 min)
     python3 benchmarks/poll_cost_ab.py --nice 0,10,19 --poll-interval 0.2   # priorities compared
     python3 benchmarks/poll_cost_ab.py --tree before=../old/src       # another source tree's poller too
+    python3 benchmarks/poll_cost_ab.py --pool results/a.json results/b.json   # runs' pairs taken together
     python3 benchmarks/poll_cost_ab.py --poll-interval 1 --instances 1 --connections 4   # unamplified
 """
 
@@ -260,14 +261,7 @@ def report(result: dict[str, Any]) -> None:
     interval, groups = settings["poll_interval_s"], settings["groups"]
     print(f"#### {result['models']} models, both cores busy: poller on (at each nice value) vs off, "
           f"polled every {interval:g} s, {groups} groups\n")
-    print("| poller | loss, median pair (90 % interval) | pairs' range | per 1 s poll (loss × interval) "
-          "| server CPU per request | poller CPU per poll |\n|---|---|---|---|---|---|")
-    for name, figures in result["variants"].items():
-        loss = figures["loss_percent"]
-        print(f"| {name} | {with_interval(loss)} | {loss['min']:+.1f} … {loss['max']:+.1f} % | "
-              f"{with_interval(figures['loss_percent_per_1s_poll'])} | "
-              f"{with_interval(figures['server_cpu_per_request_increase_percent'])} | "
-              f"{figures['poller_cpu_ms_per_poll']:.1f} ms |")
+    table(result["variants"])
     print(f"\nhost busy during rounds ({CORES} cores, median): {result['host_busy_percent']:.0f} %; target: "
           f"a 1 s poll costs <= 1 % of throughput")
     suffix = "" if interval == DEFAULT_INTERVAL_S else f"_every_{interval:g}s"
@@ -278,10 +272,34 @@ def report(result: dict[str, Any]) -> None:
     print(f"\nwrote {path}")
 
 
+def table(variants: dict[str, dict[str, Any]]) -> None:
+    """One markdown row per poller variant."""
+    print("| poller | loss, median pair (90 % interval) | pairs' range | per 1 s poll (loss × interval) "
+          "| server CPU per request | poller CPU per poll |\n|---|---|---|---|---|---|")
+    for name, figures in variants.items():
+        loss = figures["loss_percent"]
+        print(f"| {name} | {with_interval(loss)} | {loss['min']:+.1f} … {loss['max']:+.1f} % | "
+              f"{with_interval(figures['loss_percent_per_1s_poll'])} | "
+              f"{with_interval(figures['server_cpu_per_request_increase_percent'])} | "
+              f"{figures['poller_cpu_ms_per_poll']:.1f} ms |")
+
+
 def with_interval(figure: dict[str, Any]) -> str:
     """'+0.12 % (-0.30 … +0.50)'."""
     low, high = figure["ci90"]
     return f"{figure['median']:+.2f} % ({low:+.2f} … {high:+.2f})"
+
+
+def pooled(paths: list[Path]) -> dict[str, dict[str, Any]]:
+    """Every variant against "off" over the groups of several saved runs of the same settings."""
+    runs = [json.loads(path.read_text()) for path in paths]
+    intervals = {run["settings"]["poll_interval_s"] for run in runs}
+    if len(intervals) != 1:
+        raise SystemExit(f"runs polled at different intervals ({sorted(intervals)}): not pooled")
+    groups = [{name: Round(**fields) for name, fields in group.items()}
+              for run in runs for group in run["rounds"]]
+    interval = intervals.pop()
+    return {name: versus_off(groups, name, interval) for name in groups[0] if name != "off"}
 
 
 def labelled_tree(text: str) -> tuple[str, str]:
@@ -305,7 +323,12 @@ def main() -> int:
                         help="also poll with the package in another source tree (e.g. before=../old/src)")
     parser.add_argument("--poll-interval", type=float, default=DEFAULT_INTERVAL_S,
                         help="seconds between polls while on (0.1 amplifies a 1 s poll's cost tenfold)")
+    parser.add_argument("--pool", type=Path, nargs="+", metavar="JSON",
+                        help="print saved runs' figures with their groups pooled (same settings)")
     args = parser.parse_args()
+    if args.pool:
+        table(pooled(args.pool))
+        return 0
     if shutil.which("wrk") is None:
         print("wrk is not installed: apt-get install -y wrk", file=sys.stderr)
         return 1
