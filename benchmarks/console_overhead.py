@@ -202,7 +202,6 @@ def alternate(rounds: int, measure_a: Callable[[], tuple[float, float]],
     return a_values, b_values
 
 
-
 def comparison(name_a: str, a: list[tuple[float, float]], name_b: str, b: list[tuple[float, float]]
                ) -> dict[str, Any]:
     """Throughput and server CPU per request of two alternated variants, and b's cost against a."""

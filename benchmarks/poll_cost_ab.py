@@ -4,8 +4,8 @@ One tritonserver with 50 trivial Python-backend models; wrk saturates one of the
 run in their own processes the whole time, each switched on for its rounds only (so start-up, the first
 polls that learn every model's config, and imports never fall inside a round). Each group of rounds has
 one round with no poller ("off") and one per poller variant (`--nice`: the nice value of its polling
-thread), the order rotated and reversed from group to group so slow drift of a noisy host hits every
-variant alike. Each round records:
+thread; `--tree`: the package of another source tree, e.g. the code before a change), in `round_order`
+so slow drift of a noisy host hits every variant alike. Each round records:
 
 - wrk's throughput;
 - tritonserver's CPU (and its Python stubs') per request, from /proc;
@@ -259,7 +259,7 @@ def report(result: dict[str, Any]) -> None:
     """Markdown table on stdout, JSON in benchmarks/results/."""
     settings = result["settings"]
     interval, groups = settings["poll_interval_s"], settings["groups"]
-    print(f"#### {result['models']} models, both cores busy: poller on (at each nice value) vs off, "
+    print(f"#### {result['models']} models, both cores busy: each poller variant on vs off, "
           f"polled every {interval:g} s, {groups} groups\n")
     table(result["variants"])
     print(f"\nhost busy during rounds ({CORES} cores, median): {result['host_busy_percent']:.0f} %; target: "
