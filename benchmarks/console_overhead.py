@@ -322,10 +322,11 @@ def fleet_only(args: argparse.Namespace) -> int:
     root = Path(tempfile.mkdtemp(prefix="ge-overhead-fleet-"))
     try:
         measured = fleet(dist, root, args)
-        result = {"benchmark": "console_overhead (fleet row)", "machine": machine(), "fleet": measured}
+        result: dict[str, Any] = {"benchmark": "console_overhead (fleet row)", "machine": machine(),
+                                  "fleet": measured}
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print_rows(fleet_rows(result["fleet"]["results"]))
+    print_rows(fleet_rows(measured["results"]))
     FLEET_RESULTS.parent.mkdir(parents=True, exist_ok=True)
     FLEET_RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwrote {FLEET_RESULTS}")
@@ -341,11 +342,11 @@ def trace_only(args: argparse.Namespace) -> int:
         one = write_repository(root / "single", 1)
         script = root / "post.lua"
         script.write_text(WRK_SCRIPT)
-        result = {"benchmark": "console_overhead (latency sources)", "machine": machine(),
-                  "traces": trace_ab(dist, root, args, server, measured, script, one)}
+        traces = trace_ab(dist, root, args, server, measured, script, one)
+        result = {"benchmark": "console_overhead (latency sources)", "machine": machine(), "traces": traces}
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print_rows(trace_rows(result["traces"]))
+    print_rows(trace_rows(traces))
     TRACE_RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nwrote {TRACE_RESULTS}")
     return 0

@@ -380,9 +380,9 @@ def summarize(found: Rounds) -> dict[str, Any]:
             figures[f"added_p50_range_ms_batch{batch}_before"] = [before["min"], before["max"]]
     figures["added_p50_ms_batch1"] = figures["added_p50_ms_batch1_loadgen"]
     floor = [r[0] for r in found[1]["floor_loadgen"]]
-    added = [g - d for g, d in zip([r[0] for r in found[1]["loadgen"]], [r[0] for r in found[1]["direct"]],
-                                   strict=True)]
-    ratio = _spread([a / f for a, f in zip(added, floor, strict=True)])
+    added_ms = [g - d for g, d in zip([r[0] for r in found[1]["loadgen"]], [r[0] for r in found[1]["direct"]],
+                                      strict=True)]
+    ratio = _spread([a / f for a, f in zip(added_ms, floor, strict=True)])
     figures["added_over_floor_batch1_loadgen"] = ratio["median"]
     figures["added_over_floor_range_batch1_loadgen"] = [ratio["min"], ratio["max"]]
     figures["latency_client"] = "loadgen"
