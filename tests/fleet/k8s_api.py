@@ -39,6 +39,7 @@ class Script:
     # its backend or a network dropping packets: what a deadline on opening a forward is for.
     stalled: set[str] = field(default_factory=set)
     upgrades: list[tuple[str, list[int], str | None, str]] = field(default_factory=list)  # pod, ports, auth
+    refusals: list[str] = field(default_factory=list)  # the pod of every port-forward refused (403 / 404)
     forwards: list[ForwardSession] = field(default_factory=list)  # every port-forward connection, in order
 
 
@@ -85,6 +86,7 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 script.closed.wait(30)
                 return
             if pod in script.forbidden or pod not in script.upstream:
+                script.refusals.append(pod)
                 refuse(self, namespace, pod, pod in script.forbidden)
                 return
             protocol = upgrade(self)

@@ -163,15 +163,17 @@ def test_a_refused_port_forward_is_one_line_naming_the_pod_and_the_permission(tm
                       forbidden=(A,)) as (script, kubeconfig):
         forwards = PortForwards("serving", api_client(kubeconfig).configuration, said.append)
         try:
-            found = forwards({pod: PodMember(pod, "10.244.2.17", PORTS) for pod in (A, B, "gone")})
+            found = forwards.update({pod: PodMember(pod, "10.244.2.17", PORTS) for pod in (A, B, "gone")})
         finally:
             forwards.close()
     assert list(found) == [B] and found[B].ip == "127.0.0.1"
     refused = [line for line in said if line.startswith("warning:")]
     assert refused == [
-        "warning: pod serving/gone: port-forward failed: the pod is gone (404 Not Found); not added",
+        "warning: pod serving/gone: port-forward failed: the pod is gone (404 Not Found); not added for now "
+        "(asked again, at most a minute apart)",
         f"warning: pod serving/{A}: the API server refused the port-forward (403 Forbidden): "
-        "RBAC must allow 'create' on pods/portforward in namespace serving; not added",
+        "RBAC must allow 'create' on pods/portforward in namespace serving; not added for now (asked "
+        "again, at most a minute apart)",
     ]
     assert [pod for pod, *_ in script.upgrades] == [B]  # refused before the upgrade
 
@@ -186,7 +188,7 @@ def test_a_port_forward_that_never_opens_is_given_up_after_the_deadline(tmp_path
         configuration = api_client(kubeconfig).configuration
         forwards = PortForwards("serving", configuration, said.append, open_timeout_s=1)
         try:
-            found = forwards({pod: PodMember(pod, "10.244.2.17", PORTS) for pod in (A, B)})
+            found = forwards.update({pod: PodMember(pod, "10.244.2.17", PORTS) for pod in (A, B)})
             assert list(found) == [B]
             script.stalled.add(B)
             with socket.create_connection(("127.0.0.1", found[B].ports[0][1]), timeout=10) as conn:
@@ -196,9 +198,31 @@ def test_a_port_forward_that_never_opens_is_given_up_after_the_deadline(tmp_path
     stalled = [line for line in said if "within 1 s" in line]
     assert stalled == [
         f"warning: pod serving/{A}: the API server did not open a port-forward to port 8000 within 1 s; "
-        "not added",
+        "not added for now (asked again, at most a minute apart)",
         f"warning: pod serving/{B}: the API server did not open a port-forward to port 8000 within 1 s",
     ]
+
+
+def test_a_refused_pod_is_asked_again_and_joins_once_forwarded(tmp_path: Path) -> None:
+    """A pod refused when it joined (here RBAC, fixed a moment later) is asked again in the background and
+    published once the API server forwards to it; the refusal is said once, however often it was asked."""
+    said: list[str] = []
+    published: list[dict[str, PodMember]] = []
+    upstream = {pod: {8000: 1, 8001: 1, 8002: 1} for pod in (A, B)}
+    with recorded_api(tmp_path, [], [], upstream=upstream, forbidden=(A,)) as (script, kubeconfig):
+        configuration = api_client(kubeconfig).configuration
+        forwards = PortForwards("serving", configuration, said.append, publish=published.append, retry_s=0.2)
+        try:
+            assert list(forwards.update({pod: PodMember(pod, "10.244.2.17", PORTS) for pod in (A, B)})) == [B]
+            wait_until(lambda: script.refusals.count(A) >= 2, timeout=30,
+                       what="the refused pod asked again")
+            script.forbidden.discard(A)
+            wait_until(lambda: A in published[-1], timeout=30, what=f"{A} published once forwarded")
+        finally:
+            forwards.close()
+    assert sorted(published[-1]) == [A, B] and published[-1][A].ip == "127.0.0.1"
+    assert len([line for line in said if line.startswith(f"warning: pod serving/{A}:")]) == 1
+    assert any(line.startswith(f"forwarding pod {A}:") for line in said)
 
 
 def test_the_kubelet_error_channel_is_reported_once(tmp_path: Path) -> None:
@@ -213,7 +237,7 @@ def test_the_kubelet_error_channel_is_reported_once(tmp_path: Path) -> None:
     ):
         forwards = PortForwards("serving", api_client(kubeconfig).configuration, said.append)
         try:
-            metrics = dict(forwards({A: PodMember(A, "10.244.2.17", PORTS)})[A].ports)["metrics"]
+            metrics = dict(forwards.update({A: PodMember(A, "10.244.2.17", PORTS)})[A].ports)["metrics"]
             for _ in range(3):
                 with socket.create_connection(("127.0.0.1", metrics), timeout=30) as conn:
                     assert conn.recv(1) == b""
@@ -258,7 +282,7 @@ def test_connections_ended_mid_response_close_their_websockets(
     with recorded_api(tmp_path, [], [], upstream=upstream) as (script, kubeconfig):
         forwards = PortForwards("serving", api_client(kubeconfig).configuration, lambda line: None)
         try:
-            http_port = dict(forwards({A: PodMember(A, "10.244.2.17", PORTS)})[A].ports)["http"]
+            http_port = dict(forwards.update({A: PodMember(A, "10.244.2.17", PORTS)})[A].ports)["http"]
             for _ in range(20):
                 with socket.create_connection(("127.0.0.1", http_port), timeout=30) as conn:
                     conn.sendall(b"go")
@@ -267,7 +291,7 @@ def test_connections_ended_mid_response_close_their_websockets(
             for conn in streaming:
                 conn.sendall(b"go")
                 assert conn.recv(65536)
-            forwards({})  # the pod left
+            forwards.update({})  # the pod left
             for conn in streaming:
                 wait_until(lambda conn=conn: not conn.recv(1 << 20), what="the stream closed")  # type: ignore[misc]
                 conn.close()

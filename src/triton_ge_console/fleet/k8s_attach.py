@@ -114,8 +114,10 @@ def _follow(target: K8sTarget, args: argparse.Namespace, token: str | None) -> i
     """The body of run_k8s_attach."""
     api = api_client(args.kubeconfig, args.context)
     members = RegistryMembers(Registry(), target, _say, args.name, token, args.token_header)
-    forwards = PortForwards(target.namespace, api.configuration, _say) if via(args) == PORT_FORWARD else None
-    on_change = members if forwards is None else (lambda found: members(forwards(found)))
+    forwards = None
+    if via(args) == PORT_FORWARD:  # it hands members on itself: a pod it forwards later joins then
+        forwards = PortForwards(target.namespace, api.configuration, _say, publish=members)
+    on_change = members if forwards is None else forwards
     follower = PodFollower(target, api, on_change, on_error=lambda line: _say(f"warning: {line}"))
     if args.once:
         follower.sync()

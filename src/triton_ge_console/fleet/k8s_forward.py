@@ -14,6 +14,7 @@ import contextlib
 import selectors
 import socket
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -29,6 +30,7 @@ LOCAL_HOST = "127.0.0.1"
 CHUNK = 64 * 1024
 RELEASE_S = 5.0  # how long a port-forward's proxy gets to close after its connection ended
 OPEN_TIMEOUT_S = 10.0  # how long opening a port-forward may take (the client sets no limit)
+RETRY_FIRST_S, RETRY_CAP_S = 5.0, 60.0  # a refused pod is asked again after 5 s, then 10, 20 ... 60 s
 HTTP_FORBIDDEN, HTTP_NOT_FOUND = 403, 404
 Say = Callable[[str], None]
 
@@ -221,41 +223,95 @@ class PodForward:
 
 
 class PortForwards:
-    """The forwards of a target's members: opened as pods join, closed as they leave or when attach stops."""
+    """The forwards of a target's members: opened as pods join, closed as they leave or when attach stops.
+    A pod the API server would not forward to (refused, or no answer within the deadline) is asked again
+    in the background, 5 s after and then at doubling pauses up to a minute, while it is a member: a
+    transient refusal must not leave a serving pod unwatched until the pod set next changes."""
 
     def __init__(self, namespace: str, configuration: client.Configuration, say: Say,
-                 open_timeout_s: float = OPEN_TIMEOUT_S) -> None:
+                 publish: Callable[[dict[str, PodMember]], None] | None = None,
+                 open_timeout_s: float = OPEN_TIMEOUT_S, retry_s: float = RETRY_FIRST_S) -> None:
         self.namespace, self._configuration, self._say = namespace, configuration, say
-        self._open_timeout_s = open_timeout_s
+        self._publish, self._open_timeout_s, self._retry_s = publish, open_timeout_s, retry_s
         self.forwards: dict[str, PodForward] = {}
+        self._wanted: dict[str, PodMember] = {}
+        self._waiting: dict[str, tuple[float, float, str]] = {}  # pod: (next try, pause, last reason said)
+        self._lock = threading.RLock()  # the follower's thread and the retrying thread
+        self._wake = threading.Event()
+        self._closed = False
+        self._thread = threading.Thread(target=self._retry_loop, daemon=True, name="port-forward retries")
+        self._thread.start()
 
-    def __call__(self, members: dict[str, PodMember]) -> dict[str, PodMember]:
-        """Forward the pods that joined, close those that left; returns the members at their local ports."""
-        for pod in sorted(self.forwards.keys() - members.keys()):
-            self.forwards.pop(pod).close()
-        for pod, member in sorted(members.items()):
-            current = self.forwards.get(pod)
-            if current is not None and current.remote_ports != member.ports:
+    def __call__(self, members: dict[str, PodMember]) -> None:
+        """The follower's callback: `update`, the result going to `publish`."""
+        self.update(members)
+
+    def update(self, members: dict[str, PodMember]) -> dict[str, PodMember]:
+        """Forward the pods that joined, close those that left; returns (and publishes) the members at their
+        local ports."""
+        with self._lock:
+            self._wanted = dict(members)
+            self._waiting = {pod: due for pod, due in self._waiting.items() if pod in members}
+            for pod in sorted(self.forwards.keys() - members.keys()):
                 self.forwards.pop(pod).close()
-            if pod not in self.forwards:
-                self._start(member)
-        return {pod: forward.local for pod, forward in self.forwards.items()}
+            for pod, member in sorted(members.items()):
+                current = self.forwards.get(pod)
+                if current is not None and current.remote_ports != member.ports:
+                    self.forwards.pop(pod).close()
+                if pod not in self.forwards and pod not in self._waiting:
+                    self._start(member)
+            return self._published()
 
-    def _start(self, member: PodMember) -> None:
-        """Check the API server opens a port-forward to the pod (RBAC), then listen for its ports."""
+    def _published(self) -> dict[str, PodMember]:
+        """The members at their local ports, handed to `publish` (under the lock, so in order)."""
+        local = {pod: forward.local for pod, forward in self.forwards.items()}
+        if self._publish is not None:
+            self._publish(dict(local))
+        return local
+
+    def _start(self, member: PodMember) -> bool:
+        """Check the API server opens a port-forward to the pod (RBAC), then listen for its ports; a refusal
+        is said once per reason and asked again later."""
         try:
             open_within(self._configuration, self.namespace, member.pod, member.ports[0][1],
                         self._open_timeout_s).close()
         except ForwardRefused as exc:
-            self._say(f"warning: {exc}; not added")
-            return
+            _, pause, said = self._waiting.get(member.pod, (0.0, self._retry_s / 2, ""))
+            if str(exc) != said:
+                self._say(f"warning: {exc}; not added for now (asked again, at most a minute apart)")
+            pause = min(RETRY_CAP_S, pause * 2)
+            self._waiting[member.pod] = (time.monotonic() + pause, pause, str(exc))
+            self._wake.set()
+            return False
+        self._waiting.pop(member.pod, None)
         forward = PodForward(member, self.namespace, self._configuration, self._say, self._open_timeout_s)
         self.forwards[member.pod] = forward
         pairs = zip(forward.local.ports, member.ports, strict=True)
         routes = ", ".join(f"{kind} {LOCAL_HOST}:{local} -> {remote}" for (kind, local), (_, remote) in pairs)
         self._say(f"forwarding pod {member.pod}: {routes}")
+        return True
+
+    def _retry_loop(self) -> None:
+        """Ask again about the pods whose forward was refused, each when its pause is over."""
+        while True:
+            self._wake.clear()  # before looking: a pod refused from now on wakes the wait below
+            with self._lock:
+                if self._closed:
+                    return
+                now = time.monotonic()
+                due = sorted(pod for pod, (at, _, _) in self._waiting.items() if at <= now)
+                added = [pod for pod in due if pod in self._wanted and self._start(self._wanted[pod])]
+                if added:
+                    self._published()
+                next_at = min((at for at, _, _ in self._waiting.values()), default=None)
+            self._wake.wait(None if next_at is None else max(0.0, next_at - time.monotonic()))
 
     def close(self) -> None:
-        """Close every forward."""
-        for pod in sorted(self.forwards):
-            self.forwards.pop(pod).close()
+        """Close every forward and stop asking again."""
+        with self._lock:
+            self._closed = True
+            self._waiting.clear()
+            for pod in sorted(self.forwards):
+                self.forwards.pop(pod).close()
+        self._wake.set()
+        self._thread.join(5)
