@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import urllib.parse
 from pathlib import Path
 
@@ -55,9 +54,7 @@ def test_polled_server_still_stops_gracefully(triton_factory, triton_dist, tmp_p
         held = {c.laddr.port for c in psutil.Process(server.process.pid).net_connections("tcp")
                 if c.status == psutil.CONN_ESTABLISHED}
         assert held == {urllib.parse.urlsplit(server.metrics_url).port}  # one kept for the next poll
-        began = time.monotonic()
-        assert server.process.stop() == 0
-        assert time.monotonic() - began < 20  # an idle HTTP connection would hold it to the 30 s timeout
+        assert server.process.stop() == 0  # within stop's 15 s: an idle HTTP connection would hold it 30 s
         after = poller.poll()
     finally:
         poller.close()

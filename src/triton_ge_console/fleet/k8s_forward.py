@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import Any, NamedTuple
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -222,6 +222,14 @@ class PodForward:
             relay.close()
 
 
+class _Refused(NamedTuple):
+    """A pod whose port-forward was refused: when to ask again, the pause before that, and what was said."""
+
+    at: float
+    pause: float
+    reason: str
+
+
 class PortForwards:
     """The forwards of a target's members: opened as pods join, closed as they leave or when attach stops.
     A pod the API server would not forward to (refused, or no answer within the deadline) is asked again
@@ -235,7 +243,7 @@ class PortForwards:
         self._publish, self._open_timeout_s, self._retry_s = publish, open_timeout_s, retry_s
         self.forwards: dict[str, PodForward] = {}
         self._wanted: dict[str, PodMember] = {}
-        self._waiting: dict[str, tuple[float, float, str]] = {}  # pod: (next try, pause, last reason said)
+        self._waiting: dict[str, _Refused] = {}
         self._lock = threading.RLock()  # the follower's thread and the retrying thread
         self._wake = threading.Event()
         self._closed = False
@@ -251,7 +259,7 @@ class PortForwards:
         local ports."""
         with self._lock:
             self._wanted = dict(members)
-            self._waiting = {pod: due for pod, due in self._waiting.items() if pod in members}
+            self._waiting = {pod: refused for pod, refused in self._waiting.items() if pod in members}
             for pod in sorted(self.forwards.keys() - members.keys()):
                 self.forwards.pop(pod).close()
             for pod, member in sorted(members.items()):
@@ -276,11 +284,11 @@ class PortForwards:
             open_within(self._configuration, self.namespace, member.pod, member.ports[0][1],
                         self._open_timeout_s).close()
         except ForwardRefused as exc:
-            _, pause, said = self._waiting.get(member.pod, (0.0, self._retry_s / 2, ""))
-            if str(exc) != said:
+            before = self._waiting.get(member.pod)
+            if before is None or before.reason != str(exc):
                 self._say(f"warning: {exc}; not added for now (asked again, at most a minute apart)")
-            pause = min(RETRY_CAP_S, pause * 2)
-            self._waiting[member.pod] = (time.monotonic() + pause, pause, str(exc))
+            pause = self._retry_s if before is None else min(RETRY_CAP_S, before.pause * 2)
+            self._waiting[member.pod] = _Refused(time.monotonic() + pause, pause, str(exc))
             self._wake.set()
             return False
         self._waiting.pop(member.pod, None)
@@ -299,11 +307,11 @@ class PortForwards:
                 if self._closed:
                     return
                 now = time.monotonic()
-                due = sorted(pod for pod, (at, _, _) in self._waiting.items() if at <= now)
+                due = sorted(pod for pod, refused in self._waiting.items() if refused.at <= now)
                 added = [pod for pod in due if pod in self._wanted and self._start(self._wanted[pod])]
                 if added:
                     self._published()
-                next_at = min((at for at, _, _ in self._waiting.values()), default=None)
+                next_at = min((refused.at for refused in self._waiting.values()), default=None)
             self._wake.wait(None if next_at is None else max(0.0, next_at - time.monotonic()))
 
     def close(self) -> None:
