@@ -22,9 +22,17 @@ from tests.sessions.helpers import write_echo_model
 from tests.sessions.test_default_session import hand_made
 from tests.sessions.test_races import killing_strays, servers_under
 from tests.waiting import wait_until
+from triton_ge_console.console.lifeline import LAST_RESORT_S, STOP_GRACE_S
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import READY, Registry, effective_state
 
+# A model whose unload outlasts the lifeline's grace and last resort: the console stops it all the same
+# (CI saw the console die mid-stop, its server left to others, the session "dead").
+SLOW_FINALIZE = f"""
+    def finalize(self):
+        import time
+        time.sleep({STOP_GRACE_S + LAST_RESORT_S + 2})
+"""
 STORM = 3000  # resize messages, sent as fast as the websocket takes them
 
 
@@ -153,7 +161,9 @@ async def test_stopping_serve_stops_its_consoles(tmp_path: Path) -> None:
 
 @pytest.mark.server
 async def test_a_console_that_started_a_server_still_stops_it_when_serve_is_killed(tmp_path: Path) -> None:
-    write_echo_model(tmp_path / "repo", "echo")
+    model = write_echo_model(tmp_path / "repo", "echo")
+    with (model / "1" / "model.py").open("a", encoding="utf-8") as source:
+        source.write(SLOW_FINALIZE)
     registry = Registry(tmp_path / "sessions")
     with killing_strays(tmp_path), serving(tmp_path, str(tmp_path / "repo"), "--name", "launched") as served:
         async with browser(served) as websocket:
@@ -165,5 +175,5 @@ async def test_a_console_that_started_a_server_still_stops_it_when_serve_is_kill
             assert servers_under(tmp_path)
             os.kill(served.process.pid, signal.SIGKILL)
             assert await asyncio.to_thread(gone, console, 40.0), "the console outlived its serve"
-    assert not servers_under(tmp_path), "the server the console started was left running"
+        assert not servers_under(tmp_path), "the server the console started was left running"
     assert effective_state(registry.load("launched")) == "stopped"
