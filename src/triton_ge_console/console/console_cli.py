@@ -94,13 +94,20 @@ def run_console(args: argparse.Namespace) -> int:
     return _run_start_screen(registry, args)
 
 
+def _run_app(app: Any) -> Any:
+    """Run a console app; its lifeline (in a browser) is released however the run ends."""
+    from triton_ge_console.console.lifeline import run_released
+
+    return run_released(app)
+
+
 def _run_opened(opened: OpenedSession, keep: bool) -> int:
     """Run the app; stop what it started unless kept."""
     from triton_ge_console.console.app import GEConsoleApp
 
     app = GEConsoleApp(opened.source, opened.options)
     try:
-        app.run()
+        _run_app(app)
     finally:
         opened.source.close()
         if opened.started_here and not keep and opened.lifecycle.record is not None:
@@ -123,7 +130,7 @@ def _run_fleet(records: list[SessionRecord], registry: Registry, interval: float
     app = FleetConsoleApp(fleet, options_for, FleetOptions(interval_s=interval, backoff_s=max(5.0, interval),
                                                            rescan_s=FLEET_RESCAN_S))
     try:
-        app.run()
+        _run_app(app)
     finally:
         fleet.close()
     return 1 if app.return_code else 0
@@ -136,7 +143,8 @@ def _run_start_screen(registry: Registry, args: argparse.Namespace) -> int:
     from triton_ge_console.sessions.registry import effective_state
 
     entries = [SessionEntry(r.name, effective_state(r), r.http_url) for r in running_sessions(registry)]
-    choice = StartApp(entries).run()
+    app = StartApp(entries)
+    choice = _run_app(app)
     if choice is None:
         return 0
     if choice.kind == "demo":
@@ -177,7 +185,7 @@ def _run_demo_ui(keep: bool, rate: float, interval: float) -> int:
     )
     app = create_app(session.pending, options=options)
     try:
-        app.run()
+        _run_app(app)
     finally:
         message = session.close(keep)
         if message:

@@ -4,6 +4,10 @@ textual's web driver handles SIGTERM through the event loop, so a loop kept busy
 never sees it. Here SIGTERM asks the app to exit, and a second one (sent by us after a grace period) ends
 the process from the signal handler itself; a thread watches the `serve` process and sends that SIGTERM
 when it is gone.
+
+The lifeline is released when the app ends however it ends: a killed `serve` breaks the console's pipe, and
+`App.run` then raises without unmounting. Released, it sends nothing more: the event loop has closed and
+SIGTERM is fatal again, so a late signal of ours would end the console while it stops its server.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class Lifeline:
         self._parent_started = process_create_time(parent) if parent is not None else None
         self._asked = False
         self._released = threading.Event()
+        self._sending = threading.RLock()  # a signal of ours is sent only while not released
         self._previous: dict[int, Any] = {}
         self._loop: Any = None
 
@@ -53,13 +58,17 @@ class Lifeline:
 
     def release(self) -> None:
         """The app has ended: what follows (stopping a server it started) runs to its end, undisturbed."""
-        self._released.set()
+        with self._sending:
+            self._released.set()
         for signum, previous in self._previous.items():
             with contextlib.suppress(ValueError, TypeError):
-                signal.signal(signum, previous)
+                if signal.getsignal(signum) == self._on_signal:  # not once the loop's close reset it
+                    signal.signal(signum, previous)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        """First time: ask the app to exit, and insist later; second time: leave now."""
+        """First time: ask the app to exit, and insist later; second time: leave now (not once released)."""
+        if self._released.is_set():
+            return
         if self._asked:  # the main thread runs Python, so it unwinds: cleanups (stopping a server) finish
             self.release()
             raise SystemExit(128 + signum)
@@ -70,9 +79,8 @@ class Lifeline:
 
     def _insist(self, signum: int) -> None:
         """The app still runs after the grace: signal again (the handler then exits), and at last end hard."""
-        if self._released.wait(STOP_GRACE_S):
+        if self._released.wait(STOP_GRACE_S) or not self._send(signum):
             return
-        os.kill(os.getpid(), signum)
         if not self._released.wait(LAST_RESORT_S):
             os._exit(128 + signum)
 
@@ -81,8 +89,25 @@ class Lifeline:
         while not self._released.wait(WATCH_EVERY_S):
             started = process_create_time(self.parent) if self.parent is not None else None
             if started is None or started != self._parent_started:
-                os.kill(os.getpid(), signal.SIGTERM)
+                self._send(signal.SIGTERM)
                 return
+
+    def _send(self, signum: int) -> bool:
+        """Signal ourselves unless released meanwhile, or our handler is gone with the loop; whether sent."""
+        with self._sending:
+            if self._released.is_set() or signal.getsignal(signum) != self._on_signal:
+                return False
+            os.kill(os.getpid(), signum)
+            return True
+
+
+def run_released(app: Any) -> Any:
+    """Run the app; however it ends, release its lifeline before the caller's cleanup."""
+    try:
+        return app.run()
+    finally:
+        if app.lifeline is not None:
+            app.lifeline.release()
 
 
 def hold_if_served(app: Any) -> Lifeline | None:
