@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from triton_ge_console.repository import demo_models
+import triton_ge_console.repository.demo_models as demo_models
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # (source, batch, sequence length): the shapes the console's demo load uses, and a long prompt.

@@ -153,7 +153,7 @@ class RepaintLog:
 
     def __init__(self, screen: DashboardScreen) -> None:
         self.calls: list[Repaint] = []
-        self.widgets = list(screen.walk_children(with_self=True))
+        self.widgets = list(screen.walk_children(Widget, with_self=True))
         for widget in self.widgets:
             widget.refresh = self._logging(widget)  # type: ignore[method-assign]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from triton_ge_console.sessions.snapshot import ServerSnapshot
-from triton_ge_console.sessions.source import SessionSource
+from triton_ge_console.sessions.source import Pollable
 
 Deliver = Callable[[str, ServerSnapshot], object]
 STOP_CHECK_S = 0.2  # how soon a stop request is noticed while every poll is still out
@@ -21,7 +21,7 @@ class FleetFollower:
     """Polls each source `interval_s` after the start of its previous poll (`backoff_s` after one that did
     not answer; never again when it is None), with at most `max_workers` polls out at once."""
 
-    def __init__(self, sources: Sequence[SessionSource], *, interval_s: float = 1.0,
+    def __init__(self, sources: Sequence[Pollable], *, interval_s: float = 1.0,
                  backoff_s: float | None = 5.0, max_workers: int = 8, max_polls: int | None = None) -> None:
         self.sources = list(sources)
         self.interval_s = interval_s
@@ -58,7 +58,7 @@ class FleetFollower:
             pool.shutdown(wait=False, cancel_futures=True)  # a poll still hanging ends at its HTTP timeout
 
 
-def sample(sources: Sequence[SessionSource], *, polls: int = 2, interval_s: float = 1.0,
+def sample(sources: Sequence[Pollable], *, polls: int = 2, interval_s: float = 1.0,
            deadline_s: float = 10.0, max_workers: int = 8) -> dict[str, list[ServerSnapshot]]:
     """Each source's snapshots, oldest first: `polls` of them (one, from a server that did not answer), or
     what came back by the deadline."""

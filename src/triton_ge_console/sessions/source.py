@@ -41,15 +41,20 @@ class Controller(Protocol):
         ...
 
 
-class SessionSource(Protocol):
-    """A session as views see it: blocking polls (run them in a worker), history, commands."""
+class Pollable(Protocol):
+    """What a follower needs of a source: its name and a blocking poll."""
 
     name: str
-    history: SnapshotHistory
 
     def poll(self) -> ServerSnapshot:
         """Take one snapshot; an unreachable server gives a snapshot with `error` set, never an exception."""
         ...
+
+
+class SessionSource(Pollable, Protocol):
+    """A session as views see it: blocking polls (run them in a worker), history, commands."""
+
+    history: SnapshotHistory
 
     @property
     def controller(self) -> Controller:
