@@ -38,6 +38,7 @@ class Script:
     # Pods whose port-forward upgrade is accepted and never answered, as behind a load balancer that lost
     # its backend or a network dropping packets: what a deadline on opening a forward is for.
     stalled: set[str] = field(default_factory=set)
+    stalls: list[str] = field(default_factory=list)  # the pod of every upgrade left unanswered
     upgrades: list[tuple[str, list[int], str | None, str]] = field(default_factory=list)  # pod, ports, auth
     refusals: list[str] = field(default_factory=list)  # the pod of every port-forward refused (403 / 404)
     forwards: list[ForwardSession] = field(default_factory=list)  # every port-forward connection, in order
@@ -83,6 +84,7 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
             """The port-forward upgrade (see k8s_portforward), relaying to the pod's upstream ports."""
             self.close_connection = True
             if pod in script.stalled:
+                script.stalls.append(pod)
                 script.closed.wait(30)
                 return
             if pod in script.forbidden or pod not in script.upstream:

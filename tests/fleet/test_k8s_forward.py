@@ -225,6 +225,29 @@ def test_a_refused_pod_is_asked_again_and_joins_once_forwarded(tmp_path: Path) -
     assert any(line.startswith(f"forwarding pod {A}:") for line in said)
 
 
+def test_a_pod_asked_again_holds_up_no_member_change(tmp_path: Path) -> None:
+    """While a refused pod is asked again and the API server leaves that question unanswered, a pod that
+    joins is forwarded at once: the asking again is done outside the forwards' lock."""
+    upstream = {pod: {8000: 1, 8001: 1, 8002: 1} for pod in (A, B)}
+    with recorded_api(tmp_path, [], [], upstream=upstream, forbidden=(A,)) as (script, kubeconfig):
+        configuration = api_client(kubeconfig).configuration
+        forwards = PortForwards("serving", configuration, lambda _line: None, open_timeout_s=60, retry_s=0.1)
+        try:
+            assert list(forwards.update({A: PodMember(A, "10.244.2.17", PORTS)})) == []
+            script.stalled.add(A)
+            script.forbidden.discard(A)
+            wait_until(lambda: A in script.stalls, timeout=30, what=f"{A} asked again, unanswered")
+            joined: list[list[str]] = []
+            members = {pod: PodMember(pod, "10.244.2.17", PORTS) for pod in (A, B)}
+            thread = threading.Thread(target=lambda: joined.append(list(forwards.update(members))),
+                                      daemon=True)
+            thread.start()
+            thread.join(20)  # the question about A stays out for up to 60 s
+            assert joined == [[B]], "a member change waited for a pod being asked again"
+        finally:
+            forwards.close()
+
+
 def test_the_kubelet_error_channel_is_reported_once(tmp_path: Path) -> None:
     """When the kubelet cannot reach the pod's port it says so on the port's error channel: the relay ends
     and the console says it once, however many connections meet it."""

@@ -278,17 +278,27 @@ class PortForwards:
         return local
 
     def _start(self, member: PodMember) -> bool:
-        """Check the API server opens a port-forward to the pod (RBAC), then listen for its ports; a refusal
-        is said once per reason and asked again later."""
+        """Forward to the pod if the API server lets us; whether it was added."""
+        return self._admit(member, self._refusal(member))
+
+    def _refusal(self, member: PodMember) -> str | None:
+        """Why the API server would not open a port-forward to the pod (RBAC, no answer in time), or None;
+        no lock held: the check can take the whole deadline."""
         try:
             open_within(self._configuration, self.namespace, member.pod, member.ports[0][1],
                         self._open_timeout_s).close()
         except ForwardRefused as exc:
+            return str(exc)
+        return None
+
+    def _admit(self, member: PodMember, refusal: str | None) -> bool:
+        """Listen for the pod's ports, or note the refusal (said once per reason) to ask again later."""
+        if refusal is not None:
             before = self._waiting.get(member.pod)
-            if before is None or before.reason != str(exc):
-                self._say(f"warning: {exc}; not added for now (asked again, at most a minute apart)")
+            if before is None or before.reason != refusal:
+                self._say(f"warning: {refusal}; not added for now (asked again, at most a minute apart)")
             pause = self._retry_s if before is None else min(RETRY_CAP_S, before.pause * 2)
-            self._waiting[member.pod] = _Refused(time.monotonic() + pause, pause, str(exc))
+            self._waiting[member.pod] = _Refused(time.monotonic() + pause, pause, refusal)
             self._wake.set()
             return False
         self._waiting.pop(member.pod, None)
@@ -300,15 +310,23 @@ class PortForwards:
         return True
 
     def _retry_loop(self) -> None:
-        """Ask again about the pods whose forward was refused, each when its pause is over."""
+        """Ask again about the pods whose forward was refused, each when its pause is over; the asking is
+        done outside the lock, so a slow answer holds up no member change and no close."""
         while True:
             self._wake.clear()  # before looking: a pod refused from now on wakes the wait below
             with self._lock:
                 if self._closed:
                     return
                 now = time.monotonic()
-                due = sorted(pod for pod, refused in self._waiting.items() if refused.at <= now)
-                added = [pod for pod in due if pod in self._wanted and self._start(self._wanted[pod])]
+                due = [(pod, self._wanted[pod]) for pod, refused in sorted(self._waiting.items())
+                       if refused.at <= now and pod in self._wanted]
+            answers = [(pod, member, self._refusal(member)) for pod, member in due]
+            with self._lock:
+                if self._closed:
+                    return
+                added = [pod for pod, member, refusal in answers  # still wanted as asked, not forwarded
+                         if pod in self._waiting and self._wanted.get(pod) == member
+                         and self._admit(member, refusal)]
                 if added:
                     self._published()
                 next_at = min((refused.at for refused in self._waiting.values()), default=None)
