@@ -20,6 +20,7 @@ import tritonclient.grpc as triton_grpc
 from tritonclient.utils import InferenceServerException
 
 from tests.sessions.helpers import group_processes, write_echo_model, write_ge_spec
+from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import find_distribution
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.control import ControlError, TritonControl
@@ -221,6 +222,29 @@ def test_the_cli_detaches_and_another_process_sees_and_stops_the_server(
     assert stopped.returncode == 0 and "stopped" in stopped.stdout
     assert not group_processes(record.pid)
     assert not any(port_in_use(port) for port in ports_of(record))
+
+
+@pytest.mark.server
+def test_a_stop_whose_caller_is_killed_midway_still_reads_stopped(echo_repo: Path, state_dir: Path) -> None:
+    """`down` is killed (as a kernel Jupyter gives up on, or a console killed while it stops its server)
+    after its SIGTERM reached the server: the server goes all the same, and the session then reads
+    stopped, not dead."""
+    with (echo_repo / "echo" / "1" / "model.py").open("a", encoding="utf-8") as source:
+        source.write("\n    def finalize(self):\n        import time\n        time.sleep(3)\n")
+    assert up(echo_repo, "--name", "halted") == 0
+    record = Registry().load("halted")
+    assert record.pid is not None and record.log_path is not None
+    env = {**os.environ, STATE_DIR_ENV: str(state_dir)}
+    stopper = subprocess.Popen([sys.executable, "-m", "triton_ge_console.cli", "down", "halted"], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: "Signal (15) received" in record.log_path.read_text(encoding="utf-8"), 60.0,
+                   what="the server told to stop")
+    finally:
+        stopper.kill()
+        stopper.wait(timeout=20)
+    wait_until(lambda: not group_processes(record.pid), 60.0, what="the server gone")
+    assert effective_state(Registry().load("halted")) == "stopped"
 
 
 @pytest.mark.server

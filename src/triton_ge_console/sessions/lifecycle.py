@@ -82,7 +82,11 @@ def down(
     group = session_group(record)
     if group is not None:
         # with the server gone, its orphaned stubs (they ignore SIGTERM) have nothing to finish: kill soon
-        grace = timeout if server_process_alive(record) else ORPHAN_GRACE_S
+        alive = server_process_alive(record)
+        grace = timeout if alive else ORPHAN_GRACE_S
+        if alive and record.stop_requested_at is None:  # noted first: we may be killed before the end
+            record = record.replace(stop_requested_at=time.time())
+            registry.save(record)
         code = stop_process_group(group, grace)
         _wait_exit_recorded(record, timeout=2.0)
     code = server_exit_code(record) if server_exit_code(record) is not None else code

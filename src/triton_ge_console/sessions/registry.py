@@ -74,6 +74,9 @@ class SessionRecord:
     pid_create_time: float | None = None  # psutil create_time of pid, to tell pid reuse apart
     exit_code: int | None = None  # when the server's exit was observed
     stopped_at: float | None = None
+    # when `down` asked the server to stop: once the server is gone the session reads stopped, even if
+    # whoever asked was killed before recording the end (a kernel Jupyter gave up on, a killed console)
+    stop_requested_at: float | None = None
     models: tuple[str, ...] = ()  # the models the session loads at start
     tritonserver: str | None = None  # the binary it runs
     tritonserver_origin: str | None = None  # how the binary was found
@@ -104,6 +107,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "pid_create_time": (int, float),
     "exit_code": (int,),
     "stopped_at": (int, float),
+    "stop_requested_at": (int, float),
     "models": (list,),
     "tritonserver": (str,),
     "tritonserver_origin": (str,),
@@ -328,10 +332,12 @@ def session_group(record: SessionRecord) -> int | None:
 
 
 def effective_state(record: SessionRecord) -> str:
-    """starting | ready | dead | stopped, reading dead when a launched server's process is gone."""
+    """starting | ready | dead | stopped, reading dead when a launched server's process is gone unasked."""
     if record.state == STOPPED or record.attached:
         return record.state
-    return record.state if server_process_alive(record) else DEAD
+    if server_process_alive(record):
+        return record.state
+    return STOPPED if record.stop_requested_at is not None else DEAD
 
 
 def log_tail(record: SessionRecord, lines: int = 10) -> list[str]:
