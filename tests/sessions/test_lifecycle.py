@@ -248,6 +248,31 @@ def test_a_stop_whose_caller_is_killed_midway_still_reads_stopped(echo_repo: Pat
 
 
 @pytest.mark.server
+def test_status_reads_without_arming_the_servers_tracing(
+        echo_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A one-shot status (of one session, or of all) asks and changes nothing: the sampled tracing a
+    console keeps up for percentiles is not switched on for a look that ends at once."""
+    assert up(echo_repo, "--name", "looked") == 0
+    record = Registry().load("looked")
+    setting_url = f"{record.http_url}/v2/models/echo/trace/setting"
+
+    def trace_level() -> list[str]:
+        with urllib.request.urlopen(setting_url, timeout=30) as answer:
+            return list(json.loads(answer.read())["trace_level"])
+
+    try:
+        assert trace_level() == ["OFF"]
+        capsys.readouterr()
+        assert main(["status", "looked", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["state"] == "ready"
+        assert main(["status", "--all", "--json"]) == 0
+        assert "looked" in capsys.readouterr().out
+        assert trace_level() == ["OFF"]
+    finally:
+        assert main(["down", "looked"]) == 0
+
+
+@pytest.mark.server
 def test_a_model_that_fails_to_load_reports_triton_error_and_leaves_nothing(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     repo = tmp_path / "broken"

@@ -351,7 +351,7 @@ def observe_models(record: SessionRecord, timeout: float = 5.0,
     more poll window, since FAILING by counters needs two readings. Empty when the poll failed."""
     from triton_ge_console.sessions.live import LiveSource
 
-    source = LiveSource.from_record(record, npu_smi=None)
+    source = LiveSource.from_record(record, npu_smi=None, sample_traces=False)
     try:
         snapshot = source.poller.poll()
         if any(m.failure_total and not m.failing for m in snapshot.models):

@@ -41,6 +41,7 @@ class LiveSource:
         telemetry: DeviceTelemetry | None = None,
         history: SnapshotHistory | None = None,
         instances: InstanceWatch | None = None,
+        sample_traces: bool = True,
     ) -> None:
         self.name = name
         self.endpoints = endpoints
@@ -55,14 +56,16 @@ class LiveSource:
             trace=TraceCollector(trace_file) if trace_file is not None else None,
             telemetry=telemetry,
             instances=instances,
+            sample_traces=sample_traces,
         )
 
     @classmethod
     def from_record(cls, record: SessionRecord, *, npu_smi: Path | str | None = "auto",
-                    exporter_url: str | None = None) -> LiveSource:
+                    exporter_url: str | None = None, sample_traces: bool = True) -> LiveSource:
         """The live source of a registered session (launched or attached).
 
         npu-smi is only asked about servers on this machine; the trace file is the session's own.
+        `sample_traces=False` for a one-shot look: it reads traces there are, and arms no tracing.
         """
         from triton_ge_console.sessions.registry import resolve_token
 
@@ -81,6 +84,7 @@ class LiveSource:
             trace_file=trace_file,
             telemetry=telemetry,
             instances=instance_watch(record),
+            sample_traces=sample_traces,
         )
 
     def poll(self) -> ServerSnapshot:

@@ -72,6 +72,7 @@ class Poller:
         telemetry: DeviceTelemetry | None = None,
         instances: InstanceWatch | None = None,
         moved_statistics: bool = True,
+        sample_traces: bool = True,
     ) -> None:
         self.name = name
         self.statistics = MovedStatistics(moved_statistics)  # statistics only for models whose counters moved
@@ -80,7 +81,8 @@ class Poller:
         self.trace = trace
         self.telemetry = telemetry
         self.instances = instances
-        self.sampler = TraceSampler()  # sampled tracing per model, when there is a trace file to read
+        # sampled tracing per model, when there is a trace file to read; a one-shot look reads, arms nothing
+        self.sampler = TraceSampler() if sample_traces else None
         self.http = HttpEndpoint(endpoints.http_url, timeout, headers) if endpoints.http_url else None
         self.metrics = HttpEndpoint(endpoints.metrics_url, timeout) if endpoints.metrics_url else None
         self._metadata: ServerMetadata | None = None
@@ -188,8 +190,9 @@ class Poller:
                 problems: list[str]) -> None:
         """Keep sampled tracing on, at a rate fitting each model's load, for every READY model whose
         percentiles have no other source (no summary quantiles on the server, or an npu_ge backend)."""
-        if self.trace is None or (readings.metrics is None and self.metrics is not None):
-            return  # no trace file to read, or this poll cannot tell whether summaries are on
+        unsure = readings.metrics is None and self.metrics is not None  # are summaries on? not this poll
+        if self.sampler is None or self.trace is None or unsure:
+            return  # not asked to (a one-shot look), no trace file to read, or unsure
         load: dict[str, float | None] = {}
         for model in models:
             summarised = (model.name, model.version) in readings.views.quantiles
