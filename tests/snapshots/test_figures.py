@@ -12,7 +12,7 @@ import pytest
 from triton_ge_console.sessions import metrics
 from triton_ge_console.sessions.figures import COUNTER_METRICS, MetricViews, choose_latency
 from triton_ge_console.sessions.metrics import parse_metrics
-from triton_ge_console.sessions.rates import ModelCounters, ModelRates, compute_rates
+from triton_ge_console.sessions.rates import ModelCounters, ModelRates, compute_rates, hold_success
 from triton_ge_console.sessions.snapshot import Latency
 from triton_ge_console.sessions.trace import TraceCollector, percentile, requests_from_events
 
@@ -37,6 +37,19 @@ def test_reset_counts_from_zero_and_first_poll_has_no_rates() -> None:
     assert compute_rates(None, ModelCounters(success=5), 1.0) == ModelRates()
     idle = compute_rates(ModelCounters(success=5), ModelCounters(success=5), 1.0)
     assert idle.request_rate == 0.0 and idle.avg_latency_ms is None and idle.avg_batch is None
+
+
+def test_success_held_while_a_glue_failure_is_counted_before_its_response() -> None:
+    """Success minus the glue's failures dips by one in flight, nothing else going back: held (no reset,
+    no phantom success after); a reload takes every counter back and is passed on as a reset."""
+    before = ModelCounters(success=10, failure=2, inference=10, execution=10, request_us=500)
+    in_flight = before._replace(success=9, failure=3)
+    held = hold_success(before, in_flight)
+    assert held == before._replace(failure=3) and not compute_rates(before, held, 1.0).reset
+    landed = in_flight._replace(success=10)
+    assert compute_rates(held, hold_success(held, landed), 1.0).request_rate == 0.0
+    reloaded = ModelCounters(success=1, failure=0, inference=1, execution=1, request_us=40)
+    assert hold_success(before, reloaded) == reloaded and compute_rates(before, reloaded, 1.0).reset
 
 
 def test_latency_source_order() -> None:

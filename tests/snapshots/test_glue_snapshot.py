@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 import tritonclient.http as triton_http
+from tritonclient.utils import InferenceServerException
 
 from tests.backend_glue.models import DENSE_CONFIG, dense_model, param, write_model
 from tests.conftest import RunningServer, run_triton
@@ -29,17 +30,20 @@ from triton_ge_console.sessions.trace import TraceCollector, disable_tracing, tr
 @pytest.fixture(scope="module")
 def glue_server(triton_dist: TritonDistribution, tmp_path_factory: pytest.TempPathFactory
                 ) -> Iterator[tuple[RunningServer, Path]]:
-    """A server with one `ge` model and one `npu_ge` model, both run by the glue on CPU."""
+    """A server with two `ge` models and one `npu_ge` model, all run by the glue on CPU; `loose`'s config
+    lets through shapes its ONNX cannot take, which the glue answers with an error."""
     root = tmp_path_factory.mktemp("glue")
     repository = root / "repository"
     onnx = dense_model()
     write_model(repository, "dense", DENSE_CONFIG.format(backend="ge", extra=""), onnx)
+    loose = DENSE_CONFIG.format(backend="ge", extra="").replace("dims: [4]", "dims: [-1]")
+    write_model(repository, "loose", loose, onnx)
     write_model(repository, "npu_dense", DENSE_CONFIG.format(backend="npu_ge", extra=param("DEVICEIDS", "0")),
                 onnx)
     install_backend_dir(root / "backends", triton_dist)
     trace_file = root / "session" / "trace.json"
     trace_file.parent.mkdir()
-    with run_triton(triton_dist, repository, root / "backends", ("dense", "npu_dense"),
+    with run_triton(triton_dist, repository, root / "backends", ("dense", "npu_dense", "loose"),
                     trace_server_args(trace_file)) as server:
         yield server, trace_file
 
@@ -113,3 +117,34 @@ def test_percentiles_come_from_traces_without_summaries(glue_server: tuple[Runni
     assert seen_attached is not None and seen_attached.latency.source in (None, "statistics")  # no p50/p99
     assert seen_attached.latency.p50_ms is None and seen_attached.latency.p99_ms is None
     assert not attached.trace_model("dense")
+
+
+def test_the_glues_error_responses_count_as_failures(glue_server: tuple[RunningServer, Path]) -> None:
+    """Triton 2.51 counts a Python backend's error responses as successes; the glue counts them itself and
+    the console moves them to failures (reason BACKEND): a model failing every request reads FAILING."""
+    server, _trace_file = glue_server
+    client = triton_http.InferenceServerClient(server.http_hostport)
+    good, bad = (triton_http.InferInput("x", [1, width], "FP32") for width in (4, 5))
+    good.set_data_from_numpy(np.ones((1, 4), dtype=np.float32))
+    bad.set_data_from_numpy(np.ones((1, 5), dtype=np.float32))
+    poller = Poller("glue", Endpoints(server.http_url, None, server.metrics_url))
+    try:
+        before = poller.poll().model("loose")
+        client.infer("loose", [good])
+        for _ in range(3):
+            with pytest.raises(InferenceServerException, match=r"input x has shape \[1, 5\]"):
+                client.infer("loose", [bad])
+        middle = poller.poll().model("loose")
+        for _ in range(2):
+            with pytest.raises(InferenceServerException):
+                client.infer("loose", [bad])
+        after = poller.poll().model("loose")
+    finally:
+        poller.close()
+        client.close()
+    assert before is not None and middle is not None and after is not None
+    assert middle.success_total == before.success_total + 1
+    assert middle.failure_total == before.failure_total + 3
+    assert dict(middle.failures_by_reason)["BACKEND"] == 3
+    assert (after.success_total, after.failure_total) == (middle.success_total, middle.failure_total + 2)
+    assert after.health == "FAILING", after

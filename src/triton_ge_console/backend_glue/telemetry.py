@@ -29,6 +29,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "ge_execution_duration_us": ("counter", "Cumulative execution time of the model (microseconds)"),
     "ge_executions_total": ("counter", "Executions of the model (one per batch)"),
     "ge_inferences_total": ("counter", "Batch items executed by the model"),
+    "ge_request_failures_total": ("counter", "Requests the glue answered with an error; Triton 2.51 counts "
+                                  "a Python backend's error responses as successes"),
     "ge_h2d_bytes_total": ("counter", "Bytes copied host to device"),
     "ge_d2h_bytes_total": ("counter", "Bytes copied device to host"),
     "ge_model_info": ("gauge", "1 per loaded model instance group, labelled with its execution mode"),
@@ -175,6 +177,14 @@ class Telemetry:
             pending.d2h += stats.d2h_bytes
             pending.busy_s += seconds
             pending.batch_sizes.append(batch_size)
+
+    def failed(self) -> None:
+        """Count one error response now, before Triton counts it as a success (so the console, which
+        subtracts the one from the other, never sees more successes than there were); never raises."""
+        try:
+            self._model["ge_request_failures_total"].increment(1.0)
+        except Exception as exc:  # telemetry must never take the model down
+            self._pb.Logger.log_warn(f"ge glue telemetry: {exc}")
 
     def flush(self) -> None:
         """Push pending work to Triton's counters and the device's busy time."""

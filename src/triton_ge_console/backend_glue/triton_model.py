@@ -142,7 +142,9 @@ class TritonPythonModel:
         return feeds
 
     def _error(self, pb_utils: Any, message: str) -> Any:
-        """A response carrying one clear error for its request."""
+        """A response carrying one clear error for its request, counted as a failure in telemetry."""
+        if self.telemetry is not None:
+            self.telemetry.failed()
         return pb_utils.InferenceResponse(
             error=pb_utils.TritonError(f"model {self.settings.model_name}: {message}"))
 

@@ -24,6 +24,9 @@ COUNTER_METRICS = {  # in ModelCounters' order, failures aside
     "compute_output_us": "nv_inference_compute_output_duration_us",
 }
 FAILURES = "nv_inference_request_failure"
+# The ge glue's error responses, which Triton 2.51 counts as successes: moved from success to failure
+GLUE_FAILURES = "ge_request_failures_total"
+GLUE_FAILURE_REASON = "BACKEND"  # Triton's reason for a backend's failed request
 QUEUE_TIMEOUT_REASON = "REJECTED"  # what Triton calls a request its queue policy rejected at its timeout
 PENDING = "nv_inference_pending_request_count"
 SUMMARY = "nv_inference_request_summary_us"
@@ -47,8 +50,8 @@ class MetricViews:
         """Index a metrics table (None gives empty views)."""
         if table is None:
             return cls()
-        return cls(table.by_model(PENDING), table.by_model_and(SUMMARY, "quantile"),
-                   table.by_model_and(FAILURES, "reason"), glue_labels(table), glue_memory(table))
+        return cls(table.by_model(PENDING), table.by_model_and(SUMMARY, "quantile"), failure_reasons(table),
+                   glue_labels(table), glue_memory(table))
 
 
 @dataclass(frozen=True)
@@ -66,12 +69,23 @@ class PollReadings:
 
 
 def counters_from_metrics(table: MetricTable) -> dict[ModelKey, ModelCounters]:
-    """Cumulative counters per model version from Triton's /metrics."""
+    """Cumulative counters per model version from Triton's /metrics, the glue's error responses counted
+    as the failures they are."""
     success, *rest = (table.by_model(metric) for metric in COUNTER_METRICS.values())
-    failures = table.by_model(FAILURES)
-    return {key: ModelCounters(success.get(key, 0.0), failures.get(key, 0.0),
+    failures, glue = table.by_model(FAILURES), table.by_model(GLUE_FAILURES)
+    return {key: ModelCounters(max(0.0, success.get(key, 0.0) - glue.get(key, 0.0)),
+                               failures.get(key, 0.0) + glue.get(key, 0.0),
                                *[column.get(key, 0.0) for column in rest])
             for key in success.keys() | failures.keys()}
+
+
+def failure_reasons(table: MetricTable) -> dict[ModelKey, dict[str, float]]:
+    """Failed requests per model version and Triton's reason, the glue's error responses under BACKEND."""
+    reasons = table.by_model_and(FAILURES, "reason")
+    for key, count in table.by_model(GLUE_FAILURES).items():
+        split = reasons.setdefault(key, {})
+        split[GLUE_FAILURE_REASON] = split.get(GLUE_FAILURE_REASON, 0.0) + count
+    return reasons
 
 
 def model_counters(readings: PollReadings) -> dict[ModelKey, ModelCounters]:

@@ -73,7 +73,10 @@ MODEL_PANELS = (
             f"{_rate('nv_inference_compute_output_duration_us')}) / "
             f"{_rate('nv_inference_request_success')} / 1000", "{{model}} compute"))),
     Panel("Failures / s by reason", "reqps",
-          ((_rate("nv_inference_request_failure", "model, reason"), "{{model}} {{reason}}"),)),
+          ((_rate("nv_inference_request_failure", "model, reason"), "{{model}} {{reason}}"),
+           (_rate("ge_request_failures_total"), "{{model}} GE glue error")),
+          "The GE glue's error responses are its own series: Triton 2.51 counts a Python backend's error "
+          "responses as successes (in Requests / s too); the console moves them to failures."),
     Panel("Timed out in queue (total)", "short",
           ((f'sum by (model) (nv_inference_request_failure{{{MODEL},reason="REJECTED"}})', "{{model}}"),),
           "Requests the queue policy rejected at their timeout; a full queue's refusals are never counted."),

@@ -21,7 +21,7 @@ from triton_ge_console.sessions.health import InstanceWatch
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.metrics import MetricTable, ModelKey, PlainLines, scrape_metrics
 from triton_ge_console.sessions.moved_stats import MovedStatistics
-from triton_ge_console.sessions.rates import ModelCounters, ModelRates, compute_rates
+from triton_ge_console.sessions.rates import ModelCounters, ModelRates, compute_rates, hold_success
 from triton_ge_console.sessions.snapshot import (
     DeviceSnapshot,
     Endpoints,
@@ -231,6 +231,8 @@ class Poller:
         for entry in readings.index:
             key = (entry.name, entry.version)
             current = counters.get(key)
+            if current is not None:
+                current = counters[key] = hold_success(self._previous.get(key), current)
             rates = compute_rates(self._previous.get(key), current, elapsed) if current else ModelRates()
             inputs = model_inputs(entry, readings, current, rates)
             known = self._built.get(key)

@@ -50,6 +50,17 @@ def counters_reset(previous: ModelCounters, current: ModelCounters) -> bool:
     return any(now < before for now, before in zip(current, previous, strict=True))
 
 
+def hold_success(previous: ModelCounters | None, current: ModelCounters) -> ModelCounters:
+    """The glue counts an error response before Triton counts it as a success, and figures subtract the
+    one from the other: in between, success reads lower while nothing else went back. Hold it there
+    rather than read a reset (a reload takes every counter back)."""
+    if previous is None or current.success >= previous.success:
+        return current
+    if counters_reset(ModelCounters(0.0, *previous[1:]), ModelCounters(0.0, *current[1:])):
+        return current
+    return current._replace(success=previous.success)
+
+
 def deltas(previous: ModelCounters | None, current: ModelCounters) -> tuple[ModelCounters, bool]:
     """Per-counter increase since the previous poll; after a reset the current values are the increase."""
     if previous is None:
