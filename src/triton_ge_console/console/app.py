@@ -62,7 +62,7 @@ class GEConsoleApp(ActionHandlers):
     def on_mount(self) -> None:
         """Leave start-up objects out of full collections; poll (once the server is up, if it starts one)."""
         long_lived.leave_out_start_up_objects()
-        self.lifeline = lifeline.hold_if_served(self)
+        self.lifeline = lifeline.hold_for(self)
         startup = self.options.startup
         if startup is None:
             self.poll_once()

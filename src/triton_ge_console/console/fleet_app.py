@@ -75,7 +75,7 @@ class FleetConsoleApp(GEConsoleApp):
     def on_mount(self) -> None:
         """Leave start-up objects out of full collections; follow every member."""
         long_lived.leave_out_start_up_objects()
-        self.lifeline = lifeline.hold_if_served(self)
+        self.lifeline = lifeline.hold_for(self)
         self._follow_worker(self.fleet.members, self.follow_stop)
         if self.fleet_options.rescan_s:
             self.set_interval(self.fleet_options.rescan_s, self._rescan_worker)

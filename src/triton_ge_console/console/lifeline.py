@@ -1,9 +1,10 @@
-"""A console served to a browser stops on SIGTERM even while busy, and never outlives its `serve`.
+"""A console ends as quitting ends it (stopping the server it started) when it is killed (SIGTERM) or its
+terminal closes (SIGHUP), even while busy; served to a browser, it never outlives its `serve`.
 
-textual's web driver handles SIGTERM through the event loop, so a loop kept busy (a resize storm's reflows)
-never sees it. Here SIGTERM asks the app to exit, and a second one (sent by us after a grace period) ends
-the process from the signal handler itself; a thread watches the `serve` process and sends that SIGTERM
-when it is gone.
+Left alone, both signals end a terminal console at once, its server left running; textual's web driver
+handles SIGTERM through the event loop, so a loop kept busy (a resize storm's reflows) never sees it. Here
+the signal asks the app to exit, and a second one (sent by us after a grace period) ends the process from
+the signal handler itself; a thread watches the `serve` process and sends that SIGTERM when it is gone.
 
 The lifeline is released when the app ends however it ends: a killed `serve` breaks the console's pipe, and
 `App.run` then raises without unmounting. Released, it sends nothing more: the event loop has closed and
@@ -110,12 +111,11 @@ def run_released(app: Any) -> Any:
             app.lifeline.release()
 
 
-def hold_if_served(app: Any) -> Lifeline | None:
-    """Install the lifeline when this console runs for `serve` or in a browser, from the app's mount."""
-    parent = serve_pid()
-    web = os.environ.get("TEXTUAL_DRIVER", "").endswith("WebDriver")
-    if (parent is None and not web) or threading.current_thread() is not threading.main_thread():
+def hold_for(app: Any) -> Lifeline | None:
+    """Install the lifeline from the app's mount: in a terminal or a browser, not in a headless run (tests
+    drive the app in their own process) nor off the main thread (signal handlers cannot be set there)."""
+    if app.is_headless or threading.current_thread() is not threading.main_thread():
         return None
-    lifeline = Lifeline(app, parent)
+    lifeline = Lifeline(app, serve_pid())
     lifeline.hold()
     return lifeline

@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from triton_ge_console.console.lifeline import Lifeline, hold_if_served
+from triton_ge_console.console.lifeline import Lifeline, hold_for
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,8 @@ class StartApp(App[StartChoice]):
         self.lifeline: Lifeline | None = None
 
     def on_mount(self) -> None:
-        """In a browser: stop on SIGTERM even when busy, and never outlive `serve`."""
-        self.lifeline = hold_if_served(self)
+        """Stop on SIGTERM or SIGHUP even when busy, and never outlive `serve`."""
+        self.lifeline = hold_for(self)
 
     def on_unmount(self) -> None:
         """Whatever was chosen opens undisturbed."""

@@ -1,0 +1,76 @@
+"""A console in a terminal stops the server it started when the terminal closes (SIGHUP) or it is killed
+(SIGTERM), as quitting does: the server is not left running behind a console that is gone."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pty
+import select
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.sessions.helpers import write_echo_model
+from tests.sessions.test_races import killing_strays, servers_under
+from triton_ge_console.sessions.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.registry import READY, Registry, effective_state
+
+
+@contextlib.contextmanager
+def console_in_a_terminal(state_dir: Path, *args: str) -> Iterator[tuple[int, int]]:
+    """`ge-console console ARGS` on a pseudo-terminal of its own: its pid and the terminal's fd. Killed
+    afterwards if still there."""
+    env = {**os.environ, STATE_DIR_ENV: str(state_dir), "TERM": "xterm-256color"}
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: the console, its stdin/stdout the terminal
+        os.execve(sys.executable, [sys.executable, "-m", "triton_ge_console.cli", "console", *args], env)
+    try:
+        yield pid, terminal
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        os.close(terminal)
+
+
+def drain_until(terminal: int, condition: Callable[[], bool], timeout: float) -> bool:
+    """Whether condition() holds within timeout seconds, reading what the console draws meanwhile (a
+    terminal nobody reads fills up and blocks the console's writes)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        readable, _, _ = select.select([terminal], [], [], 0.05)
+        if readable:
+            with contextlib.suppress(OSError):  # EIO once the console has closed its side
+                os.read(terminal, 65536)
+    return condition()
+
+
+def exited(pid: int) -> bool:
+    """Whether the child has ended (reaping it)."""
+    return os.waitpid(pid, os.WNOHANG)[0] == pid
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM], ids=["terminal-closed", "killed"])
+def test_a_console_in_a_terminal_stops_its_server_when_it_is_ended(tmp_path: Path, signum: int) -> None:
+    write_echo_model(tmp_path / "repo", "echo")
+    registry = Registry(tmp_path / "sessions")
+    repository = str(tmp_path / "repo")
+
+    def ready() -> bool:
+        return registry.exists("tty") and effective_state(registry.load("tty")) == READY
+
+    with killing_strays(tmp_path), console_in_a_terminal(tmp_path, repository, "--name", "tty") as (pid, tty):
+        assert drain_until(tty, ready, 120.0), "the console's server never became ready"
+        os.kill(pid, signum)
+        assert drain_until(tty, lambda: exited(pid), 40.0), "the console did not end"
+        assert not servers_under(tmp_path), "the server the console started was left running"
+    assert registry.load("tty").state == "stopped"
