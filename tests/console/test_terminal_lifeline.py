@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.sessions.helpers import write_echo_model
@@ -53,9 +54,9 @@ def drain_until(terminal: int, condition: Callable[[], bool], timeout: float) ->
     return condition()
 
 
-def exited(pid: int) -> bool:
-    """Whether the child has ended (reaping it)."""
-    return os.waitpid(pid, os.WNOHANG)[0] == pid
+def ended(pid: int) -> bool:
+    """Whether the child has ended (a zombie, not reaped yet)."""
+    return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
 @pytest.mark.server
@@ -71,6 +72,7 @@ def test_a_console_in_a_terminal_stops_its_server_when_it_is_ended(tmp_path: Pat
     with killing_strays(tmp_path), console_in_a_terminal(tmp_path, repository, "--name", "tty") as (pid, tty):
         assert drain_until(tty, ready, 120.0), "the console's server never became ready"
         os.kill(pid, signum)
-        assert drain_until(tty, lambda: exited(pid), 40.0), "the console did not end"
+        assert drain_until(tty, lambda: ended(pid), 40.0), "the console did not end"
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, "it did not end as quitting ends it"
         assert not servers_under(tmp_path), "the server the console started was left running"
     assert registry.load("tty").state == "stopped"

@@ -94,6 +94,12 @@ def run_console(args: argparse.Namespace) -> int:
     return _run_start_screen(registry, args)
 
 
+def _say_after(message: str) -> None:
+    """What the console did on its way out: the terminal (or `serve`) it ran in may be gone by then."""
+    with contextlib.suppress(OSError):  # EIO from a closed terminal, EPIPE from a killed serve
+        print(message, flush=True)
+
+
 def _run_app(app: Any) -> Any:
     """Run a console app; its lifeline (in a browser) is released however the run ends."""
     from triton_ge_console.console.lifeline import run_released
@@ -111,7 +117,7 @@ def _run_opened(opened: OpenedSession, keep: bool) -> int:
     finally:
         opened.source.close()
         if opened.started_here and not keep and opened.lifecycle.record is not None:
-            print(opened.lifecycle.stop().message)
+            _say_after(opened.lifecycle.stop().message)
     return 1 if app.return_code else 0
 
 
@@ -189,7 +195,7 @@ def _run_demo_ui(keep: bool, rate: float, interval: float) -> int:
     finally:
         message = session.close(keep)
         if message:
-            print(message)
+            _say_after(message)
     return 1 if app.return_code else 0
 
 
