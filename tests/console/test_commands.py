@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.waiting import wait_until
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.registry import STOPPED, Registry
+from triton_ge_console.sessions.registry import READY, STOPPED, Registry, effective_state
 
 from .waiting import stop_leftover_sessions
 
@@ -35,6 +37,28 @@ def test_demo_without_a_tty_runs_headless_prints_the_dashboard_and_stops(tmp_pat
     assert "models READY and serving requests" in out
     record = Registry(tmp_path / "sessions").load("demo")
     assert record.state == STOPPED
+
+
+@pytest.mark.server
+def test_a_terminated_headless_demo_stops_its_server(tmp_path: Path) -> None:
+    """SIGTERM (CI's timeout, a `kill`) while the headless demo waits on its figures: it stops its server
+    on the way out, as when it ends on its own, and exits 128 + 15."""
+    env = {**os.environ, STATE_DIR_ENV: str(tmp_path)}
+    command = [sys.executable, "-m", "triton_ge_console.cli", "demo", "--headless", "600"]
+    registry = Registry(tmp_path / "sessions")
+    demo = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env)
+    try:
+        wait_until(lambda: registry.exists("demo") and effective_state(registry.load("demo")) == READY, 240.0,
+                   what="the demo's server ready")
+        demo.terminate()
+        assert demo.wait(timeout=60) == 128 + signal.SIGTERM
+        record = registry.load("demo")
+    finally:
+        demo.kill()
+        demo.wait(timeout=30)
+        left_running = stop_leftover_sessions(tmp_path)
+    assert left_running == [] and record.state == STOPPED
 
 
 def test_usage_errors_are_one_line() -> None:

@@ -120,30 +120,33 @@ def figures_moving(first: ServerSnapshot, latest: ServerSnapshot, models: tuple[
 
 def run_headless(seconds: float, keep: bool, out: Callable[[str], None] | None = None,
                  rate_per_s: float = 4.0) -> int:
-    """Run the demo without a terminal: wait until figures move, print the dashboard as text, stop."""
+    """Run the demo without a terminal: wait until figures move, print the dashboard as text, stop (also
+    when terminated: SIGTERM and SIGHUP unwind through the stop)."""
+    from triton_ge_console.console.lifeline import signals_unwind
     from triton_ge_console.console.summary import dashboard_text
     from triton_ge_console.sessions.launcher import LaunchError
 
     say = out or (lambda line: print(line, flush=True))
     session = new_demo_session()
     started = time.monotonic()
-    try:
-        record = session.start(say, rate_per_s)
-        ok, snapshot = _wait_for_moving_figures(session.pending, record.models, started + seconds)
-        say(dashboard_text(snapshot, session.pending.history, demo_thresholds()).rstrip())
-        if not ok:
-            say(f"error: figures did not move within {seconds:g}s; see {record.log_path}")
+    with signals_unwind():
+        try:
+            record = session.start(say, rate_per_s)
+            ok, snapshot = _wait_for_moving_figures(session.pending, record.models, started + seconds)
+            say(dashboard_text(snapshot, session.pending.history, demo_thresholds()).rstrip())
+            if not ok:
+                say(f"error: figures did not move within {seconds:g}s; see {record.log_path}")
+                return 1
+            say(f"demo live in {time.monotonic() - started:.1f}s: models READY and serving requests")
+            return 0
+        except LaunchError as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return 1
-        say(f"demo live in {time.monotonic() - started:.1f}s: models READY and serving requests")
-        return 0
-    except LaunchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        with contextlib.suppress(Exception):
-            message = session.close(keep)
-            if message:
-                say(message)
+        finally:
+            with contextlib.suppress(Exception):
+                message = session.close(keep)
+                if message:
+                    say(message)
 
 
 def _wait_for_moving_figures(source: PendingSource, models: tuple[str, ...],

@@ -17,6 +17,7 @@ import contextlib
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -119,3 +120,25 @@ def hold_for(app: Any) -> Lifeline | None:
     lifeline = Lifeline(app, serve_pid())
     lifeline.hold()
     return lifeline
+
+
+@contextlib.contextmanager
+def signals_unwind() -> Iterator[None]:
+    """For a console without an app (the headless demo): the first SIGTERM or SIGHUP raises SystemExit in
+    the main thread, so the block's cleanups (stopping the server it started) run; later ones are let be."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    raised: list[int] = []
+
+    def unwind(signum: int, _frame: FrameType | None) -> None:
+        if not raised:
+            raised.append(signum)
+            raise SystemExit(128 + signum)
+
+    previous = {signum: signal.signal(signum, unwind) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
