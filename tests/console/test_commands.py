@@ -44,7 +44,8 @@ def test_a_terminated_headless_demo_stops_its_server(tmp_path: Path) -> None:
     """SIGTERM (CI's timeout, a `kill`) while the headless demo waits on its figures: it stops its server
     on the way out, as when it ends on its own, and exits 128 + 15."""
     env = {**os.environ, STATE_DIR_ENV: str(tmp_path)}
-    command = [sys.executable, "-m", "triton_ge_console.cli", "demo", "--headless", "600"]
+    # so few requests that the figures do not move for minutes: the demo is still waiting when signalled
+    command = [sys.executable, "-m", "triton_ge_console.cli", "demo", "--headless", "600", "--rate", "0.001"]
     registry = Registry(tmp_path / "sessions")
     demo = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env)

@@ -122,14 +122,14 @@ def run_headless(seconds: float, keep: bool, out: Callable[[str], None] | None =
                  rate_per_s: float = 4.0) -> int:
     """Run the demo without a terminal: wait until figures move, print the dashboard as text, stop (also
     when terminated: SIGTERM and SIGHUP unwind through the stop)."""
-    from triton_ge_console.console.lifeline import signals_unwind
+    from triton_ge_console.console.lifeline import SignalsUnwind
     from triton_ge_console.console.summary import dashboard_text
     from triton_ge_console.sessions.launcher import LaunchError
 
     say = out or (lambda line: print(line, flush=True))
     session = new_demo_session()
     started = time.monotonic()
-    with signals_unwind():
+    with SignalsUnwind() as signals:
         try:
             record = session.start(say, rate_per_s)
             ok, snapshot = _wait_for_moving_figures(session.pending, record.models, started + seconds)
@@ -143,6 +143,7 @@ def run_headless(seconds: float, keep: bool, out: Callable[[str], None] | None =
             print(f"error: {exc}", file=sys.stderr)
             return 1
         finally:
+            signals.settle()
             with contextlib.suppress(Exception):
                 message = session.close(keep)
                 if message:

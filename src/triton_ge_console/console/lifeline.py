@@ -17,7 +17,6 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -27,6 +26,7 @@ SERVE_PID_ENV = "GE_CONSOLE_SERVE_PID"  # set by `ge-console serve` for the cons
 STOP_GRACE_S = 3.0  # a graceful exit gets this long before the signal handler ends the process
 LAST_RESORT_S = 3.0  # and this long more before os._exit, should the main thread be stuck outside Python
 WATCH_EVERY_S = 0.25
+UNWINDING = (signal.SIGTERM, signal.SIGHUP)  # a kill, a closed terminal
 
 
 def serve_pid() -> int | None:
@@ -122,23 +122,30 @@ def hold_for(app: Any) -> Lifeline | None:
     return lifeline
 
 
-@contextlib.contextmanager
-def signals_unwind() -> Iterator[None]:
-    """For a console without an app (the headless demo): the first SIGTERM or SIGHUP raises SystemExit in
-    the main thread, so the block's cleanups (stopping the server it started) run; later ones are let be."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    raised: list[int] = []
+class SignalsUnwind:
+    """For a console without an app (the headless demo): in its block the first SIGTERM or SIGHUP raises
+    SystemExit in the main thread, so the block's cleanup (stopping the server it started) runs; once that
+    cleanup has begun (`settle`), signals are let be, so a second one cannot cut it short."""
 
-    def unwind(signum: int, _frame: FrameType | None) -> None:
-        if not raised:
-            raised.append(signum)
+    def __init__(self) -> None:
+        self._settled = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> SignalsUnwind:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {signum: signal.signal(signum, self._unwind) for signum in UNWINDING}
+        return self
+
+    def settle(self) -> None:
+        """The cleanup begins: from now on a signal does nothing."""
+        self._settled = True
+
+    def _unwind(self, signum: int, _frame: FrameType | None) -> None:
+        """Raise once, outside the cleanup."""
+        if not self._settled:
+            self._settled = True
             raise SystemExit(128 + signum)
 
-    previous = {signum: signal.signal(signum, unwind) for signum in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
+    def __exit__(self, *_exc: object) -> None:
+        for signum, handler in self._previous.items():
             signal.signal(signum, handler)
