@@ -28,15 +28,18 @@ def console_in_a_terminal(state_dir: Path, *args: str) -> Iterator[tuple[int, in
     afterwards if still there."""
     env = {**os.environ, STATE_DIR_ENV: str(state_dir), "TERM": "xterm-256color"}
     pid, terminal = pty.fork()
-    if pid == 0:  # the child: the console, its stdin/stdout the terminal
-        os.execve(sys.executable, [sys.executable, "-m", "triton_ge_console.cli", "console", *args], env)
+    if pid == 0:  # the child: the console, its stdin/stdout the terminal (never pytest going on)
+        try:
+            os.execve(sys.executable, [sys.executable, "-m", "triton_ge_console.cli", "console", *args], env)
+        finally:
+            os._exit(127)
     try:
         yield pid, terminal
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
+        with contextlib.suppress(ChildProcessError):  # reaped by the test already: its pid may be reused
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
         os.close(terminal)
 
 
@@ -72,6 +75,34 @@ def test_a_console_in_a_terminal_stops_its_server_when_it_is_ended(tmp_path: Pat
     with killing_strays(tmp_path), console_in_a_terminal(tmp_path, repository, "--name", "tty") as (pid, tty):
         assert drain_until(tty, ready, 120.0), "the console's server never became ready"
         os.kill(pid, signum)
+        assert drain_until(tty, lambda: ended(pid), 40.0), "the console did not end"
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, "it did not end as quitting ends it"
+        assert not servers_under(tmp_path), "the server the console started was left running"
+    assert registry.load("tty").state == "stopped"
+
+
+@pytest.mark.server
+def test_a_second_hangup_during_the_stop_does_not_cut_it_short(tmp_path: Path) -> None:
+    """A closed terminal sends SIGHUP more than once (the kernel, the shell): one arriving while the console
+    stops its server (a model slow to unload) lets the stop finish."""
+    model = write_echo_model(tmp_path / "repo", "echo")
+    with (model / "1" / "model.py").open("a", encoding="utf-8") as source:
+        source.write("\n    def finalize(self):\n        import time\n        time.sleep(4)\n")
+    registry = Registry(tmp_path / "sessions")
+    repository = str(tmp_path / "repo")
+
+    def ready() -> bool:
+        return registry.exists("tty") and effective_state(registry.load("tty")) == READY
+
+    def told_to_stop() -> bool:
+        log = registry.load("tty").log_path
+        return log is not None and "Signal (15) received" in log.read_text(encoding="utf-8")
+
+    with killing_strays(tmp_path), console_in_a_terminal(tmp_path, repository, "--name", "tty") as (pid, tty):
+        assert drain_until(tty, ready, 120.0), "the console's server never became ready"
+        os.kill(pid, signal.SIGHUP)
+        assert drain_until(tty, told_to_stop, 40.0), "the console did not stop its server"
+        os.kill(pid, signal.SIGHUP)
         assert drain_until(tty, lambda: ended(pid), 40.0), "the console did not end"
         assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, "it did not end as quitting ends it"
         assert not servers_under(tmp_path), "the server the console started was left running"

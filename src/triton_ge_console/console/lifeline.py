@@ -3,16 +3,18 @@ terminal closes (SIGHUP), even while busy; served to a browser, it never outlive
 
 Left alone, both signals end a terminal console at once, its server left running; textual's web driver
 handles SIGTERM through the event loop, so a loop kept busy (a resize storm's reflows) never sees it. Here
-the signal asks the app to exit, and a second one (sent by us after a grace period) ends the process from
-the signal handler itself; a thread watches the `serve` process and sends that SIGTERM when it is gone.
+the signal asks the app to exit, and a second one (raised by us after a grace period) ends the process
+from the signal handler itself; a thread watches the `serve` process and raises that SIGTERM when it is
+gone. Ours are raised in the main thread's handler (`_thread.interrupt_main`), never sent as signals.
 
 The lifeline is released when the app ends however it ends: a killed `serve` breaks the console's pipe, and
-`App.run` then raises without unmounting. Released, it sends nothing more: the event loop has closed and
-SIGTERM is fatal again, so a late signal of ours would end the console while it stops its server.
+`App.run` then raises without unmounting. Released, it raises nothing more, and further SIGTERM and SIGHUP
+are let be, so the console's cleanup (stopping the server it started) runs to its end.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import signal
@@ -44,8 +46,7 @@ class Lifeline:
         self._parent_started = process_create_time(parent) if parent is not None else None
         self._asked = False
         self._released = threading.Event()
-        self._sending = threading.RLock()  # a signal of ours is sent only while not released
-        self._previous: dict[int, Any] = {}
+        self._sending = threading.RLock()  # a signal of ours is raised only while not released
         self._loop: Any = None
 
     def hold(self) -> None:
@@ -53,19 +54,20 @@ class Lifeline:
         import asyncio
 
         self._loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            self._previous[signum] = signal.signal(signum, self._on_signal)
+        for signum in UNWINDING:
+            signal.signal(signum, self._on_signal)
         if self.parent is not None:
             threading.Thread(target=self._watch_parent, name="ge-serve-watch", daemon=True).start()
 
     def release(self) -> None:
-        """The app has ended: what follows (stopping a server it started) runs to its end, undisturbed."""
+        """The app has ended: what follows (stopping a server it started) runs to its end, undisturbed. A
+        closed terminal sends SIGHUP more than once (the kernel and the shell), so further signals are let
+        be rather than given back their fatal default (the loop's close may have done so already)."""
         with self._sending:
             self._released.set()
-        for signum, previous in self._previous.items():
-            with contextlib.suppress(ValueError, TypeError):
-                if signal.getsignal(signum) == self._on_signal:  # not once the loop's close reset it
-                    signal.signal(signum, previous)
+        for signum in UNWINDING:
+            with contextlib.suppress(ValueError):  # off the main thread: nothing to change
+                signal.signal(signum, _let_be)
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         """First time: ask the app to exit, and insist later; second time: leave now (not once released)."""
@@ -95,12 +97,18 @@ class Lifeline:
                 return
 
     def _send(self, signum: int) -> bool:
-        """Signal ourselves unless released meanwhile, or our handler is gone with the loop; whether sent."""
+        """Run our handler in the main thread as if signalled, unless released meanwhile; whether done. No
+        real signal is sent: should the handler be gone with the loop, nothing happens (no fatal default)."""
         with self._sending:
-            if self._released.is_set() or signal.getsignal(signum) != self._on_signal:
+            if self._released.is_set():
                 return False
-            os.kill(os.getpid(), signum)
+            _thread.interrupt_main(signal.Signals(signum))
             return True
+
+
+def _let_be(_signum: int, _frame: FrameType | None) -> None:
+    """A signal after the app ended: the cleanup goes on. (Caught, unlike SIG_IGN, so a server started
+    afterwards does not inherit it.)"""
 
 
 def run_released(app: Any) -> Any:
