@@ -101,7 +101,7 @@ def _say_after(message: str) -> None:
 
 
 def _run_app(app: Any) -> Any:
-    """Run a console app; its lifeline (in a browser) is released however the run ends."""
+    """Run a console app; its lifeline (terminal or browser) is released however the run ends."""
     from triton_ge_console.console.lifeline import run_released
 
     return run_released(app)

@@ -283,7 +283,8 @@ class PortForwards:
 
     def _refusal(self, member: PodMember) -> str | None:
         """Why the API server would not open a port-forward to the pod (RBAC, no answer in time), or None;
-        no lock held: the check can take the whole deadline."""
+        it can take the whole deadline, so the retry thread asks with no lock held (`update` asks about
+        joining pods under it: the follower waits for its answer in any case)."""
         try:
             open_within(self._configuration, self.namespace, member.pod, member.ports[0][1],
                         self._open_timeout_s).close()
@@ -320,7 +321,11 @@ class PortForwards:
                 now = time.monotonic()
                 due = [(pod, self._wanted[pod]) for pod, refused in sorted(self._waiting.items())
                        if refused.at <= now and pod in self._wanted]
-            answers = [(pod, member, self._refusal(member)) for pod, member in due]
+            answers = []
+            for pod, member in due:
+                if self._closed:  # close() does not wait for the rest of the round
+                    return
+                answers.append((pod, member, self._refusal(member)))
             with self._lock:
                 if self._closed:
                     return

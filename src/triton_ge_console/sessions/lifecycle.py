@@ -86,7 +86,8 @@ def down(
         grace = timeout if alive else ORPHAN_GRACE_S
         if alive and record.stop_requested_at is None:  # noted first: we may be killed before the end
             record = record.replace(stop_requested_at=time.time())
-            registry.save(record)
+            with contextlib.suppress(OSError):  # a full or read-only state dir must not keep it running
+                registry.save(record)
         code = stop_process_group(group, grace)
         _wait_exit_recorded(record, timeout=2.0)
     code = server_exit_code(record) if server_exit_code(record) is not None else code
