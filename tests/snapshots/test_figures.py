@@ -10,10 +10,19 @@ from pathlib import Path
 import pytest
 
 from triton_ge_console.sessions import metrics
-from triton_ge_console.sessions.figures import COUNTER_METRICS, MetricViews, choose_latency
+from triton_ge_console.sessions.figures import (
+    COUNTER_METRICS,
+    MetricViews,
+    PollReadings,
+    choose_latency,
+    counts_errors_as_success,
+    glue_failures,
+    model_counters,
+)
 from triton_ge_console.sessions.metrics import parse_metrics
 from triton_ge_console.sessions.rates import ModelCounters, ModelRates, compute_rates, hold_success
 from triton_ge_console.sessions.snapshot import Latency
+from triton_ge_console.sessions.stats import ModelStatistics
 from triton_ge_console.sessions.trace import TraceCollector, percentile, requests_from_events
 
 
@@ -50,6 +59,28 @@ def test_success_held_while_a_glue_failure_is_counted_before_its_response() -> N
     assert compute_rates(held, hold_success(held, landed), 1.0).request_rate == 0.0
     reloaded = ModelCounters(success=1, failure=0, inference=1, execution=1, request_us=40)
     assert hold_success(before, reloaded) == reloaded and compute_rates(before, reloaded, 1.0).reset
+
+
+@pytest.mark.parametrize(("version", "moved"), [("2.46.0", False), ("2.47.0", True), ("2.51.0", True),
+                                                ("3.0.1", True), (None, False), ("unknown", False)])
+def test_glue_errors_move_to_failures_only_where_triton_counted_them_as_successes(
+        version: str | None, moved: bool) -> None:
+    """Python backend r24.06 (Triton 2.47) on reports error responses as successes; earlier ones as
+    failures, and an unknown version is left as Triton counted it."""
+    assert counts_errors_as_success(version) is moved
+    text = ('nv_inference_request_success{model="m",version="1"} 10\n'
+            'nv_inference_request_failure{model="m",reason="BACKEND",version="1"} 1\n'
+            'ge_request_failures_total{model="m",version="1",device="0",kind="cpu-emulated"} 3\n')
+    glue = glue_failures(parse_metrics(text), version)
+    assert glue == ({("m", "1"): 3.0} if moved else {})
+
+
+def test_a_poll_without_metrics_moves_the_glue_failures_it_last_knew() -> None:
+    """The statistics API counts like /metrics: with /metrics missing one poll, the last known glue
+    failures are moved all the same, so the counters do not jump (a false reset) between sources."""
+    statistics = {("m", "1"): ModelStatistics("m", "1", None, ModelCounters(success=10, failure=1))}
+    readings = PollReadings([], statistics, None, glue_failures={("m", "1"): 3.0})
+    assert model_counters(readings)[("m", "1")] == ModelCounters(success=7, failure=4)
 
 
 def test_latency_source_order() -> None:

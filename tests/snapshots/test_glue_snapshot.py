@@ -22,7 +22,7 @@ from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.poller import Poller
-from triton_ge_console.sessions.snapshot import Endpoints, Latency
+from triton_ge_console.sessions.snapshot import Endpoints, Latency, ModelSnapshot
 from triton_ge_console.sessions.stats import HttpEndpoint
 from triton_ge_console.sessions.trace import TraceCollector, disable_tracing, trace_server_args
 
@@ -128,23 +128,30 @@ def test_the_glues_error_responses_count_as_failures(glue_server: tuple[RunningS
     good.set_data_from_numpy(np.ones((1, 4), dtype=np.float32))
     bad.set_data_from_numpy(np.ones((1, 5), dtype=np.float32))
     poller = Poller("glue", Endpoints(server.http_url, None, server.metrics_url))
+
+    def counted(success: float, failure: float) -> ModelSnapshot | None:
+        """The model once its counts read so (Triton counts a response just after sending it)."""
+        model = poller.poll().model("loose")
+        return model if model is not None and (model.success_total, model.failure_total) == (
+            success, failure) else None
+
     try:
         before = poller.poll().model("loose")
+        assert before is not None and before.success_total is not None and before.failure_total is not None
         client.infer("loose", [good])
         for _ in range(3):
             with pytest.raises(InferenceServerException, match=r"input x has shape \[1, 5\]"):
                 client.infer("loose", [bad])
-        middle = poller.poll().model("loose")
+        middle = wait_until(lambda: counted(before.success_total + 1, before.failure_total + 3), 30,
+                            what="1 success and 3 failures counted")
         for _ in range(2):
             with pytest.raises(InferenceServerException):
                 client.infer("loose", [bad])
-        after = poller.poll().model("loose")
+        after = poller.poll().model("loose")  # failures rose since `middle`, successes did not: FAILING
+        wait_until(lambda: counted(before.success_total + 1, before.failure_total + 5), 30,
+                   what="2 more failures, no more successes")
     finally:
         poller.close()
         client.close()
-    assert before is not None and middle is not None and after is not None
-    assert middle.success_total == before.success_total + 1
-    assert middle.failure_total == before.failure_total + 3
     assert dict(middle.failures_by_reason)["BACKEND"] == 3
-    assert (after.success_total, after.failure_total) == (middle.success_total, middle.failure_total + 2)
-    assert after.health == "FAILING", after
+    assert after is not None and after.health == "FAILING" and after.success_total == middle.success_total

@@ -29,8 +29,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "ge_execution_duration_us": ("counter", "Cumulative execution time of the model (microseconds)"),
     "ge_executions_total": ("counter", "Executions of the model (one per batch)"),
     "ge_inferences_total": ("counter", "Batch items executed by the model"),
-    "ge_request_failures_total": ("counter", "Requests the glue answered with an error; Triton 2.51 counts "
-                                  "a Python backend's error responses as successes"),
+    "ge_request_failures_total": ("counter", "Requests the glue answered with an error; Triton 2.47 and "
+                                  "later count a Python backend's error responses as successes"),
     "ge_h2d_bytes_total": ("counter", "Bytes copied host to device"),
     "ge_d2h_bytes_total": ("counter", "Bytes copied device to host"),
     "ge_model_info": ("gauge", "1 per loaded model instance group, labelled with its execution mode"),

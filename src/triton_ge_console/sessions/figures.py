@@ -24,9 +24,13 @@ COUNTER_METRICS = {  # in ModelCounters' order, failures aside
     "compute_output_us": "nv_inference_compute_output_duration_us",
 }
 FAILURES = "nv_inference_request_failure"
-# The ge glue's error responses, which Triton 2.51 counts as successes: moved from success to failure
+# The ge glue's error responses. From python_backend r24.06 (Triton 2.47) on, its PbMetricReporter reports
+# every request of an execute that returned as a success, error responses included (r24.05 and earlier:
+# a failure); read in triton-inference-server/python_backend src/python_be.cc and pb_metric_reporter.cc,
+# r24.05 to r26.07, and measured on 2.51. For those versions they are moved from success to failure.
 GLUE_FAILURES = "ge_request_failures_total"
 GLUE_FAILURE_REASON = "BACKEND"  # Triton's reason for a backend's failed request
+ERRORS_COUNTED_AS_SUCCESS_SINCE = (2, 47)
 QUEUE_TIMEOUT_REASON = "REJECTED"  # what Triton calls a request its queue policy rejected at its timeout
 PENDING = "nv_inference_pending_request_count"
 SUMMARY = "nv_inference_request_summary_us"
@@ -46,12 +50,12 @@ class MetricViews:
     memory: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, table: MetricTable | None) -> MetricViews:
-        """Index a metrics table (None gives empty views)."""
+    def of(cls, table: MetricTable | None, glue: dict[ModelKey, float] | None = None) -> MetricViews:
+        """Index a metrics table (None gives empty views); glue: the glue's failures (`model_counters`)."""
         if table is None:
             return cls()
-        return cls(table.by_model(PENDING), table.by_model_and(SUMMARY, "quantile"), failure_reasons(table),
-                   glue_labels(table), glue_memory(table))
+        return cls(table.by_model(PENDING), table.by_model_and(SUMMARY, "quantile"),
+                   failure_reasons(table, glue or {}), glue_labels(table), glue_memory(table))
 
 
 @dataclass(frozen=True)
@@ -66,32 +70,52 @@ class PollReadings:
     views: MetricViews = field(default_factory=MetricViews)
     dead: dict[ModelKey, str] = field(default_factory=dict)  # READY versions whose instance died: why
     metric_counters: dict[ModelKey, ModelCounters] | None = None  # from /metrics, once per poll
+    # the glue's error responses Triton counted as successes (the last known, should /metrics fail a poll)
+    glue_failures: dict[ModelKey, float] = field(default_factory=dict)
 
 
 def counters_from_metrics(table: MetricTable) -> dict[ModelKey, ModelCounters]:
-    """Cumulative counters per model version from Triton's /metrics, the glue's error responses counted
-    as the failures they are."""
+    """Cumulative counters per model version from Triton's /metrics, as Triton counted them."""
     success, *rest = (table.by_model(metric) for metric in COUNTER_METRICS.values())
-    failures, glue = table.by_model(FAILURES), table.by_model(GLUE_FAILURES)
-    return {key: ModelCounters(max(0.0, success.get(key, 0.0) - glue.get(key, 0.0)),
-                               failures.get(key, 0.0) + glue.get(key, 0.0),
+    failures = table.by_model(FAILURES)
+    return {key: ModelCounters(success.get(key, 0.0), failures.get(key, 0.0),
                                *[column.get(key, 0.0) for column in rest])
             for key in success.keys() | failures.keys()}
 
 
-def failure_reasons(table: MetricTable) -> dict[ModelKey, dict[str, float]]:
+def counts_errors_as_success(version: str | None) -> bool:
+    """Whether this Triton reports a Python backend's error responses as successes (unknown: no)."""
+    try:
+        major, minor = (int(part) for part in (version or "").split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) >= ERRORS_COUNTED_AS_SUCCESS_SINCE
+
+
+def glue_failures(table: MetricTable, version: str | None) -> dict[ModelKey, float]:
+    """The glue's error responses per model version that this Triton counted as successes."""
+    return table.by_model(GLUE_FAILURES) if counts_errors_as_success(version) else {}
+
+
+def failure_reasons(table: MetricTable, glue: dict[ModelKey, float]) -> dict[ModelKey, dict[str, float]]:
     """Failed requests per model version and Triton's reason, the glue's error responses under BACKEND."""
     reasons = table.by_model_and(FAILURES, "reason")
-    for key, count in table.by_model(GLUE_FAILURES).items():
+    for key, count in glue.items():
         split = reasons.setdefault(key, {})
         split[GLUE_FAILURE_REASON] = split.get(GLUE_FAILURE_REASON, 0.0) + count
     return reasons
 
 
 def model_counters(readings: PollReadings) -> dict[ModelKey, ModelCounters]:
-    """Counters per model version: /metrics where it has the model, else the statistics API."""
+    """Counters per model version: /metrics where it has the model, else the statistics API; the glue's
+    error responses moved from success to failure (whichever source: neither counts them as failures)."""
     found = {key: stats.counters for key, stats in readings.statistics.items()}
     found.update(readings.metric_counters or {})
+    for key, count in readings.glue_failures.items():
+        counters = found.get(key)
+        if counters is not None:
+            found[key] = counters._replace(success=max(0.0, counters.success - count),
+                                           failure=counters.failure + count)
     return found
 
 

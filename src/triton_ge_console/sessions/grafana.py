@@ -75,8 +75,9 @@ MODEL_PANELS = (
     Panel("Failures / s by reason", "reqps",
           ((_rate("nv_inference_request_failure", "model, reason"), "{{model}} {{reason}}"),
            (_rate("ge_request_failures_total"), "{{model}} GE glue error")),
-          "The GE glue's error responses are its own series: Triton 2.51 counts a Python backend's error "
-          "responses as successes (in Requests / s too); the console moves them to failures."),
+          "The GE glue's error responses are their own series: from 2.47 on, Triton counts a Python "
+          "backend's error responses as successes (in Requests / s too); the console moves them to "
+          "failures."),
     Panel("Timed out in queue (total)", "short",
           ((f'sum by (model) (nv_inference_request_failure{{{MODEL},reason="REJECTED"}})', "{{model}}"),),
           "Requests the queue policy rejected at their timeout; a full queue's refusals are never counted."),

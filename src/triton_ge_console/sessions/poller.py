@@ -14,6 +14,7 @@ from triton_ge_console.sessions.figures import (
     PollReadings,
     build_model,
     counters_from_metrics,
+    glue_failures,
     model_counters,
     model_inputs,
 )
@@ -90,6 +91,7 @@ class Poller:
         self._previous: dict[ModelKey, ModelCounters] = {}
         self._previous_at: float | None = None
         self._lines = PlainLines()  # /metrics lines of the previous poll, parsed
+        self._glue_failures: dict[ModelKey, float] = {}  # see figures.model_counters
         self._index = IndexReader()  # the previous poll's index, decoded
         self._built: dict[ModelKey, tuple[ModelInputs, ModelSnapshot]] = {}
         self._backends: dict[ModelKey, str] = {}
@@ -163,10 +165,13 @@ class Poller:
         if metrics is not None:
             table = _attempt(lambda: scrape_metrics(metrics, "", UNUSED_METRICS, self._lines), problems)
         counters = counters_from_metrics(table) if table is not None else None  # read once, used twice
+        if table is not None:  # else the last known: a poll without /metrics must not undo the move
+            self._glue_failures = glue_failures(table, self._metadata.version if self._metadata else None)
         statistics = _attempt(lambda: self.statistics.read(http, index, counters), problems) or {}
         self._learn_backends(http, index, problems)
         return PollReadings(index, statistics, table, dict(self._backends), self._trace_latencies(index),
-                            MetricViews.of(table), self._dead_instances(index), counters)
+                            MetricViews.of(table, self._glue_failures), self._dead_instances(index), counters,
+                            self._glue_failures)
 
     def _dead_instances(self, index: list[IndexEntry]) -> dict[ModelKey, str]:
         """READY model versions whose instance process died (only where the server's processes are seen)."""
