@@ -15,11 +15,10 @@ from triton_ge_console.sessions.figures import (
     MetricViews,
     PollReadings,
     choose_latency,
-    counts_errors_as_success,
-    glue_failures,
     model_counters,
 )
-from triton_ge_console.sessions.metrics import parse_metrics
+from triton_ge_console.sessions.glue_failures import GlueFailures, counts_errors_as_success
+from triton_ge_console.sessions.metrics import MetricTable, parse_metrics
 from triton_ge_console.sessions.rates import ModelCounters, ModelRates, compute_rates, hold_success
 from triton_ge_console.sessions.snapshot import Latency
 from triton_ge_console.sessions.stats import ModelStatistics
@@ -71,8 +70,27 @@ def test_glue_errors_move_to_failures_only_where_triton_counted_them_as_successe
     text = ('nv_inference_request_success{model="m",version="1"} 10\n'
             'nv_inference_request_failure{model="m",reason="BACKEND",version="1"} 1\n'
             'ge_request_failures_total{model="m",version="1",device="0",kind="cpu-emulated"} 3\n')
-    glue = glue_failures(parse_metrics(text), version)
+    triton = {("m", "1"): ModelCounters(success=10, failure=1)}
+    glue = GlueFailures().update(parse_metrics(text), version, triton)
     assert glue == ({("m", "1"): 3.0} if moved else {})
+
+
+def test_the_glue_count_restarts_with_tritons_counters() -> None:
+    """An unload and load starts Triton's counters afresh while the glue's series carries on: its count
+    is taken from where it stood; a glue series that restarted too counts from zero; never above the
+    successes Triton counted (which include every one of them)."""
+    def table(glue: float) -> MetricTable:
+        return parse_metrics(f'ge_request_failures_total{{model="m",version="1",device="0"}} {glue}\n')
+
+    key = ("m", "1")
+    failures = GlueFailures()
+    assert failures.update(table(4), "2.51.0", {key: ModelCounters(success=9, failure=0)}) == {key: 4.0}
+    assert failures.update(table(4), "2.51.0", {key: ModelCounters(success=0, failure=0)}) == {key: 0.0}
+    assert failures.update(table(5), "2.51.0", {key: ModelCounters(success=2, inference=1)}) == {key: 1.0}
+    assert failures.update(table(1), "2.51.0", {key: ModelCounters(success=3, inference=2)}) == {key: 1.0}
+    assert failures.update(table(9), "2.51.0", {key: ModelCounters(success=4, inference=2)}) == {key: 4.0}
+    assert failures.update(table(9), "2.51.0", {}) == {key: 0.0}  # unloaded: Triton has no counters for it
+    assert failures.update(table(10), "2.51.0", {key: ModelCounters(success=1)}) == {key: 1.0}
 
 
 def test_a_poll_without_metrics_moves_the_glue_failures_it_last_knew() -> None:

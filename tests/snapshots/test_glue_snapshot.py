@@ -150,8 +150,13 @@ def test_the_glues_error_responses_count_as_failures(glue_server: tuple[RunningS
         after = poller.poll().model("loose")  # failures rose since `middle`, successes did not: FAILING
         wait_until(lambda: counted(before.success_total + 1, before.failure_total + 5), 30,
                    what="2 more failures, no more successes")
+        client.unload_model("loose")  # Triton's counts start afresh, the glue's carry on: not 5 failures
+        client.load_model("loose")
+        client.infer("loose", [good])
+        reloaded = wait_until(lambda: counted(1, 0), 30, what="1 success, no failure, after the new load")
     finally:
         poller.close()
         client.close()
     assert dict(middle.failures_by_reason)["BACKEND"] == 3
     assert after is not None and after.health == "FAILING" and after.success_total == middle.success_total
+    assert reloaded.health == "OK"

@@ -24,13 +24,7 @@ COUNTER_METRICS = {  # in ModelCounters' order, failures aside
     "compute_output_us": "nv_inference_compute_output_duration_us",
 }
 FAILURES = "nv_inference_request_failure"
-# The ge glue's error responses. From python_backend r24.06 (Triton 2.47) on, its PbMetricReporter reports
-# every request of an execute that returned as a success, error responses included (r24.05 and earlier:
-# a failure); read in triton-inference-server/python_backend src/python_be.cc and pb_metric_reporter.cc,
-# r24.05 to r26.07, and measured on 2.51. For those versions they are moved from success to failure.
-GLUE_FAILURES = "ge_request_failures_total"
-GLUE_FAILURE_REASON = "BACKEND"  # Triton's reason for a backend's failed request
-ERRORS_COUNTED_AS_SUCCESS_SINCE = (2, 47)
+GLUE_FAILURE_REASON = "BACKEND"  # Triton's reason for a backend's failed request (see glue_failures)
 QUEUE_TIMEOUT_REASON = "REJECTED"  # what Triton calls a request its queue policy rejected at its timeout
 PENDING = "nv_inference_pending_request_count"
 SUMMARY = "nv_inference_request_summary_us"
@@ -81,20 +75,6 @@ def counters_from_metrics(table: MetricTable) -> dict[ModelKey, ModelCounters]:
     return {key: ModelCounters(success.get(key, 0.0), failures.get(key, 0.0),
                                *[column.get(key, 0.0) for column in rest])
             for key in success.keys() | failures.keys()}
-
-
-def counts_errors_as_success(version: str | None) -> bool:
-    """Whether this Triton reports a Python backend's error responses as successes (unknown: no)."""
-    try:
-        major, minor = (int(part) for part in (version or "").split(".")[:2])
-    except ValueError:
-        return False
-    return (major, minor) >= ERRORS_COUNTED_AS_SUCCESS_SINCE
-
-
-def glue_failures(table: MetricTable, version: str | None) -> dict[ModelKey, float]:
-    """The glue's error responses per model version that this Triton counted as successes."""
-    return table.by_model(GLUE_FAILURES) if counts_errors_as_success(version) else {}
 
 
 def failure_reasons(table: MetricTable, glue: dict[ModelKey, float]) -> dict[ModelKey, dict[str, float]]:

@@ -14,10 +14,10 @@ from triton_ge_console.sessions.figures import (
     PollReadings,
     build_model,
     counters_from_metrics,
-    glue_failures,
     model_counters,
     model_inputs,
 )
+from triton_ge_console.sessions.glue_failures import GlueFailures
 from triton_ge_console.sessions.health import InstanceWatch
 from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.metrics import MetricTable, ModelKey, PlainLines, scrape_metrics
@@ -91,7 +91,8 @@ class Poller:
         self._previous: dict[ModelKey, ModelCounters] = {}
         self._previous_at: float | None = None
         self._lines = PlainLines()  # /metrics lines of the previous poll, parsed
-        self._glue_failures: dict[ModelKey, float] = {}  # see figures.model_counters
+        self._glue = GlueFailures()
+        self._glue_failures: dict[ModelKey, float] = {}  # the last known (see figures.model_counters)
         self._index = IndexReader()  # the previous poll's index, decoded
         self._built: dict[ModelKey, tuple[ModelInputs, ModelSnapshot]] = {}
         self._backends: dict[ModelKey, str] = {}
@@ -165,8 +166,9 @@ class Poller:
         if metrics is not None:
             table = _attempt(lambda: scrape_metrics(metrics, "", UNUSED_METRICS, self._lines), problems)
         counters = counters_from_metrics(table) if table is not None else None  # read once, used twice
-        if table is not None:  # else the last known: a poll without /metrics must not undo the move
-            self._glue_failures = glue_failures(table, self._metadata.version if self._metadata else None)
+        if table is not None and counters is not None:  # else the last known: kept over a poll without it
+            version = self._metadata.version if self._metadata else None
+            self._glue_failures = self._glue.update(table, version, counters)
         statistics = _attempt(lambda: self.statistics.read(http, index, counters), problems) or {}
         self._learn_backends(http, index, problems)
         return PollReadings(index, statistics, table, dict(self._backends), self._trace_latencies(index),
