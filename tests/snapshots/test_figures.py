@@ -91,6 +91,8 @@ def test_the_glue_count_restarts_with_tritons_counters() -> None:
     assert failures.update(table(9), "2.51.0", {key: ModelCounters(success=4, inference=2)}) == {key: 4.0}
     assert failures.update(table(9), "2.51.0", {}) == {key: 0.0}  # unloaded: Triton has no counters for it
     assert failures.update(table(10), "2.51.0", {key: ModelCounters(success=1)}) == {key: 1.0}
+    assert failures.update(parse_metrics(""), "2.51.0", {}) == {}  # the server restarted: the series went
+    assert failures.update(table(2), "2.51.0", {key: ModelCounters(success=6)}) == {key: 2.0}  # counted anew
 
 
 def test_a_poll_without_metrics_moves_the_glue_failures_it_last_knew() -> None:

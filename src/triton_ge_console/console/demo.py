@@ -143,11 +143,13 @@ def run_headless(seconds: float, keep: bool, out: Callable[[str], None] | None =
             print(f"error: {exc}", file=sys.stderr)
             return 1
         finally:
-            signals.settle()
-            with contextlib.suppress(Exception):
-                message = session.close(keep)
-                if message:
-                    say(message)
+            try:
+                signals.settle()
+            finally:  # even should a signal land in settle() itself
+                with contextlib.suppress(Exception):
+                    message = session.close(keep)
+                    if message:
+                        say(message)
 
 
 def _wait_for_moving_figures(source: PendingSource, models: tuple[str, ...],

@@ -55,4 +55,5 @@ class GlueFailures:
             successes = now.success if now is not None else 0.0
             counts[key] = min(max(0.0, total - self._base.get(key, 0.0)), successes)
         self._seen, self._triton = totals, triton
+        self._base = {key: base for key, base in self._base.items() if key in totals}  # gone: start afresh
         return counts

@@ -121,7 +121,9 @@ class Poller:
                 endpoint.close()
 
     def _down(self, taken_at: float, error: str) -> ServerSnapshot:
-        """The snapshot of a server that could not be read."""
+        """The snapshot of a server that could not be read (a restarted one counts afresh: no glue failures
+        carried over)."""
+        self._glue_failures = {}
         devices = self.telemetry.devices(None) if self.telemetry is not None else ()
         return ServerSnapshot(taken_at=taken_at, session=self.name, live=False, ready=False,
                               version=self._metadata.version if self._metadata else None,
