@@ -154,9 +154,16 @@ def test_the_glues_error_responses_count_as_failures(glue_server: tuple[RunningS
         client.load_model("loose")
         client.infer("loose", [good])
         reloaded = wait_until(lambda: counted(1, 0), 30, what="1 success, no failure, after the new load")
+        fresh = Poller("fresh", Endpoints(server.http_url, None, server.metrics_url))  # a console opened now
+        try:
+            first_look = fresh.poll().model("loose")
+        finally:
+            fresh.close()
     finally:
         poller.close()
         client.close()
     assert dict(middle.failures_by_reason)["BACKEND"] == 3
     assert after is not None and after.health == "FAILING" and after.success_total == middle.success_total
     assert reloaded.health == "OK"
+    # the glue noted where its count stood at the load: the earlier load's 5 failures are not this one's
+    assert first_look is not None and (first_look.success_total, first_look.failure_total) == (1, 0)

@@ -31,6 +31,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "ge_inferences_total": ("counter", "Batch items executed by the model"),
     "ge_request_failures_total": ("counter", "Requests the glue answered with an error; Triton 2.47 and "
                                   "later count a Python backend's error responses as successes"),
+    "ge_request_failures_at_load": ("gauge", "ge_request_failures_total when the model was last loaded (the "
+                                    "series carries on across loads, Triton's own counters start afresh)"),
     "ge_h2d_bytes_total": ("counter", "Bytes copied host to device"),
     "ge_d2h_bytes_total": ("counter", "Bytes copied device to host"),
     "ge_model_info": ("gauge", "1 per loaded model instance group, labelled with its execution mode"),
@@ -137,6 +139,7 @@ class Telemetry:
                        if name.startswith("ge_") and not name.startswith(("ge_device_", "ge_model_"))}
         self._devices = [self._device_gauges(ledger, settings.kind, device_figures if i == 0 else None)
                          for i, ledger in enumerate(ledgers)]
+        self._note_failures_at_load()
         self._batch_sizes = _BatchSizes(pb_utils, model_labels)
         for ledger in ledgers:
             info_labels = {**model_labels, "device": str(ledger.device), "backend": settings.backend,
@@ -177,6 +180,13 @@ class Telemetry:
             pending.d2h += stats.d2h_bytes
             pending.busy_s += seconds
             pending.batch_sizes.append(batch_size)
+
+    def _note_failures_at_load(self) -> None:
+        """Where the failure count stands as this load begins, so this load's failures can be told apart."""
+        try:
+            self._model["ge_request_failures_at_load"].set(self._model["ge_request_failures_total"].value())
+        except Exception as exc:  # telemetry must never take the model down
+            self._pb.Logger.log_warn(f"ge glue telemetry: {exc}")
 
     def failed(self) -> None:
         """Count one error response now, before Triton counts it as a success (so the console, which

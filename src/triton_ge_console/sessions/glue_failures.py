@@ -7,8 +7,10 @@ and measured on 2.51. The glue counts them itself (`ge_request_failures_total`) 
 from success to failure.
 
 The two counts live on different clocks: an unload and load starts Triton's counters from zero while the
-glue's series carries on (measured on 2.51). So the glue's count is taken from where it stood when
-Triton's counters last started afresh, and never above Triton's successes, which include every one of them.
+glue's series carries on (measured on 2.51). So the glue's count is taken from where it stood when the
+model was loaded (`ge_request_failures_at_load`, set by the glue), or, from a glue without that gauge, when
+this poller saw Triton's counters start afresh; and never above Triton's successes, which include every
+one of them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from triton_ge_console.sessions.metrics import MetricTable, ModelKey
 from triton_ge_console.sessions.rates import ModelCounters, counters_reset
 
 GLUE_FAILURES = "ge_request_failures_total"
+GLUE_FAILURES_AT_LOAD = "ge_request_failures_at_load"
 ERRORS_COUNTED_AS_SUCCESS_SINCE = (2, 47)
 
 
@@ -42,7 +45,7 @@ class GlueFailures:
         """This poll's glue failures within Triton's current counts (empty where Triton counts them)."""
         if not counts_errors_as_success(version):
             return {}
-        totals = table.by_model(GLUE_FAILURES)
+        totals, at_load = table.by_model(GLUE_FAILURES), table.by_model(GLUE_FAILURES_AT_LOAD)
         counts = {}
         for key, total in totals.items():
             seen, before, now = self._seen.get(key), self._triton.get(key), triton.get(key)
@@ -53,7 +56,8 @@ class GlueFailures:
             elif seen is not None and before is not None and counters_reset(before, now):
                 self._base[key] = seen
             successes = now.success if now is not None else 0.0
-            counts[key] = min(max(0.0, total - self._base.get(key, 0.0)), successes)
+            base = at_load[key] if key in at_load else self._base.get(key, 0.0)
+            counts[key] = min(max(0.0, total - base), successes)
         self._seen, self._triton = totals, triton
         self._base = {key: base for key, base in self._base.items() if key in totals}  # gone: start afresh
         return counts
