@@ -29,6 +29,7 @@ STOP_GRACE_S = 3.0  # a graceful exit gets this long before the signal handler e
 LAST_RESORT_S = 3.0  # and this long more before os._exit, should the main thread be stuck outside Python
 WATCH_EVERY_S = 0.25
 UNWINDING = (signal.SIGTERM, signal.SIGHUP)  # a kill, a closed terminal
+WAKE = signal.SIGURG  # its default action is to ignore it
 
 
 def serve_pid() -> int | None:
@@ -56,6 +57,7 @@ class Lifeline:
         self._loop = asyncio.get_running_loop()
         for signum in UNWINDING:
             signal.signal(signum, self._on_signal)
+        signal.signal(WAKE, _let_be)  # caught, so it interrupts a blocking call in the main thread
         if self.parent is not None:
             threading.Thread(target=self._watch_parent, name="ge-serve-watch", daemon=True).start()
 
@@ -97,12 +99,15 @@ class Lifeline:
                 return
 
     def _send(self, signum: int) -> bool:
-        """Run our handler in the main thread as if signalled, unless released meanwhile; whether done. No
-        real signal is sent: should the handler be gone with the loop, nothing happens (no fatal default)."""
+        """Run our handler in the main thread as if signalled, unless released meanwhile; whether done. The
+        signal itself is never sent: should the handler be gone with the loop, nothing happens (no fatal
+        default). WAKE (ignored by default, so never fatal either) then breaks a blocking call in the main
+        thread, so the handler runs at once."""
         with self._sending:
             if self._released.is_set():
                 return False
             _thread.interrupt_main(signal.Signals(signum))
+            signal.pthread_kill(threading.main_thread().ident or 0, WAKE)
             return True
 
 
