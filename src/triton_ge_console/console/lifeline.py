@@ -39,7 +39,7 @@ def serve_pid() -> int | None:
 
 
 class Lifeline:
-    """SIGTERM that works while the UI loop is busy, and an end when the serving process goes."""
+    """SIGTERM and SIGHUP that end the app even while its loop is busy; an end when `serve` goes."""
 
     def __init__(self, app: Any, parent: int | None) -> None:
         self.app = app
