@@ -28,11 +28,7 @@ from triton_ge_console.sessions.registry import READY, Registry, effective_state
 
 # A model whose unload outlasts the lifeline's grace and last resort: the console stops it all the same
 # (CI saw the console die mid-stop, its server left to others, the session "dead").
-SLOW_FINALIZE = f"""
-    def finalize(self):
-        import time
-        time.sleep({STOP_GRACE_S + LAST_RESORT_S + 2})
-"""
+SLOW_UNLOAD_S = STOP_GRACE_S + LAST_RESORT_S + 2
 STORM = 3000  # resize messages, sent as fast as the websocket takes them
 
 
@@ -161,9 +157,7 @@ async def test_stopping_serve_stops_its_consoles(tmp_path: Path) -> None:
 
 @pytest.mark.server
 async def test_a_console_that_started_a_server_still_stops_it_when_serve_is_killed(tmp_path: Path) -> None:
-    model = write_echo_model(tmp_path / "repo", "echo")
-    with (model / "1" / "model.py").open("a", encoding="utf-8") as source:
-        source.write(SLOW_FINALIZE)
+    write_echo_model(tmp_path / "repo", "echo", unload_s=SLOW_UNLOAD_S)
     registry = Registry(tmp_path / "sessions")
     with killing_strays(tmp_path), serving(tmp_path, str(tmp_path / "repo"), "--name", "launched") as served:
         async with browser(served) as websocket:

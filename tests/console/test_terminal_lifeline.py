@@ -85,9 +85,7 @@ def test_a_console_in_a_terminal_stops_its_server_when_it_is_ended(tmp_path: Pat
 def test_a_second_hangup_during_the_stop_does_not_cut_it_short(tmp_path: Path) -> None:
     """A closed terminal sends SIGHUP more than once (the kernel, the shell): one arriving while the console
     stops its server (a model slow to unload) lets the stop finish."""
-    model = write_echo_model(tmp_path / "repo", "echo")
-    with (model / "1" / "model.py").open("a", encoding="utf-8") as source:
-        source.write("\n    def finalize(self):\n        import time\n        time.sleep(4)\n")
+    write_echo_model(tmp_path / "repo", "echo", unload_s=4)
     registry = Registry(tmp_path / "sessions")
     repository = str(tmp_path / "repo")
 

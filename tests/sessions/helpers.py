@@ -37,11 +37,21 @@ parameters {{ key: "scale" value {{ string_value: "{scale}" }} }}
 '''
 
 
-def write_echo_model(repository: Path, name: str = "echo", max_batch_size: int = 8, scale: str = "2") -> Path:
-    """A Python-backend model that multiplies its input by the `scale` parameter."""
+SLOW_UNLOAD = """
+    def finalize(self):
+        import time
+        time.sleep({seconds})
+"""
+
+
+def write_echo_model(repository: Path, name: str = "echo", max_batch_size: int = 8, scale: str = "2",
+                     unload_s: float = 0.0) -> Path:
+    """A Python-backend model that multiplies its input by the `scale` parameter (and, with unload_s, takes
+    that long to unload: a server slow to stop)."""
     model_dir = repository / name
     (model_dir / "1").mkdir(parents=True, exist_ok=True)
-    (model_dir / "1" / "model.py").write_text(ECHO_MODEL, encoding="utf-8")
+    source = ECHO_MODEL + (SLOW_UNLOAD.format(seconds=unload_s) if unload_s else "")
+    (model_dir / "1" / "model.py").write_text(source, encoding="utf-8")
     (model_dir / "config.pbtxt").write_text(
         ECHO_CONFIG.format(name=name, max_batch_size=max_batch_size, scale=scale), encoding="utf-8")
     return model_dir

@@ -229,8 +229,7 @@ def test_a_stop_whose_caller_is_killed_midway_still_reads_stopped(echo_repo: Pat
     """`down` is killed (as a kernel Jupyter gives up on, or a console killed while it stops its server)
     after its SIGTERM reached the server: the server goes all the same, and the session then reads
     stopped, not dead."""
-    with (echo_repo / "echo" / "1" / "model.py").open("a", encoding="utf-8") as source:
-        source.write("\n    def finalize(self):\n        import time\n        time.sleep(3)\n")
+    write_echo_model(echo_repo, "echo", unload_s=3)
     assert up(echo_repo, "--name", "halted") == 0
     record = Registry().load("halted")
     assert record.pid is not None and record.log_path is not None
