@@ -312,3 +312,17 @@ def test_a_displayed_dashboard_is_replaced_by_plain_html_when_it_closes() -> Non
     assert set(left.data) == {"text/html", "text/plain"}
     assert "dashboard closed at" in left.data["text/html"] and "llama_model" in left.data["text/html"]
     assert board.box.comm is None  # nothing live is left
+
+
+def test_the_load_test_and_the_charts_follow_the_same_model() -> None:
+    # the models sort bert_model first: a notebook charting llama_model then loaded bert_model by default
+    board = Dashboard(RecordedSource(recording(2)), autostart=False, background=False)
+    board.refresh()
+    assert board.charts.model == board.loadtest.model.value == "bert_model"
+    board.charts.picker.value = "llama_model"
+    assert board.loadtest.model.value == "llama_model"
+    board.refresh()
+    assert board.charts.model == board.loadtest.model.value == "llama_model"
+    board.loadtest.model.value = "bert_model"  # chosen in the load test: the charts show what is loaded
+    assert board.charts.model == "bert_model"
+    board.close()

@@ -63,6 +63,12 @@ def static_html(snapshot: ServerSnapshot, closed_at: float) -> str:
             f"{devices}<table style='font-family:monospace'><tr>{head}</tr>{rows}</table>")
 
 
+def follow(dropdown: w.Dropdown, value: object) -> None:
+    """Choose `value` in a dropdown that offers it (and is not already on it)."""
+    if value is not None and value in dropdown.options and dropdown.value != value:
+        dropdown.value = value
+
+
 class Dashboard:
     """Everything about one session, refreshed by a background poller; `close()` stops it (idempotent)."""
 
@@ -82,6 +88,9 @@ class Dashboard:
         self.last_good: ServerSnapshot | None = None  # the newest snapshot read without an error
         self.stale = False
         self.poller = BackgroundPoller(source, self.show, interval, on_error=self._report)
+        # one model at a time: the charts show the model the load test drives, whichever was chosen last
+        self.charts.picker.observe(lambda change: follow(self.loadtest.model, change.new), names="value")
+        self.loadtest.model.observe(lambda change: follow(self.charts.picker, change.new), names="value")
         extras = w.Tab([self.loadtest.box, self.logs.box], titles=("load test", "server log"))
         self.views = w.VBox([self.devices.box, self.models.box, self.charts.box, extras])
         self.box = w.VBox([w.HTML(STALE_STYLE), self.header, self.problem, self.views])
@@ -128,6 +137,7 @@ class Dashboard:
         self.models.update(shown, server_up=not stale and snapshot.error is None)
         self.charts.update(shown, history)
         self.loadtest.set_models(sorted({m.name for m in shown.models}))
+        follow(self.loadtest.model, self.charts.model)
         self.logs.refresh()
         self.problem.value = ""
         self.snapshot = snapshot  # last: wait_for sees a snapshot only once every view shows it
