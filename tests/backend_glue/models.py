@@ -74,11 +74,87 @@ def nonzero_model() -> bytes:
     return _serialize(graph)
 
 
-def _serialize(graph: onnx.GraphProto) -> bytes:
+def scalar_model() -> bytes:
+    """x FP32 [S] and sr INT64 [] (a scalar, like a sample rate) → y = x·sr [S] and total = Σy [] (scalar)."""
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["sr"], ["srf"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["x", "srf"], ["y"]),
+         helper.make_node("ReduceSum", ["y"], ["total"], keepdims=0)],
+        "scalar",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["S"]),
+         helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["S"]),
+         helper.make_tensor_value_info("total", TensorProto.FLOAT, [])],
+    )
+    return _serialize(graph)
+
+
+def batch_only_model() -> bytes:
+    """score FP32 [N] (one number per request, the batch alone) → doubled [N] and over INT64 [N, 2]."""
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["score", "two"], ["doubled"]),
+         helper.make_node("Cast", ["doubled"], ["as_int"], to=TensorProto.INT64),
+         helper.make_node("Unsqueeze", ["as_int", "axes"], ["col"]),
+         helper.make_node("Concat", ["col", "col"], ["over"], axis=1)],
+        "batch_only",
+        [helper.make_tensor_value_info("score", TensorProto.FLOAT, ["N"])],
+        [helper.make_tensor_value_info("doubled", TensorProto.FLOAT, ["N"]),
+         helper.make_tensor_value_info("over", TensorProto.INT64, ["N", 2])],
+        [two, numpy_helper.from_array(np.array([1], np.int64), "axes")],
+    )
+    return _serialize(graph)
+
+
+def types_model() -> bytes:
+    """One input and output per type Triton carries through the glue, batched along dim 0 (five outputs):
+    half FP16 → half·2; flag BOOL → not flag; byte UINT8 → byte+1; text STRING → text; and the count of
+    true flags per row INT64."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["half", "half"], ["half_twice"]),
+         helper.make_node("Not", ["flag"], ["flag_not"]),
+         helper.make_node("Add", ["byte", "one"], ["byte_next"]),
+         helper.make_node("Identity", ["text"], ["text_same"]),
+         helper.make_node("Cast", ["flag"], ["flag_int"], to=TensorProto.INT64),
+         helper.make_node("ReduceSum", ["flag_int", "axis1"], ["flags_set"], keepdims=0)],
+        "types",
+        [helper.make_tensor_value_info("half", TensorProto.FLOAT16, ["N", 3]),
+         helper.make_tensor_value_info("flag", TensorProto.BOOL, ["N", 4]),
+         helper.make_tensor_value_info("byte", TensorProto.UINT8, ["N", 2]),
+         helper.make_tensor_value_info("text", TensorProto.STRING, ["N", 2])],
+        [helper.make_tensor_value_info("half_twice", TensorProto.FLOAT16, ["N", 3]),
+         helper.make_tensor_value_info("flag_not", TensorProto.BOOL, ["N", 4]),
+         helper.make_tensor_value_info("byte_next", TensorProto.UINT8, ["N", 2]),
+         helper.make_tensor_value_info("text_same", TensorProto.STRING, ["N", 2]),
+         helper.make_tensor_value_info("flags_set", TensorProto.INT64, ["N"])],
+        [numpy_helper.from_array(np.array(1, np.uint8), "one"),
+         numpy_helper.from_array(np.array([1], np.int64), "axis1")],
+    )
+    return _serialize(graph)
+
+
+def unranked_model() -> bytes:
+    """x FP32 [2, K] → grid, whose rank the ONNX does not say (it is [2, K, 1]), and scale FP32 [] with
+    a default (an ONNX input with an initializer: optional) that multiplies it."""
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "scale"], ["scaled"]),
+         helper.make_node("Unsqueeze", ["scaled", "axes"], ["grid"])],
+        "unranked",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "K"]),
+         helper.make_tensor_value_info("scale", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("grid", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(3.0, np.float32), "scale"),
+         numpy_helper.from_array(np.array([2], np.int64), "axes")],
+    )
+    return _serialize(graph, check=False)  # the checker wants every output shaped; exporters do not
+
+
+def _serialize(graph: onnx.GraphProto, check: bool = True) -> bytes:
     """A checked model at an opset ONNX Runtime runs."""
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    onnx.checker.check_model(model)
+    if check:
+        onnx.checker.check_model(model)
     return model.SerializeToString()
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from triton_ge_console.repository.validate import Problem, validate_config_text, validate_path
 
+NOT_ONNX = "not an ONNX model (DecodeError: Error parsing message with type 'onnx.ModelProto')"
 GE_HEAD = 'name: "m"\nbackend: "ge"\nmax_batch_size: 8\n'
 
 
@@ -225,7 +226,7 @@ def test_unreadable_onnx_is_an_error(tmp_path: Path) -> None:
     folder = _model(tmp_path, GE_HEAD + 'input [ { name: "x" data_type: TYPE_FP32 dims: [ 4 ] } ]\n',
                     {"1/model.onnx": "not a model"})  # fmt: skip
     glue, problem = validate_path(folder).errors  # the glue's auto-complete (outputs left out) fails first
-    assert glue.message.startswith("DecodeError")
+    assert glue.message.startswith("OnnxReadError: ") and glue.message.endswith(NOT_ONNX)
     assert "not an ONNX model" in problem.message or "cannot read ONNX" in problem.message
 
 
@@ -240,4 +241,4 @@ def test_glue_auto_complete_runs_as_in_triton(tmp_path: Path) -> None:
     broken = _model(tmp_path / "broken", GE_HEAD, {"1/model.onnx": "not a model"})
     (problem,) = validate_path(broken).errors
     assert problem.field == "backend"
-    assert problem.message == "DecodeError: Error parsing message with type 'onnx.ModelProto'"
+    assert problem.message == f"OnnxReadError: {broken / '1' / 'model.onnx'}: {NOT_ONNX}"

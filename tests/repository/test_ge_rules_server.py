@@ -30,6 +30,7 @@ def _param(key: str, value: str) -> str:
 
 # model → (backend, extra config, whether version 1 holds model.onnx (or BROKEN), expected: validator ok /
 # Triton READY)
+NOT_ONNX = "not an ONNX model (DecodeError: Error parsing message with type 'onnx.ModelProto')"
 BROKEN = "broken"  # version 1 holds a model.onnx that is not an ONNX model
 MODELS: dict[str, tuple[str, str, bool | str, bool]] = {
     "ge_onnx": ("ge", IO % ("x", "TYPE_FP32", "4"), True, True),
@@ -108,7 +109,8 @@ def test_glue_auto_complete_refusal_is_tritons(loaded: tuple[Path, dict[str, str
     when it runs it at load."""
     repository, states = loaded
     (problem,) = validate_path(repository / "ge_autocomplete_broken").errors
-    assert problem.message == "DecodeError: Error parsing message with type 'onnx.ModelProto'"
+    onnx = repository / "ge_autocomplete_broken" / "1" / "model.onnx"
+    assert problem.message == f"OnnxReadError: {onnx}: {NOT_ONNX}"
     log = states["ge_autocomplete_broken:log"]
     assert "load failed for model 'ge_autocomplete_broken': version 1 is at UNAVAILABLE state: " in log
     assert problem.message in log

@@ -10,35 +10,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from triton_ge_console.backend_glue.executor import TRITON_TO_NUMPY, TensorInfo
+from triton_ge_console.backend_glue.executor import TensorInfo
 from triton_ge_console.backend_glue.settings import first_onnx, parameter
 
-_NUMPY_TO_TRITON = {dtype: name for name, dtype in TRITON_TO_NUMPY.items()}
 
+def onnx_tensors(onnx_path: Path, max_batch_size: int) -> tuple[list[TensorInfo], list[TensorInfo]]:
+    """Graph inputs (initializers excluded) and outputs of an ONNX file with the dims a config gives them
+    (repository.onnx_io.for_config: the one mapping, scalars as [1] included)."""
+    from triton_ge_console.repository.onnx_io import for_config, read_onnx_io
 
-def onnx_tensors(onnx_path: Path) -> tuple[list[TensorInfo], list[TensorInfo]]:
-    """Graph inputs (initializers excluded) and outputs of an ONNX file, dims -1 where dynamic."""
-    import onnx
-    from onnx import helper
+    def info(tensor: Any) -> TensorInfo:
+        served = for_config(tensor, max_batch_size)
+        return TensorInfo(served.name, served.data_type, served.dims)
 
-    model = onnx.load(str(onnx_path), load_external_data=False)
-    initializers = {i.name for i in model.graph.initializer}
-
-    def info(value: Any) -> TensorInfo:
-        tensor_type = value.type.tensor_type
-        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
-        dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim)
-        return TensorInfo(value.name, _NUMPY_TO_TRITON.get(dtype, str(dtype)), dims)
-
-    inputs = [info(v) for v in model.graph.input if v.name not in initializers]
-    return inputs, [info(v) for v in model.graph.output]
-
-
-def config_dims(info: TensorInfo, max_batch_size: int) -> tuple[int, ...]:
-    """Triton config dims: the batch dim is implied when max_batch_size > 0."""
-    return info.dims[1:] if max_batch_size > 0 and info.dims else info.dims
+    inputs, outputs = read_onnx_io(onnx_path)
+    return [info(t) for t in inputs], [info(t) for t in outputs]
 
 
 def model_onnx(config: dict[str, Any], version_dir: Path) -> Path | None:
@@ -58,13 +44,8 @@ def missing_io(config: dict[str, Any], version_dir: Path) -> tuple[list[TensorIn
     onnx_path = model_onnx(config, version_dir)
     if onnx_path is None or not onnx_path.is_file():
         return [], []
-    inputs, outputs = onnx_tensors(onnx_path)
-    batch = int(config.get("max_batch_size", 0) or 0)
-
-    def strip(infos: list[TensorInfo]) -> list[TensorInfo]:
-        return [TensorInfo(i.name, i.data_type, config_dims(i, batch)) for i in infos]
-
-    return (strip(inputs) if want_inputs else []), (strip(outputs) if want_outputs else [])
+    inputs, outputs = onnx_tensors(onnx_path, int(config.get("max_batch_size", 0) or 0))
+    return (inputs if want_inputs else []), (outputs if want_outputs else [])
 
 
 def stub_version_dir(cmdline: Path = Path("/proc/self/cmdline")) -> Path | None:

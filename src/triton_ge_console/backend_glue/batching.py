@@ -48,7 +48,7 @@ def request_error(feeds: dict[str, np.ndarray | None], inputs: Sequence[TensorIn
         if array.dtype != TRITON_TO_NUMPY[info.data_type]:
             return f"input {info.name} has dtype {array.dtype}, the model needs {info.data_type}"
         shape = array.shape
-        if not _shape_fits(shape, info.dims):
+        if info.ranked and not _shape_fits(shape, info.dims):
             return f"input {info.name} has shape {list(shape)}, the model needs {list(info.dims)} (-1: any)"
         if batched:
             if not shape:

@@ -13,6 +13,7 @@ TRITON_TO_NUMPY: dict[str, np.dtype] = {
     "UINT32": np.dtype(np.uint32), "UINT64": np.dtype(np.uint64), "INT8": np.dtype(np.int8),
     "INT16": np.dtype(np.int16), "INT32": np.dtype(np.int32), "INT64": np.dtype(np.int64),
     "FP16": np.dtype(np.float16), "FP32": np.dtype(np.float32), "FP64": np.dtype(np.float64),
+    "STRING": np.dtype(np.object_),  # TYPE_STRING (BYTES): the Python backend hands object arrays of bytes
 }
 
 
@@ -26,7 +27,8 @@ class TensorInfo:
 
     name: str
     data_type: str  # Triton name: FP32, INT64, ...
-    dims: tuple[int, ...]  # -1 for dynamic
+    dims: tuple[int, ...]  # -1 for dynamic; () a scalar (when ranked)
+    ranked: bool = True  # False: the model gives no shape (any rank)
 
 
 @dataclass(frozen=True)

@@ -51,9 +51,16 @@ def open_executor(settings: GlueSettings, config: dict[str, Any]) -> Executor:
 
 
 def _config_dims(tensor: dict[str, Any], batched: bool) -> tuple[int, ...]:
-    """A config tensor's full dims, batch dim included."""
-    dims = tuple(int(d) for d in tensor.get("dims", []))
+    """A config tensor's full dims as the model gets them (Triton's reshape applied), batch dim included."""
+    shape = tensor["reshape"].get("shape", []) if "reshape" in tensor else tensor.get("dims", [])
+    dims = tuple(int(d) for d in shape)
     return (-1, *dims) if batched else dims
+
+
+def squeezed(info: TensorInfo, batched: bool) -> bool:
+    """A model scalar served as dims [1]: the glue squeezes it on the way in and expands it on the way out
+    (Triton has no scalar tensors and refuses an empty reshape without batching)."""
+    return info.ranked and not info.dims and not batched
 
 
 def _dims_compatible(config_dims: tuple[int, ...], model_dims: tuple[int, ...]) -> bool:
@@ -79,9 +86,12 @@ def _check_side(where: str, side: str, declared: Sequence[dict[str, Any]], actua
             raise GlueConfigError(f"{where}: {field}.data_type TYPE_{data_type}: {source} has "
                                   f"TYPE_{info.data_type} for {name}")
         dims = _config_dims(tensor, batched)
+        if not info.ranked or (squeezed(info, batched) and dims == (1,)):
+            continue  # any rank; or a scalar the glue squeezes
         if not _dims_compatible(dims, info.dims):
+            scalar = " (a scalar: declare dims [1], the glue squeezes it)" if squeezed(info, batched) else ""
             raise GlueConfigError(f"{where}: {field}.dims {list(dims)} (batch dim included): {source} has "
-                                  f"{list(info.dims)} for {name}")
+                                  f"{list(info.dims)} for {name}{scalar}")
 
 
 def match_outputs_by_index(declared: Sequence[dict[str, Any]], executor: Executor) -> bool:

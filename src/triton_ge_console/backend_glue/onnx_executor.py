@@ -15,6 +15,7 @@ _ORT_TO_TRITON = {
     "tensor(bool)": "BOOL", "tensor(uint8)": "UINT8", "tensor(uint16)": "UINT16", "tensor(uint32)": "UINT32",
     "tensor(uint64)": "UINT64", "tensor(int8)": "INT8", "tensor(int16)": "INT16", "tensor(int32)": "INT32",
     "tensor(int64)": "INT64", "tensor(float16)": "FP16", "tensor(float)": "FP32", "tensor(double)": "FP64",
+    "tensor(string)": "STRING",
 }
 _EMPTY_STATS = RunStats()
 # Output buffers kept per input-shape signature (an instance sees few: its batch sizes x sequence lengths),
@@ -28,12 +29,32 @@ def _dims(shape: list[object]) -> tuple[int, ...]:
     return tuple(d if isinstance(d, int) and d >= 0 else -1 for d in shape)
 
 
-def _info(node: object, path: Path) -> TensorInfo:
-    """TensorInfo from an ORT NodeArg, refusing types Triton cannot carry here."""
+def _info(node: object, path: Path, unranked: set[str]) -> TensorInfo:
+    """TensorInfo from an ORT NodeArg, refusing types Triton cannot carry here (ORT shows a tensor of
+    unknown rank as [], like a scalar: `unranked` names those, read from the graph itself)."""
     name, type_text, shape = node.name, node.type, node.shape  # type: ignore[attr-defined]
     if type_text not in _ORT_TO_TRITON:
         raise ExecutorError(f"{path}: tensor {name} has type {type_text}, which the ge glue does not support")
-    return TensorInfo(name, _ORT_TO_TRITON[type_text], _dims(list(shape)))
+    return TensorInfo(name, _ORT_TO_TRITON[type_text], _dims(list(shape)), ranked=name not in unranked)
+
+
+def _unranked(onnx_path: Path) -> set[str]:
+    """Graph inputs and outputs that carry no shape at all (read without the weights)."""
+    import onnx
+
+    graph = onnx.load(str(onnx_path), load_external_data=False).graph
+    return {v.name for v in (*graph.input, *graph.output)
+            if v.type.WhichOneof("value") == "tensor_type" and not v.type.tensor_type.HasField("shape")}
+
+
+def _as_text(array: np.ndarray) -> np.ndarray:
+    """A STRING tensor as ONNX Runtime wants it (str objects; Triton hands bytes), refusing what is not
+    UTF-8: ONNX strings are text."""
+    try:
+        return np.array([v.decode("utf-8") if isinstance(v, bytes) else v for v in array.flat],
+                        dtype=np.object_).reshape(array.shape)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"a STRING element is not UTF-8 ({exc.reason}); ONNX strings are text") from None
 
 
 class OnnxRuntimeExecutor:
@@ -62,8 +83,12 @@ class OnnxRuntimeExecutor:
         except Exception as exc:  # ORT raises its own exception types for bad graphs
             raise ExecutorError(f"ONNX Runtime could not load {onnx_path}: {exc}") from exc
         self.path = onnx_path
-        self.inputs = tuple(_info(n, onnx_path) for n in self._session.get_inputs())
-        self.outputs = tuple(_info(n, onnx_path) for n in self._session.get_outputs())
+        unranked = _unranked(onnx_path)
+        self.inputs = tuple(_info(n, onnx_path, unranked) for n in self._session.get_inputs())
+        self.outputs = tuple(_info(n, onnx_path, unranked) for n in self._session.get_outputs())
+        self._texts = [i.name for i in self.inputs if i.data_type == "STRING"]
+        # strings are Python objects: never bound to buffers, ORT allocates them on each run
+        self._bindable = not any(t.data_type == "STRING" for t in (*self.inputs, *self.outputs))
         self._input_names = [i.name for i in self.inputs]
         self._output_names = [o.name for o in self.outputs]
         self._binding = self._session.io_binding()
@@ -76,7 +101,9 @@ class OnnxRuntimeExecutor:
         """One synchronous ONNX Runtime run, into this signature's buffers once its shapes are known."""
         if self._session is None:
             raise ExecutorError(f"{self.path}: run after close")
-        signature = _signature(feeds, self._input_names)
+        if self._texts:
+            feeds = {**feeds, **{name: _as_text(feeds[name]) for name in self._texts if name in feeds}}
+        signature = _signature(feeds, self._input_names) if self._bindable else None
         buffers = None if signature is None else self._buffers.get(signature)
         if buffers is not None and self._run_bound(signature, feeds, buffers):  # type: ignore[arg-type]
             self._buffers.move_to_end(signature)  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ import numpy as np
 from triton_ge_console.backend_glue import autocomplete, batching
 from triton_ge_console.backend_glue.executor import Executor, ExecutorError, RunStats, TensorInfo
 from triton_ge_console.backend_glue.ledger import DeviceLedger
-from triton_ge_console.backend_glue.loading import check_config_against_model, open_executor
+from triton_ge_console.backend_glue.loading import check_config_against_model, open_executor, squeezed
 from triton_ge_console.backend_glue.settings import GlueSettings, honour_pythonpath, load_settings
 from triton_ge_console.backend_glue.telemetry import Telemetry
 
@@ -57,6 +57,9 @@ class TritonPythonModel:
         self.inputs: tuple[TensorInfo, ...] = self.executor.inputs
         self.input_names = [i.name for i in self.inputs]
         self.batched = self.settings.max_batch_size > 0
+        # model scalars, served as dims [1]: squeezed for the model, expanded for Triton
+        self.scalar_inputs = [i.name for i in self.inputs if squeezed(i, self.batched)]
+        self.scalar_outputs = [o.name for o in self.executor.outputs if squeezed(o, self.batched)]
         # hoisted out of the per-request path: the utilities module, and whether responses need
         # filtering by requested outputs at all (Triton refuses unknown names, so one output never does)
         self.pb_utils = pb_utils
@@ -139,6 +142,10 @@ class TritonPythonModel:
         for name in self.input_names:
             tensor = pb_utils.get_input_tensor_by_name(request, name)
             feeds[name] = None if tensor is None else tensor.as_numpy()
+        for name in self.scalar_inputs:
+            array = feeds[name]
+            if array is not None and array.shape == (1,):
+                feeds[name] = array.reshape(())
         return feeds
 
     def _error(self, pb_utils: Any, message: str) -> Any:
@@ -155,6 +162,9 @@ class TritonPythonModel:
             wanted = request.requested_output_names()
             if wanted:
                 outputs = {name: array for name, array in outputs.items() if name in wanted}
+        if self.scalar_outputs:
+            outputs = {name: array.reshape(1) if name in self.scalar_outputs else array
+                       for name, array in outputs.items()}
         return pb_utils.InferenceResponse(
             output_tensors=[pb_utils.Tensor(name, array) for name, array in outputs.items()])
 

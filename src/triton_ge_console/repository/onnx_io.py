@@ -45,29 +45,43 @@ TRITON_DATA_TYPES: tuple[str, ...] = (
     "BF16",
 )
 
+_NOT_TENSORS = {"sequence_type": "a sequence", "map_type": "a map", "optional_type": "an optional",
+                "sparse_tensor_type": "a sparse tensor"}  # TypeProto's other kinds of value
+
 
 class OnnxReadError(ValueError):
     """An ONNX file that cannot be read, or uses a type Triton cannot carry."""
 
 
-def triton_type(elem_type: int) -> str:
-    """Triton's data type name for an ONNX element type."""
+def triton_type(elem_type: int, tensor: str = "") -> str:
+    """Triton's data type name for an ONNX element type the glue serves."""
+    name = (onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values()
+            else str(elem_type))
+    where = f"'{tensor}': " if tensor else ""
+    if elem_type == onnx.TensorProto.BFLOAT16:
+        raise OnnxReadError(f"{where}ONNX element type BFLOAT16: the ge glue cannot carry it (Triton's "
+                            "Python backend hands BF16 over only as DLPack, never as numpy); cast it to "
+                            "FLOAT16 or FLOAT in the graph")
     try:
         return ONNX_TO_TRITON[elem_type]
     except KeyError:
-        name = (
-            onnx.TensorProto.DataType.Name(elem_type)
-            if elem_type in onnx.TensorProto.DataType.values()
-            else str(elem_type)
-        )
-        raise OnnxReadError(f"ONNX element type {name} has no Triton data type") from None
+        raise OnnxReadError(f"{where}ONNX element type {name} has no Triton data type; cast it in the "
+                            "graph to one Triton carries (e.g. FLOAT, INT64)") from None
 
 
 def _tensor_spec(value: onnx.ValueInfoProto) -> TensorSpec:
     """One graph input/output as a TensorSpec with full dims (-1 where the dim is symbolic or unknown)."""
+    kind = value.type.WhichOneof("value")
+    if kind != "tensor_type":
+        what = _NOT_TENSORS.get(kind or "", "an untyped value")
+        raise OnnxReadError(f"'{value.name}' is {what}, not a tensor: Triton carries only tensors; "
+                            "return tensors from the graph")
     tensor_type = value.type.tensor_type
+    data_type = triton_type(tensor_type.elem_type, value.name)
+    if not tensor_type.HasField("shape"):
+        return TensorSpec(value.name, data_type, (), ranked=False)
     dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim)
-    return TensorSpec(value.name, triton_type(tensor_type.elem_type), dims)
+    return TensorSpec(value.name, data_type, dims)
 
 
 def graph_io(model: onnx.ModelProto) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
@@ -95,5 +109,45 @@ def triton_dims(dims: tuple[int, ...], max_batch_size: int) -> tuple[int, ...]:
 
 
 def for_config(tensor: TensorSpec, max_batch_size: int) -> TensorSpec:
-    """A graph tensor as config.pbtxt declares it (batch dim dropped when Triton batches)."""
-    return TensorSpec(tensor.name, tensor.data_type, triton_dims(tensor.dims, max_batch_size))
+    """A graph tensor as config.pbtxt declares it: the batch dim dropped when Triton batches; a scalar
+    (ONNX shape []) of a non-batching model as dims [1], which the glue squeezes and expands for the model
+    (Triton has no scalar tensors); a batching model's batch-only tensor (ONNX [N]) as dims [1] with
+    `reshape: []`, which Triton applies itself; a tensor of unknown rank as dims [-1].
+    (serving_problem says which graph tensors cannot be served at all.)"""
+    if not tensor.ranked:
+        return TensorSpec(tensor.name, tensor.data_type, (-1,), ranked=False)
+    dims = triton_dims(tensor.dims, max_batch_size)
+    if dims:
+        return TensorSpec(tensor.name, tensor.data_type, dims)
+    return TensorSpec(tensor.name, tensor.data_type, (1,), reshape=() if max_batch_size > 0 else None)
+
+
+def is_scalar(tensor: TensorSpec) -> bool:
+    """An ONNX scalar (shape []), as opposed to a tensor of unknown rank."""
+    return tensor.ranked and not tensor.dims
+
+
+def serving_problem(tensor: TensorSpec, kind: str, max_batch_size: int) -> str | None:
+    """Why Triton cannot serve this graph input/output with this max_batch_size, or None when it can:
+    a batching model needs a variable leading (batch) dim on every tensor, to split a batch by request."""
+    if max_batch_size <= 0 or (tensor.ranked and tensor.dims and tensor.dims[0] == -1):
+        return None
+    shape = "a scalar (shape [])" if is_scalar(tensor) else (
+        "of unknown rank" if not tensor.ranked else f"shaped {list(tensor.dims)}")
+    return (f"is {max_batch_size} but ONNX {kind} '{tensor.name}' is {shape}, with no variable batch dim "
+            "for Triton to batch along; use max_batch_size: 0")
+
+
+def how_served(tensor: TensorSpec, max_batch_size: int) -> str:
+    """How a graph tensor whose shape Triton cannot write as is gets served ("" for the others), for
+    messages that refuse another mapping."""
+    if not tensor.ranked:
+        return (f"; '{tensor.name}' has no shape in the ONNX (any rank): serve it as dims [-1], the glue "
+                "passes whatever rank it gets")
+    if is_scalar(tensor) and max_batch_size <= 0:
+        return (f"; '{tensor.name}' is a scalar in the ONNX (shape []): Triton has no scalar tensors, so it "
+                "is served as dims [1] (no reshape) and the ge glue hands the model a scalar")
+    if max_batch_size > 0 and len(tensor.dims) == 1:
+        return (f"; '{tensor.name}' is the batch alone in the ONNX (shape [N]): it is served as dims [1] "
+                "with reshape { shape: [] }, which Triton applies itself")
+    return ""

@@ -9,7 +9,13 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_ge_console.backend_glue.settings import model_file_candidates
 from triton_ge_console.repository import external_data
-from triton_ge_console.repository.onnx_io import OnnxReadError, read_onnx_io, triton_dims
+from triton_ge_console.repository.onnx_io import (
+    OnnxReadError,
+    for_config,
+    how_served,
+    read_onnx_io,
+    triton_dims,
+)
 from triton_ge_console.repository.rules.findings import WILDCARD_DIM, Finding, error
 from triton_ge_console.repository.spec.types import TensorSpec
 
@@ -74,20 +80,31 @@ def _tensor_findings(
                 f"{kind} '{io.name}' is TYPE_{declared_type} here but TYPE_{graph_type} in {onnx_path}",
             )
         ]
-    graph_dims = triton_dims(tensor.dims, max_batch_size)
+    if not tensor.ranked:
+        return []  # no shape in the ONNX: the model takes any rank
+    served = for_config(tensor, max_batch_size)
     declared = tuple(io.dims)
-    mismatch = len(declared) != len(graph_dims) or any(
-        a != b and WILDCARD_DIM not in (a, b) for a, b in zip(declared, graph_dims, strict=False)
+    model_side = tuple(io.reshape.shape) if io.HasField("reshape") else declared
+    graph_side = served.reshape if served.reshape is not None else served.dims
+    # a scalar of a non-batching model: served dims [1] without reshape, the glue squeezes it
+    mismatch = len(model_side) != len(graph_side) or any(
+        a != b and WILDCARD_DIM not in (a, b) for a, b in zip(model_side, graph_side, strict=False)
     )
     if declared and mismatch:
         batch = (
             f" (max_batch_size {max_batch_size}: the batch axis is not listed)" if max_batch_size > 0 else ""
         )
+        shown = (f"{list(declared)} reshaped to {list(model_side)}" if io.HasField("reshape")
+                 else str(list(declared)))
+        how = how_served(tensor, max_batch_size)
+        if how:  # a shape Triton cannot write as the ONNX does: say the one mapping served
+            return [error(f"{where}.dims", f"{kind} '{io.name}' dims {shown}: not how {onnx_path} is "
+                                           f"served:{how.removeprefix(';')}")]
         return [
             error(
                 f"{where}.dims",
-                f"{kind} '{io.name}' dims {list(declared)} do not match "
-                f"{list(graph_dims)} in {onnx_path}{batch}",
+                f"{kind} '{io.name}' dims {shown} do not match "
+                f"{list(triton_dims(tensor.dims, max_batch_size))} in {onnx_path}{batch}",
             )
         ]
     return []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -264,7 +265,8 @@ def _side(
 ) -> tuple[TensorSpec, ...]:
     """The tensors of one side: as declared, else as the ONNX graph has them."""
     if declared is not None:
-        return tuple(t.spec for t in declared)
+        served = {t.name: onnx_io.for_config(t, max_batch) for t in graph or () if max_batch is not None}
+        return tuple(_as_served(t.spec, served.get(t.spec.name)) for t in declared)
     if values.get(key) is None and graph is not None and max_batch is not None:
         return tuple(onnx_io.for_config(t, max_batch) for t in graph)
     if values.get(key) is None and source is not None and source.graph is None and source.om_path is not None:
@@ -276,14 +278,20 @@ def _side(
     return ()
 
 
+def _as_served(declared: TensorSpec, graph: TensorSpec | None) -> TensorSpec:
+    """A declared tensor with what the graph adds to it: Triton's reshape of a batch-only tensor."""
+    if graph is None or graph.reshape is None or declared.dims != graph.dims:
+        return declared
+    return dataclasses.replace(declared, reshape=graph.reshape)
+
+
 def _batch_dim_problem(source: Source | None, max_batch: int | None) -> str | None:
-    """With max_batch_size > 0 every ONNX input needs a variable leading (batch) dim."""
+    """With max_batch_size > 0 every ONNX input and output needs a variable leading (batch) dim."""
     if source is None or source.graph is None or not max_batch:
         return None
-    for tensor in source.graph[0]:
-        if not tensor.dims or tensor.dims[0] != -1:
-            return (
-                f"is {max_batch} but ONNX input '{tensor.name}' has no variable batch dim "
-                f"(dims {list(tensor.dims)}); use max_batch_size: 0"
-            )
+    for kind, side in zip(("input", "output"), source.graph, strict=True):
+        for tensor in side:
+            problem = onnx_io.serving_problem(tensor, kind, max_batch)
+            if problem:
+                return problem
     return None

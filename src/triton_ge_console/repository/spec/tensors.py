@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from triton_ge_console.repository.onnx_io import TRITON_DATA_TYPES, for_config
+from triton_ge_console.repository.onnx_io import TRITON_DATA_TYPES, for_config, how_served
 from triton_ge_console.repository.spec.nodes import INT64_MAX, Reader, join, short, suggest
 from triton_ge_console.repository.spec.types import TensorSpec
 
@@ -123,6 +123,7 @@ def check_against_graph(
 ) -> None:
     """Each declared tensor must exist in the ONNX graph with the same type and compatible dims."""
     by_name = {t.name: for_config(t, max_batch_size) for t in graph}
+    graph_by_name = {t.name: t for t in graph}
     for located in declared:
         expected = by_name.get(located.spec.name)
         if expected is None:
@@ -133,7 +134,7 @@ def check_against_graph(
                 f"{suggest(located.spec.name, tuple(by_name))}",
             )
             continue
-        _compare(reader, located, expected)
+        _compare(reader, located, expected, how_served(graph_by_name[located.spec.name], max_batch_size))
     if require_all:
         names = {t.spec.name for t in declared}
         for name in by_name:
@@ -146,8 +147,9 @@ def check_against_graph(
                 )
 
 
-def _compare(reader: Reader, located: LocatedTensor, expected: TensorSpec) -> None:
-    """Report where a declared tensor contradicts the graph's own declaration."""
+def _compare(reader: Reader, located: LocatedTensor, expected: TensorSpec, served: str) -> None:
+    """Report where a declared tensor contradicts the graph's own declaration (`served`: how a tensor
+    Triton cannot write as is gets served, for the message)."""
     spec = located.spec
     if spec.data_type != expected.data_type:
         reader.problems.add(
@@ -155,13 +157,15 @@ def _compare(reader: Reader, located: LocatedTensor, expected: TensorSpec) -> No
             join(located.path, "data_type"),
             f"is {spec.data_type} but the ONNX graph says {expected.data_type}",
         )
+    if not expected.ranked:
+        return  # the model takes any rank
     if len(spec.dims) != len(expected.dims):
         reader.problems.add(
             located.dims_node,
             join(located.path, "dims"),
             f"has {len(spec.dims)} dims {list(spec.dims)} but the ONNX graph has "
             f"{len(expected.dims)}: {list(expected.dims)} (batch dim excluded when "
-            "max_batch_size > 0)",
+            f"max_batch_size > 0){served}",
         )
         return
     for i, (mine, theirs) in enumerate(zip(spec.dims, expected.dims, strict=True)):
@@ -174,5 +178,5 @@ def _compare(reader: Reader, located: LocatedTensor, expected: TensorSpec) -> No
             reader.problems.add(
                 node,
                 f"{join(located.path, 'dims')}[{i}]",
-                f"is {mine} but the ONNX graph fixes it to {theirs}",
+                f"is {mine} but the ONNX graph fixes it to {theirs}{served}",
             )

@@ -15,6 +15,10 @@ class TensorSpec:
     name: str
     data_type: str  # Triton's name without the TYPE_ prefix: FP32, INT64, ...
     dims: tuple[int, ...]
+    # config.pbtxt's `reshape`: the shape the model sees without the batch dim (None: as dims). A batching
+    # model's batch-only tensor (ONNX [N]) is served as dims [1] reshaped to [] by Triton itself.
+    reshape: tuple[int, ...] | None = None
+    ranked: bool = True  # False: the ONNX gives no shape at all (any rank), served as dims [-1]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,147 @@
+"""Shapes and types Triton cannot write as the ONNX does, built from a spec and served through the glue by a
+real tritonserver: scalars, batch-only tensors, every type the glue carries, an output of unknown rank and
+an input with a default. Answers equal ONNX Runtime's, over HTTP and gRPC."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+from tests.backend_glue.conftest import server_env
+from tests.backend_glue.models import batch_only_model, scalar_model, types_model, unranked_model
+from tests.conftest import RunningServer, run_triton
+from triton_ge_console.backend_glue.distribution import TritonDistribution
+from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.repository.build import build_repository
+from triton_ge_console.repository.spec.load import parse_spec
+from triton_ge_console.repository.validate import validate_path
+
+SOURCES = {"scalar": scalar_model, "batch_only": batch_only_model, "types": types_model,
+           "unranked": unranked_model}
+SPEC = """
+name: shapes
+models:
+  - {name: scalars, backend: ge, source: scalar.onnx}
+  - {name: batch_only, backend: ge, source: batch_only.onnx, max_batch_size: 4,
+     dynamic_batching: {max_queue_delay_microseconds: 50000}}
+  - {name: types, backend: ge, source: types.onnx, max_batch_size: 4}
+  - {name: unranked, backend: ge, source: unranked.onnx}
+"""
+MODELS = ("scalars", "batch_only", "types", "unranked")
+CLIENTS = (httpclient, grpcclient)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory,
+           triton_dist: TritonDistribution) -> Iterator[RunningServer]:
+    """The four models built from one spec, validated without an error, served by one tritonserver."""
+    root = tmp_path_factory.mktemp("shapes")
+    for name, make in SOURCES.items():
+        (root / f"{name}.onnx").write_bytes(make())
+    build_repository(parse_spec(SPEC, base_dir=root), root / "repo")
+    install_backend_dir(root / "backends", triton_dist)
+    report = validate_path(root / "repo", [root / "backends"])
+    assert report.errors == (), [str(p) for p in report.errors]
+    source = str(Path(__file__).resolve().parents[2] / "src")  # this checkout's package in the stubs
+    with (server_env(PYTHONPATH=source, GE_GLUE_RUN_DIR=str(root / "run")),
+          run_triton(triton_dist, root / "repo", root / "backends", models=MODELS) as running):
+        yield running
+
+
+def _infer(client_module: object, server: RunningServer, model: str,
+           feeds: dict[str, tuple[np.ndarray, str]]) -> dict[str, np.ndarray]:
+    """One inference over HTTP or gRPC; every output by name."""
+    grpc = client_module is grpcclient
+    url = server.grpc_hostport if grpc else server.http_hostport
+    with client_module.InferenceServerClient(url) as client:  # type: ignore[attr-defined]
+        inputs = []
+        for name, (array, data_type) in feeds.items():
+            tensor = client_module.InferInput(name, list(array.shape), data_type)  # type: ignore[attr-defined]
+            tensor.set_data_from_numpy(array)
+            inputs.append(tensor)
+        result = client.infer(model, inputs)
+        names = [o.name if grpc else o["name"] for o in (
+            result.get_response().outputs if grpc else result.get_response()["outputs"])]
+        return {name: result.as_numpy(name) for name in names}
+
+
+@pytest.mark.parametrize("client_module", CLIENTS, ids=("http", "grpc"))
+def test_scalar_input_and_output_are_served_as_dims_1(server: RunningServer, client_module: object) -> None:
+    """sr (ONNX []) is sent as [1] and reaches the model as a scalar; total (ONNX []) comes back as [1]."""
+    x = np.linspace(-1, 1, 7, dtype=np.float32)
+    sr = np.array([16000], np.int64)
+    got = _infer(client_module, server, "scalars", {"x": (x, "FP32"), "sr": (sr, "INT64")})
+    y, total = ort.InferenceSession(scalar_model()).run(None, {"x": x, "sr": sr.reshape(())})
+    assert got["total"].shape == (1,) and got["y"].shape == (7,)
+    np.testing.assert_allclose(got["y"], y, rtol=1e-6)
+    np.testing.assert_allclose(got["total"], total.reshape(1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("client_module", CLIENTS, ids=("http", "grpc"))
+def test_batch_only_tensor_is_reshaped_by_triton(server: RunningServer, client_module: object) -> None:
+    """score (ONNX [N]) is sent as [N, 1]; Triton's own reshape hands the model [N] and doubled back as
+    [N, 1], next to over [N, 2]."""
+    score = np.array([[0.5], [1.5], [-2.0]], np.float32)
+    got = _infer(client_module, server, "batch_only", {"score": (score, "FP32")})
+    doubled, over = ort.InferenceSession(batch_only_model()).run(None, {"score": score.reshape(3)})
+    np.testing.assert_array_equal(got["doubled"], doubled.reshape(3, 1))
+    np.testing.assert_array_equal(got["over"], over)
+
+
+@pytest.mark.parametrize("client_module", CLIENTS, ids=("http", "grpc"))
+def test_every_type_the_glue_carries_round_trips(server: RunningServer, client_module: object) -> None:
+    """FP16, BOOL, UINT8 and STRING (BYTES on the wire, text for the model) in and out, five outputs."""
+    rng = np.random.default_rng(3)
+    half = rng.standard_normal((2, 3)).astype(np.float16)
+    flag = rng.integers(0, 2, (2, 4)).astype(bool)
+    byte = np.array([[0, 254], [7, 128]], np.uint8)
+    text = np.array([["héllo".encode(), b""], [b"ge", b"glue"]], dtype=np.object_)
+    got = _infer(client_module, server, "types", {
+        "half": (half, "FP16"), "flag": (flag, "BOOL"), "byte": (byte, "UINT8"), "text": (text, "BYTES")})
+    names = ("half_twice", "flag_not", "byte_next", "text_same", "flags_set")
+    direct = dict(zip(names, ort.InferenceSession(types_model()).run(None, {
+        "half": half, "flag": flag, "byte": byte,
+        "text": np.array([[v.decode() for v in row] for row in text], dtype=np.object_)}), strict=True))
+    assert got["half_twice"].dtype == np.float16 and got["flag_not"].dtype == np.bool_
+    for name in ("half_twice", "flag_not", "byte_next"):
+        np.testing.assert_array_equal(got[name], direct[name])
+    assert got["text_same"].tolist() == [[s.encode() for s in row] for row in direct["text_same"]]
+    np.testing.assert_array_equal(got["flags_set"], direct["flags_set"].reshape(2, 1))
+
+
+@pytest.mark.parametrize("client_module", CLIENTS, ids=("http", "grpc"))
+def test_output_of_unknown_rank_keeps_the_models_rank(server: RunningServer, client_module: object) -> None:
+    """grid has no shape in the ONNX: declared dims [-1], it comes back with the rank the model gave it
+    ([2, K, 1]); the input with a default (scale) is not asked for and keeps its default."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = _infer(client_module, server, "unranked", {"x": (x, "FP32")})
+    (grid,) = ort.InferenceSession(unranked_model()).run(None, {"x": x})
+    assert got["grid"].shape == (2, 3, 1)
+    np.testing.assert_array_equal(got["grid"], grid)
+
+
+def test_not_utf8_text_is_refused_with_the_reason(server: RunningServer) -> None:
+    """A STRING element that is not UTF-8 fails its request alone, saying why."""
+    feeds = {"half": (np.zeros((1, 3), np.float16), "FP16"), "flag": (np.zeros((1, 4), bool), "BOOL"),
+             "byte": (np.zeros((1, 2), np.uint8), "UINT8"),
+             "text": (np.array([[b"\xff\xfe", b"ok"]], dtype=np.object_), "BYTES")}
+    with pytest.raises(Exception, match="not UTF-8"):
+        _infer(httpclient, server, "types", feeds)
+
+
+def test_batch_only_requests_batched_together_split_back(server: RunningServer) -> None:
+    """Concurrent requests of a batch-only tensor (merged by the dynamic batcher) each get their own row."""
+    with httpclient.InferenceServerClient(server.http_hostport, concurrency=4) as client:
+        pending = []
+        for value in (1.0, 2.0, 3.0, 4.0):
+            tensor = httpclient.InferInput("score", [1, 1], "FP32")
+            tensor.set_data_from_numpy(np.array([[value]], np.float32))
+            pending.append((value, client.async_infer("batch_only", [tensor])))
+        for value, request in pending:
+            np.testing.assert_array_equal(request.get_result().as_numpy("doubled"), [[2 * value]])
