@@ -6,7 +6,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,13 @@ def stdout_of(cell: nbformat.NotebookNode) -> str:
                    if o.get("output_type") == "stream" and o.get("name") == "stdout")
 
 
+def stop_cell() -> nbformat.NotebookNode:
+    """What a user runs when done with notebook 02 or 03 (their last cell says so): stop(), its outcome
+    printed as the `facts:cleanup`."""
+    return nbformat.v4.new_code_cell("print(json.dumps(stop(), indent=1))",
+                                     metadata={"tags": ["facts:cleanup"]})
+
+
 def kernel_env(workdir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The kernel's environment: this interpreter first on PATH, isolated state and temp dirs."""
     env = dict(os.environ)
@@ -82,10 +89,12 @@ def stop_leftover_sessions(state_dir: Path) -> list[str]:
 
 
 @contextlib.contextmanager
-def executed(name: str, workdir: Path, env: dict[str, str] | None = None,
-             timeout: int = 240) -> Iterator[ExecutedNotebook]:
-    """Run notebooks/<name> top to bottom on a fresh python3 kernel, cwd in `workdir`; stop what it left."""
+def executed(name: str, workdir: Path, env: dict[str, str] | None = None, timeout: int = 240,
+             then: Sequence[nbformat.NotebookNode] = ()) -> Iterator[ExecutedNotebook]:
+    """Run notebooks/<name> top to bottom on a fresh python3 kernel, cwd in `workdir`, then the cells a user
+    would add and run (`then`, appended); stop what it left."""
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    nb.cells.extend(then)
     for folder in ("run", "tmp", "state"):
         (workdir / folder).mkdir(parents=True, exist_ok=True)
     client = NotebookClient(nb, kernel_name="python3", timeout=timeout, store_widget_state=True,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import html
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,7 +17,7 @@ import nbformat
 import psutil
 import pytest
 
-from tests.notebooks.harness import NOTEBOOKS, ROOT, ExecutedNotebook, executed
+from tests.notebooks.harness import NOTEBOOKS, ROOT, ExecutedNotebook, executed, stdout_of, stop_cell
 
 FAKES = ROOT / "tests" / "fakes"
 pytestmark = pytest.mark.server  # every test runs a notebook on a Jupyter kernel
@@ -32,6 +35,17 @@ def no_tritonserver_under(state_dir: Path) -> bool:
 def no_scratch_left(workdir: Path) -> bool:
     """Whether a notebook left no folder of its own in the kernel's temporary dir (harness.kernel_env)."""
     return not list((workdir / "tmp").glob("ge-nb*"))
+
+
+def svg_images(markup: str) -> list[tuple[str, str]]:
+    """The inline SVG images of an HTML output: (alt, SVG text), in order."""
+    found = re.findall(r'src="data:image/svg\+xml;base64,([^"]+)" alt="([^"]*)"', markup)
+    return [(html.unescape(alt), base64.b64decode(data).decode("utf-8")) for data, alt in found]
+
+
+def bar_heights(svg: str) -> list[float]:
+    """The heights of a bar chart's bars."""
+    return [float(h) for h in re.findall(r'<rect class="bar" [^>]*height="([\d.]+)"', svg)]
 
 
 def widget_values(run: ExecutedNotebook, model_name: str, key: str = "value") -> list[Any]:
@@ -87,7 +101,7 @@ def test_01_runs_atc_where_it_exists(tmp_path: Path) -> None:
 
 
 def test_02_launches_watches_load_and_stops(tmp_path: Path) -> None:
-    with executed("02_launch_and_watch.ipynb", tmp_path) as run:
+    with executed("02_launch_and_watch.ipynb", tmp_path, then=[stop_cell()]) as run:
         facts = run.facts()
         assert no_tritonserver_under(run.state_dir)
     assert facts["launch"]["state"] == "ready"
@@ -108,9 +122,15 @@ def test_02_launches_watches_load_and_stops(tmp_path: Path) -> None:
     assert load["charted_model"] == "llama_model" and load["charted_p50_points"] >= 2
     assert facts["cleanup"] == {"state": "stopped", "ports_freed": True, "poller_running": False}
     assert no_scratch_left(tmp_path)
+    assert "stop()" in stdout_of(run.nb.cells[15])  # the last cell says how to stop: Run All left it live
     shown = [o for o in run.nb.cells[7].outputs
              if "dashboard closed at" in o.get("data", {}).get("text/html", "")]
     assert len(shown) == 1 and "widget-view" not in str(shown)  # closed: plain HTML a saved notebook keeps
+    charts = svg_images(shown[0]["data"]["text/html"])  # and its charts as images
+    assert [alt for alt, _ in charts] == [
+        "NPU0 utilization history", "NPU1 utilization history", "latency of llama_model",
+        "throughput of llama_model", "queue depth of llama_model"]
+    assert all("<polyline" in svg for _, svg in charts)
     headers = [v for v in widget_values(run, "HTMLModel") if "session nb02-launch-and-watch" in (v or "")]
     assert any("● ready" in h and "Triton 2." in h for h in headers)
     buttons = set(widget_values(run, "ButtonModel", "description"))
@@ -119,7 +139,7 @@ def test_02_launches_watches_load_and_stops(tmp_path: Path) -> None:
 
 
 def test_03_reloads_tunes_and_survives_a_broken_reload(tmp_path: Path) -> None:
-    with executed("03_reload_and_tune.ipynb", tmp_path) as run:
+    with executed("03_reload_and_tune.ipynb", tmp_path, then=[stop_cell()]) as run:
         facts = run.facts()
         assert no_tritonserver_under(run.state_dir)
     reload = facts["reload"]
@@ -143,10 +163,12 @@ def test_03_reloads_tunes_and_survives_a_broken_reload(tmp_path: Path) -> None:
     assert compare["plotted_throughput"] == [compare["before"]["throughput_rps"],
                                              compare["after"]["throughput_rps"]]
     assert compare["plotted_latency"][0] == [compare["before"]["p50_ms"], compare["after"]["p50_ms"]]
-    # grouped bqplot Bars draw nothing on a y scale without a max: each chart's scale has one above its bars
-    tallest = (max(compare["plotted_throughput"]), max(max(row) for row in compare["plotted_latency"]))
-    for top, value in zip(compare["y_scale_max"], tallest, strict=True):
-        assert top is not None and top > value
+    (bars,) = [o for o in run.nb.cells[12].outputs if "text/html" in o.get("data", {})]
+    assert "widget-view" not in str(bars)  # images, not a widget: a saved notebook shows them
+    shown = dict(svg_images(bars["data"]["text/html"]))
+    assert len(bar_heights(shown["throughput (req/s), 8 clients"])) == 2
+    assert len(bar_heights(shown["client latency (ms)"])) == 4 and all(
+        h > 0 for svg in shown.values() for h in bar_heights(svg))
     broken = facts["broken"]
     assert not broken["ok"] and "preferred size must be <= max batch size" in broken["message"]
     assert "Triton kept version 1 serving" in broken["message"] and "firebrick" in broken["status_label"]
@@ -155,6 +177,10 @@ def test_03_reloads_tunes_and_survives_a_broken_reload(tmp_path: Path) -> None:
     # Triton stops at once (exit 0), not at the end of its exit timeout
     assert facts["cleanup"] == {"state": "stopped", "ports_freed": True, "exit_code": 0}
     assert no_scratch_left(tmp_path)
+    assert "stop()" in stdout_of(run.nb.cells[19])  # the last cell says how to stop: Run All left it live
+    closed = [o for o in run.nb.cells[2].outputs
+              if "dashboard closed at" in o.get("data", {}).get("text/html", "")]
+    assert len(closed) == 1 and len(svg_images(closed[0]["data"]["text/html"])) == 5
     statuses = [v or "" for v in widget_values(run, "HTMLModel")]
     assert any("✗ reload llama_model failed" in s for s in statuses)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import math
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -300,6 +302,7 @@ def test_a_displayed_dashboard_is_replaced_by_plain_html_when_it_closes() -> Non
     InteractiveShell.instance()  # IPython's own display machinery, as in a kernel
     board = Dashboard(RecordedSource(recording(2)), autostart=False, background=False)
     board.refresh()
+    board.refresh()  # two points: lines to draw
     try:
         with capture_output() as shown:
             display(board)
@@ -312,6 +315,13 @@ def test_a_displayed_dashboard_is_replaced_by_plain_html_when_it_closes() -> Non
     assert set(left.data) == {"text/html", "text/plain"}
     assert "dashboard closed at" in left.data["text/html"] and "llama_model" in left.data["text/html"]
     assert board.box.comm is None  # nothing live is left
+    # its charts stay as images: the charted model's three, and each device's utilization history
+    images = re.findall(r'class="ge-static-chart" src="data:image/svg\+xml;base64,([^"]+)" alt="([^"]+)"',
+                        left.data["text/html"])
+    assert [alt for _, alt in images] == [
+        "NPU0 utilization history", "NPU1 utilization history", "latency of bert_model",
+        "throughput of bert_model", "queue depth of bert_model"]
+    assert all("<polyline" in base64.b64decode(data).decode("utf-8") for data, _ in images[:2])
 
 
 def test_the_load_test_and_the_charts_follow_the_same_model() -> None:

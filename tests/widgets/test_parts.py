@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
 from tests.waiting import wait_until
 from tests.widgets.recording import recording
@@ -175,15 +174,6 @@ def test_log_tail_reads_only_the_end_of_a_huge_backlog(tmp_path: Path) -> None:
     tail.refresh()
     assert tail.lines[-1] == "E1130 the last line"
     assert 10_000 < len(tail.lines) < 10_500 and all(x == line[:-1] for x in tail.lines[:-1])
-
-
-def test_a_bar_chart_scale_has_a_top_above_its_tallest_known_bar() -> None:
-    """Grouped bqplot Bars on a scale without a max draw nothing: bar_scale always sets one."""
-    from triton_ge_console.widgets.charts import bar_scale
-
-    scale = bar_scale([3.0, None, float("nan"), 12.5])
-    assert (scale.min, scale.max) == (0.0, pytest.approx(12.5 * 1.1))
-    assert bar_scale([None, float("nan")]).max == 1.0 and bar_scale([]).max == 1.0
 
 
 def test_a_count_chart_has_whole_ticks_and_room_for_its_labels() -> None:

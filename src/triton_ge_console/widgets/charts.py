@@ -10,6 +10,7 @@ import ipywidgets as w
 import numpy as np
 
 from triton_ge_console.widgets.format import as_float
+from triton_ge_console.widgets.static_charts import line_chart_svg
 
 Series = Sequence[tuple[float, float | None]]
 MIN_POINTS = 2  # bqplot squeezes a one-point line to a scalar and rejects it
@@ -44,6 +45,7 @@ class TimeChart:
     def __init__(self, title: str, labels: Sequence[str], y_label: str, height: str = "220px",
                  y_min: float | None = 0.0, y_max: float | None = None, counts: bool = False) -> None:
         self.labels = tuple(labels)
+        self.title, self.y_label = title, y_label
         self.counts = counts  # whole numbers (a queue depth): whole ticks, at most COUNT_TICKS + 1 of them
         self.x_scale = bqplot.LinearScale()
         self.y_scale = bqplot.LinearScale(min=y_min, max=y_max)
@@ -55,6 +57,7 @@ class TimeChart:
             for i, label in enumerate(self.labels)
         ]
         self._plotted: dict[str, list[float]] = {label: [] for label in self.labels}
+        self._x: list[float] = []
         axes = [
             bqplot.Axis(scale=self.x_scale, label="seconds ago", num_ticks=5),
             bqplot.Axis(scale=self.y_scale, side="left", label=y_label, tick_format="d" if counts else ".3~g",
@@ -69,6 +72,7 @@ class TimeChart:
         if len(x) < MIN_POINTS:
             x, ys = np.zeros(0), [np.zeros(0) for _ in self.labels]
         self._plotted = {label: [float(v) for v in y] for label, y in zip(self.labels, ys, strict=False)}
+        self._x = [float(v) for v in x]
         if self.counts:  # a top of at least COUNT_TICKS keeps every tick a whole number, no label repeated
             peak = max((v for y in ys for v in y if np.isfinite(v)), default=0.0)
             self.y_scale.max = float(max(COUNT_TICKS, math.ceil(peak)))
@@ -81,16 +85,9 @@ class TimeChart:
         """The plotted values per label (NaN kept), for tests and notebooks."""
         return dict(self._plotted)
 
-
-BAR_HEADROOM = 1.1  # the tallest bar stays clear of the figure's top
-
-
-def bar_scale(values: Sequence[float | None]) -> bqplot.LinearScale:
-    """A y scale from 0 with an explicit top: bqplot draws grouped Bars on a scale without a max as nothing.
-    Missing figures (None, NaN) are left out of the top; 1 when none is known."""
-    known = [float(v) for v in values if v is not None and np.isfinite(v)]
-    top = max(known, default=0.0) * BAR_HEADROOM
-    return bqplot.LinearScale(min=0.0, max=top if top > 0 else 1.0)
+    def svg(self) -> str:
+        """What the chart shows now, as a static image (for what a closed dashboard leaves)."""
+        return line_chart_svg(self.title, self._x, self._plotted, self.y_label, counts=self.counts)
 
 
 def known_span(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

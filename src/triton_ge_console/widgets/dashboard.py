@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import ipywidgets as w
@@ -47,20 +47,25 @@ def header_html(snapshot: ServerSnapshot, interval: float | None = None) -> str:
     return line
 
 
-def static_html(snapshot: ServerSnapshot, closed_at: float) -> str:
-    """The last state as plain HTML (header, devices, models table): what a closed dashboard leaves behind,
-    so Run All does not end with nothing on screen."""
+def static_html(snapshot: ServerSnapshot, closed_at: float, sparklines: Mapping[str, str] | None = None,
+                charts: str = "") -> str:
+    """The last state as plain HTML (header, devices with their utilization history, models table, the
+    charted model's charts as images): what a closed dashboard leaves behind, readable without a kernel."""
     when = time.strftime("%H:%M:%S", time.localtime(closed_at))
-    head = "".join(f"<th style='padding:0 8px'>{html.escape(c)}</th>" for c in COLUMNS)
-    cells = ("".join(f"<td style='padding:0 8px'>{html.escape(t)}</td>" for t in cells_for(m).values())
+    head = "".join(f"<th style='padding:0 6px'>{html.escape(c)}</th>" for c in COLUMNS)
+    cells = ("".join(f"<td style='padding:0 6px'>{html.escape(t)}</td>" for t in cells_for(m).values())
              for m in snapshot.models)
     rows = "".join(f"<tr>{row}</tr>" for row in cells)
-    devices = "<br>".join(
-        f"NPU{html.escape(d.id)} {html.escape(d.kind)} util {percent(d.utilization)} "
-        f"memory {memory(d.memory_used_bytes, d.memory_total_bytes)} {html.escape(device_extras(d))}"
+    devices = "".join(
+        f"<div style='display:flex; flex-wrap:wrap; align-items:center; gap:0 12px'>"
+        f"<span><b>NPU{html.escape(d.id)}</b> <i>{html.escape(d.kind)}</i></span>"
+        f"<span>util {percent(d.utilization)}</span>{(sparklines or {}).get(d.id, '')}"
+        f"<span>memory {memory(d.memory_used_bytes, d.memory_total_bytes)}</span>"
+        f"<span>{html.escape(device_extras(d))}</span></div>"
         for d in snapshot.devices)
     return (f"{header_html(snapshot)}<br><i>dashboard closed at {when}: the last figures it showed</i><br>"
-            f"{devices}<table style='font-family:monospace'><tr>{head}</tr>{rows}</table>")
+            f"{devices}<div style='overflow-x:auto'><table style='font-family:monospace; font-size:12px'>"
+            f"<tr>{head}</tr>{rows}</table></div>{charts}")
 
 
 def follow(dropdown: w.Dropdown, value: object) -> None:
@@ -190,8 +195,9 @@ class Dashboard:
             self.box.close()
             return
         live_views = list(self.box.children)
-        static = static_html(last, time.time())
-        self.box.children = [w.HTML(static)]  # stays on screen after Run All
+        sparklines = {device_id: row.sparkline_html() for device_id, row in self.devices.rows.items()}
+        static = static_html(last, time.time(), sparklines, self.charts.static_html())
+        self.box.children = [w.HTML(static)]  # the last figures stay on screen
         for view in live_views:
             view.close()
         self._leave_html(static)

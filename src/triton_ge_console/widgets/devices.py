@@ -12,6 +12,7 @@ from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.snapshot import DeviceSnapshot, ServerSnapshot
 from triton_ge_console.widgets.charts import plot_line, relative_times, sparkline, values, window
 from triton_ge_console.widgets.format import MISSING, memory, number, percent
+from triton_ge_console.widgets.static_charts import image_html, sparkline_svg
 
 
 class DeviceRow:
@@ -50,6 +51,11 @@ class DeviceRow:
                                       for name, size in models or ())
         series = window(history.device_series(device.id, "utilization"), now, seconds)
         plot_line(self.line, relative_times(series, now), values(series))
+
+    def sparkline_html(self) -> str:
+        """The utilization history as a static image."""
+        x, y = (np.asarray(v, dtype=float).tolist() for v in (self.line.x, self.line.y))
+        return image_html(sparkline_svg(x, y), f"NPU{self.device_id} utilization history")
 
     @property
     def history_values(self) -> list[float]:

@@ -11,6 +11,7 @@ from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.widgets.charts import TimeChart, relative_times, values, window
 from triton_ge_console.widgets.format import MISSING, number
+from triton_ge_console.widgets.static_charts import image_html, images_row
 
 # each chart's lines: label -> the figure's name in the history (sessions.history.MODEL_FIGURES)
 LATENCY = {"p50": "p50_ms", "p90": "p90_ms", "p99": "p99_ms", "avg": "avg_ms"}
@@ -67,6 +68,17 @@ class ModelCharts:
             chart.plot(relative_times(series[0], self._now), [values(s) for s in series])
         latest = history.latest.model(model) if history.latest else None
         self.caption.value = caption(latest)
+
+
+    def static_html(self) -> str:
+        """The charted model's charts as images, with their caption (what a closed dashboard leaves)."""
+        with self._lock:
+            if self.picker.value is None:
+                return ""
+            charts = (self.latency, self.throughput, self.queue)
+            images = [image_html(chart.svg(), f"{chart.title} of {self.picker.value}") for chart in charts]
+            return (f"<b>{html.escape(self.picker.value)}</b> {self.caption.value}"
+                    f"{images_row(images)}")
 
 
 def caption(model: ModelSnapshot | None) -> str:
