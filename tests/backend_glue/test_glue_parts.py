@@ -157,6 +157,27 @@ def test_tensor_parallel_instances_span_groups_of_device_ids(tmp_path: Path) -> 
         load_settings(_args(folder), {"parameters": _params(device_ids="0,1,2,3", tensor_parallel="3")})
 
 
+def test_npu_ge_instances_are_charged_a_full_copy_on_every_npu_of_device_ids(tmp_path: Path) -> None:
+    """As native npu_ge sets up every NPU of device_ids with one GE session per device_exec_block, each a
+    full copy (hicann/triton-inference-server-ge-backend model_instance_state.cpp InitDevices,
+    CalculateDeviceExecBlock, CreateSessions), each emulated instance is charged on all of them, its
+    model's instances carrying those copies in equal parts; tensor_parallel, which npu_ge never reads, is
+    refused."""
+    folder = write_model(tmp_path, "m", 'backend: "npu_ge"\nmax_batch_size: 4\n', dense_model(), "b.onnx")
+    config = {"backend": "npu_ge", "parameters": _params(device_ids="0,1,2,3")}
+    one = load_settings(_args(folder, "m_0_1"), config)
+    assert (one.devices, one.device_id, one.memory_per_device(1000)) == ((0, 1, 2, 3), 1, 1000)
+    four_on_two = {"backend": "npu_ge", "parameters": _params(device_ids="0,1"),
+                   "instance_group": [{"count": 4, "kind": "KIND_CPU"}]}
+    each = load_settings(_args(folder, "m_0_3"), four_on_two)
+    assert (each.npu_copies, each.memory_per_device(1000)) == (2, 500)  # 4 instances x 500 = 2 copies
+    static = {**four_on_two, "parameters": _params(device_ids="0,1", static_model="1")}
+    assert load_settings(_args(folder, "m_0_3"), static).memory_per_device(1000) == 250
+    parallel = {"backend": "npu_ge", "parameters": _params(device_ids="0,1", tensor_parallel="2")}
+    with pytest.raises(GlueConfigError, match="npu_ge does not read it: it runs a full copy"):
+        load_settings(_args(folder), parallel)
+
+
 def test_tensor_parallel_om_on_an_npu_is_refused_not_run_on_its_first_npu(tmp_path: Path,
                                                                            fake_acl: object) -> None:
     """With acl importable and an OM, an instance over NPUs 2-3 fails at load saying why (AscendCL loads an

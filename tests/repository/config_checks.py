@@ -30,10 +30,16 @@ def assert_validates(path: Path) -> None:
 
 
 def assert_npu_ge_clean(paths: list[Path]) -> None:
-    """npu_ge configs (device_ids, DEVICEIDS, static_model, profiling, ge.*) raise nothing at all."""
+    """npu_ge configs (device_ids, DEVICEIDS, static_model, profiling, ge.*) have no error; their only
+    warnings are what the real npu_ge never reads from model parameters, which CANN's own examples carry:
+    DEVICEIDS (so, no device_ids: every NPU) and GE options (read only from --backend-config)."""
     assert paths, "no npu_ge configs to check"
     for path in paths:
-        assert validate_path(path).problems == (), path
+        report = validate_path(path)
+        assert report.errors == (), path
+        for problem in report.warnings:
+            assert (problem.field == 'parameters["DEVICEIDS"]' or problem.message.startswith(
+                ("GE option 'ge.", "no device_ids: npu_ge runs a full copy"))), (path, problem)
 
 
 def assert_kind_gpu_warning(path: Path, line: int) -> None:

@@ -101,8 +101,8 @@ def test_build_with_spec_errors_exits_1_and_writes_nothing(
     code, out, err = _run(["build", str(spec), "-o", str(repo)], capsys)
     assert code == 1 and out == ""
     assert err.splitlines() == [  # the typo is read as `backend`: no "backend is required" after it
-        f"{spec}:24:5 models[0].backnd: unknown key 'backnd'; did you mean 'backend'?",
-        f"{spec}:28:21 models[0].max_batch_size: must be >= 0",
+        f"{spec}:26:5 models[0].backnd: unknown key 'backnd'; did you mean 'backend'?",
+        f"{spec}:30:21 models[0].max_batch_size: must be >= 0",
         f"ge-console build: 2 problems in {spec}; nothing was written",
     ]
     assert not repo.exists()
@@ -110,8 +110,8 @@ def test_build_with_spec_errors_exits_1_and_writes_nothing(
     assert code == 1
     problems = json.loads(out)["problems"]
     assert [(p["line"], p["column"], p["field"]) for p in problems] == [
-        (24, 5, "models[0].backnd"),
-        (28, 21, "models[0].max_batch_size"),
+        (26, 5, "models[0].backnd"),
+        (30, 21, "models[0].max_batch_size"),
     ]
 
 

@@ -10,6 +10,7 @@ from triton_ge_console.repository.validate import Problem, validate_config_text,
 
 NOT_ONNX = "not an ONNX model (DecodeError: Error parsing message with type 'onnx.ModelProto')"
 GE_HEAD = 'name: "m"\nbackend: "ge"\nmax_batch_size: 8\n'
+NPU_GE_HEAD = 'name: "m"\nbackend: "npu_ge"\nparameters { key: "device_ids" value: { string_value: "0" } }\n'
 
 
 def _param(key: str, value: str) -> str:
@@ -34,8 +35,8 @@ def _model(tmp_path: Path, config: str, files: dict[str, str] | None = None, nam
 
 
 def test_static_model_with_dynamic_batching_is_an_error() -> None:
-    """GE's static graph needs fixed shapes; the dynamic batcher makes them vary."""
-    text = GE_HEAD + "dynamic_batching { }\n" + _param("static_model", "true")
+    """npu_ge's static graph (static_model 1) needs fixed shapes; the dynamic batcher makes them vary."""
+    text = NPU_GE_HEAD + "dynamic_batching { }\n" + _param("static_model", "1")
     (problem,) = _problems(text)
     assert (problem.severity, problem.line, problem.field) == (
         "error",
@@ -47,7 +48,7 @@ def test_static_model_with_dynamic_batching_is_an_error() -> None:
 
 def test_static_model_off_with_dynamic_batching_is_fine() -> None:
     """static_model "0" (as in CANN's cnclip_full example) leaves dynamic batching allowed."""
-    assert _problems(GE_HEAD + "dynamic_batching { }\n" + _param("static_model", "0")) == []
+    assert _problems(NPU_GE_HEAD + "dynamic_batching { }\n" + _param("static_model", "0")) == []
 
 
 @pytest.mark.parametrize(
@@ -63,7 +64,6 @@ def test_static_model_off_with_dynamic_batching_is_fine() -> None:
             "-1",
             'DEVICEIDS \'-1\' must be comma-separated non-negative integers, e.g. "0" or "4,5"',
         ),
-        ("static_model", "maybe", "failed to convert static_model 'maybe' to boolean value"),
         ("ort_spinning", "spin", "failed to convert ort_spinning 'spin' to boolean value"),
         ("execution_mode", "gpu", "execution_mode 'gpu' must be one of auto, npu, cpu"),
         ("intra_op_threads", "many", "intra_op_threads 'many' must be a non-negative integer"),
@@ -75,10 +75,50 @@ def test_bad_parameter_values(key: str, value: str, message: str) -> None:
     assert (problem.severity, problem.message, problem.line) == ("error", message, 5)
 
 
-def test_good_device_ids_in_both_spellings() -> None:
-    """CANN's examples spell it device_ids and DEVICEIDS; lists and single ids pass."""
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("static_model", "true", "npu_ge reads static_model as an integer (std::stoi): 'true' fails the "
+                                 "model's load; use 1 or 0"),
+        ("device_exec_blocks", "two", "npu_ge reads device_exec_blocks as an integer (std::stoi): 'two' "
+                                      "fails the model's load"),
+        ("instance_exec_blocks", "", "npu_ge reads instance_exec_blocks as an integer (std::stoi): '' "
+                                     "fails the model's load"),
+    ],
+)
+def test_npu_ge_integers_are_read_as_std_stoi_does(key: str, value: str, message: str) -> None:
+    """npu_ge's ParseModelParametersConfig reads these with std::stoi: text that is not an integer (even
+    an empty value) throws and fails the load (hicann/triton-inference-server-ge-backend
+    src/model_state.cpp)."""
+    (problem,) = _problems(NPU_GE_HEAD + _param(key, value))
+    assert (problem.severity, problem.message, problem.line) == ("error", message, 4)
+    assert _problems(NPU_GE_HEAD + _param(key, " 2")) == []  # leading blanks are fine for stoi
+
+
+def test_npu_ge_switches_turn_on_for_one_value_only() -> None:
+    """dump_graph and dump_data switch on only for "1", profiling for "dynamic" or "true": anything else
+    leaves them off, which is worth a warning."""
+    (dump,) = _problems(NPU_GE_HEAD + _param("dump_graph", "true"))
+    assert (dump.severity, dump.message) == ("warning", "npu_ge turns dump_graph on only for '1': 'true' "
+                                                        "leaves it off")
+    (profiling,) = _problems(NPU_GE_HEAD + _param("profiling", "on"))
+    assert "only for 'dynamic' or 'true'" in profiling.message
+    assert _problems(NPU_GE_HEAD + _param("dump_data", "1") + _param("profiling", "dynamic")) == []
+
+
+def test_good_device_ids_in_both_spellings_for_ge() -> None:
+    """The glue reads device_ids and DEVICEIDS; lists and single ids pass."""
     assert _problems(GE_HEAD + _param("device_ids", "4, 5,6")) == []
-    assert _problems('name: "m"\nbackend: "npu_ge"\n' + _param("DEVICEIDS", "4")) == []
+    assert _problems(GE_HEAD + _param("DEVICEIDS", "4")) == []
+
+
+def test_npu_ge_reads_device_ids_only_and_without_them_uses_every_npu() -> None:
+    """npu_ge never reads DEVICEIDS (only its first examples spelt it so) and, with no device_ids, sets up
+    every NPU of the host (ModelInstanceState::InitDevices): both said as warnings."""
+    problems = _problems('name: "m"\nbackend: "npu_ge"\n' + _param("DEVICEIDS", "4"))
+    assert [p.severity for p in problems] == ["warning", "warning"]
+    assert problems[0].message.startswith("npu_ge reads device_ids, never DEVICEIDS")
+    assert "full copy of the model on every NPU of the host" in problems[1].message
 
 
 def test_device_ids_and_deviceids_disagreeing_is_a_warning() -> None:
@@ -98,13 +138,33 @@ def test_unknown_parameter_is_a_warning_with_did_you_mean() -> None:
     )
 
 
-def test_ge_dot_options_and_known_parameters_pass() -> None:
-    """Any ge.* option goes straight to GE; the known keys raise nothing."""
-    text = (
-        GE_HEAD + _param("ge.aicoreNum", "12|10") + _param("profiling", "dynamic") + _param("dump_graph", "1")
-    )
-    assert _problems(text + _param("inter_op_threads", "2") + _param("execution_mode", "CPU")
-                     + _param("ort_spinning", "true")) == []
+def test_known_parameters_pass() -> None:
+    """The glue's keys raise nothing on ge, npu_ge's raise nothing on npu_ge."""
+    assert _problems(GE_HEAD + _param("inter_op_threads", "2") + _param("execution_mode", "CPU")
+                     + _param("ort_spinning", "true") + _param("om_model_path", "model.om")) == []
+    assert _problems(NPU_GE_HEAD + _param("device_exec_blocks", "2") + _param("instance_exec_blocks", "1")
+                     + _param("static_model", "0") + _param("profiling", "dynamic")
+                     + _param("dump_graph", "1") + _param("execution_mode", "cpu")) == []
+
+
+@pytest.mark.parametrize("head", [GE_HEAD, NPU_GE_HEAD])
+@pytest.mark.parametrize("key", ["ge.aicoreNum", "session.ge.exec.precision_mode_v2", "graph.ge.inputShape"])
+def test_ge_options_as_model_parameters_are_warned_with_where_they_belong(head: str, key: str) -> None:
+    """npu_ge reads GE options (ge.*, session.*, graph.*) only from --backend-config
+    (ModelState::ParseCmdlineConfig); as model parameters no backend reads them."""
+    (problem,) = _problems(head + _param(key, "x"))
+    assert problem.severity == "warning" and problem.field == f'parameters["{key}"]'
+    assert f"only from --backend-config=npu_ge,{key}=<value>" in problem.message
+
+
+def test_npu_ge_keys_on_ge_and_tensor_parallel_on_npu_ge() -> None:
+    """npu_ge's keys do nothing on the glue (a warning); tensor_parallel on npu_ge is refused: npu_ge
+    replicates a model on every NPU, no part of CANN splits one."""
+    (static,) = _problems(GE_HEAD + _param("static_model", "1"))
+    assert static.severity == "warning" and "read only by npu_ge" in static.message
+    (parallel,) = _problems(NPU_GE_HEAD.replace('"0"', '"0,1"') + _param("tensor_parallel", "2"))
+    assert parallel.severity == "error"
+    assert "full copy of the model on every NPU of device_ids" in parallel.message
 
 
 def test_other_backends_parameters_are_not_judged() -> None:
@@ -171,7 +231,7 @@ def test_ge_execution_mode_npu_needs_the_om(tmp_path: Path) -> None:
 
 def test_npu_ge_needs_onnx_or_pb_in_each_version(tmp_path: Path) -> None:
     """CANN's npu_ge compiles what it finds in each version folder; an empty one cannot load."""
-    config = 'name: "m"\nbackend: "npu_ge"\nversion_policy { all { } }\n'
+    config = NPU_GE_HEAD + "version_policy { all { } }\n"
     folder = _model(tmp_path, config, {"1/model.onnx": "x", "2/graph.pb": "x", "3/notes.txt": "x"})
     report = validate_path(folder)
     (problem,) = report.errors
@@ -183,7 +243,7 @@ def test_npu_ge_needs_onnx_or_pb_in_each_version(tmp_path: Path) -> None:
 
 def test_file_checks_are_skipped_for_a_config_alone(tmp_path: Path) -> None:
     """Judging only config.pbtxt cannot see the model files, so it does not ask for them."""
-    folder = _model(tmp_path, 'name: "m"\nbackend: "npu_ge"\n', {"1/notes.txt": "x"})
+    folder = _model(tmp_path, NPU_GE_HEAD, {"1/notes.txt": "x"})
     assert validate_path(folder / "config.pbtxt").problems == ()
     assert not validate_path(folder).ok
 

@@ -119,7 +119,9 @@ def test_all_problems_at_once_with_exact_positions(tmp_path: Path) -> None:
 
 
 def test_unknown_keys_get_a_did_you_mean(tmp_path: Path) -> None:
-    """Typos in model keys, nested keys and known GE parameters are errors naming the likely key (only)."""
+    """Typos in model keys, nested keys and known GE parameters are errors naming the likely key (only); a
+    GE option as a model parameter is refused with where it belongs (npu_ge reads it only from
+    --backend-config)."""
     path = _write(
         tmp_path,
         """
@@ -138,6 +140,10 @@ def test_unknown_keys_get_a_did_you_mean(tmp_path: Path) -> None:
         "did you mean 'preferred_batch_size'?",
         "deploy.yaml:7:18 models[0].parameters.om_modle_path: unknown key 'om_modle_path'; "
         "did you mean 'om_model_path'?",
+        "deploy.yaml:7:40 models[0].parameters.ge.exec.deviceId: GE option 'ge.exec.deviceId' as a model "
+        "parameter is read by neither backend: npu_ge takes GE options (ge.*, session.*, graph.*) only from "
+        "--backend-config=npu_ge,ge.exec.deviceId=<value> (in a spec: server.backend_config.npu_ge), and the "
+        "ge glue runs an OM already compiled by ATC",
     ]
 
 
@@ -146,7 +152,7 @@ def test_one_typo_gives_one_error(tmp_path: Path) -> None:
     path = tmp_path / "deploy.yaml"
     path.write_text(STARTER_SPEC.replace("max_batch_size: 8 ", "max_bach_size: 8 ", 1), encoding="utf-8")
     assert refused(path) == [
-        "deploy.yaml:28:5 models[0].max_bach_size: unknown key 'max_bach_size'; "
+        "deploy.yaml:30:5 models[0].max_bach_size: unknown key 'max_bach_size'; "
         "did you mean 'max_batch_size'?",
     ]
 

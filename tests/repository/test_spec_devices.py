@@ -1,8 +1,8 @@
-"""One model over several NPUs (tensor_parallel) in a spec: config parameters, and what cannot work."""
+"""A model over several NPUs in a spec: npu_ge's full copy on each, the tensor_parallel what-if of CPU
+emulation, config parameters, and what cannot work."""
 
 from __future__ import annotations
 
-import json
 import os
 import textwrap
 from pathlib import Path
@@ -11,7 +11,6 @@ import pytest
 
 from tests.repository.spec_helpers import refused
 from triton_ge_console.repository.configgen import config_parameters
-from triton_ge_console.repository.rank_table import rank_table_problems
 from triton_ge_console.repository.spec.load import load_spec
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
@@ -136,52 +135,62 @@ def test_validate_refuses_the_same_in_a_repository(tmp_path: Path, monkeypatch: 
 
 
 NPU_GE_SPEC = """
+    server: {npu_memory_gib: 0.009}
     models:
       - name: enc
         backend: npu_ge
         source: demo:bert
-        instance_group: {device_ids: [0, 1, 2, 3], tensor_parallel: 2}
+        instance_group: {device_ids: [0, 1, 2, 3]}
 """
 
 
-def test_npu_ge_over_several_npus_gets_a_rank_table_that_validate_checks(tmp_path: Path) -> None:
-    """npu_ge with tensor_parallel 2: the build writes HCCL's one-server rank table (version 1.0, physical
-    device_id, rank_id from 0) into the model folder and names it in ge.exec.rankTableFile; validate accepts
-    it, says what GE still needs per rank, and refuses a table HCCL would not take or that misses an NPU."""
-    from triton_ge_console.repository.build import build_repository
-    from triton_ge_console.repository.validate import validate_path
+def test_npu_ge_is_charged_a_full_copy_on_every_npu(tmp_path: Path) -> None:
+    """npu_ge runs a full copy of the model on every NPU of device_ids (ModelInstanceState::InitDevices
+    and CreateSessions in hicann/triton-inference-server-ge-backend): a 7.9 MiB model over four NPUs of
+    9.2 MiB fits, the same on each; four instances over two NPUs open two GE sessions, two full copies, on
+    each (CalculateDeviceExecBlock) and no longer fit; with a static graph the sessions share one copy."""
+    from triton_ge_console.repository.spec.devices import device_loads
 
-    repo = tmp_path / "repo"
-    build_repository(load_spec(_write(tmp_path, NPU_GE_SPEC)), repo)
-    table = json.loads((repo / "enc" / "rank_table.json").read_text())
-    assert table == {"status": "completed", "version": "1.0", "server_count": "1", "server_list": [
-        {"server_id": "node_0", "device": [{"device_id": str(i), "rank_id": str(i)} for i in range(4)]}]}
-    assert 'key: "ge.exec.rankTableFile"' in (repo / "enc" / "config.pbtxt").read_text()
-    report = validate_path(repo)
-    assert report.errors == ()
-    assert any("each rank's process needs its own ge.exec.rankId" in f.message for f in report.warnings)
-    table["server_list"][0]["device"] = [{"device_id": "0", "rank_id": "0"},
-                                         {"device_id": "1", "rank_id": "2"}]
-    (repo / "enc" / "rank_table.json").write_text(json.dumps(table))
-    messages = [f.message for f in validate_path(repo).errors]
-    assert any("rank_ids [0, 2] are not 0..1, each once" in m for m in messages)
-    assert any("lists no device_id 2 (device_ids [0, 1, 2, 3])" in m for m in messages)
-    (repo / "enc" / "rank_table.json").unlink()
-    assert any("rank_table.json does not exist" in f.message for f in validate_path(repo).errors)
+    spec = load_spec(_write(tmp_path, NPU_GE_SPEC))
+    loads = device_loads(spec.models)
+    assert sorted(loads) == [0, 1, 2, 3]
+    assert len({held for entries in loads.values() for _, held in entries}) == 1
+    path = _write(tmp_path, NPU_GE_SPEC.replace("[0, 1, 2, 3]}", "[0, 1], count: 4}"))
+    problems = refused(path)
+    assert len(problems) == 2 and "NPU 0 would hold 15.7 MiB of its 9.2 MiB (enc 15.7 MiB)" in problems[0]
+    static = path.read_text().replace("count: 4}", "count: 4}\n    parameters: {static_model: 1}")
+    path.write_text(static)
+    assert [m.name for m in load_spec(path).models] == ["enc"]  # a static graph's sessions share one copy
 
 
-def test_rank_table_rules_across_servers() -> None:
-    """Across servers every device needs its NIC address (device_ip); server_count must match the list."""
-    servers = [{"server_id": f"node_{s}", "device": [
-        {"device_id": str(d), "device_ip": f"192.168.{s + 1}.{8 + d}", "rank_id": str(2 * s + d)}
-        for d in range(2)]} for s in range(2)]
-    table = {"status": "completed", "version": "1.0", "server_count": "2", "server_list": servers}
-    assert rank_table_problems(json.dumps(table), None) == []
-    del servers[1]["device"][0]["device_ip"]
-    table["server_count"] = "3"
-    assert rank_table_problems(json.dumps(table), None) == [
-        "server_count '3' but server_list has 2"]
-    table["server_count"] = "2"
-    assert rank_table_problems(json.dumps(table), None) == [
-        "device 0 has no device_ip (required across servers)"]
-    assert rank_table_problems("{", None)[0].startswith("is not JSON")
+def test_npu_ge_refuses_tensor_parallel_and_writes_no_rank_table(tmp_path: Path) -> None:
+    """tensor_parallel is a CPU-emulation what-if of the ge glue: npu_ge never reads it (it replicates),
+    so a spec refuses it; no rank table nor ge.exec.rankTableFile is written for any model."""
+    path = _write(tmp_path, NPU_GE_SPEC.replace("[0, 1, 2, 3]}", "[0, 1, 2, 3], tensor_parallel: 2}"))
+    (problem,) = refused(path)
+    assert problem.startswith("deploy.yaml:6:65 models[0].instance_group.tensor_parallel: npu_ge does not "
+                              "read it: it runs a full copy of the model on every NPU of device_ids")
+
+
+def test_npu_ge_options_go_to_the_backend_config_only(tmp_path: Path) -> None:
+    """GE options as model parameters are refused with where they belong; in server.backend_config.npu_ge
+    they pass, as do npu_ge's own keys, and anything else there is refused."""
+    path = _write(tmp_path, """
+        server:
+          backend_config:
+            npu_ge: {ge.aicoreNum: "12|10", session.ge.exec.precision_mode_v2: fp16, static_model: "1",
+                     device_exec_block: 2}
+        models:
+          - name: enc
+            backend: npu_ge
+            source: demo:bert
+            parameters: {ge.aicoreNum: "12|10", static_model: "true"}
+    """)
+    problems = refused(path)
+    assert len(problems) == 3
+    assert problems[0].startswith("deploy.yaml:4:14 server.backend_config.npu_ge.device_exec_block: npu_ge "
+                                  "reads from --backend-config only device_ids, device_exec_blocks")
+    assert problems[0].endswith("did you mean 'device_exec_blocks'?")
+    assert "models[0].parameters.ge.aicoreNum: GE option 'ge.aicoreNum' as a model parameter is read by " \
+           "neither backend" in problems[1]
+    assert "models[0].parameters.static_model: 'true': npu_ge reads static_model as an integer" in problems[2]

@@ -155,7 +155,9 @@ def test_ensemble_over_a_model_without_declared_io(tmp_path: Path) -> None:
     load), so the ensemble mapping onto them is judged and passes; a missing composing model is refused."""
     npu = tmp_path / "npu"
     _relu_onnx(npu / "1" / "model.onnx")
-    (npu / "config.pbtxt").write_text('name: "npu"\nbackend: "npu_ge"\nmax_batch_size: 8\n', encoding="utf-8")
+    (npu / "config.pbtxt").write_text('name: "npu"\nbackend: "npu_ge"\nmax_batch_size: 8\n'
+                                    'parameters { key: "device_ids" value { string_value: "0" } }\n',
+                                    encoding="utf-8")
     step = (
         'step [ { model_name: "%s" model_version: -1 input_map { key: "x" value: "A" }\n'
         'output_map { key: "y" value: "B" } } ]'

@@ -10,7 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from triton_ge_console.ge_backends import DEFAULT_DEVICE_MEMORY_GIB, EXECUTION_MODES
+from triton_ge_console.ge_backends import (
+    DEFAULT_DEVICE_MEMORY_GIB,
+    EXECUTION_MODES,
+    npu_ge_sessions_per_npu,
+    stoi,
+)
 
 MEMORY_ENV = "GE_NPU_MEMORY_GIB"
 RUN_DIR_ENV = "GE_GLUE_RUN_DIR"
@@ -39,8 +44,18 @@ class GlueSettings:
     intra_op_threads: int
     inter_op_threads: int
     device_memory_bytes: int  # capacity of an emulated device
-    devices: tuple[int, ...] = ()  # every NPU the instance spans (tensor parallel), device_id first
+    devices: tuple[int, ...] = ()  # every NPU the instance's model is charged on (see memory_per_device)
     ort_spinning: bool = False  # ORT's pool threads spin-wait for work (CPU emulation)
+    instances: int = 1  # the model's instances (config instance_group counts)
+    npu_copies: int = 1  # npu_ge: full copies of the model on each NPU (one per GE session there)
+
+    def memory_per_device(self, model_bytes: int) -> int:
+        """What this instance is charged on each of its NPUs: npu_ge's copies on every NPU of device_ids,
+        carried by the model's instances in equal parts (native npu_ge replicates the model on each NPU);
+        ge: the whole model on its one NPU, or 1/N on each of N (tensor parallel, a CPU-emulation what-if)."""
+        if self.backend == "npu_ge":
+            return -(-model_bytes * self.npu_copies // max(1, self.instances))
+        return -(-model_bytes // max(1, len(self.devices)))
 
     @property
     def kind(self) -> str:
@@ -168,17 +183,39 @@ def resolve_mode(requested: str, om_path: Path | None, where: str) -> str:
 def no_tensor_parallel_on_npu(where: str, devices: tuple[int, ...]) -> str:
     """Why an instance spanning several NPUs is refused on an Ascend host (rather than run on its first NPU).
 
-    The glue loads an OM with AscendCL's aclmdlLoadFromFile on one NPU. CANN documents that an OM built for
-    several NPUs (ATC --distributed_cluster_build) cannot be loaded that way, only by GE's Session LoadGraph /
-    RunGraph; per-rank OMs with HCCL operators need one process per rank, each with ge.exec.deviceId,
-    ge.exec.rankTableFile and ge.exec.rankId. The glue does neither.
+    tensor_parallel is a what-if of CPU emulation: no part of CANN splits one model over NPUs. AscendCL's
+    aclmdlLoadFromFile runs an OM on one NPU; real tensor parallel on Ascend lives in serving frameworks
+    (one process per rank, with HCCL).
     """
     return (f"{where}: tensor_parallel {len(devices)}: this instance spans NPUs {list(devices)}, but the "
-            "GE glue runs an OM through AscendCL (aclmdlLoadFromFile) on one NPU: an OM built for several "
-            "NPUs (ATC --distributed_cluster_build) needs GE's LoadGraph/RunGraph, and per-rank OMs with "
-            "HCCL operators one process per rank (ge.exec.rankTableFile, ge.exec.rankId); neither is "
-            "supported. "
-            "Serve it with tensor_parallel 1 (instances spread over device_ids) or with execution_mode cpu")
+            "GE glue runs an OM through AscendCL (aclmdlLoadFromFile) on one NPU, and no part of CANN (ATC, "
+            "AscendCL, npu_ge) splits one model over NPUs: tensor_parallel is a what-if of CPU emulation "
+            "only. Serve it with tensor_parallel 1 (instances spread over device_ids) or with "
+            "execution_mode cpu")
+
+
+def npu_ge_placement(config: dict[str, Any], device_ids: tuple[int, ...], instances: int,
+                     triton_device_id: int, where: str) -> tuple[tuple[int, ...], int]:
+    """npu_ge's NPUs (every one of device_ids, as the native backend sets each up) and its full copies per
+    NPU; tensor_parallel, which it does not read, is refused rather than emulated."""
+    if _int_param(config, ("tensor_parallel",), 1, where) != 1:
+        raise GlueConfigError(f"{where}: tensor_parallel: npu_ge does not read it: it runs a full copy of "
+                              "the model on every NPU of device_ids (no part of CANN splits one model over "
+                              "NPUs); remove it")
+    devices = tuple(dict.fromkeys(device_ids)) or (triton_device_id,)
+
+    def integer(key: str) -> int | None:
+        text = parameter(config, key)
+        return stoi(text) if text is not None else None
+
+    copies = npu_ge_sessions_per_npu(instances, len(devices), integer("device_exec_blocks"),
+                                     integer("instance_exec_blocks"), integer("static_model") == 1)
+    return devices, copies
+
+
+def instance_count(config: dict[str, Any]) -> int:
+    """The model's instances: the counts of its config's instance groups (1 when none is given)."""
+    return sum(max(1, int(group.get("count", 1) or 1)) for group in config.get("instance_group") or []) or 1
 
 
 def _int_param(config: dict[str, Any], keys: tuple[str, ...], default: int, where: str) -> int:
@@ -222,20 +259,28 @@ def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
                  or first_onnx(version_dir))
     requested = (parameter(config, "execution_mode") or "auto").lower()
     instance_name = args.get("model_instance_name", name)
-    devices = pick_devices(device_ids, instance_name, int(args.get("model_instance_device_id", "0") or 0),
-                           tensor_parallel(config, device_ids, where))
+    triton_device = int(args.get("model_instance_device_id", "0") or 0)
+    backend = str(config.get("backend", "ge"))
+    instances, copies = instance_count(config), 1
+    if backend == "npu_ge":
+        devices, copies = npu_ge_placement(config, device_ids, instances, triton_device, where)
+        device_id = pick_device(devices, instance_name, triton_device)
+    else:
+        devices = pick_devices(device_ids, instance_name, triton_device,
+                               tensor_parallel(config, device_ids, where))
+        device_id = devices[0]
     mode = resolve_mode(requested, om_path, where)
-    if mode == "npu" and len(devices) > 1:
+    if mode == "npu" and backend == "ge" and len(devices) > 1:
         raise GlueConfigError(no_tensor_parallel_on_npu(where, devices))
     return GlueSettings(
         model_name=name,
-        backend=str(config.get("backend", "ge")),
+        backend=backend,
         model_dir=model_dir,
         version_dir=version_dir,
         instance_name=instance_name,
         mode=mode,
         requested_mode=requested,
-        device_id=devices[0],
+        device_id=device_id,
         om_path=om_path,
         onnx_path=onnx_path,
         max_batch_size=int(config.get("max_batch_size", 0)),
@@ -244,4 +289,6 @@ def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
         device_memory_bytes=device_memory_bytes(config, where),
         devices=devices,
         ort_spinning=_bool_param(config, "ort_spinning", where),
+        instances=instances,
+        npu_copies=copies,
     )

@@ -123,7 +123,8 @@ class _DeviceGauges:
 class Telemetry:
     """One instance's metrics: per-model counters, the gauges of each of its NPUs, and the flusher thread.
 
-    A tensor-parallel instance spans several NPUs: its work keeps each of them busy, each holds its share
+    An npu_ge instance (or a ge one in the tensor-parallel what-if) spans several NPUs: its work keeps each
+    of them busy, each holds what GlueSettings.memory_per_device charges it
     (the ledgers), and `ge_model_info` names every one of them, so the console shows the model on each.
     """
 

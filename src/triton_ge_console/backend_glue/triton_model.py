@@ -68,7 +68,7 @@ class TritonPythonModel:
 
     def _reserve_memory(self) -> None:
         """Claim the model's memory in each of its NPUs' shared pools (a real NPU's own capacity, else
-        emulated): an instance over N NPUs (tensor parallel) holds 1/N of it on each."""
+        emulated), as much on each as GlueSettings.memory_per_device says."""
         figures = self.executor.device_figures()
         capacity = self.settings.device_memory_bytes
         if figures is not None and figures.total_bytes:
@@ -78,8 +78,8 @@ class TritonPythonModel:
             ledger.reserve(self.owner, self.settings.model_name, share, capacity)
 
     def memory_share(self) -> int:
-        """What the instance holds on each of its NPUs: all of it on one, 1/N over N (tensor parallel)."""
-        return -(-self.executor.memory_bytes // len(self.ledgers))
+        """What the instance is charged on each of its NPUs (npu_ge: its part of a full copy per NPU)."""
+        return self.settings.memory_per_device(self.executor.memory_bytes)
 
     def _telemetry(self, pb_utils: Any) -> Telemetry | None:
         """Custom metrics, or None (logged) where this Triton's Python backend cannot offer them."""

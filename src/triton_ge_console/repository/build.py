@@ -14,14 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from triton_ge_console.repository import demo_models, digest_cache, external_data, rank_table
+from triton_ge_console.repository import demo_models, digest_cache, external_data
 from triton_ge_console.repository.build_commit import build_lock, commit_build, staging_dir
-from triton_ge_console.repository.configgen import (
-    OM_FILENAME,
-    ONNX_FILENAME,
-    config_text,
-    writes_rank_table,
-)
+from triton_ge_console.repository.configgen import OM_FILENAME, ONNX_FILENAME, config_text
 from triton_ge_console.repository.placing import Transfers, copy_file
 from triton_ge_console.repository.progress import ProgressHook, for_file
 from triton_ge_console.repository.spec.load import model_name_problem, parse_spec
@@ -138,8 +133,6 @@ def folder_digest(folder: Path, ignore: Collection[str] = ()) -> str | None:
 def model_files(model: ModelSpec) -> dict[str, FileContent]:
     """What a model folder holds: config.pbtxt and, per version, the ONNX and the OM when given."""
     files: dict[str, FileContent] = {"config.pbtxt": config_text(model).encode("utf-8")}
-    if writes_rank_table(model):
-        files[rank_table.FILENAME] = rank_table.rank_table_bytes(model.instance_group.device_ids)
     onnx: FileContent | None = model.onnx_path
     if demo_models.is_demo(model.source):
         onnx = demo_models.demo_bytes(model.source)

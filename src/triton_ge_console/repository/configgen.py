@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tritonclient.grpc import model_config_pb2
 
-from triton_ge_console.repository import pbtxt, rank_table
+from triton_ge_console.repository import pbtxt
 from triton_ge_console.repository.spec.types import (
     DynamicBatchingSpec,
     ModelSpec,
@@ -35,16 +35,7 @@ def config_parameters(model: ModelSpec) -> dict[str, str]:
         params["device_ids"] = ",".join(str(d) for d in device_ids)
     if model.instance_group.tensor_parallel > 1:
         params["tensor_parallel"] = str(model.instance_group.tensor_parallel)
-    if writes_rank_table(model):
-        params[rank_table.OPTION] = rank_table.FILENAME
     return params
-
-
-def writes_rank_table(model: ModelSpec) -> bool:
-    """An npu_ge model spanning several NPUs per instance gets a generated HCCL rank table (unless the spec
-    names its own with ge.exec.rankTableFile): the file GE reads to run collective operators across them."""
-    return (model.backend == "npu_ge" and model.instance_group.tensor_parallel > 1
-            and rank_table.OPTION not in model.parameters)
 
 
 def _tensor(message: model_config_pb2.ModelInput | model_config_pb2.ModelOutput, tensor: TensorSpec) -> None:

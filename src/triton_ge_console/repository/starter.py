@@ -23,6 +23,8 @@ server:
   # backend_config:       # --backend-config=<backend>,<key>=<value>
   #   python:
   #     shm-default-byte-size: 1048576
+  #   npu_ge:             # CANN's npu_ge takes GE's options only here: ge.* (GEInitialize),
+  #     ge.aicoreNum: "12|10"   # session.* (each GE session), graph.* (each graph)
 
 models:
   # The seed article's model: a LLaMA-style decoder served by the `ge` backend (AscendCL over an .om;
@@ -52,17 +54,22 @@ models:
     # instance_group:
     #   count: 1          # model instances
     #   device_ids: [0]   # NPUs the instances are spread over, one each, round-robin
-    #   tensor_parallel: 1  # NPUs ONE instance spans: with device_ids [0, 1, 2, 3, 4, 5, 6, 7] and 8, the
-    #                       # model runs on eight cards as one instance, each holding 1/8 of it; with 4 and
-    #                       # count: 2, two instances of four cards each (device_ids must divide evenly).
-    #                       # CPU emulation only for ge (refused at load on an Ascend host); npu_ge gets
-    #                       # rank_table.json + ge.exec.rankTableFile (see README, one model over NPUs)
+    #   tensor_parallel: 1  # a what-if of CPU emulation, not something CANN does: with N, each instance
+    #                       # takes N NPUs of device_ids and is charged 1/N of the model on each. No part
+    #                       # of CANN (ATC, AscendCL, npu_ge) splits one model over NPUs (real tensor
+    #                       # parallel on Ascend is a serving framework's: one process per rank, HCCL);
+    #                       # ge refuses it on an Ascend host, npu_ge refuses it (it replicates the model)
     # parameters:         # passed to the backend as config parameters (strings)
     #   om_model_path: /models/llama.om   # default for ge: model.om in each version folder
-    #   static_model: 1                   # GE static graph: needs fixed shapes, excludes dynamic_batching
-    #   profiling: dynamic
     #   execution_mode: auto              # auto (NPU if present), npu, or cpu
-    #   ge.aicoreNum: "12|10"             # any ge.* option goes to GE unchanged
+    #   # backend npu_ge reads only these (and device_ids, from instance_group): it runs a full copy of
+    #   # the model on every NPU of device_ids
+    #   static_model: 1                   # an integer ("true" fails npu_ge's load); excludes dynamic_batching
+    #   profiling: dynamic                # or "true"
+    #   dump_graph: "1"                   # dump_data: "1" likewise
+    #   device_exec_blocks: 2             # GE sessions per NPU, each a full copy (instance_exec_blocks: 1)
+    #   # GE options (ge.*, session.*, graph.*) are not model parameters: npu_ge reads them only from
+    #   # server.backend_config.npu_ge (--backend-config), and the ge glue not at all
     thresholds:           # the console colours a model when it crosses these
       queue_depth: 8
       p99_ms: 50

@@ -235,11 +235,14 @@ def _validate_repository(repository: Path, search: BackendSearch) -> ValidationR
 
 
 def _device_findings(evaluations: dict[str, _Evaluation], repository: Path) -> list[tuple[str, Finding]]:
-    """NPUs the host lacks (npu-smi asked only when a model names more than NPU 0) and over-commitment."""
+    """NPUs the host lacks (npu-smi asked only when a model names more than NPU 0, or an npu_ge model none)
+    and over-commitment."""
     configs = {name: (e.config, repository / name) for name, e in evaluations.items()
                if e.config is not None and e.report.ok}
     many = any(d > 0 for config, _ in configs.values()
                for d in (ge_rules_devices.instance_group(config) or InstanceGroupSpec()).device_ids)
+    many = many or any(config.backend == "npu_ge" and ge_rules_devices.instance_group(config) is None
+                       for config, _ in configs.values())  # npu_ge without device_ids: every NPU
     return ge_rules_devices.check_devices(configs, host_device_count() if many else None)
 
 

@@ -46,7 +46,7 @@ DEVICE_PANELS = (
            ("max by (device) (ge_device_memory_total_bytes)", "NPU{{device}} total"))),
     Panel("Model memory per NPU (GE glue)", "bytes",
           ((f"sum by (model, device) (ge_model_memory_bytes{{{MODEL}}})", "{{model}} on NPU{{device}}"),),
-          "What each model holds on each NPU: a tensor-parallel model, its share on each of its NPUs."),
+          "What each model holds on each NPU: an npu_ge model a full copy on every NPU of its device_ids."),
     Panel("NPU utilization (npu-exporter)", "percent", (("npu_chip_info_utilization", "chip {{id}}"),)),
     Panel("NPU HBM (npu-exporter)", "decmbytes",
           (("npu_chip_info_hbm_used_memory", "chip {{id}} used"),

@@ -138,8 +138,8 @@ class ServerSnapshot:
         return max(matches, key=lambda m: version_key(m.version)) if matches else None
 
     def models_by_device(self) -> dict[str, list[tuple[str, int | None]]]:
-        """Per NPU id, the models running on it and the bytes each holds there (None: not reported); a
-        tensor-parallel model is on each of its NPUs, with its share."""
+        """Per NPU id, the models running on it and the bytes each holds there (None: not reported); an
+        npu_ge model is on every NPU of its device_ids, with a full copy on each."""
         held: dict[str, list[tuple[str, int | None]]] = {}
         for model in self.models:
             memory = dict(model.memory_by_device)

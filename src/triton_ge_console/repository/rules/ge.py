@@ -9,21 +9,28 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_ge_console.backend_glue.settings import leaves_model_folder, model_file_candidates
-from triton_ge_console.ge_backends import EXECUTION_MODES, GE_BACKENDS
-from triton_ge_console.repository import rank_table, soc
+from triton_ge_console.ge_backends import (
+    EXECUTION_MODES,
+    GE_BACKENDS,
+    NPU_GE_INTEGER_PARAMETERS,
+    NPU_GE_PARAMETERS,
+    NPU_GE_SWITCH_VALUES,
+    ge_option_reason,
+    is_ge_option,
+    stoi,
+)
+from triton_ge_console.repository import soc
 from triton_ge_console.repository.rules import ge_onnx as ge_rules_onnx
 from triton_ge_console.repository.rules.findings import Finding, error, warning
 
 BOOLEAN_VALUES = ("1", "0", "true", "false")
-KNOWN_PARAMETERS = (
+# What the ge glue reads (backend_glue.settings); when it serves npu_ge (CPU emulation) it reads the same.
+GLUE_PARAMETERS = (
     "om_model_path",
     "onnx_model_path",
     "execution_mode",
     "device_ids",
     "DEVICEIDS",
-    "static_model",
-    "profiling",
-    "dump_graph",
     "intra_op_threads",
     "inter_op_threads",
     # spellings the glue reads as well
@@ -33,15 +40,19 @@ KNOWN_PARAMETERS = (
     "tensor_parallel",
     "ort_spinning",
 )
-# What tensor_parallel > 1 does on an Ascend host, per backend (CPU emulation charges each NPU its share).
+# Read only by the glue's CPU emulation of npu_ge (native npu_ge ignores them, harmlessly).
+EMULATION_PARAMETERS = ("execution_mode", "onnx_model_path", "intra_op_threads", "inter_op_threads",
+                        "intra_op_thread_count", "inter_op_thread_count", "npu_memory_gib", "ort_spinning")
+KNOWN_PARAMETERS = {"ge": GLUE_PARAMETERS, "npu_ge": (*NPU_GE_PARAMETERS, *EMULATION_PARAMETERS)}
+# tensor_parallel is a what-if of CPU emulation: no part of CANN (ATC, AscendCL, npu_ge) splits one model
+# over NPUs.
 TENSOR_PARALLEL_LIMITS = {
-    "ge": "tensor_parallel > 1 runs in CPU emulation only: on an Ascend host the glue refuses to load it, "
-          "since AscendCL (aclmdlLoadFromFile) runs an OM on one NPU and CANN's OMs for several NPUs need "
-          "GE's LoadGraph/RunGraph or one process per rank",
-    "npu_ge": "tensor_parallel > 1: the rank table (ge.exec.rankTableFile) lets GE run collective operators "
-              "across these NPUs, but GE does not split a model by itself: the graph must already be cut per "
-              "rank with HCCL operators, and each rank's process needs its own ge.exec.rankId and "
-              "ge.exec.deviceId, which one config cannot give; the glue serves it in CPU emulation only",
+    "ge": "tensor_parallel > 1 is a what-if of CPU emulation only (each NPU charged 1/N of the model): no "
+          "part of CANN (ATC, AscendCL, npu_ge) splits one model over NPUs, so on an Ascend host the glue "
+          "refuses to load it (aclmdlLoadFromFile runs an OM on one NPU); real tensor parallel on Ascend "
+          "lives in serving frameworks, one process per rank with HCCL",
+    "npu_ge": "tensor_parallel is not read by npu_ge: it runs a full copy of the model on every NPU of "
+              "device_ids (no part of CANN splits one model over NPUs); remove it",
 }
 INTEGER_PARAMETERS = (
     "intra_op_threads",
@@ -72,7 +83,7 @@ def check_ge_config(config: mc.ModelConfig) -> list[Finding]:
     findings += _tensor_parallel_findings(config)
     findings += _value_findings(config)
     findings += _path_findings(config)
-    if _is_true(parameter(config, "static_model")) and config.HasField("dynamic_batching"):
+    if is_static(config) and config.HasField("dynamic_batching"):
         findings.append(
             error(
                 param_field("static_model"),
@@ -92,25 +103,37 @@ def check_ge_config(config: mc.ModelConfig) -> list[Finding]:
     return findings
 
 
-def _is_true(value: str | None) -> bool:
-    """Triton's boolean parameter reading: '1'/'true' (any case)."""
-    return value is not None and value.lower() in ("1", "true")
+def is_static(config: mc.ModelConfig) -> bool:
+    """npu_ge's static graph: static_model read as an integer equal to 1 (the ge glue has no such mode)."""
+    value = parameter(config, "static_model")
+    return config.backend == "npu_ge" and value is not None and stoi(value) == 1
 
 
 def _unknown_parameters(config: mc.ModelConfig) -> list[Finding]:
-    """Keys neither backend reads are warnings, with a did-you-mean."""
+    """Keys the backend does not read are warnings: GE options (read by npu_ge only from --backend-config),
+    npu_ge's keys on ge and the glue's on npu_ge, with the reason; others with a did-you-mean."""
     findings = []
+    known = KNOWN_PARAMETERS[config.backend]
     for key in config.parameters:
-        if key in KNOWN_PARAMETERS or key.startswith("ge."):
+        if key in known:
             continue
-        close = difflib.get_close_matches(key, KNOWN_PARAMETERS, n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        findings.append(
-            warning(
-                f'parameters["{key}"]',
-                f"unknown parameter '{key}' for backend '{config.backend}'{hint}; it is ignored",
-            )
-        )
+        field = f'parameters["{key}"]'
+        if is_ge_option(key):
+            findings.append(warning(field, ge_option_reason(key) + "; it is ignored"))
+        elif key in NPU_GE_PARAMETERS:
+            findings.append(warning(field, f"'{key}' is read only by npu_ge; backend 'ge' (the glue "
+                                           "running an OM) ignores it"))
+        elif key == "DEVICEIDS":
+            findings.append(warning(field, "npu_ge reads device_ids, never DEVICEIDS (only its first "
+                                           "examples spelt it so): without device_ids it runs on every NPU; "
+                                           "use device_ids"))
+        elif key == "tensor_parallel":
+            findings.append(error(field, TENSOR_PARALLEL_LIMITS["npu_ge"]))
+        else:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            findings.append(warning(field, f"unknown parameter '{key}' for backend '{config.backend}'{hint}; "
+                                           "it is ignored"))
     return findings
 
 
@@ -129,6 +152,10 @@ def _device_id_findings(config: mc.ModelConfig) -> list[Finding]:
                     f'{key} \'{value}\' must be comma-separated non-negative integers, e.g. "0" or "4,5"',
                 )
             )
+    if config.backend == "npu_ge" and parameter(config, "device_ids") is None:
+        findings.append(warning("parameters", "no device_ids: npu_ge runs a full copy of the model on every "
+                                              "NPU of the host (aclrtGetDeviceCount); name the NPUs with "
+                                              "device_ids"))
     both = [parameter(config, key) for key in ("device_ids", "DEVICEIDS")]
     if None not in both and both[0] != both[1]:
         findings.append(
@@ -141,9 +168,10 @@ def _device_id_findings(config: mc.ModelConfig) -> list[Finding]:
 
 
 def _tensor_parallel_findings(config: mc.ModelConfig) -> list[Finding]:
-    """tensor_parallel: a positive integer that cuts device_ids into whole groups of NPUs per instance."""
+    """tensor_parallel (ge only, a CPU-emulation what-if): a positive integer that cuts device_ids into whole
+    groups of NPUs per instance."""
     value = parameter(config, "tensor_parallel")
-    if value is None:
+    if value is None or config.backend != "ge":
         return []
     if not value.strip().isdigit() or int(value) < 1:
         return [error(param_field("tensor_parallel"), f"tensor_parallel '{value}' must be an integer >= 1")]
@@ -154,14 +182,14 @@ def _tensor_parallel_findings(config: mc.ModelConfig) -> list[Finding]:
                       f"tensor_parallel {value} spans {value} NPUs per instance, but device_ids '{devices}' "
                       f"lists {count}: list a multiple of {value}")]
     if int(value) > 1:
-        return [warning(param_field("tensor_parallel"), TENSOR_PARALLEL_LIMITS.get(config.backend, ""))]
+        return [warning(param_field("tensor_parallel"), TENSOR_PARALLEL_LIMITS["ge"])]
     return []
 
 
 def _value_findings(config: mc.ModelConfig) -> list[Finding]:
     """Booleans, integers and execution_mode have the values the backends accept."""
-    findings = []
-    for key in ("static_model", "dump_graph", "ort_spinning"):
+    findings = _npu_ge_value_findings(config) if config.backend == "npu_ge" else []
+    for key in ("ort_spinning",):
         value = parameter(config, key)
         if value is not None and value.lower() not in BOOLEAN_VALUES:
             findings.append(error(param_field(key), f"failed to convert {key} '{value}' to boolean value"))
@@ -180,11 +208,29 @@ def _value_findings(config: mc.ModelConfig) -> list[Finding]:
     return findings
 
 
+def _npu_ge_value_findings(config: mc.ModelConfig) -> list[Finding]:
+    """npu_ge's integers (std::stoi: other text fails the load) and its switches (on for one value only)."""
+    findings = []
+    for key in NPU_GE_INTEGER_PARAMETERS:
+        value = parameter(config, key)
+        if value is not None and stoi(value) is None:
+            advice = "; use 1 or 0" if key == "static_model" else ""
+            findings.append(error(param_field(key), f"npu_ge reads {key} as an integer (std::stoi): "
+                                                    f"'{value}' fails the model's load{advice}"))
+    for key, values in NPU_GE_SWITCH_VALUES.items():
+        value = parameter(config, key)
+        if value is not None and value not in values and value != "0":
+            said = " or ".join(f"'{v}'" for v in values)
+            findings.append(warning(param_field(key), f"npu_ge turns {key} on only for {said}: "
+                                                      f"'{value}' leaves it off"))
+    return findings
+
+
 def check_ge_files(config: mc.ModelConfig, model_dir: Path, versions: list[Path]) -> list[Finding]:
     """The model files each version folder of a GE model needs."""
     if config.backend not in GE_BACKENDS:
         return []
-    findings: list[Finding] = _rank_table_findings(config, model_dir)
+    findings: list[Finding] = []
     for version_dir in versions:
         if config.backend == "ge":
             findings += _ge_version_findings(config, version_dir)
@@ -195,22 +241,6 @@ def check_ge_files(config: mc.ModelConfig, model_dir: Path, versions: list[Path]
             findings += ge_rules_onnx.check_external_data(onnx_path)
             findings += ge_rules_onnx.check_io_against_onnx(config, onnx_path)
     return list(dict.fromkeys(findings))
-
-
-def _rank_table_findings(config: mc.ModelConfig, model_dir: Path) -> list[Finding]:
-    """ge.exec.rankTableFile (relative: to the model folder) exists and is a rank table HCCL accepts, listing
-    every NPU of device_ids."""
-    text = parameter(config, rank_table.OPTION)
-    if not text:
-        return []
-    path = Path(text) if Path(text).is_absolute() else model_dir / text
-    field = param_field(rank_table.OPTION)
-    if not path.is_file():
-        return [error(field, f"{rank_table.OPTION} '{text}': {path} does not exist")]
-    ids = parameter(config, "device_ids") or parameter(config, "DEVICEIDS")
-    devices = tuple(int(i) for i in ids.split(",")) if ids and ids.replace(",", "").isdigit() else None
-    return [error(field, f"{rank_table.OPTION} {path} {problem}")
-            for problem in rank_table.rank_table_problems(path.read_text(errors="replace"), devices)]
 
 
 def resolve_model_path(text: str, version_dir: Path) -> Path | None:

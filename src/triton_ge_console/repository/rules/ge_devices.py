@@ -1,6 +1,7 @@
 """Repository-wide NPU checks of the GE models, as `validate` applies them to config.pbtxt files: NPU ids
-the host lacks (when npu-smi says how many) and an NPU over its capacity, with each tensor-parallel
-instance charging its share, as the glue's ledger would at load."""
+the host lacks (when npu-smi says how many) and an NPU over its capacity, each model charged as
+spec.devices.model_charges places it (npu_ge: a full copy on every NPU of device_ids, every NPU of the host
+when none are given), as the glue's ledger would at load."""
 
 from __future__ import annotations
 
@@ -13,23 +14,30 @@ from triton_ge_console.backend_glue.settings import GlueConfigError, device_memo
 from triton_ge_console.ge_backends import GE_BACKENDS
 from triton_ge_console.repository.rules.findings import Finding, error
 from triton_ge_console.repository.rules.ge import param_field, parameter
-from triton_ge_console.repository.spec.devices import over_committed
+from triton_ge_console.repository.spec.devices import model_charges, over_committed
 from triton_ge_console.repository.spec.types import InstanceGroupSpec
 
 MODEL_FILES = ("model.om", "model.onnx")
 
 
-def instance_group(config: mc.ModelConfig) -> InstanceGroupSpec | None:
-    """The GE model's instances and NPUs from its config, None when its parameters are malformed."""
+def instance_group(config: mc.ModelConfig, host_devices: int | None = None) -> InstanceGroupSpec | None:
+    """The GE model's instances and NPUs from its config, None when its parameters are malformed (an
+    npu_ge model without device_ids runs on every NPU of the host: None when that count is unknown)."""
     ids_text = parameter(config, "device_ids") or parameter(config, "DEVICEIDS") or "0"
     parallel_text = parameter(config, "tensor_parallel") or "1"
+    if config.backend == "npu_ge":
+        ids_text, parallel_text = parameter(config, "device_ids") or "", "1"
+        if not ids_text:
+            if not host_devices:
+                return None
+            ids_text = ",".join(str(d) for d in range(host_devices))
     try:
-        ids = tuple(int(part) for part in ids_text.split(","))
+        ids = tuple(int(part) for part in ids_text.split(",") if part.strip())
         parallel = int(parallel_text)
     except ValueError:
         return None  # rules.ge reports the malformed value
     count = sum(max(group.count, 1) for group in config.instance_group) or 1
-    if parallel < 1 or len(ids) % parallel:
+    if not ids or parallel < 1 or len(ids) % parallel:
         return None
     return InstanceGroupSpec(count, ids, parallel)
 
@@ -52,7 +60,7 @@ def check_devices(configs: Mapping[str, tuple[mc.ModelConfig, Path]],
     loads: dict[int, list[tuple[str, int]]] = {}
     capacities: list[int] = []
     for name, (config, folder) in configs.items():
-        group = instance_group(config) if config.backend in GE_BACKENDS else None
+        group = instance_group(config, host_devices) if config.backend in GE_BACKENDS else None
         if group is None:
             continue
         missing = [d for d in group.device_ids if host_devices is not None and d >= host_devices]
@@ -60,21 +68,21 @@ def check_devices(configs: Mapping[str, tuple[mc.ModelConfig, Path]],
             message = f"NPU {missing[0]} does not exist: this host has {host_devices} "
             found.append((name, error(param_field("device_ids"), message + f"(ids 0-{host_devices - 1})")))
         capacities += [c for c in (_capacity(config),) if c is not None]
-        _charge(loads, name, group, model_bytes(folder))
+        _charge(loads, name, config, group, model_bytes(folder))
     if capacities:
         found += [(last, error(param_field("device_ids"), message))
                   for last, message in over_committed(loads, min(capacities))]
     return found
 
 
-def _charge(loads: dict[int, list[tuple[str, int]]], name: str, group: InstanceGroupSpec,
-            size: int | None) -> None:
-    """Add what each instance holds on each of its NPUs (1/N of the model over N NPUs)."""
+def _charge(loads: dict[int, list[tuple[str, int]]], name: str, config: mc.ModelConfig,
+            group: InstanceGroupSpec, size: int | None) -> None:
+    """Add what the model holds on each of its NPUs."""
     if size is None:
         return
-    for devices in group.instance_devices():
-        for device in devices:
-            loads.setdefault(device, []).append((name, -(-size // group.tensor_parallel)))
+    params = {key: str(value.string_value) for key, value in config.parameters.items()}
+    for device, held in model_charges(config.backend, group, params, size):
+        loads.setdefault(device, []).append((name, held))
 
 
 def _capacity(config: mc.ModelConfig) -> int | None:

@@ -1,16 +1,19 @@
 """Whole-deployment NPU checks of a spec: every named NPU exists on this host (when npu-smi says how many),
-and no NPU holds more model memory than it has, counting each tensor-parallel instance's share."""
+and no NPU holds more model memory than it has: an npu_ge model a full copy on every NPU of its device_ids
+(one per GE session there, ge_backends), a ge instance its model on its NPU (1/N of it on each NPU of a
+tensor-parallel group, a what-if of CPU emulation only)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import yaml
 
 from triton_ge_console.backend_glue.ledger import human_bytes
+from triton_ge_console.ge_backends import npu_ge_sessions_per_npu, stoi
 from triton_ge_console.repository import demo_models
 from triton_ge_console.repository.spec.nodes import Problems, join
-from triton_ge_console.repository.spec.types import ModelSpec, ServerSpec
+from triton_ge_console.repository.spec.types import InstanceGroupSpec, ModelSpec, ServerSpec
 
 GIB = 1 << 30
 
@@ -26,18 +29,35 @@ def model_bytes(model: ModelSpec) -> int | None:
     return len(demo_models.demo_bytes(model.source)) if demo_models.is_demo(model.source) else None
 
 
+def npu_ge_copies(group: InstanceGroupSpec, parameters: Mapping[str, str]) -> int:
+    """Full copies of an npu_ge model on each of its NPUs, from its instances and parameters."""
+    def integer(key: str) -> int | None:
+        return stoi(parameters[key]) if key in parameters else None
+
+    return npu_ge_sessions_per_npu(group.count, len(group.device_ids), integer("device_exec_blocks"),
+                                   integer("instance_exec_blocks"), integer("static_model") == 1)
+
+
+def model_charges(backend: str, group: InstanceGroupSpec, parameters: Mapping[str, str],
+                  size: int) -> list[tuple[int, int]]:
+    """(NPU, bytes) a model holds: npu_ge a full copy per session on every NPU of device_ids (it
+    replicates); ge each instance its model on its NPU, 1/N on each NPU of a tensor-parallel what-if."""
+    if backend == "npu_ge":
+        copies = npu_ge_copies(group, parameters)
+        return [(device, size * copies) for device in dict.fromkeys(group.device_ids)]
+    share = -(-size // group.tensor_parallel)  # ceiling: the ledger charges whole bytes
+    return [(device, share) for devices in group.instance_devices() for device in devices]
+
+
 def device_loads(models: Sequence[ModelSpec]) -> dict[int, list[tuple[str, int]]]:
-    """Per NPU, (model, bytes) of every instance on it; a tensor-parallel instance charges each NPU 1/N."""
+    """Per NPU, (model, bytes) of every model on it, as model_charges places them."""
     loads: dict[int, list[tuple[str, int]]] = {}
     for model in models:
         size = model_bytes(model)
         if size is None:
             continue
-        group = model.instance_group
-        share = -(-size // group.tensor_parallel)  # ceiling: the ledger charges whole bytes
-        for devices in group.instance_devices():
-            for device in devices:
-                loads.setdefault(device, []).append((model.name, share))
+        for device, held in model_charges(model.backend, model.instance_group, dict(model.parameters), size):
+            loads.setdefault(device, []).append((model.name, held))
     return loads
 
 

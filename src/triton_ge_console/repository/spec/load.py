@@ -6,10 +6,11 @@ from pathlib import Path
 
 import yaml
 
+from triton_ge_console.ge_backends import NPU_GE_PARAMETERS, is_ge_option
 from triton_ge_console.repository.spec.devices import check_devices, host_device_count
 from triton_ge_console.repository.spec.k8s import read_kubernetes
 from triton_ge_console.repository.spec.models import model_name_problem, read_model
-from triton_ge_console.repository.spec.nodes import Problems, Reader, SpecError, SpecProblem, join
+from triton_ge_console.repository.spec.nodes import Problems, Reader, SpecError, SpecProblem, join, suggest
 from triton_ge_console.repository.spec.types import DeploymentSpec, KubernetesSpec, ModelSpec, ServerSpec
 
 __all__ = ["SpecError", "SpecProblem", "load_spec", "model_name_problem", "parse_spec"]
@@ -27,6 +28,9 @@ SERVER_KEYS = (
     "extra_args",
 )
 METRICS_KEYS = ("interval_ms", "summary_latencies")
+# what npu_ge reads from --backend-config (ge_backends): its seven keys and GE's options
+NPU_GE_BACKEND_CONFIG = ("npu_ge reads from --backend-config only " + ", ".join(NPU_GE_PARAMETERS)
+                         + " and GE options (ge.*, session.*, graph.*); this key is ignored")
 MAX_SPEC_BYTES = 1 << 20  # a deployment spec is a page or two; anything near this is not one
 MAX_DEPTH = 32  # nesting of mappings and lists; the deepest real spec field is about 6 levels down
 
@@ -227,7 +231,13 @@ def _backend_config(reader: Reader, node: yaml.Node) -> tuple[tuple[str, str, st
         if options is None:
             ok = False
             continue
-        for key, (_, value_node) in options.items():
+        for key, (key_node, value_node) in options.items():
+            if backend == "npu_ge" and key not in NPU_GE_PARAMETERS and not is_ge_option(key):
+                hint = suggest(key, NPU_GE_PARAMETERS)
+                reader.problems.add(key_node, join(path, key),
+                                    NPU_GE_BACKEND_CONFIG + (hint if hint.startswith("; did") else ""))
+                ok = False
+                continue
             value = reader.scalar_text(value_node, join(path, key))
             ok = ok and value is not None
             triples.append((backend, key, value or ""))

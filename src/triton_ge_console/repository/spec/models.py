@@ -97,6 +97,7 @@ def _fields(reader: Reader, values: dict[str, yaml.Node], path: str, base_dir: P
     )
     parameters = options.read_parameters(reader, values.get("parameters"), join(path, "parameters"))
     options.check_static(reader, parameters, values, path)
+    options.check_npu_ge_group(reader, values, path, backend)
     return {
         "name": _name(reader, values.get("name"), join(path, "name")),
         "backend": backend,

@@ -5,7 +5,13 @@ from __future__ import annotations
 import yaml
 
 from triton_ge_console.backend_glue.settings import leaves_model_folder
-from triton_ge_console.ge_backends import EXECUTION_MODES
+from triton_ge_console.ge_backends import (
+    EXECUTION_MODES,
+    NPU_GE_PARAMETERS,
+    ge_option_reason,
+    is_ge_option,
+    stoi,
+)
 from triton_ge_console.repository.spec.nodes import (
     INT32_MAX,
     Reader,
@@ -27,8 +33,7 @@ THRESHOLD_KEYS = ("queue_depth", "p99_ms", "timed_out")
 KNOWN_PARAMETERS = (
     "om_model_path",
     "onnx_model_path",
-    "static_model",
-    "profiling",
+    *(key for key in NPU_GE_PARAMETERS if key != "device_ids"),
     "execution_mode",
     "intra_op_thread_count",
     "inter_op_thread_count",
@@ -141,11 +146,10 @@ def read_parameters(reader: Reader, node: yaml.Node | None, path: str) -> dict[s
         if key in ("device_ids", "DEVICEIDS"):
             reader.problems.add(key_node, key_path, "set NPUs with instance_group.device_ids")
             continue
-        if (
-            key not in KNOWN_PARAMETERS
-            and not key.startswith("ge.")
-            and suggest(key, KNOWN_PARAMETERS).startswith("; did you mean")
-        ):
+        if is_ge_option(key):
+            reader.problems.add(key_node, key_path, ge_option_reason(key))
+            continue
+        if key not in KNOWN_PARAMETERS and suggest(key, KNOWN_PARAMETERS).startswith("; did you mean"):
             reader.problems.add(key_node, key_path, unknown_key_message(key, KNOWN_PARAMETERS))
             continue
         value = reader.scalar_text(value_node, key_path)
@@ -173,11 +177,18 @@ def read_thresholds(reader: Reader, node: yaml.Node | None, path: str) -> tuple[
 
 
 def check_static(reader: Reader, parameters: dict[str, str], values: dict[str, yaml.Node], path: str) -> None:
-    """GE's static_model and Triton's dynamic batching exclude each other."""
-    static = parameters.get("static_model", "0").lower() in ("1", "true", "yes", "on")
+    """npu_ge reads static_model as an integer (std::stoi: "true" fails its load); its static graph (1)
+    and Triton's dynamic batching exclude each other."""
+    text = parameters.get("static_model")
+    if text is not None and stoi(text) is None:
+        node = _parameter_value(values.get("parameters"), "static_model")
+        reader.problems.add(node, join(path, "parameters.static_model"),
+                            f"'{text}': npu_ge reads static_model as an integer (std::stoi), so this fails "
+                            "the model's load; use 1 (static graph) or 0")
+        return
     batching = values.get("dynamic_batching")
     if (
-        static
+        text is not None and stoi(text) == 1
         and batching is not None
         and not (isinstance(batching, yaml.ScalarNode) and reader.value(batching) is False)
     ):
@@ -186,3 +197,21 @@ def check_static(reader: Reader, parameters: dict[str, str], values: dict[str, y
             join(path, "dynamic_batching"),
             "cannot be used with parameters.static_model (GE's static graph needs fixed shapes)",
         )
+
+
+def check_npu_ge_group(reader: Reader, values: dict[str, yaml.Node], path: str, backend: str | None) -> None:
+    """tensor_parallel is a CPU-emulation what-if of the ge glue; npu_ge never reads it (it replicates)."""
+    node = _parameter_value(values.get("instance_group"), "tensor_parallel")
+    if backend != "npu_ge" or node is None or reader.value(node) in (1, "1"):
+        return
+    reader.problems.add(node, join(path, "instance_group.tensor_parallel"),
+                        "npu_ge does not read it: it runs a full copy of the model on every NPU of "
+                        "device_ids (no part of CANN splits one model over NPUs); remove it, or use backend "
+                        "ge for the CPU-emulation what-if")
+
+
+def _parameter_value(node: yaml.Node | None, key: str) -> yaml.Node | None:
+    """The value node of key in a mapping node (None when absent)."""
+    if isinstance(node, yaml.MappingNode):
+        return next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
+    return None

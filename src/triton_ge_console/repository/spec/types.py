@@ -46,7 +46,8 @@ class DynamicBatchingSpec:
 @dataclass(frozen=True)
 class InstanceGroupSpec:
     """How many model instances run, and on which NPUs: each instance spans `tensor_parallel` NPUs of
-    device_ids (1: instances spread one per NPU, round-robin; N: device_ids cut into groups of N)."""
+    device_ids (1: instances spread one per NPU, round-robin; N: device_ids cut into groups of N, a
+    what-if of CPU emulation: no part of CANN splits one model over NPUs)."""
 
     count: int = 1
     device_ids: tuple[int, ...] = (0,)
