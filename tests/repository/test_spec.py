@@ -293,7 +293,7 @@ def test_missing_and_wrong_kind_of_source(tmp_path: Path) -> None:
     assert problems[0] == f"deploy.yaml:2:36 models[0].source: no such file: {tmp_path / 'nowhere.onnx'}"
     assert problems[1] == (
         "deploy.yaml:3:36 models[1].source: 'weights.bin' must be a .onnx or .om file or one of "
-        "demo:llama, demo:bert"
+        "demo:llama, demo:bert, demo:llama_kv"
     )
     assert (
         problems[2]

@@ -12,6 +12,7 @@ import numpy as np
 
 from triton_ge_console.backend_glue import autocomplete, batching
 from triton_ge_console.backend_glue.executor import Executor, ExecutorError, RunStats, TensorInfo
+from triton_ge_console.backend_glue.generate_protocol import is_generate
 from triton_ge_console.backend_glue.ledger import DeviceLedger
 from triton_ge_console.backend_glue.loading import check_config_against_model, open_executor, squeezed
 from triton_ge_console.backend_glue.settings import GlueSettings, honour_pythonpath, load_settings
@@ -42,6 +43,11 @@ class TritonPythonModel:
         """Resolve settings, open the executor, reserve device memory, start telemetry."""
         pb_utils = _pb_utils()
         config = json.loads(args["model_config"])
+        if is_generate(config):  # a decoupled model generates tokens: its own class serves it
+            from triton_ge_console.backend_glue.generate_model import GenerateModel
+
+            self.__class__ = GenerateModel  # type: ignore[assignment]
+            return self.initialize(args)
         self.settings = load_settings(args, config)
         self.executor = open_executor(self.settings, config)
         self.owner = f"{os.getpid()}:{self.settings.model_name}:{self.settings.instance_name}"

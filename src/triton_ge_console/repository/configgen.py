@@ -5,6 +5,7 @@ from __future__ import annotations
 from tritonclient.grpc import model_config_pb2
 
 from triton_ge_console.repository import pbtxt
+from triton_ge_console.repository.generate_config import apply_generate
 from triton_ge_console.repository.spec.types import (
     DynamicBatchingSpec,
     ModelSpec,
@@ -89,6 +90,8 @@ def model_config(model: ModelSpec) -> model_config_pb2.ModelConfig:
         _batching(config.dynamic_batching, model.dynamic_batching)
     for key, value in config_parameters(model).items():
         config.parameters[key].string_value = value
+    if model.generate is not None:
+        apply_generate(config, model.generate)
     return config
 
 

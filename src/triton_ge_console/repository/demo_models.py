@@ -1,4 +1,5 @@
-"""Built-in demo models (`demo:llama`, `demo:bert`): small real transformers, the same bytes every build."""
+"""Built-in demo models (`demo:llama`, `demo:bert`, and `demo:llama_kv`: the llama with a KV cache):
+small real transformers, the same bytes every build."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
+from triton_ge_console.repository.demo_decoder import llama_kv_model
 from triton_ge_console.repository.demo_graph import (
     FLOAT,
     INT64,
@@ -204,7 +206,8 @@ def bert_model(shape: BertShape = BERT, seed: int = 20240602) -> onnx.ModelProto
     )
 
 
-DEMO_BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {"llama": llama_model, "bert": bert_model}
+DEMO_BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
+    "llama": llama_model, "bert": bert_model, "llama_kv": llama_kv_model}
 
 
 def demo_names() -> tuple[str, ...]:

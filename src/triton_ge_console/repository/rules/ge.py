@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from triton_ge_console.backend_glue.generate_protocol import PARAMETERS as GENERATE_PARAMETERS
 from triton_ge_console.backend_glue.settings import leaves_model_folder, model_file_candidates
 from triton_ge_console.ge_backends import (
     EXECUTION_MODES,
@@ -39,6 +40,7 @@ GLUE_PARAMETERS = (
     "npu_memory_gib",
     "tensor_parallel",
     "ort_spinning",
+    *GENERATE_PARAMETERS,
 )
 # Read only by the glue's CPU emulation of npu_ge (native npu_ge ignores them, harmlessly).
 EMULATION_PARAMETERS = ("execution_mode", "onnx_model_path", "intra_op_threads", "inter_op_threads",
@@ -239,7 +241,8 @@ def check_ge_files(config: mc.ModelConfig, model_dir: Path, versions: list[Path]
         onnx_path = ge_rules_onnx.onnx_of_version(parameter(config, "onnx_model_path"), version_dir)
         if onnx_path is not None:
             findings += ge_rules_onnx.check_external_data(onnx_path)
-            findings += ge_rules_onnx.check_io_against_onnx(config, onnx_path)
+            findings += (ge_rules_onnx.check_decoder(onnx_path) if config.model_transaction_policy.decoupled
+                         else ge_rules_onnx.check_io_against_onnx(config, onnx_path))
     return list(dict.fromkeys(findings))
 
 

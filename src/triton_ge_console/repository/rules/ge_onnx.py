@@ -62,6 +62,21 @@ def check_io_against_onnx(config: mc.ModelConfig, onnx_path: Path) -> list[Findi
     return findings
 
 
+def check_decoder(onnx_path: Path) -> list[Finding]:
+    """A decoupled `ge` model generates tokens: its ONNX must be a decoder with a KV cache (its request
+    tensors are the glue's, not the graph's)."""
+    from triton_ge_console.backend_glue.executor import TensorInfo
+    from triton_ge_console.backend_glue.generate_batch import LayoutError, kv_layout
+
+    try:
+        inputs, outputs = ([TensorInfo(t.name, t.data_type, t.dims) for t in side]
+                           for side in read_onnx_io(onnx_path))
+        kv_layout(inputs, outputs)
+    except (OnnxReadError, LayoutError) as exc:
+        return [error("backend", f"decoupled (generate) model: {onnx_path}: {exc}")]
+    return []
+
+
 def _tensor_findings(
     where: str,
     kind: str,

@@ -13,6 +13,7 @@ import yaml
 from triton_ge_console.ge_backends import GE_BACKENDS
 from triton_ge_console.repository import demo_models, external_data, onnx_io
 from triton_ge_console.repository.spec import options
+from triton_ge_console.repository.spec.generate import read_generate
 from triton_ge_console.repository.spec.nodes import INT32_MAX, Reader, describe, join, suggest
 from triton_ge_console.repository.spec.tensors import LocatedTensor, check_against_graph, tensors
 from triton_ge_console.repository.spec.types import (
@@ -33,6 +34,7 @@ MODEL_KEYS = (
     "instance_group",
     "parameters",
     "thresholds",
+    "generate",
 )
 # Safe as one directory name in every repository: Triton's name rules plus no separators, no dot-dirs.
 MODEL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -113,6 +115,7 @@ def _fields(reader: Reader, values: dict[str, yaml.Node], path: str, base_dir: P
         ),
         "parameters": tuple(parameters.items()),
         "thresholds": options.read_thresholds(reader, values.get("thresholds"), join(path, "thresholds")),
+        "generate": read_generate(reader, values, path, source.graph if source is not None else None),
     }
 
 

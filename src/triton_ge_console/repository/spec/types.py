@@ -61,6 +61,23 @@ class InstanceGroupSpec:
 
 
 @dataclass(frozen=True)
+class GenerateSpec:
+    """A model that generates tokens (spec `generate:`): decoupled, one token per response, its
+    sequences batched step by step by the glue within these bounds."""
+
+    max_tokens: int = 128  # per request: the default and the most one may ask for
+    eos_token_id: int | None = None  # the token that ends a sequence
+    max_running: int = 8  # sequences one instance decodes together
+    max_waiting: int = 256  # requests one instance queues beyond those; more are refused
+    kv_cache_mib: float = 256.0  # KV-cache capacity of one instance
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        """The capacity in bytes."""
+        return int(self.kv_cache_mib * (1 << 20))
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """One model of a deployment."""
 
@@ -77,6 +94,7 @@ class ModelSpec:
     instance_group: InstanceGroupSpec = field(default_factory=InstanceGroupSpec)
     parameters: tuple[tuple[str, str], ...] = ()  # GE parameters, in spec order, values as strings
     thresholds: tuple[tuple[str, float], ...] = ()  # console colouring: ("queue_depth", 8), ("p99_ms", 50)
+    generate: GenerateSpec | None = None  # a token-generating (decoupled) model, spec `generate:`
 
 
 @dataclass(frozen=True)

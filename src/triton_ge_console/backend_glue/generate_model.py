@@ -1,0 +1,181 @@
+"""The decoupled `ge` model that generates tokens: requests join the instance's scheduler, which streams
+each one's tokens back through its response sender from its own thread (execute returns at once)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from triton_ge_console.backend_glue import generate_protocol
+from triton_ge_console.backend_glue.executor import Executor
+from triton_ge_console.backend_glue.generate_batch import LayoutError, kv_layout
+from triton_ge_console.backend_glue.generate_metrics import GenerateMetrics
+from triton_ge_console.backend_glue.generate_scheduler import Scheduler
+from triton_ge_console.backend_glue.ledger import DeviceLedger
+from triton_ge_console.backend_glue.loading import open_executor
+from triton_ge_console.backend_glue.settings import GlueConfigError, GlueSettings, load_settings, parameter
+from triton_ge_console.backend_glue.telemetry import Telemetry
+
+NPU_NOT_SUPPORTED = (
+    "generation runs in CPU emulation only for now: driving an OM's dynamic sequence dims (past length "
+    "growing every step) through AscendCL is not supported yet; set parameters.execution_mode cpu")
+
+
+def _pb_utils() -> Any:
+    """Triton's Python backend utilities (only importable inside the stub)."""
+    import triton_python_backend_utils as pb_utils
+
+    return pb_utils
+
+
+class TritonStream:
+    """A Scheduler Stream over one request's response sender."""
+
+    def __init__(self, pb_utils: Any, sender: Any, model: str) -> None:
+        self._pb = pb_utils
+        self._sender = sender
+        self._model = model
+
+    def send(self, token: int, final: bool) -> bool:
+        """One response holding one token id; False when the sender refuses (client gone)."""
+        pb = self._pb
+        response = pb.InferenceResponse(output_tensors=[pb.Tensor("token_id", np.array([token], np.int64))])
+        try:
+            self._sender.send(response, flags=pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL if final else 0)
+        except Exception:  # the Python backend's own error types: the request is gone
+            return False
+        return True
+
+    def fail(self, message: str) -> None:
+        """The final response: an error naming the model."""
+        pb = self._pb
+        with contextlib.suppress(Exception):  # a client already gone cannot be told
+            self._sender.send(pb.InferenceResponse(error=pb.TritonError(f"model {self._model}: {message}")),
+                              flags=pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    def cancelled(self) -> bool:
+        """Whether Triton marked the request cancelled (the client cancelled, or its stream closed)."""
+        try:
+            return bool(self._sender.is_cancelled())
+        except Exception:  # a sender that cannot say is one whose request is gone
+            return True
+
+    def close_cancelled(self) -> None:
+        """The final response of a cancelled request, as Triton's Python backend documents it."""
+        pb = self._pb
+        code = getattr(pb.TritonError, "CANCELLED", None)
+        error = pb.TritonError("cancelled", code) if code is not None else pb.TritonError("cancelled")
+        with contextlib.suppress(Exception):
+            self._sender.send(pb.InferenceResponse(error=error),
+                              flags=pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+
+class GenerateModel:
+    """One instance of a generate model: an executor, its scheduler, and their metrics."""
+
+    settings: GlueSettings
+    executor: Executor
+
+    def initialize(self, args: dict[str, str]) -> None:
+        """Open the executor, check it is a KV decoder, reserve its memory and KV cache, start stepping."""
+        pb_utils = self.pb_utils = _pb_utils()
+        config = json.loads(args["model_config"])
+        self.settings = settings = load_settings(args, config)
+        where = f"model {settings.model_name} ({settings.model_dir / 'config.pbtxt'})"
+        if settings.mode == "npu":
+            raise GlueConfigError(f"{where}: {NPU_NOT_SUPPORTED}")
+        self.executor = open_executor(settings, config)
+        self.owner = f"{os.getpid()}:{settings.model_name}:{settings.instance_name}"
+        try:
+            layout = kv_layout(self.executor.inputs, self.executor.outputs)
+            values = {key: parameter(config, key) for key in generate_protocol.PARAMETERS}
+            limits = generate_protocol.limits_from({k: v for k, v in values.items() if v is not None}, where)
+            self.ledgers = tuple(DeviceLedger(d) for d in settings.devices or (settings.device_id,))
+            memory = self.executor.memory_bytes + limits.kv_cache_bytes
+            for ledger in self.ledgers:
+                ledger.reserve(self.owner, settings.model_name, -(-memory // len(self.ledgers)),
+                               settings.device_memory_bytes)
+            self.telemetry = self._optional(lambda: Telemetry(pb_utils, settings, self.ledgers, None, memory))
+            labels = {"model": settings.model_name, "version": settings.version_dir.name,
+                      "device": str(settings.device_id), "kind": settings.kind}
+            self.metrics = self._optional(lambda: GenerateMetrics(pb_utils, labels, settings.instance_name,
+                                                                  limits.kv_cache_bytes))
+            self.scheduler = Scheduler(self._run, layout, limits, self.metrics)
+        except LayoutError as exc:
+            self.finalize()
+            raise GlueConfigError(f"{where}: {settings.onnx_path}: {exc}") from None
+        except BaseException:
+            with contextlib.suppress(Exception):  # the load failure is the error worth reporting
+                self.finalize()
+            raise
+        self.scheduler.start()
+        pb_utils.Logger.log_info(
+            f"ge glue: model {settings.model_name} instance {settings.instance_name} generates "
+            f"(execution_mode={settings.kind}, max_running={limits.max_running}, "
+            f"kv_cache={limits.kv_cache_bytes} bytes, {layout.bytes_per_token} bytes/token) "
+            f"source={settings.onnx_path}")
+
+    def _optional(self, make: Any) -> Any:
+        """Metrics, or None (logged) where this Triton's Python backend cannot offer them."""
+        try:
+            return make()
+        except Exception as exc:  # metrics must never keep a model from serving
+            self.pb_utils.Logger.log_warn(f"ge glue: model {self.settings.model_name}: metrics off: {exc}")
+            return None
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One execution (a prefill or a decode step), accounted like any `ge` execution."""
+        started = time.perf_counter()
+        outputs, stats = self.executor.run(feeds)
+        if self.telemetry is not None:
+            self.telemetry.executed(time.perf_counter() - started, int(feeds["input_ids"].shape[0]), stats)
+        return outputs
+
+    def execute(self, requests: list[Any]) -> None:
+        """Queue each request with the scheduler (or refuse it at once); responses follow from its thread."""
+        pb_utils, scheduler = self.pb_utils, self.scheduler
+        for request in requests:
+            stream = TritonStream(pb_utils, request.get_response_sender(), self.settings.model_name)
+            try:
+                wanted = generate_protocol.request_from(functools.partial(_input, pb_utils, request),
+                                                        scheduler.limits)
+            except ValueError as exc:
+                self._refuse(stream, str(exc))
+                continue
+            refusal = scheduler.submit(stream, wanted)
+            if refusal is not None:
+                self._refuse(stream, refusal)
+
+    def _refuse(self, stream: TritonStream, message: str) -> None:
+        """Answer a request that will not run with one clear error (counted as ended by error)."""
+        stream.fail(message)
+        if self.telemetry is not None:
+            self.telemetry.failed()
+        if self.metrics is not None:
+            self.metrics.ended("error", 0, 0)
+
+    def finalize(self) -> None:
+        """End every sequence, stop the metrics, give the memory back, free the executor."""
+        scheduler = getattr(self, "scheduler", None)
+        if scheduler is not None:
+            scheduler.stop()
+        for ledger in getattr(self, "ledgers", ()):
+            ledger.release(self.owner)
+        for closing in (getattr(self, "metrics", None), getattr(self, "telemetry", None)):
+            if closing is not None:
+                closing.close()
+        executor = getattr(self, "executor", None)
+        if executor is not None:
+            executor.close()
+
+
+def _input(pb_utils: Any, request: Any, name: str) -> np.ndarray | None:
+    """One input of the request as numpy, None where the client left it out."""
+    tensor = pb_utils.get_input_tensor_by_name(request, name)
+    return None if tensor is None else tensor.as_numpy()

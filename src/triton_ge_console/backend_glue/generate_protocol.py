@@ -1,0 +1,105 @@
+"""What a generate model's config says, shared by the builder (configgen), the validator and the glue.
+
+A generate model is a decoupled `ge` model: its request carries prompt token ids and sampling parameters,
+each response one token id (the last one flagged final). Its config's parameters carry the spec's bounds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from triton_ge_console.backend_glue.generate_batch import TokenSampling
+from triton_ge_console.backend_glue.generate_scheduler import GenerateRequest, Limits
+
+
+@dataclass(frozen=True)
+class GenerateTensor:
+    """One input or output of a generate model, as its config declares it."""
+
+    name: str
+    data_type: str  # Triton name without TYPE_
+    dims: tuple[int, ...]
+    optional: bool = False
+
+
+INPUTS = (
+    GenerateTensor("input_ids", "INT64", (-1,)),
+    GenerateTensor("max_tokens", "INT32", (1,), optional=True),
+    GenerateTensor("temperature", "FP32", (1,), optional=True),  # 0 (the default): greedy
+    GenerateTensor("top_k", "INT32", (1,), optional=True),  # 0 (the default): every token
+    GenerateTensor("top_p", "FP32", (1,), optional=True),  # 1 (the default): every token
+    GenerateTensor("seed", "INT64", (1,), optional=True),
+)
+OUTPUTS = (GenerateTensor("token_id", "INT64", (1,)),)
+
+# config parameter → Limits field; values are decimal strings.
+PARAMETERS = {
+    "generate_max_tokens": "max_tokens",
+    "generate_eos_token_id": "eos_token_id",
+    "generate_max_running": "max_running",
+    "generate_max_waiting": "max_waiting",
+    "generate_kv_cache_bytes": "kv_cache_bytes",
+}
+
+
+def is_generate(config: dict[str, Any]) -> bool:
+    """Whether a (JSON) model config is a generate model: decoupled, which a plain `ge` model never is."""
+    return bool((config.get("model_transaction_policy") or {}).get("decoupled"))
+
+
+def limits_parameters(limits: Limits) -> dict[str, str]:
+    """The config parameters that carry these bounds (an absent stop token is left out)."""
+    values = {key: getattr(limits, field) for key, field in PARAMETERS.items()}
+    return {key: str(value) for key, value in values.items() if value is not None}
+
+
+def limits_from(parameters: dict[str, str], where: str) -> Limits:
+    """The bounds a config's parameters give (defaults where absent); a bad value names its key."""
+    fields: dict[str, int] = {}
+    for key, field in PARAMETERS.items():
+        text = parameters.get(key)
+        if text is None or not text.strip():
+            continue
+        try:
+            fields[field] = int(text)
+        except ValueError:
+            raise ValueError(f"{where}: parameter {key} {text!r}: expected an integer") from None
+        if fields[field] < (0 if field == "eos_token_id" else 1):
+            raise ValueError(f"{where}: parameter {key} {text!r}: expected a positive integer")
+    return Limits(**fields)  # type: ignore[arg-type]
+
+
+def request_from(get: Callable[[str], np.ndarray | None], limits: Limits) -> GenerateRequest:
+    """A request's tensors (by name, None where absent) as what to generate; bad values name the tensor."""
+    ids = get("input_ids")
+    if ids is None:
+        raise ValueError("input_ids is required: the prompt's token ids")
+    prompt = tuple(int(t) for t in np.asarray(ids).reshape(-1))
+    max_tokens = _scalar(get, "max_tokens", limits.max_tokens, int)
+    sampling = TokenSampling(temperature=_scalar(get, "temperature", 0.0, float),
+                        top_k=_scalar(get, "top_k", 0, int),
+                        top_p=_scalar(get, "top_p", 1.0, float),
+                        seed=_scalar(get, "seed", None, int))
+    if not (sampling.temperature >= 0.0 and math.isfinite(sampling.temperature)):
+        raise ValueError(f"temperature {sampling.temperature}: expected 0 (greedy) or more")
+    if sampling.top_k < 0:
+        raise ValueError(f"top_k {sampling.top_k}: expected 0 (every token) or more")
+    if not 0.0 < sampling.top_p <= 1.0:
+        raise ValueError(f"top_p {sampling.top_p}: expected more than 0 and at most 1")
+    return GenerateRequest(prompt, max_tokens, sampling)
+
+
+def _scalar(get: Callable[[str], np.ndarray | None], name: str, default: Any, kind: type) -> Any:
+    """One optional scalar input, or its default."""
+    array = get(name)
+    if array is None:
+        return default
+    values = np.asarray(array).reshape(-1)
+    if values.size != 1:
+        raise ValueError(f"{name}: expected one value, got {values.size}")
+    return kind(values[0])

@@ -1,0 +1,297 @@
+"""Continuous batching for one generate model instance: sequences join at the next step, leave at once.
+
+Each step: drop the sequences whose client left (their KV cache freed there), admit waiting ones while
+running sequences and reserved KV bytes stay within bounds, prefill each newcomer (its first token), then
+one decode step for every running sequence together. A sequence reserves its whole cache at admission
+(prompt + max_tokens tokens), so a running sequence never runs out; one that could never fit is refused
+when it arrives. No Triton here: a Stream is whatever answers the client (the Python backend's response
+sender inside Triton, a list in tests).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from triton_ge_console.backend_glue.generate_batch import (
+    Cache,
+    TokenSampling,
+    decode_feeds,
+    extend_caches,
+    pick,
+    prefill_cache,
+    prefill_feeds,
+)
+from triton_ge_console.repository.demo_decoder import KvLayout
+
+Run = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+ENDINGS = ("length", "stop", "cancel", "error")
+
+
+class Stream(Protocol):
+    """One request's way back to its client."""
+
+    def send(self, token: int, final: bool) -> bool:
+        """Send one token (final: the last); False when the client is gone."""
+        ...
+
+    def fail(self, message: str) -> None:
+        """End the stream with an error."""
+        ...
+
+    def cancelled(self) -> bool:
+        """Whether the client cancelled or went away."""
+        ...
+
+    def close_cancelled(self) -> None:
+        """End a stream its client cancelled."""
+        ...
+
+
+class Events(Protocol):
+    """Where the scheduler reports what happened (metrics)."""
+
+    def first_token(self, seconds: float) -> None: ...
+    def next_token(self, seconds: float) -> None: ...
+    def ended(self, reason: str, prompt_tokens: int, generated: int) -> None: ...
+    def occupancy(self, running: int, waiting: int, kv_bytes: int) -> None: ...
+
+
+class NoEvents:
+    """Reports go nowhere (tests, or a Triton without custom metrics)."""
+
+    def first_token(self, seconds: float) -> None:
+        """Ignored."""
+
+    def next_token(self, seconds: float) -> None:
+        """Ignored."""
+
+    def ended(self, reason: str, prompt_tokens: int, generated: int) -> None:
+        """Ignored."""
+
+    def occupancy(self, running: int, waiting: int, kv_bytes: int) -> None:
+        """Ignored."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The spec's generate bounds for one instance."""
+
+    max_tokens: int = 128  # per request: the default and the most one may ask for
+    eos_token_id: int | None = None
+    max_running: int = 8
+    max_waiting: int = 256
+    kv_cache_bytes: int = 256 << 20
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """What a client asked for."""
+
+    prompt: tuple[int, ...]
+    max_tokens: int
+    sampling: TokenSampling = field(default_factory=TokenSampling)
+
+
+@dataclass
+class Sequence:
+    """One request being served."""
+
+    stream: Stream
+    request: GenerateRequest
+    arrived: float
+    reserved: int
+    rng: np.random.Generator
+    cache: Cache | None = None
+    generated: int = 0
+    last_token: int = 0
+    last_time: float = 0.0
+    ended: str | None = None
+    tokens: list[int] = field(default_factory=list)
+
+
+class Scheduler:
+    """The waiting queue and the running batch of one instance, stepped by its own thread."""
+
+    def __init__(self, run: Run, layout: KvLayout, limits: Limits, events: Events | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self._run = run
+        self.layout = layout
+        self.limits = limits
+        self._events: Events = events or NoEvents()
+        self._clock = clock
+        self._lock = threading.Condition()
+        self._waiting: collections.deque[Sequence] = collections.deque()
+        self.running: list[Sequence] = []
+        self.reserved = 0  # KV bytes of the running sequences
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def problem(self, request: GenerateRequest) -> str | None:
+        """Why a request can never be served here, or None."""
+        limits = self.limits
+        if not request.prompt:
+            return "input_ids is empty: give at least one prompt token"
+        if not 1 <= request.max_tokens <= limits.max_tokens:
+            return (f"max_tokens {request.max_tokens}: expected 1 to {limits.max_tokens} "
+                    "(the spec's generate.max_tokens)")
+        need = self.reservation(request)
+        if need > limits.kv_cache_bytes:
+            return (f"needs {need} bytes of KV cache ({len(request.prompt)} prompt + {request.max_tokens} "
+                    f"output tokens x {self.layout.bytes_per_token} bytes), more than the model's KV "
+                    f"capacity of {limits.kv_cache_bytes} bytes (generate.kv_cache_mib): it can never fit")
+        return None
+
+    def reservation(self, request: GenerateRequest) -> int:
+        """KV bytes a request holds while it runs: room for every token it may cache."""
+        return (len(request.prompt) + request.max_tokens) * self.layout.bytes_per_token
+
+    def submit(self, stream: Stream, request: GenerateRequest) -> str | None:
+        """Queue a request (it joins at the next step it fits); the refusal, when it cannot be."""
+        problem = self.problem(request)
+        if problem is not None:
+            return problem
+        seed = request.sampling.seed
+        sequence = Sequence(stream, request, self._clock(), self.reservation(request),
+                            np.random.default_rng(seed))
+        with self._lock:
+            if self._stopping:
+                return "the model is unloading"
+            if len(self._waiting) >= self.limits.max_waiting:
+                return (f"{len(self._waiting)} requests already wait (generate.max_waiting "
+                        f"{self.limits.max_waiting}): try again later")
+            self._waiting.append(sequence)
+            self._lock.notify()
+        return None
+
+    def step(self) -> bool:
+        """One scheduling round; whether any sequence still runs or waits."""
+        self._drop_cancelled()
+        for sequence in self._admit():
+            self._prefill(sequence)
+        decoding = [s for s in self.running if s.ended is None]
+        if decoding:
+            self._decode(decoding)
+        with self._lock:
+            waiting = len(self._waiting)
+        self._events.occupancy(len(self.running), waiting, self.reserved)
+        return bool(self.running) or waiting > 0
+
+    def _drop_cancelled(self) -> None:
+        """Free at once what a client that cancelled or left held."""
+        for sequence in list(self.running):
+            if sequence.stream.cancelled():
+                sequence.stream.close_cancelled()
+                self._end(sequence, "cancel")
+
+    def _admit(self) -> list[Sequence]:
+        """Waiting sequences that fit now, first come first served (a large one is not overtaken)."""
+        admitted: list[Sequence] = []
+        with self._lock:
+            while self._waiting and len(self.running) < self.limits.max_running:
+                head = self._waiting[0]
+                if self.reserved + head.reserved > self.limits.kv_cache_bytes:
+                    break
+                self._waiting.popleft()
+                self.running.append(head)
+                self.reserved += head.reserved
+                admitted.append(head)
+        return admitted
+
+    def _prefill(self, sequence: Sequence) -> None:
+        """The prompt in one run: the sequence's cache and first token."""
+        if sequence.stream.cancelled():
+            sequence.stream.close_cancelled()
+            self._end(sequence, "cancel")
+            return
+        request = sequence.request
+        try:
+            outputs = self._run(prefill_feeds(self.layout, request.prompt))
+        except Exception as exc:  # the executor's own failure types; the client hears why
+            self._fail([sequence], f"prefill failed: {exc}")
+            return
+        sequence.cache = prefill_cache(self.layout, outputs, len(request.prompt) + request.max_tokens)
+        self._emit(sequence, pick(outputs["logits"][0, -1], request.sampling, sequence.rng))
+
+    def _decode(self, batch: list[Sequence]) -> None:
+        """One token for each running sequence, in one run."""
+        caches = [s.cache for s in batch]
+        try:
+            feeds = decode_feeds(self.layout, [s.last_token for s in batch], caches)  # type: ignore[arg-type]
+            outputs = self._run(feeds)
+            extend_caches(self.layout, outputs, caches)  # type: ignore[arg-type]
+        except Exception as exc:  # the executor's own failure types; the clients hear why
+            self._fail(batch, f"decode step failed: {exc}")
+            return
+        logits = outputs["logits"]
+        for row, sequence in enumerate(batch):
+            self._emit(sequence, pick(logits[row, -1], sequence.request.sampling, sequence.rng))
+
+    def _emit(self, sequence: Sequence, token: int) -> None:
+        """Stream one token; end the sequence on its stop token, its length, or a client gone."""
+        now = self._clock()
+        if sequence.generated == 0:
+            self._events.first_token(now - sequence.arrived)
+        else:
+            self._events.next_token(now - sequence.last_time)
+        sequence.generated += 1
+        sequence.last_token, sequence.last_time = token, now
+        reason = None
+        if self.limits.eos_token_id is not None and token == self.limits.eos_token_id:
+            reason = "stop"
+        elif sequence.generated >= sequence.request.max_tokens:
+            reason = "length"
+        if not sequence.stream.send(token, reason is not None):
+            self._end(sequence, "cancel")
+        elif reason is not None:
+            self._end(sequence, reason)
+
+    def _fail(self, batch: list[Sequence], message: str) -> None:
+        """End these sequences with an error their clients receive."""
+        for sequence in batch:
+            sequence.stream.fail(message)
+            self._end(sequence, "error")
+
+    def _end(self, sequence: Sequence, reason: str) -> None:
+        """The sequence leaves now: its cache and reservation are freed."""
+        if sequence.ended is not None:
+            return
+        sequence.ended = reason
+        sequence.cache = None
+        if sequence in self.running:
+            self.running.remove(sequence)
+            self.reserved -= sequence.reserved
+        self._events.ended(reason, len(sequence.request.prompt), sequence.generated)
+
+    def start(self) -> None:
+        """Step on a thread of its own whenever there is work."""
+        self._thread = threading.Thread(target=self._loop, name="ge-generate", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        """Sleep while idle, step while busy."""
+        while True:
+            with self._lock:
+                while not self._waiting and not self.running and not self._stopping:
+                    self._lock.wait()
+                if self._stopping:
+                    return
+            self.step()
+
+    def stop(self, message: str = "the model is unloading") -> None:
+        """Stop stepping; every sequence still running or waiting ends with an error."""
+        with self._lock:
+            self._stopping = True
+            self._lock.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        with self._lock:
+            left = list(self.running) + list(self._waiting)
+            self._waiting.clear()
+        self._fail(left, message)

@@ -1,0 +1,63 @@
+"""A model's `generate:` section → GenerateSpec: bounds for token generation, checked against the model."""
+
+from __future__ import annotations
+
+import yaml
+
+from triton_ge_console.backend_glue.executor import TensorInfo
+from triton_ge_console.backend_glue.generate_batch import LayoutError, kv_layout
+from triton_ge_console.repository.spec.nodes import INT32_MAX, Reader, join
+from triton_ge_console.repository.spec.types import GenerateSpec, TensorSpec
+
+GENERATE_KEYS = ("max_tokens", "eos_token_id", "max_running", "max_waiting", "kv_cache_mib")
+# Keys of a model entry a generate model decides itself: its config declares the request's tensors,
+# and the glue batches sequences step by step instead of Triton's batcher.
+EXCLUDED_KEYS = {
+    "inputs": "a generate model's inputs are the request's (input_ids, max_tokens, sampling): leave them out",
+    "outputs": "a generate model's output is one token_id per response: leave them out",
+    "dynamic_batching": "a generate model batches its sequences step by step itself: leave it out",
+}
+
+
+def read_generate(reader: Reader, values: dict[str, yaml.Node], path: str,
+                  graph: tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]] | None) -> GenerateSpec | None:
+    """The `generate:` section of a model entry (None when absent or wrong; problems recorded)."""
+    node = values.get("generate")
+    if node is None:
+        return None
+    here = join(path, "generate")
+    for key, why in EXCLUDED_KEYS.items():
+        if key in values:
+            reader.problems.add(values[key], join(path, key), why)
+    batch_node = values.get("max_batch_size")
+    if batch_node is not None and reader.value(batch_node) != 0:
+        reader.problems.add(batch_node, join(path, "max_batch_size"),
+                            "must be 0 for a generate model (its sequences are batched by the glue)")
+    if graph is not None:
+        _check_decoder(reader, values.get("source"), join(path, "source"), graph)
+    if isinstance(node, yaml.ScalarNode) and reader.value(node) in (True, None):
+        return GenerateSpec()
+    entries = reader.mapping(node, here, GENERATE_KEYS)
+    if entries is None:
+        return None
+    fields: dict[str, object] = {}
+    for key in ("max_tokens", "max_running", "max_waiting"):
+        if key in entries:
+            fields[key] = reader.integer(entries[key][1], join(here, key), 1, INT32_MAX)
+    if "eos_token_id" in entries:
+        fields["eos_token_id"] = reader.integer(entries["eos_token_id"][1], join(here, "eos_token_id"), 0)
+    if "kv_cache_mib" in entries:
+        fields["kv_cache_mib"] = reader.number(entries["kv_cache_mib"][1], join(here, "kv_cache_mib"), True)
+    if any(value is None for value in fields.values()):
+        return None
+    return GenerateSpec(**fields)  # type: ignore[arg-type]
+
+
+def _check_decoder(reader: Reader, node: yaml.Node | None, path: str,
+                   graph: tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]) -> None:
+    """The model must be a decoder exported with its KV cache (past/present tensors)."""
+    inputs, outputs = ([TensorInfo(t.name, t.data_type, t.dims) for t in side] for side in graph)
+    try:
+        kv_layout(inputs, outputs)
+    except LayoutError as exc:
+        reader.problems.add(node, path, f"cannot generate with this model: {exc} (demo:llama_kv is one)")

@@ -1,0 +1,160 @@
+"""Continuous batching without Triton: the scheduler over the demo KV decoder in the glue's ONNX Runtime
+executor equals the direct decode loop token for token, however sequences join, leave and wait."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from triton_ge_console.backend_glue.generate_batch import TokenSampling, kv_layout, pick
+from triton_ge_console.backend_glue.generate_scheduler import GenerateRequest, Limits, Scheduler
+from triton_ge_console.backend_glue.onnx_executor import OnnxRuntimeExecutor
+from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, direct_greedy
+from triton_ge_console.repository.demo_models import demo_bytes
+
+
+class ListStream:
+    """A client that keeps what it receives and may cancel."""
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self.finals = 0
+        self.errors: list[str] = []
+        self.cancel = False
+        self.closed_cancelled = False
+
+    def send(self, token: int, final: bool) -> bool:
+        self.tokens.append(token)
+        self.finals += final
+        return True
+
+    def fail(self, message: str) -> None:
+        self.errors.append(message)
+
+    def cancelled(self) -> bool:
+        return self.cancel
+
+    def close_cancelled(self) -> None:
+        self.closed_cancelled = True
+
+
+@pytest.fixture(scope="module")
+def executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OnnxRuntimeExecutor]:
+    """The glue's CPU executor over demo:llama_kv."""
+    path = tmp_path_factory.mktemp("kv") / "model.onnx"
+    path.write_bytes(demo_bytes("demo:llama_kv"))
+    executor = OnnxRuntimeExecutor(path, intra_op_threads=1)
+    yield executor
+    executor.close()
+
+
+def _run(executor: OnnxRuntimeExecutor):  # type: ignore[no-untyped-def]
+    return lambda feeds: executor.run(feeds)[0]
+
+
+def _prompt(length: int, seed: int) -> tuple[int, ...]:
+    return tuple(int(t) for t in np.random.default_rng(seed).integers(0, 32000, length))
+
+
+def test_layout_is_read_from_the_executor(executor: OnnxRuntimeExecutor) -> None:
+    """The cache layout comes from the model's own past inputs."""
+    assert kv_layout(executor.inputs, executor.outputs) == DEMO_LAYOUT
+    assert DEMO_LAYOUT.bytes_per_token == 2 * 2 * 4 * 16 * 4
+
+
+def test_sequences_joining_at_different_steps_equal_the_direct_loop(executor: OnnxRuntimeExecutor) -> None:
+    """Three prompts of different lengths, the third arriving mid-way, decode together; each stream
+    equals the direct greedy loop run alone, and the one with fewer tokens leaves first."""
+    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=32))
+    requests = [GenerateRequest(_prompt(n, seed), tokens) for n, seed, tokens in ((5, 1, 12), (17, 2, 6),
+                                                                                  (1, 3, 9))]
+    streams = [ListStream() for _ in requests]
+    scheduler.submit(streams[0], requests[0])
+    scheduler.submit(streams[1], requests[1])
+    scheduler.step()
+    scheduler.step()
+    assert len(scheduler.running) == 2
+    scheduler.submit(streams[2], requests[2])
+    steps, running_when_second_left = 2, None
+    while scheduler.step():
+        steps += 1
+        if streams[1].finals and running_when_second_left is None:
+            running_when_second_left = len(scheduler.running)
+    assert running_when_second_left == 2  # it left at once, the other two went on
+    for stream, request in zip(streams, requests, strict=True):
+        expected = direct_greedy(_run(executor), DEMO_LAYOUT, list(request.prompt), request.max_tokens)
+        assert stream.tokens == expected
+        assert stream.finals == 1
+    assert steps < 6 + 12  # batched, not one after another
+    assert scheduler.reserved == 0
+
+
+def test_running_and_kv_bounds_queue_the_rest(executor: OnnxRuntimeExecutor) -> None:
+    """With room for two sequences, the third waits until one leaves, then gets its tokens."""
+    per_sequence = (4 + 8) * DEMO_LAYOUT.bytes_per_token
+    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=8, kv_cache_bytes=2 * per_sequence))
+    streams = [ListStream() for _ in range(3)]
+    for index, stream in enumerate(streams):
+        assert scheduler.submit(stream, GenerateRequest(_prompt(4, index), 8)) is None
+    scheduler.step()
+    assert len(scheduler.running) == 2 and scheduler.reserved == 2 * per_sequence
+    assert streams[2].tokens == []
+    while scheduler.step():
+        pass
+    assert [len(s.tokens) for s in streams] == [8, 8, 8]
+
+
+def test_what_can_never_fit_is_refused_clearly(executor: OnnxRuntimeExecutor) -> None:
+    """A request larger than the whole KV capacity, or than max_tokens, is refused at once."""
+    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=64, kv_cache_bytes=10_000))
+    refusal = scheduler.submit(ListStream(), GenerateRequest(_prompt(4, 0), 8))
+    assert refusal is not None and "can never fit" in refusal and "12288 bytes" in refusal
+    assert "max_tokens 65" in (scheduler.submit(ListStream(), GenerateRequest((1,), 65)) or "")
+    assert "empty" in (scheduler.submit(ListStream(), GenerateRequest((), 4)) or "")
+
+
+def test_a_cancelled_sequence_frees_its_cache_within_one_step(executor: OnnxRuntimeExecutor) -> None:
+    """Cancelled between two steps, a sequence is gone after the next one (cache and reservation), and
+    the other sequence carries on."""
+    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=64))
+    gone, staying = ListStream(), ListStream()
+    scheduler.submit(gone, GenerateRequest(_prompt(3, 0), 64))
+    scheduler.submit(staying, GenerateRequest(_prompt(3, 1), 64))
+    scheduler.step()
+    scheduler.step()
+    sequence = next(s for s in scheduler.running if s.stream is gone)
+    gone.cancel = True
+    received = len(gone.tokens)
+    scheduler.step()
+    assert sequence.cache is None and sequence.ended == "cancel" and gone.closed_cancelled
+    assert scheduler.reserved == (3 + 64) * DEMO_LAYOUT.bytes_per_token
+    assert len(gone.tokens) == received
+    assert [s.stream for s in scheduler.running] == [staying]
+
+
+def test_an_executor_failure_ends_the_batch_with_the_error() -> None:
+    """A run that raises answers each sequence with the error and frees everything."""
+    def broken(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise RuntimeError("device lost")
+
+    scheduler = Scheduler(broken, DEMO_LAYOUT, Limits())
+    stream = ListStream()
+    scheduler.submit(stream, GenerateRequest((1, 2), 4))
+    assert not scheduler.step()
+    assert stream.errors == ["prefill failed: device lost"] and scheduler.reserved == 0
+
+
+def test_sampling_is_reproducible_by_seed_and_bounded_by_top_k() -> None:
+    """Temperature sampling with a seed repeats; top_k 1 is greedy; top_p keeps the likeliest."""
+    logits = np.random.default_rng(0).standard_normal(100).astype(np.float32)
+    sampling = TokenSampling(temperature=1.0, seed=7)
+    draws = [[pick(logits, sampling, np.random.default_rng(7)) for _ in range(5)] for _ in range(2)]
+    assert draws[0] == draws[1]
+    best = int(np.argmax(logits))
+    assert pick(logits, TokenSampling(temperature=2.0, top_k=1), np.random.default_rng()) == best
+    assert pick(logits, TokenSampling(temperature=1.0, top_p=1e-9), np.random.default_rng()) == best
+    top3 = TokenSampling(temperature=1.0, top_k=3)
+    many = {pick(logits, top3, np.random.default_rng(s)) for s in range(50)}
+    assert many <= set(np.argsort(-logits)[:3].tolist())

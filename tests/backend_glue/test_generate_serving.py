@@ -1,0 +1,180 @@
+"""A generate model built from a spec, served by a real tritonserver: greedy streams over gRPC and HTTP
+generate_stream equal the direct decode loop token for token; refusals are clear; a closed stream's KV
+cache is freed while others go on; the token-level metrics appear in /metrics."""
+
+from __future__ import annotations
+
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from tests.backend_glue.conftest import server_env
+from tests.backend_glue.metrics import metric_samples, model_value
+from tests.conftest import RunningServer, run_triton
+from tests.waiting import wait_until
+from triton_ge_console.backend_glue.distribution import TritonDistribution
+from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.repository.build import build_repository
+from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, direct_greedy
+from triton_ge_console.repository.demo_models import demo_bytes
+from triton_ge_console.repository.spec.load import load_spec
+from triton_ge_console.sessions.loadgen.generate_client import Generation, GrpcStreamer, http_generate
+
+SPEC = """
+models:
+  - name: llama_generate
+    backend: ge
+    source: demo:llama_kv
+    generate: {max_tokens: 48, max_running: 8, kv_cache_mib: 1}
+  - name: llama_long
+    backend: ge
+    source: demo:llama_kv
+    generate: {max_tokens: 1000000, kv_cache_mib: 2048}
+"""
+MODELS = ("llama_generate", "llama_long")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory,
+           triton_dist: TritonDistribution) -> Iterator[RunningServer]:
+    """Both generate models, built from the spec by the real builder."""
+    root = tmp_path_factory.mktemp("generate")
+    (root / "deploy.yaml").write_text(textwrap.dedent(SPEC), encoding="utf-8")
+    build_repository(load_spec(root / "deploy.yaml"), root / "repo")
+    install_backend_dir(root / "backends", triton_dist)
+    source = str(Path(__file__).resolve().parents[2] / "src")
+    with (server_env(PYTHONPATH=source, GE_GLUE_RUN_DIR=str(root / "run")),
+          run_triton(triton_dist, root / "repo", root / "backends", models=MODELS) as running):
+        yield running
+
+
+@pytest.fixture(scope="module")
+def direct() -> object:
+    """The reference: the direct greedy loop over the same ONNX in-process."""
+    session = ort.InferenceSession(demo_bytes("demo:llama_kv"), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+
+    def run(prompt: list[int], max_tokens: int) -> list[int]:
+        return direct_greedy(lambda feeds: dict(zip(names, session.run(None, feeds), strict=True)),
+                             DEMO_LAYOUT, prompt, max_tokens)
+
+    return run
+
+
+def _prompt(length: int, seed: int) -> tuple[int, ...]:
+    return tuple(int(t) for t in np.random.default_rng(seed).integers(0, 32000, length))
+
+
+def _grpc(server: RunningServer, generation: Generation, model: str = "llama_generate") -> list[int]:
+    streamer = GrpcStreamer(server.grpc_hostport, model)
+    try:
+        result = streamer.generate(generation)
+    finally:
+        streamer.close()
+    assert result.error is None, result.error
+    return result.tokens
+
+
+def test_concurrent_grpc_streams_equal_the_direct_loop(server: RunningServer, direct: object) -> None:
+    """Four streams at once (different prompt lengths), one token per response, each equal to the
+    direct greedy loop over the same ONNX, token for token."""
+    cases = [(_prompt(n, seed), tokens) for n, seed, tokens in ((3, 1, 40), (11, 2, 17), (1, 3, 48),
+                                                                (29, 4, 5))]
+    results: dict[int, list[int]] = {}
+
+    def one(index: int) -> None:
+        prompt, tokens = cases[index]
+        results[index] = _grpc(server, Generation(prompt, tokens))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(cases))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    for index, (prompt, tokens) in enumerate(cases):
+        assert results[index] == direct(list(prompt), tokens)  # type: ignore[operator]
+
+
+def test_http_generate_stream_equals_the_direct_loop(server: RunningServer, direct: object) -> None:
+    """Triton's HTTP generate_stream carries the same tokens, one event each."""
+    prompt = _prompt(7, 9)
+    result = http_generate("127.0.0.1", server.ports.http, "llama_generate", Generation(prompt, 12))
+    assert result.error is None, result.error
+    assert result.tokens == direct(list(prompt), 12)  # type: ignore[operator]
+    assert len(result.arrivals) == 12
+
+
+def test_seeded_sampling_repeats(server: RunningServer) -> None:
+    """Temperature sampling with a seed gives the same stream twice."""
+    generation = Generation(_prompt(5, 3), 10, temperature=0.8, top_k=50, top_p=0.9, seed=42)
+    assert _grpc(server, generation) == _grpc(server, generation)
+
+
+def test_refusals_are_one_clear_error(server: RunningServer) -> None:
+    """More tokens than the spec allows, more KV than the instance has, a bad top_p: each one error."""
+    streamer = GrpcStreamer(server.grpc_hostport, "llama_generate")
+    try:
+        too_long = streamer.generate(Generation((1, 2), 49))
+        too_big = streamer.generate(Generation(_prompt(1100, 0), 8))
+        bad_top_p = streamer.generate(Generation((1,), 4, temperature=1.0, top_p=0.0))
+    finally:
+        streamer.close()
+    assert "max_tokens 49: expected 1 to 48" in str(too_long.error)
+    assert "can never fit" in str(too_big.error) and "kv_cache_mib" in str(too_big.error)
+    assert "top_p 0.0" in str(bad_top_p.error)
+
+
+def _kv_bytes(server: RunningServer) -> float:
+    return model_value(server, "ge_generate_kv_cache_bytes", "llama_long")
+
+
+def test_a_closed_stream_frees_its_kv_cache_while_another_goes_on(server: RunningServer) -> None:
+    """Two long streams; the first client closes its stream (cancelling): its KV reservation is freed
+    and counted as ended by cancel while the second still streams; closing that one frees the rest."""
+    per_sequence = (4 + 1000000) * DEMO_LAYOUT.bytes_per_token
+    streamers = [GrpcStreamer(server.grpc_hostport, "llama_long") for _ in range(2)]
+    for index, streamer in enumerate(streamers):
+        streamer.send(Generation(_prompt(4, index), 1000000))
+    wait_until(lambda: _kv_bytes(server) == 2 * per_sequence, timeout=60)
+    streamers[0].close(cancel=True)
+    wait_until(lambda: _kv_bytes(server) == per_sequence, timeout=30)
+    assert model_value(server, "ge_generate_sequences_ended_total", "llama_long", reason="cancel") == 1
+    def generated() -> float:
+        return model_value(server, "ge_generate_generation_tokens_total", "llama_long")
+
+    before = generated()
+    wait_until(lambda: generated() > before + 50)  # the other stream goes on
+    assert model_value(server, "ge_generate_running_sequences", "llama_long") == 1
+    streamers[1].close(cancel=True)
+    wait_until(lambda: _kv_bytes(server) == 0, timeout=30)
+    assert model_value(server, "ge_generate_sequences_ended_total", "llama_long", reason="cancel") == 2
+
+
+def test_token_metrics_reach_triton_metrics(server: RunningServer) -> None:
+    """After streams ended by length: TTFT and ITL histograms, token counters, endings and KV capacity."""
+    _grpc(server, Generation(_prompt(6, 5), 9))
+    model = "llama_generate"
+
+    def count(family: str) -> float:
+        return sum(s.value for s in metric_samples(server, family)
+                   if s.name.endswith("_count") and s.labels.get("model") == model)
+
+    def figures() -> tuple[float, ...]:
+        return (model_value(server, "ge_generate_running_sequences", model),
+                model_value(server, "ge_generate_sequences_ended_total", model, reason="length"),
+                count("ge_generate_time_to_first_token_seconds"),
+                count("ge_generate_inter_token_latency_seconds"),
+                model_value(server, "ge_generate_generation_tokens_total", model))
+
+    def settled() -> bool:  # every figure flushed: one first token per sequence, one ITL per other token
+        running, ended, ttft, itl, generated = figures()
+        return running == 0 and ended == ttft >= 1 and generated == ttft + itl
+    wait_until(settled, timeout=30)
+    assert model_value(server, "ge_generate_prompt_tokens_total", model) >= 6
+    assert model_value(server, "ge_generate_kv_cache_capacity_bytes", model) == 1 << 20
+    assert model_value(server, "ge_executions_total", model) >= figures()[1]  # the glue's own counters too

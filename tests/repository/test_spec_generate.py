@@ -1,0 +1,72 @@
+"""A model's `generate:` section: its bounds, the decoupled config it builds, and what it refuses."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tests.repository.spec_helpers import refused
+from triton_ge_console.backend_glue.generate_protocol import limits_from
+from triton_ge_console.repository.configgen import config_text, model_config
+from triton_ge_console.repository.spec.load import load_spec
+from triton_ge_console.repository.spec.types import GenerateSpec
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "deploy.yaml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def test_generate_section_builds_a_decoupled_config_with_the_request_tensors(tmp_path: Path) -> None:
+    """The bounds reach the config as parameters the glue reads back; the request's tensors replace
+    the graph's, and the model is decoupled."""
+    spec = load_spec(_write(tmp_path, """
+        models:
+          - name: gen
+            backend: ge
+            source: demo:llama_kv
+            generate: {max_tokens: 64, eos_token_id: 2, max_running: 4, kv_cache_mib: 0.5}
+        """))
+    model = spec.models[0]
+    assert model.generate == GenerateSpec(max_tokens=64, eos_token_id=2, max_running=4, kv_cache_mib=0.5)
+    config = model_config(model)
+    assert config.model_transaction_policy.decoupled
+    assert [(i.name, i.optional) for i in config.input] == [
+        ("input_ids", False), ("max_tokens", True), ("temperature", True), ("top_k", True), ("top_p", True),
+        ("seed", True)]
+    assert [o.name for o in config.output] == ["token_id"]
+    parameters = {key: value.string_value for key, value in config.parameters.items()}
+    limits = limits_from(parameters, "here")
+    assert (limits.max_tokens, limits.eos_token_id, limits.max_running, limits.kv_cache_bytes) == (
+        64, 2, 4, 1 << 19)
+    assert "decoupled: true" in config_text(model)
+
+
+def test_generate_true_takes_the_defaults(tmp_path: Path) -> None:
+    """`generate: true` is a generate model with the default bounds."""
+    spec = load_spec(_write(tmp_path, """
+        models:
+          - {name: gen, backend: ge, source: "demo:llama_kv", generate: true}
+        """))
+    assert spec.models[0].generate == GenerateSpec()
+
+
+def test_what_a_generate_model_cannot_have_is_refused_at_its_line(tmp_path: Path) -> None:
+    """A model without a KV cache, declared inputs, dynamic batching, a batch size, a misspelt key."""
+    problems = refused(_write(tmp_path, """
+        models:
+          - name: gen
+            backend: ge
+            source: demo:llama
+            max_batch_size: 4
+            dynamic_batching: {}
+            generate: {max_token: 8, kv_cache_mib: 0}
+        """))
+    text = "\n".join(problems)
+    assert "deploy.yaml:5:" in text and "cannot generate with this model: not a KV-cache decoder" in text
+    assert "demo:llama_kv is one" in text
+    assert "max_batch_size: must be 0 for a generate model" in text
+    assert "dynamic_batching: a generate model batches its sequences step by step itself" in text
+    assert "generate.max_token" in text and "max_tokens" in text  # did you mean
+    assert "generate.kv_cache_mib: must be > 0" in text
