@@ -6,6 +6,7 @@ One place decides what a missing figure looks like (`—`, also for NaN) and how
 from __future__ import annotations
 
 import math
+from typing import Any
 
 MISSING = "—"
 GIB = 1024**3
@@ -78,3 +79,16 @@ def duration(seconds: float | None) -> str:
     minutes, secs = divmod(rest, 60)
     clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
     return f"{days}d {clock}" if days else clock
+
+
+def generation_line(figures: dict[str, Any]) -> str:
+    """A generate model's token figures on one line (a `generation_row`: status, console, notebooks)."""
+    get = figures.get
+    ended = ", ".join(f"{reason} {count}" for reason, count in get("ended_by_reason") or ()) or MISSING
+    return (f"TTFT p50 {number(get('ttft_p50_ms'), 2)} p99 {number(get('ttft_p99_ms'), 2)} ms  "
+            f"ITL p50 {number(get('itl_p50_ms'), 2)} p99 {number(get('itl_p99_ms'), 2)} ms  "
+            f"running {number(get('running'))} waiting {number(get('waiting'))}  "
+            f"KV {memory(get('kv_cache_bytes'), get('kv_cache_capacity_bytes'))} "
+            f"({percent(get('kv_cache_share'))})  "
+            f"tokens {number(get('prompt_tokens_total'))} in {number(get('generated_tokens_total'))} out"
+            f"  ended: {ended}")

@@ -4,6 +4,7 @@ cache is freed while others go on; the token-level metrics appear in /metrics.""
 
 from __future__ import annotations
 
+import json
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -19,11 +20,15 @@ from tests.conftest import RunningServer, run_triton
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.cli import main
 from triton_ge_console.repository.build import build_repository
 from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, direct_greedy
 from triton_ge_console.repository.demo_models import demo_bytes
 from triton_ge_console.repository.spec.load import load_spec
+from triton_ge_console.sessions.lifecycle import attach
 from triton_ge_console.sessions.loadgen.generate_client import Generation, GrpcStreamer, http_generate
+from triton_ge_console.sessions.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.registry import Registry
 
 SPEC = """
 models:
@@ -178,3 +183,25 @@ def test_token_metrics_reach_triton_metrics(server: RunningServer) -> None:
     assert model_value(server, "ge_generate_prompt_tokens_total", model) >= 6
     assert model_value(server, "ge_generate_kv_cache_capacity_bytes", model) == 1 << 20
     assert model_value(server, "ge_executions_total", model) >= figures()[1]  # the glue's own counters too
+
+
+def test_status_json_shows_the_token_figures(server: RunningServer, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """An attached session's `status --json` carries each generate model's figures (None for others)."""
+    _grpc(server, Generation(_prompt(8, 6), 20))
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    attach(server.http_url, "gen", Registry(), metrics_url=server.metrics_url)
+
+    def figures() -> dict[str, object]:
+        assert main(["status", "--json"]) == 0
+        models = {m["name"]: m for m in json.loads(capsys.readouterr().out)["models"]}
+        return models["llama_generate"]["generation"]  # type: ignore[no-any-return]
+
+    wait_until(lambda: figures()["running"] == 0)
+    shown = figures()
+    assert shown["ttft_p50_ms"] is not None and shown["ttft_p99_ms"] >= shown["ttft_p50_ms"] > 0
+    assert shown["itl_p50_ms"] is not None and shown["itl_p99_ms"] >= shown["itl_p50_ms"] > 0
+    assert shown["generated_tokens_total"] >= 20 and shown["prompt_tokens_total"] >= 8
+    assert shown["kv_cache_capacity_bytes"] == 1 << 20 and shown["kv_cache_share"] == 0.0
+    assert dict(shown["ended_by_reason"])["length"] >= 1  # type: ignore[call-overload]

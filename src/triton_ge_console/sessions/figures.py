@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from triton_ge_console.sessions.generation import GenerationFigures, generation_figures
 from triton_ge_console.sessions.health import model_health
 from triton_ge_console.sessions.metrics import MetricTable, ModelKey
 from triton_ge_console.sessions.rates import ModelCounters, ModelRates
@@ -42,6 +43,7 @@ class MetricViews:
     reasons: dict[ModelKey, dict[str, float]] = field(default_factory=dict)
     glue: dict[str, tuple[tuple[str, ...], str | None]] = field(default_factory=dict)
     memory: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+    generation: dict[str, GenerationFigures] = field(default_factory=dict)
 
     @classmethod
     def of(cls, table: MetricTable | None, glue: dict[ModelKey, float] | None = None) -> MetricViews:
@@ -49,7 +51,8 @@ class MetricViews:
         if table is None:
             return cls()
         return cls(table.by_model(PENDING), table.by_model_and(SUMMARY, "quantile"),
-                   failure_reasons(table, glue or {}), glue_labels(table), glue_memory(table))
+                   failure_reasons(table, glue or {}), glue_labels(table), glue_memory(table),
+                   generation_figures(table))
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,7 @@ class ModelInputs(NamedTuple):
     rates: ModelRates
     dead: str | None = None
     memory: tuple[tuple[str, int], ...] = ()
+    generation: GenerationFigures | None = None
 
 
 def model_inputs(entry: IndexEntry, readings: PollReadings, counters: ModelCounters | None,
@@ -186,7 +190,8 @@ def model_inputs(entry: IndexEntry, readings: PollReadings, counters: ModelCount
     return ModelInputs(entry, readings.backends.get(key), views.pending.get(key), views.quantiles.get(key),
                        views.reasons.get(key), views.glue.get(entry.name), readings.traced.get(key),
                        stats.last_inference_s if stats is not None else None, counters, rates,
-                       readings.dead.get(key), views.memory.get(entry.name, ()))
+                       readings.dead.get(key), views.memory.get(entry.name, ()),
+                       views.generation.get(entry.name))
 
 
 def build_model(inputs: ModelInputs) -> ModelSnapshot:
@@ -217,4 +222,5 @@ def build_model(inputs: ModelInputs) -> ModelSnapshot:
         devices=devices,
         execution_mode=mode,
         memory_by_device=inputs.memory,
+        generation=inputs.generation,
     )

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from triton_ge_console.display import generation_line
 from triton_ge_console.repository.build import BuildError
 from triton_ge_console.repository.progress import Feed, TerminalProgress, ticking
 from triton_ge_console.repository.spec.load import SpecError
@@ -258,6 +259,8 @@ def _print_status(data: dict[str, Any]) -> None:
         failures = ", ".join(f"{why} {count}" for why, count in model.get("failures_by_reason") or ())
         failed = f"  failed: {failures}" if failures else ""
         print(f"  model {model['name']} v{model['version']}: {model['state']}{reason}{failed}")
+        if model.get("generation"):
+            print(f"    {generation_line(model['generation'])}")
     if data["error"]:
         print(f"  error: {data['error']}")
     if data["exit_code"] is not None:

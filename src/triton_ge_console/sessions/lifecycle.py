@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import time
 from collections.abc import Mapping
@@ -16,6 +17,7 @@ import psutil
 from triton_ge_console.sessions import paths
 from triton_ge_console.sessions.access import token_problem
 from triton_ge_console.sessions.control import ControlError, ModelState, TritonControl, endpoint_url
+from triton_ge_console.sessions.generation import GenerationFigures
 from triton_ge_console.sessions.health import instance_watch
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
 from triton_ge_console.sessions.process import group_alive, port_in_use, stop_process_group
@@ -367,10 +369,20 @@ def _status_row(model: ModelSnapshot | ModelState) -> dict[str, Any]:
     """One model for `status`: its state and health, why it is not serving (if it is not), and its failed
     requests by Triton's reason with those that timed out in the queue (None: not read)."""
     row: dict[str, Any] = {"name": model.name, "version": model.version, "state": model.state, "health": None,
-           "reason": model.reason, "failures_by_reason": None, "timed_out_total": None}
+           "reason": model.reason, "failures_by_reason": None, "timed_out_total": None, "generation": None}
     if isinstance(model, ModelSnapshot):
         row.update(health=model.health, failures_by_reason=[list(pair) for pair in model.failures_by_reason],
-                   timed_out_total=model.timed_out_total)
+                   timed_out_total=model.timed_out_total, generation=generation_row(model.generation))
+    return row
+
+
+def generation_row(figures: GenerationFigures | None) -> dict[str, Any] | None:
+    """A generate model's token figures as plain data, its KV share included (None: not a generate model)."""
+    if figures is None:
+        return None
+    row = dataclasses.asdict(figures)
+    row["ended_by_reason"] = [list(pair) for pair in figures.ended_by_reason]
+    row["kv_cache_share"] = figures.kv_cache_share
     return row
 
 

@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from triton_ge_console.sessions.generation import GenerationFigures
 from triton_ge_console.sessions.health import FAILING
 
 
@@ -61,6 +62,7 @@ class ModelSnapshot:
     execution_mode: str | None = None  # "npu" | "cpu-emulated" as the glue reports it
     memory_by_device: tuple[tuple[str, int], ...] = ()  # (device id, bytes its instances hold there)
     health: str | None = None  # OK | FAILING (READY, yet its instance died or all requests fail) | NOT_READY
+    generation: GenerationFigures | None = None  # a generate model's token figures (None: not one)
 
     @property
     def failing(self) -> bool:
@@ -165,14 +167,22 @@ class ServerSnapshot:
 def _model_from_dict(data: dict[str, Any]) -> ModelSnapshot:
     """A ModelSnapshot from plain data, restoring tuples that JSON turned into lists."""
     rest = {k: v for k, v in data.items()
-            if k not in ("latency", "failures_by_reason", "devices", "memory_by_device")}
+            if k not in ("latency", "failures_by_reason", "devices", "memory_by_device", "generation")}
+    generation = data.get("generation")
     return ModelSnapshot(
         **rest,
         latency=Latency(**data.get("latency", {})),
         failures_by_reason=tuple((str(k), int(v)) for k, v in data.get("failures_by_reason", ())),
         devices=tuple(data.get("devices", ())),
         memory_by_device=tuple((str(d), int(b)) for d, b in data.get("memory_by_device", ())),
+        generation=None if generation is None else _generation_from_dict(generation),
     )
+
+
+def _generation_from_dict(data: dict[str, Any]) -> GenerationFigures:
+    """GenerationFigures from plain data (its endings back to pairs)."""
+    ended = tuple((str(reason), int(count)) for reason, count in data.get("ended_by_reason", ()))
+    return GenerationFigures(**{**data, "ended_by_reason": ended})
 
 
 def version_key(version: str) -> tuple[int, str]:
