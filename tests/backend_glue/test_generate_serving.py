@@ -205,3 +205,38 @@ def test_status_json_shows_the_token_figures(server: RunningServer, tmp_path: Pa
     assert shown["generated_tokens_total"] >= 20 and shown["prompt_tokens_total"] >= 8
     assert shown["kv_cache_capacity_bytes"] == 1 << 20 and shown["kv_cache_share"] == 0.0
     assert dict(shown["ended_by_reason"])["length"] >= 1  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_bench_generate_reports_token_figures(server: RunningServer, protocol: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """`bench --generate` streams over each protocol: every generation counted with its tokens, and
+    goodput all of it under a loose SLO, none of it under an impossible one."""
+    url = server.grpc_hostport if protocol == "grpc" else server.http_hostport
+    common = ["bench", "llama_generate", "--generate", "--url", url, "--protocol", protocol, "--quiet",
+              "--concurrency", "1,2", "--prompt-tokens", "8", "--output-tokens", "6", "--requests", "4",
+              "--json", "-"]
+    assert main([*common, "--slo", "ttft=60000,itl=60000"]) == 0
+    loose = json.loads(capsys.readouterr().out)
+    assert [r["concurrency"] for r in loose["rows"]] == [1, 2]
+    for row in loose["rows"]:
+        assert (row["requests"], row["errors"], row["output_tokens"]) == (4, 0, 24)
+        assert row["goodput_per_s"] == row["requests_per_s"] > 0 and row["goodput_share"] == 1.0
+        assert row["ttft_ms"]["p50"] > 0 and row["itl_ms"]["p99"] >= row["itl_ms"]["p50"] > 0
+        assert row["e2e_ms"]["p50"] >= row["ttft_ms"]["p50"]
+        assert row["output_tokens_per_s"] == pytest.approx(24 / row["duration_s"])
+    assert main([*common, "--slo", "ttft=0.000001"]) == 0
+    strict = json.loads(capsys.readouterr().out)
+    assert all(row["goodput_per_s"] == 0 and row["goodput_share"] == 0 for row in strict["rows"])
+
+
+def test_bench_generate_refuses_bad_options(server: RunningServer,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad --slo or --rate is a usage error (exit 2) in one line; a failing model exit 1."""
+    base = ["bench", "llama_generate", "--generate", "--url", server.grpc_hostport, "--quiet"]
+    assert main([*base, "--slo", "ttft=fast"]) == 2
+    assert "'fast' is not a number of milliseconds" in capsys.readouterr().err
+    assert main([*base, "--rate", "5"]) == 2
+    assert "--rate is not supported" in capsys.readouterr().err
+    assert main([*base, "--output-tokens", "49", "--requests", "1"]) == 1
+    assert "max_tokens 49" in capsys.readouterr().err

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.arg_types import int_list, positive_int, rate_list
+from triton_ge_console.sessions.loadgen.generate_bench_cli import add_generate_options
 
 # Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ EXAMPLES = """examples:
   ge-console bench llama_model --shape input_ids:16 --concurrency 1,2,4,8
   ge-console bench bert_model --session seed --protocol http --rate 50,100 --distribution poisson
   ge-console bench llama_model --url 127.0.0.1:8001 --batch-size 4 --input input_ids=ids.npy --json out.json
+  ge-console bench llama_generate --generate --output-tokens 128 --concurrency 1,8 --slo ttft=50,itl=5
 
 exit codes: 0 ok; 1 the server failed (unreachable, requests failed); 2 bad options or a model the
 server does not serve; 130 interrupted (the steps already measured are still written)."""
@@ -50,6 +52,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--csv", nargs="?", const="-", metavar="FILE", help="write CSV (stdout: no FILE)")
     parser.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write JSON (stdout: no FILE)")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
+    add_generate_options(parser)
     parser.set_defaults(func=run_bench)
 
 
@@ -84,6 +87,10 @@ def _add_load_options(parser: argparse.ArgumentParser) -> None:
 
 def run_bench(args: argparse.Namespace) -> int:
     """Handler: build the spec, run the sweep with a progress display, print the results."""
+    if args.generate:
+        from triton_ge_console.sessions.loadgen.generate_bench_cli import run_generate_bench
+
+        return run_generate_bench(args)
     from triton_ge_console.sessions import registry
     from triton_ge_console.sessions.loadgen.report import (
         client_bound_warnings,

@@ -79,7 +79,8 @@ def grpc_inputs(generation: Generation) -> list[Any]:
 class GrpcStreamer:
     """One gRPC client and its stream; generations run one after another on it."""
 
-    def __init__(self, url: str, model: str, timeout: float = 120.0) -> None:
+    def __init__(self, url: str, model: str, timeout: float = 120.0,
+                 headers: dict[str, str] | None = None) -> None:
         import tritonclient.grpc as grpcclient
 
         self.model = model
@@ -87,7 +88,7 @@ class GrpcStreamer:
         self._client = grpcclient.InferenceServerClient(url)
         self._responses: queue.Queue[tuple[Any, Any, float]] = queue.Queue()
         self._client.start_stream(callback=lambda result, error: self._responses.put(
-            (result, error, time.perf_counter())))
+            (result, error, time.perf_counter())), headers=headers)
 
     def send(self, generation: Generation) -> StreamResult:
         """Send one request; its responses queue up until collected."""
@@ -130,13 +131,14 @@ def http_body(generation: Generation) -> bytes:
 
 
 def http_generate(host: str, port: int, model: str, generation: Generation,
-                  timeout: float = 120.0) -> StreamResult:
+                  timeout: float = 120.0, headers: dict[str, str] | None = None) -> StreamResult:
     """One generation over HTTP generate_stream: a server-sent event per token."""
     connection = http.client.HTTPConnection(host, port, timeout=timeout)
     result = StreamResult(sent=time.perf_counter())
     try:
         connection.request("POST", f"/v2/models/{model}/generate_stream", body=http_body(generation),
-                           headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
+                           headers={"Content-Type": "application/json", "Accept": "text/event-stream",
+                                    **(headers or {})})
         response = connection.getresponse()
         if response.status != 200:
             result.error = f"HTTP {response.status}: {response.read().decode(errors='replace')[:300]}"

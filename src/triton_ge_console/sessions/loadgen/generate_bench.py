@@ -1,0 +1,215 @@
+"""`ge-console bench --generate`: stream generations at fixed prompt and output lengths, a concurrency sweep,
+and report token-level figures per step: TTFT, ITL and end-to-end percentiles, output tokens/s, requests/s
+and goodput (requests/s meeting the SLO on TTFT and on their mean ITL, as genai-perf counts it)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from triton_ge_console.sessions.loadgen.generate_client import (
+    Generation,
+    GrpcStreamer,
+    StreamResult,
+    http_generate,
+)
+
+MS_PER_S = 1000.0
+PERCENTILES = (50, 90, 99)
+
+
+class SloError(ValueError):
+    """An --slo text that does not read as ttft=MS,itl=MS."""
+
+
+@dataclass(frozen=True)
+class Slo:
+    """Service-level objectives in milliseconds; None: not judged."""
+
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
+
+    def met(self, result: StreamResult) -> bool:
+        """Whether one generation met every objective given (its TTFT, and its mean ITL)."""
+        if result.error is not None or result.ttft is None:
+            return False
+        if self.ttft_ms is not None and result.ttft * MS_PER_S > self.ttft_ms:
+            return False
+        itls = result.itls
+        return self.itl_ms is None or not itls or float(np.mean(itls)) * MS_PER_S <= self.itl_ms
+
+
+def parse_slo(text: str | None) -> Slo:
+    """`ttft=200,itl=20` (milliseconds) → Slo; a bad part is named."""
+    if not text:
+        return Slo()
+    values: dict[str, float] = {}
+    for part in text.split(","):
+        key, _, value = part.partition("=")
+        key = key.strip().lower()
+        if key not in ("ttft", "itl"):
+            raise SloError(f"--slo {text!r}: {part!r}: expected ttft=MS or itl=MS")
+        try:
+            values[f"{key}_ms"] = float(value)
+        except ValueError:
+            raise SloError(f"--slo {text!r}: {part!r}: {value!r} is not a number of milliseconds") from None
+        if values[f"{key}_ms"] <= 0:
+            raise SloError(f"--slo {text!r}: {part!r}: must be more than 0 ms")
+    return Slo(**values)
+
+
+@dataclass(frozen=True)
+class GenerateLoad:
+    """One sweep: where, what, how much."""
+
+    model: str
+    host: str
+    port: int
+    protocol: str  # grpc | http
+    prompt_tokens: int
+    output_tokens: int
+    concurrency: tuple[int, ...]
+    requests: int | None = None  # per step; None: 4 per stream, at least 8
+    slo: Slo = field(default_factory=Slo)
+    vocab: int = 32000
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def requests_at(self, concurrency: int) -> int:
+        """How many generations a step measures."""
+        return self.requests if self.requests is not None else max(8, 4 * concurrency)
+
+
+@dataclass(frozen=True)
+class GenerateRow:
+    """One step's figures (milliseconds, per second); None where nothing was measured."""
+
+    concurrency: int
+    requests: int
+    errors: int
+    first_error: str | None
+    duration_s: float
+    output_tokens: int
+    output_tokens_per_s: float | None
+    requests_per_s: float | None
+    goodput_per_s: float | None
+    goodput_share: float | None
+    ttft_ms: dict[str, float | None]
+    itl_ms: dict[str, float | None]
+    e2e_ms: dict[str, float | None]
+    itl_p99_worst_stream_ms: float | None  # the highest of each generation's own ITL p99
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    """p50/p90/p99 in milliseconds of seconds values (None each when there are none)."""
+    if not values:
+        return {f"p{p}": None for p in PERCENTILES}
+    found = np.percentile(np.asarray(values) * MS_PER_S, PERCENTILES)
+    return {f"p{p}": float(v) for p, v in zip(PERCENTILES, found, strict=True)}
+
+
+def summarize(concurrency: int, results: list[StreamResult], duration_s: float, slo: Slo) -> GenerateRow:
+    """A step's row from its generations."""
+    done = [r for r in results if r.error is None]
+    failed = [r for r in results if r.error is not None]
+    tokens = sum(len(r.tokens) for r in done)
+    per_s = (lambda count: count / duration_s) if duration_s > 0 else (lambda count: None)
+    judged = slo.ttft_ms is not None or slo.itl_ms is not None
+    good = sum(slo.met(r) for r in done)
+    worst = [float(np.percentile(r.itls, 99)) * MS_PER_S for r in done if r.itls]
+    return GenerateRow(
+        concurrency=concurrency, requests=len(done), errors=len(failed),
+        first_error=failed[0].error if failed else None, duration_s=duration_s, output_tokens=tokens,
+        output_tokens_per_s=per_s(tokens), requests_per_s=per_s(len(done)),
+        goodput_per_s=per_s(good) if judged else None,
+        goodput_share=(good / len(results) if results else None) if judged else None,
+        ttft_ms=percentiles([r.ttft for r in done if r.ttft is not None]),
+        itl_ms=percentiles([i for r in done for i in r.itls]),
+        e2e_ms=percentiles([r.e2e for r in done if r.e2e is not None]),
+        itl_p99_worst_stream_ms=max(worst) if worst else None,
+    )
+
+
+def _prompt(load: GenerateLoad, index: int) -> tuple[int, ...]:
+    """The index-th prompt: fixed length, ids from a seeded generator (the same every run)."""
+    ids = np.random.default_rng(index).integers(0, load.vocab, load.prompt_tokens)
+    return tuple(int(t) for t in ids)
+
+
+def _worker(load: GenerateLoad, take: Callable[[], int | None], results: list[StreamResult],
+            stop: threading.Event) -> None:
+    """One stream: generations one after another until the step has sent all it measures; a stream
+    that cannot be opened or fails counts as a failed generation, never a lost thread."""
+    streamer: GrpcStreamer | None = None
+    try:
+        if load.protocol == "grpc":
+            streamer = GrpcStreamer(f"{load.host}:{load.port}", load.model, headers=dict(load.headers))
+        while not stop.is_set() and (index := take()) is not None:
+            generation = Generation(_prompt(load, index), load.output_tokens)
+            results.append(streamer.generate(generation) if streamer is not None else http_generate(
+                load.host, load.port, load.model, generation, headers=dict(load.headers)))
+    except Exception as exc:  # tritonclient's and grpc's own error types: reported, not raised
+        results.append(StreamResult(time.perf_counter(), error=f"{type(exc).__name__}: {exc}"))
+    finally:
+        if streamer is not None:
+            streamer.close(cancel=True)
+
+
+class _Tickets:
+    """Hands out the indices of a phase's generations, `count` of them, to its streams."""
+
+    def __init__(self, count: int, first: int) -> None:
+        self._lock = threading.Lock()
+        self._next, self._end = first, first + count
+
+    def take(self) -> int | None:
+        """The next generation's index, None when all are handed out."""
+        with self._lock:
+            if self._next >= self._end:
+                return None
+            self._next += 1
+            return self._next - 1
+
+
+def _phase(load: GenerateLoad, concurrency: int, tickets: _Tickets,
+           stop: threading.Event) -> tuple[list[StreamResult], float]:
+    """`concurrency` streams working through the tickets; their results and the wall time."""
+    results: list[StreamResult] = []
+    started = time.perf_counter()
+    threads = [threading.Thread(target=_worker, args=(load, tickets.take, results, stop), daemon=True)
+               for _ in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results, time.perf_counter() - started
+
+
+def run_step(load: GenerateLoad, concurrency: int, stop: threading.Event) -> GenerateRow:
+    """One concurrency step: a warm-up generation per stream (not measured), then the measured ones."""
+    _phase(load, concurrency, _Tickets(concurrency, 0), stop)
+    results, duration = _phase(load, concurrency, _Tickets(load.requests_at(concurrency), 10_000), stop)
+    return summarize(concurrency, results, duration, load.slo)
+
+
+def run_generate_load(load: GenerateLoad, stop: threading.Event,
+                      on_row: Callable[[GenerateRow], None] | None = None) -> list[GenerateRow]:
+    """Every step of the sweep, in order, until done or stopped."""
+    rows: list[GenerateRow] = []
+    for concurrency in load.concurrency:
+        if stop.is_set():
+            break
+        rows.append(run_step(load, concurrency, stop))
+        if on_row is not None:
+            on_row(rows[-1])
+    return rows
+
+
+def generate_json(load: GenerateLoad, rows: list[GenerateRow]) -> dict[str, Any]:
+    """--json: the sweep's setting and its rows."""
+    setting = {key: value for key, value in asdict(load).items() if key != "headers"}
+    return {"kind": "generate", "load": setting, "rows": [asdict(row) for row in rows]}

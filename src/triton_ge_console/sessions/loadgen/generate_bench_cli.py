@@ -1,0 +1,130 @@
+"""The `--generate` options of `ge-console bench` and their handler (the work is in generate_bench)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from triton_ge_console.arg_types import positive_int
+
+if TYPE_CHECKING:
+    from triton_ge_console.sessions.loadgen.generate_bench import GenerateLoad, GenerateRow
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def add_generate_options(parser: argparse.ArgumentParser) -> None:
+    """Options for streaming a generate model (a decoupled model built from a spec's `generate:`)."""
+    group = parser.add_argument_group("generate models (--generate)")
+    group.add_argument("--generate", action="store_true",
+                       help="stream generations (gRPC stream or HTTP generate_stream) and report TTFT, "
+                            "ITL, end-to-end latency, output tokens/s, requests/s and goodput")
+    group.add_argument("--prompt-tokens", type=positive_int, default=128, metavar="N",
+                       help="prompt length in tokens (default: 128)")
+    group.add_argument("--output-tokens", type=positive_int, default=128, metavar="N",
+                       help="tokens asked of each generation (max_tokens; default: 128)")
+    group.add_argument("--requests", type=positive_int, metavar="N",
+                       help="generations measured per step (default: 4 per stream, at least 8)")
+    group.add_argument("--slo", metavar="ttft=MS,itl=MS",
+                       help="objectives for goodput: time to first token and mean inter-token latency")
+    group.add_argument("--vocab", type=positive_int, default=32000, metavar="N",
+                       help="prompt ids are drawn below this (default: 32000)")
+
+
+def _host_port(address: str, protocol: str) -> tuple[str, int]:
+    """host and port of 'HOST:PORT' or a URL."""
+    parsed = urlparse(address if "//" in address else f"//{address}")
+    if parsed.hostname is None or parsed.port is None:
+        raise ValueError(f"{address!r}: expected HOST:PORT of the server's {protocol} endpoint")
+    return parsed.hostname, parsed.port
+
+
+def load_from_args(args: argparse.Namespace) -> GenerateLoad:
+    """The sweep the options ask for; ValueError names a bad one."""
+    from triton_ge_console.sessions.loadgen.bench_cli import resolve_endpoint
+    from triton_ge_console.sessions.loadgen.generate_bench import GenerateLoad, parse_slo
+
+    if args.rate:
+        raise ValueError("--generate sweeps --concurrency; --rate is not supported for generate models yet")
+    address, headers = resolve_endpoint(args.session, args.url, args.protocol)
+    host, port = _host_port(address, args.protocol)
+    return GenerateLoad(model=args.model, host=host, port=port, protocol=args.protocol,
+                        prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
+                        concurrency=tuple(args.concurrency or (1,)), requests=args.requests,
+                        slo=parse_slo(args.slo), vocab=args.vocab, headers=tuple(headers.items()))
+
+
+def run_generate_bench(args: argparse.Namespace) -> int:
+    """Handler of `bench --generate`: run the sweep, print the table and/or JSON; exit codes as bench's."""
+    from triton_ge_console.sessions import registry
+    from triton_ge_console.sessions.loadgen.bench_cli import UsageError, _stop_on_interrupt
+    from triton_ge_console.sessions.loadgen.generate_bench import generate_json, run_generate_load
+
+    try:
+        load = load_from_args(args)
+    except (ValueError, UsageError) as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    except registry.SessionStopped as exc:
+        return _fail(str(exc), EXIT_FAILURE)
+    stop = threading.Event()
+    with _stop_on_interrupt(stop):
+        rows = run_generate_load(load, stop, None if args.quiet else _progress)
+    if args.json is not None:
+        text = json.dumps(generate_json(load, rows), indent=2) + "\n"
+        if args.json == "-":
+            sys.stdout.write(text)
+        else:
+            Path(args.json).write_text(text, encoding="utf-8")
+    if args.json != "-":
+        _print_table(load, rows)
+    if stop.is_set():
+        return _fail(f"interrupted: {len(rows)} of {len(load.concurrency)} steps measured", EXIT_INTERRUPTED)
+    failed = next((row for row in rows if row.errors or row.requests == 0), None)
+    if failed is not None:
+        return _fail(f"{failed.errors} of {failed.errors + failed.requests} generations failed at "
+                     f"concurrency {failed.concurrency}: {failed.first_error}", EXIT_FAILURE)
+    return EXIT_OK
+
+
+def _progress(row: GenerateRow) -> None:
+    """One line on stderr per finished step."""
+    from triton_ge_console.display import number
+
+    print(f"concurrency {row.concurrency}: {row.requests} generations, "
+          f"{number(row.output_tokens_per_s)} output tokens/s", file=sys.stderr, flush=True)
+
+
+def _print_table(load: GenerateLoad, rows: list[GenerateRow]) -> None:
+    """The sweep as a table on stdout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from triton_ge_console.display import number
+
+    title = (f"{load.model} over {load.protocol} at {load.host}:{load.port}: prompt {load.prompt_tokens}, "
+             f"output {load.output_tokens} tokens (ms; p50/p90/p99)")
+    table = Table(title=title)
+    for header in ("conc", "ok", "err", "TTFT", "ITL", "e2e", "out tok/s", "req/s", "goodput/s",
+                   "worst ITL p99"):
+        table.add_column(header, justify="right")
+
+    def spread(figures: dict[str, Any]) -> str:
+        return "/".join(number(figures[key], 2) for key in ("p50", "p90", "p99"))
+
+    for row in rows:
+        table.add_row(str(row.concurrency), str(row.requests), str(row.errors), spread(row.ttft_ms),
+                      spread(row.itl_ms), spread(row.e2e_ms), number(row.output_tokens_per_s),
+                      number(row.requests_per_s, 2), number(row.goodput_per_s, 2),
+                      number(row.itl_p99_worst_stream_ms, 2))
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _fail(message: str, code: int) -> int:
+    """One line on stderr; the exit code."""
+    print(f"ge-console bench: error: {message}", file=sys.stderr)
+    return code
