@@ -149,6 +149,33 @@ def unranked_model() -> bytes:
     return _serialize(graph, check=False)  # the checker wants every output shaped; exporters do not
 
 
+def image_model() -> bytes:
+    """x FP32 [N, 3, H, W] → y = Relu(x), same shape: every output axis follows an input axis."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "image",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+    )
+    return _serialize(graph)
+
+
+def doubled_tokens_model(seed: int = 1) -> bytes:
+    """input_ids INT64 [N, S] → logits FP32 [N, 2S, VOCAB]: an output axis (2S) no input axis gives."""
+    rng = np.random.default_rng(seed)
+    embed = numpy_helper.from_array(rng.standard_normal((VOCAB, HIDDEN)).astype(np.float32), "E")
+    head = numpy_helper.from_array(rng.standard_normal((HIDDEN, VOCAB)).astype(np.float32), "H")
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["E", "input_ids"], ["h"]),
+         helper.make_node("Concat", ["h", "h"], ["hh"], axis=1),
+         helper.make_node("MatMul", ["hh", "H"], ["logits"])],
+        "doubled",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["N", "S"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", "S2", VOCAB])],
+        [embed, head],
+    )
+    return _serialize(graph)
+
+
 def _serialize(graph: onnx.GraphProto, check: bool = True) -> bytes:
     """A checked model at an opset ONNX Runtime runs."""
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

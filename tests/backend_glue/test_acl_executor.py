@@ -171,9 +171,13 @@ def test_gear_outputs_are_read_at_the_current_dims_and_unpadded_on_their_batch_a
 
 
 def test_load_refusals_from_ge_are_explained(fake_acl: ModuleType, tmp_path: Path) -> None:
+    """An OM of another NpuArch fails with 500002 (ACL_ERROR_GE_FAILURE), said so; one built for another SoC
+    of the card's NpuArch (Ascend910B4 on the fake's 910B3) loads."""
     other_soc = write_fake_om(tmp_path, dense_model(), soc_version="Ascend310P3", name="soc.om")
-    with pytest.raises(AclError, match=r"ACL error 145000: GE refused .*Model soc version is not support"):
+    with pytest.raises(AclError, match=r"ACL error 500002: GE failure \(ACL_ERROR_GE_FAILURE\).*another "
+                                       r"NpuArch"):
         AclExecutor(other_soc, device_id=0)
+    AclExecutor(write_fake_om(tmp_path, dense_model(), soc_version="Ascend910B4", name="b4.om"), 0).close()
     damaged = write_fake_om(tmp_path, dense_model(), damaged=True, name="damaged.om")
     with pytest.raises(AclError, match=r"ACL error 545003: GE failed to load the model's weights"):
         AclExecutor(damaged, device_id=0)

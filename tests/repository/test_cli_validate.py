@@ -247,7 +247,8 @@ def test_convert_offers_the_soc_of_the_visible_npus(fake_atc: None, tmp_path: Pa
     assert main(["convert", str(model), "--soc-version", "Ascend910B", "-o", str(tmp_path / "legacy")]) == 0
     err = capsys.readouterr().err
     assert "Ascend910B is the legacy 910-class SoC, not the 910B series" in err
-    assert "this host's NPUs are Ascend910B4; an OM built for Ascend910B will not load on them" in err
+    assert ("this host's NPUs are Ascend910B4; an OM built for Ascend910B will not load on them (another "
+            "NpuArch)") in err
     _npu_smi_layout(monkeypatch, "a3_910")  # A3 shows "Ascend910": the SoC needs the board's NPU name
     assert main(["convert", str(model), "-o", str(tmp_path / "m")]) == 2
     assert capsys.readouterr().err == ("ge-console convert: --soc-version is required (npu-smi names no "
@@ -256,7 +257,8 @@ def test_convert_offers_the_soc_of_the_visible_npus(fake_atc: None, tmp_path: Pa
 
 def test_validate_says_an_om_built_for_another_soc_will_not_load(
         fake_atc: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An OM convert recorded as built for Ascend310P3, on a host with 910B4 NPUs: an error before load."""
+    """An OM convert recorded as built for Ascend310P3, on a host with 910B4 NPUs: an error before load
+    (another NpuArch); one built for Ascend910B3 there: a warning (AscendCL loads it)."""
     from triton_ge_console.repository.validate import validate_path
 
     folder = tmp_path / "repo" / "m"
@@ -268,10 +270,17 @@ def test_validate_says_an_om_built_for_another_soc_will_not_load(
     assert main(args) == 0
     _npu_smi_layout(monkeypatch, "910b4")
     (problem,) = validate_path(folder).problems
+    assert problem.severity == "error"
     assert "model.om was built for Ascend310P3 (model.om.atc.json), but this host's NPUs are Ascend910B4: " \
-           "AscendCL refuses it at load" in str(problem)
+           "another NpuArch, so AscendCL refuses it at load (ACL error 500002" in str(problem)
     _npu_smi_layout(monkeypatch, "310p3_duo")
     assert validate_path(folder).problems == ()
+    # the same NpuArch (DAV_2201): an OM for Ascend910B3 loads on a 910B4, only the name differs
+    args[args.index("Ascend310P3")] = "Ascend910B3"
+    assert main(args) == 0
+    _npu_smi_layout(monkeypatch, "910b4")
+    (same,) = validate_path(folder).problems
+    assert same.severity == "warning" and "the same NpuArch (DAV_2201), so AscendCL loads it" in same.message
 
 
 def test_validate_backend_dir_finds_backends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

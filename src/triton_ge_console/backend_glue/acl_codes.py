@@ -1,7 +1,8 @@
 """What AscendCL and GE return codes mean, so a failed load says why and not only a number.
 
-aclmdlLoadFromFile answers ACL's own codes (1000xx, 107xxx, 207xxx: acl_base_rt.h) and passes GE's through
-(145xxx, 245xxx, 545xxx: include/external/acl/error_codes/ge_error_codes.h, hicann/runtime).
+aclmdlLoadFromFile answers ACL's own codes (1000xx, 107xxx, 207xxx, 5000xx: acl_base_rt.h, acl_base.h) and
+passes GE's through (145xxx, 245xxx, 545xxx: include/external/acl/error_codes/ge_error_codes.h,
+hicann/runtime). An OM built for another NpuArch (chip generation) fails with 500002, ACL_ERROR_GE_FAILURE.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ MEANINGS: dict[int, str] = {
     107001: "invalid device id (not visible to this process?)",
     107002: "no current context",
     207001: "out of device memory",
-    145000: "GE refused a parameter (for a model built for another SoC: 'Model soc version is not "
-            "support in this device'; check the plog)",
+    145000: "GE refused a parameter (ACL_ERROR_GE_PARAM_INVALID: an argument GE does not take; the plog "
+            "in ~/ascend/log names it)",
     145002: "GE: invalid model path",
     145003: "GE: invalid model id",
     145006: "GE: invalid input data size",
@@ -40,6 +41,10 @@ MEANINGS: dict[int, str] = {
     545004: "GE failed to load the model's tasks (OM built for another SoC or CANN?)",
     545005: "GE failed to load the model's kernels (OM built for another SoC or CANN?)",
     545601: "GE: model execution timed out",
+    500000: "AscendCL internal error (ACL_ERROR_INTERNAL_ERROR; see the plog)",
+    500002: "GE failure (ACL_ERROR_GE_FAILURE): at load, most often an OM built for another NpuArch, i.e. "
+            "another chip generation (the plog says the soc version is not supported on this device); "
+            "rebuild it with atc --soc_version for this card",
 }
 
 

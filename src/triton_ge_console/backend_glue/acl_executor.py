@@ -2,9 +2,19 @@
 
 Per instance: set_device, create_context, load_from_file, a model description, and device buffers plus
 datasets allocated once and reused. Per execution, under a lock: memcpy host→device, execute (sync),
-memcpy device→host. OMs built with batch gears get the `ascend_mbatch_shape_data` input and
-`set_dynamic_batch_size`: a batch is padded to the next gear, each output read at the dims
-`get_cur_output_dims` gives for that gear, and what the gear padded sliced off.
+memcpy device→host. Every OM shape ATC builds (CANN's AscendCL reference for each call named):
+- batch gears (--dynamic_batch_size): the `ascend_mbatch_shape_data` input and `set_dynamic_batch_size`:
+  a batch is padded to the next gear, each output read at the dims `get_cur_output_dims` gives for that
+  gear, and what the gear padded sliced off;
+- dimension gears (--dynamic_dims; `get_input_dynamic_gear_count` / `get_input_dynamic_dims`, each gear
+  every input's shape concatenated) and image-size gears (--dynamic_image_size; `get_dynamic_hw`): the
+  smallest gear holding the request (`set_input_dynamic_dims` / `set_dynamic_hw_size`), inputs padded
+  with zeros to it, each output cut back on the axes that follow a dynamic input axis (found at load by
+  comparing `get_cur_output_dims` across gears);
+- dynamic shape (-1 or a range without gears; input sizes 0): buffers allocated per request at the real
+  size, each input described (`create_tensor_desc`, `set_dataset_tensor_desc`), outputs left to
+  AscendCL to allocate (an empty data buffer) and read at the shape of `get_dataset_tensor_desc`;
+- AIPP (static or dynamic, `get_aipp_type`): refused at load, saying why.
 
 Supported: CANN 5.x to 8.x pyacl. Before CANN 6.0.1 pyacl has no `acl.util.bytes_to_ptr`/`ptr_to_bytes`
 and the numpy pair is used (as Huawei's samples do); without `get_device_utilization_rate` utilization
@@ -38,9 +48,12 @@ ACL_MEMCPY_DEVICE_TO_HOST = 2
 ACL_DDR_MEM = 0
 ACL_HBM_MEM = 1
 ACL_ERROR_REPEAT_INITIALIZE = 100002
+ACL_FORMAT_ND = 2  # aclFormat
+AIPP_KINDS = {1: "static AIPP", 2: "dynamic AIPP", 3: "the dynamic AIPP parameters"}  # aclmdlInputAippType
 DYNAMIC_BATCH_INPUT = "ascend_mbatch_shape_data"
 ACL_TYPES = {0: "FP32", 1: "FP16", 2: "INT8", 3: "INT32", 4: "UINT8", 6: "INT16", 7: "UINT16",
              8: "UINT32", 9: "INT64", 10: "UINT64", 11: "FP64", 12: "BOOL"}
+ACL_TYPE_CODES = {name: code for code, name in ACL_TYPES.items()}
 # Teardown phases, run in this order: unload, desc, datasets and buffers, free, context, device.
 UNLOAD, DESC, BUFFERS, DATASETS, FREE, CONTEXT, DEVICE = range(7)
 
@@ -103,6 +116,55 @@ def batch_axis(full: tuple[int, ...], smallest: tuple[int, ...], gears: tuple[in
     return None
 
 
+@dataclass(frozen=True)
+class Profile:
+    """One dimension or image-size gear: what sets it, and each data input's shape at it."""
+
+    values: tuple[int, ...]  # set_input_dynamic_dims's dims (every shape concatenated), or (h, w)
+    shapes: tuple[tuple[int, ...], ...]
+
+    @property
+    def elements(self) -> int:
+        """How much the gear computes on: the elements of all its inputs."""
+        return sum(int(np.prod(shape)) for shape in self.shapes)
+
+
+def pick_profile(shapes: list[tuple[int, ...]], profiles: tuple[Profile, ...],
+                 model_dims: list[tuple[int, ...]]) -> Profile:
+    """The smallest gear holding every input: fixed axes equal, dynamic ones (-1 in the OM) at most the
+    gear's."""
+    def fits(profile: Profile) -> bool:
+        return all(len(real) == len(gear) and all(r == g if m != -1 else r <= g
+                                                  for r, g, m in zip(real, gear, dims, strict=True))
+                   for real, gear, dims in zip(shapes, profile.shapes, model_dims, strict=True))
+
+    fitting = [p for p in profiles if fits(p)]
+    if not fitting:
+        raise ExecutorError(f"input shapes {[list(s) for s in shapes]} fit none of the OM's gears "
+                            f"{[[list(s) for s in p.shapes] for p in profiles]}")
+    return min(fitting, key=lambda p: p.elements)
+
+
+def pad_to(array: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """array with zeros after its data on every axis, up to shape (itself when it already is)."""
+    if tuple(array.shape) == shape:
+        return np.ascontiguousarray(array, dtype=dtype)
+    padded = np.zeros(shape, dtype=dtype)
+    padded[tuple(slice(0, n) for n in array.shape)] = array
+    return padded
+
+
+def follows(per_profile: list[int], profiles: tuple[Profile, ...], model_dims: list[tuple[int, ...]],
+            axis: int) -> tuple[tuple[int, int], ...]:
+    """The dynamic input axes (input, axis) whose size an output axis takes in every gear; where several
+    do (square image gears: H and W alike), those at the output's own axis position."""
+    found = tuple((i, a) for i, dims in enumerate(model_dims) for a, d in enumerate(dims)
+                  if d == -1 and all(size == p.shapes[i][a] for size, p in zip(per_profile, profiles,
+                                                                               strict=True)))
+    aligned = tuple((i, a) for i, a in found if a == axis)
+    return aligned if len(found) > 1 and aligned else found
+
+
 def _bound(call: Callable[[Any], int], handle: Any) -> Callable[[], int]:
     """call(handle), for later."""
     return lambda: call(handle)
@@ -119,6 +181,9 @@ class _Slot:
     device_ptr: int = 0
     host_ptr: int = 0
     batch_axis: int | None = None  # outputs with gears: the axis a gear pads
+    # outputs with dimension/image gears: per axis, the dynamic input axes it follows (() fixed); None for
+    # an axis that varies with the gear but follows no input axis (then only exact gears run)
+    follows: tuple[tuple[tuple[int, int], ...] | None, ...] = ()
 
 
 class AclExecutor:
@@ -165,9 +230,62 @@ class AclExecutor:
         self._later(DESC, "acl.mdl.destroy_desc", lambda: acl.mdl.destroy_desc(self._desc))
         check("acl.mdl.get_desc", acl.mdl.get_desc(self._desc, self._model_id))
         self._describe()
+        self._refuse_aipp()
+        if self.dynamic_shape:
+            return  # datasets per request
         self._in_dataset = self._dataset(self._in_slots + self._mbatch_slots, "input")
         self._out_dataset = self._dataset(self._out_slots, "output")
         self._find_batch_axes()
+        self._find_profile_axes()
+
+    def _refuse_aipp(self) -> None:
+        """An OM with AIPP (ATC --insert_op_conf) takes image bytes (a static YUV input's buffer is not
+        what its dims say), or AIPP parameters per request: not supported, said at load."""
+        aipp_type = getattr(self._acl.mdl, "get_aipp_type", None)
+        if aipp_type is None:
+            return
+        for index in range(self._acl.mdl.get_num_inputs(self._desc)):
+            kind, _, ret = aipp_type(self._model_id, index)
+            if ret == 0 and kind in AIPP_KINDS:
+                name = self._acl.mdl.get_input_name_by_index(self._desc, index)
+                raise ExecutorError(f"{self.path}: input {name} carries {AIPP_KINDS[kind]} (ATC "
+                                    "--insert_op_conf): the glue does not support AIPP models yet; convert "
+                                    "the model without --insert_op_conf and preprocess in the client")
+
+    def _find_profile_axes(self) -> None:
+        """Which output axes follow which dynamic input axes: their dims at each gear, compared."""
+        if not self.profiles:
+            return
+        per_output: list[list[tuple[int, ...]]] = [[] for _ in self._out_slots]
+        for profile in self.profiles:
+            self._set_profile(profile)
+            for dims, slot in zip(per_output, self._out_slots, strict=True):
+                dims.append(self._cur_dims(slot))
+        model_dims = [s.info.dims for s in self._in_slots]
+        infos = []
+        for dims, slot in zip(per_output, self._out_slots, strict=True):
+            axes: list[tuple[tuple[int, int], ...] | None] = []
+            for axis in range(len(dims[0])):
+                sizes = [d[axis] for d in dims]
+                found = follows(sizes, self.profiles, model_dims, axis)
+                axes.append(() if len(set(sizes)) == 1 else (found or None))
+            slot.follows = tuple(axes)
+            shown = tuple(-1 if a else d for a, d in zip(slot.follows, slot.info.dims, strict=True))
+            slot.info = TensorInfo(slot.info.name, slot.info.data_type, shown)
+            infos.append(slot.info)
+        self.outputs = tuple(infos)
+
+    def _set_profile(self, profile: Profile) -> None:
+        """Make this gear current for the next execution with the input dataset."""
+        mdl = self._acl.mdl
+        if self._profile_kind == "dims":
+            dims = {"dimCount": len(profile.values), "name": "", "dims": list(profile.values)}
+            check(f"acl.mdl.set_input_dynamic_dims({list(profile.values)})", mdl.set_input_dynamic_dims(
+                self._model_id, self._in_dataset, self._mbatch_index, dims))
+        else:
+            height, width = profile.values
+            check(f"acl.mdl.set_dynamic_hw_size({height}, {width})", mdl.set_dynamic_hw_size(
+                self._model_id, self._in_dataset, self._mbatch_index, height, width))
 
     def _find_batch_axes(self) -> None:
         """Which axis of each output the gear pads: its dims at the smallest gear against the largest."""
@@ -210,20 +328,70 @@ class AclExecutor:
         if self.gears:
             mbatch, ret = acl.mdl.get_input_index_by_name(desc, DYNAMIC_BATCH_INPUT)
             check(f"acl.mdl.get_input_index_by_name({DYNAMIC_BATCH_INPUT})", ret)
+        names = [acl.mdl.get_input_name_by_index(desc, i) for i in range(acl.mdl.get_num_inputs(desc))]
+        if not self.gears and DYNAMIC_BATCH_INPUT in names:
+            mbatch = names.index(DYNAMIC_BATCH_INPUT)
         self._mbatch_index = mbatch
-        ins = [self._slot("input", i) for i in range(acl.mdl.get_num_inputs(desc))]
+        ins = [self._slot("input", i) for i in range(len(names))]
         self._in_slots = [s for i, s in enumerate(ins) if i != mbatch]
         self._mbatch_slots = [s for i, s in enumerate(ins) if i == mbatch]
         self._out_slots = [self._slot("output", i) for i in range(acl.mdl.get_num_outputs(desc))]
+        self.dynamic_shape = any(s.size == 0 for s in self._in_slots)
         for slot in self._out_slots:
-            slot.host_ptr = self._malloc_host(slot.size)
+            slot.host_ptr = self._malloc_host(slot.size) if slot.size else 0
         self.inputs = tuple(s.info for s in self._in_slots)
         self.outputs = tuple(s.info for s in self._out_slots)
-        self.max_batch: int | None = self.gears[-1] if self.gears else None
+        self.profiles: tuple[Profile, ...] = ()
+        self._profile_kind = ""
+        if mbatch >= 0 and not self.gears:
+            self._profile_kind, self.profiles = self._read_profiles()
+        if mbatch >= 0 and not self.gears and not self.profiles:
+            raise ExecutorError(f"{self.path}: the OM has {DYNAMIC_BATCH_INPUT} but neither batch, dimension "
+                                "nor image-size gears this pyacl can read")
+        self.max_batch: int | None = self.gears[-1] if self.gears else self._profile_max_batch()
         # query_size refuses OMs with fully dynamic shapes: the OM file's size stands in for its weights then
         work, weight, ret = acl.mdl.query_size(str(self.path))
         model_bytes = int(work) + int(weight) if ret == 0 else self.path.stat().st_size
         self.memory_bytes = model_bytes + sum(s.size for s in ins + self._out_slots)
+
+    def _read_profiles(self) -> tuple[str, tuple[Profile, ...]]:
+        """The OM's dimension gears (every input's shape concatenated, split by input) or image sizes."""
+        mdl, desc = self._acl.mdl, self._desc
+        model_dims = [s.info.dims for s in self._in_slots]
+        count_fn = getattr(mdl, "get_input_dynamic_gear_count", None)
+        count, ret = count_fn(desc, -1) if count_fn else (0, -1)
+        if ret == 0 and count > 0:
+            gears, ret = mdl.get_input_dynamic_dims(desc, -1, count)
+            check("acl.mdl.get_input_dynamic_dims", ret)
+            return "dims", tuple(self._split(tuple(int(d) for d in g["dims"][:g["dimCount"]]), model_dims)
+                                 for g in gears)
+        hw, ret = mdl.get_dynamic_hw(desc, -1) if hasattr(mdl, "get_dynamic_hw") else ({}, -1)
+        if ret == 0 and hw.get("hwCount", 0) > 0:
+            pairs = [tuple(int(v) for v in pair) for pair in hw["hw"][:hw["hwCount"]]]
+            return "hw", tuple(Profile(pair, tuple(self._fill_hw(dims, pair) for dims in model_dims))
+                               for pair in pairs)
+        return "", ()
+
+    @staticmethod
+    def _split(values: tuple[int, ...], model_dims: list[tuple[int, ...]]) -> Profile:
+        """A concatenated gear cut into each input's shape."""
+        shapes, start = [], 0
+        for dims in model_dims:
+            shapes.append(values[start:start + len(dims)])
+            start += len(dims)
+        return Profile(values, tuple(shapes))
+
+    @staticmethod
+    def _fill_hw(dims: tuple[int, ...], pair: tuple[int, ...]) -> tuple[int, ...]:
+        """An input's shape at an image size: its dynamic axes are H then W."""
+        values = iter(pair * 2)
+        return tuple(next(values) if d == -1 else d for d in dims)
+
+    def _profile_max_batch(self) -> int | None:
+        """With gears over the first input's first axis, the largest of them (the batch Triton may send)."""
+        if not self.profiles or not self._in_slots or not self._in_slots[0].info.dims:
+            return None
+        return max(p.shapes[0][0] for p in self.profiles)
 
     def _slot(self, side: str, index: int) -> _Slot:
         """Describe one input/output and allocate its device buffer."""
@@ -241,7 +409,7 @@ class AclExecutor:
         data_type = ACL_TYPES[acl_type]
         info = TensorInfo(str(name) if inp else tensor_name(str(name)), data_type, shape)
         slot = _Slot(info, TRITON_TO_NUMPY[data_type], int(size), index)
-        slot.device_ptr = self._malloc(slot.size)
+        slot.device_ptr = self._malloc(slot.size) if slot.size else 0  # size 0: a dynamic shape, per request
         return slot
 
     def _malloc(self, size: int) -> int:
@@ -275,35 +443,160 @@ class AclExecutor:
         return int(dataset)
 
     def run(self, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], RunStats]:
-        """One synchronous execution: pad to a gear, copy in, execute, copy out, slice."""
+        """One synchronous execution: pad to a gear, copy in, execute, copy out, cut back."""
         if self._closed:
             raise ExecutorError(f"{self.path}: run after close")
-        batch = int(next(iter(feeds.values())).shape[0]) if self.gears else 0
-        gear = pick_gear(batch, self.gears) if self.gears else 0
-        acl = self._acl
         with self._lock:
             if self._closed:  # closed while this run waited for the lock
                 raise ExecutorError(f"{self.path}: run after close")
-            check("acl.rt.set_context", acl.rt.set_context(self._context))
-            if self.gears:
-                check(f"acl.mdl.set_dynamic_batch_size({gear})", acl.mdl.set_dynamic_batch_size(
-                    self._model_id, self._in_dataset, self._mbatch_index, gear))
-            h2d = sum(self._copy_in(slot, feeds[slot.info.name], gear) for slot in self._in_slots)
-            check("acl.mdl.execute", acl.mdl.execute(self._model_id, self._in_dataset, self._out_dataset))
-            outputs = {s.info.name: self._copy_out(s, gear, batch) for s in self._out_slots}
+            check("acl.rt.set_context", self._acl.rt.set_context(self._context))
+            if self.dynamic_shape:
+                outputs, h2d = self._run_dynamic_shape(feeds)
+            elif self.profiles:
+                outputs, h2d = self._run_profile(feeds)
+            else:
+                outputs, h2d = self._run_gear(feeds)
         d2h = sum(int(a.nbytes) for a in outputs.values())
         return outputs, RunStats(h2d_bytes=h2d, d2h_bytes=d2h)
 
-    def _copy_in(self, slot: _Slot, array: np.ndarray, gear: int) -> int:
-        """Host→device for one input, padded with zeros up to the gear; returns bytes copied."""
-        if gear and array.shape[0] < gear:
-            padded = np.zeros((gear, *array.shape[1:]), dtype=slot.dtype)
-            padded[:array.shape[0]] = array
-            array = padded
-        array = np.ascontiguousarray(array, dtype=slot.dtype)
-        if array.nbytes > slot.size:
-            raise ExecutorError(f"input {slot.info.name}: {array.nbytes} bytes do not fit the OM's "
-                                f"{slot.size}")
+    def _execute(self, in_dataset: int, out_dataset: int) -> None:
+        """acl.mdl.execute, checked."""
+        check("acl.mdl.execute", self._acl.mdl.execute(self._model_id, in_dataset, out_dataset))
+
+    def _run_gear(self, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
+        """A static OM, or batch gears: the batch padded to the next gear and sliced back."""
+        batch = int(next(iter(feeds.values())).shape[0]) if self.gears else 0
+        gear = pick_gear(batch, self.gears) if self.gears else 0
+        if self.gears:
+            check(f"acl.mdl.set_dynamic_batch_size({gear})", self._acl.mdl.set_dynamic_batch_size(
+                self._model_id, self._in_dataset, self._mbatch_index, gear))
+        h2d = 0
+        for slot in self._in_slots:
+            array = feeds[slot.info.name]
+            shape = (gear, *array.shape[1:]) if gear else tuple(array.shape)
+            h2d += self._copy_in(slot.device_ptr, slot.size, slot.info.name, pad_to(array, shape, slot.dtype))
+        self._execute(self._in_dataset, self._out_dataset)
+        outputs = {}
+        for slot in self._out_slots:
+            array = self._copy_out(slot, self._cur_dims(slot) if gear else slot.info.dims)
+            if gear and slot.batch_axis is not None and batch < array.shape[slot.batch_axis]:
+                array = array.take(range(batch), axis=slot.batch_axis) if slot.batch_axis else array[:batch]
+            outputs[slot.info.name] = array
+        return outputs, h2d
+
+    def _run_profile(self, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
+        """Dimension or image-size gears: the smallest that holds the request, padded, cut back."""
+        shapes = [tuple(int(d) for d in feeds[s.info.name].shape) for s in self._in_slots]
+        profile = pick_profile(shapes, self.profiles, [s.info.dims for s in self._in_slots])
+        self._set_profile(profile)
+        h2d = sum(self._copy_in(slot.device_ptr, slot.size, slot.info.name,
+                                pad_to(feeds[slot.info.name], gear, slot.dtype))
+                  for slot, gear in zip(self._in_slots, profile.shapes, strict=True))
+        self._execute(self._in_dataset, self._out_dataset)
+        exact = list(profile.shapes) == shapes
+        return {s.info.name: self._cut(s, self._copy_out(s, self._cur_dims(s)), shapes, exact)
+                for s in self._out_slots}, h2d
+
+    def _cut(self, slot: _Slot, array: np.ndarray, shapes: list[tuple[int, ...]], exact: bool) -> np.ndarray:
+        """An output of a padded run cut back to the request's sizes on the axes that follow them."""
+        index: list[slice] = []
+        for axis, found in enumerate(slot.follows):
+            if found is None and not exact:
+                gears = [[list(s) for s in p.shapes] for p in self.profiles]
+                raise ExecutorError(f"output {slot.info.name}: axis {axis} changes with the OM's gear but "
+                                    "follows no input axis, so a padded run cannot be cut back: send shapes "
+                                    f"that are one of its gears {gears}")
+            sizes = {shapes[i][a] for i, a in found or ()}
+            if len(sizes) > 1:
+                raise ExecutorError(f"output {slot.info.name}: axis {axis} follows input axes whose request "
+                                    f"sizes differ ({sorted(sizes)}): it cannot be cut back")
+            index.append(slice(0, sizes.pop()) if sizes else slice(None))
+        return array[tuple(index)]
+
+    def _run_dynamic_shape(self, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
+        """A dynamic-shape OM: per request, buffers at the real sizes, each input described; outputs
+        allocated by AscendCL and read at the shape it describes."""
+        acl = self._acl
+        undo: list[Callable[[], Any]] = []
+        try:
+            in_dataset = self._request_dataset(undo)
+            h2d = 0
+            for slot in self._in_slots:
+                array = np.ascontiguousarray(feeds[slot.info.name], dtype=slot.dtype)
+                ptr, size = slot.device_ptr, slot.size
+                if not size:
+                    ptr, size = self._request_malloc(max(1, array.nbytes), undo), max(1, array.nbytes)
+                self._add_buffer(in_dataset, ptr, size, undo)
+                desc = acl.create_tensor_desc(ACL_TYPE_CODES[slot.info.data_type], list(array.shape),
+                                              ACL_FORMAT_ND)
+                undo.append(_bound(acl.destroy_tensor_desc, desc))
+                _, ret = acl.mdl.set_dataset_tensor_desc(in_dataset, desc, slot.index)
+                check(f"acl.mdl.set_dataset_tensor_desc({slot.info.name})", ret)
+                h2d += self._copy_in(ptr, size, slot.info.name, array)
+            out_dataset = self._request_dataset(undo)
+            buffers = [self._add_buffer(out_dataset, s.device_ptr, s.size, undo) for s in self._out_slots]
+            self._execute(in_dataset, out_dataset)
+            outputs = {s.info.name: self._read_described(s, out_dataset, buffer, undo)
+                       for s, buffer in zip(self._out_slots, buffers, strict=True)}
+        finally:
+            for action in reversed(undo):
+                action()
+        return outputs, h2d
+
+    def _request_dataset(self, undo: list[Callable[[], Any]]) -> int:
+        """A dataset for one request, destroyed after it."""
+        dataset = self._acl.mdl.create_dataset()
+        if not dataset:
+            raise ExecutorError("acl.mdl.create_dataset returned no dataset")
+        undo.append(_bound(self._acl.mdl.destroy_dataset, dataset))
+        return int(dataset)
+
+    def _request_malloc(self, size: int, undo: list[Callable[[], Any]]) -> int:
+        """Device memory for one request."""
+        ptr, ret = self._acl.rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)
+        check(f"acl.rt.malloc({size})", ret)
+        undo.append(_bound(self._acl.rt.free, ptr))
+        return int(ptr)
+
+    def _add_buffer(self, dataset: int, ptr: int, size: int, undo: list[Callable[[], Any]]) -> int:
+        """A data buffer over ptr (0/0: AscendCL allocates the output) added to a request's dataset."""
+        buffer = self._acl.create_data_buffer(ptr, size)
+        if not buffer:
+            raise ExecutorError(f"acl.create_data_buffer({size}) returned no buffer")
+        undo.append(_bound(self._acl.destroy_data_buffer, buffer))
+        _, ret = self._acl.mdl.add_dataset_buffer(dataset, buffer)
+        check("acl.mdl.add_dataset_buffer", ret)
+        return int(buffer)
+
+    def _read_described(self, slot: _Slot, dataset: int, buffer: int,
+                        undo: list[Callable[[], Any]]) -> np.ndarray:
+        """An output at the shape its tensor description gives; memory AscendCL allocated is freed and the
+        buffer emptied (aclUpdateDataBuffer), as its reference asks."""
+        acl = self._acl
+        desc = acl.mdl.get_dataset_tensor_desc(dataset, slot.index)
+        if not desc:
+            raise ExecutorError(f"output {slot.info.name}: AscendCL gave no tensor description")
+        dims = []
+        for axis in range(acl.get_tensor_desc_num_dims(desc)):
+            dim, ret = acl.get_tensor_desc_dim_v2(desc, axis)
+            check(f"acl.get_tensor_desc_dim_v2({slot.info.name}, {axis})", ret)
+            dims.append(int(dim))
+        shape = tuple(dims)
+        ptr, size = slot.device_ptr, slot.size
+        if not size:
+            ptr, size = acl.get_data_buffer_addr(buffer), acl.get_data_buffer_size_v2(buffer)
+            undo.append(_bound(acl.rt.free, ptr))
+            undo.append(lambda: acl.update_data_buffer(buffer, 0, 0))
+        nbytes = int(np.prod(shape)) * slot.dtype.itemsize
+        host, ret = acl.rt.malloc_host(max(1, nbytes))
+        check(f"acl.rt.malloc_host({nbytes})", ret)
+        undo.append(_bound(acl.rt.free_host, host))
+        return self._read(host, ptr, size, nbytes, shape, slot)
+
+    def _copy_in(self, device_ptr: int, size: int, name: str, array: np.ndarray) -> int:
+        """Host→device for one input (contiguous, of its dtype); returns bytes copied."""
+        if array.nbytes > size:
+            raise ExecutorError(f"input {name}: {array.nbytes} bytes do not fit the OM's {size}")
         util = self._acl.util
         if hasattr(util, "bytes_to_ptr"):  # CANN >= 6.0.1
             keep: Any = array.tobytes()
@@ -311,27 +604,30 @@ class AclExecutor:
         else:  # older pyacl: the array's own memory (contiguous, alive until the copy returns)
             keep = array
             ptr = util.numpy_to_ptr(keep)
-        check(f"acl.rt.memcpy(host→device, {slot.info.name})", self._acl.rt.memcpy(
-            slot.device_ptr, slot.size, ptr, array.nbytes, ACL_MEMCPY_HOST_TO_DEVICE))
+        check(f"acl.rt.memcpy(host→device, {name})", self._acl.rt.memcpy(
+            device_ptr, size, ptr, array.nbytes, ACL_MEMCPY_HOST_TO_DEVICE))
         return int(array.nbytes)
 
-    def _copy_out(self, slot: _Slot, gear: int, batch: int) -> np.ndarray:
-        """Device→host for one output at its dims for this gear; the gear's padding sliced off."""
-        shape = self._cur_dims(slot) if gear else slot.info.dims
+    def _copy_out(self, slot: _Slot, shape: tuple[int, ...]) -> np.ndarray:
+        """Device→host for one output at these dims (its whole buffer when a dim is unknown)."""
         known = all(d >= 0 for d in shape)
         nbytes = int(np.prod(shape)) * slot.dtype.itemsize if known else slot.size
+        array = self._read(slot.host_ptr, slot.device_ptr, slot.size, nbytes, shape, slot)
+        return array.reshape(shape) if known else array
+
+    def _read(self, host_ptr: int, device_ptr: int, size: int, nbytes: int, shape: tuple[int, ...],
+              slot: _Slot) -> np.ndarray:
+        """nbytes of an output from the device through a host staging buffer, as an array we own."""
         check(f"acl.rt.memcpy(device→host, {slot.info.name})", self._acl.rt.memcpy(
-            slot.host_ptr, slot.size, slot.device_ptr, nbytes, ACL_MEMCPY_DEVICE_TO_HOST))
+            host_ptr, max(size, nbytes), device_ptr, nbytes, ACL_MEMCPY_DEVICE_TO_HOST))
         util = self._acl.util
         if hasattr(util, "ptr_to_bytes"):  # CANN >= 6.0.1
-            array = np.frombuffer(util.ptr_to_bytes(slot.host_ptr, nbytes), dtype=slot.dtype)
+            array = np.frombuffer(util.ptr_to_bytes(host_ptr, nbytes), dtype=slot.dtype)
         else:  # older pyacl: a view of the staging buffer, reused by the next run: copy it
             count = nbytes // slot.dtype.itemsize
-            array = util.ptr_to_numpy(slot.host_ptr, (count,), slot.dtype.num).copy()
-        array = array.reshape(shape) if known else array
-        if gear and slot.batch_axis is not None and batch < array.shape[slot.batch_axis]:
-            array = array.take(range(batch), axis=slot.batch_axis) if slot.batch_axis else array[:batch]
-        return array
+            array = util.ptr_to_numpy(host_ptr, (count,), slot.dtype.num).copy()
+        known = all(d >= 0 for d in shape)
+        return array.reshape(shape) if known else array
 
     def device_figures(self) -> DeviceFigures | None:
         """Memory and AICore utilization from AscendCL, without waiting for (or holding up) an execution.

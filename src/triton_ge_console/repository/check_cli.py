@@ -141,8 +141,10 @@ def _soc_version(given: str | None) -> str | None:
         print(f"ge-console convert: note: {given} is the legacy 910-class SoC, not the 910B series "
               "(Ascend910B1..B4: 'Ascend' + the chip name npu-smi shows)", file=sys.stderr)
     if visible and given not in visible:
+        verdict = ("loads on them (the same NpuArch)" if all(soc.loads_on(given, v) for v in visible)
+                   else "will not load on them (another NpuArch)")
         print(f"ge-console convert: note: this host's NPUs are {', '.join(visible)}; an OM built for {given} "
-              "will not load on them", file=sys.stderr)
+              f"{verdict}", file=sys.stderr)
     return given
 
 

@@ -7,6 +7,12 @@ value is Chip Name + "_" + NPU Name from `npu-smi info -t board`, which this mod
 Name is 9579).
 `ge-console convert` records the SoC beside the OM it wrote (`<om>.atc.json`), since an OM's header does
 not carry it.
+
+AscendCL loads an OM on any SoC of the NpuArch it was built for (an OM for Ascend910B3 runs on a 910B4);
+another NpuArch fails at load with 500002 (ACL_ERROR_GE_FAILURE). The NpuArch of each SoC family is as
+hicann's operator libraries map SocVersion to NpuArch (PlatformInfo::GetCurNpuArch in their platform
+stubs): ASCEND910 DAV_1001, ASCEND910B and ASCEND910_93 DAV_2201, ASCEND310P DAV_2002, ASCEND310B
+DAV_3002, ASCEND950 DAV_3510. A SoC outside that table (Ascend310) is compared by name.
 """
 
 from __future__ import annotations
@@ -24,6 +30,13 @@ from triton_ge_console.sessions.telemetry.npu_smi import (
 )
 
 LEGACY_910 = "Ascend910B"
+NPU_ARCHS = (
+    (re.compile(r"^Ascend910B\d$|^Ascend910_93\d\d$"), "DAV_2201"),
+    (re.compile(r"^Ascend910(A|B|ProA|ProB|PremiumA)?$"), "DAV_1001"),
+    (re.compile(r"^Ascend310P\d$"), "DAV_2002"),
+    (re.compile(r"^Ascend310B\d$"), "DAV_3002"),
+    (re.compile(r"^Ascend950"), "DAV_3510"),
+)
 RECORD_SUFFIX = ".atc.json"
 _CHIP = re.compile(r"^\d{3}[A-Z]?\d?$")  # 310, 310P3, 910B4
 _CACHE: dict[str, tuple[float, tuple[str, ...]]] = {}
@@ -75,15 +88,31 @@ def built_for(om_path: Path) -> str | None:
     return soc if isinstance(soc, str) and soc else None
 
 
-def mismatch(om_path: Path, visible: tuple[str, ...] | None = None) -> str | None:
-    """Why this host's NPUs would refuse the OM, or None when they would not (or nobody can tell);
-    npu-smi is asked only for an OM whose SoC is known."""
+def npu_arch(soc: str) -> str | None:
+    """The NpuArch of a SoC value, None outside the known families."""
+    return next((arch for pattern, arch in NPU_ARCHS if pattern.match(soc)), None)
+
+
+def loads_on(built: str, visible: str) -> bool:
+    """Whether AscendCL loads an OM built for `built` on a `visible` NPU: the same NpuArch (or name)."""
+    arch = npu_arch(built)
+    return built == visible or (arch is not None and arch == npu_arch(visible))
+
+
+def mismatch(om_path: Path, visible: tuple[str, ...] | None = None) -> tuple[str, str] | None:
+    """("error", why) when this host's NPUs would refuse the OM (another NpuArch), ("warning", what) when
+    only the SoC name differs, None when it matches or nobody can tell; npu-smi is asked only for an OM
+    whose SoC is known."""
     soc = built_for(om_path)
     if soc is None:
         return None
     visible = visible_soc_versions() if visible is None else visible
     if not visible or soc in visible:
         return None
-    return (f"{om_path.name} was built for {soc} ({record_path(om_path).name}), but this host's NPUs are "
-            f"{', '.join(visible)}: AscendCL refuses it at load (\"Model soc version is not support in this "
-            f"device\"); rebuild it with --soc-version {visible[0]}")
+    said = (f"{om_path.name} was built for {soc} ({record_path(om_path).name}), but this host's NPUs are "
+            f"{', '.join(visible)}")
+    if all(loads_on(soc, v) for v in visible):
+        return "warning", (f"{said}: the same NpuArch ({npu_arch(soc)}), so AscendCL loads it; "
+                           f"--soc-version {visible[0]} builds for this chip exactly")
+    return "error", (f"{said}: another NpuArch, so AscendCL refuses it at load (ACL error 500002, "
+                     f"ACL_ERROR_GE_FAILURE); rebuild it with --soc-version {visible[0]}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import os
+import re
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ ACL_ERROR_GE_PARAM_INVALID = 145000
 ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID = 145002
 ACL_ERROR_GE_LOAD_MODEL = 545001
 ACL_ERROR_GE_EXEC_LOAD_WEIGHT_PARTITION_FAILED = 545003
+# acl_base.h: ACL_ERROR_GE_FAILURE, what aclmdlLoadFromFile answers for an OM of another NpuArch
+ACL_ERROR_GE_FAILURE = 500002
 # aclrtMemAttr (acl_rt.h): ACL_DDR_MEM, ACL_HBM_MEM, ...
 ACL_DDR_MEM = 0
 ACL_HBM_MEM = 1
@@ -59,10 +62,24 @@ class DeviceAlloc:
 
 @dataclass
 class Dataset:
-    """An aclmdlDataset: ordered data buffers, plus the batch set by set_dynamic_batch_size."""
+    """An aclmdlDataset: ordered data buffers, the batch set by set_dynamic_batch_size, the profile set by
+    set_input_dynamic_dims / set_dynamic_hw_size, and tensor descriptions by index
+    (aclmdlSetDatasetTensorDesc for inputs; for outputs of a dynamic-shape model, set by execute)."""
 
     buffers: list[int] = field(default_factory=list)
     dynamic_batch: int | None = None
+    profile: int | None = None
+    tensor_descs: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class TensorDesc:
+    """An aclTensorDesc: data type, dims, format; owned by the caller (None) or by a dataset (outputs)."""
+
+    acl_type: int
+    dims: list[int]
+    fmt: int
+    owner: int | None = None
 
 
 @dataclass
@@ -77,7 +94,11 @@ class Model:
     gears: list[int]
     weight_size: int
     output_dims: dict[int, list[list[int]]] = field(default_factory=dict)  # gear → each output's dims
-    current_gear: int | None = None  # the last set_dynamic_batch_size (aclmdlGetCurOutputDims reads it)
+    current_gear: int | None = None  # the last gear or profile set (aclmdlGetCurOutputDims reads it)
+    kind: str = "static"  # "batch", "dims" (--dynamic_dims), "hw" (--dynamic_image_size), "shape"
+    profiles: list[list[list[int]]] = field(default_factory=list)  # dims/hw: each input's shape per profile
+    hw: list[list[int]] = field(default_factory=list)  # hw: (height, width) per profile
+    aipp: list[tuple[int, int]] = field(default_factory=list)  # per input: (aclmdlInputAippType, index)
 
 
 @dataclass
@@ -96,6 +117,7 @@ class State:
     calls: Counter[str] = field(default_factory=Counter)
     busy_executions: Counter[int] = field(default_factory=Counter)
     misuse: list[str] = field(default_factory=list)  # calls the real runtime would crash or corrupt on
+    tensor_descs: dict[int, TensorDesc] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -108,6 +130,24 @@ class Profile:
     hbm: bool = True  # False: Atlas 200/300/500 (Ascend 310) report HBM as 0/0, memory is DDR
     bytes_ptr: bool = True  # acl.util.bytes_to_ptr / ptr_to_bytes (CANN >= 6.0.1)
     utilization: bool = True  # acl.rt.get_device_utilization_rate
+
+
+# The NpuArch of each SoC family, as hicann's operator libraries map SocVersion to NpuArch (their platform
+# stubs, PlatformInfo::GetCurNpuArch: ASCEND910 → DAV_1001, ASCEND910B and ASCEND910_93 → DAV_2201,
+# ASCEND310P → DAV_2002, ASCEND310B → DAV_3002, ASCEND950 → DAV_3510). AscendCL loads an OM on any SoC of
+# its NpuArch (an OM for Ascend910B3 runs on a 910B4); another NpuArch fails with ACL_ERROR_GE_FAILURE.
+NPU_ARCH_FAMILIES = (
+    (re.compile(r"^Ascend910B\d$|^Ascend910_93\d\d$"), "DAV_2201"),
+    (re.compile(r"^Ascend910(A|B|ProA|ProB|PremiumA)?$"), "DAV_1001"),
+    (re.compile(r"^Ascend310P\d$"), "DAV_2002"),
+    (re.compile(r"^Ascend310B\d$"), "DAV_3002"),
+    (re.compile(r"^Ascend950"), "DAV_3510"),
+)
+
+
+def npu_arch(soc: str) -> str:
+    """The SoC's NpuArch; an SoC outside the table is its own family."""
+    return next((arch for pattern, arch in NPU_ARCH_FAMILIES if pattern.match(soc)), soc)
 
 
 PROFILES_DEFAULT = Profile("cann-8.0-910b", (8, 0, 0), "Ascend910B3")
@@ -152,6 +192,7 @@ def leaks() -> dict[str, int]:
         "datasets": len(STATE.datasets),
         "descs": len(STATE.descs),
         "models": len(STATE.models),
+        "tensor_descs": sum(1 for d in STATE.tensor_descs.values() if d.owner is None),
     }
 
 

@@ -1,10 +1,32 @@
-"""acl.mdl: load a fake OM, describe it, datasets, dynamic batch gears, synchronous execute.
+"""acl.mdl: load a fake OM, describe it, datasets, gears, dynamic shapes, AIPP, synchronous execute.
 
 Output names are those of an OM that ATC built from ONNX: `opName:edgeIndex:outputName` (e.g.
 `Gemm_0:0:y`), the producing node, its output index, and the graph output's name; an OM spec's
 "output_names" overrides them (an OM built with --out_nodes, or from another framework). With batch
 gears, `get_output_dims` gives each output at the largest gear (not -1), and `get_cur_output_dims` at
 the gear last set by `set_dynamic_batch_size` (as acl_net.py / acllite_model.py read them).
+
+The OM kinds ATC builds, each as AscendCL describes it (CANN AscendCL API reference; the binding's
+signatures from hicann/runtime python/pyACL/mdl/mdl_wrap.cpp):
+- "dynamic_batch" gears (--dynamic_batch_size): the batch axis is -1, `ascend_mbatch_shape_data` added.
+- "dynamic_dims" (--dynamic_dims, one value per -1 of "input_shape" in each profile): -1 in the input
+  dims, sizes at the largest profile, `ascend_mbatch_shape_data` added, `get_dynamic_batch` reports no
+  gears; `get_input_dynamic_gear_count(desc, -1)` and `get_input_dynamic_dims(desc, -1, count)` give
+  each profile as every input's full shape concatenated (aclmdlGetInputDynamicDims's example), and
+  `set_input_dynamic_dims` takes exactly one of them.
+- "dynamic_image_size" (--dynamic_image_size, H,W pairs): likewise, with `get_dynamic_hw(desc, -1)` and
+  `set_dynamic_hw_size(model_id, dataset, index, h, w)`; each input's -1 axes are H then W.
+- "dynamic_shape" (-1 or a ~ range without gears): input and output sizes are 0 (aclmdlGetInputSizeByIndex
+  / GetOutputSizeByIndex: "the size may be 0 when the shape range is not fixed"), each input described
+  with `set_dataset_tensor_desc` before execute; an output buffer created empty (ptr 0, size 0) is
+  allocated by execute ("the system allocates it; the user frees it and resets the buffer with
+  aclUpdateDataBuffer"), and each output's shape is read from `get_dataset_tensor_desc` after it.
+- "aipp": "static" | "dynamic" (ATC --insert_op_conf): `get_aipp_type(model_id, index)` answers
+  aclmdlInputAippType (ACL_DATA_WITH_STATIC_AIPP 1, ACL_DATA_WITH_DYNAMIC_AIPP 2, ACL_DYNAMIC_AIPP_NODE 3)
+  and the attached input; a static YUV420SP AIPP input takes H*W*3/2 bytes, not what its dims say; a
+  dynamic one adds the input `ascend_dynamic_aipp_data`.
+An OM whose "soc_version" has another NpuArch than the card fails to load with ACL_ERROR_GE_FAILURE
+(500002); one of the same NpuArch (Ascend910B3 on a 910B4) loads (_state.npu_arch).
 """
 
 from __future__ import annotations
@@ -19,7 +41,7 @@ import numpy as np
 from . import _state
 from ._state import (
     ACL_ERROR_GE_EXEC_LOAD_WEIGHT_PARTITION_FAILED,
-    ACL_ERROR_GE_PARAM_INVALID,
+    ACL_ERROR_GE_FAILURE,
     ACL_ERROR_INVALID_FILE,
     ACL_ERROR_INVALID_MODEL_ID,
     ACL_ERROR_INVALID_PARAM,
@@ -31,6 +53,9 @@ from ._state import (
 )
 
 MBATCH_INPUT = "ascend_mbatch_shape_data"
+AIPP_INPUT = "ascend_dynamic_aipp_data"
+AIPP_TYPES = {"static": 1, "dynamic": 2}  # aclmdlInputAippType of the data input
+ACL_DYNAMIC_AIPP_NODE = 3
 # aclDataType codes
 _ACL_TYPES = {np.dtype(t): code for t, code in (
     (np.float32, 0), (np.float16, 1), (np.int8, 2), (np.int32, 3), (np.uint8, 4), (np.int16, 6),
@@ -84,11 +109,27 @@ def _trial(session: Any, shapes: dict[str, Any], batch: int) -> tuple[list[dict[
 
 
 def _build(spec: dict[str, Any], om_path: Path, context: int) -> _state.Model:
-    """Describe the OM: input dims from input_shape (batch -1 with gears), outputs by a run per gear."""
+    """Describe the OM: inputs from input_shape, outputs by a run per gear or profile."""
     import onnxruntime as ort
 
     onnx_path = om_path.parent / spec["onnx"]
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    names = _output_names(spec, session, onnx_path)
+    model = _state.Model(session, context, _state.STATE.contexts[context], [], [], [],
+                         onnx_path.stat().st_size)
+    if "dynamic_dims" in spec or "dynamic_image_size" in spec:
+        _build_profiles(model, spec, names)
+    elif spec.get("dynamic_shape"):
+        _build_dynamic_shape(model, spec, names)
+    else:
+        _build_batch(model, spec, names)
+    _build_aipp(model, spec)
+    return model
+
+
+def _build_batch(model: _state.Model, spec: dict[str, Any], names: list[str]) -> None:
+    """A static OM, or batch gears: input dims from input_shape (batch -1 with gears)."""
+    session = model.session
     gears = sorted(int(g) for g in spec.get("dynamic_batch", []))
     batch = gears[-1] if gears else int(spec.get("static_batch", 1))
     shapes = spec.get("input_shape", {})
@@ -96,22 +137,95 @@ def _build(spec: dict[str, Any], om_path: Path, context: int) -> _state.Model:
     if gears:
         for tensor in inputs:
             tensor["dims"] = [-1, *tensor["dims"][1:]]
-    names = _output_names(spec, session, onnx_path)
-    outputs = [_tensor(name, r.dtype, list(r.shape), 1) for name, r in zip(names, results, strict=True)]
-    output_dims = {gear: [list(r.shape) for r in _trial(session, shapes, gear)[1]] for gear in gears}
+    model.inputs = inputs
+    model.outputs = [_tensor(name, r.dtype, list(r.shape), 1) for name, r in zip(names, results, strict=True)]
+    model.output_dims = {gear: [list(r.shape) for r in _trial(session, shapes, gear)[1]] for gear in gears}
+    model.gears = gears
+    model.kind = "batch" if gears else "static"
     if gears:
-        inputs.append(_tensor(MBATCH_INPUT, np.int64, [1], 1))
-    model = _state.Model(session, context, _state.STATE.contexts[context], inputs, outputs, gears,
-                         onnx_path.stat().st_size)
-    model.output_dims = output_dims
-    return model
+        model.inputs.append(_tensor(MBATCH_INPUT, np.int64, [1], 1))
+
+
+def _base_shapes(spec: dict[str, Any], session: Any) -> list[tuple[str, Any, list[int]]]:
+    """(name, dtype, dims) per input: input_shape's dims (-1 dynamic), else the ONNX's (symbols -1)."""
+    shapes = spec.get("input_shape", {})
+    return [(node.name, _ORT_TYPES[node.type],
+             [int(d) for d in shapes.get(node.name, [d if isinstance(d, int) else -1 for d in node.shape])])
+            for node in session.get_inputs()]
+
+
+def _fill(dims: list[int], values: list[int]) -> list[int]:
+    """dims with each -1 replaced by the next value."""
+    it = iter(values)
+    return [next(it) if d == -1 else d for d in dims]
+
+
+def _build_profiles(model: _state.Model, spec: dict[str, Any], names: list[str]) -> None:
+    """--dynamic_dims (values for every -1, in input order) or --dynamic_image_size (H,W per input)."""
+    base = _base_shapes(spec, model.session)
+    if "dynamic_dims" in spec:
+        model.kind = "dims"
+        for values in spec["dynamic_dims"]:
+            it = iter(int(v) for v in values)
+            model.profiles.append([[next(it) if d == -1 else d for d in dims] for _, _, dims in base])
+    else:
+        model.kind = "hw"
+        model.hw = [[int(h), int(w)] for h, w in spec["dynamic_image_size"]]
+        model.profiles = [[_fill(dims, [h, w] * 4) for _, _, dims in base] for h, w in model.hw]
+    model.inputs = [_tensor(name, dtype, dims, 1) for name, dtype, dims in base]
+    for index, tensor in enumerate(model.inputs):
+        itemsize = tensor["dtype"].itemsize
+        tensor["size"] = max(int(np.prod(p[index])) * itemsize for p in model.profiles)
+    runs = [_run(model.session, [(n, t) for n, t, _ in base], p) for p in model.profiles]
+    model.output_dims = {i: [list(r.shape) for r in results] for i, results in enumerate(runs)}
+    largest = max(range(len(runs)), key=lambda i: sum(r.nbytes for r in runs[i]))
+    model.outputs = [_tensor(name, r.dtype, list(r.shape), 1)
+                     for name, r in zip(names, runs[largest], strict=True)]
+    for index, tensor in enumerate(model.outputs):
+        tensor["size"] = max(results[index].nbytes for results in runs)
+    dynamic = sum(dims.count(-1) for _, _, dims in base)
+    model.inputs.append(_tensor(MBATCH_INPUT, np.int64, [dynamic if model.kind == "dims" else 2], 1))
+
+
+def _run(session: Any, inputs: list[tuple[str, Any]], shapes: list[list[int]]) -> list[Any]:
+    """One run on zeros of these shapes."""
+    feeds = {name: np.zeros(shape, dtype=dtype) for (name, dtype), shape in zip(inputs, shapes, strict=True)}
+    return list(session.run(None, feeds))
+
+
+def _build_dynamic_shape(model: _state.Model, spec: dict[str, Any], names: list[str]) -> None:
+    """A dynamic-shape OM: size 0 wherever a dim is -1 (inputs) or not known before a run (outputs)."""
+    model.kind = "shape"
+    model.inputs = [_tensor(name, dtype, dims, 1) for name, dtype, dims in _base_shapes(spec, model.session)]
+    model.outputs = []
+    for name, node in zip(names, model.session.get_outputs(), strict=True):
+        dims = [d if isinstance(d, int) else -1 for d in node.shape]
+        model.outputs.append(_tensor(name, _ORT_TYPES[node.type], dims, 1))
+    for tensor in model.inputs + model.outputs:
+        if -1 in tensor["dims"]:
+            tensor["size"] = 0
+
+
+def _build_aipp(model: _state.Model, spec: dict[str, Any]) -> None:
+    """AIPP on the first input: static (a YUV420SP buffer of H*W*3/2 bytes) or dynamic (an extra input)."""
+    model.aipp = [(0, 0)] * len(model.inputs)
+    kind = spec.get("aipp")
+    if kind is None:
+        return
+    if kind == "dynamic":
+        model.inputs.append(_tensor(AIPP_INPUT, np.uint8, [1, 256], 1))
+        model.aipp = [(AIPP_TYPES[kind], len(model.inputs) - 1), *model.aipp[1:], (ACL_DYNAMIC_AIPP_NODE, 0)]
+        return
+    height, width = model.inputs[0]["dims"][-2:]
+    model.inputs[0]["size"] = height * width * 3 // 2
+    model.aipp[0] = (AIPP_TYPES[kind], 0)
 
 
 def _load_error(spec: dict[str, Any]) -> int:
-    """GE's refusal of an OM: built for another SoC, or damaged (spec "damaged": true)."""
+    """GE's refusal of an OM: built for another NpuArch (500002), or damaged (spec "damaged": true)."""
     soc = spec.get("soc_version")
-    if soc is not None and soc != _state.PROFILE.soc:
-        return ACL_ERROR_GE_PARAM_INVALID  # logged as "Model soc version is not support in this device"
+    if soc is not None and _state.npu_arch(soc) != _state.npu_arch(_state.PROFILE.soc):
+        return ACL_ERROR_GE_FAILURE  # the plog: "soc version ... is not support in this device"
     if spec.get("damaged"):
         return ACL_ERROR_GE_EXEC_LOAD_WEIGHT_PARTITION_FAILED
     return ACL_SUCCESS
@@ -301,11 +415,99 @@ def get_dataset_buffer(dataset: int, index: int) -> int:
 
 
 def destroy_dataset(dataset: int) -> int:
-    """aclmdlDestroyDataset (its data buffers must be destroyed separately)."""
+    """aclmdlDestroyDataset (its data buffers must be destroyed separately; the output tensor
+    descriptions execute attached go with it)."""
     with _state.LOCK:
         if _state.STATE.datasets.pop(dataset, None) is None:
             return ACL_ERROR_INVALID_PARAM
+        for handle in [h for h, d in _state.STATE.tensor_descs.items() if d.owner == dataset]:
+            del _state.STATE.tensor_descs[handle]
         return ACL_SUCCESS
+
+
+def _mbatch_index(model: _state.Model) -> int:
+    """Where ascend_mbatch_shape_data is (-1: the OM has no gears)."""
+    return next((i for i, t in enumerate(model.inputs) if t["name"] == MBATCH_INPUT), -1)
+
+
+def get_input_dynamic_gear_count(model_desc: int, index: int) -> tuple[int, int]:
+    """aclmdlGetInputDynamicGearCount(desc, -1): (count, ret); 0 gears for an OM without --dynamic_dims."""
+    model = _DESC_MODELS.get(model_desc)
+    if model is None or index != -1:
+        return 0, ACL_ERROR_INVALID_PARAM
+    return (len(model.profiles) if model.kind == "dims" else 0), ACL_SUCCESS
+
+
+def get_input_dynamic_dims(model_desc: int, index: int, gear_count: int) -> tuple[list[dict[str, Any]], int]:
+    """aclmdlGetInputDynamicDims(desc, -1, count): each profile as every input's shape concatenated."""
+    model = _DESC_MODELS.get(model_desc)
+    if model is None or index != -1 or model.kind != "dims" or gear_count != len(model.profiles):
+        return [], ACL_ERROR_INVALID_PARAM
+    return [{"name": "", "dimCount": sum(len(s) for s in p), "dims": [d for s in p for d in s]}
+            for p in model.profiles], ACL_SUCCESS
+
+
+def _set_profile(model_id: int, dataset: int, index: int, kind: str, wanted: Any) -> int:
+    """Choose one of the OM's profiles for the next execute with this dataset (it must be one exactly)."""
+    with _state.LOCK:
+        model = _state.STATE.models.get(model_id)
+        if model is None:
+            return ACL_ERROR_INVALID_MODEL_ID
+        if model.kind != kind:
+            return ACL_ERROR_MODEL_NOT_DYNAMIC
+        found = _state.STATE.datasets.get(dataset)
+        keys = ([[d for s in p for d in s] for p in model.profiles] if kind == "dims" else model.hw)
+        if found is None or index != _mbatch_index(model) or wanted not in keys:
+            return ACL_ERROR_INVALID_PARAM
+        found.profile = model.current_gear = keys.index(wanted)
+        return ACL_SUCCESS
+
+
+def set_input_dynamic_dims(model_id: int, dataset: int, index: int, dims: dict[str, Any]) -> int:
+    """aclmdlSetInputDynamicDims: dims {"name", "dimCount", "dims"}, every input's shape concatenated."""
+    values = [int(d) for d in dims.get("dims", [])[:int(dims.get("dimCount", 0))]]
+    return _set_profile(model_id, dataset, index, "dims", values)
+
+
+def get_dynamic_hw(model_desc: int, index: int) -> tuple[dict[str, Any], int]:
+    """aclmdlGetDynamicHW(desc, -1): ({"hwCount", "hw": [[h, w], ...]}, ret); 0 for other OMs."""
+    model = _DESC_MODELS.get(model_desc)
+    if model is None:
+        return {}, ACL_ERROR_INVALID_PARAM
+    return {"hwCount": len(model.hw), "hw": [list(p) for p in model.hw]}, ACL_SUCCESS
+
+
+def set_dynamic_hw_size(model_id: int, dataset: int, index: int, height: int, width: int) -> int:
+    """aclmdlSetDynamicHWSize: one of the OM's H,W profiles."""
+    return _set_profile(model_id, dataset, index, "hw", [int(height), int(width)])
+
+
+def get_aipp_type(model_id: int, index: int) -> tuple[int, int, int]:
+    """aclmdlGetAippType: (aclmdlInputAippType, dynamic attached data index, ret)."""
+    model = _state.STATE.models.get(model_id)
+    if model is None:
+        return 0, 0, ACL_ERROR_INVALID_MODEL_ID
+    if not 0 <= index < len(model.inputs):
+        return 0, 0, ACL_ERROR_INVALID_PARAM
+    aipp = model.aipp[index] if index < len(model.aipp) else (0, 0)
+    return aipp[0], aipp[1], ACL_SUCCESS
+
+
+def set_dataset_tensor_desc(dataset: int, tensor_desc: int, index: int) -> tuple[int, int]:
+    """aclmdlSetDatasetTensorDesc: (dataset, ret); describes input `index` (its real shape) for execute."""
+    with _state.LOCK:
+        found = _state.STATE.datasets.get(dataset)
+        if found is None or tensor_desc not in _state.STATE.tensor_descs:
+            return dataset, ACL_ERROR_INVALID_PARAM
+        found.tensor_descs[index] = tensor_desc
+        return dataset, ACL_SUCCESS
+
+
+def get_dataset_tensor_desc(dataset: int, index: int) -> int:
+    """aclmdlGetDatasetTensorDesc: the description at index (an output's real shape after execute), 0 if
+    none."""
+    found = _state.STATE.datasets.get(dataset)
+    return 0 if found is None else found.tensor_descs.get(index, 0)
 
 
 def set_dynamic_batch_size(model_id: int, dataset: int, index: int, batch_size: int) -> int:
@@ -317,8 +519,7 @@ def set_dynamic_batch_size(model_id: int, dataset: int, index: int, batch_size: 
         if not model.gears:
             return ACL_ERROR_MODEL_NOT_DYNAMIC
         found = _state.STATE.datasets.get(dataset)
-        mbatch = len(model.inputs) - 1
-        if found is None or index != mbatch or batch_size not in model.gears:
+        if found is None or index != _mbatch_index(model) or batch_size not in model.gears:
             return ACL_ERROR_INVALID_PARAM
         found.dynamic_batch = batch_size
         model.current_gear = batch_size
@@ -330,10 +531,31 @@ def _buffers(dataset: int, tensors: list[dict[str, Any]]) -> list[tuple[int, int
     if found is None or len(found.buffers) != len(tensors):
         return None
     pairs = [_state.STATE.data_buffers.get(b) for b in found.buffers]
-    if any(p is None or p[0] not in _state.STATE.allocs or p[1] < t["size"]
+    if any(p is None or (p[0] not in _state.STATE.allocs and p != (0, 0)) or p[1] < t["size"]
            for p, t in zip(pairs, tensors, strict=True)):
         return None
     return pairs  # type: ignore[return-value]
+
+
+def _input_shapes(model: _state.Model, dataset: _state.Dataset) -> list[list[int]] | None:
+    """Each input's shape for this execute: the gear's, the profile's, or its tensor description's."""
+    if model.kind == "batch":
+        batch = dataset.dynamic_batch
+        return None if batch is None else [[batch if d == -1 else d for d in t["dims"]] for t in model.inputs]
+    if model.kind in ("dims", "hw"):
+        if dataset.profile is None:
+            return None
+        profile = model.profiles[dataset.profile]
+        return [profile[i] if i < len(profile) else list(t["dims"]) for i, t in enumerate(model.inputs)]
+    if model.kind == "shape":
+        shapes = []
+        for index, tensor in enumerate(model.inputs):
+            desc = _state.STATE.tensor_descs.get(dataset.tensor_descs.get(index, 0))
+            if -1 in tensor["dims"] and desc is None:
+                return None  # a dynamic input must be described (aclmdlSetDatasetTensorDesc)
+            shapes.append(list(desc.dims) if desc is not None else list(tensor["dims"]))
+        return shapes
+    return [list(t["dims"]) for t in model.inputs]
 
 
 def execute(model_id: int, input_dataset: int, output_dataset: int) -> int:
@@ -348,20 +570,33 @@ def execute(model_id: int, input_dataset: int, output_dataset: int) -> int:
         ins, outs = _buffers(input_dataset, model.inputs), _buffers(output_dataset, model.outputs)
         if ins is None or outs is None:
             return ACL_ERROR_MODEL_INPUT_NOT_MATCH
-        batch = _state.STATE.datasets[input_dataset].dynamic_batch if model.gears else None
-        if model.gears and batch is None:
+        shapes = _input_shapes(model, _state.STATE.datasets[input_dataset])
+        if shapes is None:
             return ACL_ERROR_INVALID_PARAM
         feeds = {}
-        for tensor, (ptr, _) in zip(model.inputs, ins, strict=True):
-            if tensor["name"] == MBATCH_INPUT:
+        for tensor, shape, (ptr, size) in zip(model.inputs, shapes, ins, strict=True):
+            if tensor["name"] in (MBATCH_INPUT, AIPP_INPUT):
                 continue
-            shape = [batch if d == -1 else d for d in tensor["dims"]]
             count = int(np.prod(shape)) * tensor["dtype"].itemsize
+            if count > size:
+                return ACL_ERROR_MODEL_INPUT_NOT_MATCH
             raw = ctypes.string_at(ptr, count)
             feeds[tensor["name"]] = np.frombuffer(raw, tensor["dtype"]).reshape(shape)
         results = model.session.run(None, feeds)
-        for result, (ptr, _) in zip(results, outs, strict=True):
+        out_dataset = _state.STATE.datasets[output_dataset]
+        for index, (result, (ptr, size)) in enumerate(zip(results, outs, strict=True)):
             data = np.ascontiguousarray(result).tobytes()
+            if (ptr, size) == (0, 0):  # an empty buffer: the system allocates the output
+                ptr = _state.allocate(len(data), model.device, model.context)
+                _state.STATE.data_buffers[out_dataset.buffers[index]] = (ptr, len(data))
+            elif len(data) > size:
+                return ACL_ERROR_INVALID_PARAM  # the output does not fit the buffer given
             ctypes.memmove(ptr, data, len(data))
+            if model.kind == "shape":
+                _state.STATE.tensor_descs.pop(out_dataset.tensor_descs.get(index, 0), None)
+                desc = _state.new_handle()
+                _state.STATE.tensor_descs[desc] = _state.TensorDesc(
+                    model.outputs[index]["acl_type"], list(result.shape), 2, owner=output_dataset)
+                out_dataset.tensor_descs[index] = desc
         _state.STATE.busy_executions[model.device] += 1
         return ACL_SUCCESS

@@ -287,9 +287,12 @@ def _ge_version_findings(config: mc.ModelConfig, version_dir: Path) -> list[Find
     elif om_text and om_path is None:
         findings.append(_missing_om_finding(config, om_text, version_dir))
     if om_path is not None and (parameter(config, "execution_mode") or "auto").lower() != "cpu":
-        refused = soc.mismatch(om_path)
-        if refused is not None:
-            findings.append(error(param_field("om_model_path"), refused))
+        found = soc.mismatch(om_path)
+        if found is not None:
+            severity, message = found
+            made = error(param_field("om_model_path"), message) if severity == "error" else warning(
+                param_field("om_model_path"), message)
+            findings.append(made)
     return findings
 
 
