@@ -48,6 +48,9 @@ TRITON_DATA_TYPES: tuple[str, ...] = (
 _NOT_TENSORS = {"sequence_type": "a sequence", "map_type": "a map", "optional_type": "an optional",
                 "sparse_tensor_type": "a sparse tensor"}  # TypeProto's other kinds of value
 
+TRAINING_DOMAIN = "ai.onnx.preview.training"
+MIN_OPSET = 7  # the oldest ai.onnx opset ONNX Runtime guarantees (older ones fail for want of kernels)
+
 
 class OnnxReadError(ValueError):
     """An ONNX file that cannot be read, or uses a type Triton cannot carry."""
@@ -85,7 +88,16 @@ def _tensor_spec(value: onnx.ValueInfoProto) -> TensorSpec:
 
 
 def graph_io(model: onnx.ModelProto) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
-    """Inputs (initializers excluded) and outputs of a model's main graph, with the batch dim included."""
+    """Inputs (initializers excluded) and outputs of a model's main graph, with the batch dim included; a
+    model ONNX Runtime cannot run for its opset is refused here, so no build writes it."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is not None and opset < MIN_OPSET:
+        raise OnnxReadError(f"ONNX opset {opset}: ONNX Runtime, which runs the model without an NPU, "
+                            f"guarantees opset {MIN_OPSET} and later only; convert it first "
+                            "(onnx.version_converter.convert_version(model, 17))")
+    if any(o.domain == TRAINING_DOMAIN for o in model.opset_import):
+        raise OnnxReadError(f"uses {TRAINING_DOMAIN} operators (a training graph): inference runtimes do not "
+                            "run them; export the inference graph")
     initializers = {init.name for init in model.graph.initializer}
     inputs = tuple(_tensor_spec(v) for v in model.graph.input if v.name not in initializers)
     outputs = tuple(_tensor_spec(v) for v in model.graph.output)

@@ -1,0 +1,60 @@
+"""The invariant: build never writes what validate (or Triton) refuses. Over every ONNX the suite has or
+makes, and over generated graphs (hypothesis): a spec is refused with one line per problem, or the built
+repository validates without an error. (tests/backend_glue/test_build_invariant_triton.py loads a sample in
+a real tritonserver.)"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.repository.invariant import (
+    ELEM_TYPES,
+    MADE,
+    NAMES,
+    SHIPPED,
+    SHIPPED_DATA,
+    Port,
+    check_build_invariant,
+    passthrough_model,
+)
+
+
+def test_the_onnx_wheel_ships_models_to_judge() -> None:
+    """The corpus is there (the property below would hold vacuously without it)."""
+    assert len(SHIPPED) >= 100, SHIPPED_DATA
+
+
+@pytest.mark.parametrize("max_batch_size", (0, 4))
+def test_every_shipped_onnx_builds_clean_or_is_refused(max_batch_size: int) -> None:
+    """Each of the onnx wheel's models: refused in one line (opset 6, fixed batch dims) or built clean."""
+    verdicts = [check_build_invariant(path, max_batch_size) for path in SHIPPED]
+    # not held vacuously: most build without batching; their fixed batch dims refuse nearly all with it
+    verdict, least = ("built", 30) if max_batch_size == 0 else ("refused", 100)
+    assert verdicts.count(verdict) >= least
+
+
+@pytest.mark.parametrize("max_batch_size", (0, 4))
+@pytest.mark.parametrize("name", sorted(MADE))
+def test_every_model_the_suite_makes_builds_clean_or_is_refused(name: str, max_batch_size: int) -> None:
+    """The suite's own models (glue test models, demos), with and without batching."""
+    check_build_invariant(MADE[name](), max_batch_size)
+
+
+@st.composite
+def _ports(draw: st.DrawFn) -> tuple[Port, ...]:
+    """One to three inputs of any element type and shape: scalars, unknown rank, symbolic and fixed dims."""
+    names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
+    dims = st.one_of(st.sampled_from(("N", "S")), st.integers(1, 4))
+    return tuple(Port(name, draw(st.sampled_from(ELEM_TYPES)),
+                      draw(st.one_of(st.none(), st.lists(dims, max_size=4).map(tuple))), draw(st.booleans()))
+                 for name in names)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ports=_ports(), max_batch_size=st.sampled_from((0, 2)))
+def test_generated_graphs_build_clean_or_are_refused(ports: tuple[Port, ...], max_batch_size: int) -> None:
+    """Whatever the inputs' types and shapes, build refuses in one line per problem or writes a
+    repository validate finds no error in."""
+    check_build_invariant(passthrough_model(ports), max_batch_size)
