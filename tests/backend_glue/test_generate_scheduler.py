@@ -158,3 +158,18 @@ def test_sampling_is_reproducible_by_seed_and_bounded_by_top_k() -> None:
     top3 = TokenSampling(temperature=1.0, top_k=3)
     many = {pick(logits, top3, np.random.default_rng(s)) for s in range(50)}
     assert many <= set(np.argsort(-logits)[:3].tolist())
+
+
+def test_the_stop_token_ends_a_sequence_with_it(executor: OnnxRuntimeExecutor) -> None:
+    """With the spec's eos_token_id, a sequence ends on that token (sent, flagged final) before its
+    max_tokens, as the direct loop stops."""
+    prompt = _prompt(4, 5)
+    free = direct_greedy(_run(executor), DEMO_LAYOUT, list(prompt), 12)
+    stop = free[3]
+    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=12, eos_token_id=stop))
+    stream = ListStream()
+    scheduler.submit(stream, GenerateRequest(prompt, 12))
+    while scheduler.step():
+        pass
+    assert stream.tokens == direct_greedy(_run(executor), DEMO_LAYOUT, list(prompt), 12, eos_token_id=stop)
+    assert stream.tokens[-1] == stop and len(stream.tokens) <= 4 and stream.finals == 1

@@ -4,7 +4,9 @@ cache is freed while others go on; the token-level metrics appear in /metrics.""
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -26,7 +28,12 @@ from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, direct_greedy
 from triton_ge_console.repository.demo_models import demo_bytes
 from triton_ge_console.repository.spec.load import load_spec
 from triton_ge_console.sessions.lifecycle import attach
-from triton_ge_console.sessions.loadgen.generate_client import Generation, GrpcStreamer, http_generate
+from triton_ge_console.sessions.loadgen.generate_client import (
+    Generation,
+    GrpcStreamer,
+    http_body,
+    http_generate,
+)
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.registry import Registry
 
@@ -240,3 +247,21 @@ def test_bench_generate_refuses_bad_options(server: RunningServer,
     assert "--rate is not supported" in capsys.readouterr().err
     assert main([*base, "--output-tokens", "49", "--requests", "1"]) == 1
     assert "max_tokens 49" in capsys.readouterr().err
+
+
+def test_a_disconnected_http_stream_frees_its_kv_cache(server: RunningServer) -> None:
+    """A generate_stream client that goes away mid-stream (its socket closed): Triton cancels the request
+    and the glue frees its KV reservation at its next step, counted as ended by cancel."""
+    cancelled = model_value(server, "ge_generate_sequences_ended_total", "llama_long", reason="cancel")
+    connection = http.client.HTTPConnection("127.0.0.1", server.ports.http, timeout=30)
+    connection.request("POST", "/v2/models/llama_long/generate_stream",
+                       body=http_body(Generation(_prompt(4, 7), 1000000)),
+                       headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    assert response.readline().startswith(b"data:")
+    wait_until(lambda: _kv_bytes(server) > 0, timeout=30)
+    connection.sock.shutdown(socket.SHUT_RDWR)  # type: ignore[union-attr]
+    connection.close()
+    wait_until(lambda: _kv_bytes(server) == 0, timeout=30)
+    assert model_value(server, "ge_generate_sequences_ended_total", "llama_long",
+                       reason="cancel") == cancelled + 1

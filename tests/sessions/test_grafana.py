@@ -26,6 +26,10 @@ models:
     source: demo:bert
     max_batch_size: 4
     dynamic_batching: {}
+  - name: llama_generate
+    backend: ge
+    source: demo:llama_kv
+    generate: {max_tokens: 8}
 """
 
 
@@ -43,6 +47,8 @@ def test_every_panel_reads_metrics_a_live_server_exposes(tmp_path: Path,
     assert main(["bench", "bert_model", "--session", "graf", "--concurrency", "2", "--warmup-ms", "0",
                  "--window-ms", "300", "--max-windows", "3", "--shape", "input_ids:8",
                  "--shape", "attention_mask:8", "--quiet", "--json"]) == 0
+    assert main(["bench", "llama_generate", "--generate", "--session", "graf", "--prompt-tokens", "4",
+                 "--output-tokens", "8", "--requests", "2", "--quiet", "--json"]) == 0
     served = scrape_metrics(HttpEndpoint(record.metrics_url)).names()
     # no npu-exporter runs here: its metrics are checked against a recorded answer of one (see its SOURCES.md)
     exporter = parse_metrics(EXPORTER_PAGE.read_text(encoding="utf-8")).names()

@@ -86,6 +86,35 @@ MODEL_PANELS = (
 )
 
 
+def _token_quantile(histogram: str, quantile: float) -> str:
+    """A quantile in ms of a generate model's seconds histogram over the rate interval."""
+    return (f"histogram_quantile({quantile}, sum by (le, model) "
+            f"(rate({histogram}_bucket{{{MODEL}}}{RATE}))) * 1000")
+
+
+GENERATE_PANELS = (
+    Panel("Time to first token p50 / p99 (ms)", "ms",
+          ((_token_quantile("ge_generate_time_to_first_token_seconds", 0.5), "{{model}} p50"),
+           (_token_quantile("ge_generate_time_to_first_token_seconds", 0.99), "{{model}} p99"))),
+    Panel("Inter-token latency p50 / p99 (ms)", "ms",
+          ((_token_quantile("ge_generate_inter_token_latency_seconds", 0.5), "{{model}} p50"),
+           (_token_quantile("ge_generate_inter_token_latency_seconds", 0.99), "{{model}} p99"))),
+    Panel("Tokens / s", "short",
+          ((_rate("ge_generate_generation_tokens_total"), "{{model}} generated"),
+           (_rate("ge_generate_prompt_tokens_total"), "{{model}} prompt"))),
+    Panel("Running / waiting sequences", "short",
+          ((f"sum by (model) (ge_generate_running_sequences{{{MODEL}}})", "{{model}} running"),
+           (f"sum by (model) (ge_generate_waiting_sequences{{{MODEL}}})", "{{model}} waiting"))),
+    Panel("KV cache use", "percentunit",
+          ((f"sum by (model) (ge_generate_kv_cache_bytes{{{MODEL}}}) / "
+            f"sum by (model) (ge_generate_kv_cache_capacity_bytes{{{MODEL}}})", "{{model}}"),),
+          "The share of the instances' KV-cache capacity (generate.kv_cache_mib) the running sequences "
+          "reserve."),
+    Panel("Sequences ended / s by reason", "short",
+          ((_rate("ge_generate_sequences_ended_total", "model, reason"), "{{model}} {{reason}}"),)),
+)
+
+
 def _panel(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
     """One panel's JSON, 12 columns wide, 8 high."""
     return {
@@ -118,7 +147,8 @@ def dashboard(title: str = "Triton GE Console", refresh: str = "5s") -> dict[str
     """The whole dashboard: devices, then models, each panel in a two-column grid."""
     panels: list[dict[str, Any]] = []
     y = 0
-    for heading, group in (("NPUs", DEVICE_PANELS), ("Models", MODEL_PANELS)):
+    for heading, group in (("NPUs", DEVICE_PANELS), ("Models", MODEL_PANELS),
+                           ("Generation (generate models)", GENERATE_PANELS)):
         panels.append(_row(heading, len(panels) + 1, y))
         y += 1
         for index, panel in enumerate(group):
