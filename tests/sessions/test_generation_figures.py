@@ -7,8 +7,12 @@ import pytest
 
 from tests.conftest import DATA
 from triton_ge_console.display import generation_line
-from triton_ge_console.sessions.generation import GenerationFigures, generation_figures, histogram_quantile
-from triton_ge_console.sessions.lifecycle import generation_row
+from triton_ge_console.sessions.generation import (
+    GenerationFigures,
+    generation_figures,
+    generation_row,
+    histogram_quantile,
+)
 from triton_ge_console.sessions.metrics import parse_metrics
 from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
 

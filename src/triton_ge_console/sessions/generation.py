@@ -4,8 +4,9 @@ tokens, running and waiting sequences, KV-cache use, and how sequences ended."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # snapshots import this module, and `--help` must not load the metrics parser's imports
     from triton_ge_console.sessions.metrics import MetricTable
@@ -39,6 +40,16 @@ class GenerationFigures:
         if used is None or not capacity:
             return None
         return used / capacity
+
+
+def generation_row(figures: GenerationFigures | None) -> dict[str, Any] | None:
+    """A generate model's token figures as plain data, its KV share included (None: not a generate model)."""
+    if figures is None:
+        return None
+    row = dataclasses.asdict(figures)
+    row["ended_by_reason"] = [list(pair) for pair in figures.ended_by_reason]
+    row["kv_cache_share"] = figures.kv_cache_share
+    return row
 
 
 def histogram_quantile(buckets: list[tuple[float, float]], quantile: float) -> float | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import signal
 import time
 from collections.abc import Mapping
@@ -17,7 +16,7 @@ import psutil
 from triton_ge_console.sessions import paths
 from triton_ge_console.sessions.access import token_problem
 from triton_ge_console.sessions.control import ControlError, ModelState, TritonControl, endpoint_url
-from triton_ge_console.sessions.generation import GenerationFigures
+from triton_ge_console.sessions.generation import generation_row
 from triton_ge_console.sessions.health import instance_watch
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
 from triton_ge_console.sessions.process import group_alive, port_in_use, stop_process_group
@@ -373,16 +372,6 @@ def _status_row(model: ModelSnapshot | ModelState) -> dict[str, Any]:
     if isinstance(model, ModelSnapshot):
         row.update(health=model.health, failures_by_reason=[list(pair) for pair in model.failures_by_reason],
                    timed_out_total=model.timed_out_total, generation=generation_row(model.generation))
-    return row
-
-
-def generation_row(figures: GenerationFigures | None) -> dict[str, Any] | None:
-    """A generate model's token figures as plain data, its KV share included (None: not a generate model)."""
-    if figures is None:
-        return None
-    row = dataclasses.asdict(figures)
-    row["ended_by_reason"] = [list(pair) for pair in figures.ended_by_reason]
-    row["kv_cache_share"] = figures.kv_cache_share
     return row
 
 

@@ -22,6 +22,8 @@ from triton_ge_console.console.chart import ChartSeries, Point, Run, chart_runs
 from triton_ge_console.console.widgets.models import timed_out_style
 from triton_ge_console.console.widgets.paint import changed_lines, repaint_lines, retitle
 from triton_ge_console.console.widgets.textlines import TextLines
+from triton_ge_console.display import generation_line
+from triton_ge_console.sessions.generation import generation_row
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
 Series = Sequence[Point]  # (epoch seconds, value) per chart point
@@ -215,7 +217,11 @@ class DetailPane(Vertical):
         timed_out = model.timed_out_total
         text.append(fmt.number(timed_out), style=timed_out_style(timed_out, detail.limits))
         text.append(f"   │ {npu_text(model)}\n")
-        text.append(f"config: {detail.config_summary}\n")
+        if model.generation is not None:  # a generate model: its token figures, config and error share a line
+            text.append(f"{generation_line(generation_row(model.generation) or {})}\n")
+            text.append(f"config: {detail.config_summary}   │ ")
+        else:
+            text.append(f"config: {detail.config_summary}\n")
         text.append("last error: ")
         text.append(detail.last_error or fmt.MISSING, style="bold red" if detail.last_error else "dim")
         return text
