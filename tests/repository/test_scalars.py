@@ -121,6 +121,35 @@ def _typed_model(elem_type: int) -> bytes:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
+def _opset_model(opset: int, domain: str = "") -> bytes:
+    """x FLOAT [N] through Relu, stamped with an old opset; or with the training domain imported (unused)."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "old",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N"])])
+    imports = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_model(graph, opset_imports=imports).SerializeToString()
+
+
+def _training_model() -> bytes:
+    """A Gradient node (ai.onnx.preview.training): a training graph."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["c"]),
+         helper.make_node("Gradient", ["a", "b"], ["da", "db"], domain="ai.onnx.preview.training",
+                          xs=["a", "b"], y="c")], "training",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("a", "b")],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("da", "db")])
+    imports = [helper.make_opsetid("", 12), helper.make_opsetid("ai.onnx.preview.training", 1)]
+    return helper.make_model(graph, opset_imports=imports).SerializeToString()
+
+
+def test_an_unused_training_import_and_a_current_opset_build(tmp_path: Path) -> None:
+    """Exporters import domains they never use (ddddocr's model imports the training one): only a node
+    from it makes a training graph."""
+    spec = _spec(tmp_path, "- {name: m, backend: ge, source: m.onnx}\n",
+                 m=_opset_model(13, "ai.onnx.preview.training"))
+    assert load_spec(spec).models[0].inputs[0].name == "x"
+
+
 def _sequence_model() -> bytes:
     """x FP32 [N] → a sequence of tensors (not a tensor at all)."""
     graph = helper.make_graph(
@@ -139,7 +168,13 @@ def _sequence_model() -> bytes:
      "(e.g. FLOAT, INT64)"),
     (_sequence_model(),
      "'seq' is a sequence, not a tensor: Triton carries only tensors; return tensors from the graph"),
-], ids=("bf16", "complex64", "sequence"))
+    (_opset_model(6),
+     "ONNX opset 6: ONNX Runtime, which runs the model without an NPU, guarantees opset 7 and later only; "
+     "convert it first (onnx.version_converter.convert_version(model, 17))"),
+    (_training_model(),
+     "uses ai.onnx.preview.training operators (a training graph): inference runtimes do not run them; "
+     "export the inference graph"),
+], ids=("bf16", "complex64", "sequence", "opset6", "training"))
 def test_what_triton_cannot_carry_is_refused_at_build_in_one_line(
     tmp_path: Path, model: bytes, reason: str
 ) -> None:

@@ -241,6 +241,14 @@ AUTO_COMPLETE = {
     ),
     "ac_type": (IO, 'config.add_input({"name": "IN", "data_type": "TYPE_INT32", "dims": [4]})\n' + RETURN),
     "ac_dims": (IO, 'config.add_output({"name": "OUT", "data_type": "TYPE_FP32", "dims": [3]})\n' + RETURN),
+    # the other side of each: an output's datatype, an input's dims (and an input marked optional)
+    "ac_out_type": (IO, 'config.add_output({"name": "OUT", "data_type": "TYPE_FP16", "dims": [4]})\n'
+                    + RETURN),
+    "ac_in_dims": (IO, 'config.add_input({"name": "IN", "data_type": "TYPE_FP32", "dims": [2, 2]})\n'
+                   + RETURN),
+    "ac_optional": (IO.replace("dims: [ 4 ] }", "dims: [ 4 ] optional: false }", 1),
+                    'config.add_input({"name": "IN", "data_type": "TYPE_FP32", "dims": [4], '
+                    '"optional": True})\n' + RETURN),
     "ac_decoupled": (
         "model_transaction_policy { decoupled: false }\n",
         'config.set_model_transaction_policy({"decoupled": True})\nreturn config',

@@ -95,7 +95,7 @@ def graph_io(model: onnx.ModelProto) -> tuple[tuple[TensorSpec, ...], tuple[Tens
         raise OnnxReadError(f"ONNX opset {opset}: ONNX Runtime, which runs the model without an NPU, "
                             f"guarantees opset {MIN_OPSET} and later only; convert it first "
                             "(onnx.version_converter.convert_version(model, 17))")
-    if any(o.domain == TRAINING_DOMAIN for o in model.opset_import):
+    if any(node.domain == TRAINING_DOMAIN for node in model.graph.node):  # imported is not used
         raise OnnxReadError(f"uses {TRAINING_DOMAIN} operators (a training graph): inference runtimes do not "
                             "run them; export the inference graph")
     initializers = {init.name for init in model.graph.initializer}
