@@ -66,16 +66,15 @@ def test_bad_input_shapes(shape: str, code: str, reason: str) -> None:
 
 
 def test_dynamic_batch_size_gears() -> None:
-    """Digits and commas only, 2 to 100 distinct gears above 0; above 2048 is allowed (only recommended)."""
+    """Digits and commas only, at least 2 distinct gears, none below 0: ATC's CheckDynamicParams
+    (hicann/ge multi_batch_options.cc) sets no maximum on their number or size, and E10038 is for a dim
+    below 0 only (0 passes it)."""
     assert atc.parse_dynamic_batch_size("1,2,4,8,") == [1, 2, 4, 8]
     assert atc.parse_dynamic_batch_size("1,4096") == [1, 4096]
-    assert atc.parse_dynamic_batch_size(",".join(str(i) for i in range(1, 101)))[-1] == 100
+    assert atc.parse_dynamic_batch_size(",".join(str(i) for i in range(1, 201)))[-1] == 200
+    assert atc.parse_dynamic_batch_size("0,2") == [0, 2]
     cases = {
         "8": "E10035: .* has 1 profiles, which is less than the minimum 2",
-        ",".join(
-            str(i) for i in range(1, 102)
-        ): "E10036: .* has 101 profiles, which is greater than the maximum 100",
-        "0,2": "E10038: Dimension size 0 is invalid. The value must be greater than 0.",
         "1,2,2": "E10039: .* has duplicate profiles",
         "1;2": 'E10003: Value 1;2 for parameter --dynamic_batch_size is invalid. Reason: It can only contain '
                'digits and ","',
@@ -85,6 +84,36 @@ def test_dynamic_batch_size_gears() -> None:
     for text, message in cases.items():
         with pytest.raises(AtcArgumentError, match=message):
             atc.parse_dynamic_batch_size(text)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("op_select_implmode", "enable_float_32_execution", None),
+        ("op_select_implmode", "enable_hi_float_32_execution", None),
+        ("op_select_implmode", "fast", "E10001: Value fast for parameter --op_select_implmode is invalid. "
+                                       "Reason: The value must be high_performance, high_precision, "
+                                       "high_precision_for_all, high_performance_for_all."),
+        ("log", "default", None),
+        ("output_type", "HIF4", None),
+        ("output_type", "BF16", "E10001: Value BF16 for parameter --output_type is invalid. Reason: The "
+                                "value must be FP32, FP16, UINT8, INT8. A node can only have one type."),
+        ("output_type", "logits:0:FP16", "E10001: Value logits:0 for parameter --output_type is invalid. "
+                                         "Reason: In the mode of specified node"),
+        ("output_type", "logits:FP16", "E10001: Value logits:FP16 for parameter --output_type is invalid. "
+                                       'Reason: The parameter is invalid. Valid format "opname:index:'
+                                       'dtype".'),
+    ],
+)
+def test_option_values_as_atc_checks_them(field: str, value: str, problem: str | None) -> None:
+    """op_select_implmode (CheckImplmodeParamValid), log (CheckLogParamValidAndSetLogLevel), output_type
+    (omg.cc ParseOutputType: per output node:index:type, each node:index also in --out_nodes)."""
+    request = AtcRequest(Path("m.onnx"), "Ascend910B3", Path("m"), **{field: value})
+    problems = atc.check_request(request)
+    assert problems == [] if problem is None else problems[0].startswith(problem), problems
+    named = AtcRequest(Path("m.onnx"), "Ascend910B3", Path("m"), output_type="logits:0:FP16;h:1:FP32",
+                       out_nodes="logits:0;h:1")
+    assert atc.check_request(named) == []
 
 
 def test_dynamic_batch_needs_minus_one_on_the_batch_axis_only() -> None:
@@ -163,7 +192,8 @@ def test_run_writes_the_om_and_streams_atc_output(fake_atc_on_path: Path, tmp_pa
         "ATC start working now, please wait for a moment.",
         "ATC run success, welcome to the next use.",
     ]
-    assert (tmp_path / "out" / "m.om").read_bytes().startswith(b"IMOD")
+    om = json.loads((tmp_path / "out" / "m.om").read_text())  # the fake's OM, which the fake acl loads
+    assert (om["fake_om"], om["dynamic_batch"], om["soc_version"]) == (1, [1, 2, 4, 8], "Ascend310P3")
     assert sorted(p.name for p in request.work_dir.iterdir()) == ["check_result.json", "fusion_result.json"]
     assert list(caller.iterdir()) == []
     (call,) = [json.loads(line) for line in fake_atc_on_path.read_text().splitlines()]
@@ -234,7 +264,7 @@ def test_fake_atc_rejects_unknown_input_names_like_atc(fake_atc_on_path: Path, t
     [
         (["--soc_version="], "E10054: The required parameter --soc_version for ATC is empty."),
         (["--input_shape=x:-1,4", "--dynamic_batch_size=1, 2"], "E10003: Value 1, 2 for parameter"),
-        (["--input_shape=x:-1,4", "--dynamic_batch_size=0,2"], "E10038: Dimension size 0 is invalid."),
+        (["--output_type=y:0:FP16"], "E10001: Value y:0 for parameter --output_type is invalid."),
         (["--input_shape=x:1~8,4", "--dynamic_batch_size=1,2"], "E10040: As the --dynamic_batch_size"),
         (["--input_shape=x:-1,4", "--dynamic_batch_size=1,2", "--dynamic_dims=1;2"], "E10009: "),
         (["--input_shape=x:-1,4;"], "E10002: Value  for parameter --input_shape is invalid."),

@@ -15,8 +15,7 @@ from pathlib import Path
 
 FRAMEWORK_ONNX = "5"
 ONNX_INPUT_FORMATS = ("NCHW", "ND", "NCDHW")  # what ATC accepts as --input_format for ONNX models
-MIN_PROFILES, MAX_PROFILES = 2, 100  # gear count of --dynamic_batch_size / _image_size / _dims
-RECOMMENDED_MAX_BATCH = 2048  # gears above it are accepted (ATC's docs recommend staying within)
+MIN_PROFILES = 2  # gears of --dynamic_batch_size / _image_size / _dims (CheckDynamicParams sets no maximum)
 DYNAMIC_DIM = -1
 SHAPE_SAMPLE = '"input_name1:n1,c1,h1,w1"'
 DIGITS_SAMPLE = '"input_name1:1,3,224,224"'
@@ -25,9 +24,19 @@ PRECISION_MODES = ("force_fp16", "force_fp32", "cube_fp16in_fp32out", "allow_mix
                    "allow_fp32_to_fp16", "must_keep_origin_dtype", "allow_mix_precision_fp16",
                    "allow_mix_precision_bf16", "allow_fp32_to_bf16")
 DEFAULT_PRECISION_MODE = "force_fp16"
-OUTPUT_TYPES = ("FP32", "FP16", "UINT8", "INT8", "HIF8", "FP8E5M2", "FP8E4M3FN")
-IMPL_MODES = ("high_performance", "high_precision", "high_precision_for_all", "high_performance_for_all")
-LOG_LEVELS = ("debug", "info", "warning", "error", "null")
+# --output_type: omg.cc output_type_str_to_datatype; its refusals' reasons as omg.cc words them
+OUTPUT_TYPES = ("FP32", "FP16", "UINT8", "INT8", "HIF8", "HIF4", "FP8E5M2", "FP8E4M3FN")
+OUTPUT_TYPE_SUPPORT = ("The value must be FP32, FP16, UINT8, INT8. A node can only have one type. The "
+                       "correct example is: --output_type=FP32.")
+OUTPUT_TYPE_SAMPLE = 'The parameter is invalid. Valid format "opname:index:dtype".'
+OUTPUT_TYPE_NODES = ("In the mode of specified node, the correct example is: node1:0:FP16;node2:0:FP32.The "
+                     "nodes set in --output_type must be found in --out_nodes.")
+# --op_select_implmode: CheckImplmodeParamValid (the reason it gives lists only the first four)
+IMPL_MODES = ("high_performance", "high_precision", "high_precision_for_all", "high_performance_for_all",
+              "enable_float_32_execution", "enable_hi_float_32_execution")
+IMPL_MODE_REASON = ("The value must be high_performance, high_precision, high_precision_for_all, "
+                    "high_performance_for_all.")
+LOG_LEVELS = ("default", "debug", "info", "warning", "error", "null")  # CheckLogParamValidAndSetLogLevel
 ASCEND_ROOT = Path("/usr/local/Ascend")
 # CANN up to 8.3 installs the toolkit's environment script here; 8.5 moved it under cann/
 SET_ENV_TOOLKIT = "ascend-toolkit/set_env.sh"
@@ -167,11 +176,8 @@ def _profiles(option: str, text: str, allowed: str, reason: str, group_size: int
     if len(groups) < MIN_PROFILES:
         raise AtcArgumentError(f"E10035: --dynamic_batch_size, --dynamic_image_size, or --dynamic_dims has "
                                f"{len(groups)} profiles, which is less than the minimum {MIN_PROFILES}.")
-    if len(groups) > MAX_PROFILES:
-        raise AtcArgumentError(f"E10036: --dynamic_batch_size, --dynamic_image_size, or --dynamic_dims has "
-                               f"{len(groups)} profiles, which is greater than the maximum {MAX_PROFILES}.")
     for dim in (d for g in groups for d in g):
-        if dim <= 0:
+        if dim < 0:  # CheckDynamicParams: "all dims must not be less than 0"
             raise AtcArgumentError(f"E10038: Dimension size {dim} is invalid. The value must be greater "
                                    "than 0.")
     if len({tuple(g) for g in groups}) != len(groups):
@@ -181,8 +187,8 @@ def _profiles(option: str, text: str, allowed: str, reason: str, group_size: int
 
 
 def parse_dynamic_batch_size(text: str) -> list[int]:
-    """ATC's --dynamic_batch_size: digits and commas only (E10003), 2–100 distinct gears above 0; gears
-    above 2048 are accepted (only recommended against)."""
+    """ATC's --dynamic_batch_size: digits and commas only (E10003), at least 2 distinct gears, none below 0
+    (multi_batch_options.cc CheckDynamicParams: no upper bound on their number or size)."""
     groups = _profiles("dynamic_batch_size", text, "0123456789,", 'It can only contain digits and ",".', None,
                        separator=",")
     return [gear for group in groups for gear in group]
@@ -226,15 +232,38 @@ def _option_problems(request: AtcRequest) -> list[str]:
                "--log": (request.log, LOG_LEVELS)}
     for option, (value, allowed) in choices.items():
         if value is not None and value not in allowed:
-            problems.append(f"E10001: Value {value} for parameter {option} is invalid. Reason: The current "
-                            f"value is not within the valid range. Valid values are: {', '.join(allowed)}.")
-    output_type = request.output_type
-    if output_type is not None and not all(part.rpartition(":")[2] in OUTPUT_TYPES
-                                           for part in output_type.split(";")):
-        problems.append(f"E10001: Value {output_type} for parameter --output_type is invalid. Reason: The "
-                        "current value is not within the valid range. Only support "
-                        f"{', '.join(OUTPUT_TYPES)}.")
+            listed = ("The current value is not within the valid range. Valid values are: "
+                      f"{', '.join(allowed)}.")
+            reason = IMPL_MODE_REASON if option == "--op_select_implmode" else listed
+            problems.append(_e10001(option, value, reason))
+    if request.output_type is not None:
+        problems += output_type_problems(request.output_type, request.out_nodes)
     return problems
+
+
+def _e10001(option: str, value: str, reason: str) -> str:
+    """ATC's E10001 for one option's value."""
+    return f"E10001: Value {value} for parameter {option} is invalid. Reason: {reason}"
+
+
+def output_type_problems(text: str, out_nodes: str | None) -> list[str]:
+    """ATC's --output_type (omg.cc ParseOutputType): one type for every output, or `node:index:type` per
+    ;-separated output, each `node:index` also named in --out_nodes (VerifyOutputTypeAndOutNodes)."""
+    if ":" not in text:
+        return [] if text in OUTPUT_TYPES else [_e10001("--output_type", text, OUTPUT_TYPE_SUPPORT)]
+    named = {part.strip() for part in (out_nodes or "").split(";") if part.strip()}
+    for part in text.split(";"):
+        fields = part.split(":")
+        if len(fields) != 3:
+            return [_e10001("--output_type", part, OUTPUT_TYPE_SAMPLE)]
+        node, index, data_type = (field.strip() for field in fields)
+        if not index.isdigit():
+            return [_e10001("--output_type", index, "The value is not a positive integer.")]
+        if data_type not in OUTPUT_TYPES:
+            return [_e10001("--output_type", data_type, OUTPUT_TYPE_SUPPORT)]
+        if f"{node}:{int(index)}" not in named:
+            return [_e10001("--output_type", f"{node}:{index}", OUTPUT_TYPE_NODES)]
+    return []
 
 
 def check_request(request: AtcRequest) -> list[str]:

@@ -71,7 +71,8 @@ def _register_convert(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     convert.add_argument("--precision-mode", help=f"ATC --precision_mode: {', '.join(atc.PRECISION_MODES)} "
                          f"(ATC's default: {atc.DEFAULT_PRECISION_MODE})")
     convert.add_argument("--output-type",
-                         help='ATC --output_type: FP32, FP16, UINT8, INT8, or "node:0:FP16;..."')
+                         help=f'ATC --output_type: {", ".join(atc.OUTPUT_TYPES)}, or per output '
+                              '"node:0:FP16;..." (each node:index also in --out-nodes)')
     convert.add_argument("--out-nodes", help='ATC --out_nodes, e.g. "logits_node:0"')
     convert.add_argument("--op-select-implmode",
                          help=f"ATC --op_select_implmode: {', '.join(atc.IMPL_MODES)}")
