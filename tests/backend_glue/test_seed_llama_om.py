@@ -1,0 +1,124 @@
+"""The seed's llama end to end on an Ascend host as the fakes play it: `ge-console convert` its ONNX with
+sequence-length gears (ATC --dynamic_dims over batch and length) and with a dynamic shape (-1 without
+gears), then serve each OM through the ge glue in a real tritonserver whose stubs import the fake acl,
+at every gear and at odd lengths: the logits equal ONNX Runtime's on the ONNX, and the bytes copied to
+the device show each request padded to the smallest gear holding it (dimension gears) or sent at its own
+size (dynamic shape)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import tritonclient.http as httpclient
+
+from tests.backend_glue.conftest import FAKES, server_env
+from tests.backend_glue.metrics import model_value
+from tests.conftest import RunningServer, run_triton
+from tests.waiting import wait_until
+from triton_ge_console.backend_glue.distribution import TritonDistribution
+from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.cli import main
+from triton_ge_console.repository.demo_models import demo_bytes
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.server]
+
+BATCHES, LENGTHS = (1, 2, 4, 8), (8, 16, 32)
+GEARS = list(itertools.product(BATCHES, LENGTHS))  # (batch, sequence length) for input_ids' two -1 axes
+ODD = [(1, 1), (1, 5), (3, 9), (2, 17), (5, 31), (7, 3)]
+CONFIG = """name: "{name}"
+backend: "ge"
+max_batch_size: 8
+input [{{ name: "input_ids" data_type: TYPE_INT64 dims: [-1] }}]
+output [{{ name: "logits" data_type: TYPE_FP32 dims: [-1, 32000] }}]
+parameters {{ key: "om_model_path" value: {{ string_value: "{om}" }} }}
+parameters {{ key: "execution_mode" value: {{ string_value: "npu" }} }}
+"""
+MODELS = ("llama_gears", "llama_shape")
+
+
+def _convert(onnx: Path, output: Path, *gears: str) -> Path:
+    """ge-console convert with the fake atc; the OM it wrote (a dynamic shape's carries the host's name)."""
+    args = ["convert", str(onnx), "--soc-version", "Ascend910B3", "--input-shape", "input_ids:-1,-1",
+            *gears, "-o", str(output)]
+    assert main(args) == 0
+    (om,) = output.parent.glob(f"{output.name}*.om")
+    return om
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory,
+           triton_dist: TritonDistribution) -> Iterator[RunningServer]:
+    """A repository with the seed llama converted twice, served with the fake acl in the stubs."""
+    root = tmp_path_factory.mktemp("seed-om")
+    onnx = root / "llama.onnx"
+    onnx.write_bytes(demo_bytes("demo:llama"))
+    install_backend_dir(root / "backends", triton_dist)
+    repo = root / "repo"
+    source = str(Path(__file__).resolve().parents[2] / "src")
+    with server_env(PATH=f"{FAKES}{os.pathsep}{os.environ['PATH']}"):
+        dims = ";".join(f"{b},{s}" for b, s in GEARS)
+        for name, gears in (("llama_gears", ["--dynamic-dims", dims]), ("llama_shape", [])):
+            version = repo / name / "1"
+            version.mkdir(parents=True)
+            om = _convert(onnx, version / "model", *gears)
+            (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name, om=om.name), encoding="utf-8")
+    with (server_env(PYTHONPATH=os.pathsep.join([str(FAKES), source]), GE_GLUE_RUN_DIR=str(root / "run")),
+          run_triton(triton_dist, repo, root / "backends", models=MODELS) as running):
+        running.onnx = onnx  # type: ignore[attr-defined]
+        yield running
+
+
+def _ids(batch: int, length: int) -> np.ndarray:
+    return np.random.default_rng(batch * 1000 + length).integers(0, 32000, (batch, length)).astype(np.int64)
+
+
+def _infer(server: RunningServer, model: str, ids: np.ndarray) -> np.ndarray:
+    with httpclient.InferenceServerClient(server.http_hostport, network_timeout=120) as client:
+        tensor = httpclient.InferInput("input_ids", list(ids.shape), "INT64")
+        tensor.set_data_from_numpy(ids)
+        result = client.infer(model, [tensor]).as_numpy("logits")
+    assert result is not None
+    return result
+
+
+def _smallest_gear(batch: int, length: int) -> tuple[int, int]:
+    return min((g for g in GEARS if g[0] >= batch and g[1] >= length), key=lambda g: g[0] * g[1])
+
+
+def test_both_oms_run_on_the_fake_npu(server: RunningServer) -> None:
+    """execution_mode npu: each OM went through AscendCL (the fake), not CPU emulation."""
+    log = server.log()
+    for model in MODELS:
+        assert f"ge glue: model {model} instance" in log and "execution_mode=npu" in log, log[-3000:]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_every_gear_and_odd_lengths_answer_like_onnx_runtime(server: RunningServer, model: str) -> None:
+    """Dimension gears: the smallest gear holding the request, padded and cut back; dynamic shape: buffers
+    at the request's own size. Either way the logits are ONNX Runtime's on the same ids."""
+    onnx = str(server.onnx)  # type: ignore[attr-defined]
+    session = ort.InferenceSession(onnx, providers=["CPUExecutionProvider"])
+    before = model_value(server, "ge_h2d_bytes_total", model)
+    sent = 0
+    for batch, length in [*GEARS, *ODD]:
+        ids = _ids(batch, length)
+        logits = _infer(server, model, ids)
+        assert logits.shape == (batch, length, 32000)
+        np.testing.assert_allclose(logits, session.run(None, {"input_ids": ids})[0], atol=1e-4, rtol=1e-4)
+        gear = _smallest_gear(batch, length) if model == "llama_gears" else (batch, length)
+        sent += gear[0] * gear[1] * 8
+    wait_until(lambda: model_value(server, "ge_h2d_bytes_total", model) - before == sent, timeout=20,
+               what=f"{model}'s host-to-device bytes to reach {sent}")
+
+
+def test_a_request_beyond_the_largest_gear_is_refused_with_the_gears(server: RunningServer) -> None:
+    """Longer than every gear: the glue says which gears the OM has; the dynamic shape takes it."""
+    with pytest.raises(Exception, match="fit none of the OM's gears"):
+        _infer(server, "llama_gears", _ids(1, 33))
+    assert _infer(server, "llama_shape", _ids(1, 33)).shape == (1, 33, 32000)
