@@ -176,6 +176,9 @@ def test_npu_ge_instances_are_charged_a_full_copy_on_every_npu_of_device_ids(tmp
     parallel = {"backend": "npu_ge", "parameters": _params(device_ids="0,1", tensor_parallel="2")}
     with pytest.raises(GlueConfigError, match="npu_ge does not read it: it runs a full copy"):
         load_settings(_args(folder), parallel)
+    worded = {"backend": "npu_ge", "parameters": _params(device_ids="0,1", static_model="true")}
+    with pytest.raises(GlueConfigError, match=r"static_model 'true': npu_ge reads it as an integer"):
+        load_settings(_args(folder), worded)  # as native npu_ge's std::stoi fails its load
 
 
 def test_tensor_parallel_om_on_an_npu_is_refused_not_run_on_its_first_npu(tmp_path: Path,

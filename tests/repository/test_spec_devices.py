@@ -194,3 +194,26 @@ def test_npu_ge_options_go_to_the_backend_config_only(tmp_path: Path) -> None:
     assert "models[0].parameters.ge.aicoreNum: GE option 'ge.aicoreNum' as a model parameter is read by " \
            "neither backend" in problems[1]
     assert "models[0].parameters.static_model: 'true': npu_ge reads static_model as an integer" in problems[2]
+
+
+def test_npu_ge_without_device_ids_is_charged_on_every_npu_of_the_host(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without device_ids native npu_ge sets up every NPU aclrtGetDeviceCount sees
+    (ModelInstanceState::InitDevices): validate charges the model on each NPU npu-smi lists (two on the
+    recorded 310P3 duo card), and says so."""
+    from triton_ge_console.repository.build import build_repository
+    from triton_ge_console.repository.validate import validate_path
+
+    repo = tmp_path / "repo"
+    build_repository(load_spec(_write(tmp_path, NPU_GE_SPEC)), repo)
+    config = repo / "enc" / "config.pbtxt"
+    small = 'parameters { key: "npu_memory_gib" value { string_value: "0.005" } }\n'
+    ids = 'parameters {\n  key: "device_ids"\n  value {\n    string_value: "0,1,2,3"\n  }\n}\n'
+    assert ids in config.read_text()
+    config.write_text(config.read_text().replace(ids, small))
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "310p3_duo")
+    report = validate_path(repo)
+    assert [p.message.split(" would hold")[0] for p in report.errors] == ["NPU 0", "NPU 1"]
+    assert any("no device_ids: npu_ge runs a full copy of the model on every NPU" in p.message
+               for p in report.warnings)

@@ -205,8 +205,16 @@ def npu_ge_placement(config: dict[str, Any], device_ids: tuple[int, ...], instan
     devices = tuple(dict.fromkeys(device_ids)) or (triton_device_id,)
 
     def integer(key: str) -> int | None:
-        text = parameter(config, key)
-        return stoi(text) if text is not None else None
+        params = config.get("parameters") or {}
+        if key not in params:
+            return None
+        entry = params[key]
+        text = str(entry.get("string_value", "") if isinstance(entry, dict) else entry)
+        value = stoi(text)
+        if value is None:  # native npu_ge's std::stoi throws and its load fails: so does the emulation's
+            raise GlueConfigError(f"{where}: parameter {key} {text!r}: npu_ge reads it as an integer "
+                                  "(std::stoi), which fails its load")
+        return value
 
     copies = npu_ge_sessions_per_npu(instances, len(devices), integer("device_exec_blocks"),
                                      integer("instance_exec_blocks"), integer("static_model") == 1)

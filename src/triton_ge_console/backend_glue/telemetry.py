@@ -36,7 +36,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "ge_h2d_bytes_total": ("counter", "Bytes copied host to device"),
     "ge_d2h_bytes_total": ("counter", "Bytes copied device to host"),
     "ge_model_info": ("gauge", "1 per loaded model instance group, labelled with its execution mode"),
-    "ge_model_memory_bytes": ("gauge", "Device memory one model instance holds on the device (its share)"),
+    "ge_model_memory_bytes": ("gauge", "Device memory one model instance is charged on the device (npu_ge: "
+                              "its part of the model's full copies on every NPU of device_ids)"),
 }
 
 
