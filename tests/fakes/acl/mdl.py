@@ -24,7 +24,8 @@ signatures from hicann/runtime python/pyACL/mdl/mdl_wrap.cpp):
 - "aipp": "static" | "dynamic" (ATC --insert_op_conf): `get_aipp_type(model_id, index)` answers
   aclmdlInputAippType (ACL_DATA_WITH_STATIC_AIPP 1, ACL_DATA_WITH_DYNAMIC_AIPP 2, ACL_DYNAMIC_AIPP_NODE 3)
   and the attached input; a static YUV420SP AIPP input takes H*W*3/2 bytes, not what its dims say; a
-  dynamic one adds the input `ascend_dynamic_aipp_data`.
+  dynamic one adds the input `ascend_dynamic_aipp_data` (the name acl.mdl.set_input_aipp's reference gives
+  the one dynamic AIPP input; ATC's guide calls it AippData).
 An OM whose "soc_version" has another NpuArch than the card fails to load with ACL_ERROR_GE_FAILURE
 (500002); one of the same NpuArch (Ascend910B3 on a 910B4) loads (_state.npu_arch).
 """
