@@ -19,7 +19,7 @@ import numpy as np
 import tritonclient.grpc.aio as grpc_aio
 import tritonclient.http as httpclient
 import tritonclient.http.aio as http_aio
-from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
 from triton_ge_console.sessions.access import refusal
@@ -33,6 +33,10 @@ from triton_ge_console.sessions.loadgen.http_path import (
 from triton_ge_console.sessions.loadgen.inputs import ModelSignature, RequestTensor, signature_from_metadata
 
 GRPC_MAX_MESSAGE = 2**31 - 1
+# The hot path's one RPC, called without a response deserializer: the reply stays the bytes gRPC received
+# (a failure arrives as the call's status, never in the message), so a large output is not parsed into a
+# protobuf, a copy of every output byte the load generator would only throw away.
+MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
 PROTOCOLS = ("grpc", "http")
 
 
@@ -160,7 +164,9 @@ class GrpcTransport:
         options = [("grpc.max_send_message_length", GRPC_MAX_MESSAGE),
                    ("grpc.max_receive_message_length", GRPC_MAX_MESSAGE)]
         self._channel = grpc.aio.insecure_channel(url, options=options)
-        self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
+        self._infer = self._channel.unary_unary(
+            MODEL_INFER, request_serializer=service_pb2.ModelInferRequest.SerializeToString,
+            response_deserializer=None)
         self._request: service_pb2.ModelInferRequest | None = None
 
     async def signature(self, model: str) -> ModelSignature:
@@ -216,14 +222,14 @@ class GrpcTransport:
     async def infer(self) -> None:
         """One ModelInfer call on the shared channel."""
         try:
-            await self._stub.ModelInfer(self._request, metadata=self._metadata or None)
+            await self._infer(self._request, metadata=self._metadata or None)
         except grpc.aio.AioRpcError as exc:
             raise InferenceFailed(exc.details() or str(exc.code())) from None
 
     async def closed_loop(self, succeeded: Callable[[float], None], failed: Callable[[str], None],
                           running: Callable[[], bool]) -> None:
         """Await each call in turn (gRPC multiplexes every virtual user on the one channel)."""
-        call, request, metadata = self._stub.ModelInfer, self._request, self._metadata or None
+        call, request, metadata = self._infer, self._request, self._metadata or None
         while running():
             started = time.perf_counter()
             try:
