@@ -1,17 +1,5 @@
-"""The order of a benchmark's interleaved rounds, shared by every A/B here (one scheduler, not three)."""
+"""The benchmarks' round order: the load generator's own (`bench --vs-direct` interleaves the same way)."""
 
-from __future__ import annotations
+from triton_ge_console.sessions.loadgen.rounds import round_order
 
-from collections.abc import Sequence
-from typing import TypeVar
-
-T = TypeVar("T")
-
-
-def round_order(variants: Sequence[T], index: int) -> list[T]:
-    """The order of round group `index`: the first variant moves one place every two groups and every other
-    group runs backwards (ABBA BAAB for two), so slow drift of a noisy host hits every variant alike."""
-    turn = index // 2 % len(variants)
-    order = [*variants[turn:], *variants[:turn]]
-    return order if index % 2 == 0 else order[::-1]
-
+__all__ = ["round_order"]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.arg_types import int_list, positive_int, rate_list
 from triton_ge_console.sessions.loadgen.generate_bench_cli import add_generate_options
+from triton_ge_console.sessions.loadgen.vs_direct_cli import add_vs_direct_options
 
 # Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ EXAMPLES = """examples:
   ge-console bench llama_model --shape input_ids:16 --concurrency 1,2,4,8
   ge-console bench bert_model --session seed --protocol http --rate 50,100 --distribution poisson
   ge-console bench llama_model --url 127.0.0.1:8001 --batch-size 4 --input input_ids=ids.npy --json out.json
+  ge-console bench llama_model --vs-direct --seq-len 16 --batch 1,4,8 --pin-executor 1
   ge-console bench llama_generate --generate --output-tokens 128 --concurrency 1,8 --slo ttft=50,itl=5
 
 exit codes: 0 ok; 1 the server failed (unreachable, requests failed); 2 bad options or a model the
@@ -47,12 +49,14 @@ def register(subparsers: Any) -> None:
     where.add_argument("--session", "-s", metavar="NAME",
                        help="a session started by `ge-console up` (default: the only one running)")
     where.add_argument("--url", metavar="HOST:PORT", help="server address (its gRPC or HTTP port)")
-    parser.add_argument("--protocol", choices=("grpc", "http"), default="grpc", help="default: grpc")
+    parser.add_argument("--protocol", choices=("grpc", "http"),
+                        help="default: grpc (--vs-direct: both, where the session has both)")
     _add_load_options(parser)
     parser.add_argument("--csv", nargs="?", const="-", metavar="FILE", help="write CSV (stdout: no FILE)")
     parser.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write JSON (stdout: no FILE)")
     parser.add_argument("--quiet", action="store_true", help="no progress display")
     add_generate_options(parser)
+    add_vs_direct_options(parser)
     parser.set_defaults(func=run_bench)
 
 
@@ -87,6 +91,11 @@ def _add_load_options(parser: argparse.ArgumentParser) -> None:
 
 def run_bench(args: argparse.Namespace) -> int:
     """Handler: build the spec, run the sweep with a progress display, print the results."""
+    if args.vs_direct:
+        from triton_ge_console.sessions.loadgen.vs_direct_cli import run_vs_direct
+
+        return run_vs_direct(args)
+    args.protocol = args.protocol or "grpc"
     if args.generate:
         from triton_ge_console.sessions.loadgen.generate_bench_cli import run_generate_bench
 

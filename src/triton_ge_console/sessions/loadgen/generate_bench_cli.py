@@ -29,7 +29,8 @@ def add_generate_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--output-tokens", type=positive_int, default=128, metavar="N",
                        help="tokens asked of each generation (max_tokens; default: 128)")
     group.add_argument("--requests", type=positive_int, metavar="N",
-                       help="generations measured per step (default: 4 per stream, at least 8)")
+                       help="generations measured per step (default: 4 per stream, at least 8); with "
+                            "--vs-direct, timed requests per path, batch and round (default: 20)")
     group.add_argument("--slo", metavar="ttft=MS,itl=MS",
                        help="objectives for goodput: time to first token and mean inter-token latency")
     group.add_argument("--vocab", type=positive_int, default=32000, metavar="N",

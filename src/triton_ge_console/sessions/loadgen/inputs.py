@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,7 @@ class ModelSignature:
     outputs: tuple[ServedTensor, ...]
     max_batch_size: int
     config_digest: str | None = None  # sha256 of the config the server reports, protocol-independent
+    config: Mapping[str, Any] = field(default_factory=dict, compare=False)  # as the server reports it
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ def signature_from_metadata(metadata: Mapping[str, Any], config: Mapping[str, An
         outputs=tuple(_tensor_spec(t) for t in metadata.get("outputs", ())),
         max_batch_size=int(config.get("max_batch_size", 0) or 0),
         config_digest=config_digest(config),
+        config=dict(config),
     )
 
 

@@ -1,0 +1,87 @@
+"""`bench --vs-direct`'s report: the seed's table (direct vs through Triton) for operators, JSON for tools."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from triton_ge_console.sessions.loadgen.vs_direct import Spread, VsDirectReport
+
+PROTOCOL_LABELS = {"grpc": "gRPC", "http": "HTTP"}
+
+
+def vs_direct_json(report: VsDirectReport, context: Mapping[str, Any]) -> str:
+    """The report as JSON: every figure as median, low, high over the rounds, with the run's context."""
+    data = dataclasses.asdict(report)
+    data["input_shapes"] = {name: list(dims) for name, dims in report.input_shapes.items()}
+    return json.dumps({"context": dict(context), **data}, indent=2)
+
+
+def _ms(spread: Spread) -> str:
+    """A latency median."""
+    return f"{spread.median:.2f}"
+
+
+def _added(spread: Spread) -> str:
+    """What Triton adds: the median and the rounds' range, signed."""
+    return f"{spread.median:+.2f} ({spread.low:+.2f}…{spread.high:+.2f})"
+
+
+def _ranged(spread: Spread, fmt: str) -> str:
+    """A median with its range."""
+    return f"{fmt.format(spread.median)} ({fmt.format(spread.low)}–{fmt.format(spread.high)})"
+
+
+def latency_table(report: VsDirectReport) -> Table:
+    """One line per batch size: p50 (p99) direct and over each protocol, and what Triton adds to the p50."""
+    protocols = list(dict.fromkeys(row.protocol for row in report.latency))
+    shapes = ", ".join(f"{name} {list(dims)}" for name, dims in report.input_shapes.items())
+    table = Table(title=f"{report.model}: latency ms, p50 (p99), median of {report.rounds} round(s); "
+                        f"inputs at batch 1: {shapes}", header_style="bold")
+    table.add_column("batch", justify="right")
+    table.add_column(f"direct ({report.executor})", justify="right")
+    for protocol in protocols:
+        label = PROTOCOL_LABELS.get(protocol, protocol)
+        table.add_column(f"through Triton, {label}", justify="right")
+        table.add_column(f"Triton adds, {label} (range)", justify="right")
+    for batch in dict.fromkeys(row.batch for row in report.latency):
+        rows = {row.protocol: row for row in report.latency if row.batch == batch}
+        first = rows[protocols[0]]
+        cells = [str(batch), f"{_ms(first.direct_p50_ms)} ({_ms(first.direct_p99_ms)})"]
+        for protocol in protocols:
+            row = rows[protocol]
+            cells += [f"{_ms(row.triton_p50_ms)} ({_ms(row.triton_p99_ms)})", _added(row.added_p50_ms)]
+        table.add_row(*cells)
+    return table
+
+
+def throughput_table(report: VsDirectReport) -> Table:
+    """Maximum throughput each way and through Triton ÷ direct, with the rounds' ranges."""
+    rows = report.throughput
+    batch = rows[0].batch if rows else 1
+    table = Table(title=f"maximum throughput, req/s at batch {batch}: direct with {report.instances} "
+                        f"executor(s) (one per served instance), through Triton with {report.concurrency} "
+                        "in flight", header_style="bold")
+    table.add_column("direct", justify="right")
+    for row in rows:
+        label = PROTOCOL_LABELS.get(row.protocol, row.protocol)
+        table.add_column(f"through Triton, {label}", justify="right")
+        table.add_column(f"{label} ÷ direct", justify="right")
+    if rows:
+        cells = [_ranged(rows[0].direct_rps, "{:.1f}")]
+        for row in rows:
+            cells += [_ranged(row.triton_rps, "{:.1f}"), _ranged(row.ratio, "{:.2f}×")]
+        table.add_row(*cells)
+    return table
+
+
+def vs_direct_renderable(report: VsDirectReport) -> Group:
+    """Both tables and what they mean on this host."""
+    notes = [Text(f"note: {note}") for note in report.notes]
+    return Group(latency_table(report), throughput_table(report), *notes)
