@@ -1,9 +1,9 @@
 """The seed's llama end to end on an Ascend host as the fakes play it: `ge-console convert` its ONNX with
-sequence-length gears (ATC --dynamic_dims over batch and length) and with a dynamic shape (-1 without
-gears), then serve each OM through the ge glue in a real tritonserver whose stubs import the fake acl,
-at every gear and at odd lengths: the logits equal ONNX Runtime's on the ONNX, and the bytes copied to
-the device show each request padded to the smallest gear holding it (dimension gears) or sent at its own
-size (dynamic shape)."""
+sequence-length gears (ATC --dynamic_dims over batch and length), with a dynamic shape (-1 without gears)
+and with batch gears at a fixed length, then serve each OM through the ge glue in a real tritonserver
+whose stubs import the fake acl, at every gear and at odd lengths: the logits equal ONNX Runtime's on the
+ONNX, and the bytes copied to the device show each request padded to the smallest gear holding it (gears)
+or sent at its own size (dynamic shape)."""
 
 from __future__ import annotations
 
@@ -39,13 +39,14 @@ output [{{ name: "logits" data_type: TYPE_FP32 dims: [-1, 32000] }}]
 parameters {{ key: "om_model_path" value: {{ string_value: "{om}" }} }}
 parameters {{ key: "execution_mode" value: {{ string_value: "npu" }} }}
 """
-MODELS = ("llama_gears", "llama_shape")
+MODELS = ("llama_gears", "llama_shape", "llama_batch")
+BATCH_LENGTH = 16  # llama_batch's fixed sequence length (--dynamic_batch_size: only N may be -1)
 
 
-def _convert(onnx: Path, output: Path, *gears: str) -> Path:
+def _convert(onnx: Path, output: Path, shape: str, *gears: str) -> Path:
     """ge-console convert with the fake atc; the OM it wrote (a dynamic shape's carries the host's name)."""
-    args = ["convert", str(onnx), "--soc-version", "Ascend910B3", "--input-shape", "input_ids:-1,-1",
-            *gears, "-o", str(output)]
+    args = ["convert", str(onnx), "--soc-version", "Ascend910B3", "--input-shape", shape, *gears,
+            "-o", str(output)]
     assert main(args) == 0
     (om,) = output.parent.glob(f"{output.name}*.om")
     return om
@@ -63,10 +64,13 @@ def server(tmp_path_factory: pytest.TempPathFactory,
     source = str(Path(__file__).resolve().parents[2] / "src")
     with server_env(PATH=f"{FAKES}{os.pathsep}{os.environ['PATH']}"):
         dims = ";".join(f"{b},{s}" for b, s in GEARS)
-        for name, gears in (("llama_gears", ["--dynamic-dims", dims]), ("llama_shape", [])):
+        batch = ["--dynamic-batch-size", ",".join(map(str, BATCHES))]
+        for name, shape, gears in (("llama_gears", "input_ids:-1,-1", ["--dynamic-dims", dims]),
+                                   ("llama_shape", "input_ids:-1,-1", []),
+                                   ("llama_batch", f"input_ids:-1,{BATCH_LENGTH}", batch)):
             version = repo / name / "1"
             version.mkdir(parents=True)
-            om = _convert(onnx, version / "model", *gears)
+            om = _convert(onnx, version / "model", shape, *gears)
             (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name, om=om.name), encoding="utf-8")
     with (server_env(PYTHONPATH=os.pathsep.join([str(FAKES), source]), GE_GLUE_RUN_DIR=str(root / "run")),
           run_triton(triton_dist, repo, root / "backends", models=MODELS) as running):
@@ -98,20 +102,29 @@ def test_both_oms_run_on_the_fake_npu(server: RunningServer) -> None:
         assert f"ge glue: model {model} instance" in log and "execution_mode=npu" in log, log[-3000:]
 
 
+def _requests(model: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(request shape, shape sent to the device) at every gear and between."""
+    if model == "llama_batch":
+        return [((b, BATCH_LENGTH), (next(g for g in BATCHES if g >= b), BATCH_LENGTH))
+                for b in (*BATCHES, 3, 5, 7)]
+    shapes = [*GEARS, *ODD]
+    return [(s, _smallest_gear(*s) if model == "llama_gears" else s) for s in shapes]
+
+
 @pytest.mark.parametrize("model", MODELS)
 def test_every_gear_and_odd_lengths_answer_like_onnx_runtime(server: RunningServer, model: str) -> None:
     """Dimension gears: the smallest gear holding the request, padded and cut back; dynamic shape: buffers
-    at the request's own size. Either way the logits are ONNX Runtime's on the same ids."""
+    at the request's own size; batch gears: the next batch gear. Each time the logits are ONNX Runtime's
+    on the same ids."""
     onnx = str(server.onnx)  # type: ignore[attr-defined]
     session = ort.InferenceSession(onnx, providers=["CPUExecutionProvider"])
     before = model_value(server, "ge_h2d_bytes_total", model)
     sent = 0
-    for batch, length in [*GEARS, *ODD]:
+    for (batch, length), gear in _requests(model):
         ids = _ids(batch, length)
         logits = _infer(server, model, ids)
         assert logits.shape == (batch, length, 32000)
         np.testing.assert_allclose(logits, session.run(None, {"input_ids": ids})[0], atol=1e-4, rtol=1e-4)
-        gear = _smallest_gear(batch, length) if model == "llama_gears" else (batch, length)
         sent += gear[0] * gear[1] * 8
     wait_until(lambda: model_value(server, "ge_h2d_bytes_total", model) - before == sent, timeout=20,
                what=f"{model}'s host-to-device bytes to reach {sent}")
