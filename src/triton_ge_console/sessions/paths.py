@@ -46,13 +46,18 @@ def private_dir(path: Path) -> Path:
 
 
 def make_private(tree: Path) -> None:
-    """Drop group and other permissions below a session folder (built repository, backends, token)."""
+    """Drop group and other permissions below a session folder (built repository, backends, token).
+
+    Folders are closed to all but their owner, so nothing below them is reachable by anyone else; a file
+    with other links (a model source the build linked in) keeps its mode: it is the user's, never ours.
+    """
     for folder, dirs, files in os.walk(tree):
         for name in (*dirs, *files):
             entry = Path(folder) / name
-            mode = entry.lstat().st_mode
-            if not stat.S_ISLNK(mode) and stat.S_IMODE(mode) & 0o077:
-                entry.chmod(stat.S_IMODE(mode) & 0o700)
+            info = entry.lstat()
+            shared = not stat.S_ISDIR(info.st_mode) and info.st_nlink > 1
+            if not stat.S_ISLNK(info.st_mode) and not shared and stat.S_IMODE(info.st_mode) & 0o077:
+                entry.chmod(stat.S_IMODE(info.st_mode) & 0o700)
     tree.chmod(0o700)
 
 
