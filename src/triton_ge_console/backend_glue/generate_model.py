@@ -7,6 +7,8 @@ import contextlib
 import functools
 import json
 import os
+import queue
+import threading
 import time
 from typing import Any
 
@@ -34,46 +36,86 @@ def _pb_utils() -> Any:
     return pb_utils
 
 
-class TritonStream:
-    """A Scheduler Stream over one request's response sender."""
+class Responder:
+    """Sends every stream's responses from a thread of its own, in the order given: a response sender's
+    send() waits for the server to take the response (an IPC round trip), which would otherwise hold the
+    scheduler's decode step once per running sequence."""
 
-    def __init__(self, pb_utils: Any, sender: Any, model: str) -> None:
+    def __init__(self, pb_utils: Any, model: str) -> None:
         self._pb = pb_utils
-        self._sender = sender
         self._model = model
+        self._queue: queue.SimpleQueue[tuple[TritonStream, str, Any] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="ge-generate-send", daemon=True)
+        self._thread.start()
+
+    def put(self, stream: TritonStream, kind: str, value: Any) -> None:
+        """Queue one response: ("token", id), ("last", id), ("error", message) or ("cancelled", None)."""
+        self._queue.put((stream, kind, value))
+
+    def _loop(self) -> None:
+        """Send until closed; a send that fails marks its stream gone (the scheduler then ends it)."""
+        while (item := self._queue.get()) is not None:
+            stream, kind, value = item
+            if stream.gone and kind in ("token", "last"):
+                continue
+            try:
+                self._send(stream, kind, value)
+            except Exception:  # the Python backend's own error types: the request is gone
+                stream.gone = True
+
+    def _send(self, stream: TritonStream, kind: str, value: Any) -> None:
+        """Build and send one response."""
+        pb = self._pb
+        final = pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        if kind in ("token", "last"):
+            tensor = pb.Tensor("token_id", np.array([value], np.int64))
+            stream.sender.send(pb.InferenceResponse(output_tensors=[tensor]),
+                               flags=final if kind == "last" else 0)
+        elif kind == "error":
+            stream.sender.send(pb.InferenceResponse(error=pb.TritonError(f"model {self._model}: {value}")),
+                               flags=final)
+        else:  # cancelled: the final response as Triton's Python backend documents it
+            code = getattr(pb.TritonError, "CANCELLED", None)
+            error = pb.TritonError("cancelled", code) if code is not None else pb.TritonError("cancelled")
+            stream.sender.send(pb.InferenceResponse(error=error), flags=final)
+
+    def close(self) -> None:
+        """Send what is queued, then stop."""
+        self._queue.put(None)
+        self._thread.join(timeout=10)
+
+
+class TritonStream:
+    """A Scheduler Stream over one request's response sender; its responses go out through the Responder."""
+
+    def __init__(self, responder: Responder, sender: Any) -> None:
+        self._responder = responder
+        self.sender = sender
+        self.gone = False  # a send failed: the client is no longer there
 
     def send(self, token: int, final: bool) -> bool:
-        """One response holding one token id; False when the sender refuses (client gone)."""
-        pb = self._pb
-        response = pb.InferenceResponse(output_tensors=[pb.Tensor("token_id", np.array([token], np.int64))])
-        try:
-            self._sender.send(response, flags=pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL if final else 0)
-        except Exception:  # the Python backend's own error types: the request is gone
+        """Queue one response holding one token id; False once a send has failed (client gone)."""
+        if self.gone:
             return False
+        self._responder.put(self, "last" if final else "token", token)
         return True
 
     def fail(self, message: str) -> None:
         """The final response: an error naming the model."""
-        pb = self._pb
-        with contextlib.suppress(Exception):  # a client already gone cannot be told
-            self._sender.send(pb.InferenceResponse(error=pb.TritonError(f"model {self._model}: {message}")),
-                              flags=pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        self._responder.put(self, "error", message)
 
     def cancelled(self) -> bool:
         """Whether Triton marked the request cancelled (the client cancelled, or its stream closed)."""
+        if self.gone:
+            return True
         try:
-            return bool(self._sender.is_cancelled())
+            return bool(self.sender.is_cancelled())
         except Exception:  # a sender that cannot say is one whose request is gone
             return True
 
     def close_cancelled(self) -> None:
-        """The final response of a cancelled request, as Triton's Python backend documents it."""
-        pb = self._pb
-        code = getattr(pb.TritonError, "CANCELLED", None)
-        error = pb.TritonError("cancelled", code) if code is not None else pb.TritonError("cancelled")
-        with contextlib.suppress(Exception):
-            self._sender.send(pb.InferenceResponse(error=error),
-                              flags=pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        """The final response of a cancelled request."""
+        self._responder.put(self, "cancelled", None)
 
 
 class GenerateModel:
@@ -106,6 +148,7 @@ class GenerateModel:
                       "device": str(settings.device_id), "kind": settings.kind}
             self.metrics = self._optional(lambda: GenerateMetrics(pb_utils, labels, settings.instance_name,
                                                                   limits.kv_cache_bytes))
+            self.responder = Responder(pb_utils, settings.model_name)
             self.scheduler = Scheduler(self._run, layout, limits, self.metrics)
         except LayoutError as exc:
             self.finalize()
@@ -141,7 +184,7 @@ class GenerateModel:
         """Queue each request with the scheduler (or refuse it at once); responses follow from its thread."""
         pb_utils, scheduler = self.pb_utils, self.scheduler
         for request in requests:
-            stream = TritonStream(pb_utils, request.get_response_sender(), self.settings.model_name)
+            stream = TritonStream(self.responder, request.get_response_sender())
             try:
                 wanted = generate_protocol.request_from(functools.partial(_input, pb_utils, request),
                                                         scheduler.limits)
@@ -165,6 +208,9 @@ class GenerateModel:
         scheduler = getattr(self, "scheduler", None)
         if scheduler is not None:
             scheduler.stop()
+        responder = getattr(self, "responder", None)
+        if responder is not None:
+            responder.close()
         for ledger in getattr(self, "ledgers", ()):
             ledger.release(self.owner)
         for closing in (getattr(self, "metrics", None), getattr(self, "telemetry", None)):
