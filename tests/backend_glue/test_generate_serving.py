@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import textwrap
 import threading
@@ -15,9 +16,12 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
-from tests.backend_glue.conftest import server_env
+from tests.backend_glue.conftest import FAKES, server_env
 from tests.backend_glue.metrics import metric_samples, model_value
+from tests.backend_glue.models import write_fake_om
 from tests.conftest import RunningServer, run_triton
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
@@ -265,3 +269,28 @@ def test_a_disconnected_http_stream_frees_its_kv_cache(server: RunningServer) ->
     wait_until(lambda: _kv_bytes(server) == 0, timeout=30)
     assert model_value(server, "ge_generate_sequences_ended_total", "llama_long",
                        reason="cancel") == cancelled + 1
+
+
+def test_on_an_npu_a_generate_model_refuses_to_load_saying_what_is_not_supported(
+        tmp_path: Path, triton_dist: TritonDistribution) -> None:
+    """With CANN's acl importable (the fake) and an OM beside it, execution_mode npu is refused at load:
+    the message says generation runs in CPU emulation only for now and how to ask for it."""
+    (tmp_path / "deploy.yaml").write_text(textwrap.dedent("""
+        models:
+          - name: npu_generate
+            backend: ge
+            source: demo:llama_kv
+            generate: true
+            parameters: {execution_mode: npu}
+        """), encoding="utf-8")
+    build_repository(load_spec(tmp_path / "deploy.yaml"), tmp_path / "repo")
+    write_fake_om(tmp_path / "repo" / "npu_generate" / "1", demo_bytes("demo:llama_kv"))
+    install_backend_dir(tmp_path / "backends", triton_dist)
+    source = str(Path(__file__).resolve().parents[2] / "src")
+    with (server_env(PYTHONPATH=os.pathsep.join([str(FAKES), source]), GE_GLUE_RUN_DIR=str(tmp_path / "run")),
+          run_triton(triton_dist, tmp_path / "repo", tmp_path / "backends") as running,
+          httpclient.InferenceServerClient(running.http_hostport) as client,
+          pytest.raises(InferenceServerException) as refused):
+        client.load_model("npu_generate")
+    assert "generation runs in CPU emulation only for now" in str(refused.value)
+    assert "set parameters.execution_mode cpu" in str(refused.value)

@@ -70,3 +70,32 @@ def test_what_a_generate_model_cannot_have_is_refused_at_its_line(tmp_path: Path
     assert "dynamic_batching: a generate model batches its sequences step by step itself" in text
     assert "generate.max_token" in text and "max_tokens" in text  # did you mean
     assert "generate.kv_cache_mib: must be > 0" in text
+
+
+def _decoupled_folder(tmp_path: Path, source: str) -> Path:
+    """A built generate model's folder, its ONNX swapped for `source`'s."""
+    from triton_ge_console.repository.demo_models import demo_bytes
+
+    folder = tmp_path / "gen"
+    (folder / "1").mkdir(parents=True)
+    spec = load_spec(_write(tmp_path, """
+        models:
+          - {name: gen, backend: ge, source: "demo:llama_kv", generate: true}
+        """))
+    (folder / "config.pbtxt").write_text(config_text(spec.models[0]), encoding="utf-8")
+    (folder / "1" / "model.onnx").write_bytes(demo_bytes(source))
+    return folder
+
+
+def test_validate_accepts_a_built_generate_model_and_refuses_one_without_a_kv_cache(tmp_path: Path) -> None:
+    """validate judges a decoupled ge model by its ONNX being a KV decoder (its request tensors are the
+    glue's, not the graph's); the generate parameters are known ones."""
+    from triton_ge_console.repository.validate import validate_path
+
+    good = validate_path(_decoupled_folder(tmp_path / "good", "demo:llama_kv"))
+    assert [p.message for p in good.problems if p.severity == "error"] == []
+    assert not any("generate_" in p.message for p in good.problems)
+    bad = validate_path(_decoupled_folder(tmp_path / "bad", "demo:llama"))
+    errors = [p.message for p in bad.problems if p.severity == "error"]
+    assert len(errors) == 1 and "decoupled (generate) model" in errors[0]
+    assert "not a KV-cache decoder" in errors[0] and "position_ids" in errors[0]
