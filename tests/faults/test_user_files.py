@@ -34,3 +34,31 @@ def test_up_leaves_a_linked_source_file_as_it_was(tmp_path: Path) -> None:
     assert mode(record.session_dir) == 0o700, "the session stays private by its folder"
     assert main(["down", "linked"]) == 0
     assert mode(source) == 0o644
+
+
+HAND_WRITTEN = 'name: "m"\nbackend: "onnxruntime"\nmax_batch_size: 2\n'
+
+
+def _spec_with_source(folder: Path) -> Path:
+    """deploy.yaml serving m.onnx as model m."""
+    (folder / "m.onnx").write_bytes(dense_model())
+    (folder / "deploy.yaml").write_text(SPEC, encoding="utf-8")
+    return folder / "deploy.yaml"
+
+
+def test_build_refuses_to_replace_a_model_folder_it_did_not_make(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = _spec_with_source(tmp_path)
+    config = tmp_path / "repo" / "m" / "config.pbtxt"
+    config.parent.mkdir(parents=True)
+    config.write_text(HAND_WRITTEN, encoding="utf-8")
+    assert main(["build", str(spec), "-o", str(tmp_path / "repo")]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'repo' / 'm'}: a model folder no ge-console build made" in err, err
+    assert "--force" in err and "Traceback" not in err
+    assert config.read_text(encoding="utf-8") == HAND_WRITTEN
+    assert main(["build", str(spec), "-o", str(tmp_path / "repo"), "--force"]) == 0
+    assert "m  (1 file linked) replaced a model folder no build made" in capsys.readouterr().out
+    assert config.read_text(encoding="utf-8") != HAND_WRITTEN
+    assert main(["build", str(spec), "-o", str(tmp_path / "repo")]) == 0, "now it is the build's own"
+    assert "unchanged  m" in capsys.readouterr().out

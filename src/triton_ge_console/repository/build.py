@@ -43,13 +43,16 @@ class ModelChange:
     linked: int = 0  # model files this build hard-linked into the folder
     copied: int = 0  # model files it copied
     why_copied: str | None = None  # why the copies were not links
+    replaced: bool = False  # the folder it replaced was not one a build made (--force)
 
     def placement(self) -> str:
         """How this build placed the model's files, for people ("" when it placed none)."""
         parts = [f"{n} file{'s' if n != 1 else ''} {how}" for n, how in ((self.linked, "linked"),
                                                                           (self.copied, "copied")) if n]
         why = f": {self.why_copied}" if self.copied and self.why_copied else ""
-        return f"({', '.join(parts)}{why})" if parts else ""
+        placed = f"({', '.join(parts)}{why})" if parts else ""
+        replaced = " replaced a model folder no build made (--force)" if self.replaced else ""
+        return f"{placed}{replaced}".lstrip()
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ class BuildReport:
             "repository": str(self.repository),
             "models": [
                 {"name": c.name, "status": c.status, "digest": c.digest, "linked": c.linked,
-                 "copied": c.copied, "why_copied": c.why_copied}
+                 "copied": c.copied, "why_copied": c.why_copied, "replaced": c.replaced}
                 for c in self.changes
             ],
             **{status: list(self.names(status)) for status in STATUSES},
@@ -259,19 +262,21 @@ def manifest_digests(repository: Path) -> dict[str, str]:
 
 
 def build_repository(
-    spec: DeploymentSpec, out: Path, link: bool = True, progress: ProgressHook | None = None
+    spec: DeploymentSpec, out: Path, link: bool = True, progress: ProgressHook | None = None,
+    force: bool = False,
 ) -> BuildReport:
     """Build or update REPO from spec; on any failure REPO is untouched and no staging folder is left.
 
-    Model files are hard-linked from their sources where the filesystem allows (link=False: copied)."""
+    Model files are hard-linked from their sources where the filesystem allows (link=False: copied). A
+    model folder no build made (not in REPO's manifest) is refused, replaced only with force."""
     out = Path(os.path.abspath(out))
     if out.exists() and not out.is_dir():
         raise BuildError(f"{out} exists and is not a directory")
     with digest_cache.deferred():
-        return _build(spec, out, Transfers(link=link, reuse_root=out, progress=progress))
+        return _build(spec, out, Transfers(link=link, reuse_root=out, progress=progress), force)
 
 
-def _build(spec: DeploymentSpec, out: Path, transfers: Transfers) -> BuildReport:
+def _build(spec: DeploymentSpec, out: Path, transfers: Transfers, force: bool) -> BuildReport:
     """build_repository's work, under one save of the digest cache."""
     out.parent.mkdir(parents=True, exist_ok=True)
     ahead = _Ahead(out)
@@ -279,7 +284,10 @@ def _build(spec: DeploymentSpec, out: Path, transfers: Transfers) -> BuildReport
         with build_lock(out):  # first: it sweeps staging folders a killed build left, copies ahead included
             plans = [_plan_copying_ahead(out, model, transfers, ahead) for model in spec.models]
             previous = read_manifest(out)
-            changes = _changes(out, plans, previous)
+            foreign = foreign_folders(out, [p.model.name for p in plans], previous)
+            if foreign and not force:
+                raise BuildError(_refusal(out, foreign))
+            changes = _changes(out, plans, previous, foreign)
             staged = [_reusing_unchanged_files(out, p, changes) for p in plans]
             manifest = _manifest_text(spec, plans, changes, previous)
             commit_build(out, staged, changes, manifest, MANIFEST_NAME, transfers)
@@ -329,14 +337,37 @@ def _with_placement(change: ModelChange, transfers: Transfers) -> ModelChange:
     return dataclasses.replace(change, linked=linked, copied=len(placed) - linked, why_copied=why)
 
 
-def _changes(out: Path, plans: list[ModelPlan], previous: dict[str, Any]) -> list[ModelChange]:
+def foreign_folders(out: Path, names: list[str], previous: dict[str, Any]) -> list[str]:
+    """The names among these whose place in REPO holds something no build made: not in the manifest
+    (a user's own folder, or any folder of a repository without one), or a symlink (builds make none)."""
+    built = previous.get("models", {})
+    return [name for name in names
+            if (out / name).is_symlink() or ((out / name).exists() and name not in built)]
+
+
+def _refusal(out: Path, foreign: list[str]) -> str:
+    """Why the build stops before touching a folder it did not make, and what to do."""
+    first = out / foreign[0]
+    more = f" (and {len(foreign) - 1} more: {', '.join(foreign[1:4])}{', ...' if len(foreign) > 4 else ''})"
+    return (
+        f"{first}: a model folder no ge-console build made{more if len(foreign) > 1 else ''} "
+        f"(not listed in {out / MANIFEST_NAME}); it is left as it is: build into another folder, "
+        f"or pass --force to replace it"
+    )
+
+
+def _changes(
+    out: Path, plans: list[ModelPlan], previous: dict[str, Any], foreign: Collection[str] = ()
+) -> list[ModelChange]:
     """Compare what each model folder holds now with what the spec wants."""
     changes = []
     for plan in plans:
-        folder = out / plan.model.name
+        name = plan.model.name
+        folder = out / name
         current = None if folder.is_symlink() else folder_digest(folder)  # a link is not a folder we built
         status = "added" if current is None else "unchanged" if current == plan.digest else "updated"
-        changes.append(ModelChange(plan.model.name, status, plan.digest))
+        replaced = name in foreign and status != "unchanged"  # an identical folder is only adopted
+        changes.append(ModelChange(name, status, plan.digest, replaced=replaced))
     wanted = {plan.model.name for plan in plans}
     for name in previous.get("models", {}):
         if name not in wanted and model_name_problem(name) is None and (out / name).exists():

@@ -48,6 +48,12 @@ def register(subparsers: Any) -> None:
         help="copy model files instead of hard-linking them (a linked file shares its bytes with the "
         "source: overwrite a source in place and the repository's copy changes too)",
     )
+    build.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a model folder of the spec's name that no build made (one not listed in REPO's "
+        ".ge-console-build.json): without it the build refuses and leaves it as it is",
+    )
     build.set_defaults(func=run_build)
 
 
@@ -79,7 +85,7 @@ def run_build(args: argparse.Namespace) -> int:
     progress = TerminalProgress()
     try:
         spec = load_spec(args.spec)
-        report = build_repository(spec, args.output, link=not args.copy, progress=progress)
+        report = build_repository(spec, args.output, link=not args.copy, progress=progress, force=args.force)
     except SpecError as exc:
         return _fail(args, [str(p) for p in exc.problems], [p.to_dict() for p in exc.problems])
     except BuildError as exc:
