@@ -16,7 +16,11 @@ SHM_PREFIX_FILE = "shm-prefix"  # in the session dir: the prefix of every region
 
 
 def new_shm_prefix(workdir: Path) -> str:
-    """A fresh shared-memory region prefix for one server run, kept in its session dir for cleanup."""
+    """A fresh shared-memory region prefix for one server run, kept in its session dir for cleanup.
+
+    The session's previous run is over (never two runs of one session): what it left, when it ended with
+    nobody to clean up (supervisor and server both killed), is removed before its prefix is forgotten."""
+    remove_shm_regions(workdir)
     prefix = f"triton_ge_{secrets.token_hex(6)}_"
     fd = os.open(workdir / SHM_PREFIX_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="ascii") as file:
