@@ -219,10 +219,11 @@ def test_status_json_shows_the_token_figures(server: RunningServer, tmp_path: Pa
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
-def test_bench_generate_reports_token_figures(server: RunningServer, protocol: str,
+def test_bench_generate_reports_token_figures(server: RunningServer, protocol: str, tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     """`bench --generate` streams over each protocol: every generation counted with its tokens, and
-    goodput all of it under a loose SLO, none of it under an impossible one."""
+    goodput all of it under a loose SLO, none of it under an impossible one; a run compared with an
+    earlier one gives each step's ratios."""
     url = server.grpc_hostport if protocol == "grpc" else server.http_hostport
     common = ["bench", "llama_generate", "--generate", "--url", url, "--protocol", protocol, "--quiet",
               "--concurrency", "1,2", "--prompt-tokens", "8", "--output-tokens", "6", "--requests", "4",
@@ -236,12 +237,15 @@ def test_bench_generate_reports_token_figures(server: RunningServer, protocol: s
         assert row["ttft_ms"]["p50"] > 0 and row["itl_ms"]["p99"] >= row["itl_ms"]["p50"] > 0
         assert row["e2e_ms"]["p50"] >= row["ttft_ms"]["p50"]
         assert row["output_tokens_per_s"] == pytest.approx(24 / row["duration_s"])
-    assert main([*common, "--slo", "ttft=0.000001"]) == 0
+    (tmp_path / "loose.json").write_text(json.dumps(loose), encoding="utf-8")
+    assert main([*common, "--slo", "ttft=0.000001", "--compare", str(tmp_path / "loose.json")]) == 0
     strict = json.loads(capsys.readouterr().out)
     assert all(row["goodput_per_s"] == 0 and row["goodput_share"] == 0 for row in strict["rows"])
+    assert [c["concurrency"] for c in strict["compared"]] == [1, 2]
+    assert all(c["output_tokens_per_s"] > 0 and c["itl_p50_ms"] > 0 for c in strict["compared"])
 
 
-def test_bench_generate_refuses_bad_options(server: RunningServer,
+def test_bench_generate_refuses_bad_options(server: RunningServer, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     """A bad --slo or --rate is a usage error (exit 2) in one line; a failing model exit 1."""
     base = ["bench", "llama_generate", "--generate", "--url", server.grpc_hostport, "--quiet"]
@@ -249,6 +253,9 @@ def test_bench_generate_refuses_bad_options(server: RunningServer,
     assert "'fast' is not a number of milliseconds" in capsys.readouterr().err
     assert main([*base, "--rate", "5"]) == 2
     assert "--rate is not supported" in capsys.readouterr().err
+    (tmp_path / "other.json").write_text('{"rows": []}', encoding="utf-8")
+    assert main([*base, "--compare", str(tmp_path / "other.json")]) == 2
+    assert "not the JSON of `ge-console bench --generate --json`" in capsys.readouterr().err
     assert main([*base, "--output-tokens", "49", "--requests", "1"]) == 1
     assert "max_tokens 49" in capsys.readouterr().err
 

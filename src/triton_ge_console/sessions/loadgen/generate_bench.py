@@ -4,6 +4,7 @@ and goodput (requests/s meeting the SLO on TTFT and on their mean ITL, as genai-
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -209,7 +210,58 @@ def run_generate_load(load: GenerateLoad, stop: threading.Event,
     return rows
 
 
-def generate_json(load: GenerateLoad, rows: list[GenerateRow]) -> dict[str, Any]:
-    """--json: the sweep's setting and its rows."""
+COMPARED = {  # figure → how a row holds it
+    "output_tokens_per_s": ("output_tokens_per_s", None),
+    "ttft_p50_ms": ("ttft_ms", "p50"),
+    "itl_p50_ms": ("itl_ms", "p50"),
+    "e2e_p99_ms": ("e2e_ms", "p99"),
+}
+
+
+class BaselineError(ValueError):
+    """A --compare file that is not an earlier `bench --generate --json`."""
+
+
+def read_baseline(text: str, where: str) -> dict[int, dict[str, Any]]:
+    """An earlier run's rows by concurrency."""
+    try:
+        data = json.loads(text)
+        rows = data["rows"] if data.get("kind") == "generate" else None
+    except (ValueError, AttributeError, KeyError, TypeError):
+        rows = None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and "concurrency" in r for r in rows):
+        raise BaselineError(f"{where}: not the JSON of `ge-console bench --generate --json`")
+    return {int(row["concurrency"]): row for row in rows}
+
+
+def _figure(row: dict[str, Any], figure: str) -> float | None:
+    """One compared figure of a row (as JSON holds it)."""
+    key, part = COMPARED[figure]
+    value = row.get(key) if part is None else (row.get(key) or {}).get(part)
+    return float(value) if isinstance(value, int | float) else None
+
+
+def compare(rows: list[GenerateRow], baseline: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per step also in the baseline: each compared figure now ÷ then (None where either is missing)."""
+    found = []
+    for row in rows:
+        then = baseline.get(row.concurrency)
+        if then is None:
+            continue
+        now = asdict(row)
+        ratios: dict[str, Any] = {"concurrency": row.concurrency}
+        for figure in COMPARED:
+            new, old = _figure(now, figure), _figure(then, figure)
+            ratios[figure] = new / old if new is not None and old else None
+        found.append(ratios)
+    return found
+
+
+def generate_json(load: GenerateLoad, rows: list[GenerateRow],
+                  compared: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """--json: the sweep's setting, its rows, and the ratios to a baseline when one was given."""
     setting = {key: value for key, value in asdict(load).items() if key != "headers"}
-    return {"kind": "generate", "load": setting, "rows": [asdict(row) for row in rows]}
+    data: dict[str, Any] = {"kind": "generate", "load": setting, "rows": [asdict(row) for row in rows]}
+    if compared is not None:
+        data["compared"] = compared
+    return data

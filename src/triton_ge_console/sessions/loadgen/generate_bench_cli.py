@@ -35,6 +35,9 @@ def add_generate_options(parser: argparse.ArgumentParser) -> None:
                        help="objectives for goodput: time to first token and mean inter-token latency")
     group.add_argument("--vocab", type=positive_int, default=32000, metavar="N",
                        help="prompt ids are drawn below this (default: 32000)")
+    group.add_argument("--compare", metavar="FILE",
+                       help="an earlier run's --json: each step's output tokens/s, TTFT p50, ITL p50 and "
+                            "e2e p99 now ÷ then")
 
 
 def _host_port(address: str, protocol: str) -> tuple[str, int]:
@@ -64,10 +67,16 @@ def run_generate_bench(args: argparse.Namespace) -> int:
     """Handler of `bench --generate`: run the sweep, print the table and/or JSON; exit codes as bench's."""
     from triton_ge_console.sessions import registry
     from triton_ge_console.sessions.loadgen.bench_cli import UsageError, _stop_on_interrupt
-    from triton_ge_console.sessions.loadgen.generate_bench import generate_json, run_generate_load
+    from triton_ge_console.sessions.loadgen.generate_bench import (
+        compare,
+        generate_json,
+        read_baseline,
+        run_generate_load,
+    )
 
     try:
         load = load_from_args(args)
+        baseline = None if args.compare is None else read_baseline(_read(args.compare), args.compare)
     except (ValueError, UsageError) as exc:
         return _fail(str(exc), EXIT_USAGE)
     except registry.SessionStopped as exc:
@@ -75,14 +84,17 @@ def run_generate_bench(args: argparse.Namespace) -> int:
     stop = threading.Event()
     with _stop_on_interrupt(stop):
         rows = run_generate_load(load, stop, None if args.quiet else _progress)
+    compared = None if baseline is None else compare(rows, baseline)
     if args.json is not None:
-        text = json.dumps(generate_json(load, rows), indent=2) + "\n"
+        text = json.dumps(generate_json(load, rows, compared), indent=2) + "\n"
         if args.json == "-":
             sys.stdout.write(text)
         else:
             Path(args.json).write_text(text, encoding="utf-8")
     if args.json != "-":
         _print_table(load, rows)
+        if compared:
+            _print_comparison(args.compare, compared)
     if stop.is_set():
         return _fail(f"interrupted: {len(rows)} of {len(load.concurrency)} steps measured", EXIT_INTERRUPTED)
     failed = next((row for row in rows if row.errors or row.requests == 0), None)
@@ -122,6 +134,30 @@ def _print_table(load: GenerateLoad, rows: list[GenerateRow]) -> None:
                       spread(row.itl_ms), spread(row.e2e_ms), number(row.output_tokens_per_s),
                       number(row.requests_per_s, 2), number(row.goodput_per_s, 2),
                       number(row.itl_p99_worst_stream_ms, 2))
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _read(path: str) -> str:
+    """A --compare file's text; an unreadable one is a usage error naming it."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--compare {path}: cannot read it ({exc})") from None
+
+
+def _print_comparison(path: str, compared: list[dict[str, Any]]) -> None:
+    """Now ÷ then per step, as a table."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from triton_ge_console.display import number
+
+    table = Table(title=f"now ÷ {path}")
+    for header in ("conc", "out tok/s", "TTFT p50", "ITL p50", "e2e p99"):
+        table.add_column(header, justify="right")
+    for row in compared:
+        table.add_row(str(row["concurrency"]), *(number(row[key], 2) for key in (
+            "output_tokens_per_s", "ttft_p50_ms", "itl_p50_ms", "e2e_p99_ms")))
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
