@@ -333,7 +333,8 @@ def test_model_names_must_be_safe_folder_names(tmp_path: Path, name: str, reason
 
 
 def test_duplicates_versions_and_static_model(tmp_path: Path) -> None:
-    """Duplicate names and keys, bad versions, and static_model with dynamic batching are refused."""
+    """Duplicate names and keys, bad versions, and npu_ge's static_model with dynamic batching are
+    refused."""
     path = _write(
         tmp_path,
         """
@@ -344,7 +345,7 @@ def test_duplicates_versions_and_static_model(tmp_path: Path) -> None:
             source: demo:llama
             versions: [1, 1]
           - name: m
-            backend: ge
+            backend: npu_ge
             source: demo:llama
             versions: [0]
             max_batch_size: 4

@@ -176,9 +176,10 @@ def read_thresholds(reader: Reader, node: yaml.Node | None, path: str) -> tuple[
     return tuple((key, value) for key, value in found if value is not None)
 
 
-def check_static(reader: Reader, parameters: dict[str, str], values: dict[str, yaml.Node], path: str) -> None:
+def check_static(reader: Reader, parameters: dict[str, str], values: dict[str, yaml.Node], path: str,
+                 backend: str | None = "npu_ge") -> None:
     """npu_ge reads static_model as an integer (std::stoi: "true" fails its load); its static graph (1)
-    and Triton's dynamic batching exclude each other."""
+    and Triton's dynamic batching exclude each other (the ge glue has no static graph: it runs an OM)."""
     text = parameters.get("static_model")
     if text is not None and stoi(text) is None:
         node = _parameter_value(values.get("parameters"), "static_model")
@@ -188,7 +189,8 @@ def check_static(reader: Reader, parameters: dict[str, str], values: dict[str, y
         return
     batching = values.get("dynamic_batching")
     if (
-        text is not None and stoi(text) == 1
+        backend == "npu_ge"
+        and text is not None and stoi(text) == 1
         and batching is not None
         and not (isinstance(batching, yaml.ScalarNode) and reader.value(batching) is False)
     ):
