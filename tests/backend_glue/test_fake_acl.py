@@ -102,7 +102,10 @@ def test_leak_accounting_sees_everything_left_behind(fake_acl: ModuleType, tmp_p
     assert fake_acl.mdl.destroy_dataset(dataset) == 0
     leaks = fake_acl._state.leaks()
     assert leaks == {"devices": 1, "contexts": 1, "device_memory": 1, "host_memory": 0, "data_buffers": 1,
-                     "datasets": 0, "descs": 1, "models": 1}
+                     "datasets": 0, "descs": 1, "models": 1, "tensor_descs": 0}
+    tensor_desc = fake_acl.create_tensor_desc(9, [2, 3], 2)
+    assert fake_acl._state.leaks()["tensor_descs"] == 1  # a caller's tensor description, until destroyed
+    fake_acl.destroy_tensor_desc(tensor_desc)
     assert fake_acl.destroy_data_buffer(buffer) == 0 and fake_acl.destroy_data_buffer(buffer) == 100000
     assert fake_acl.mdl.destroy_desc(desc) == 0
 
