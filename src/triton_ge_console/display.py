@@ -81,14 +81,27 @@ def duration(seconds: float | None) -> str:
     return f"{days}d {clock}" if days else clock
 
 
-def generation_line(figures: dict[str, Any]) -> str:
-    """A generate model's token figures on one line (a `generation_row`: status, console, notebooks)."""
+GenerationPart = tuple[str, str | None, float | None]  # text, the spec threshold it answers to, its value
+
+
+def generation_parts(figures: dict[str, Any]) -> list[GenerationPart]:
+    """A generate model's token figures (a `generation_row`) as text pieces, those a spec threshold can
+    colour (ttft_p99_ms, itl_p99_ms, kv_cache_share) marked with it: status, console, notebooks."""
     get = figures.get
     ended = ", ".join(f"{reason} {count}" for reason, count in get("ended_by_reason") or ()) or MISSING
-    return (f"TTFT p50 {number(get('ttft_p50_ms'), 2)} p99 {number(get('ttft_p99_ms'), 2)} ms  "
-            f"ITL p50 {number(get('itl_p50_ms'), 2)} p99 {number(get('itl_p99_ms'), 2)} ms  "
-            f"running {number(get('running'))} waiting {number(get('waiting'))}  "
-            f"KV {memory(get('kv_cache_bytes'), get('kv_cache_capacity_bytes'))} "
-            f"({percent(get('kv_cache_share'))})  "
-            f"tokens {number(get('prompt_tokens_total'))} in {number(get('generated_tokens_total'))} out"
-            f"  ended: {ended}")
+    kv = memory(get("kv_cache_bytes"), get("kv_cache_capacity_bytes"))
+    return [
+        (f"TTFT p50 {number(get('ttft_p50_ms'), 2)} p99 ", None, None),
+        (number(get("ttft_p99_ms"), 2), "ttft_p99_ms", get("ttft_p99_ms")),
+        (f" ms  ITL p50 {number(get('itl_p50_ms'), 2)} p99 ", None, None),
+        (number(get("itl_p99_ms"), 2), "itl_p99_ms", get("itl_p99_ms")),
+        (f" ms  running {number(get('running'))} waiting {number(get('waiting'))}  KV ", None, None),
+        (f"{kv} ({percent(get('kv_cache_share'))})", "kv_cache_share", get("kv_cache_share")),
+        (f"  tokens {number(get('prompt_tokens_total'))} in {number(get('generated_tokens_total'))} out"
+         f"  ended: {ended}", None, None),
+    ]
+
+
+def generation_line(figures: dict[str, Any]) -> str:
+    """The token figures on one line of plain text."""
+    return "".join(text for text, _, _ in generation_parts(figures))

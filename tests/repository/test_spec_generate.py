@@ -99,3 +99,17 @@ def test_validate_accepts_a_built_generate_model_and_refuses_one_without_a_kv_ca
     errors = [p.message for p in bad.problems if p.severity == "error"]
     assert len(errors) == 1 and "decoupled (generate) model" in errors[0]
     assert "not a KV-cache decoder" in errors[0] and "position_ids" in errors[0]
+
+
+def test_token_thresholds_are_spec_thresholds(tmp_path: Path) -> None:
+    """thresholds takes ttft_p99_ms, itl_p99_ms and kv_cache_share for the console's colours."""
+    spec = load_spec(_write(tmp_path, """
+        models:
+          - name: gen
+            backend: ge
+            source: demo:llama_kv
+            generate: true
+            thresholds: {ttft_p99_ms: 200, itl_p99_ms: 20, kv_cache_share: 0.9}
+        """))
+    assert dict(spec.models[0].thresholds) == {
+        "ttft_p99_ms": 200.0, "itl_p99_ms": 20.0, "kv_cache_share": 0.9}

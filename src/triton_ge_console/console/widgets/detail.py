@@ -19,10 +19,10 @@ from textual.widget import Widget
 from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.chart import ChartSeries, Point, Run, chart_runs
-from triton_ge_console.console.widgets.models import timed_out_style
+from triton_ge_console.console.widgets.models import threshold_style, timed_out_style
 from triton_ge_console.console.widgets.paint import changed_lines, repaint_lines, retitle
 from triton_ge_console.console.widgets.textlines import TextLines
-from triton_ge_console.display import generation_line
+from triton_ge_console.display import generation_parts
 from triton_ge_console.sessions.generation import generation_row
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
@@ -218,7 +218,9 @@ class DetailPane(Vertical):
         text.append(fmt.number(timed_out), style=timed_out_style(timed_out, detail.limits))
         text.append(f"   │ {npu_text(model)}\n")
         if model.generation is not None:  # a generate model: its token figures, config and error share a line
-            text.append(f"{generation_line(generation_row(model.generation) or {})}\n")
+            for piece, key, value in generation_parts(generation_row(model.generation) or {}):
+                text.append(piece, style=threshold_style(value, detail.limits.get(key)) if key else "")
+            text.append("\n")
             text.append(f"config: {detail.config_summary}   │ ")
         else:
             text.append(f"config: {detail.config_summary}\n")

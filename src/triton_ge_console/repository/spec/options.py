@@ -27,7 +27,7 @@ BATCHING_KEYS = ("preferred_batch_size", "max_queue_delay_microseconds", *QUEUE_
 INSTANCE_KEYS = ("count", "device_ids", "tensor_parallel")
 MODEL_PATH_KEYS = ("om_model_path", "onnx_model_path")
 MAX_INSTANCES = 64  # per group; each instance of a GE model is its own backend process and device context
-THRESHOLD_KEYS = ("queue_depth", "p99_ms", "timed_out")
+THRESHOLD_KEYS = ("queue_depth", "p99_ms", "timed_out", "ttft_p99_ms", "itl_p99_ms", "kv_cache_share")
 # Parameters the GE backends read; others pass through (Triton ignores what a backend does not read), but a
 # near-miss of one of these is almost surely a typo and is reported.
 KNOWN_PARAMETERS = (
