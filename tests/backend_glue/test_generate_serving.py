@@ -51,8 +51,13 @@ models:
     backend: ge
     source: demo:llama_kv
     generate: {max_tokens: 1000000, kv_cache_mib: 2048}
+  - name: llama_pair
+    backend: ge
+    source: demo:llama_kv
+    instance_group: {count: 2}
+    generate: {max_tokens: 16, max_running: 2, kv_cache_mib: 1}
 """
-MODELS = ("llama_generate", "llama_long")
+MODELS = ("llama_generate", "llama_long", "llama_pair")
 
 
 @pytest.fixture(scope="module")
@@ -301,3 +306,21 @@ def test_on_an_npu_a_generate_model_refuses_to_load_saying_what_is_not_supported
         client.load_model("npu_generate")
     assert "generation runs in CPU emulation only for now" in str(refused.value)
     assert "set parameters.execution_mode cpu" in str(refused.value)
+
+
+def test_two_instances_each_batch_their_own_sequences(server: RunningServer, direct: object) -> None:
+    """Two instances of one generate model: six streams at once spread over both, each equal to the
+    direct loop; each instance reports its own occupancy and capacity."""
+    cases = [(_prompt(3 + i, 40 + i), 16) for i in range(6)]
+    results: dict[int, list[int]] = {}
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(
+        i, _grpc(server, Generation(*cases[i]), "llama_pair"))) for i in range(len(cases))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert [results[i] for i in range(len(cases))] == [direct(list(p), n) for p, n in cases]  # type: ignore[operator]
+    instances = {s.labels["instance"] for s in metric_samples(server, "ge_generate_kv_cache_capacity_bytes")
+                 if s.labels.get("model") == "llama_pair"}
+    assert len(instances) == 2
+    assert model_value(server, "ge_generate_kv_cache_capacity_bytes", "llama_pair") == 2 << 20
