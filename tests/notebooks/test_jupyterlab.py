@@ -1,17 +1,22 @@
 """Notebooks 02 and 03 as a Jupyter user sees them: JupyterLab 4 in Debian's Chromium, driven by Playwright.
 
-JupyterLab runs on a free loopback port with a token, in a temporary copy of the notebooks (the repository's
-are never written), its settings, workspaces and runtime files in the test's folder. Needs Chromium
-(`apt-get install chromium`, as .ci/run does), Playwright for Python and JupyterLab (the `test` and
-`notebooks` extras); without them the tests are reported skipped, with the reason. Set GE_SCREENSHOTS_DIR
-to keep a screenshot of the dashboard (docs/img/ holds the READMEs').
+The window is 1400 px wide with JupyterLab's file browser open, so the notebook panel is about 1000 px wide:
+no control of the dashboard may reach past its output's edge, and no text be cut inside its box. Run All
+leaves the dashboard live; the user then runs `stop()` (the last cell says so), saves, and the notebook,
+reopened on a fresh kernel, shows no widget error, its charts as images.
 
-Where the time goes (measured on a shared 2-core machine, 11 test runs): JupyterLab answers its API 10-32 s
-after it is started; the first page waits for JupyterLab's build check ("Build is up to date", about 16 s
-after the start), so the notebook is drawn with its kernel idle 13-28 s after the page is opened; from Run
-All, notebook 02's dashboard is live after about 40 s (tritonserver and both models start inside the
-notebook). A whole test takes 52-130 s (02) and 65-104 s (03). Each step has its own readiness check
-and bound; the test's timeout covers their sum.
+One JupyterLab for the module runs on a free loopback port with a token, in a temporary copy of the notebooks
+(the repository's are never written), its settings, workspaces and runtime files in the module's folder.
+Needs Chromium (`apt-get install chromium`, as .ci/run does), Playwright for Python and JupyterLab (the
+`test` and `notebooks` extras); without them the tests are reported skipped, with the reason. Set
+GE_SCREENSHOTS_DIR to keep a screenshot of the dashboard (docs/img/ holds the READMEs').
+
+Where the time goes (measured on a shared 2-core machine): JupyterLab answers its API 10-32 s after it is
+started (once for the module); the first page waits for JupyterLab's build check, so the notebook is drawn
+with its kernel idle 13-28 s after the page is opened; from Run All, notebook 02's dashboard is live after
+about 40 s (tritonserver and both models start inside the notebook). With one JupyterLab the module took
+3 min 47 s (02: 55 s, 03: 73 s, closing: 41 s, JupyterLab's start: 18 s). Each step has its own readiness
+check and bound; the module's timeout covers their sum.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ import pytest
 from tests.notebooks.harness import NOTEBOOKS, kernel_env, stop_leftover_sessions
 from tests.notebooks.test_notebooks import no_tritonserver_under
 from triton_ge_console.sessions.registry import READY, STARTING, Registry, effective_state
-from triton_ge_console.widgets.models import ACTIONS, COLUMNS
+from triton_ge_console.widgets.models import COLUMNS
 
 CHROMIUM = os.environ.get("GE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -48,6 +53,11 @@ LAB_START_S = 90.0  # JupyterLab's API answers
 PAGE_S = 90.0  # the notebook drawn and its kernel idle
 RUN_S = 300.0  # Run All of a whole notebook: tritonserver start, requests, load tests, reloads
 LIVE_S = 120.0  # the dashboard drawn live, from the start of Run All
+WINDOW = {"width": 1400, "height": 1000}  # with the file browser open: a notebook panel ~1000 px wide
+PANEL_MAX_PX = 1100  # the notebook panel is no wider (the file browser takes the rest)
+NARROW_PANEL_PX = 1000  # and the dashboard fits a panel this wide
+PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook shown
+WIDGET = ".jupyter-widgets"  # what JupyterLab draws a widget output into
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is not installed")
 pytest.importorskip("jupyterlab", reason="JupyterLab is not installed (the notebooks extra)")
@@ -88,12 +98,18 @@ class Lab:
     workdir: Path
     started: set[int] = field(default_factory=set)  # every process seen under it
 
-    def api(self, path: str) -> Any:
-        """GET one of the server's REST endpoints with the token."""
-        request = urllib.request.Request(f"{self.url}{path}",
+    def api(self, path: str, method: str = "GET") -> Any:
+        """Call one of the server's REST endpoints with the token; its JSON answer (None when empty)."""
+        request = urllib.request.Request(f"{self.url}{path}", method=method,
                                          headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return json.loads(answer.read())
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            body = answer.read()
+        return json.loads(body) if body else None
+
+    def shut_down_kernels(self) -> None:
+        """Shut down every kernel (as Kernel > Shut Down All Kernels does): what lives only in one is gone."""
+        for kernel in self.api("/api/kernels"):
+            self.api(f"/api/kernels/{kernel['id']}", method="DELETE")
 
     def note_processes(self) -> None:
         """Remember every process JupyterLab started so far (kernels, and what they started)."""
@@ -180,16 +196,18 @@ def stop_lab(lab: Lab) -> list[str]:
     return left + [f"session {name}" for name in serving]
 
 
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[Lab]:
-    """A JupyterLab of the test's own, with nothing left running after it."""
-    running = start_lab(tmp_path)
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """One JupyterLab for the module (each test opens its own notebook on its own kernel); nothing is left
+    running after it: its kernels, and the servers they started."""
+    folder = tmp_path_factory.mktemp("lab")
+    running = start_lab(folder)
     try:
         yield running
     finally:
         left = stop_lab(running)
         assert not left, f"left running after JupyterLab stopped: {left}"
-        assert no_tritonserver_under(tmp_path / "state")
+        assert no_tritonserver_under(folder / "state")
 
 
 @dataclass
@@ -210,7 +228,7 @@ def browser(lab: Lab) -> Iterator[Browser]:
     with playwright_api.sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = chromium.new_page(viewport={"width": 1600, "height": 2000})  # the dashboard fits
+            page = chromium.new_page(viewport=WINDOW)
             seen = Browser(page)
             page.on("console", lambda m: seen.errors.extend([m.text] if m.type == "error" else []))
             page.on("pageerror", lambda e: seen.errors.append(f"page error: {e}"))
@@ -221,12 +239,16 @@ def browser(lab: Lab) -> Iterator[Browser]:
     assert not left, f"browser left running: {left}"
 
 
-def open_notebook(browser: Browser, lab: Lab, name: str) -> None:
-    """Open a notebook in JupyterLab and wait until every cell is drawn and its kernel is idle."""
+def open_notebook(browser: Browser, lab: Lab, name: str, fresh: bool = True) -> None:
+    """Open a notebook in JupyterLab (`fresh`: as the repository holds it, not as a test saved it) and wait
+    until every cell is drawn and its kernel is idle."""
     page = browser.page
+    if fresh:
+        shutil.copy(NOTEBOOKS / name, lab.root / name)
     cells = len(json.loads((lab.root / name).read_text(encoding="utf-8"))["cells"])
-    page.goto(f"{lab.url}/lab/tree/{name}?token={lab.token}")
-    until(lambda: page.locator(".jp-NotebookPanel .jp-Cell").count() == cells, PAGE_S,
+    if not page.url.startswith(f"{lab.url}/lab/tree/{name}"):  # a fresh workspace: only this notebook
+        page.goto(f"{lab.url}/lab/tree/{name}?reset&token={lab.token}")
+    until(lambda: page.locator(f"{PANEL} .jp-Cell").count() == cells, PAGE_S,
           f"{name}: its {cells} cells drawn", browser.tick)
     until(lambda: finished(browser), PAGE_S, f"{name}: the kernel started and idle", browser.tick)
     lab.note_processes()
@@ -249,12 +271,14 @@ def menu(browser: Browser, top: str, item: str) -> None:
 
 def select_last_cell(browser: Browser) -> None:
     """Click the last cell's prompt: it is selected, in command mode."""
-    browser.page.locator(".jp-NotebookPanel .jp-Cell").last.locator(".jp-InputPrompt").click()
+    browser.page.locator(f"{PANEL} .jp-Cell").last.locator(".jp-InputPrompt").click()
 
 
-def dashboard(browser: Browser, session: str) -> Any:
-    """The output that holds a session's dashboard (live, or the static copy it leaves)."""
-    return browser.page.locator(".jp-OutputArea-output", has_text=f"GE Console ─ session {session}").first
+def dashboard(browser: Browser, session: str, live: bool = False) -> Any:
+    """The output that holds a session's dashboard (live, or the static copy it leaves; only live)."""
+    kind = f":has({WIDGET})" if live else ""
+    title = f"GE Console ─ session {session}"
+    return browser.page.locator(f".jp-OutputArea-output{kind}", has_text=title).first
 
 
 def numbers(board: Any) -> list[str]:
@@ -275,14 +299,6 @@ def undrawn_charts(board: Any) -> list[str]:
         .filter(svg => ![...svg.querySelectorAll('path.line')]
             .some(p => !p.closest('.legend') && /^M[-\\d.]+,[-\\d.]+L[-\\d.]+/.test(p.getAttribute('d') || '')
                        && !/NaN|null|undefined/.test(p.getAttribute('d'))))
-        .map(svg => (svg.querySelector('.mainheading') || {}).textContent || '?')""")
-
-
-def undrawn_bar_charts(output: Any) -> list[str]:
-    """The titles of bar charts without a bar of some height."""
-    return output.evaluate("""node => [...node.querySelectorAll('svg.svg-figure')]
-        .filter(svg => ![...svg.querySelectorAll('rect.bar')]
-            .some(r => parseFloat(r.getAttribute('height') || '0') > 0))
         .map(svg => (svg.querySelector('.mainheading') || {}).textContent || '?')""")
 
 
@@ -315,30 +331,135 @@ def row_state(board: Any, model: str) -> str:
 def click_row_button(board: Any, model: str, action: str) -> None:
     """Click a model row's button in the dashboard's table, as a person would."""
     cells, first = row_cells(board, model)
-    button = cells.nth(first + len(COLUMNS) + ACTIONS.index(action))
-    assert button.inner_text() == action
-    button.click()
+    buttons = cells.nth(first + len(COLUMNS))  # one cell holds the row's buttons
+    buttons.get_by_role("button", name=action, exact=True).click()
 
 
-def keep_screenshot(board: Any, name: str) -> None:
-    """Keep a screenshot of the dashboard where GE_SCREENSHOTS_DIR says (docs/img/ holds the READMEs')."""
+def keep_screenshot(browser: Browser, board: Any, name: str) -> None:
+    """Keep a screenshot of the dashboard where GE_SCREENSHOTS_DIR says (docs/img/ holds the READMEs'), the
+    window made tall enough to hold all of it."""
     folder = os.environ.get("GE_SCREENSHOTS_DIR")
     if folder:
+        browser.page.set_viewport_size({"width": WINDOW["width"], "height": 2400})
+        board.scroll_into_view_if_needed()
+        browser.tick()
         board.screenshot(path=str(Path(folder) / name))
+        browser.page.set_viewport_size(WINDOW)
 
 
-def test_02_live_dashboard_in_jupyterlab_numbers_change_reload_acts_and_a_static_copy_stays(
+def panel_width(browser: Browser) -> float:
+    """How wide the notebook's panel is, with the file browser beside it (which must be open)."""
+    page = browser.page
+    assert page.locator("#filebrowser").is_visible(), "JupyterLab's file browser is not open"
+    return float(page.locator(PANEL).evaluate("n => n.getBoundingClientRect().width"))
+
+
+def clipped(output: Any) -> list[str]:
+    """Every control or text of an output that reaches past the visible part of the output (inside its
+    notebook panel and the window), or whose text is wider than its own box (cut, or spilling over the
+    next); empty when all fits."""
+    return list(output.evaluate("""node => {
+        const panel = node.closest('.jp-NotebookPanel').getBoundingClientRect();
+        const area = node.getBoundingClientRect();
+        const left = Math.max(area.left, panel.left, 0);
+        const right = Math.min(area.right, panel.right, document.documentElement.clientWidth);
+        const found = [];
+        const shown = '.widget-gridbox > *, .widget-hbox > *, .widget-vbox > *, .widget-tab-contents > *, '
+            + 'button, select, input, .widget-label, .widget-html-content, .widget-readout, svg, img, table';
+        for (const el of node.querySelectorAll(shown)) {
+            const box = el.getBoundingClientRect();
+            if (box.width === 0 || box.height === 0) continue;  // not shown (a tab not chosen)
+            const what = (el.innerText || el.getAttribute('alt') || el.textContent || el.tagName)
+                .trim().replace(/\\s+/g, ' ').slice(0, 50);
+            if (box.left < left - 1 || box.right > right + 1) {
+                const where = `${box.left.toFixed(0)}..${box.right.toFixed(0)}`;
+                found.push(`${what}: ${where} past ${left.toFixed(0)}..${right.toFixed(0)}`);
+            } else if (el.scrollWidth > el.clientWidth + 1
+                       && el.matches('.widget-html-content, .widget-label, .widget-readout, button')) {
+                const cut = ['hidden', 'clip'].includes(getComputedStyle(el).overflowX);
+                const how = cut ? 'cut' : 'spills over';
+                found.push(`${what}: ${how} (${el.scrollWidth} px in ${el.clientWidth} px)`);
+            }
+        }
+        return found;
+    }"""))
+
+
+def clipped_at_both_widths(browser: Browser, output: Any) -> list[str]:
+    """clipped() in the 1400 px window, then with the window narrowed until the notebook panel is
+    NARROW_PANEL_PX wide (the width the dashboard must fit), the window restored afterwards."""
+    page = browser.page
+    found = clipped(output)
+    narrow = WINDOW["width"] - (panel_width(browser) - NARROW_PANEL_PX)
+    page.set_viewport_size({"width": int(narrow), "height": WINDOW["height"]})
+    until(lambda: abs(panel_width(browser) - NARROW_PANEL_PX) < 2, 10, "a narrower notebook panel",
+          browser.tick)
+    browser.tick()  # the widgets lay out again
+    found += [f"in a {NARROW_PANEL_PX} px panel: {what}" for what in clipped(output)]
+    page.set_viewport_size(WINDOW)
+    until(lambda: panel_width(browser) > NARROW_PANEL_PX + 2, 10, "the panel wide again", browser.tick)
+    return found
+
+
+def show_tab(output: Any, title: str) -> None:
+    """Choose one of the dashboard's tabs (load test, server log), as a person would."""
+    output.locator(".lm-TabBar-tab", has_text=title).first.click()
+
+
+def unloaded_images(output: Any) -> list[str]:
+    """The alt text of an output's images that did not load or show nothing."""
+    return list(output.evaluate("""node => [...node.querySelectorAll('img')]
+        .filter(img => !(img.complete && img.naturalWidth > 0 && img.getBoundingClientRect().width > 0))
+        .map(img => img.getAttribute('alt') || img.getAttribute('src') || '?')"""))
+
+
+def images(output: Any) -> list[str]:
+    """The alt text of an output's images, in order."""
+    return list(output.evaluate("node => [...node.querySelectorAll('img')].map(i => i.getAttribute('alt'))"))
+
+
+def widget_errors(browser: Browser) -> list[str]:
+    """What JupyterLab shows where a widget cannot be drawn ("Error displaying widget: model not found")."""
+    return browser.page.locator(".jp-OutputArea-output", has_text="Error displaying widget").all_inner_texts()
+
+
+def run_new_cell(browser: Browser, code: str) -> None:
+    """Add a cell below the last one, type code into it and run it, as a person would."""
+    select_last_cell(browser)
+    page = browser.page
+    page.keyboard.press("b")  # a new cell below, selected
+    page.keyboard.press("Enter")  # edit it
+    page.keyboard.type(code)
+    page.keyboard.press("Shift+Enter")
+
+
+def save_and_reopen(browser: Browser, lab: Lab, name: str, saved: str) -> None:
+    """Save the notebook, shut its kernel down and open it again on a fresh one (nothing kept in a kernel)."""
+    browser.page.keyboard.press("Control+s")
+    until(lambda: saved in (lab.root / name).read_text(encoding="utf-8"), 30, f"{name} saved with {saved!r}",
+          browser.tick)
+    lab.shut_down_kernels()
+    browser.page.reload()
+    open_notebook(browser, lab, name, fresh=False)
+
+
+def test_02_in_jupyterlab_the_live_dashboard_fits_acts_and_leaves_its_charts_after_stop(
         lab: Lab, browser: Browser) -> None:
     name, session = "02_launch_and_watch.ipynb", "nb02-launch-and-watch"
     open_notebook(browser, lab, name)
-    select_last_cell(browser)  # everything but the cell that stops the server
-    browser.page.keyboard.press("Control+b")  # the left sidebar folded: the dashboard has the width
-    menu(browser, "Run", "Run All Above Selected Cell")
-    board = dashboard(browser, session)
+    assert panel_width(browser) <= PANEL_MAX_PX
+    menu(browser, "Run", "Run All Cells")
+    board = dashboard(browser, session, live=True)
     board.wait_for(timeout=LIVE_S * 1000)
     lab.note_processes()
-    until(lambda: finished(browser), RUN_S, f"{name}: the cells above the last run", browser.tick)
+    until(lambda: finished(browser), RUN_S, f"{name}: Run All", browser.tick)
     assert error_outputs(browser) == []
+    assert board.locator(WIDGET).count() > 0  # Run All left it live
+    board.scroll_into_view_if_needed()
+    assert clipped_at_both_widths(browser, board) == []
+    show_tab(board, "server log")
+    assert clipped_at_both_widths(browser, board) == []
+    show_tab(board, "load test")
     first, second = changing_screenshots(browser, board, name)
     assert first != second
     assert undrawn_charts(board) == []
@@ -348,47 +469,75 @@ def test_02_live_dashboard_in_jupyterlab_numbers_change_reload_acts_and_a_static
     until(lambda: "✓ reload bert_model" in board.inner_text(), 60, "the reload's outcome shown", browser.tick)
     until(lambda: row_state(board, "bert_model") == "READY", 30, "bert_model READY after its reload",
           browser.tick)
-    keep_screenshot(board, "notebook-dashboard.png")
-    select_last_cell(browser)
-    menu(browser, "Run", "Run Selected Cell")
-    until(lambda: finished(browser), RUN_S, f"{name}: the last cell run", browser.tick)
+    keep_screenshot(browser, board, "notebook-dashboard.png")
+    run_new_cell(browser, "stop()")  # what the last cell says to do
+    board = dashboard(browser, session)  # the same output, no longer a widget
+    until(lambda: "dashboard closed at" in board.inner_text(), RUN_S, "the dashboard closed", browser.tick)
+    until(lambda: finished(browser), RUN_S, f"{name}: stop()", browser.tick)
     assert error_outputs(browser) == []
-    assert "dashboard closed at" in board.inner_text() and "bert_model" in board.inner_text()
-    assert board.get_attribute("data-mime-type") == "text/html"  # no widget: a saved notebook keeps it
+    assert "bert_model" in board.inner_text() and board.get_attribute("data-mime-type") == "text/html"
+    charts = ["NPU0 utilization history", "NPU1 utilization history", "latency of llama_model",
+              "throughput of llama_model", "queue depth of llama_model"]
+    assert images(board) == charts and unloaded_images(board) == []
     board.scroll_into_view_if_needed()
-    assert board.is_visible()
+    assert clipped_at_both_widths(browser, board) == []
     assert browser.errors == []
+    save_and_reopen(browser, lab, name, saved="dashboard closed at")
+    assert widget_errors(browser) == []
+    board = dashboard(browser, session)
+    board.scroll_into_view_if_needed()
+    assert images(board) == charts and unloaded_images(board) == []
 
 
-def test_03_run_all_in_jupyterlab_dashboard_live_bars_drawn_and_a_static_copy_stays(
+def test_03_in_jupyterlab_run_all_leaves_the_dashboard_live_and_its_bar_charts_reopen_as_images(
         lab: Lab, browser: Browser) -> None:
     name, session = "03_reload_and_tune.ipynb", "nb03-reload-and-tune"
     open_notebook(browser, lab, name)
+    assert panel_width(browser) <= PANEL_MAX_PX
     menu(browser, "Run", "Run All Cells")
-    board = dashboard(browser, session)
+    board = dashboard(browser, session, live=True)
     board.wait_for(timeout=LIVE_S * 1000)
     lab.note_processes()
     first, second = changing_screenshots(browser, board, name)
     assert first != second
     until(lambda: finished(browser), RUN_S, f"{name}: Run All", browser.tick)
     assert error_outputs(browser) == []
-    bars = browser.page.locator(".jp-OutputArea-output", has_text="client latency (ms)").first
-    bars.scroll_into_view_if_needed()
-    assert undrawn_bar_charts(bars) == []
-    assert "dashboard closed at" in board.inner_text()
-    assert board.get_attribute("data-mime-type") == "text/html"
+    assert board.locator(WIDGET).count() > 0
     board.scroll_into_view_if_needed()
-    assert board.is_visible()
+    assert clipped_at_both_widths(browser, board) == []
+    bars = ["throughput (req/s), 8 clients", "client latency (ms)"]
+    shown = bar_charts(browser)
+    shown.scroll_into_view_if_needed()
+    assert images(shown) == bars and unloaded_images(shown) == []
+    assert clipped_at_both_widths(browser, shown) == []
+    run_new_cell(browser, "stop()")
+    board = dashboard(browser, session)
+    until(lambda: "dashboard closed at" in board.inner_text(), RUN_S, "the dashboard closed", browser.tick)
+    until(lambda: finished(browser), RUN_S, f"{name}: stop()", browser.tick)
+    assert error_outputs(browser) == [] and unloaded_images(board) == [] and len(images(board)) == 5
     assert browser.errors == []
+    save_and_reopen(browser, lab, name, saved="dashboard closed at")
+    assert widget_errors(browser) == []
+    shown = bar_charts(browser)
+    shown.scroll_into_view_if_needed()
+    assert images(shown) == bars and unloaded_images(shown) == []
+    board = dashboard(browser, session)
+    board.scroll_into_view_if_needed()
+    assert len(images(board)) == 5 and unloaded_images(board) == []
+
+
+def bar_charts(browser: Browser) -> Any:
+    """The output of notebook 03's before/after comparison."""
+    return browser.page.locator(".jp-OutputArea-output:has(img[alt='client latency (ms)'])").first
 
 
 def test_closing_jupyterlab_with_a_live_dashboard_leaves_no_server(lab: Lab, browser: Browser) -> None:
-    # notebook 02 says it: the server is also stopped if the kernel exits first
+    # notebook 02 says it: the server is also stopped if the kernel exits first. Last in the module: it
+    # stops the module's JupyterLab (the fixture then finds nothing left to stop)
     open_notebook(browser, lab, "02_launch_and_watch.ipynb")
-    select_last_cell(browser)
-    menu(browser, "Run", "Run All Above Selected Cell")
-    dashboard(browser, "nb02-launch-and-watch").wait_for(timeout=LIVE_S * 1000)
-    until(lambda: finished(browser), RUN_S, "the cells above the last run", browser.tick)
+    menu(browser, "Run", "Run All Cells")
+    dashboard(browser, "nb02-launch-and-watch", live=True).wait_for(timeout=LIVE_S * 1000)
+    until(lambda: finished(browser), RUN_S, "Run All", browser.tick)
     lab.note_processes()
     assert not no_tritonserver_under(lab.workdir / "state")  # serving, until JupyterLab stops
     assert stop_lab(lab) == []

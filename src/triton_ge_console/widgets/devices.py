@@ -15,23 +15,32 @@ from triton_ge_console.widgets.format import MISSING, memory, number, percent
 from triton_ge_console.widgets.static_charts import image_html, sparkline_svg
 
 
+def gauge(description: str) -> w.FloatProgress:
+    """A 0..1 bar with its short label right beside it (no wide label column)."""
+    return w.FloatProgress(value=0.0, min=0.0, max=1.0, description=description,
+                           style={"description_width": "initial"}, layout=w.Layout(width="150px"))
+
+
 class DeviceRow:
     """One device: name and kind, utilization bar and sparkline, memory bar, temperature/power/health."""
 
     def __init__(self, device_id: str) -> None:
         self.device_id = device_id
-        self.title = w.HTML(layout=w.Layout(width="230px"))
-        self.utilization = w.FloatProgress(value=0.0, min=0.0, max=1.0, description="util",
-                                           layout=w.Layout(width="200px"))
-        self.utilization_label = w.Label(MISSING, layout=w.Layout(width="45px"))
-        self.figure, self.line = sparkline()
-        self.memory = w.FloatProgress(value=0.0, min=0.0, max=1.0, description="mem",
-                                      layout=w.Layout(width="200px"))
-        self.memory_label = w.Label(MISSING, layout=w.Layout(width="120px"))
-        self.extra = w.Label(MISSING)
-        self.models = w.Label("")  # the models this NPU serves, with what each holds on it
-        self.box = w.HBox([self.title, self.utilization, self.utilization_label, self.figure, self.memory,
-                           self.memory_label, self.extra, self.models], layout=w.Layout(align_items="center"))
+        # one line that wraps where the output is narrow; no item shrinks below its content (no text cut)
+        self.title = w.HTML(layout=w.Layout(max_width="320px"))
+        self.utilization = gauge("util")
+        self.utilization_label = w.Label(MISSING, layout=w.Layout(min_width="36px"))
+        self.figure, self.line = sparkline(width="160px")
+        self.memory = gauge("mem")
+        self.memory_label = w.Label(MISSING)
+        self.extra = w.HTML(MISSING)
+        self.models = w.HTML("")  # the models this NPU serves, with what each holds on it
+        items = [self.title, self.utilization, self.utilization_label, self.figure, self.memory,
+                 self.memory_label, self.extra, self.models]
+        for item in items[1:]:
+            item.layout.flex = "0 0 auto"
+        self.box = w.HBox(items, layout=w.Layout(align_items="center", flex_flow="row wrap",
+                                                 grid_gap="0 8px"))
 
     def update(self, device: DeviceSnapshot, history: SnapshotHistory, now: float, seconds: float,
                models: list[tuple[str, int | None]] | None = None) -> None:
@@ -46,9 +55,9 @@ class DeviceRow:
         used, total = device.memory_used_bytes, device.memory_total_bytes
         self.memory.value = min(used / total, 1.0) if used is not None and total else 0.0
         self.memory_label.value = memory(used, total)
-        self.extra.value = device_extras(device)
-        self.models.value = ", ".join(name if size is None else f"{name} {human_bytes(size)}"
-                                      for name, size in models or ())
+        self.extra.value = html.escape(device_extras(device))
+        self.models.value = html.escape(", ".join(name if size is None else f"{name} {human_bytes(size)}"
+                                                  for name, size in models or ()))
         series = window(history.device_series(device.id, "utilization"), now, seconds)
         plot_line(self.line, relative_times(series, now), values(series))
 

@@ -70,8 +70,10 @@ class LoadTestControl:
         self.results: list[dict[str, Any]] = []
         self._thread: threading.Thread | None = None
         self.run_button.on_click(lambda _button: self.start())
-        self.box = w.VBox([w.HTML("<b>Load test</b>"), w.HBox([self.model, self.concurrency, self.duration]),
-                           w.HBox([self.run_button, self.status]), self.output])
+        wrap = w.Layout(flex_flow="row wrap", align_items="center")  # a narrow output: the next line
+        self.box = w.VBox([w.HTML("<b>Load test</b>"),
+                           w.HBox([self.model, self.concurrency, self.duration], layout=wrap),
+                           w.HBox([self.run_button, self.status], layout=wrap), self.output])
 
     def set_models(self, names: list[str]) -> None:
         """Offer the session's models, keeping the current choice when it still exists."""

@@ -12,6 +12,9 @@ import ipywidgets as w
 from triton_ge_console.sessions.server_log import LogTail, is_failure
 
 MAX_READ_BYTES = 1 << 20
+# long lines wrap: a narrow notebook output shows all of each (nothing cut at its edge)
+LOG_PRE = ("<pre style='font-size:11px; line-height:1.25; margin:0; white-space:pre-wrap; "
+           "overflow-wrap:anywhere'>")
 
 
 class FilteredLogTail:
@@ -64,4 +67,4 @@ class FilteredLogTail:
         rendered = [f"<span style='color:firebrick'>{html.escape(line)}</span>" if is_failure(line)
                     else html.escape(line) for line in self.visible()]
         body = "\n".join(rendered) or "<i>(empty)</i>"
-        self.view.value = f"<pre style='font-size:11px; line-height:1.25; margin:0'>{body}</pre>"
+        self.view.value = f"{LOG_PRE}{body}</pre>"

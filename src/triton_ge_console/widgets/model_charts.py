@@ -33,8 +33,10 @@ class ModelCharts:
         self._now = 0.0
         self._lock = threading.RLock()  # the poller thread and a picker change may both redraw
         self.picker.observe(lambda _change: self.redraw(), names="value")
-        self.box = w.VBox([w.HBox([self.picker, self.caption]),
-                           w.HBox([self.latency.figure, self.throughput.figure]), self.queue.figure])
+        wrap = w.Layout(flex_flow="row wrap", align_items="center")
+        self.box = w.VBox([w.HBox([self.picker, self.caption], layout=wrap),
+                           w.HBox([self.latency.figure, self.throughput.figure]),
+                           w.HBox([self.queue.figure])])  # in a box as the others: no wider than the output
 
     @property
     def model(self) -> str | None:

@@ -19,6 +19,12 @@ STATE_COLOURS = {"READY": "green", "UNAVAILABLE": "firebrick", "LOADING": "darko
                  "UNLOADING": "darkorange", "FAILING": "white; background-color:firebrick"}
 
 ActionHandler = Callable[[str, str], object]
+# the table fits a notebook panel 1000 px wide (JupyterLab with its file browser open, in a 1400 px window):
+# a smaller font, tight gaps, and only the buttons that apply to a model's state in its row
+GRID_COLUMNS = "minmax(80px, 1.5fr) 28px 84px 62px repeat(9, minmax(42px, 1fr)) 84px 110px"
+MODELS_CLASS = "ge-console-models"
+MODELS_STYLE = (f"<style>.{MODELS_CLASS} {{ --jp-widgets-font-size: 12px; }} "
+                f".{MODELS_CLASS} .jupyter-button {{ padding: 0 4px; }}</style>")
 
 
 def cells_for(model: ModelSnapshot) -> dict[str, str]:
@@ -36,6 +42,11 @@ def cells_for(model: ModelSnapshot) -> dict[str, str]:
     }
 
 
+def offered_actions(model: ModelSnapshot) -> set[str]:
+    """The buttons a row shows: reload and unload for a loaded (or loading) model, load for any other."""
+    return {"reload", "unload"} if model.state in ("READY", "LOADING", "UNLOADING") else {"load"}
+
+
 def enabled_actions(model: ModelSnapshot, server_up: bool, busy: bool) -> set[str]:
     """Which buttons make sense: reload/unload a ready model, load one that is not; none while busy."""
     if busy or not server_up or model.state in ("LOADING", "UNLOADING"):
@@ -49,16 +60,17 @@ class ModelRow:
     def __init__(self, name: str, version: str, on_action: ActionHandler) -> None:
         self.name, self.version = name, version
         self.cells = {column: w.HTML(MISSING) for column in COLUMNS}
-        self.buttons = {action: w.Button(description=action, layout=w.Layout(width="70px"),
+        self.buttons = {action: w.Button(description=action, layout=w.Layout(width="52px"),
                                          button_style="warning" if action == "unload" else "")
                         for action in ACTIONS}
         for action, button in self.buttons.items():
             button.on_click(lambda _button, act=action: on_action(act, self.name))
+        self.actions = w.HBox(list(self.buttons.values()), layout=w.Layout(grid_gap="0 2px"))
         self.model: ModelSnapshot | None = None
 
     def widgets(self) -> list[w.Widget]:
-        """Grid children, left to right."""
-        return [*self.cells.values(), *self.buttons.values()]
+        """Grid children, left to right: the figures, then the buttons in one cell."""
+        return [*self.cells.values(), self.actions]
 
     def update(self, model: ModelSnapshot) -> None:
         """Show the model's figures."""
@@ -70,6 +82,9 @@ class ModelRow:
         self.cells["STATE"].tooltip = model.reason or None
         if model.timed_out_total:  # rejected at their queue timeout: coloured, as the console does
             self.cells["T/O"].value = f'<span style="color:darkorange">{model.timed_out_total}</span>'
+        offered = offered_actions(model)
+        for action, button in self.buttons.items():
+            button.layout.display = None if action in offered else "none"
 
     def set_enabled(self, actions: set[str]) -> None:
         """Enable exactly the given buttons."""
@@ -103,13 +118,13 @@ class ModelsPanel:
         self.rows: dict[tuple[str, str], ModelRow] = {}
         self.snapshot: ServerSnapshot | None = None
         self.server_up: bool | None = None  # False while the last figures are shown for a silent server
-        self.header = [w.HTML(f"<b>{column}</b>") for column in (*COLUMNS, "", "", "")]
-        self.grid = w.GridBox(self.header, layout=w.Layout(
-            grid_template_columns="minmax(110px, 2fr) 40px 110px 70px repeat(10, minmax(55px, 1fr)) "
-                                  "repeat(3, 75px)",
-            grid_gap="2px 6px"))
+        self.header = [w.HTML(f"<b style='font-size:11px'>{column}</b>") for column in (*COLUMNS, "")]
+        self.grid = w.GridBox(self.header, layout=w.Layout(grid_template_columns=GRID_COLUMNS,
+                                                           grid_gap="0 4px"))
+        self.grid.add_class(MODELS_CLASS)
         self.reasons = w.HTML("")
-        self.box = w.VBox([w.HTML("<b>Models</b>"), self.grid, self.reasons, self.runner.status])
+        title = w.HTML(MODELS_STYLE + "<b>Models</b>")
+        self.box = w.VBox([title, self.grid, self.reasons, self.runner.status])
 
     def update(self, snapshot: ServerSnapshot, server_up: bool | None = None) -> None:
         """Show the snapshot's models, adding and dropping rows as the repository changes; `server_up`
