@@ -44,13 +44,30 @@ SLOW_UNLOAD = """
 """
 
 
+SLOW_LOAD = """
+
+_initialize = TritonPythonModel.initialize
+
+
+def _slow_initialize(self, args):
+    import time
+    time.sleep({seconds})
+    _initialize(self, args)
+
+
+TritonPythonModel.initialize = _slow_initialize
+"""
+
+
 def write_echo_model(repository: Path, name: str = "echo", max_batch_size: int = 8, scale: str = "2",
-                     unload_s: float = 0.0) -> Path:
+                     unload_s: float = 0.0, load_s: float = 0.0) -> Path:
     """A Python-backend model that multiplies its input by the `scale` parameter (and, with unload_s, takes
-    that long to unload: a server slow to stop)."""
+    that long to unload: a server slow to stop; with load_s, each instance that long to load: a reload
+    that can be cut short)."""
     model_dir = repository / name
     (model_dir / "1").mkdir(parents=True, exist_ok=True)
     source = ECHO_MODEL + (SLOW_UNLOAD.format(seconds=unload_s) if unload_s else "")
+    source += SLOW_LOAD.format(seconds=load_s) if load_s else ""
     (model_dir / "1" / "model.py").write_text(source, encoding="utf-8")
     (model_dir / "config.pbtxt").write_text(
         ECHO_CONFIG.format(name=name, max_batch_size=max_batch_size, scale=scale), encoding="utf-8")

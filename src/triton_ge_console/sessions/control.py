@@ -7,6 +7,7 @@ overrides); on failure its message is Triton's own, never a traceback.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import re
 import time
@@ -29,12 +30,17 @@ from triton_ge_console.sessions.token_header import TOKEN_HEADER
 READY_STATE = "READY"
 # A config parameter a reload sets to a fresh value, so Triton loads new instances (backends ignore it).
 RELOAD_PARAMETER = "ge_console_reload_id"
+CLOSED_MIDWAY = "the server closed the connection (stopped or restarted meanwhile?)"
 DEAD_UNLOAD_WAIT_S = 5.0  # how long unload waits for a model whose instance died before saying so
 _POLL_FAILED = re.compile(r"Poll failed for model directory '(?P<model>[^']+)': (?P<why>.*?)\"?$")
 
 
 class ControlError(RuntimeError):
     """The server could not be asked (unreachable, refused); the message is one line."""
+
+
+class ServerUnreachable(ControlError):
+    """No answer from the server at all (down, or stopped in the middle of a call)."""
 
 
 @dataclass(frozen=True)
@@ -177,6 +183,8 @@ class TritonControl:
         )
         try:
             yield client
+        except http.client.HTTPException:  # geventhttpclient's HTTPConnectionClosed: not an OSError
+            raise ConnectionError(CLOSED_MIDWAY) from None
         finally:
             client.close()
 
@@ -188,7 +196,7 @@ class TritonControl:
         except InferenceServerException as exc:
             raise ControlError(f"{self.http_url}: {self._message(exc)}") from None
         except (OSError, ValueError) as exc:
-            raise ControlError(f"{self.http_url}: server unreachable: {one_line(str(exc))}") from None
+            raise ServerUnreachable(f"{self.http_url}: server unreachable: {one_line(str(exc))}") from None
         return [_model_state(entry) for entry in entries]
 
     def model_config(self, model: str) -> dict[str, Any]:
@@ -199,7 +207,7 @@ class TritonControl:
         except InferenceServerException as exc:
             raise ControlError(f"{model}: {self._message(exc)}") from None
         except OSError as exc:
-            raise ControlError(f"{self.http_url}: server unreachable: {one_line(str(exc))}") from None
+            raise ServerUnreachable(f"{self.http_url}: server unreachable: {one_line(str(exc))}") from None
         return dict(config)
 
     def live(self) -> bool:
@@ -238,6 +246,8 @@ class TritonControl:
         started = time.monotonic()
         try:
             ok, message = step()
+        except ServerUnreachable as exc:  # the command got this far: say which one it cut short
+            ok, message = False, f"{action} {model}: {one_line(str(exc))}"
         except (ControlError, ValueError) as exc:
             ok, message = False, one_line(str(exc))
         return CommandResult(action, model, ok=ok, message=message, duration_s=time.monotonic() - started)
