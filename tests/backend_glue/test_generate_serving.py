@@ -247,17 +247,16 @@ def test_bench_generate_reports_token_figures(server: RunningServer, protocol: s
     strict = json.loads(capsys.readouterr().out)
     assert all(row["goodput_per_s"] == 0 and row["goodput_share"] == 0 for row in strict["rows"])
     assert [c["concurrency"] for c in strict["compared"]] == [1, 2]
+    assert all(c["rate"] is None for c in strict["compared"])
     assert all(c["output_tokens_per_s"] > 0 and c["itl_p50_ms"] > 0 for c in strict["compared"])
 
 
 def test_bench_generate_refuses_bad_options(server: RunningServer, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    """A bad --slo or --rate is a usage error (exit 2) in one line; a failing model exit 1."""
+    """A bad --slo or --compare file is a usage error (exit 2) in one line; a failing model exit 1."""
     base = ["bench", "llama_generate", "--generate", "--url", server.grpc_hostport, "--quiet"]
     assert main([*base, "--slo", "ttft=fast"]) == 2
     assert "'fast' is not a number of milliseconds" in capsys.readouterr().err
-    assert main([*base, "--rate", "5"]) == 2
-    assert "--rate is not supported" in capsys.readouterr().err
     (tmp_path / "other.json").write_text('{"rows": []}', encoding="utf-8")
     assert main([*base, "--compare", str(tmp_path / "other.json")]) == 2
     assert "not the JSON of `ge-console bench --generate --json`" in capsys.readouterr().err
@@ -324,3 +323,16 @@ def test_two_instances_each_batch_their_own_sequences(server: RunningServer, dir
                  if s.labels.get("model") == "llama_pair"}
     assert len(instances) == 2
     assert model_value(server, "ge_generate_kv_cache_capacity_bytes", "llama_pair") == 2 << 20
+
+
+def test_bench_generate_rate_sweep(server: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """--rate: arrivals at a rate (Poisson here), however many are in flight; each step says its rate
+    and the most in flight, and counts every generation."""
+    assert main(["bench", "llama_generate", "--generate", "--url", server.grpc_hostport, "--quiet",
+                 "--rate", "50,200", "--distribution", "poisson", "--prompt-tokens", "4",
+                 "--output-tokens", "5", "--requests", "6", "--json", "-"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [row["rate"] for row in rows] == [50.0, 200.0]
+    for row in rows:
+        assert (row["requests"], row["errors"], row["output_tokens"]) == (6, 0, 30)
+        assert 1 <= row["concurrency"] <= 6 and row["ttft_ms"]["p50"] > 0

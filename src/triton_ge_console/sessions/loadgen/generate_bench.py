@@ -1,10 +1,13 @@
-"""`ge-console bench --generate`: stream generations at fixed prompt and output lengths, a concurrency sweep,
-and report token-level figures per step: TTFT, ITL and end-to-end percentiles, output tokens/s, requests/s
-and goodput (requests/s meeting the SLO on TTFT and on their mean ITL, as genai-perf counts it)."""
+"""`ge-console bench --generate`: stream generations at fixed prompt and output lengths, a concurrency sweep
+(closed loop) or a request-rate sweep (open loop, constant or Poisson arrivals), and report token-level
+figures per step: TTFT, ITL and end-to-end percentiles, output tokens/s, requests/s and goodput
+(requests/s meeting the SLO on TTFT and on their mean ITL, as genai-perf counts it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -79,9 +82,11 @@ class GenerateLoad:
     slo: Slo = field(default_factory=Slo)
     vocab: int = 32000
     headers: tuple[tuple[str, str], ...] = ()
+    rates: tuple[float, ...] = ()  # requests per second, one step each (instead of concurrency)
+    distribution: str = "constant"  # rate steps' inter-arrival times: constant | poisson
 
     def requests_at(self, concurrency: int) -> int:
-        """How many generations a step measures."""
+        """How many generations a step measures (a rate step: `concurrency` is its rate, rounded up)."""
         return self.requests if self.requests is not None else max(8, 4 * concurrency)
 
 
@@ -103,6 +108,7 @@ class GenerateRow:
     itl_ms: dict[str, float | None]
     e2e_ms: dict[str, float | None]
     itl_p99_worst_stream_ms: float | None  # the highest of each generation's own ITL p99
+    rate: float | None = None  # a rate step's requests per second (its concurrency: the most in flight)
 
 
 def percentiles(values: list[float]) -> dict[str, float | None]:
@@ -197,14 +203,89 @@ def run_step(load: GenerateLoad, concurrency: int, stop: threading.Event) -> Gen
     return summarize(concurrency, results, duration, load.slo)
 
 
+class _OpenLoop:
+    """One rate step's generations, each on its own thread as it arrives, over pooled streams."""
+
+    def __init__(self, load: GenerateLoad) -> None:
+        self.load = load
+        self.results: list[StreamResult] = []
+        self._pool: queue.SimpleQueue[GrpcStreamer] = queue.SimpleQueue()
+        self._opened: list[GrpcStreamer] = []
+        self._lock = threading.Lock()
+        self.in_flight = self.peak = 0
+
+    def one(self, index: int) -> None:
+        """One generation (a failure recorded as its result)."""
+        load = self.load
+        with self._lock:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+        generation = Generation(_prompt(load, index), load.output_tokens)
+        try:
+            if load.protocol == "grpc":
+                streamer = self._streamer()
+                self.results.append(streamer.generate(generation))
+                self._pool.put(streamer)
+            else:
+                self.results.append(http_generate(load.host, load.port, load.model, generation,
+                                                  headers=dict(load.headers)))
+        except Exception as exc:  # tritonclient's and grpc's own error types: reported, not raised
+            self.results.append(StreamResult(time.perf_counter(), error=f"{type(exc).__name__}: {exc}"))
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _streamer(self) -> GrpcStreamer:
+        """A free stream, or a new one."""
+        try:
+            return self._pool.get_nowait()
+        except queue.Empty:
+            streamer = GrpcStreamer(f"{self.load.host}:{self.load.port}", self.load.model,
+                                    headers=dict(self.load.headers))
+            with self._lock:
+                self._opened.append(streamer)
+            return streamer
+
+    def close(self) -> None:
+        """Close every stream opened."""
+        for streamer in self._opened:
+            streamer.close(cancel=True)
+
+
+def run_rate_step(load: GenerateLoad, rate: float, stop: threading.Event) -> GenerateRow:
+    """One rate step: a warm-up generation, then arrivals at `rate` per second (constant gaps or
+    exponential ones), however many are in flight."""
+    loop = _OpenLoop(load)
+    loop.one(0)
+    loop.results.clear()
+    gaps = np.random.default_rng(7)
+    threads: list[threading.Thread] = []
+    started = due = time.perf_counter()
+    for index in range(load.requests_at(int(np.ceil(rate)))):
+        if stop.wait(max(0.0, due - time.perf_counter())):
+            break
+        threads.append(threading.Thread(target=loop.one, args=(10_000 + index,), daemon=True))
+        threads[-1].start()
+        due += gaps.exponential(1 / rate) if load.distribution == "poisson" else 1 / rate
+    for thread in threads:
+        thread.join()
+    duration = time.perf_counter() - started
+    loop.close()
+    row = summarize(loop.peak, loop.results, duration, load.slo)
+    return dataclasses.replace(row, rate=rate)
+
+
 def run_generate_load(load: GenerateLoad, stop: threading.Event,
                       on_row: Callable[[GenerateRow], None] | None = None) -> list[GenerateRow]:
-    """Every step of the sweep, in order, until done or stopped."""
+    """Every step of the sweep (its rates, else its concurrencies), in order, until done or stopped."""
     rows: list[GenerateRow] = []
-    for concurrency in load.concurrency:
+    steps: list[tuple[Callable[..., GenerateRow], float]] = (
+        [(run_rate_step, rate) for rate in load.rates] if load.rates
+        else [(run_step, concurrency) for concurrency in load.concurrency])
+    for run, level in steps:
         if stop.is_set():
             break
-        rows.append(run_step(load, concurrency, stop))
+        rows.append(run(load, level, stop))
         if on_row is not None:
             on_row(rows[-1])
     return rows
@@ -222,8 +303,17 @@ class BaselineError(ValueError):
     """A --compare file that is not an earlier `bench --generate --json`."""
 
 
-def read_baseline(text: str, where: str) -> dict[int, dict[str, Any]]:
-    """An earlier run's rows by concurrency."""
+StepKey = tuple[str, float]
+
+
+def step_key(row: dict[str, Any]) -> StepKey:
+    """What makes two runs' steps the same step: its rate, else its concurrency."""
+    rate = row.get("rate")
+    return ("rate", float(rate)) if rate is not None else ("concurrency", float(row["concurrency"]))
+
+
+def read_baseline(text: str, where: str) -> dict[StepKey, dict[str, Any]]:
+    """An earlier run's rows by step."""
     try:
         data = json.loads(text)
         rows = data["rows"] if data.get("kind") == "generate" else None
@@ -231,7 +321,7 @@ def read_baseline(text: str, where: str) -> dict[int, dict[str, Any]]:
         rows = None
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "concurrency" in r for r in rows):
         raise BaselineError(f"{where}: not the JSON of `ge-console bench --generate --json`")
-    return {int(row["concurrency"]): row for row in rows}
+    return {step_key(row): row for row in rows}
 
 
 def _figure(row: dict[str, Any], figure: str) -> float | None:
@@ -241,15 +331,15 @@ def _figure(row: dict[str, Any], figure: str) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def compare(rows: list[GenerateRow], baseline: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+def compare(rows: list[GenerateRow], baseline: dict[StepKey, dict[str, Any]]) -> list[dict[str, Any]]:
     """Per step also in the baseline: each compared figure now ÷ then (None where either is missing)."""
     found = []
     for row in rows:
-        then = baseline.get(row.concurrency)
+        now = asdict(row)
+        then = baseline.get(step_key(now))
         if then is None:
             continue
-        now = asdict(row)
-        ratios: dict[str, Any] = {"concurrency": row.concurrency}
+        ratios: dict[str, Any] = {"concurrency": row.concurrency, "rate": row.rate}
         for figure in COMPARED:
             new, old = _figure(now, figure), _figure(then, figure)
             ratios[figure] = new / old if new is not None and old else None

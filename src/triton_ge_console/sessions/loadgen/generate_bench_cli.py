@@ -53,14 +53,13 @@ def load_from_args(args: argparse.Namespace) -> GenerateLoad:
     from triton_ge_console.sessions.loadgen.bench_cli import resolve_endpoint
     from triton_ge_console.sessions.loadgen.generate_bench import GenerateLoad, parse_slo
 
-    if args.rate:
-        raise ValueError("--generate sweeps --concurrency; --rate is not supported for generate models yet")
     address, headers = resolve_endpoint(args.session, args.url, args.protocol)
     host, port = _host_port(address, args.protocol)
     return GenerateLoad(model=args.model, host=host, port=port, protocol=args.protocol,
                         prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
                         concurrency=tuple(args.concurrency or (1,)), requests=args.requests,
-                        slo=parse_slo(args.slo), vocab=args.vocab, headers=tuple(headers.items()))
+                        slo=parse_slo(args.slo), vocab=args.vocab, headers=tuple(headers.items()),
+                        rates=tuple(args.rate or ()), distribution=args.distribution)
 
 
 def run_generate_bench(args: argparse.Namespace) -> int:
@@ -96,11 +95,12 @@ def run_generate_bench(args: argparse.Namespace) -> int:
         if compared:
             _print_comparison(args.compare, compared)
     if stop.is_set():
-        return _fail(f"interrupted: {len(rows)} of {len(load.concurrency)} steps measured", EXIT_INTERRUPTED)
+        steps = len(load.rates or load.concurrency)
+        return _fail(f"interrupted: {len(rows)} of {steps} steps measured", EXIT_INTERRUPTED)
     failed = next((row for row in rows if row.errors or row.requests == 0), None)
     if failed is not None:
         return _fail(f"{failed.errors} of {failed.errors + failed.requests} generations failed at "
-                     f"concurrency {failed.concurrency}: {failed.first_error}", EXIT_FAILURE)
+                     f"{_level(failed)}: {failed.first_error}", EXIT_FAILURE)
     return EXIT_OK
 
 
@@ -108,7 +108,7 @@ def _progress(row: GenerateRow) -> None:
     """One line on stderr per finished step."""
     from triton_ge_console.display import number
 
-    print(f"concurrency {row.concurrency}: {row.requests} generations, "
+    print(f"{_level(row)}: {row.requests} generations, "
           f"{number(row.output_tokens_per_s)} output tokens/s", file=sys.stderr, flush=True)
 
 
@@ -122,7 +122,7 @@ def _print_table(load: GenerateLoad, rows: list[GenerateRow]) -> None:
     title = (f"{load.model} over {load.protocol} at {load.host}:{load.port}: prompt {load.prompt_tokens}, "
              f"output {load.output_tokens} tokens (ms; p50/p90/p99)")
     table = Table(title=title)
-    for header in ("conc", "ok", "err", "TTFT", "ITL", "e2e", "out tok/s", "req/s", "goodput/s",
+    for header in ("load", "ok", "err", "TTFT", "ITL", "e2e", "out tok/s", "req/s", "goodput/s",
                    "worst ITL p99"):
         table.add_column(header, justify="right")
 
@@ -130,11 +130,18 @@ def _print_table(load: GenerateLoad, rows: list[GenerateRow]) -> None:
         return "/".join(number(figures[key], 2) for key in ("p50", "p90", "p99"))
 
     for row in rows:
-        table.add_row(str(row.concurrency), str(row.requests), str(row.errors), spread(row.ttft_ms),
+        table.add_row(_level(row), str(row.requests), str(row.errors), spread(row.ttft_ms),
                       spread(row.itl_ms), spread(row.e2e_ms), number(row.output_tokens_per_s),
                       number(row.requests_per_s, 2), number(row.goodput_per_s, 2),
                       number(row.itl_p99_worst_stream_ms, 2))
     Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _level(row: GenerateRow) -> str:
+    """A step as the table names it: its rate (with the most in flight) or its concurrency."""
+    if row.rate is not None:
+        return f"{row.rate:g}/s (≤{row.concurrency} in flight)"
+    return f"conc {row.concurrency}"
 
 
 def _read(path: str) -> str:
@@ -153,10 +160,11 @@ def _print_comparison(path: str, compared: list[dict[str, Any]]) -> None:
     from triton_ge_console.display import number
 
     table = Table(title=f"now ÷ {path}")
-    for header in ("conc", "out tok/s", "TTFT p50", "ITL p50", "e2e p99"):
+    for header in ("load", "out tok/s", "TTFT p50", "ITL p50", "e2e p99"):
         table.add_column(header, justify="right")
     for row in compared:
-        table.add_row(str(row["concurrency"]), *(number(row[key], 2) for key in (
+        load = f"{row['rate']:g}/s" if row.get("rate") is not None else f"conc {row['concurrency']}"
+        table.add_row(load, *(number(row[key], 2) for key in (
             "output_tokens_per_s", "ttft_p50_ms", "itl_p50_ms", "e2e_p99_ms")))
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 
