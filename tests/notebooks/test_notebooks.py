@@ -186,7 +186,7 @@ def test_03_reloads_tunes_and_survives_a_broken_reload(tmp_path: Path) -> None:
 
 
 def test_04_serves_an_npu_ge_repository_in_cpu_emulation(tmp_path: Path) -> None:
-    with executed("04_npu_ge_on_ascend.ipynb", tmp_path) as run:
+    with executed("04_npu_ge_on_ascend.ipynb", tmp_path, then=[stop_cell()]) as run:
         facts = run.facts()
         assert no_tritonserver_under(run.state_dir)
     assert facts["host"] == {"native_npu_ge": False, "npu_smi": None, "acl_importable": False,
@@ -214,6 +214,11 @@ def test_04_serves_an_npu_ge_repository_in_cpu_emulation(tmp_path: Path) -> None
     assert watch["load_test"]["requests"] > 0 and watch["load_test"]["errors"] == 0
     assert watch["table"]["BACKEND"] == "npu_ge" and watch["table"]["STATE"] == "READY"
     assert facts["cleanup"] == {"state": "stopped", "ports_freed": True}
+    assert no_scratch_left(tmp_path)
+    assert "stop()" in stdout_of(run.nb.cells[15])  # Run All left the dashboard live; the last cell says how
+    closed = [o for o in run.nb.cells[12].outputs
+              if "dashboard closed at" in o.get("data", {}).get("text/html", "")]
+    assert len(closed) == 1 and len(svg_images(closed[0]["data"]["text/html"])) == 5
     assert any(v and v > 0 for v in widget_values(run, "FloatProgressModel"))
 
 
