@@ -39,6 +39,8 @@ class Benchmark:
 
 
 BENCHMARKS = (
+    Benchmark("triton_cost", "What Triton costs the demo models",
+              "direct vs through Triton (bench --vs-direct), gRPC vs HTTP for 16 MB, the glue's own share"),
     Benchmark("glue_overhead", "GE glue overhead",
               "the same model called directly vs through Triton and the `ge` backend"),
     Benchmark("response_path", "Where a served request's CPU goes",
