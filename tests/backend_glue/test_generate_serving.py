@@ -327,12 +327,18 @@ def test_two_instances_each_batch_their_own_sequences(server: RunningServer, dir
 
 def test_bench_generate_rate_sweep(server: RunningServer, capsys: pytest.CaptureFixture[str]) -> None:
     """--rate: arrivals at a rate (Poisson here), however many are in flight; each step says its rate
-    and the most in flight, and counts every generation."""
-    assert main(["bench", "llama_generate", "--generate", "--url", server.grpc_hostport, "--quiet",
-                 "--rate", "50,200", "--distribution", "poisson", "--prompt-tokens", "4",
-                 "--output-tokens", "5", "--requests", "6", "--json", "-"]) == 0
-    rows = json.loads(capsys.readouterr().out)["rows"]
+    and the most in flight, and counts every generation; lengths drawn from ranges, the same each run."""
+    command = ["bench", "llama_generate", "--generate", "--url", server.grpc_hostport, "--quiet",
+               "--rate", "50,200", "--distribution", "poisson", "--prompt-tokens", "2:9",
+               "--output-tokens", "3:7", "--requests", "6", "--json", "-"]
+    assert main(command) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["load"]["output_tokens"] == [3, 7]
+    rows = first["rows"]
     assert [row["rate"] for row in rows] == [50.0, 200.0]
     for row in rows:
-        assert (row["requests"], row["errors"], row["output_tokens"]) == (6, 0, 30)
+        assert (row["requests"], row["errors"]) == (6, 0) and 18 <= row["output_tokens"] <= 42
         assert 1 <= row["concurrency"] <= 6 and row["ttft_ms"]["p50"] > 0
+    assert main(command) == 0
+    again = json.loads(capsys.readouterr().out)["rows"]
+    assert [row["output_tokens"] for row in again] == [row["output_tokens"] for row in rows]

@@ -75,8 +75,8 @@ class GenerateLoad:
     host: str
     port: int
     protocol: str  # grpc | http
-    prompt_tokens: int
-    output_tokens: int
+    prompt_tokens: tuple[int, int]  # (low, high): each generation's length drawn uniformly, fixed if equal
+    output_tokens: tuple[int, int]
     concurrency: tuple[int, ...]
     requests: int | None = None  # per step; None: 4 per stream, at least 8
     slo: Slo = field(default_factory=Slo)
@@ -141,10 +141,13 @@ def summarize(concurrency: int, results: list[StreamResult], duration_s: float, 
     )
 
 
-def _prompt(load: GenerateLoad, index: int) -> tuple[int, ...]:
-    """The index-th prompt: fixed length, ids from a seeded generator (the same every run)."""
-    ids = np.random.default_rng(index).integers(0, load.vocab, load.prompt_tokens)
-    return tuple(int(t) for t in ids)
+def _generation(load: GenerateLoad, index: int) -> Generation:
+    """The index-th generation: its lengths and prompt ids from a generator seeded by the index (the same
+    every run)."""
+    rng = np.random.default_rng(index)
+    length = int(rng.integers(load.prompt_tokens[0], load.prompt_tokens[1] + 1))
+    output = int(rng.integers(load.output_tokens[0], load.output_tokens[1] + 1))
+    return Generation(tuple(int(t) for t in rng.integers(0, load.vocab, length)), output)
 
 
 def _worker(load: GenerateLoad, take: Callable[[], int | None], results: list[StreamResult],
@@ -156,7 +159,7 @@ def _worker(load: GenerateLoad, take: Callable[[], int | None], results: list[St
         if load.protocol == "grpc":
             streamer = GrpcStreamer(f"{load.host}:{load.port}", load.model, headers=dict(load.headers))
         while not stop.is_set() and (index := take()) is not None:
-            generation = Generation(_prompt(load, index), load.output_tokens)
+            generation = _generation(load, index)
             results.append(streamer.generate(generation) if streamer is not None else http_generate(
                 load.host, load.port, load.model, generation, headers=dict(load.headers)))
     except Exception as exc:  # tritonclient's and grpc's own error types: reported, not raised
@@ -220,7 +223,7 @@ class _OpenLoop:
         with self._lock:
             self.in_flight += 1
             self.peak = max(self.peak, self.in_flight)
-        generation = Generation(_prompt(load, index), load.output_tokens)
+        generation = _generation(load, index)
         try:
             if load.protocol == "grpc":
                 streamer = self._streamer()

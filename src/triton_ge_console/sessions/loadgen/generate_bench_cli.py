@@ -24,10 +24,11 @@ def add_generate_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--generate", action="store_true",
                        help="stream generations (gRPC stream or HTTP generate_stream) and report TTFT, "
                             "ITL, end-to-end latency, output tokens/s, requests/s and goodput")
-    group.add_argument("--prompt-tokens", type=positive_int, default=128, metavar="N",
-                       help="prompt length in tokens (default: 128)")
-    group.add_argument("--output-tokens", type=positive_int, default=128, metavar="N",
-                       help="tokens asked of each generation (max_tokens; default: 128)")
+    group.add_argument("--prompt-tokens", type=token_range, default=(128, 128), metavar="N|LOW:HIGH",
+                       help="prompt length in tokens, or drawn uniformly from LOW..HIGH (default: 128)")
+    group.add_argument("--output-tokens", type=token_range, default=(128, 128), metavar="N|LOW:HIGH",
+                       help="tokens asked of each generation (max_tokens), or drawn uniformly from "
+                            "LOW..HIGH (default: 128)")
     group.add_argument("--requests", type=positive_int, metavar="N",
                        help="generations measured per step (default: 4 per stream, at least 8); with "
                             "--vs-direct, timed requests per path, batch and round (default: 20)")
@@ -38,6 +39,18 @@ def add_generate_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--compare", metavar="FILE",
                        help="an earlier run's --json: each step's output tokens/s, TTFT p50, ITL p50 and "
                             "e2e p99 now ÷ then")
+
+
+def token_range(text: str) -> tuple[int, int]:
+    """'128' → (128, 128); '64:256' → (64, 256)."""
+    low, _, high = text.partition(":")
+    try:
+        bounds = (int(low), int(high or low))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected N or LOW:HIGH (token counts)") from None
+    if not 1 <= bounds[0] <= bounds[1]:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 1 <= LOW <= HIGH")
+    return bounds
 
 
 def _host_port(address: str, protocol: str) -> tuple[str, int]:
@@ -119,8 +132,8 @@ def _print_table(load: GenerateLoad, rows: list[GenerateRow]) -> None:
 
     from triton_ge_console.display import number
 
-    title = (f"{load.model} over {load.protocol} at {load.host}:{load.port}: prompt {load.prompt_tokens}, "
-             f"output {load.output_tokens} tokens (ms; p50/p90/p99)")
+    title = (f"{load.model} over {load.protocol} at {load.host}:{load.port}: prompt "
+             f"{_span(load.prompt_tokens)}, output {_span(load.output_tokens)} tokens (ms; p50/p90/p99)")
     table = Table(title=title)
     for header in ("load", "ok", "err", "TTFT", "ITL", "e2e", "out tok/s", "req/s", "goodput/s",
                    "worst ITL p99"):
@@ -135,6 +148,11 @@ def _print_table(load: GenerateLoad, rows: list[GenerateRow]) -> None:
                       number(row.requests_per_s, 2), number(row.goodput_per_s, 2),
                       number(row.itl_p99_worst_stream_ms, 2))
     Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+def _span(bounds: tuple[int, int]) -> str:
+    """A length as given: N, or LOW–HIGH."""
+    return str(bounds[0]) if bounds[0] == bounds[1] else f"{bounds[0]}–{bounds[1]}"
 
 
 def _level(row: GenerateRow) -> str:
