@@ -105,3 +105,12 @@ def generation_parts(figures: dict[str, Any]) -> list[GenerationPart]:
 def generation_line(figures: dict[str, Any]) -> str:
     """The token figures on one line of plain text."""
     return "".join(text for text, _, _ in generation_parts(figures))
+
+
+def printable(text: str) -> str:
+    """Text with every control or format character escaped (as Python writes it: \\x1b, \\u202e), so a
+    name from user input printed in a message can never clear, recolour or reorder the operator's
+    terminal; printable text, any script, is left as it is (and escaping twice changes nothing)."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

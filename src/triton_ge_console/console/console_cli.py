@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.arg_types import port_number, seconds
+from triton_ge_console.display import printable
 
 if TYPE_CHECKING:
     from triton_ge_console.console.launch_session import OpenedSession
@@ -53,7 +54,7 @@ def _add_console_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _error(message: str) -> None:
     """One clear line on stderr."""
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {printable(message)}", file=sys.stderr)
 
 
 def _has_terminal() -> bool:

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from triton_ge_console.display import printable
+
 # Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
 
 DEFAULT_SPEC_NAME = "deploy.yaml"
@@ -67,7 +69,7 @@ def run_init(args: argparse.Namespace) -> int:
     try:
         write_starter(path, force=args.force)
     except FileExistsError as exc:
-        print(f"ge-console init: {exc}", file=sys.stderr)
+        print(f"ge-console init: {printable(str(exc))}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"ge-console init: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
@@ -102,7 +104,7 @@ def run_build(args: argparse.Namespace) -> int:
 def _fail(args: argparse.Namespace, lines: list[str], problems: list[dict[str, Any]]) -> int:
     """Report a failed build (stderr lines; with --json also a JSON object on stdout)."""
     for line in lines:
-        print(line, file=sys.stderr)
+        print(printable(line), file=sys.stderr)
     if len(lines) > 1:
         print(f"ge-console build: {len(lines)} problems in {args.spec}; nothing was written", file=sys.stderr)
     if args.json:

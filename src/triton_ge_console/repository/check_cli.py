@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triton_ge_console.display import printable
+
 # atc and soc are light (the parser lists ATC's choices); validation is imported where used: building the
 # parser for `--help` must not load onnx, protobuf or clients.
 from triton_ge_console.repository import atc, soc
@@ -87,7 +89,7 @@ def run_validate(args: argparse.Namespace) -> int:
     try:
         report = validate_path(args.path, [*args.backend_dir, *_session_backend_dir(args.session)])
     except (FileNotFoundError, LookupError, ValueError) as exc:
-        print(f"ge-console validate: {exc}", file=sys.stderr)
+        print(f"ge-console validate: {printable(str(exc))}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))

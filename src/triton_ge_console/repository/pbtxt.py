@@ -11,6 +11,8 @@ from pathlib import Path
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
+from triton_ge_console.display import printable
+
 ModelConfig = model_config_pb2.ModelConfig
 
 _POSITION = re.compile(r"^(\d+):(\d+) : (.*)$", re.DOTALL)
@@ -29,7 +31,7 @@ class ConfigSyntaxError(ValueError):
 
     def __str__(self) -> str:
         where = ":".join(str(p) for p in (self.path, self.line, self.column) if p is not None)
-        return f"{where}: {self.message}"
+        return printable(f"{where}: {self.message}")
 
 
 def _did_you_mean(message: str) -> str:

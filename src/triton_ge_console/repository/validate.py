@@ -12,6 +12,7 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor
 from tritonclient.grpc import model_config_pb2 as mc
 
+from triton_ge_console.display import printable
 from triton_ge_console.repository import pbtxt
 from triton_ge_console.repository.pbtxt import excerpted
 from triton_ge_console.repository.rules import ge as ge_rules
@@ -71,7 +72,7 @@ class Problem:
         where = ":".join(str(part) for part in (self.file, self.line, self.column) if part is not None)
         label = f" {self.field}:" if self.field else ":"
         severity = " warning:" if self.severity == WARNING else ""
-        return f"{where}{label}{severity} {self.message}"
+        return printable(f"{where}{label}{severity} {self.message}")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready form."""

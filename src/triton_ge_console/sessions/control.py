@@ -21,6 +21,7 @@ from urllib.parse import urlparse, urlsplit
 import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
+from triton_ge_console.display import printable
 from triton_ge_console.sessions.access import explain, refusal
 from triton_ge_console.sessions.health import InstanceWatch
 from triton_ge_console.sessions.server_log import LogTail, log_size
@@ -258,7 +259,8 @@ class TritonControl:
         mine = [entry for entry in entries if entry.name == model]
         if not mine:
             names = ", ".join(sorted({entry.name for entry in entries})) or "none"
-            raise ControlError(f"unknown model '{model}': not in the server's repository (models: {names})")
+            raise ControlError(
+                f"unknown model '{printable(model)}': not in the server's repository (models: {names})")
         return mine
 
     def _reload(self, model: str, config: str | None) -> tuple[bool, str]:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from triton_ge_console.display import generation_line
+from triton_ge_console.display import generation_line, printable
 from triton_ge_console.repository.build import BuildError
 from triton_ge_console.repository.progress import Feed, TerminalProgress, ticking
 from triton_ge_console.repository.spec.load import SpecError
@@ -65,7 +65,7 @@ def run_reporting_errors(handler: Callable[[argparse.Namespace], int], args: arg
 
 def _error(message: str) -> None:
     """One line on stderr."""
-    print(f"ge-console: error: {message}", file=sys.stderr)
+    print(f"ge-console: error: {printable(message)}", file=sys.stderr)
 
 
 def _token(args: argparse.Namespace) -> str | None:

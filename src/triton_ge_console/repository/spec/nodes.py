@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from triton_ge_console.display import printable
+
 
 @dataclass(frozen=True)
 class SpecProblem:
@@ -22,7 +24,8 @@ class SpecProblem:
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}:{self.column}" if self.line else self.file
-        return f"{where} {self.field_path}: {self.message}" if self.field_path else f"{where}: {self.message}"
+        text = f"{where} {self.field_path}: {self.message}" if self.field_path else f"{where}: {self.message}"
+        return printable(text)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.arg_types import int_list, positive_int, rate_list
+from triton_ge_console.display import printable
 from triton_ge_console.sessions.loadgen.generate_bench_cli import add_generate_options
 from triton_ge_console.sessions.loadgen.vs_direct_cli import add_vs_direct_options
 
@@ -233,7 +234,7 @@ def failure_text(row: BenchRow) -> str:
 
 def _fail(message: str, code: int) -> int:
     """One line on stderr; the exit code."""
-    print(f"ge-console bench: error: {message}", file=sys.stderr)
+    print(f"ge-console bench: error: {printable(message)}", file=sys.stderr)
     return code
 
 
