@@ -132,3 +132,26 @@ def test_a_static_om_is_unchanged(fake_acl: ModuleType, tmp_path: Path) -> None:
     executor = AclExecutor(write_fake_om(tmp_path, dense_model()), device_id=0)
     assert (executor.profiles, executor.dynamic_shape, executor.gears) == ((), False, ())
     executor.close()
+
+
+def test_gear_axes_are_found_where_the_description_gives_the_largest_gear(
+        fake_acl: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should a description report a gear axis at its largest gear rather than -1 (as
+    aclmdlGetInputDimsV2 does), the axes the gears vary are still the ones padded and cut back."""
+    real = fake_acl.mdl.get_input_dims
+
+    def largest(desc: int, index: int) -> tuple[dict[str, object], int]:
+        dims, ret = real(desc, index)
+        if dims.get("name") == "input_ids":
+            dims = {**dims, "dims": [4, 16]}
+        return dims, ret
+
+    monkeypatch.setattr(fake_acl.mdl, "get_input_dims", largest)
+    onnx = token_model()
+    om = write_fake_om(tmp_path, onnx, input_shape={"input_ids": [-1, -1]}, dynamic_dims=DIMS_GEARS)
+    executor = AclExecutor(om, device_id=0)
+    assert executor.inputs == (TensorInfo("input_ids", "INT64", (-1, -1)),)
+    ids = _ids(3, 9)
+    np.testing.assert_allclose(executor.run({"input_ids": ids})[0]["logits"],
+                               _ort(onnx, {"input_ids": ids})[0], atol=1e-5)
+    executor.close()

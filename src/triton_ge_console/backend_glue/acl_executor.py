@@ -345,6 +345,7 @@ class AclExecutor:
         self._profile_kind = ""
         if mbatch >= 0 and not self.gears:
             self._profile_kind, self.profiles = self._read_profiles()
+            self._mark_gear_axes()
         if mbatch >= 0 and not self.gears and not self.profiles:
             raise ExecutorError(f"{self.path}: the OM has {DYNAMIC_BATCH_INPUT} but neither batch, dimension "
                                 "nor image-size gears this pyacl can read")
@@ -371,6 +372,15 @@ class AclExecutor:
             return "hw", tuple(Profile(pair, tuple(self._fill_hw(dims, pair) for dims in model_dims))
                                for pair in pairs)
         return "", ()
+
+    def _mark_gear_axes(self) -> None:
+        """-1 on every input axis a gear sets: the OM's own -1s, and any axis whose size the gears vary
+        (whether the description reports such an axis as -1 or at its largest gear)."""
+        for index, slot in enumerate(self._in_slots):
+            dims = tuple(-1 if d == -1 or len({p.shapes[index][a] for p in self.profiles}) > 1 else d
+                         for a, d in enumerate(slot.info.dims))
+            slot.info = TensorInfo(slot.info.name, slot.info.data_type, dims)
+        self.inputs = tuple(s.info for s in self._in_slots)
 
     @staticmethod
     def _split(values: tuple[int, ...], model_dims: list[tuple[int, ...]]) -> Profile:
