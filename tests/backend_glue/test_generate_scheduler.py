@@ -173,3 +173,19 @@ def test_the_stop_token_ends_a_sequence_with_it(executor: OnnxRuntimeExecutor) -
         pass
     assert stream.tokens == direct_greedy(_run(executor), DEMO_LAYOUT, list(prompt), 12, eos_token_id=stop)
     assert stream.tokens[-1] == stop and len(stream.tokens) <= 4 and stream.finals == 1
+
+
+def test_whatever_a_step_raises_ends_the_sequences_with_it() -> None:
+    """A model answering without logits (here: no outputs at all) fails every sequence with the reason,
+    frees everything, and the scheduler steps on for the next request."""
+    scheduler = Scheduler(lambda feeds: {}, DEMO_LAYOUT, Limits())
+    first, second = ListStream(), ListStream()
+    scheduler.submit(first, GenerateRequest((1, 2), 4))
+    scheduler.submit(second, GenerateRequest((3,), 4))
+    assert scheduler.guarded_step() is False
+    assert first.errors == second.errors == ["generation failed: KeyError: 'present.0.key'"]
+    assert scheduler.reserved == 0 and scheduler.running == []
+    third = ListStream()
+    scheduler.submit(third, GenerateRequest((5,), 4))
+    scheduler.guarded_step()
+    assert third.errors and scheduler.reserved == 0

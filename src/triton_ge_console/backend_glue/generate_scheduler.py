@@ -282,7 +282,20 @@ class Scheduler:
                     self._lock.wait()
                 if self._stopping:
                     return
-            self.step()
+            self.guarded_step()
+
+    def guarded_step(self) -> bool:
+        """A step that never stops the thread: whatever a step raises ends every sequence (running and
+        waiting) with it as the error, rather than leaving their clients waiting forever."""
+        try:
+            return self.step()
+        except Exception as exc:  # a bug or a model answering with the wrong outputs: said, not hidden
+            with self._lock:
+                left = list(self.running) + list(self._waiting)
+                self._waiting.clear()
+            self._fail(left, f"generation failed: {type(exc).__name__}: {exc}")
+            self._events.occupancy(len(self.running), 0, self.reserved)
+            return False
 
     def stop(self, message: str = "the model is unloading") -> None:
         """Stop stepping; every sequence still running or waiting ends with an error."""
