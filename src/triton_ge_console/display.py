@@ -114,3 +114,13 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+LISTED_PROBLEMS = 20  # a message lists this many problems and counts the rest
+
+
+def listed(problems: list[str], limit: int = LISTED_PROBLEMS) -> list[str]:
+    """The first `limit` problems, then one line counting the rest: thousands never flood a terminal."""
+    if len(problems) <= limit:
+        return problems
+    return [*problems[:limit], f"... and {len(problems) - limit} more problems"]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from triton_ge_console.console.options import ConsoleOptions
+from triton_ge_console.display import listed
 from triton_ge_console.sessions.pending import PendingSource, RecordLifecycle
 from triton_ge_console.sessions.registry import READY, STARTING, Registry, SessionRecord, effective_state
 from triton_ge_console.sessions.source import CommandResult, SessionSource
@@ -57,8 +58,8 @@ def reload_changed_for(lifecycle: RecordLifecycle) -> Callable[[], list[CommandR
 
 def _not_applied(what: str, problems: list[str]) -> CommandResult:
     """A failed rebuild as one result listing every problem; the running models keep serving."""
-    listed = "\n".join(f"  {problem}" for problem in problems)
-    return CommandResult("reload", "changed", False, f"{what}, running models keep serving:\n{listed}")
+    lines = "\n".join(f"  {problem}" for problem in listed(problems))
+    return CommandResult("reload", "changed", False, f"{what}, running models keep serving:\n{lines}")
 
 
 def _repository_of(lifecycle: RecordLifecycle) -> Path | None:

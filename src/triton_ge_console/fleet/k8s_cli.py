@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from triton_ge_console.display import listed
+
 
 def register(subparsers: Any) -> None:
     """Add `k8s render`."""
@@ -32,7 +34,7 @@ def run_render(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec)
         written = write_manifests(render(spec), args.output)
     except SpecError as exc:
-        for problem in exc.problems:
+        for problem in listed([str(p) for p in exc.problems]):
             print(f"ge-console: error: {problem}", file=sys.stderr)
         return 1
     except (RenderError, OSError) as exc:

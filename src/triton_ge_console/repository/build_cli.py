@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from triton_ge_console.display import printable
+from triton_ge_console.display import listed, printable
 
 # Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
 
@@ -103,7 +103,7 @@ def run_build(args: argparse.Namespace) -> int:
 
 def _fail(args: argparse.Namespace, lines: list[str], problems: list[dict[str, Any]]) -> int:
     """Report a failed build (stderr lines; with --json also a JSON object on stdout)."""
-    for line in lines:
+    for line in listed(lines):
         print(printable(line), file=sys.stderr)
     if len(lines) > 1:
         print(f"ge-console build: {len(lines)} problems in {args.spec}; nothing was written", file=sys.stderr)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from triton_ge_console.display import printable
+from triton_ge_console.display import listed, printable
 
 # atc and soc are light (the parser lists ATC's choices); validation is imported where used: building the
 # parser for `--help` must not load onnx, protobuf or clients.
@@ -94,8 +94,8 @@ def run_validate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
-        for problem in report.problems:
-            print(problem)
+        for line in listed([str(problem) for problem in report.problems]):
+            print(line)
         print(summary(report), file=sys.stderr)
     return 0 if report.ok else 1
 

@@ -19,6 +19,7 @@ from triton_ge_console.backend_glue.distribution import (
     find_distribution,
 )
 from triton_ge_console.backend_glue.installer import InstallError, install_backend_dir
+from triton_ge_console.display import listed
 from triton_ge_console.repository.build import BuildError, build_repository
 from triton_ge_console.repository.progress import ElapsedHook, hooks_of
 from triton_ge_console.repository.spec.load import SpecError, load_spec
@@ -274,7 +275,7 @@ def _spec(path: Path) -> DeploymentSpec:
     try:
         return load_spec(path)
     except SpecError as exc:
-        raise LaunchError("; ".join(str(problem) for problem in exc.problems)) from None
+        raise LaunchError("; ".join(listed([str(problem) for problem in exc.problems]))) from None
 
 
 def _repository_models(repository: Path) -> tuple[str, ...]:

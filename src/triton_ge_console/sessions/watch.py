@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from triton_ge_console.display import listed
 from triton_ge_console.files import write_atomic
 from triton_ge_console.repository.build import BuildError, BuildReport, build_repository, folder_digest
 from triton_ge_console.repository.external_data import external_files
@@ -229,7 +230,7 @@ def apply_edit(record: SessionRecord, control: TritonControl, registry: Registry
     try:
         report = rebuild(record)
     except SpecError as exc:
-        for problem in exc.problems:
+        for problem in listed([str(p) for p in exc.problems]):
             say(f"error: {problem}")
         say("spec not applied: the running models keep serving")
         return False
