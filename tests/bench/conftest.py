@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.backend_glue.conftest import fake_acl  # noqa: F401 (the glue's fake AscendCL, for --vs-direct)
 from tests.conftest import RunningServer, run_triton
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 

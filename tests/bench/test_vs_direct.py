@@ -7,12 +7,13 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
-from tests.backend_glue.conftest import server_env
-from tests.backend_glue.models import dense_model, param, write_model
+from tests.backend_glue.conftest import FAKES, server_env
+from tests.backend_glue.models import DENSE_CONFIG, dense_model, param, write_fake_om, write_model
 from tests.bench.test_bench_cli import bench
 from tests.conftest import RunningServer, run_triton
 from triton_ge_console.backend_glue.distribution import TritonDistribution
@@ -22,7 +23,7 @@ from triton_ge_console.sessions.loadgen.pinning import stub_pids
 
 pytestmark = pytest.mark.timeout(240)
 
-MODELS = ("llama_model", "bert_model", "npu_dense")
+MODELS = ("llama_model", "bert_model", "npu_dense", "om_dense")
 LLAMA = """
     backend: "ge"
     max_batch_size: 8
@@ -45,7 +46,11 @@ def server(tmp_path_factory: pytest.TempPathFactory,
     write_model(repo, "llama_model", LLAMA, demo_bytes("demo:llama"))
     write_model(repo, "bert_model", BERT, demo_bytes("demo:bert"))
     write_model(repo, "npu_dense", NPU_GE, dense_model(seed=3), onnx_name="net.onnx")
-    source = str(Path(__file__).resolve().parents[2] / "src")
+    om_folder = write_model(repo, "om_dense", DENSE_CONFIG.format(
+        backend="ge", extra=param("om_model_path", "dense.om")), None)
+    write_fake_om(om_folder / "1", dense_model(seed=9), gears=(1, 2, 4, 8), name="dense.om")
+    # the stubs import the fake `acl` (tests/fakes), so the OM runs through the glue's AscendCL executor
+    source = os.pathsep.join([str(FAKES), str(Path(__file__).resolve().parents[2] / "src")])
     with (server_env(PYTHONPATH=source, GE_GLUE_RUN_DIR=str(root / "run")),
           run_triton(triton_dist, repo, root / "backends", models=MODELS) as running):
         running.repo = repo  # type: ignore[attr-defined]
@@ -132,6 +137,20 @@ def test_npu_ge_model_by_url_and_repository(server: RunningServer,
     document = json.loads(out)
     _check_report(document, ["http"], [2])
     assert document["input_shapes"] == {"x": [2, 4]}
+
+
+def test_an_om_runs_through_ascendcl_both_ways(server: RunningServer, fake_acl: ModuleType,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """An OM: the direct side is the glue's AscendCL executor (the fake acl here, as the stub's), and an
+    NPU host gets no shared-CPU note."""
+    del fake_acl
+    repository = str(server.repo)  # type: ignore[attr-defined]
+    code, out, err = bench(capsys, "om_dense", "--url", server.grpc_hostport, "--repository", repository,
+                           "--vs-direct", "--batch", "1,2", "--json", *QUICK)
+    assert code == 0, err
+    document = json.loads(out)
+    _check_report(document, ["grpc"], [1, 2])
+    assert document["executor"] == "npu" and document["notes"] == []
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning needs two CPUs")
