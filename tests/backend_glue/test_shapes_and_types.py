@@ -32,8 +32,12 @@ models:
      dynamic_batching: {max_queue_delay_microseconds: 50000}}
   - {name: types, backend: ge, source: types.onnx, max_batch_size: 4}
   - {name: unranked, backend: ge, source: unranked.onnx}
+  - name: overridable
+    backend: ge
+    source: unranked.onnx
+    inputs: [{name: x, data_type: FP32, dims: [2, -1]}, {name: scale, data_type: FP32, dims: [1]}]
 """
-MODELS = ("scalars", "batch_only", "types", "unranked")
+MODELS = ("scalars", "batch_only", "types", "unranked", "overridable")
 CLIENTS = (httpclient, grpcclient)
 
 
@@ -124,6 +128,21 @@ def test_output_of_unknown_rank_keeps_the_models_rank(server: RunningServer, cli
     (grid,) = ort.InferenceSession(unranked_model()).run(None, {"x": x})
     assert got["grid"].shape == (2, 3, 1)
     np.testing.assert_array_equal(got["grid"], grid)
+
+
+@pytest.mark.parametrize("client_module", CLIENTS, ids=("http", "grpc"))
+def test_declared_default_is_optional_and_overrides(server: RunningServer, client_module: object) -> None:
+    """scale has an initializer (3.0): declared in the spec it is an optional input; a request without it
+    gets the default, one with it overrides it, both as ONNX Runtime answers."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    direct = ort.InferenceSession(unranked_model())
+    default = _infer(client_module, server, "overridable", {"x": (x, "FP32")})
+    np.testing.assert_array_equal(default["grid"], direct.run(None, {"x": x})[0])
+    scale = np.array([0.5], np.float32)
+    override = _infer(client_module, server, "overridable", {"x": (x, "FP32"), "scale": (scale, "FP32")})
+    (expected,) = direct.run(None, {"x": x, "scale": scale.reshape(())})
+    np.testing.assert_array_equal(override["grid"], expected)
+    assert not np.array_equal(override["grid"], default["grid"])
 
 
 def test_not_utf8_text_is_refused_with_the_reason(server: RunningServer) -> None:

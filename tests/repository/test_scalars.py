@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from onnx import TensorProto, helper
 
-from tests.backend_glue.models import batch_only_model, scalar_model
+from tests.backend_glue.models import batch_only_model, scalar_model, unranked_model
 from tests.repository.spec_helpers import refused
 from triton_ge_console.repository.build import build_repository
 from triton_ge_console.repository.spec.load import load_spec
@@ -111,6 +111,51 @@ def test_validate_explains_the_one_mapping_it_accepts(
     (folder / "config.pbtxt").write_text(CONFIG.format(name="m", batch=batch, input=name, type=data_type,
                                                        reshape=reshape), encoding="utf-8")
     assert expected in _errors(tmp_path / "repo")
+
+
+def test_an_input_with_a_default_is_optional_when_declared_and_hidden_otherwise(tmp_path: Path) -> None:
+    """unranked's scale has an initializer: left out of the spec it is not served (the default applies);
+    declared, it is an optional input; with batching, declaring it is refused with the reason."""
+    hidden = _spec(tmp_path, "- {name: m, backend: ge, source: u.onnx}\n", u=unranked_model())
+    assert [t.name for t in load_spec(hidden).models[0].inputs] == ["x"]
+    declared = _spec(tmp_path, """\
+        - name: m
+          backend: ge
+          source: u.onnx
+          inputs: [{name: x, data_type: FP32, dims: [2, -1]}, {name: scale, data_type: FP32, dims: [1]}]
+        """)
+    build_repository(load_spec(declared), tmp_path / "repo")
+    config = (tmp_path / "repo" / "m" / "config.pbtxt").read_text(encoding="utf-8")
+    assert 'name: "scale"\n  data_type: TYPE_FP32\n  dims: [1]\n  optional: true\n}' in config
+    assert _errors(tmp_path / "repo") == []
+    graph = helper.make_graph(  # x [N, 3] · scale, scale an input with an initializer
+        [helper.make_node("Mul", ["x", "scale"], ["y"])], "scaled",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3]),
+         helper.make_tensor_value_info("scale", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+        [helper.make_tensor("scale", TensorProto.FLOAT, [], [2.0])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    batched = _spec(tmp_path, """\
+        - name: m
+          backend: ge
+          source: s.onnx
+          max_batch_size: 4
+          inputs: [{name: x, data_type: FP32, dims: [3]}, {name: scale, data_type: FP32, dims: [1]}]
+        """, s=model)
+    assert refused(batched) == [
+        "deploy.yaml:7:60 models[0].inputs[1].name: 'scale' has a default in the ONNX (an initializer): "
+        "requests may override it only without batching (max_batch_size: 0); leave it out to serve the "
+        "default"]
+    folder = tmp_path / "hand" / "m"  # a hand-written config doing so: validate says what the glue says
+    (folder / "1").mkdir(parents=True)
+    (folder / "1" / "model.onnx").write_bytes(model)
+    (folder / "config.pbtxt").write_text(
+        'name: "m"\nbackend: "ge"\nmax_batch_size: 4\ninput [{ name: "x" data_type: TYPE_FP32 dims: [3] }, '
+        '{ name: "scale" data_type: TYPE_FP32 dims: [1] }]\n'
+        'output [{ name: "y" data_type: TYPE_FP32 dims: [3] }]\n', encoding="utf-8")
+    assert _errors(tmp_path / "hand") == [
+        "repo/m/config.pbtxt:4:56 input[1].name: input scale: a default of repo/m/1/model.onnx (an "
+        "initializer) can be overridden only without batching (max_batch_size: 0)"]
 
 
 def _typed_model(elem_type: int) -> bytes:

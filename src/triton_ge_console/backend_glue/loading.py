@@ -106,13 +106,24 @@ def match_outputs_by_index(declared: Sequence[dict[str, Any]], executor: Executo
     return True
 
 
+def declared_defaults(config: dict[str, Any], executor: Executor) -> tuple[TensorInfo, ...]:
+    """The model's inputs with defaults (ONNX initializers) that the config declares: requests may send
+    them to override the default (as Triton's onnxruntime backend serves them)."""
+    declared = {str(t.get("name")) for t in config.get("input", [])}
+    return tuple(d for d in getattr(executor, "defaults", ()) if d.name in declared)
+
+
 def check_config_against_model(settings: GlueSettings, config: dict[str, Any], executor: Executor) -> None:
     """Refuse to serve a config that contradicts the model file (names, types, dims, missing inputs)."""
     where = _where(settings)
     source = str(settings.om_path if settings.mode == "npu" else settings.onnx_path)
     batched = settings.max_batch_size > 0
     declared_inputs = config.get("input", [])
-    _check_side(where, "input", declared_inputs, executor.inputs, batched, source)
+    defaults = declared_defaults(config, executor)
+    if defaults and batched:
+        raise GlueConfigError(f"{where}: input {defaults[0].name}: a default of {source} (an initializer) "
+                              "can be overridden only without batching (max_batch_size: 0)")
+    _check_side(where, "input", declared_inputs, (*executor.inputs, *defaults), batched, source)
     if settings.mode == "npu":
         match_outputs_by_index(config.get("output", []), executor)
     _check_side(where, "output", config.get("output", []), executor.outputs, batched, source)

@@ -86,6 +86,9 @@ class OnnxRuntimeExecutor:
         unranked = _unranked(onnx_path)
         self.inputs = tuple(_info(n, onnx_path, unranked) for n in self._session.get_inputs())
         self.outputs = tuple(_info(n, onnx_path, unranked) for n in self._session.get_outputs())
+        # inputs with initializers (defaults): fed only when a config declares them and a request sends them
+        overridable = self._session.get_overridable_initializers()
+        self.defaults = tuple(_info(n, onnx_path, unranked) for n in overridable if n.type in _ORT_TO_TRITON)
         self._texts = [i.name for i in self.inputs if i.data_type == "STRING"]
         # strings are Python objects: never bound to buffers, ORT allocates them on each run
         self._bindable = not any(t.data_type == "STRING" for t in (*self.inputs, *self.outputs))

@@ -14,7 +14,12 @@ from triton_ge_console.backend_glue import autocomplete, batching
 from triton_ge_console.backend_glue.executor import Executor, ExecutorError, RunStats, TensorInfo
 from triton_ge_console.backend_glue.generate_protocol import is_generate
 from triton_ge_console.backend_glue.ledger import DeviceLedger
-from triton_ge_console.backend_glue.loading import check_config_against_model, open_executor, squeezed
+from triton_ge_console.backend_glue.loading import (
+    check_config_against_model,
+    declared_defaults,
+    open_executor,
+    squeezed,
+)
 from triton_ge_console.backend_glue.settings import GlueSettings, honour_pythonpath, load_settings
 from triton_ge_console.backend_glue.telemetry import Telemetry
 
@@ -63,8 +68,11 @@ class TritonPythonModel:
         self.inputs: tuple[TensorInfo, ...] = self.executor.inputs
         self.input_names = [i.name for i in self.inputs]
         self.batched = self.settings.max_batch_size > 0
+        # inputs with defaults the config declares: passed on when a request sends them
+        defaults = declared_defaults(config, self.executor)
+        self.defaults = [d.name for d in defaults]
         # model scalars, served as dims [1]: squeezed for the model, expanded for Triton
-        self.scalar_inputs = [i.name for i in self.inputs if squeezed(i, self.batched)]
+        self.scalar_inputs = [i.name for i in (*self.inputs, *defaults) if squeezed(i, self.batched)]
         self.scalar_outputs = [o.name for o in self.executor.outputs if squeezed(o, self.batched)]
         # hoisted out of the per-request path: the utilities module, and whether responses need
         # filtering by requested outputs at all (Triton refuses unknown names, so one output never does)
@@ -148,8 +156,12 @@ class TritonPythonModel:
         for name in self.input_names:
             tensor = pb_utils.get_input_tensor_by_name(request, name)
             feeds[name] = None if tensor is None else tensor.as_numpy()
+        for name in self.defaults:
+            tensor = pb_utils.get_input_tensor_by_name(request, name)
+            if tensor is not None:
+                feeds[name] = tensor.as_numpy()
         for name in self.scalar_inputs:
-            array = feeds[name]
+            array = feeds.get(name)
             if array is not None and array.shape == (1,):
                 feeds[name] = array.reshape(())
         return feeds

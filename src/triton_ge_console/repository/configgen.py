@@ -44,6 +44,8 @@ def _tensor(message: model_config_pb2.ModelInput | model_config_pb2.ModelOutput,
     message.name = tensor.name
     message.data_type = model_config_pb2.DataType.Value(f"TYPE_{tensor.data_type}")
     message.dims.extend(tensor.dims)
+    if tensor.optional and isinstance(message, model_config_pb2.ModelInput):
+        message.optional = True
     if tensor.reshape is not None:
         message.reshape.SetInParent()
         message.reshape.shape.extend(tensor.reshape)

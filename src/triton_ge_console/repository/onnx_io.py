@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from pathlib import Path
 
 import onnx
@@ -104,15 +106,32 @@ def graph_io(model: onnx.ModelProto) -> tuple[tuple[TensorSpec, ...], tuple[Tens
     return inputs, outputs
 
 
+def graph_defaults(model: onnx.ModelProto) -> tuple[TensorSpec, ...]:
+    """Inputs that have an initializer: defaults a request may override. Like Triton's onnxruntime backend,
+    served only when a config declares them (older exporters list every weight so)."""
+    initializers = {init.name for init in model.graph.initializer}
+    defaults = []
+    for value in model.graph.input:
+        if value.name in initializers:
+            with contextlib.suppress(OnnxReadError):  # a type no request could carry: never overridable
+                defaults.append(dataclasses.replace(_tensor_spec(value), optional=True))
+    return tuple(defaults)
+
+
 def read_onnx_io(path: Path) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
     """graph_io of an ONNX file, without loading external weight files."""
+    return graph_io(load_graph(path))
+
+
+def load_graph(path: Path) -> onnx.ModelProto:
+    """An ONNX file without its external weight files; an unreadable one is an OnnxReadError."""
     try:
         model = onnx.load(str(path), load_external_data=False)
     except (OSError, onnx.onnx_cpp2py_export.checker.ValidationError) as exc:
         raise OnnxReadError(f"{path}: cannot read ONNX: {exc}") from None
     except Exception as exc:  # protobuf's DecodeError and friends: the file is not an ONNX model
         raise OnnxReadError(f"{path}: not an ONNX model ({type(exc).__name__}: {exc})") from None
-    return graph_io(model)
+    return model
 
 
 def triton_dims(dims: tuple[int, ...], max_batch_size: int) -> tuple[int, ...]:
@@ -127,11 +146,11 @@ def for_config(tensor: TensorSpec, max_batch_size: int) -> TensorSpec:
     `reshape: []`, which Triton applies itself; a tensor of unknown rank as dims [-1].
     (serving_problem says which graph tensors cannot be served at all.)"""
     if not tensor.ranked:
-        return TensorSpec(tensor.name, tensor.data_type, (-1,), ranked=False)
+        return dataclasses.replace(tensor, dims=(-1,))
     dims = triton_dims(tensor.dims, max_batch_size)
     if dims:
-        return TensorSpec(tensor.name, tensor.data_type, dims)
-    return TensorSpec(tensor.name, tensor.data_type, (1,), reshape=() if max_batch_size > 0 else None)
+        return dataclasses.replace(tensor, dims=dims)
+    return dataclasses.replace(tensor, dims=(1,), reshape=() if max_batch_size > 0 else None)
 
 
 def is_scalar(tensor: TensorSpec) -> bool:

@@ -12,7 +12,10 @@ from triton_ge_console.repository import external_data
 from triton_ge_console.repository.onnx_io import (
     OnnxReadError,
     for_config,
+    graph_defaults,
+    graph_io,
     how_served,
+    load_graph,
     read_onnx_io,
     triton_dims,
 )
@@ -38,15 +41,16 @@ def check_io_against_onnx(config: mc.ModelConfig, onnx_path: Path) -> list[Findi
     if not config.input and not config.output:
         return []  # both backends read them from the ONNX
     try:
-        graph_inputs, graph_outputs = read_onnx_io(onnx_path)
+        model = load_graph(onnx_path)
+        (graph_inputs, graph_outputs), defaults = graph_io(model), graph_defaults(model)
     except OnnxReadError as exc:
         return [error("backend", str(exc))]
     findings = []
-    for kind, declared, graph in (
-        ("input", config.input, graph_inputs),
-        ("output", config.output, graph_outputs),
+    for kind, declared, graph, extra in (
+        ("input", config.input, graph_inputs, defaults),  # an input with a default may be declared
+        ("output", config.output, graph_outputs, ()),
     ):
-        by_name = {t.name: t for t in graph}
+        by_name = {t.name: t for t in (*graph, *extra)}
         for i, io in enumerate(declared):
             tensor = by_name.get(io.name)
             if tensor is None:
@@ -57,6 +61,11 @@ def check_io_against_onnx(config: mc.ModelConfig, onnx_path: Path) -> list[Findi
                         f"{kind} '{io.name}': {onnx_path} has no {kind} of that name (it has: {names})",
                     )
                 )
+                continue
+            if tensor.optional and config.max_batch_size > 0:  # the glue refuses it at load
+                findings.append(error(f"{kind}[{i}].name", f"input {io.name}: a default of {onnx_path} (an "
+                                      "initializer) can be overridden only without batching "
+                                      "(max_batch_size: 0)"))
                 continue
             findings += _tensor_findings(f"{kind}[{i}]", kind, io, tensor, config.max_batch_size, onnx_path)
     return findings

@@ -49,6 +49,7 @@ class Source:
     onnx_path: Path | None
     om_path: Path | None
     graph: GraphIO | None  # inputs/outputs of the ONNX, when there is one to read
+    defaults: tuple[TensorSpec, ...] = ()  # its inputs with initializers, served only when declared
 
 
 def model_name_problem(name: str) -> str | None:
@@ -204,22 +205,27 @@ def _source(
         )
         return None
     where = (onnx_node, join(path, "onnx")) if onnx_node is not None else (node, join(path, "source"))
-    graph = _graph(reader, node, join(path, "source"), raw, onnx_path)
+    graph, defaults = _graph(reader, node, join(path, "source"), raw, onnx_path)
     if onnx_path is not None and graph is not None:
         for problem in external_data.check_external_data(onnx_path):
             reader.problems.add(where[0], where[1], problem)
-    return Source(raw, onnx_path, om_path, graph)
+    return Source(raw, onnx_path, om_path, graph, defaults)
 
 
-def _graph(reader: Reader, node: yaml.Node, path: str, raw: str, onnx_path: Path | None) -> GraphIO | None:
-    """The ONNX graph's inputs/outputs, if the model has an ONNX."""
+def _graph(reader: Reader, node: yaml.Node, path: str, raw: str,
+           onnx_path: Path | None) -> tuple[GraphIO | None, tuple[TensorSpec, ...]]:
+    """The ONNX graph's inputs/outputs and its inputs with defaults, if the model has an ONNX."""
     try:
         if demo_models.is_demo(raw):
-            return onnx_io.graph_io(demo_models.demo_proto(raw))
-        return onnx_io.read_onnx_io(onnx_path) if onnx_path is not None else None
+            model = demo_models.demo_proto(raw)
+        elif onnx_path is not None:
+            model = onnx_io.load_graph(onnx_path)
+        else:
+            return None, ()
+        return onnx_io.graph_io(model), onnx_io.graph_defaults(model)
     except onnx_io.OnnxReadError as exc:
         reader.problems.add(node, path, str(exc))
-        return None
+        return None, ()
 
 
 def _versions(reader: Reader, node: yaml.Node | None, path: str) -> tuple[int, ...] | None:
@@ -249,8 +255,11 @@ def _io(
         node = values.get(key)
         declared = tensors(reader, node, join(path, key)) if node is not None else None
         graph = source.graph[index] if source is not None and source.graph is not None else None
+        defaults = source.defaults if source is not None and key == "inputs" else ()
         if node is not None and declared is not None and graph is not None and max_batch is not None:
-            check_against_graph(reader, declared, graph, max_batch, (node, join(path, key)), key == "inputs")
+            check_against_graph(reader, declared, graph, max_batch, (node, join(path, key)), key == "inputs",
+                                defaults)
+            graph = (*graph, *(d for d in defaults if d.name in {t.spec.name for t in declared}))
         sides.append(_side(reader, values, path, key, declared, graph, max_batch, source))
     if graph_batch_problem := _batch_dim_problem(source, max_batch):
         reader.problems.add(values.get("max_batch_size"), join(path, "max_batch_size"), graph_batch_problem)
@@ -284,9 +293,9 @@ def _side(
 
 def _as_served(declared: TensorSpec, graph: TensorSpec | None) -> TensorSpec:
     """A declared tensor with what the graph adds to it: Triton's reshape of a batch-only tensor."""
-    if graph is None or graph.reshape is None or declared.dims != graph.dims:
+    if graph is None or (graph.reshape is None and not graph.optional) or declared.dims != graph.dims:
         return declared
-    return dataclasses.replace(declared, reshape=graph.reshape)
+    return dataclasses.replace(declared, reshape=graph.reshape, optional=graph.optional)
 
 
 def _batch_dim_problem(source: Source | None, max_batch: int | None) -> str | None:

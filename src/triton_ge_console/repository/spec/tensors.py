@@ -120,11 +120,19 @@ def check_against_graph(
     max_batch_size: int,
     where: tuple[yaml.Node, str],
     require_all: bool,
+    defaults: tuple[TensorSpec, ...] = (),
 ) -> None:
-    """Each declared tensor must exist in the ONNX graph with the same type and compatible dims."""
-    by_name = {t.name: for_config(t, max_batch_size) for t in graph}
-    graph_by_name = {t.name: t for t in graph}
+    """Each declared tensor must exist in the ONNX graph with the same type and compatible dims (an input
+    with a default only without batching: it has no batch dim for requests to stack along)."""
+    by_name = {t.name: for_config(t, max_batch_size) for t in (*graph, *defaults)}
+    graph_by_name = {t.name: t for t in (*graph, *defaults)}
     for located in declared:
+        if max_batch_size > 0 and graph_by_name.get(located.spec.name, located.spec).optional:
+            reader.problems.add(located.name_node, join(located.path, "name"),
+                                f"'{located.spec.name}' has a default in the ONNX (an initializer): requests "
+                                "may override it only without batching (max_batch_size: 0); leave it out "
+                                "to serve the default")
+            continue
         expected = by_name.get(located.spec.name)
         if expected is None:
             reader.problems.add(
@@ -137,7 +145,7 @@ def check_against_graph(
         _compare(reader, located, expected, how_served(graph_by_name[located.spec.name], max_batch_size))
     if require_all:
         names = {t.spec.name for t in declared}
-        for name in by_name:
+        for name in (t.name for t in graph):
             if name not in names:
                 reader.problems.add(
                     where[0],

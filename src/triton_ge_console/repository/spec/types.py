@@ -19,6 +19,7 @@ class TensorSpec:
     # model's batch-only tensor (ONNX [N]) is served as dims [1] reshaped to [] by Triton itself.
     reshape: tuple[int, ...] | None = None
     ranked: bool = True  # False: the ONNX gives no shape at all (any rank), served as dims [-1]
+    optional: bool = False  # an ONNX input with an initializer (a default): requests may leave it out
 
 
 @dataclass(frozen=True)
