@@ -355,8 +355,14 @@ class TritonControl:
         if self.instances is None:
             return None
         ready = [(e.name, e.version) for e in self._known(model) if e.state == READY_STATE]
-        backend = str(self.model_config(model).get("backend", "")) if ready else None
-        return next(iter(self.instances.dead({key: backend for key in ready}).values()), None)
+        return next(iter(self.instances.dead(ready, self._config_if_known).values()), None)
+
+    def _config_if_known(self, model: str) -> dict[str, Any] | None:
+        """The model's running config, None when it cannot be read now."""
+        try:
+            return self.model_config(model)
+        except ControlError:
+            return None
 
     def _failure(self, action: str, model: str, message: str, log_offset: int | None) -> str:
         """Triton's message, plus the log's detail when the API gave a generic one, and what still serves."""

@@ -8,10 +8,10 @@ processes can be seen) or when it failed every request over the last poll interv
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.sessions.supervise import PID_FILE, read_number
 
@@ -63,38 +63,96 @@ def stub_instances(server_pid: int) -> dict[ModelKey, tuple[Instance, ...]]:
     return {key: tuple(instances) for key, instances in found.items()}
 
 
-class InstanceWatch:
-    """Remembers the instance processes each READY model version had, and says which have since died.
+ConfigOf = Callable[[str], Mapping[str, Any] | None]  # a model's running config (None: unknown now)
 
-    An instance counts as dead when a process was seen for it and none runs now, or when a model of a
-    backend that runs stubs (`stub_backends`) has none at all; a reload starts new processes under the
-    same instance names, which makes the model whole again.
+
+def stub_processes(config: Mapping[str, Any], stub_backends: frozenset[str]) -> int:
+    """How many stub processes a running config asks for: one per instance of a stub backend's model (an
+    instance group's count, on each of its GPUs for KIND_GPU); none for other backends."""
+    if str(config.get("backend") or "") not in stub_backends:
+        return 0
+    total = 0
+    for group in config.get("instance_group") or ():
+        devices = len(group.get("gpus") or ()) if group.get("kind") == "KIND_GPU" else 1
+        total += int(group.get("count") or 1) * max(devices, 1)
+    return total
+
+
+class InstanceWatch:
+    """Says which READY model versions have fewer instance processes than their running config asks for.
+
+    Instance names and counts change with every reconfiguration (a reload with one instance names it
+    `m_0`, with two `m_0_0` and `m_0_1`; a later reload with one may call it `m_0_0`), and Triton ends the
+    old instances a second or two after the new ones serve. So the stubs are counted against the running
+    config, asked again whenever a version's processes changed since the last look (a reload or a death),
+    and listed again after asking: the config a new set of processes serves is never older than them.
+    Names are only for the message: those running when the version was last whole and gone now.
     """
 
     def __init__(self, server_pid: Callable[[], int | None],
                  stub_backends: frozenset[str] = frozenset({"python"})) -> None:
         self.server_pid = server_pid  # asked at every look: a restarted session has a new server
         self.stub_backends = stub_backends
-        self._seen: dict[ModelKey, set[str]] = {}
+        self._asked: dict[ModelKey, int] = {}  # stub processes the running config asks for
+        self._listed: dict[ModelKey, frozenset[int]] = {}  # the pids its count was last checked against
+        self._whole: dict[ModelKey, frozenset[str]] = {}  # instance names when it last had them all
 
-    def dead(self, ready: Mapping[ModelKey, str | None]) -> dict[ModelKey, str]:
-        """Why each READY model version (with its backend, if known) that lost an instance is failing."""
+    def dead(self, ready: Iterable[ModelKey], config_of: ConfigOf) -> dict[ModelKey, str]:
+        """Why each READY model version short of instance processes is failing (none said when its config
+        cannot be read: nothing is known)."""
         pid = self.server_pid()
         if pid is None:
             return {}
+        ready = list(ready)
         alive = stub_instances(pid)
-        self._seen = {key: names for key, names in self._seen.items() if key in ready}
+        listed = {key: _pids(alive, key) for key in ready}
+        changed = [key for key in ready if key not in self._asked or self._listed.get(key) != listed[key]]
+        self._listed.update(listed)  # before asking: a change after it is seen at the next look
+        if changed:
+            self._ask(changed, config_of)
+            alive = stub_instances(pid)
+        self._forget(set(ready))
         reasons = {}
-        for key, backend in ready.items():
-            running = {instance.name for instance in alive.get(key, ())}
-            seen = self._seen.setdefault(key, set())
-            seen |= running
-            gone = ", ".join(sorted(seen - running))
-            if gone:
-                reasons[key] = f"instance process gone: {gone} (killed or crashed)"
-            elif not running and backend in self.stub_backends:
-                reasons[key] = f"no instance process running for its {backend} backend (killed or crashed)"
+        for key in ready:
+            reason = self._shortfall(key, alive.get(key, ()))
+            if reason is not None:
+                reasons[key] = reason
         return reasons
+
+    def _ask(self, keys: list[ModelKey], config_of: ConfigOf) -> None:
+        """Learn how many stub processes each model's running config asks for now (one ask per model)."""
+        configs = {name: config_of(name) for name in sorted({name for name, _ in keys})}
+        for key in keys:
+            config = configs[key[0]]
+            if config is None:
+                self._asked.pop(key, None)
+                self._listed.pop(key, None)  # asked again next time
+            else:
+                self._asked[key] = stub_processes(config, self.stub_backends)
+
+    def _forget(self, ready: set[ModelKey]) -> None:
+        """Drop what was kept about versions no longer READY (a version loaded again starts afresh)."""
+        for kept in (self._asked, self._listed, self._whole):
+            for key in [key for key in kept if key not in ready]:
+                del kept[key]
+
+    def _shortfall(self, key: ModelKey, running: tuple[Instance, ...]) -> str | None:
+        """Why a version is short of instance processes, or None when it runs all its config asks for."""
+        asked = self._asked.get(key)
+        names = frozenset(instance.name for instance in running)
+        if asked is None or len(running) >= asked:
+            if asked is not None:
+                self._whole[key] = names
+            return None
+        gone = ", ".join(sorted(self._whole.get(key, frozenset()) - names))
+        if gone:
+            return f"instance process gone: {gone} (killed or crashed; {len(running)} of {asked} running)"
+        return f"{len(running)} of {asked} instance processes running (killed or crashed)"
+
+
+def _pids(alive: Mapping[ModelKey, tuple[Instance, ...]], key: ModelKey) -> frozenset[int]:
+    """The pids of a version's instance processes."""
+    return frozenset(instance.pid for instance in alive.get(key, ()))
 
 
 def stub_backends(backend_dir: Path | None) -> frozenset[str]:

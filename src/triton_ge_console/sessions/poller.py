@@ -173,16 +173,18 @@ class Poller:
             self._glue_failures = self._glue.update(table, version, counters)
         statistics = _attempt(lambda: self.statistics.read(http, index, counters), problems) or {}
         self._learn_backends(http, index, problems)
+        dead = self._dead_instances(http, index, problems)
         return PollReadings(index, statistics, table, dict(self._backends), self._trace_latencies(index),
-                            MetricViews.of(table, self._glue_failures), self._dead_instances(index), counters,
-                            self._glue_failures)
+                            MetricViews.of(table, self._glue_failures), dead, counters, self._glue_failures)
 
-    def _dead_instances(self, index: list[IndexEntry]) -> dict[ModelKey, str]:
+    def _dead_instances(self, http: HttpEndpoint, index: list[IndexEntry],
+                        problems: list[str]) -> dict[ModelKey, str]:
         """READY model versions whose instance process died (only where the server's processes are seen)."""
         if self.instances is None:
             return {}
         ready = [(e.name, e.version) for e in index if e.state == "READY"]
-        return self.instances.dead({key: self._backends.get(key) for key in ready})
+        return self.instances.dead(
+            ready, lambda model: _attempt(lambda: fetch_model_config(http, model), problems))
 
     def _learn_backends(self, http: HttpEndpoint, index: list[IndexEntry], problems: list[str]) -> None:
         """Fetch the config of newly READY models once (their backend name)."""
