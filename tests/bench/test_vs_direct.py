@@ -199,3 +199,17 @@ def test_an_unreachable_server_exits_1(tmp_path: Path, capsys: pytest.CaptureFix
     code, _, err = bench(capsys, "llama_model", "--url", "127.0.0.1:1", "--repository", str(tmp_path),
                          "--vs-direct", *QUICK)
     assert code == 1 and "cannot talk to Triton at 127.0.0.1:1" in err, err
+
+
+async def test_the_library_call_works_inside_a_running_loop(server: RunningServer) -> None:
+    """A notebook cell has a running event loop; measure_vs_direct_sync still returns the report, and the
+    progress callback hears each round."""
+    from triton_ge_console.sessions.loadgen.vs_direct import VsDirectSpec, measure_vs_direct_sync
+
+    heard: list[str] = []
+    spec = VsDirectSpec("bert_model", {"http": server.http_hostport}, server.repo,  # type: ignore[attr-defined]
+                        batches=(1,), seq_len=3, rounds=2, requests=3, throughput_s=0.1)
+    report = measure_vs_direct_sync(spec, heard.append)
+    assert [row.batch for row in report.latency] == [1] and report.rounds == 2
+    assert report.input_shapes == {"input_ids": (1, 3), "attention_mask": (1, 3)}
+    assert [line.split(":")[0] for line in heard if line.startswith("round")] == ["round 1/2", "round 2/2"]

@@ -356,6 +356,17 @@ async def measure_vs_direct(spec: VsDirectSpec, progress: Callable[[str], None] 
             await transport.close()
 
 
+def measure_vs_direct_sync(spec: VsDirectSpec, progress: Callable[[str], None] | None = None
+                           ) -> VsDirectReport:
+    """measure_vs_direct to completion; inside a running loop (a notebook cell) on a worker's own loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(measure_vs_direct(spec, progress))
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="vs-direct") as pool:
+        return pool.submit(asyncio.run, measure_vs_direct(spec, progress)).result()
+
+
 def _batches(asked: tuple[int, ...], max_batch_size: int) -> tuple[int, ...]:
     """The batch sizes to measure: as asked, refusing those the model cannot take (1 without batching)."""
     if max_batch_size == 0:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -81,7 +80,7 @@ def run_vs_direct(args: argparse.Namespace) -> int:
     from triton_ge_console.sessions.loadgen.pinning import PinningError
     from triton_ge_console.sessions.loadgen.report import client_facts
     from triton_ge_console.sessions.loadgen.transport import LoadError, UnknownModelError
-    from triton_ge_console.sessions.loadgen.vs_direct import measure_vs_direct
+    from triton_ge_console.sessions.loadgen.vs_direct import measure_vs_direct_sync
     from triton_ge_console.sessions.loadgen.vs_direct_report import vs_direct_json, vs_direct_renderable
 
     try:
@@ -94,7 +93,7 @@ def run_vs_direct(args: argparse.Namespace) -> int:
     before = client_facts()
     progress = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     try:
-        report = asyncio.run(measure_vs_direct(spec, progress))
+        report = measure_vs_direct_sync(spec, progress)
     except (LoadSpecError, UnknownModelError) as exc:
         return _fail(str(exc), EXIT_USAGE)
     except (LoadError, OSError) as exc:
