@@ -83,7 +83,7 @@ def test_01_builds_validates_and_catches_a_broken_config(tmp_path: Path) -> None
     assert "dynamic batching preferred size must be <= max batch size" in fields[
         "dynamic_batching.preferred_batch_size[1]"]["message"]
     assert "dimension must be integer >= 1, or -1" in fields["input[0].dims[0]"]["message"]
-    assert 'parameters["static_model"].value.string_value' in fields
+    assert 'parameters["execution_mode"].value.string_value' in fields
     assert all(p["file"].endswith("llama_model/config.pbtxt") and p["line"] and p["column"]
                for p in broken["errors"])
     (syntax,) = broken["syntax"]
