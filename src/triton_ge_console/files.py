@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_atomic"]
+__all__ = ["not_a_file", "write_atomic"]
 
 
 def write_atomic(path: Path, data: str | bytes, mode: int = 0o600) -> None:
@@ -23,3 +25,23 @@ def write_atomic(path: Path, data: str | bytes, mode: int = 0o600) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why path cannot be read as a regular file, in words ("a symlink loop", "a named pipe, not a file",
+    "no such file"); None when it can. Reading a pipe would hang, so it is told apart, never opened."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return "a broken symlink" if path.is_symlink() else "no such file"
+        return (exc.strerror or str(exc)).lower()
+    if stat.S_ISREG(mode):
+        return None
+    return f"{next((what for test, what in _KINDS if test(mode)), 'something else')}, not a file"

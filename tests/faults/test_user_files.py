@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -62,3 +64,20 @@ def test_build_refuses_to_replace_a_model_folder_it_did_not_make(
     assert config.read_text(encoding="utf-8") != HAND_WRITTEN
     assert main(["build", str(spec), "-o", str(tmp_path / "repo")]) == 0, "now it is the build's own"
     assert "unchanged  m" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("make", "said"), [
+    (lambda path: (path.symlink_to(path.with_name("other.onnx")),
+                   path.with_name("other.onnx").symlink_to(path)), "a symlink loop"),
+    (lambda path: os.mkfifo(path), "a named pipe, not a file"),
+    (lambda path: path.mkdir(), "a folder, not a file"),
+    (lambda path: None, "no such file"),
+])
+def test_a_model_source_that_is_no_regular_file_is_named_for_what_it_is(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], make: Callable[[Path], object], said: str,
+) -> None:
+    make(tmp_path / "m.onnx")
+    (tmp_path / "deploy.yaml").write_text(SPEC, encoding="utf-8")
+    assert main(["build", str(tmp_path / "deploy.yaml"), "-o", str(tmp_path / "repo")]) == 1
+    err = capsys.readouterr().err
+    assert f"models[0].source: {said}: {tmp_path / 'm.onnx'}" in err, err

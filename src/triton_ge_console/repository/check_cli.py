@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triton_ge_console.display import listed, printable
+from triton_ge_console.files import not_a_file
 
 # atc and soc are light (the parser lists ATC's choices); validation is imported where used: building the
 # parser for `--help` must not load onnx, protobuf or clients.
@@ -162,8 +163,9 @@ def run_convert(args: argparse.Namespace) -> int:
         print(f"ge-console convert: {problem}", file=sys.stderr)
     if problems:
         return 2
-    if not request.model.is_file():
-        print(f"ge-console convert: {request.model}: no such file", file=sys.stderr)
+    unreadable = not_a_file(request.model)
+    if unreadable is not None:
+        print(f"ge-console convert: {printable(str(request.model))}: {unreadable}", file=sys.stderr)
         return 1
     model_problems = atc.check_model(request)
     for problem in model_problems:

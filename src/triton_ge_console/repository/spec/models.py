@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from triton_ge_console.files import not_a_file
 from triton_ge_console.ge_backends import GE_BACKENDS
 from triton_ge_console.repository import demo_models, external_data, onnx_io
 from triton_ge_console.repository.spec import options
@@ -161,8 +162,9 @@ def _file(
             + (f" or one of {', '.join(demo_models.demo_names())}" if ".om" in suffixes else ""),
         )
         return None
-    if not target.is_file():
-        reader.problems.add(node, path, f"no such file: {target}")
+    problem = not_a_file(target)
+    if problem is not None:
+        reader.problems.add(node, path, f"{problem}: {target}")
         return None
     return target.resolve()
 
