@@ -37,7 +37,7 @@ def add_vs_direct_options(parser: argparse.ArgumentParser) -> None:
                             "(e.g. 1, or 2-3)")
 
 
-def spec_from_args(args: argparse.Namespace) -> VsDirectSpec:
+def vs_direct_spec(args: argparse.Namespace) -> VsDirectSpec:
     """The comparison the options ask for: both protocols of a session, or the one --url names."""
     from triton_ge_console.sessions.loadgen.bench_cli import UsageError, resolve_endpoint
     from triton_ge_console.sessions.loadgen.inputs import parse_shape_option
@@ -84,7 +84,7 @@ def run_vs_direct(args: argparse.Namespace) -> int:
     from triton_ge_console.sessions.loadgen.vs_direct_report import vs_direct_json, vs_direct_renderable
 
     try:
-        spec = spec_from_args(args)
+        spec = vs_direct_spec(args)
         spec.validate()
     except (UsageError, LoadSpecError, PinningError) as exc:
         return _fail(str(exc), EXIT_USAGE)
