@@ -53,6 +53,7 @@ from triton_ge_console.sessions.server_log import log_cause
 from triton_ge_console.sessions.shm import new_shm_prefix, shm_arguments
 from triton_ge_console.sessions.supervise import LOG_GENERATIONS, LOG_NAME, SupervisedServer
 from triton_ge_console.sessions.token_header import TOKEN_HEADER
+from triton_ge_console.sessions.trace import TRACE_FILE_NAME, clear_trace_files, trace_server_args
 from triton_ge_console.sessions.watch import record_loaded_digests
 
 PORT_RACE_ATTEMPTS = 3
@@ -200,6 +201,7 @@ def _start(
     elapsed: ElapsedHook | None = None,
 ) -> SessionRecord:
     """Spawn the server, register it as starting, and wait; on failure stop it and forget it."""
+    clear_trace_files(dirs.workdir / TRACE_FILE_NAME)  # an earlier run's figures are not this run's
     args = _arguments(plan, options, dirs.repository, dirs.backend_dir, ports, dirs.workdir)
     args += shm_arguments(new_shm_prefix(dirs.workdir), stub_backends(dirs.backend_dir))
     log_path = dirs.workdir / LOG_NAME
@@ -376,7 +378,7 @@ def _arguments(
     extra += [f"--backend-config={backend},{key}={value}" for backend, key, value in server.backend_config]
     if server.log_verbose:
         extra.append(f"--log-verbose={server.log_verbose}")
-    extra += [f"--trace-config=triton,file={workdir / 'trace.json'}", "--trace-config=level=OFF"]
+    extra += trace_server_args(workdir / TRACE_FILE_NAME)
     if options.token:
         restriction = restriction_argument(options.token, TOKEN_HEADER, options.public_health)
         extra += [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]

@@ -14,14 +14,13 @@ from triton_ge_console.sessions.source import Controller
 from triton_ge_console.sessions.stats import EndpointError
 from triton_ge_console.sessions.telemetry.devices import DeviceTelemetry
 from triton_ge_console.sessions.token_header import TOKEN_HEADER
-from triton_ge_console.sessions.trace import TraceCollector, enable_tracing
+from triton_ge_console.sessions.trace import TRACE_FILE_NAME, TraceCollector, enable_tracing
 
 if TYPE_CHECKING:
     from triton_ge_console.sessions.registry import SessionRecord
 
 # Where an operator points the console at a MindX DL npu-exporter (e.g. http://host:8082/metrics).
 EXPORTER_ENV = "GE_NPU_EXPORTER_URL"
-TRACE_FILE_NAME = "trace.json"
 
 
 class LiveSource:

@@ -23,6 +23,7 @@ from triton_ge_console.sessions.snapshot import Latency
 from triton_ge_console.sessions.stats import HttpEndpoint
 
 NS_PER_MS = 1_000_000.0
+TRACE_FILE_NAME = "trace.json"  # in the session dir; Triton rotates it to trace.json.0, .1, ...
 # Start/end timestamp pairs, best first: the server's own request span, then the protocol's.
 SPANS = (
     ("REQUEST_START", "REQUEST_END"),
@@ -35,6 +36,20 @@ ModelKey = tuple[str, str]
 def trace_server_args(trace_file: Path) -> tuple[str, str]:
     """tritonserver flags that fix the trace file location and start with tracing off."""
     return (f"--trace-config=triton,file={trace_file}", "--trace-config=level=OFF")
+
+
+def trace_files(trace_file: Path) -> list[Path]:
+    """The trace file and its rotations (`trace.json.0`, `.1`, ...), oldest first."""
+    folder, stem = trace_file.parent, trace_file.name
+    rotated = [p for p in folder.glob(f"{stem}.*") if p.name[len(stem) + 1:].isdigit()]
+    rotated.sort(key=lambda p: int(p.name[len(stem) + 1:]))
+    return [*rotated, trace_file] if trace_file.exists() else rotated
+
+
+def clear_trace_files(trace_file: Path) -> None:
+    """Remove what an earlier run of the server traced, so its figures are never read as this run's."""
+    for path in trace_files(trace_file):
+        path.unlink(missing_ok=True)
 
 
 def enable_tracing(endpoint: HttpEndpoint, model: str, rate: int = 10, log_frequency: int = 20,
@@ -109,18 +124,11 @@ class TraceCollector:
         self._seen: dict[Path, set[int]] = {}  # file -> trace ids already counted
         self._samples: dict[ModelKey, deque[tuple[float, float]]] = {}
 
-    def _files(self) -> list[Path]:
-        """The trace file and its rotations, oldest first."""
-        folder, stem = self.trace_file.parent, self.trace_file.name
-        rotated = [p for p in folder.glob(f"{stem}.*") if p.name[len(stem) + 1:].isdigit()]
-        rotated.sort(key=lambda p: int(p.name[len(stem) + 1:]))
-        return [*rotated, self.trace_file] if self.trace_file.exists() else rotated
-
     def update(self) -> int:
         """Read what Triton wrote since the last update; returns how many requests were new."""
         added = 0
         now = time.time()
-        for path in self._files():
+        for path in trace_files(self.trace_file):
             added += self._read(path, now)
         self._prune(now)
         return added
@@ -141,9 +149,13 @@ class TraceCollector:
                 self._seen.pop(path, None)
 
     def _read(self, path: Path, now: float) -> int:
-        """Consume one file if it changed and holds complete JSON (a half-written one is retried later)."""
+        """Consume one file if it changed and holds complete JSON (a half-written one is retried later).
+
+        Its requests are stamped with when Triton wrote the file (they ended by then), never when it is
+        read: a file written minutes ago, by this run or an earlier one, is not the last minute."""
         try:
-            size = path.stat().st_size
+            info = path.stat()
+            size, written = info.st_size, min(now, info.st_mtime)
             if size == self._consumed.get(path):
                 return 0
             events = json.loads(path.read_text(encoding="utf-8"))
@@ -158,7 +170,7 @@ class TraceCollector:
                 continue
             seen.add(request.trace_id)
             key = (request.model, request.version)
-            self._samples.setdefault(key, deque(maxlen=self._window)).append((now, request.latency_ms))
+            self._samples.setdefault(key, deque(maxlen=self._window)).append((written, request.latency_ms))
             added += 1
         self._consumed[path] = size
         return added
