@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,6 +172,33 @@ def test_pinned_executor_and_stub_then_put_back(server: RunningServer, session: 
                                  f"stub process); the client and tritonserver on CPU "
                                  f"{','.join(map(str, cpus[:-1]))}"]
     assert {pid: os.sched_getaffinity(pid) for pid in before} == before
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning needs two CPUs")
+def test_while_pinned_each_side_runs_on_its_own_cpus(server: RunningServer) -> None:
+    """During the rounds: the executor's threads and the served stub on the pinned CPU; this thread (the
+    client) and tritonserver on the others."""
+    from triton_ge_console.sessions.loadgen.vs_direct import VsDirectSpec, measure_vs_direct_sync
+
+    cpus = set(os.sched_getaffinity(0))
+    pinned = max(cpus)
+    (stub,) = stub_pids("llama_model", server.process.pid)
+    seen: list[dict[str, set[int]]] = []
+
+    def look(_text: str) -> None:
+        executors = [t for t in threading.enumerate() if t.name.startswith("direct")]
+        seen.append({"executor": set().union(*(os.sched_getaffinity(t.native_id or 0) for t in executors)),
+                     "client": os.sched_getaffinity(0), "stub": os.sched_getaffinity(stub),
+                     "server": os.sched_getaffinity(server.process.pid or 0)})
+
+    spec = VsDirectSpec("llama_model", {"http": server.http_hostport}, server.repo,  # type: ignore[attr-defined]
+                        batches=(1,), rounds=1, requests=3, throughput_s=0.1, pin=(pinned,),
+                        server_pid=server.process.pid)
+    measure_vs_direct_sync(spec, look)
+    during = seen[-1]  # the round's line, heard while every affinity is set
+    assert during == {"executor": {pinned}, "client": cpus - {pinned}, "stub": {pinned},
+                      "server": cpus - {pinned}}
+    assert os.sched_getaffinity(0) == cpus and os.sched_getaffinity(stub) == cpus
 
 
 @pytest.mark.parametrize(("args", "code", "message"), [

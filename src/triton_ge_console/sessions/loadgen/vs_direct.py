@@ -127,20 +127,18 @@ Feeds = dict[str, np.ndarray]
 Sample = dict[str, list[float]]  # path → one figure per round
 
 
-def host_note(executor_kind: str, pinned: tuple[int, ...], stubs: int) -> tuple[str, ...]:
-    """What the figures mean on this host: shared CPUs, or which CPUs each side ran on."""
+def host_note(executor_kind: str, cpus: set[int], pinned: tuple[int, ...], stubs: int) -> tuple[str, ...]:
+    """What the figures mean on this host (`cpus`: the CPUs it offers): shared CPUs, or which CPUs each side
+    ran on."""
     if executor_kind == "npu":
         return ()
-    cpus = len(available_cpus() | set(pinned)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if not pinned:
-        return (f"CPU emulation: the client, tritonserver and the model share this host's {cpus} CPUs, so "
-                "through Triton the transfer competes with the model for them (on an NPU the model runs "
+        return (f"CPU emulation: the client, tritonserver and the model share this host's {len(cpus)} CPUs, "
+                "so through Triton the transfer competes with the model for them (on an NPU the model runs "
                 "beside them); --pin-executor CPUS gives the executor CPUs of its own",)
-    rest = sorted(available_cpus() - set(pinned)) if hasattr(os, "sched_getaffinity") else []
-    where = ",".join(map(str, pinned))
-    return (f"the executor ran on CPU {where} (in-process, and the served model's {stubs} stub "
-            f"process{'es' if stubs != 1 else ''}); the client and tritonserver on CPU "
-            f"{','.join(map(str, rest))}",)
+    rest = ",".join(str(c) for c in sorted(cpus - set(pinned)))
+    return (f"the executor ran on CPU {','.join(map(str, pinned))} (in-process, and the served model's "
+            f"{stubs} stub process{'es' if stubs != 1 else ''}); the client and tritonserver on CPU {rest}",)
 
 
 def latest_version(model_dir: Path) -> Path:
@@ -297,21 +295,29 @@ def _direct_throughput(pool: _DirectPool, feeds: Feeds, seconds: float) -> float
 
 
 @contextlib.contextmanager
-def _pinned(spec: VsDirectSpec, executor_kind: str) -> Iterator[int]:
-    """This process and tritonserver off the executor's CPUs, the served model's stubs on them; yields
-    how many stubs were pinned (nothing happens without --pin-executor)."""
+def _host_off_the_executor(spec: VsDirectSpec, cpus: set[int]) -> Iterator[Affinities | None]:
+    """With --pin-executor: this process and tritonserver on the CPUs the executor leaves, before the
+    executor's threads start (they pin themselves, and ONNX Runtime's threads they start, to its CPUs);
+    every affinity put back on exit. None (nothing changed) without it."""
     if not spec.pin:
-        yield 0
+        yield None
         return
-    rest = available_cpus() - set(spec.pin)
-    stubs = stub_pids(spec.model, spec.server_pid) if executor_kind != "npu" else []
+    rest = cpus - set(spec.pin)
     with Affinities() as affinities:
         affinities.pin_process(os.getpid(), rest)
         if spec.server_pid:
             affinities.pin_process(spec.server_pid, rest)
-        for pid in stubs:
-            affinities.pin_process(pid, spec.pin)
-        yield len(stubs)
+        yield affinities
+
+
+def _pin_stubs(affinities: Affinities | None, spec: VsDirectSpec, executor_kind: str) -> int:
+    """The served model's stubs on the executor's CPUs (CPU emulation: the model computes there); how many."""
+    if affinities is None or executor_kind == "npu":
+        return 0
+    stubs = stub_pids(spec.model, spec.server_pid)
+    for pid in stubs:
+        affinities.pin_process(pid, spec.pin)
+    return len(stubs)
 
 
 async def measure_vs_direct(spec: VsDirectSpec, progress: Callable[[str], None] | None = None
@@ -331,22 +337,25 @@ async def measure_vs_direct(spec: VsDirectSpec, progress: Callable[[str], None] 
         batches = _batches(spec.batches, signature.max_batch_size)
         shapes = shapes_for(signature, spec.seq_len, spec.shapes)
         inputs = {b: build_inputs(signature, b, shapes, seed=0) for b in batches}
-        say(f"opening {instances} executor(s) for {spec.model} in-process")
-        pool = await asyncio.to_thread(
-            _DirectPool, lambda i: open_direct(spec.repository, spec.model, config, i), instances, spec.pin)
-        kind = pool.executors[0].kind
-        feeds = {b: executor_feeds(pool.executors[0], {t.name: t.array for t in inputs[b]}, batched)
-                 for b in batches}
         outputs = tuple(o.name for o in signature.outputs)
         in_flight = spec.concurrency or 2 * instances
-        with _pinned(spec, kind) as stubs:
+        cpus = available_cpus() if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+        with _host_off_the_executor(spec, cpus) as affinities:
+            say(f"opening {instances} executor(s) for {spec.model} in-process")
+            pool = await asyncio.to_thread(
+                _DirectPool, lambda i: open_direct(spec.repository, spec.model, config, i), instances,
+                spec.pin)
+            kind = pool.executors[0].kind
+            stubs = _pin_stubs(affinities, spec, kind)
+            feeds = {b: executor_feeds(pool.executors[0], {t.name: t.array for t in inputs[b]}, batched)
+                     for b in batches}
             latency, throughput = await _rounds(spec, transports, pool, inputs, feeds, outputs, in_flight,
                                                 say)
         return VsDirectReport(
             model=spec.model, executor=kind, instances=instances, concurrency=in_flight,
             input_shapes={t.name: tuple(int(d) for d in t.array.shape) for t in inputs[batches[0]]},
-            rounds=spec.rounds, cpus=os.cpu_count() or 0, pinned=spec.pin,
-            notes=host_note(kind, spec.pin, stubs), latency=latency, throughput=throughput)
+            rounds=spec.rounds, cpus=len(cpus), pinned=spec.pin,
+            notes=host_note(kind, cpus, spec.pin, stubs), latency=latency, throughput=throughput)
     except InferenceFailed as exc:
         raise LoadError(f"a request to {spec.model} failed: {exc}") from None
     finally:
