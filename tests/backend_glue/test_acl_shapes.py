@@ -16,6 +16,7 @@ from tests.backend_glue.models import (
     dense_model,
     doubled_tokens_model,
     image_model,
+    nonzero_model,
     token_model,
     write_fake_om,
 )
@@ -113,6 +114,24 @@ def test_dynamic_shape_allocates_per_request_and_reads_described_outputs(any_can
         assert stats.h2d_bytes == ids.nbytes and any_cann._state.leaks() == held
     executor.close()
     assert not any(any_cann._state.leaks().values())
+
+
+def test_a_data_dependent_output_alone_makes_a_dynamic_shape(fake_acl: ModuleType, tmp_path: Path) -> None:
+    """Static inputs but an output shaped by the data (NonZero): its size is 0 (gert ModelIoDesc::GetSize
+    answers 0 for any -1 dim, hicann/ge runtime/v2/core/model_desc/model_desc.cc), so AscendCL allocates it
+    and describes its shape; the glue reads it so instead of copying from a buffer it never had."""
+    onnx = nonzero_model()
+    om = write_fake_om(tmp_path, onnx, input_shape={"x": [6]}, dynamic_shape=True)
+    executor = AclExecutor(om, device_id=0)
+    assert executor.dynamic_shape and executor.outputs[0].dims == (1, -1)
+    held = fake_acl._state.leaks()
+    for values in ([0, 1, 0, 2, 3, 0], [0] * 6, [1] * 6):
+        x = np.array(values, dtype=np.float32)
+        outputs, _ = executor.run({"x": x})
+        np.testing.assert_array_equal(outputs["where"], _ort(onnx, {"x": x})[0])
+        assert fake_acl._state.leaks() == held
+    executor.close()
+    assert not any(fake_acl._state.leaks().values())
 
 
 @pytest.mark.parametrize(("aipp", "said"), [("static", "static AIPP"), ("dynamic", "dynamic AIPP")])

@@ -11,9 +11,10 @@ memcpy device→host. Every OM shape ATC builds (CANN's AscendCL reference for e
   smallest gear holding the request (`set_input_dynamic_dims` / `set_dynamic_hw_size`), inputs padded
   with zeros to it, each output cut back on the axes that follow a dynamic input axis (found at load by
   comparing `get_cur_output_dims` across gears);
-- dynamic shape (-1 or a range without gears; input sizes 0): buffers allocated per request at the real
-  size, each input described (`create_tensor_desc`, `set_dataset_tensor_desc`), outputs left to
-  AscendCL to allocate (an empty data buffer) and read at the shape of `get_dataset_tensor_desc`;
+- dynamic shape (-1 or a range without gears, or an output shaped by the data; sizes 0): buffers
+  allocated per request at the real size, each input described (`create_tensor_desc`,
+  `set_dataset_tensor_desc`), outputs left to AscendCL to allocate (an empty data buffer) and read at the
+  shape of `get_dataset_tensor_desc`;
 - AIPP (static or dynamic, `get_aipp_type`): refused at load, saying why.
 
 Supported: CANN 5.x to 8.x pyacl. Before CANN 6.0.1 pyacl has no `acl.util.bytes_to_ptr`/`ptr_to_bytes`
@@ -336,7 +337,8 @@ class AclExecutor:
         self._in_slots = [s for i, s in enumerate(ins) if i != mbatch]
         self._mbatch_slots = [s for i, s in enumerate(ins) if i == mbatch]
         self._out_slots = [self._slot("output", i) for i in range(acl.mdl.get_num_outputs(desc))]
-        self.dynamic_shape = any(s.size == 0 for s in self._in_slots)
+        # size 0: a -1 dim (gert ModelIoDesc::GetSize), on an input or on an output shaped by the data alone
+        self.dynamic_shape = any(s.size == 0 for s in self._in_slots + self._out_slots)
         for slot in self._out_slots:
             slot.host_ptr = self._malloc_host(slot.size) if slot.size else 0
         self.inputs = tuple(s.info for s in self._in_slots)
