@@ -180,7 +180,8 @@ class TritonControl:
     def _client(self) -> Iterator[triton_http.InferenceServerClient]:
         """A fresh client per call: safe from any thread; no idle connection delays the server's exit."""
         client = triton_http.InferenceServerClient(
-            self._hostport, ssl=self._ssl, connection_timeout=10.0, network_timeout=self.timeout
+            self._hostport, ssl=self._ssl, connection_timeout=min(10.0, self.timeout),
+            network_timeout=self.timeout
         )
         try:
             yield client

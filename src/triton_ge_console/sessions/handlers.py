@@ -23,6 +23,7 @@ from triton_ge_console.sessions.lifecycle import (
     controller_for,
     down,
     down_unreadable,
+    listed_state,
     restart,
     session_status,
 )
@@ -218,7 +219,7 @@ def run_ls(args: argparse.Namespace) -> int:
 
 def _ls_row(record: SessionRecord) -> dict[str, Any]:
     """One session for `ls`."""
-    state = effective_state(record)
+    state = listed_state(record)
     return {
         "name": record.name,
         "state": state,

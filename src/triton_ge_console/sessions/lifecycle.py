@@ -338,13 +338,24 @@ def session_status(record: SessionRecord, timeout: float = 5.0) -> SessionStatus
         entries = controller_for(record, timeout).index()
     except ControlError as exc:
         # a launched server still starting may not answer yet; an attached one that is not even live is dead
-        gone = record.attached and not controller_for(record, timeout).live()
-        return SessionStatus(record, DEAD if gone else state, error=str(exc))
+        return SessionStatus(record, DEAD if attached_gone(record, timeout) else state, error=str(exc))
     models = tuple(_status_row(m) for m in observe_models(record, timeout) or entries)
     wanted_ready = all(
         any(m["name"] == name and m["state"] == "READY" for m in models) for name in record.models
     )
     return SessionStatus(record, READY if state == READY or wanted_ready else state, models)
+
+
+def attached_gone(record: SessionRecord, timeout: float = 5.0) -> bool:
+    """Whether an attached session's server no longer answers even its liveness check (we hold no
+    process of it: asking is the only way to know), so `ls` and `status` both call it dead."""
+    return record.attached and not controller_for(record, timeout).live()
+
+
+def listed_state(record: SessionRecord, timeout: float = 2.0) -> str:
+    """A session's state as `ls` shows it: effective_state, and dead for an attached server gone."""
+    state = effective_state(record)
+    return DEAD if state in (STARTING, READY) and attached_gone(record, timeout) else state
 
 
 def observe_models(record: SessionRecord, timeout: float = 5.0,

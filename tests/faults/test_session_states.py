@@ -1,0 +1,26 @@
+"""`ls`, `status` and `down` agree with each other and with what happened."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from triton_ge_console.cli import main
+from triton_ge_console.sessions.registry import Registry
+
+
+@pytest.mark.server
+def test_an_attached_session_whose_server_is_gone_is_dead_in_ls_as_in_status(
+        echo_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["up", str(echo_repo), "--name", "origin", "--timeout", "120"]) == 0
+    assert main(["attach", Registry().load("origin").http_url, "--name", "remote"]) == 0
+    assert main(["down", "origin"]) == 0
+    capsys.readouterr()
+    assert main(["status", "remote", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["state"] == "dead"
+    assert main(["ls", "--json"]) == 0
+    assert {row["name"]: row["state"] for row in json.loads(capsys.readouterr().out)}["remote"] == "dead"
+    assert main(["ls", "--running"]) == 0
+    assert "remote" not in capsys.readouterr().out
