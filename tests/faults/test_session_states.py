@@ -24,3 +24,18 @@ def test_an_attached_session_whose_server_is_gone_is_dead_in_ls_as_in_status(
     assert {row["name"]: row["state"] for row in json.loads(capsys.readouterr().out)}["remote"] == "dead"
     assert main(["ls", "--running"]) == 0
     assert "remote" not in capsys.readouterr().out
+
+
+@pytest.mark.server
+def test_down_forget_with_two_sessions_running_says_what_it_did_and_fails(
+        echo_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("first", "old"):
+        assert main(["up", str(echo_repo), "--name", name, "--timeout", "120"]) == 0
+    assert main(["down", "old"]) == 0
+    assert main(["attach", Registry().load("first").http_url, "--name", "second"]) == 0
+    capsys.readouterr()
+    assert main(["down", "--forget"]) == 1
+    out, err = capsys.readouterr()
+    assert "session 'old'" in out and "forgot" in out, out
+    assert "2 sessions still run (first, second)" in err and "left running" in err, err
+    assert {record.name for record in Registry().scan()[0]} == {"first", "second"}

@@ -143,12 +143,14 @@ def _forget_stopped(registry: Registry, timeout: float) -> int:
     codes = [0]
     if len(running) == 1:
         codes.append(_print_down(down(running[0], registry, timeout=timeout, forget=True)))
-    elif running:
-        names = ", ".join(r.name for r in running)
-        print(f"{len(running)} sessions still run ({names}): name one to stop it")
     for record in records:
         if record not in running:
             codes.append(_print_down(down(record, registry, timeout=timeout, forget=True)))
+    if len(running) > 1:  # which one to stop is the user's call: none is, and the command did not do it all
+        names = ", ".join(r.name for r in running)
+        _error(f"{len(running)} sessions still run ({names}) and were left running: "
+               f"ge-console down NAME --forget stops and forgets one")
+        codes.append(1)
     for error in errors:
         _error(f"{error} (ge-console down NAME --forget removes it)")
         codes.append(1)

@@ -104,7 +104,8 @@ def down(
     notes = [_exit_timeout_note(record)] if code not in (None, 0) else []
     notes += [f"removed {regions} shared-memory region(s) it left"] if regions else []
     notes += [] if freed else ["some ports are still in use"]
-    message = f"session '{record.name}' {what}" + "".join(f"; {note}" for note in notes if note)
+    forgotten = " and forgotten" if forget else ""
+    message = f"session '{record.name}' {what}{forgotten}" + "".join(f"; {note}" for note in notes if note)
     return StopResult(stopped, message, code, freed)
 
 
