@@ -3,15 +3,15 @@ for the glue, the deployment spec and the validator.
 
 npu_ge as its source reads its configuration (hicann/triton-inference-server-ge-backend, src/model_state.cpp
 and src/model_instance_state.cpp):
-- a model's `parameters`: only `device_ids`, `device_exec_blocks`, `instance_exec_blocks`, `static_model`,
+- a model's `parameters`: `device_ids`, `device_exec_blocks`, `instance_exec_blocks`, `static_model`,
   `dump_graph`, `profiling` and `dump_data` (ModelState::ParseModelParametersConfig). `static_model` and
   the two block counts go through std::stoi, so text that is not an integer ("true") throws and the model
   fails to load; `dump_graph` and `dump_data` switch on only for "1"; `profiling` only for "dynamic" or
-  "true".
+  "true". Every parameter also goes to ModelState::SetOptions (ModelState::Create): `session.*` ones are
+  options of each ge::Session, `graph.*` ones of Session::AddGraph, the prefix stripped (its tuning guide
+  sets `graph.ge.inputShape` so).
 - `--backend-config=npu_ge,<key>=<value>`: the same seven keys, and GE's options: `ge.*` for
-  GEInitialize, `session.*` for each ge::Session, `graph.*` for Session::AddGraph
-  (ModelState::ParseCmdlineConfig, ModelState::SetOptions). GE options given as model parameters are
-  never read.
+  GEInitialize (read only here), `session.*` and `graph.*` as above (ModelState::ParseCmdlineConfig).
 - NPUs: the model's first instance sets up every NPU of `device_ids` (all NPUs aclrtGetDeviceCount sees
   when none are given: ModelInstanceState::InitDevices) and on each it opens `device_exec_blocks`
   sessions (by default ceil(instances x instance_exec_blocks / NPUs): CalculateDeviceExecBlock), each
@@ -33,6 +33,7 @@ NPU_GE_PARAMETERS = ("device_ids", "device_exec_blocks", "instance_exec_blocks",
 NPU_GE_INTEGER_PARAMETERS = ("device_exec_blocks", "instance_exec_blocks", "static_model")
 NPU_GE_SWITCH_VALUES = {"dump_graph": ("1",), "dump_data": ("1",), "profiling": ("dynamic", "true")}
 GE_OPTION_PREFIXES = ("ge.", "session.", "graph.")
+NPU_GE_PARAMETER_OPTION_PREFIXES = ("session.", "graph.")  # GE options npu_ge also reads as model parameters
 # std::stoi: optional leading blanks and sign, then at least one digit (what follows the digits is ignored)
 _STOI = re.compile(r"^\s*([+-]?\d+)")
 
@@ -48,10 +49,18 @@ def is_ge_option(key: str) -> bool:
     return key.startswith(GE_OPTION_PREFIXES)
 
 
+def is_npu_ge_parameter_option(key: str) -> bool:
+    """A GE option npu_ge reads as a model parameter too (session.*, graph.*: ModelState::SetOptions)."""
+    return key.startswith(NPU_GE_PARAMETER_OPTION_PREFIXES)
+
+
 def ge_option_reason(key: str) -> str:
-    """Why a GE option as a model parameter does nothing, and where it belongs."""
-    return (f"GE option '{key}' as a model parameter is read by neither backend: npu_ge takes GE options "
-            f"(ge.*, session.*, graph.*) only from --backend-config=npu_ge,{key}=<value> (in a spec: "
+    """Why a GE option as a model parameter does nothing here, and where it belongs."""
+    if is_npu_ge_parameter_option(key):
+        return (f"GE option '{key}' is read only by npu_ge (as its model parameter or from "
+                "--backend-config): the ge glue runs an OM already compiled by ATC")
+    return (f"GE option '{key}' as a model parameter is read by neither backend: npu_ge takes ge.* "
+            f"(GEInitialize's options) only from --backend-config=npu_ge,{key}=<value> (in a spec: "
             "server.backend_config.npu_ge), and the ge glue runs an OM already compiled by ATC")
 
 

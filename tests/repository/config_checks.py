@@ -32,7 +32,7 @@ def assert_validates(path: Path) -> None:
 def assert_npu_ge_clean(paths: list[Path]) -> None:
     """npu_ge configs (device_ids, DEVICEIDS, static_model, profiling, ge.*) have no error; their only
     warnings are what the real npu_ge never reads from model parameters, which CANN's own examples carry:
-    DEVICEIDS (so, no device_ids: every NPU) and GE options (read only from --backend-config)."""
+    DEVICEIDS (so, no device_ids: every NPU) and ge.* options (read only from --backend-config)."""
     assert paths, "no npu_ge configs to check"
     for path in paths:
         report = validate_path(path)

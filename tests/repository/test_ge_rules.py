@@ -148,13 +148,23 @@ def test_known_parameters_pass() -> None:
 
 
 @pytest.mark.parametrize("head", [GE_HEAD, NPU_GE_HEAD])
-@pytest.mark.parametrize("key", ["ge.aicoreNum", "session.ge.exec.precision_mode_v2", "graph.ge.inputShape"])
-def test_ge_options_as_model_parameters_are_warned_with_where_they_belong(head: str, key: str) -> None:
-    """npu_ge reads GE options (ge.*, session.*, graph.*) only from --backend-config
-    (ModelState::ParseCmdlineConfig); as model parameters no backend reads them."""
-    (problem,) = _problems(head + _param(key, "x"))
-    assert problem.severity == "warning" and problem.field == f'parameters["{key}"]'
-    assert f"only from --backend-config=npu_ge,{key}=<value>" in problem.message
+def test_ge_star_options_as_model_parameters_are_warned_with_where_they_belong(head: str) -> None:
+    """npu_ge reads ge.* (GEInitialize's options) only from --backend-config (ModelState::ParseCmdlineConfig);
+    as a model parameter no backend reads it."""
+    (problem,) = _problems(head + _param("ge.aicoreNum", "x"))
+    assert problem.severity == "warning" and problem.field == 'parameters["ge.aicoreNum"]'
+    assert "only from --backend-config=npu_ge,ge.aicoreNum=<value>" in problem.message
+
+
+def test_npu_ge_reads_session_and_graph_options_as_model_parameters() -> None:
+    """npu_ge hands every model parameter to ModelState::SetOptions (ModelState::Create): session.* goes to
+    each GE session, graph.* to Session::AddGraph, the prefix stripped (its own tuning guide sets
+    graph.ge.inputShape so); on the glue, which runs a compiled OM, they are warned."""
+    options = _param("session.ge.exec.precision_mode_v2", "fp16") + _param("graph.ge.inputShape", "x:-1,3")
+    assert _problems(NPU_GE_HEAD + options) == []
+    problems = _problems(GE_HEAD + options)
+    assert [p.severity for p in problems] == ["warning", "warning"]
+    assert all("read only by npu_ge" in p.message for p in problems)
 
 
 def test_npu_ge_keys_on_ge_and_tensor_parallel_on_npu_ge() -> None:

@@ -141,7 +141,7 @@ def test_unknown_keys_get_a_did_you_mean(tmp_path: Path) -> None:
         "deploy.yaml:7:18 models[0].parameters.om_modle_path: unknown key 'om_modle_path'; "
         "did you mean 'om_model_path'?",
         "deploy.yaml:7:40 models[0].parameters.ge.exec.deviceId: GE option 'ge.exec.deviceId' as a model "
-        "parameter is read by neither backend: npu_ge takes GE options (ge.*, session.*, graph.*) only from "
+        "parameter is read by neither backend: npu_ge takes ge.* (GEInitialize's options) only from "
         "--backend-config=npu_ge,ge.exec.deviceId=<value> (in a spec: server.backend_config.npu_ge), and the "
         "ge glue runs an OM already compiled by ATC",
     ]

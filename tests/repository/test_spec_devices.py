@@ -173,8 +173,9 @@ def test_npu_ge_refuses_tensor_parallel_and_writes_no_rank_table(tmp_path: Path)
 
 
 def test_npu_ge_options_go_to_the_backend_config_only(tmp_path: Path) -> None:
-    """GE options as model parameters are refused with where they belong; in server.backend_config.npu_ge
-    they pass, as do npu_ge's own keys, and anything else there is refused."""
+    """ge.* as a model parameter is refused with where it belongs; session.* and graph.* pass on an npu_ge
+    model (ModelState::Create hands them to SetOptions), not on the glue; in server.backend_config.npu_ge
+    all three pass, as do npu_ge's own keys, and anything else there is refused."""
     path = _write(tmp_path, """
         server:
           backend_config:
@@ -184,16 +185,23 @@ def test_npu_ge_options_go_to_the_backend_config_only(tmp_path: Path) -> None:
           - name: enc
             backend: npu_ge
             source: demo:bert
-            parameters: {ge.aicoreNum: "12|10", static_model: "true"}
+            parameters: {ge.aicoreNum: "12|10", static_model: "true", graph.ge.inputShape: "x:-1,3",
+                         session.ge.exec.precision_mode_v2: fp16}
+          - name: glue
+            backend: ge
+            source: demo:bert
+            parameters: {graph.ge.inputShape: "x:-1,3"}
     """)
     problems = refused(path)
-    assert len(problems) == 3
+    assert len(problems) == 4
     assert problems[0].startswith("deploy.yaml:4:14 server.backend_config.npu_ge.device_exec_block: npu_ge "
                                   "reads from --backend-config only device_ids, device_exec_blocks")
     assert problems[0].endswith("did you mean 'device_exec_blocks'?")
     assert "models[0].parameters.ge.aicoreNum: GE option 'ge.aicoreNum' as a model parameter is read by " \
            "neither backend" in problems[1]
     assert "models[0].parameters.static_model: 'true': npu_ge reads static_model as an integer" in problems[2]
+    assert "models[1].parameters.graph.ge.inputShape: GE option 'graph.ge.inputShape' is read only by " \
+           "npu_ge" in problems[3]
 
 
 def test_npu_ge_without_device_ids_is_charged_on_every_npu_of_the_host(

@@ -23,8 +23,8 @@ server:
   # backend_config:       # --backend-config=<backend>,<key>=<value>
   #   python:
   #     shm-default-byte-size: 1048576
-  #   npu_ge:             # CANN's npu_ge takes GE's options only here: ge.* (GEInitialize),
-  #     ge.aicoreNum: "12|10"   # session.* (each GE session), graph.* (each graph)
+  #   npu_ge:             # CANN's npu_ge: ge.* (GEInitialize) only here; session.* (each GE
+  #     ge.aicoreNum: "12|10"   # session) and graph.* (each graph) here or as its models' parameters
 
 models:
   # The seed article's model: a LLaMA-style decoder served by the `ge` backend (AscendCL over an .om;
@@ -62,14 +62,14 @@ models:
     # parameters:         # passed to the backend as config parameters (strings)
     #   om_model_path: /models/llama.om   # default for ge: model.om in each version folder
     #   execution_mode: auto              # auto (NPU if present), npu, or cpu
-    #   # backend npu_ge reads only these (and device_ids, from instance_group): it runs a full copy of
-    #   # the model on every NPU of device_ids
+    #   # backend npu_ge reads only these, GE's session.* / graph.* options and device_ids (from
+    #   # instance_group): it runs a full copy of the model on every NPU of device_ids
     #   static_model: 1                   # an integer ("true" fails npu_ge's load); excludes dynamic_batching
     #   profiling: dynamic                # or "true"
     #   dump_graph: "1"                   # dump_data: "1" likewise
     #   device_exec_blocks: 2             # GE sessions per NPU, each a full copy (instance_exec_blocks: 1)
-    #   # GE options (ge.*, session.*, graph.*) are not model parameters: npu_ge reads them only from
-    #   # server.backend_config.npu_ge (--backend-config), and the ge glue not at all
+    #   graph.ge.inputShape: "x:-1,3"     # npu_ge gives session.* / graph.* to each GE session / graph;
+    #   # ge.* (GEInitialize) only from server.backend_config.npu_ge; the ge glue reads none of them
     thresholds:           # the console colours a model when it crosses these
       queue_depth: 8
       p99_ms: 50

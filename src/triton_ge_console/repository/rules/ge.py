@@ -18,6 +18,7 @@ from triton_ge_console.ge_backends import (
     NPU_GE_SWITCH_VALUES,
     ge_option_reason,
     is_ge_option,
+    is_npu_ge_parameter_option,
     stoi,
 )
 from triton_ge_console.repository import soc
@@ -112,12 +113,13 @@ def is_static(config: mc.ModelConfig) -> bool:
 
 
 def _unknown_parameters(config: mc.ModelConfig) -> list[Finding]:
-    """Keys the backend does not read are warnings: GE options (read by npu_ge only from --backend-config),
-    npu_ge's keys on ge and the glue's on npu_ge, with the reason; others with a did-you-mean."""
+    """Keys the backend does not read are warnings: GE options (ge.*, which npu_ge reads only from
+    --backend-config; session.* and graph.* on the glue, npu_ge reads them as parameters too), npu_ge's keys
+    on ge and the glue's on npu_ge, with the reason; others with a did-you-mean."""
     findings = []
     known = KNOWN_PARAMETERS[config.backend]
     for key in config.parameters:
-        if key in known:
+        if key in known or (config.backend == "npu_ge" and is_npu_ge_parameter_option(key)):
             continue
         field = f'parameters["{key}"]'
         if is_ge_option(key):

@@ -99,7 +99,8 @@ def _fields(reader: Reader, values: dict[str, yaml.Node], path: str, base_dir: P
     max_batch = (
         reader.integer(mbs_node, join(path, "max_batch_size"), 0, INT32_MAX) if mbs_node is not None else 0
     )
-    parameters = options.read_parameters(reader, values.get("parameters"), join(path, "parameters"))
+    parameters = options.read_parameters(reader, values.get("parameters"), join(path, "parameters"),
+                                         backend)
     options.check_static(reader, parameters, values, path, backend)
     options.check_npu_ge_group(reader, values, path, backend)
     return {

@@ -10,6 +10,7 @@ from triton_ge_console.ge_backends import (
     NPU_GE_PARAMETERS,
     ge_option_reason,
     is_ge_option,
+    is_npu_ge_parameter_option,
     stoi,
 )
 from triton_ge_console.repository.spec.nodes import (
@@ -135,8 +136,9 @@ def _tensor_parallel(
     return parallel
 
 
-def read_parameters(reader: Reader, node: yaml.Node | None, path: str) -> dict[str, str]:
-    """GE parameters as strings, in spec order; a near-miss of a known key is a problem."""
+def read_parameters(reader: Reader, node: yaml.Node | None, path: str, backend: str | None) -> dict[str, str]:
+    """GE parameters as strings, in spec order; a near-miss of a known key is a problem, a GE option one
+    the backend does not read as a parameter too (npu_ge reads session.* and graph.*)."""
     if node is None:
         return {}
     entries = reader.mapping(node, path)
@@ -146,10 +148,12 @@ def read_parameters(reader: Reader, node: yaml.Node | None, path: str) -> dict[s
         if key in ("device_ids", "DEVICEIDS"):
             reader.problems.add(key_node, key_path, "set NPUs with instance_group.device_ids")
             continue
-        if is_ge_option(key):
+        npu_ge_option = backend == "npu_ge" and is_npu_ge_parameter_option(key)
+        if is_ge_option(key) and not npu_ge_option:
             reader.problems.add(key_node, key_path, ge_option_reason(key))
             continue
-        if key not in KNOWN_PARAMETERS and suggest(key, KNOWN_PARAMETERS).startswith("; did you mean"):
+        near_miss = suggest(key, KNOWN_PARAMETERS).startswith("; did you mean")
+        if near_miss and not npu_ge_option and key not in KNOWN_PARAMETERS:
             reader.problems.add(key_node, key_path, unknown_key_message(key, KNOWN_PARAMETERS))
             continue
         value = reader.scalar_text(value_node, key_path)
