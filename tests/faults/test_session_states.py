@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from triton_ge_console.cli import main
+from triton_ge_console.repository.inventory import config_diff, fetch_loaded_config
+from triton_ge_console.sessions.control import RELOAD_PARAMETER
 from triton_ge_console.sessions.registry import Registry
 
 
@@ -39,3 +41,15 @@ def test_down_forget_with_two_sessions_running_says_what_it_did_and_fails(
     assert "session 'old'" in out and "forgot" in out, out
     assert "2 sessions still run (first, second)" in err and "left running" in err, err
     assert {record.name for record in Registry().scan()[0]} == {"first", "second"}
+
+
+@pytest.mark.server
+def test_the_reloads_own_parameter_is_no_difference_between_disk_and_loaded_config(
+        echo_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["up", str(echo_repo), "--name", "reloaded", "--timeout", "120"]) == 0
+    assert main(["reload", "echo", "--config", '{"max_batch_size": 8}']) == 0  # the value on disk
+    assert "new instance" in capsys.readouterr().out
+    loaded = fetch_loaded_config(Registry().load("reloaded").http_url, "echo")
+    assert loaded is not None and RELOAD_PARAMETER in loaded["parameters"], "the reload marked it"
+    disk = (echo_repo / "echo" / "config.pbtxt").read_text(encoding="utf-8")
+    assert config_diff(disk, loaded) == ["(no difference: Triton serves the file on disk)"]

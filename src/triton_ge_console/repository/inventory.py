@@ -71,9 +71,14 @@ def queue_summary(batching: model_config_pb2.ModelDynamicBatching) -> list[str]:
 
 
 def loaded_config_text(loaded: dict[str, Any], disk_text: str) -> str:
-    """Triton's loaded config (JSON) as pbtxt, limited to the fields the file sets (no default noise)."""
+    """Triton's loaded config (JSON) as pbtxt, limited to the fields the file sets (no default noise), and
+    without the parameter a reload adds to make Triton load anew (no setting of the model's)."""
+    from triton_ge_console.sessions.control import RELOAD_PARAMETER
+
     on_disk = pbtxt.loads(disk_text)
     config = json_format.ParseDict(loaded, pbtxt.ModelConfig(), ignore_unknown_fields=True)
+    if RELOAD_PARAMETER in config.parameters:
+        del config.parameters[RELOAD_PARAMETER]
     wanted = {field.name for field, _ in on_disk.ListFields()}
     for field, _ in config.ListFields():
         if field.name not in wanted:
