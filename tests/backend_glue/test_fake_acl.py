@@ -139,3 +139,35 @@ def test_utilization_keys_are_snake_case_and_a_destroyed_context_is_misuse(fake_
     assert fake_acl.rt.set_context(context) == 107002
     assert fake_acl._state.STATE.misuse == [f"set_context({context:#x}) after destroy_context"]
     assert fake_acl.rt.reset_device(0) == 0
+
+
+def test_dims_structs_and_tensor_descriptions_are_taken_as_the_binding_takes_them(
+        fake_acl: ModuleType, tmp_path: Path) -> None:
+    """set_input_dynamic_dims parses its dims as mdl_wrap.cpp's WrapAclMdlSetInputDynamicDims does (a dict
+    whose "dims" is a list of int: a tuple or numpy integers raise TypeError) and AscendCL refuses a
+    dimCount of 0; create_tensor_desc wants a list (acl.cpp WrapAclCreateTensorDesc); set_dataset_tensor_desc
+    describes only a buffer already added (aclmdlSetDatasetTensorDesc: index < the dataset's buffers)."""
+    import pytest
+
+    from tests.backend_glue.models import token_model
+
+    om = write_fake_om(tmp_path, token_model(), input_shape={"input_ids": [-1, -1]},
+                       dynamic_dims=[[1, 4], [2, 8]])
+    _session(fake_acl)
+    model_id, _ = fake_acl.mdl.load_from_file(str(om))
+    dataset = fake_acl.mdl.create_dataset()
+    ptr, _ = fake_acl.rt.malloc(64, 0)
+    for _ in range(2):
+        fake_acl.mdl.add_dataset_buffer(dataset, fake_acl.create_data_buffer(ptr, 64))
+    good = {"dimCount": 2, "name": "", "dims": [1, 4]}
+    assert fake_acl.mdl.set_input_dynamic_dims(model_id, dataset, 1, good) == 0
+    for wrong in ({**good, "dims": (1, 4)}, {**good, "dims": [np.int64(1), np.int64(4)]}, [1, 4]):
+        with pytest.raises(TypeError):
+            fake_acl.mdl.set_input_dynamic_dims(model_id, dataset, 1, wrong)
+    assert fake_acl.mdl.set_input_dynamic_dims(model_id, dataset, 1, {**good, "dimCount": 0}) == 100000
+    with pytest.raises(TypeError):
+        fake_acl.create_tensor_desc(9, (1, 4), 2)
+    desc = fake_acl.create_tensor_desc(9, [1, 4], 2)
+    empty = fake_acl.mdl.create_dataset()
+    assert fake_acl.mdl.set_dataset_tensor_desc(empty, desc, 0) == (empty, 100000)
+    assert fake_acl.mdl.set_dataset_tensor_desc(dataset, desc, 0) == (dataset, 0)

@@ -92,7 +92,10 @@ def update_data_buffer(data_buffer: int, ptr: int, size: int) -> int:
 
 
 def create_tensor_desc(data_type: int, dims: list[int], fmt: int) -> int:
-    """aclCreateTensorDesc(type, dims, format): a handle the caller destroys."""
+    """aclCreateTensorDesc(type, dims, format): a handle the caller destroys; dims a list (acl.cpp
+    WrapAclCreateTensorDesc: "argument 2 is not list")."""
+    if not isinstance(dims, list):
+        raise TypeError("argument 2 is not list")
     with _state.LOCK:
         _state.STATE.calls["create_tensor_desc"] += 1
         handle = _state.new_handle()

@@ -465,9 +465,20 @@ def _set_profile(model_id: int, dataset: int, index: int, kind: str, wanted: Any
 
 
 def set_input_dynamic_dims(model_id: int, dataset: int, index: int, dims: dict[str, Any]) -> int:
-    """aclmdlSetInputDynamicDims: dims {"name", "dimCount", "dims"}, every input's shape concatenated."""
-    values = [int(d) for d in dims.get("dims", [])[:int(dims.get("dimCount", 0))]]
-    return _set_profile(model_id, dataset, index, "dims", values)
+    """aclmdlSetInputDynamicDims: dims {"name", "dimCount", "dims"}, every input's shape concatenated. Parsed
+    as mdl_wrap.cpp's WrapAclMdlSetInputDynamicDims does: a dict (else TypeError), "dims" a list (not a
+    tuple) of dimCount Python ints (PyLong_Type: numpy integers are refused); aclmdlSetInputDynamicDims
+    answers ACL_ERROR_INVALID_PARAM for a dimCount of 0 (hicann/ge api/acl/acl_model/model/model.cpp)."""
+    if not isinstance(dims, dict):
+        raise TypeError("argument 4 is not dict")
+    count, listed = dims.get("dimCount"), dims.get("dims")
+    if not isinstance(count, int) or not isinstance(listed, list):
+        raise TypeError("The dims of parameter 4 is not a list.")
+    if len(listed) < count or not all(isinstance(d, int) for d in listed[:count]):
+        raise TypeError("the dims of fourth parameter is not list of int")
+    if count == 0:
+        return ACL_ERROR_INVALID_PARAM
+    return _set_profile(model_id, dataset, index, "dims", [int(d) for d in listed[:count]])
 
 
 def get_dynamic_hw(model_desc: int, index: int) -> tuple[dict[str, Any], int]:
@@ -495,10 +506,12 @@ def get_aipp_type(model_id: int, index: int) -> tuple[int, int, int]:
 
 
 def set_dataset_tensor_desc(dataset: int, tensor_desc: int, index: int) -> tuple[int, int]:
-    """aclmdlSetDatasetTensorDesc: (dataset, ret); describes input `index` (its real shape) for execute."""
+    """aclmdlSetDatasetTensorDesc: (dataset, ret); describes input `index` (its real shape) for execute, an
+    index below the dataset's buffers only (model_om2.cpp aclmdlSetDatasetTensorDescImplOm2)."""
     with _state.LOCK:
         found = _state.STATE.datasets.get(dataset)
-        if found is None or tensor_desc not in _state.STATE.tensor_descs:
+        described = found is not None and 0 <= index < len(found.buffers)
+        if found is None or not described or tensor_desc not in _state.STATE.tensor_descs:
             return dataset, ACL_ERROR_INVALID_PARAM
         found.tensor_descs[index] = tensor_desc
         return dataset, ACL_SUCCESS
