@@ -134,6 +134,25 @@ def test_a_data_dependent_output_alone_makes_a_dynamic_shape(fake_acl: ModuleTyp
     assert not any(fake_acl._state.leaks().values())
 
 
+def test_a_request_failing_after_execute_frees_every_output_ascendcl_allocated(
+        fake_acl: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """AscendCL allocates each empty output buffer at execute and the caller frees it: when reading one
+    output fails, the others' memory is freed all the same (the next request is served)."""
+    om = write_fake_om(tmp_path, dense_model(), input_shape={"x": [-1, 4]}, dynamic_shape=True)
+    executor = AclExecutor(om, device_id=0)
+    held = fake_acl._state.leaks()
+    real = fake_acl.mdl.get_dataset_tensor_desc
+    monkeypatch.setattr(fake_acl.mdl, "get_dataset_tensor_desc", lambda dataset, index: 0)
+    x = np.ones((2, 4), dtype=np.float32)
+    with pytest.raises(ExecutorError, match=r"output y: AscendCL gave no tensor description"):
+        executor.run({"x": x})
+    assert fake_acl._state.leaks() == held
+    monkeypatch.setattr(fake_acl.mdl, "get_dataset_tensor_desc", real)
+    assert executor.run({"x": x})[0]["z"].shape == (2, 3)
+    executor.close()
+    assert not any(fake_acl._state.leaks().values())
+
+
 @pytest.mark.parametrize(("aipp", "said"), [("static", "static AIPP"), ("dynamic", "dynamic AIPP")])
 def test_aipp_models_are_refused_at_load_saying_why(fake_acl: ModuleType, tmp_path: Path, aipp: str,
                                                     said: str) -> None:

@@ -548,6 +548,9 @@ class AclExecutor:
             out_dataset = self._request_dataset(undo)
             buffers = [self._add_buffer(out_dataset, s.device_ptr, s.size, undo) for s in self._out_slots]
             self._execute(in_dataset, out_dataset)
+            for slot, buffer in zip(self._out_slots, buffers, strict=True):
+                if not slot.size:
+                    self._release_allocated(buffer, undo)
             outputs = {s.info.name: self._read_described(s, out_dataset, buffer, undo)
                        for s, buffer in zip(self._out_slots, buffers, strict=True)}
         finally:
@@ -580,10 +583,17 @@ class AclExecutor:
         check("acl.mdl.add_dataset_buffer", ret)
         return int(buffer)
 
+    def _release_allocated(self, buffer: int, undo: list[Callable[[], Any]]) -> None:
+        """Memory AscendCL allocated for an empty output buffer at execute: freed after the request (whatever
+        reading the outputs meets) and the buffer emptied (aclUpdateDataBuffer), as its reference asks."""
+        acl = self._acl
+        undo.append(_bound(acl.rt.free, acl.get_data_buffer_addr(buffer)))
+        undo.append(lambda: acl.update_data_buffer(buffer, 0, 0))
+
     def _read_described(self, slot: _Slot, dataset: int, buffer: int,
                         undo: list[Callable[[], Any]]) -> np.ndarray:
-        """An output at the shape its tensor description gives; memory AscendCL allocated is freed and the
-        buffer emptied (aclUpdateDataBuffer), as its reference asks."""
+        """An output at the shape its tensor description gives (from the memory AscendCL allocated for an
+        empty buffer)."""
         acl = self._acl
         desc = acl.mdl.get_dataset_tensor_desc(dataset, slot.index)
         if not desc:
@@ -597,8 +607,6 @@ class AclExecutor:
         ptr, size = slot.device_ptr, slot.size
         if not size:
             ptr, size = acl.get_data_buffer_addr(buffer), acl.get_data_buffer_size_v2(buffer)
-            undo.append(_bound(acl.rt.free, ptr))
-            undo.append(lambda: acl.update_data_buffer(buffer, 0, 0))
         nbytes = int(np.prod(shape)) * slot.dtype.itemsize
         host, ret = acl.rt.malloc_host(max(1, nbytes))
         check(f"acl.rt.malloc_host({nbytes})", ret)
