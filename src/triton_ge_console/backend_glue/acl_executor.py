@@ -271,7 +271,7 @@ class AclExecutor:
                 found = follows(sizes, self.profiles, model_dims, axis)
                 axes.append(() if len(set(sizes)) == 1 else (found or None))
             slot.follows = tuple(axes)
-            shown = tuple(-1 if a else d for a, d in zip(slot.follows, slot.info.dims, strict=True))
+            shown = tuple(d if a == () else -1 for a, d in zip(slot.follows, slot.info.dims, strict=True))
             slot.info = TensorInfo(slot.info.name, slot.info.data_type, shown)
             infos.append(slot.info)
         self.outputs = tuple(infos)
