@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from triton_ge_console.backend_glue.generate_batch import TokenSampling, kv_layout, pick
+from triton_ge_console.backend_glue.generate_protocol import request_from
 from triton_ge_console.backend_glue.generate_scheduler import GenerateRequest, Limits, Scheduler
 from triton_ge_console.backend_glue.onnx_executor import OnnxRuntimeExecutor
 from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, direct_greedy
@@ -189,3 +190,14 @@ def test_whatever_a_step_raises_ends_the_sequences_with_it() -> None:
     scheduler.submit(third, GenerateRequest((5,), 4))
     scheduler.guarded_step()
     assert third.errors and scheduler.reserved == 0
+
+
+def test_a_negative_seed_is_refused_as_a_bad_input() -> None:
+    """A negative seed (the input is INT64) is one clear refusal naming it, not an exception from the
+    sampler's generator inside execute (which would fail every request of the batch)."""
+    inputs = {"input_ids": np.array([1, 2], np.int64), "seed": np.array([-1], np.int64),
+              "temperature": np.array([1.0], np.float32)}
+    with pytest.raises(ValueError, match=r"seed -1: expected 0 or more"):
+        request_from(inputs.get, Limits())
+    inputs["seed"] = np.array([0], np.int64)
+    assert request_from(inputs.get, Limits()).sampling.seed == 0

@@ -91,6 +91,8 @@ def request_from(get: Callable[[str], np.ndarray | None], limits: Limits) -> Gen
         raise ValueError(f"top_k {sampling.top_k}: expected 0 (every token) or more")
     if not 0.0 < sampling.top_p <= 1.0:
         raise ValueError(f"top_p {sampling.top_p}: expected more than 0 and at most 1")
+    if sampling.seed is not None and sampling.seed < 0:  # numpy's generators take no negative seed
+        raise ValueError(f"seed {sampling.seed}: expected 0 or more")
     return GenerateRequest(prompt, max_tokens, sampling)
 
 
