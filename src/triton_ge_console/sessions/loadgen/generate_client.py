@@ -53,6 +53,14 @@ class StreamResult:
         return [b - a for a, b in zip(self.arrivals, self.arrivals[1:], strict=False)]
 
     @property
+    def itl(self) -> float | None:
+        """Inter-token latency as genai-perf counts it: (e2e - TTFT) / (tokens - 1), one per generation;
+        None with fewer than two tokens."""
+        if len(self.arrivals) < 2:
+            return None
+        return (self.arrivals[-1] - self.arrivals[0]) / (len(self.arrivals) - 1)
+
+    @property
     def e2e(self) -> float | None:
         """From sending to the last token."""
         return self.arrivals[-1] - self.sent if self.arrivals else None
