@@ -117,7 +117,14 @@ def _let_be(_signum: int, _frame: FrameType | None) -> None:
 
 
 def run_released(app: Any) -> Any:
-    """Run the app; however it ends, release its lifeline before the caller's cleanup."""
+    """Run the app (in a terminal, on the driver that resumes only what it suspended); however it ends,
+    release its lifeline before the caller's cleanup."""
+    from textual.drivers.linux_driver import LinuxDriver
+
+    from triton_ge_console.console.terminal_driver import TerminalDriver
+
+    if app.driver_class is LinuxDriver:  # not a browser's driver (textual-serve names its own)
+        app.driver_class = TerminalDriver
     try:
         return app.run()
     finally:
