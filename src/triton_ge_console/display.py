@@ -124,3 +124,8 @@ def listed(problems: list[str], limit: int = LISTED_PROBLEMS) -> list[str]:
     if len(problems) <= limit:
         return problems
     return [*problems[:limit], f"... and {len(problems) - limit} more problems"]
+
+
+def printable_lines(text: str) -> str:
+    """printable() for each line of a message that has several (the console's notifications)."""
+    return "\n".join(printable(line) for line in text.split("\n"))

@@ -25,6 +25,7 @@ from triton_ge_console.console.screens.help import HelpScreen
 from triton_ge_console.console.screens.launching import LaunchingScreen
 from triton_ge_console.console.screens.logs import LogsScreen
 from triton_ge_console.console.screens.repository import RepositoryScreen
+from triton_ge_console.display import printable, printable_lines
 from triton_ge_console.sessions.snapshot import ServerSnapshot
 from triton_ge_console.sessions.source import SessionSource
 
@@ -113,7 +114,8 @@ class GEConsoleApp(ActionHandlers):
         if event.state != WorkerState.ERROR:
             return
         error = event.worker.error
-        self.notify(f"{type(error).__name__}: {error}", title=f"{event.worker.name} failed", severity="error")
+        self.notify(printable_lines(f"{type(error).__name__}: {error}"), title=f"{event.worker.name} failed",
+                    severity="error")
         if event.worker.group == "poll":
             self.connection = dataclasses.replace(self.connection, error=str(error),
                                                   failed_polls=self.connection.failed_polls + 1,
@@ -142,17 +144,18 @@ class GEConsoleApp(ActionHandlers):
             try:
                 handler()
             except Exception as exc:
-                self.notify(f"{type(exc).__name__}: {exc}", title=f"{action_id} failed", severity="error")
+                self.notify(printable_lines(f"{type(exc).__name__}: {exc}"), title=f"{action_id} failed",
+                            severity="error")
 
         return run
 
     def on_command_finished(self, message: CommandFinished) -> None:
         """Tell the operator what a command did, with Triton's own message on failure."""
         result = message.result
-        title = f"{result.action} {result.target}"
+        title = printable(f"{result.action} {result.target}")
         timing = "" if result.duration_s is None else f" ({result.duration_s:.1f}s)"
-        self.notify(result.message + timing, title=title, severity="information" if result.ok else "error",
-                    timeout=4 if result.ok else 10)
+        self.notify(printable_lines(result.message) + timing, title=title,
+                    severity="information" if result.ok else "error", timeout=4 if result.ok else 10)
         self.record_result(result)
 
     def _dashboard(self) -> DashboardScreen | None:
