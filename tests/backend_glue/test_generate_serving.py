@@ -143,8 +143,12 @@ def test_refusals_are_one_clear_error(server: RunningServer) -> None:
         too_long = streamer.generate(Generation((1, 2), 49))
         too_big = streamer.generate(Generation(_prompt(1100, 0), 8))
         bad_top_p = streamer.generate(Generation((1,), 4, temperature=1.0, top_p=0.0))
+        negative = streamer.generate(Generation((5, -1), 4))  # ORT's Gather would read it as 31999
+        past_vocab = streamer.generate(Generation((32000,), 4))
     finally:
         streamer.close()
+    assert "token id -1 is outside the vocabulary (0 to 31999)" in str(negative.error)
+    assert "token id 32000 is outside the vocabulary" in str(past_vocab.error)
     assert "max_tokens 49: expected 1 to 48" in str(too_long.error)
     assert "can never fit" in str(too_big.error) and "kv_cache_mib" in str(too_big.error)
     assert "top_p 0.0" in str(bad_top_p.error)

@@ -45,6 +45,12 @@ def kv_layout(inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]) -> Kv
     return layout
 
 
+def vocab_size(outputs: Sequence[TensorInfo]) -> int | None:
+    """The logits' last dim (the vocabulary), None where the model leaves it dynamic."""
+    logits = next((t for t in outputs if t.name == "logits"), None)
+    return logits.dims[-1] if logits is not None and logits.dims and logits.dims[-1] > 0 else None
+
+
 @dataclass
 class Cache:
     """One sequence's keys and values: per past input an array [heads, capacity, head_dim], allocated

@@ -16,7 +16,7 @@ import numpy as np
 
 from triton_ge_console.backend_glue import generate_protocol
 from triton_ge_console.backend_glue.executor import Executor
-from triton_ge_console.backend_glue.generate_batch import LayoutError, kv_layout
+from triton_ge_console.backend_glue.generate_batch import LayoutError, kv_layout, vocab_size
 from triton_ge_console.backend_glue.generate_metrics import GenerateMetrics
 from triton_ge_console.backend_glue.generate_scheduler import Scheduler
 from triton_ge_console.backend_glue.ledger import DeviceLedger
@@ -149,7 +149,8 @@ class GenerateModel:
             self.metrics = self._optional(lambda: GenerateMetrics(pb_utils, labels, settings.instance_name,
                                                                   limits.kv_cache_bytes))
             self.responder = Responder(pb_utils, settings.model_name)
-            self.scheduler = Scheduler(self._run, layout, limits, self.metrics)
+            self.scheduler = Scheduler(self._run, layout, limits, self.metrics,
+                                       vocab=vocab_size(self.executor.outputs))
         except LayoutError as exc:
             self.finalize()
             raise GlueConfigError(f"{where}: {settings.onnx_path}: {exc}") from None

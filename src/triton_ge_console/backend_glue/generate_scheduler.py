@@ -120,10 +120,11 @@ class Scheduler:
     """The waiting queue and the running batch of one instance, stepped by its own thread."""
 
     def __init__(self, run: Run, layout: KvLayout, limits: Limits, events: Events | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter, vocab: int | None = None) -> None:
         self._run = run
         self.layout = layout
         self.limits = limits
+        self.vocab = vocab  # token ids run 0 to vocab - 1 (None: the model does not say)
         self._events: Events = events or NoEvents()
         self._clock = clock
         self._lock = threading.Condition()
@@ -138,6 +139,10 @@ class Scheduler:
         limits = self.limits
         if not request.prompt:
             return "input_ids is empty: give at least one prompt token"
+        outside = [t for t in request.prompt if t < 0 or (self.vocab is not None and t >= self.vocab)]
+        if outside:  # an embedding Gather takes a negative id as counted from the end: never silently
+            span = f"0 to {self.vocab - 1}" if self.vocab is not None else "0 or more"
+            return f"input_ids: token id {outside[0]} is outside the vocabulary ({span})"
         if not 1 <= request.max_tokens <= limits.max_tokens:
             return (f"max_tokens {request.max_tokens}: expected 1 to {limits.max_tokens} "
                     "(the spec's generate.max_tokens)")
