@@ -113,3 +113,59 @@ def test_token_thresholds_are_spec_thresholds(tmp_path: Path) -> None:
         """))
     assert dict(spec.models[0].thresholds) == {
         "ttft_p99_ms": 200.0, "itl_p99_ms": 20.0, "kv_cache_share": 0.9}
+
+
+def test_a_tokenizer_adds_text_tensors_and_ships_beside_the_model(tmp_path: Path) -> None:
+    """`tokenizer:` (a local tokenizer.json, resolved against the spec's folder): the prompt may be text
+    (input_ids turns optional), each response carries text_output, the parameter names the shipped file."""
+    from triton_ge_console.repository.build import model_files
+    from triton_ge_console.repository.demo_tokenizer import demo_tokenizer_json
+
+    (tmp_path / "tok.json").write_text(demo_tokenizer_json(), encoding="utf-8")
+    spec = load_spec(_write(tmp_path, """
+        models:
+          - {name: gen, backend: ge, source: "demo:llama_kv", generate: {tokenizer: tok.json}}
+          - {name: demo, backend: ge, source: "demo:llama_kv", generate: {tokenizer: "demo:llama_kv"}}
+        """))
+    own, demo = spec.models
+    assert own.generate is not None and own.generate.tokenizer == str((tmp_path / "tok.json").resolve())
+    config = model_config(own)
+    assert [(i.name, i.optional) for i in config.input][:2] == [("input_ids", True), ("text_input", True)]
+    assert [o.name for o in config.output] == ["token_id", "text_output"]
+    assert config.parameters["generate_tokenizer"].string_value == "tokenizer.json"
+    assert model_files(own)["1/tokenizer.json"] == (tmp_path / "tok.json").resolve()
+    assert model_files(demo)["1/tokenizer.json"] == demo_tokenizer_json().encode()
+
+
+def test_a_tokenizer_that_is_not_one_is_refused_at_its_line(tmp_path: Path) -> None:
+    """A missing file and a file the tokenizers library cannot read: one problem each, at the key."""
+    (tmp_path / "bad.json").write_text('{"model": 3}', encoding="utf-8")
+    problems = "\n".join(refused(_write(tmp_path, """
+        models:
+          - {name: a, backend: ge, source: "demo:llama_kv", generate: {tokenizer: none.json}}
+          - {name: b, backend: ge, source: "demo:llama_kv", generate: {tokenizer: bad.json}}
+        """)))
+    assert "deploy.yaml:3:" in problems and "models[0].generate.tokenizer" in problems
+    assert "none.json (a tokenizer.json, or demo:llama_kv)" in problems
+    assert "deploy.yaml:4:" in problems and "not a tokenizer the tokenizers library reads" in problems
+
+
+def test_validate_checks_a_generate_model_s_tokenizer(tmp_path: Path) -> None:
+    """generate_tokenizer is a known parameter; its file must be there and be a tokenizer (one error)."""
+    from triton_ge_console.repository.build import build_repository
+    from triton_ge_console.repository.validate import validate_path
+
+    spec = load_spec(_write(tmp_path, """
+        models:
+          - {name: gen, backend: ge, source: "demo:llama_kv", generate: {tokenizer: "demo:llama_kv"}}
+        """))
+    build_repository(spec, tmp_path / "repo")
+    good = validate_path(tmp_path / "repo" / "gen")
+    assert [p.message for p in good.problems if p.severity == "error"] == []
+    assert not any("generate_tokenizer" in p.message for p in good.problems)
+    (tmp_path / "repo" / "gen" / "1" / "tokenizer.json").write_text("{}", encoding="utf-8")
+    bad = [p.message for p in validate_path(tmp_path / "repo" / "gen").problems if p.severity == "error"]
+    assert len(bad) == 1 and "not a tokenizer the tokenizers library reads" in bad[0]
+    (tmp_path / "repo" / "gen" / "1" / "tokenizer.json").unlink()
+    gone = [p.message for p in validate_path(tmp_path / "repo" / "gen").problems if p.severity == "error"]
+    assert len(gone) == 1 and "tokenizer 'tokenizer.json' is not a file" in gone[0]

@@ -19,9 +19,16 @@ from triton_ge_console.backend_glue.executor import Executor
 from triton_ge_console.backend_glue.generate_batch import LayoutError, kv_layout, vocab_size
 from triton_ge_console.backend_glue.generate_metrics import GenerateMetrics
 from triton_ge_console.backend_glue.generate_scheduler import Scheduler
+from triton_ge_console.backend_glue.generate_text import TextCodec, TextStream
 from triton_ge_console.backend_glue.ledger import DeviceLedger
 from triton_ge_console.backend_glue.loading import open_executor
-from triton_ge_console.backend_glue.settings import GlueConfigError, GlueSettings, load_settings, parameter
+from triton_ge_console.backend_glue.settings import (
+    GlueConfigError,
+    GlueSettings,
+    load_settings,
+    parameter,
+    resolve_path,
+)
 from triton_ge_console.backend_glue.telemetry import Telemetry
 
 NPU_NOT_SUPPORTED = (
@@ -68,8 +75,11 @@ class Responder:
         pb = self._pb
         final = pb.TRITONSERVER_RESPONSE_COMPLETE_FINAL
         if kind in ("token", "last"):
-            tensor = pb.Tensor("token_id", np.array([value], np.int64))
-            stream.sender.send(pb.InferenceResponse(output_tensors=[tensor]),
+            tensors = [pb.Tensor("token_id", np.array([value], np.int64))]
+            if stream.text is not None:
+                piece = stream.text.piece(value, kind == "last")
+                tensors.append(pb.Tensor("text_output", np.array([piece.encode("utf-8")], np.object_)))
+            stream.sender.send(pb.InferenceResponse(output_tensors=tensors),
                                flags=final if kind == "last" else 0)
         elif kind == "error":
             stream.sender.send(pb.InferenceResponse(error=pb.TritonError(f"model {self._model}: {value}")),
@@ -88,9 +98,10 @@ class Responder:
 class TritonStream:
     """A Scheduler Stream over one request's response sender; its responses go out through the Responder."""
 
-    def __init__(self, responder: Responder, sender: Any) -> None:
+    def __init__(self, responder: Responder, sender: Any, text: TextStream | None = None) -> None:
         self._responder = responder
         self.sender = sender
+        self.text = text  # the stream's text pieces (decoded on the Responder's thread), with a tokenizer
         self.gone = False  # a send failed: the client is no longer there
 
     def send(self, token: int, final: bool) -> bool:
@@ -148,6 +159,7 @@ class GenerateModel:
                       "device": str(settings.device_id), "kind": settings.kind}
             self.metrics = self._optional(lambda: GenerateMetrics(pb_utils, labels, settings.instance_name,
                                                                   limits.kv_cache_bytes))
+            self.codec = self._codec(config, where)
             self.responder = Responder(pb_utils, settings.model_name)
             self.scheduler = Scheduler(self._run, layout, limits, self.metrics,
                                        vocab=vocab_size(self.executor.outputs))
@@ -164,6 +176,18 @@ class GenerateModel:
             f"(execution_mode={settings.kind}, max_running={limits.max_running}, "
             f"kv_cache={limits.kv_cache_bytes} bytes, {layout.bytes_per_token} bytes/token) "
             f"source={settings.onnx_path}")
+
+    def _codec(self, config: dict[str, Any], where: str) -> TextCodec | None:
+        """The model's tokenizer (parameter generate_tokenizer), or None: ids only."""
+        path_text = parameter(config, generate_protocol.TOKENIZER_PARAMETER)
+        key = generate_protocol.TOKENIZER_PARAMETER
+        path = resolve_path(path_text, self.settings.version_dir, where, key)
+        if path is None:
+            return None
+        try:
+            return TextCodec.from_file(path)
+        except ValueError as exc:
+            raise GlueConfigError(f"{where}: {exc}") from None
 
     def _optional(self, make: Any) -> Any:
         """Metrics, or None (logged) where this Triton's Python backend cannot offer them."""
@@ -185,10 +209,12 @@ class GenerateModel:
         """Queue each request with the scheduler (or refuse it at once); responses follow from its thread."""
         pb_utils, scheduler = self.pb_utils, self.scheduler
         for request in requests:
-            stream = TritonStream(self.responder, request.get_response_sender())
+            codec = self.codec
+            stream = TritonStream(self.responder, request.get_response_sender(),
+                                  codec.stream() if codec is not None else None)
             try:
                 wanted = generate_protocol.request_from(functools.partial(_input, pb_utils, request),
-                                                        scheduler.limits)
+                                                        scheduler.limits, codec.encode if codec else None)
             except ValueError as exc:
                 self._refuse(stream, str(exc))
                 continue

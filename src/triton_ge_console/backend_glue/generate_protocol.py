@@ -2,6 +2,8 @@
 
 A generate model is a decoupled `ge` model: its request carries prompt token ids and sampling parameters,
 each response one token id (the last one flagged final). Its config's parameters carry the spec's bounds.
+With a tokenizer (parameter generate_tokenizer) the prompt may be text instead (`text_input`, as Triton's
+generate extension names it) and each response carries its text piece (`text_output`) beside the id.
 """
 
 from __future__ import annotations
@@ -36,6 +38,23 @@ INPUTS = (
     GenerateTensor("seed", "INT64", (1,), optional=True),
 )
 OUTPUTS = (GenerateTensor("token_id", "INT64", (1,)),)
+TEXT_INPUT = GenerateTensor("text_input", "STRING", (1,), optional=True)  # UTF-8: the prompt as text
+TEXT_OUTPUT = GenerateTensor("text_output", "STRING", (1,))  # UTF-8: what this token adds to the text
+TOKENIZER_PARAMETER = "generate_tokenizer"  # the tokenizer.json, relative to the version folder
+TOKENIZER_FILENAME = "tokenizer.json"
+
+
+def inputs(text: bool) -> tuple[GenerateTensor, ...]:
+    """The request's tensors: with a tokenizer, the prompt is input_ids or text_input (one of them)."""
+    if not text:
+        return INPUTS
+    ids = GenerateTensor("input_ids", "INT64", (-1,), optional=True)
+    return (ids, TEXT_INPUT, *INPUTS[1:])
+
+
+def outputs(text: bool) -> tuple[GenerateTensor, ...]:
+    """Each response's tensors: with a tokenizer, the text piece beside the id."""
+    return (*OUTPUTS, TEXT_OUTPUT) if text else OUTPUTS
 
 # config parameter → Limits field; values are decimal strings.
 PARAMETERS = {
@@ -74,12 +93,11 @@ def limits_from(parameters: dict[str, str], where: str) -> Limits:
     return Limits(**fields)  # type: ignore[arg-type]
 
 
-def request_from(get: Callable[[str], np.ndarray | None], limits: Limits) -> GenerateRequest:
-    """A request's tensors (by name, None where absent) as what to generate; bad values name the tensor."""
-    ids = get("input_ids")
-    if ids is None:
-        raise ValueError("input_ids is required: the prompt's token ids")
-    prompt = tuple(int(t) for t in np.asarray(ids).reshape(-1))
+def request_from(get: Callable[[str], np.ndarray | None], limits: Limits,
+                 encode: Callable[[str], tuple[int, ...]] | None = None) -> GenerateRequest:
+    """A request's tensors (by name, None where absent) as what to generate; bad values name the tensor.
+    `encode` (a tokenizer's) lets the prompt come as text_input instead of input_ids."""
+    prompt = _prompt(get, encode)
     max_tokens = _scalar(get, "max_tokens", limits.max_tokens, int)
     sampling = TokenSampling(temperature=_scalar(get, "temperature", 0.0, float),
                         top_k=_scalar(get, "top_k", 0, int),
@@ -94,6 +112,33 @@ def request_from(get: Callable[[str], np.ndarray | None], limits: Limits) -> Gen
     if sampling.seed is not None and sampling.seed < 0:  # numpy's generators take no negative seed
         raise ValueError(f"seed {sampling.seed}: expected 0 or more")
     return GenerateRequest(prompt, max_tokens, sampling)
+
+
+def _prompt(get: Callable[[str], np.ndarray | None],
+            encode: Callable[[str], tuple[int, ...]] | None) -> tuple[int, ...]:
+    """The prompt's ids: input_ids as given, or text_input through the tokenizer."""
+    ids, text = get("input_ids"), get("text_input")
+    if ids is not None and text is not None:
+        raise ValueError("give input_ids or text_input, not both")
+    if ids is not None:
+        return tuple(int(t) for t in np.asarray(ids).reshape(-1))
+    if text is None:
+        raise ValueError("input_ids is required: the prompt's token ids"
+                         + (" (or text_input: the prompt as text)" if encode is not None else ""))
+    if encode is None:
+        raise ValueError("text_input needs a tokenizer: give the model one (spec generate: {tokenizer: …})")
+    values = np.asarray(text, dtype=object).reshape(-1)
+    if values.size != 1:
+        raise ValueError(f"text_input: expected one text, got {values.size}")
+    value = values[0]
+    try:
+        prompt = value.decode("utf-8") if isinstance(value, bytes) else str(value)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"text_input: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    ids_of_text = encode(prompt)
+    if not ids_of_text:
+        raise ValueError("text_input: the text holds no token")
+    return ids_of_text
 
 
 def _scalar(get: Callable[[str], np.ndarray | None], name: str, default: Any, kind: type) -> Any:

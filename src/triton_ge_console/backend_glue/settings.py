@@ -136,7 +136,7 @@ def tensor_parallel(config: dict[str, Any], device_ids: tuple[int, ...], where: 
     return parallel
 
 
-def _resolve(path_text: str | None, version_dir: Path, where: str, key: str) -> Path | None:
+def resolve_path(path_text: str | None, version_dir: Path, where: str, key: str) -> Path | None:
     """A configured path: absolute as is, relative against the version folder, then the model folder."""
     if path_text is None:
         return None
@@ -262,8 +262,8 @@ def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
     name = args.get("model_name", config.get("name", model_dir.name))
     where = f"model {name} ({model_dir / 'config.pbtxt'})"
     device_ids = parse_device_ids(parameter(config, "device_ids", "DEVICEIDS"), where)
-    om_path = _resolve(parameter(config, "om_model_path"), version_dir, where, "om_model_path")
-    onnx_path = (_resolve(parameter(config, "onnx_model_path"), version_dir, where, "onnx_model_path")
+    om_path = resolve_path(parameter(config, "om_model_path"), version_dir, where, "om_model_path")
+    onnx_path = (resolve_path(parameter(config, "onnx_model_path"), version_dir, where, "onnx_model_path")
                  or first_onnx(version_dir))
     requested = (parameter(config, "execution_mode") or "auto").lower()
     instance_name = args.get("model_instance_name", name)

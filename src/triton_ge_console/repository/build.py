@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from triton_ge_console.backend_glue.generate_protocol import TOKENIZER_FILENAME
 from triton_ge_console.repository import demo_models, digest_cache, external_data
 from triton_ge_console.repository.build_commit import build_lock, commit_build, staging_dir
 from triton_ge_console.repository.configgen import OM_FILENAME, ONNX_FILENAME, config_text
+from triton_ge_console.repository.demo_tokenizer import DEMO_TOKENIZER, demo_tokenizer_json
 from triton_ge_console.repository.placing import Transfers, copy_file
 from triton_ge_console.repository.progress import ProgressHook, for_file
 from triton_ge_console.repository.spec.load import model_name_problem, parse_spec
@@ -146,7 +148,16 @@ def model_files(model: ModelSpec) -> dict[str, FileContent]:
         if model.om_path is not None:
             files[f"{version}/{OM_FILENAME}"] = model.om_path
         files.update({f"{version}/{rel}": path for rel, path in weights.items()})
+        if model.generate is not None and model.generate.tokenizer is not None:
+            files[f"{version}/{TOKENIZER_FILENAME}"] = _tokenizer_file(model.generate.tokenizer)
     return files
+
+
+def _tokenizer_file(tokenizer: str) -> FileContent:
+    """A generate model's tokenizer.json: the built-in demo one, or the spec's file."""
+    if tokenizer == DEMO_TOKENIZER:
+        return demo_tokenizer_json().encode("utf-8")
+    return Path(tokenizer)
 
 
 def _external_files(name: str, onnx: Path) -> dict[str, Path]:

@@ -20,11 +20,15 @@ def apply_generate(config: model_config_pb2.ModelConfig, spec: GenerateSpec) -> 
     config.model_transaction_policy.decoupled = True
     del config.input[:]
     del config.output[:]
-    for tensor in generate_protocol.INPUTS:
+    text = spec.tokenizer is not None
+    for tensor in generate_protocol.inputs(text):
         message = config.input.add(name=tensor.name, dims=list(tensor.dims), optional=tensor.optional)
         message.data_type = model_config_pb2.DataType.Value(f"TYPE_{tensor.data_type}")
-    for tensor in generate_protocol.OUTPUTS:
+    for tensor in generate_protocol.outputs(text):
         message = config.output.add(name=tensor.name, dims=list(tensor.dims))
         message.data_type = model_config_pb2.DataType.Value(f"TYPE_{tensor.data_type}")
     for key, value in generate_protocol.limits_parameters(limits(spec)).items():
         config.parameters[key].string_value = value
+    if text:
+        tokenizer = config.parameters[generate_protocol.TOKENIZER_PARAMETER]
+        tokenizer.string_value = generate_protocol.TOKENIZER_FILENAME

@@ -9,6 +9,7 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_ge_console.backend_glue.generate_protocol import PARAMETERS as GENERATE_PARAMETERS
+from triton_ge_console.backend_glue.generate_protocol import TOKENIZER_PARAMETER
 from triton_ge_console.backend_glue.settings import leaves_model_folder, model_file_candidates
 from triton_ge_console.ge_backends import (
     EXECUTION_MODES,
@@ -42,6 +43,7 @@ GLUE_PARAMETERS = (
     "tensor_parallel",
     "ort_spinning",
     *GENERATE_PARAMETERS,
+    TOKENIZER_PARAMETER,
 )
 # Read only by the glue's CPU emulation of npu_ge (native npu_ge ignores them, harmlessly).
 EMULATION_PARAMETERS = ("execution_mode", "onnx_model_path", "intra_op_threads", "inter_op_threads",
@@ -245,7 +247,26 @@ def check_ge_files(config: mc.ModelConfig, model_dir: Path, versions: list[Path]
             findings += ge_rules_onnx.check_external_data(onnx_path)
             findings += (ge_rules_onnx.check_decoder(onnx_path) if config.model_transaction_policy.decoupled
                          else ge_rules_onnx.check_io_against_onnx(config, onnx_path))
+        findings += _tokenizer_findings(config, version_dir)
     return list(dict.fromkeys(findings))
+
+
+def _tokenizer_findings(config: mc.ModelConfig, version_dir: Path) -> list[Finding]:
+    """A generate model's tokenizer must be a file the glue finds and the tokenizers library reads."""
+    from triton_ge_console.backend_glue.generate_text import TextCodec
+
+    text = parameter(config, TOKENIZER_PARAMETER)
+    if text is None or config.backend != "ge":
+        return []
+    field = f'parameters["{TOKENIZER_PARAMETER}"]'
+    path = resolve_model_path(text, version_dir)
+    if path is None:
+        return [error(field, f"tokenizer '{text}' is not a file in {version_dir} or its model folder")]
+    try:
+        TextCodec.from_file(path)
+    except ValueError as exc:
+        return [error(field, f"not a tokenizer the tokenizers library reads: {exc}")]
+    return []
 
 
 def resolve_model_path(text: str, version_dir: Path) -> Path | None:

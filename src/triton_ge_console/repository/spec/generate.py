@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
 from triton_ge_console.backend_glue.executor import TensorInfo
 from triton_ge_console.backend_glue.generate_batch import LayoutError, kv_layout
+from triton_ge_console.backend_glue.generate_text import TextCodec
+from triton_ge_console.files import not_a_file
+from triton_ge_console.repository.demo_tokenizer import DEMO_TOKENIZER
 from triton_ge_console.repository.spec.nodes import INT32_MAX, Reader, join
 from triton_ge_console.repository.spec.types import GenerateSpec, TensorSpec
 
-GENERATE_KEYS = ("max_tokens", "eos_token_id", "max_running", "max_waiting", "kv_cache_mib")
+GENERATE_KEYS = ("max_tokens", "eos_token_id", "max_running", "max_waiting", "kv_cache_mib", "tokenizer")
 # Keys of a model entry a generate model decides itself: its config declares the request's tensors,
 # and the glue batches sequences step by step instead of Triton's batcher.
 EXCLUDED_KEYS = {
@@ -20,7 +25,8 @@ EXCLUDED_KEYS = {
 
 
 def read_generate(reader: Reader, values: dict[str, yaml.Node], path: str,
-                  graph: tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]] | None) -> GenerateSpec | None:
+                  graph: tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]] | None,
+                  base_dir: Path | None = None) -> GenerateSpec | None:
     """The `generate:` section of a model entry (None when absent or wrong; problems recorded)."""
     node = values.get("generate")
     if node is None:
@@ -48,9 +54,31 @@ def read_generate(reader: Reader, values: dict[str, yaml.Node], path: str,
         fields["eos_token_id"] = reader.integer(entries["eos_token_id"][1], join(here, "eos_token_id"), 0)
     if "kv_cache_mib" in entries:
         fields["kv_cache_mib"] = reader.number(entries["kv_cache_mib"][1], join(here, "kv_cache_mib"), True)
+    if "tokenizer" in entries:
+        fields["tokenizer"] = _tokenizer(reader, entries["tokenizer"][1], join(here, "tokenizer"), base_dir)
     if any(value is None for value in fields.values()):
         return None
     return GenerateSpec(**fields)  # type: ignore[arg-type]
+
+
+def _tokenizer(reader: Reader, node: yaml.Node, path: str, base_dir: Path | None) -> str | None:
+    """The built-in demo tokenizer's name, or a tokenizer.json the `tokenizers` library reads (absolute)."""
+    raw = reader.text(node, path)
+    if raw is None or raw == DEMO_TOKENIZER:
+        return raw
+    target = Path(raw).expanduser()
+    if not target.is_absolute() and base_dir is not None:
+        target = base_dir / target
+    problem = not_a_file(target)
+    if problem is not None:
+        reader.problems.add(node, path, f"{problem}: {target} (a tokenizer.json, or {DEMO_TOKENIZER})")
+        return None
+    try:
+        TextCodec.from_file(target)
+    except ValueError as exc:
+        reader.problems.add(node, path, f"not a tokenizer the tokenizers library reads: {exc}")
+        return None
+    return str(target.resolve())
 
 
 def _check_decoder(reader: Reader, node: yaml.Node | None, path: str,

@@ -118,7 +118,8 @@ def _fields(reader: Reader, values: dict[str, yaml.Node], path: str, base_dir: P
         ),
         "parameters": tuple(parameters.items()),
         "thresholds": options.read_thresholds(reader, values.get("thresholds"), join(path, "thresholds")),
-        "generate": read_generate(reader, values, path, source.graph if source is not None else None),
+        "generate": read_generate(reader, values, path, source.graph if source is not None else None,
+                                  base_dir),
     }
 
 

@@ -71,6 +71,7 @@ class GenerateSpec:
     max_running: int = 8  # sequences one instance decodes together
     max_waiting: int = 256  # requests one instance queues beyond those; more are refused
     kv_cache_mib: float = 256.0  # KV-cache capacity of one instance
+    tokenizer: str | None = None  # a tokenizer.json (absolute path) or demo:llama_kv (the built-in one)
 
     @property
     def kv_cache_bytes(self) -> int:

@@ -1,0 +1,146 @@
+"""A generate model with a tokenizer, served by a real tritonserver: a text prompt streams text back, one
+piece per token beside its id, equal to decoding the direct greedy loop's ids over the same ONNX."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import queue
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import tritonclient.grpc as grpcclient
+
+from tests.backend_glue.conftest import server_env
+from tests.conftest import RunningServer, run_triton
+from triton_ge_console.backend_glue.distribution import TritonDistribution
+from triton_ge_console.backend_glue.generate_text import TextCodec
+from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.repository.build import build_repository
+from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, direct_greedy
+from triton_ge_console.repository.demo_models import demo_bytes
+from triton_ge_console.repository.spec.load import load_spec
+
+SPEC = """
+models:
+  - name: llama_text
+    backend: ge
+    source: demo:llama_kv
+    generate: {max_tokens: 32, kv_cache_mib: 1, tokenizer: demo:llama_kv}
+"""
+PROMPT = "The console watches the cache of keys and values"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The repository, built from the spec by the real builder."""
+    root = tmp_path_factory.mktemp("generate_text")
+    (root / "deploy.yaml").write_text(textwrap.dedent(SPEC), encoding="utf-8")
+    build_repository(load_spec(root / "deploy.yaml"), root / "repo")
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(built: Path, triton_dist: TritonDistribution) -> Iterator[RunningServer]:
+    """The text-capable generate model, served."""
+    install_backend_dir(built / "backends", triton_dist)
+    source = str(Path(__file__).resolve().parents[2] / "src")
+    with (server_env(PYTHONPATH=source, GE_GLUE_RUN_DIR=str(built / "run")),
+          run_triton(triton_dist, built / "repo", built / "backends", models=("llama_text",)) as running):
+        yield running
+
+
+@pytest.fixture(scope="module")
+def codec(built: Path) -> TextCodec:
+    """The tokenizer the build put beside the model."""
+    return TextCodec.from_file(built / "repo" / "llama_text" / "1" / "tokenizer.json")
+
+
+def _direct(prompt: tuple[int, ...], max_tokens: int) -> list[int]:
+    """The direct greedy loop over the same ONNX in-process."""
+    session = ort.InferenceSession(demo_bytes("demo:llama_kv"), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return direct_greedy(lambda feeds: dict(zip(names, session.run(None, feeds), strict=True)),
+                         DEMO_LAYOUT, list(prompt), max_tokens)
+
+
+def _grpc_text(server: RunningServer, text: str, max_tokens: int) -> list[tuple[int, str]]:
+    """Stream one text prompt over gRPC: each response's (token_id, text_output)."""
+    received: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    client = grpcclient.InferenceServerClient(server.grpc_hostport)
+    prompt = grpcclient.InferInput("text_input", [1], "BYTES")
+    prompt.set_data_from_numpy(np.array([text.encode()], dtype=np.object_))
+    tokens = grpcclient.InferInput("max_tokens", [1], "INT32")
+    tokens.set_data_from_numpy(np.array([max_tokens], np.int32))
+    pieces: list[tuple[int, str]] = []
+    try:
+        client.start_stream(callback=lambda result, error: received.put(error or result))
+        client.async_stream_infer("llama_text", [prompt, tokens], enable_empty_final_response=True)
+        while True:
+            item = received.get(timeout=120)
+            assert not isinstance(item, Exception), item
+            response = item.get_response()
+            if response.outputs:
+                text_output = item.as_numpy("text_output")[0]
+                pieces.append((int(item.as_numpy("token_id")[0]), text_output.decode()))
+            if response.parameters["triton_final_response"].bool_param:
+                return pieces
+    finally:
+        client.stop_stream()
+        client.close()
+
+
+def test_demo_tokenizer_decodes_every_id_of_the_demo_vocabulary(codec: TextCodec) -> None:
+    """The built tokenizer.json is the demo's: every id past the specials is a word; text round-trips."""
+    assert all(codec.decode([i]) for i in range(3, 32000, 997))
+    assert codec.decode([31999]) != codec.decode([31998])
+    ids = codec.encode(PROMPT)
+    assert len(ids) == 9 and 0 not in ids  # every word known: no <unk>
+    assert codec.decode(list(ids)) == PROMPT.lower()
+
+
+def test_a_text_prompt_streams_text_equal_to_the_direct_loop(server: RunningServer, codec: TextCodec) -> None:
+    """text_input in, one response per token carrying its id and its text piece: the ids equal the direct
+    greedy loop over the encoded prompt, the pieces joined equal decoding those ids."""
+    pieces = _grpc_text(server, PROMPT, 20)
+    expected = _direct(codec.encode(PROMPT), 20)
+    assert [token for token, _ in pieces] == expected
+    assert "".join(piece for _, piece in pieces) == codec.decode(expected)
+    assert all(piece for _, piece in pieces)  # word level: every token adds its word
+
+
+def test_http_generate_stream_takes_and_gives_text(server: RunningServer, codec: TextCodec) -> None:
+    """Triton's generate extension by its own names: {"text_input": ...} in, text_output in each event."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.ports.http, timeout=120)
+    try:
+        connection.request("POST", "/v2/models/llama_text/generate_stream",
+                           body=json.dumps({"text_input": PROMPT, "max_tokens": 7}).encode(),
+                           headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        assert response.status == 200
+        events = [json.loads(line[5:]) for line in response if line.startswith(b"data:")]
+    finally:
+        connection.close()
+    expected = _direct(codec.encode(PROMPT), 7)
+    assert [event["token_id"] for event in events] == expected
+    assert "".join(event["text_output"] for event in events) == codec.decode(expected)
+
+
+def test_text_refusals_are_one_clear_error(server: RunningServer) -> None:
+    """Both prompts at once, or a text of no token: one error each, naming the tensor."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.ports.http, timeout=60)
+    errors = []
+    try:
+        for body in ({"text_input": PROMPT, "input_ids": [1, 2]}, {"text_input": "   "}):
+            connection.request("POST", "/v2/models/llama_text/generate", body=json.dumps(body).encode(),
+                               headers={"Content-Type": "application/json"})
+            errors.append(json.loads(connection.getresponse().read())["error"])
+    finally:
+        connection.close()
+    assert "give input_ids or text_input, not both" in errors[0]
+    assert "text_input: the text holds no token" in errors[1]
