@@ -236,3 +236,32 @@ def write_fake_om(folder: Path, onnx_bytes: bytes, gears: tuple[int, ...] = (),
     spec.update(extra)
     (folder / name).write_text(json.dumps(spec), encoding="utf-8")
     return folder / name
+
+
+def failing_decoder_model(rows: int = 8, vocab: int = 128, favourite: int = 100) -> bytes:
+    """A KV decoder (Optimum's names, one layer of one head of one dim) whose every logits row peaks at
+    `favourite`, while its embedding holds only `rows` tokens: a prompt of small ids prefills and streams
+    `favourite` first, then the decode step feeding it back fails in ONNX Runtime (Gather out of bounds).
+    An executor failing mid-stream, as a device fault would."""
+    table = np.zeros((rows, vocab), np.float32)
+    table[:, favourite] = 1.0
+    cache = ["batch", 1, "past", 1]
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "input_ids"], ["logits"], axis=0),
+         helper.make_node("Cast", ["input_ids"], ["ids_f"], to=TensorProto.FLOAT),
+         helper.make_node("Unsqueeze", ["ids_f", "axes"], ["new"]),
+         helper.make_node("Concat", ["past_key_values.0.key", "new"], ["present.0.key"], axis=2),
+         helper.make_node("Concat", ["past_key_values.0.value", "new"], ["present.0.value"], axis=2)],
+        "failing_decoder",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "sequence"]),
+         helper.make_tensor_value_info("position_ids", TensorProto.INT64, ["batch", "sequence"]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "total"]),
+         helper.make_tensor_value_info("past_key_values.0.key", TensorProto.FLOAT, cache),
+         helper.make_tensor_value_info("past_key_values.0.value", TensorProto.FLOAT, cache)],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "sequence", vocab]),
+         helper.make_tensor_value_info("present.0.key", TensorProto.FLOAT, ["batch", 1, "total", 1]),
+         helper.make_tensor_value_info("present.0.value", TensorProto.FLOAT, ["batch", 1, "total", 1])],
+        [numpy_helper.from_array(table, "table"),
+         numpy_helper.from_array(np.array([1, 3], np.int64), "axes")],
+    )
+    return _serialize(graph)

@@ -10,6 +10,7 @@ import os
 import socket
 import textwrap
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from tritonclient.utils import InferenceServerException
 
 from tests.backend_glue.conftest import FAKES, server_env
 from tests.backend_glue.metrics import metric_samples, model_value
-from tests.backend_glue.models import write_fake_om
+from tests.backend_glue.models import failing_decoder_model, write_fake_om
 from tests.conftest import RunningServer, run_triton
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
@@ -56,8 +57,12 @@ models:
     source: demo:llama_kv
     instance_group: {count: 2}
     generate: {max_tokens: 16, max_running: 2, kv_cache_mib: 1}
+  - name: decoder_failing
+    backend: ge
+    source: failing_decoder.onnx
+    generate: {max_tokens: 8, kv_cache_mib: 1}
 """
-MODELS = ("llama_generate", "llama_long", "llama_pair")
+MODELS = ("llama_generate", "llama_long", "llama_pair", "decoder_failing")
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +71,7 @@ def server(tmp_path_factory: pytest.TempPathFactory,
     """Both generate models, built from the spec by the real builder."""
     root = tmp_path_factory.mktemp("generate")
     (root / "deploy.yaml").write_text(textwrap.dedent(SPEC), encoding="utf-8")
+    (root / "failing_decoder.onnx").write_bytes(failing_decoder_model())
     build_repository(load_spec(root / "deploy.yaml"), root / "repo")
     install_backend_dir(root / "backends", triton_dist)
     source = str(Path(__file__).resolve().parents[2] / "src")
@@ -346,3 +352,32 @@ def test_bench_generate_rate_sweep(server: RunningServer, capsys: pytest.Capture
     assert main(command) == 0
     again = json.loads(capsys.readouterr().out)["rows"]
     assert [row["output_tokens"] for row in again] == [row["output_tokens"] for row in rows]
+
+
+def test_generations_failing_mid_stream_count_as_failed_requests(server: RunningServer) -> None:
+    """A decode step that fails answers the stream with the error after its first token. Triton counted
+    the request a success when execute returned (python_backend r24.06 on), so the glue counts it in
+    ge_request_failures_total as it does a refusal, or a model failing every generation would read
+    healthy; a cancelled stream is not a failure."""
+    def failures(model: str) -> tuple[float, int]:  # the glue's count, and Triton's own
+        url = f"http://127.0.0.1:{server.ports.http}/v2/models/{model}/stats"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            triton = json.load(response)["model_stats"][0]["inference_stats"]["fail"]["count"]
+        return model_value(server, "ge_request_failures_total", model), triton
+
+    streamer = GrpcStreamer(server.grpc_hostport, "decoder_failing")
+    try:
+        result = streamer.generate(Generation((1, 2, 3), 8))
+    finally:
+        streamer.close()
+    assert result.tokens == [100] and "decode step failed" in str(result.error)
+    wait_until(lambda: failures("decoder_failing") == (1, 0), timeout=10)
+    wait_until(lambda: model_value(server, "ge_generate_sequences_ended_total", "decoder_failing",
+                                   reason="error") == 1, timeout=10)
+    before = failures("llama_long")
+    streamer = GrpcStreamer(server.grpc_hostport, "llama_long")
+    streamer.send(Generation(_prompt(4, 8), 1000000))
+    wait_until(lambda: _kv_bytes(server) > 0, timeout=30)
+    streamer.close(cancel=True)
+    wait_until(lambda: _kv_bytes(server) == 0, timeout=30)
+    assert failures("llama_long") == before

@@ -18,7 +18,7 @@ from triton_ge_console.backend_glue import generate_protocol
 from triton_ge_console.backend_glue.executor import Executor
 from triton_ge_console.backend_glue.generate_batch import LayoutError, kv_layout, vocab_size
 from triton_ge_console.backend_glue.generate_metrics import GenerateMetrics
-from triton_ge_console.backend_glue.generate_scheduler import Scheduler
+from triton_ge_console.backend_glue.generate_scheduler import Events, NoEvents, Scheduler
 from triton_ge_console.backend_glue.generate_text import TextCodec, TextStream
 from triton_ge_console.backend_glue.ledger import DeviceLedger
 from triton_ge_console.backend_glue.loading import open_executor
@@ -129,6 +129,35 @@ class TritonStream:
         self._responder.put(self, "cancelled", None)
 
 
+class Endings:
+    """The scheduler's events, passed on to the token metrics; a sequence ended by an error also counts as
+    a failed request in the glue's telemetry: Triton counted it a success when execute returned (python
+    backend r24.06 on, see sessions/glue_failures), so without this a model whose every generation fails
+    would read healthy. A cancel is the client's doing, not a failure."""
+
+    def __init__(self, metrics: Events | None, telemetry: Telemetry | None) -> None:
+        self._metrics: Events = metrics or NoEvents()
+        self._telemetry = telemetry
+
+    def first_token(self, seconds: float) -> None:
+        """Passed on."""
+        self._metrics.first_token(seconds)
+
+    def next_token(self, seconds: float) -> None:
+        """Passed on."""
+        self._metrics.next_token(seconds)
+
+    def ended(self, reason: str, prompt_tokens: int, generated: int) -> None:
+        """Passed on; an error counted as a failed request too."""
+        if reason == "error" and self._telemetry is not None:
+            self._telemetry.failed()
+        self._metrics.ended(reason, prompt_tokens, generated)
+
+    def occupancy(self, running: int, waiting: int, kv_bytes: int) -> None:
+        """Passed on."""
+        self._metrics.occupancy(running, waiting, kv_bytes)
+
+
 class GenerateModel:
     """One instance of a generate model: an executor, its scheduler, and their metrics."""
 
@@ -161,7 +190,8 @@ class GenerateModel:
                                                                   limits.kv_cache_bytes))
             self.codec = self._codec(config, where)
             self.responder = Responder(pb_utils, settings.model_name)
-            self.scheduler = Scheduler(self._run, layout, limits, self.metrics,
+            self.endings = Endings(self.metrics, self.telemetry)
+            self.scheduler = Scheduler(self._run, layout, limits, self.endings,
                                        vocab=vocab_size(self.executor.outputs))
         except LayoutError as exc:
             self.finalize()
@@ -225,10 +255,7 @@ class GenerateModel:
     def _refuse(self, stream: TritonStream, message: str) -> None:
         """Answer a request that will not run with one clear error (counted as ended by error)."""
         stream.fail(message)
-        if self.telemetry is not None:
-            self.telemetry.failed()
-        if self.metrics is not None:
-            self.metrics.ended("error", 0, 0)
+        self.endings.ended("error", 0, 0)
 
     def finalize(self) -> None:
         """End every sequence, stop the metrics, give the memory back, free the executor."""
