@@ -98,7 +98,7 @@ def generation_parts(figures: dict[str, Any]) -> list[GenerationPart]:
         (f" ms  running {number(get('running'))} waiting {number(get('waiting'))}  KV ", None, None),
         (f"{kv} ({percent(get('kv_cache_share'))})", "kv_cache_share", get("kv_cache_share")),
         (f"  tokens {number(get('prompt_tokens_total'))} in {number(get('generated_tokens_total'))} out"
-         f"  ended: {ended}", None, None),
+         f" ({number(get('output_tokens_per_s'), 1)}/s)  ended: {ended}", None, None),
     ]
 
 

@@ -12,6 +12,7 @@ from triton_ge_console.sessions.generation import (
     generation_figures,
     generation_row,
     histogram_quantile,
+    with_token_rate,
 )
 from triton_ge_console.sessions.metrics import parse_metrics
 from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
@@ -59,3 +60,18 @@ def test_figures_survive_a_recording_and_read_as_one_line() -> None:
     line = generation_line(generation_row(figures) or {})
     assert "TTFT p50 5.83 p99" in line and "KV " in line and "(0%)" in line and "length 9" in line
     assert generation_line(generation_row(GenerationFigures()) or {}).startswith("TTFT p50 — p99 — ms")
+
+
+def test_output_tokens_per_second_is_a_rate_between_polls() -> None:
+    """Generated tokens since the previous poll over the time between: None on the first poll, a reload's
+    count gone backwards counts from zero, shown on the figures' line (— when unknown)."""
+    first = GenerationFigures(generated_tokens_total=100)
+    later = GenerationFigures(generated_tokens_total=160)
+    assert with_token_rate(first, None, 0.5).output_tokens_per_s is None
+    assert with_token_rate(later, first, 2.0).output_tokens_per_s == 30.0
+    assert with_token_rate(later, later, 2.0).output_tokens_per_s == 0.0
+    assert with_token_rate(first, later, 2.0).output_tokens_per_s == 50.0  # reloaded: 100 since
+    assert with_token_rate(GenerationFigures(), first, 2.0).output_tokens_per_s is None
+    assert "171 out (30.0/s)" in generation_line(generation_row(
+        GenerationFigures(generated_tokens_total=171, output_tokens_per_s=30.0)) or {})
+    assert "out (—/s)" in generation_line(generation_row(GenerationFigures()) or {})

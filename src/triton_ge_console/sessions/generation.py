@@ -32,6 +32,7 @@ class GenerationFigures:
     kv_cache_bytes: int | None = None
     kv_cache_capacity_bytes: int | None = None
     ended_by_reason: tuple[tuple[str, int], ...] = ()  # (length | stop | cancel | error, count)
+    output_tokens_per_s: float | None = None  # generated tokens per second since the previous poll
 
     @property
     def kv_cache_share(self) -> float | None:
@@ -40,6 +41,18 @@ class GenerationFigures:
         if used is None or not capacity:
             return None
         return used / capacity
+
+
+def with_token_rate(figures: GenerationFigures, previous: GenerationFigures | None,
+                    elapsed_s: float) -> GenerationFigures:
+    """The figures with their output tokens/s over the interval since the previous poll's (None on the
+    first poll or without a count; a count gone backwards, a reload, counts from zero as rates.deltas)."""
+    now = figures.generated_tokens_total
+    before = None if previous is None else previous.generated_tokens_total
+    if now is None or before is None or elapsed_s <= 0:
+        return figures
+    delta = now - before if now >= before else now
+    return dataclasses.replace(figures, output_tokens_per_s=delta / elapsed_s)
 
 
 def generation_row(figures: GenerationFigures | None) -> dict[str, Any] | None:

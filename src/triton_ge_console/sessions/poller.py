@@ -17,6 +17,7 @@ from triton_ge_console.sessions.figures import (
     model_counters,
     model_inputs,
 )
+from triton_ge_console.sessions.generation import with_token_rate
 from triton_ge_console.sessions.glue_failures import GlueFailures
 from triton_ge_console.sessions.health import InstanceWatch
 from triton_ge_console.sessions.history import SnapshotHistory
@@ -246,6 +247,10 @@ class Poller:
                 current = counters[key] = hold_success(self._previous.get(key), current)
             rates = compute_rates(self._previous.get(key), current, elapsed) if current else ModelRates()
             inputs = model_inputs(entry, readings, current, rates)
+            if inputs.generation is not None:
+                known_figures = self._built.get(key)
+                before = known_figures[1].generation if known_figures is not None else None
+                inputs = inputs._replace(generation=with_token_rate(inputs.generation, before, elapsed))
             known = self._built.get(key)
             model = known[1] if known is not None and known[0] == inputs else build_model(inputs)
             built[key] = (inputs, model)

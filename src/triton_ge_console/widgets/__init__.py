@@ -4,6 +4,7 @@ from triton_ge_console.widgets.command_runner import CommandRunner
 from triton_ge_console.widgets.dashboard import Dashboard
 from triton_ge_console.widgets.devices import DeviceGauges
 from triton_ge_console.widgets.fleet import FleetDashboard
+from triton_ge_console.widgets.generation import GenerationPanel
 from triton_ge_console.widgets.loadtest import LoadTestControl
 from triton_ge_console.widgets.logtail import FilteredLogTail
 from triton_ge_console.widgets.model_charts import ModelCharts
@@ -18,6 +19,7 @@ __all__ = [
            "DeviceGauges",
            "FilteredLogTail",
            "FleetDashboard",
+           "GenerationPanel",
            "LoadTestControl",
            "ModelCharts",
            "ModelsPanel",

@@ -14,7 +14,8 @@ from triton_ge_console.sessions.source import SessionSource
 from triton_ge_console.widgets.command_runner import CommandRunner
 from triton_ge_console.widgets.devices import DeviceGauges, device_extras
 from triton_ge_console.widgets.format import duration, memory, percent
-from triton_ge_console.widgets.loadtest import LoadRunner, LoadTestControl, loadgen_runner
+from triton_ge_console.widgets.generation import GenerationPanel
+from triton_ge_console.widgets.loadtest import LoadRunner, LoadTestControl, generate_runner, loadgen_runner
 from triton_ge_console.widgets.logtail import FilteredLogTail
 from triton_ge_console.widgets.model_charts import ModelCharts
 from triton_ge_console.widgets.models import COLUMNS, ModelsPanel, cells_for
@@ -79,16 +80,18 @@ class Dashboard:
 
     def __init__(self, source: SessionSource, interval: float = 1.0, load_runner: LoadRunner | None = None,
                  autostart: bool = True, background: bool = True, history_seconds: float = 300.0,
-                 owns_source: bool = False) -> None:
+                 owns_source: bool = False, generate_load_runner: LoadRunner | None = None) -> None:
         self.source = source
         self.owns_source = owns_source
         self.header = w.HTML(f"<b>GE Console</b> ─ session {html.escape(source.name)} ─ waiting")
         self.problem = w.HTML("")
         self.devices = DeviceGauges(history_seconds)
         self.models = ModelsPanel(source.controller, CommandRunner(background=background))
+        self.generation = GenerationPanel()
         self.charts = ModelCharts(history_seconds=history_seconds)
         self.logs = FilteredLogTail(source.log_path)
-        self.loadtest = LoadTestControl(load_runner, background=background)
+        self.loadtest = LoadTestControl(load_runner, background=background,
+                                        generate_runner=generate_load_runner)
         self.snapshot: ServerSnapshot | None = None
         self.last_good: ServerSnapshot | None = None  # the newest snapshot read without an error
         self.stale = False
@@ -97,7 +100,7 @@ class Dashboard:
         self.charts.picker.observe(lambda change: follow(self.loadtest.model, change.new), names="value")
         self.loadtest.model.observe(lambda change: follow(self.charts.picker, change.new), names="value")
         extras = w.Tab([self.loadtest.box, self.logs.box], titles=("load test", "server log"))
-        self.views = w.VBox([self.devices.box, self.models.box, self.charts.box, extras])
+        self.views = w.VBox([self.devices.box, self.models.box, self.generation.box, self.charts.box, extras])
         self.box = w.VBox([w.HTML(STALE_STYLE), self.header, self.problem, self.views])
         self.closed = False
         self.displays: list[Any] = []  # IPython display handles of where the dashboard is shown
@@ -114,7 +117,9 @@ class Dashboard:
 
         record = Registry().resolve(name)
         url, protocol = (record.grpc_url, "grpc") if record.grpc_url else (record.http_url, "http")
-        runner = loadgen_runner(url.split("://")[-1], protocol, shapes, token_headers(record, protocol))
+        address, headers = url.split("://")[-1], token_headers(record, protocol)
+        runner = loadgen_runner(address, protocol, shapes, headers)
+        kwargs.setdefault("generate_load_runner", generate_runner(address, protocol, headers))
         return cls(LiveSource.from_record(record), interval, runner, owns_source=True, **kwargs)
 
     def start(self) -> None:
@@ -140,8 +145,9 @@ class Dashboard:
         (self.views.add_class if stale else self.views.remove_class)(STALE_CLASS)
         self.devices.update(shown, history)
         self.models.update(shown, server_up=not stale and snapshot.error is None)
+        self.generation.update(shown)
         self.charts.update(shown, history)
-        self.loadtest.set_models(sorted({m.name for m in shown.models}))
+        self.loadtest.set_models(sorted({m.name for m in shown.models}), set(self.generation.rows))
         follow(self.loadtest.model, self.charts.model)
         self.logs.refresh()
         self.problem.value = ""
@@ -176,6 +182,7 @@ class Dashboard:
             "buttons": {f"{row.name}:{row.version}": row.enabled for row in self.models.rows.values()},
             "devices": {i: {"utilization": r.utilization_label.value, "memory": r.memory_label.value}
                         for i, r in self.devices.rows.items()},
+            "generation": dict(self.generation.rows),  # each generate model's token figures as shown
             "status": self.models.runner.results[-1].message if self.models.runner.results else None,
         }
 
@@ -196,7 +203,8 @@ class Dashboard:
             return
         live_views = list(self.box.children)
         sparklines = {device_id: row.sparkline_html() for device_id, row in self.devices.rows.items()}
-        static = static_html(last, time.time(), sparklines, self.charts.static_html())
+        static = static_html(last, time.time(), sparklines,
+                             self.generation.static_html() + self.charts.static_html())
         self.box.children = [w.HTML(static)]  # the last figures stay on screen
         for view in live_views:
             view.close()

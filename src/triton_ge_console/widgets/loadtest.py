@@ -32,6 +32,45 @@ def loadgen_runner(url: str, protocol: str = "grpc", shapes: Mapping[str, tuple[
     return run
 
 
+def generate_runner(url: str, protocol: str = "grpc", headers: Mapping[str, str] | None = None,
+                    prompt_tokens: int = 16, output_tokens: int = 32) -> LoadRunner:
+    """A LoadRunner for generate models over `bench --generate`'s engine: `concurrency` streams, each
+    generation after the other, until the duration is up; its token figures as flat fields."""
+    from triton_ge_console.sessions.loadgen.generate_bench import GenerateLoad, run_step
+
+    host, _, port = url.rpartition(":")
+
+    def run(model: str, concurrency: int, duration_s: float) -> dict[str, Any]:
+        load = GenerateLoad(model=model, host=host.strip("[]"), port=int(port), protocol=protocol,
+                            prompt_tokens=(prompt_tokens, prompt_tokens),
+                            output_tokens=(output_tokens, output_tokens), concurrency=(concurrency,),
+                            requests=1_000_000, headers=tuple((headers or {}).items()))
+        stop = threading.Event()
+        timer = threading.Timer(duration_s, stop.set)
+        timer.start()
+        try:
+            row = run_step(load, concurrency, stop)
+        finally:
+            timer.cancel()
+        if row.requests == 0:
+            raise RuntimeError(f"load test on {model} ended without a generation: {row.first_error}")
+        return generate_fields(dataclasses.asdict(row))
+
+    return run
+
+
+def generate_fields(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A `bench --generate` row flat: its percentile dicts as ttft_p50_ms, itl_p99_ms, ..."""
+    fields: dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, Mapping):
+            figure = key.removesuffix("_ms")
+            fields.update({f"{figure}_{q}_ms": v for q, v in value.items()})
+        else:
+            fields[key] = value
+    return fields
+
+
 def result_fields(result: Any) -> dict[str, Any]:
     """A load result as plain fields, whatever shape the load generator returns."""
     if dataclasses.is_dataclass(result) and not isinstance(result, type):
@@ -57,8 +96,11 @@ class LoadTestControl:
     """Runs one load test at a time in a worker thread; the run button is disabled meanwhile."""
 
     def __init__(self, runner: LoadRunner | None, models: list[str] | None = None, background: bool = True,
-                 concurrency: int = 4, duration_s: float = 5.0) -> None:
+                 concurrency: int = 4, duration_s: float = 5.0,
+                 generate_runner: LoadRunner | None = None) -> None:
         self.runner = runner
+        self.generate_runner = generate_runner  # for generate models: token streams (bench --generate)
+        self.generate_models: set[str] = set()
         self.background = background
         self.model = w.Dropdown(options=models or [], description="model")
         self.concurrency = w.IntSlider(value=concurrency, min=1, max=64, description="concurrency")
@@ -75,8 +117,10 @@ class LoadTestControl:
                            w.HBox([self.model, self.concurrency, self.duration], layout=wrap),
                            w.HBox([self.run_button, self.status], layout=wrap), self.output])
 
-    def set_models(self, names: list[str]) -> None:
-        """Offer the session's models, keeping the current choice when it still exists."""
+    def set_models(self, names: list[str], generate: set[str] | None = None) -> None:
+        """Offer the session's models, keeping the current choice when it still exists; `generate` names
+        those that stream tokens (load-tested with the generate runner)."""
+        self.generate_models = set(generate or ())
         if list(self.model.options) != names:
             keep = self.model.value if self.model.value in names else (names[0] if names else None)
             self.model.options = names
@@ -98,9 +142,12 @@ class LoadTestControl:
 
     def _run(self, model: str, concurrency: int, duration_s: float) -> None:
         """Run the load generator and show its figures, or its error."""
-        assert self.runner is not None
+        runner = self.runner
+        if model in self.generate_models and self.generate_runner is not None:
+            runner = self.generate_runner
+        assert runner is not None
         try:
-            fields = result_fields(self.runner(model, concurrency, duration_s))
+            fields = result_fields(runner(model, concurrency, duration_s))
         except Exception as exc:
             failure = html.escape(f"✗ load test failed: {type(exc).__name__}: {exc}")
             self.status.value = f"<span style='color:firebrick'>{failure}</span>"

@@ -1,0 +1,67 @@
+"""The token figures of a session's generate models: TTFT and ITL p50/p99, output tokens/s, running and
+waiting sequences, KV-cache use; hidden while the session has no generate model."""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as w
+
+from triton_ge_console.sessions.generation import GenerationFigures
+from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
+from triton_ge_console.widgets.format import MISSING, memory, number, percent
+
+GENERATION_COLUMNS = ("MODEL", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms", "OUT TOK/S",
+                      "RUNNING", "WAITING", "KV")
+
+
+def generation_cells(name: str, figures: GenerationFigures) -> dict[str, str]:
+    """One generate model's row as text (— where the server reported nothing)."""
+    kv = memory(figures.kv_cache_bytes, figures.kv_cache_capacity_bytes)
+    share = figures.kv_cache_share
+    return {
+        "MODEL": name,
+        "TTFT p50 ms": number(figures.ttft_p50_ms, 2), "TTFT p99 ms": number(figures.ttft_p99_ms, 2),
+        "ITL p50 ms": number(figures.itl_p50_ms, 2), "ITL p99 ms": number(figures.itl_p99_ms, 2),
+        "OUT TOK/S": number(figures.output_tokens_per_s, 1),
+        "RUNNING": number(figures.running), "WAITING": number(figures.waiting),
+        "KV": kv if share is None else f"{kv} ({percent(share)})",
+    }
+
+
+def generate_models(snapshot: ServerSnapshot) -> list[ModelSnapshot]:
+    """The models with token figures, one row per name (their versions share the figures)."""
+    seen: dict[str, ModelSnapshot] = {}
+    for model in snapshot.models:
+        if model.generation is not None:
+            seen.setdefault(model.name, model)
+    return list(seen.values())
+
+
+def generation_table(rows: dict[str, dict[str, str]]) -> str:
+    """The rows as an HTML table (also what a closed dashboard keeps)."""
+    head = "".join(f"<th style='padding:0 6px'>{html.escape(c)}</th>" for c in GENERATION_COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td style='padding:0 6px'>{html.escape(cells.get(c, MISSING))}</td>"
+                                    for c in GENERATION_COLUMNS) + "</tr>" for cells in rows.values())
+    return (f"<b>Generation</b><div style='overflow-x:auto'><table style='font-family:monospace; "
+            f"font-size:12px'><tr>{head}</tr>{body}</table></div>")
+
+
+class GenerationPanel:
+    """The generate models' table, shown only while there is one."""
+
+    def __init__(self) -> None:
+        self.table = w.HTML("")
+        self.box = w.VBox([self.table], layout=w.Layout(display="none"))
+        self.rows: dict[str, dict[str, str]] = {}
+
+    def update(self, snapshot: ServerSnapshot) -> None:
+        """Show the snapshot's generate models (and hide the panel when there is none)."""
+        self.rows = {m.name: generation_cells(m.name, m.generation)
+                     for m in generate_models(snapshot) if m.generation is not None}
+        self.table.value = generation_table(self.rows) if self.rows else ""
+        self.box.layout.display = None if self.rows else "none"
+
+    def static_html(self) -> str:
+        """The last rows, for the closed dashboard's copy ("" when there was no generate model)."""
+        return generation_table(self.rows) if self.rows else ""

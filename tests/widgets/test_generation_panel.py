@@ -1,0 +1,56 @@
+"""The notebook dashboard's generation table (from recorded /metrics) and the load test's choice of
+runner for a generate model."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tests.conftest import DATA
+from triton_ge_console.sessions.generation import generation_figures
+from triton_ge_console.sessions.metrics import parse_metrics
+from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
+from triton_ge_console.widgets import GenerationPanel, LoadTestControl
+from triton_ge_console.widgets.loadtest import generate_fields
+
+
+def _snapshot(**figures: Any) -> ServerSnapshot:
+    recorded = generation_figures(parse_metrics((DATA / "generate_metrics.prom").read_text(encoding="utf-8")))
+    rated = dataclasses.replace(recorded["llama_generate"], **figures)
+    return ServerSnapshot(0.0, "s", models=(ModelSnapshot("llama_generate", "1", "READY", generation=rated),
+                                            ModelSnapshot("bert_model", "1", "READY")))
+
+
+def test_generation_panel_shows_token_figures_only_for_generate_models() -> None:
+    """TTFT/ITL p50/p99, tokens/s, running/waiting, KV use for llama_generate; none for bert; hidden
+    without a generate model."""
+    panel = GenerationPanel()
+    panel.update(_snapshot(output_tokens_per_s=42.25, running=3, kv_cache_bytes=1 << 19))
+    row = panel.rows["llama_generate"]
+    assert list(panel.rows) == ["llama_generate"] and panel.box.layout.display is None
+    assert row["TTFT p50 ms"] == "5.83" and row["OUT TOK/S"] == "42.2" and row["RUNNING"] == "3"
+    assert row["WAITING"] == "0" and row["KV"].endswith("(50%)")
+    assert "TTFT p99 ms" in panel.static_html() and "42.2" in panel.static_html()
+    panel.update(ServerSnapshot(0.0, "s", models=(ModelSnapshot("bert_model", "1", "READY"),)))
+    assert panel.rows == {} and panel.box.layout.display == "none" and panel.static_html() == ""
+
+
+def test_load_test_runs_a_generate_model_with_the_generate_runner() -> None:
+    """A model named generate goes to the generate runner, any other to the request runner."""
+    called: list[tuple[str, str]] = []
+
+    def plain(model: str, concurrency: int, duration_s: float) -> dict[str, Any]:
+        called.append(("plain", model))
+        return {"requests": 1}
+
+    def tokens(model: str, concurrency: int, duration_s: float) -> dict[str, Any]:
+        called.append(("generate", model))
+        return generate_fields({"requests": 2, "ttft_ms": {"p50": 1.5, "p99": 3.0}})
+
+    control = LoadTestControl(plain, background=False, generate_runner=tokens)
+    control.set_models(["bert_model", "llama_generate"], {"llama_generate"})
+    for model in ("llama_generate", "bert_model"):
+        control.model.value = model
+        control.start()
+    assert called == [("generate", "llama_generate"), ("plain", "bert_model")]
+    assert control.results[0] == {"requests": 2, "ttft_p50_ms": 1.5, "ttft_p99_ms": 3.0}
