@@ -22,7 +22,7 @@ from triton_ge_console.console.chart import ChartSeries, Point, Run, chart_runs
 from triton_ge_console.console.widgets.models import threshold_style, timed_out_style
 from triton_ge_console.console.widgets.paint import changed_lines, repaint_lines, retitle
 from triton_ge_console.console.widgets.textlines import TextLines
-from triton_ge_console.display import generation_parts
+from triton_ge_console.display import generation_parts, printable
 from triton_ge_console.sessions.generation import generation_row
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
@@ -187,7 +187,7 @@ class DetailPane(Vertical):
             info.show(Text("select a model in the table", style="dim"))
             return
         model = detail.model
-        retitle(self, f"{model.name} v{model.version}")
+        retitle(self, printable(f"{model.name} v{model.version}"))
         info.show(self._info(detail))  # a fixed three lines
         if charts:
             self._draw_latency(detail)
@@ -225,5 +225,6 @@ class DetailPane(Vertical):
         else:
             text.append(f"config: {detail.config_summary}\n")
         text.append("last error: ")
-        text.append(detail.last_error or fmt.MISSING, style="bold red" if detail.last_error else "dim")
+        error = detail.last_error
+        text.append(printable(error or fmt.MISSING), style="bold red" if error else "dim")
         return text

@@ -13,6 +13,7 @@ from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.widgets.paint import retitle
 from triton_ge_console.console.widgets.piecelines import Piece, PieceLines
+from triton_ge_console.display import printable
 from triton_ge_console.sessions.snapshot import DeviceSnapshot, ServerSnapshot
 
 SPARK_WIDTH, BAR_WIDTH = 30, 16
@@ -81,7 +82,7 @@ def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | N
             cell = ((_fit(cell[0][0], column.width, column.right), cell[0][1]),)
         pieces += (*cell, (GAP, "")) if column is not columns[-1] else cell
     # after the columns: where npu-smi shows the chip, and the models this NPU serves
-    extra = [part for part in (place, "" if narrow else ", ".join(models)) if part]
+    extra = [part for part in (place, "" if narrow else printable(", ".join(models))) if part]
     return (*pieces, (GAP + "  ".join(extra), "dim")) if extra else tuple(pieces)
 
 

@@ -11,6 +11,7 @@ from textual.widgets import Static
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.widgets.textlines import TextLines
+from triton_ge_console.display import printable
 from triton_ge_console.sessions.pending import STARTING_MESSAGE
 from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
 
@@ -152,7 +153,8 @@ def failing_text(models: tuple[ModelSnapshot, ...]) -> Text | None:
         return None
     text = Text()
     for index, model in enumerate(failing):
-        text.append(("\n" if index else "") + f" ✗ {model.name} v{model.version} FAILING: {model.reason}")
+        line = printable(f" ✗ {model.name} v{model.version} FAILING: {model.reason}")
+        text.append(("\n" if index else "") + line)
     text.append(" — select it and press r to reload")
     return text
 

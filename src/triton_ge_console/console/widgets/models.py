@@ -20,6 +20,7 @@ from textual.strip import Strip
 
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.widgets.paint import RenderPassLookups, line_runs
+from triton_ge_console.display import printable
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
 DRAWN_ROWS = 1024  # rows whose lines are kept: the rows in view and many more, not every model for ever
@@ -84,7 +85,7 @@ def model_fields(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Cel
     latency = model.latency
     failures = model.failure_total
     return (
-        (model.name, "bold", False),
+        (printable(model.name), "bold", False),
         (model.version, "", False),
         (model.serving_state, STATE_STYLES.get(model.serving_state, "dim"), False),
         (model.backend or fmt.MISSING, "", False),
