@@ -201,3 +201,21 @@ def test_a_negative_seed_is_refused_as_a_bad_input() -> None:
         request_from(inputs.get, Limits())
     inputs["seed"] = np.array([0], np.int64)
     assert request_from(inputs.get, Limits()).sampling.seed == 0
+
+
+def test_sampling_follows_the_tempered_distribution() -> None:
+    """Temperature sampling draws each token as often as softmax(logits / temperature) says, top_p keeps
+    the smallest set reaching it, and greedy (temperature 0) always takes the best: a sampler that only
+    ever took the argmax, or ignored the temperature, fails here."""
+    logits = np.log(np.array([0.75, 0.25, 1e-12], np.float32))
+    rng = np.random.default_rng(11)
+
+    def share_of_best(sampling: TokenSampling, draws: int = 4000) -> float:
+        return sum(pick(logits, sampling, rng) == 0 for _ in range(draws)) / draws
+
+    assert share_of_best(TokenSampling(temperature=1.0)) == pytest.approx(0.75, abs=0.03)
+    flattened = np.sqrt(3) / (np.sqrt(3) + 1)  # temperature 2: probabilities ∝ sqrt(p)
+    assert share_of_best(TokenSampling(temperature=2.0)) == pytest.approx(flattened, abs=0.03)
+    assert share_of_best(TokenSampling(temperature=1.0, top_p=0.7)) == 1.0  # 0.75 alone reaches 0.7
+    assert share_of_best(TokenSampling(temperature=1.0, top_p=0.8)) == pytest.approx(0.75, abs=0.03)
+    assert share_of_best(TokenSampling(temperature=0.0), draws=50) == 1.0

@@ -4,6 +4,7 @@ cache is freed while others go on; the token-level metrics appear in /metrics.""
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import os
@@ -139,7 +140,11 @@ def test_http_generate_stream_equals_the_direct_loop(server: RunningServer, dire
 def test_seeded_sampling_repeats(server: RunningServer) -> None:
     """Temperature sampling with a seed gives the same stream twice."""
     generation = Generation(_prompt(5, 3), 10, temperature=0.8, top_k=50, top_p=0.9, seed=42)
-    assert _grpc(server, generation) == _grpc(server, generation)
+    stream = _grpc(server, generation)
+    assert _grpc(server, generation) == stream
+    assert _grpc(server, dataclasses.replace(generation, seed=43)) != stream  # the seed reaches the sampler
+    assert _grpc(server, dataclasses.replace(generation, temperature=None, top_k=None, top_p=None,
+                                             seed=None)) != stream  # sampled, not greedy
 
 
 def test_refusals_are_one_clear_error(server: RunningServer) -> None:
