@@ -222,6 +222,37 @@ def test_04_serves_an_npu_ge_repository_in_cpu_emulation(tmp_path: Path) -> None
     assert any(v and v > 0 for v in widget_values(run, "FloatProgressModel"))
 
 
+def test_05_streams_an_llm_and_shows_its_token_figures(tmp_path: Path) -> None:
+    with executed("05_llm_generation.ipynb", tmp_path, then=[stop_cell()]) as run:
+        facts = run.facts()
+        assert no_tritonserver_under(run.state_dir)
+    spec = facts["spec"]
+    assert spec["decoupled"] and spec["outputs"] == ["token_id", "text_output"]
+    assert spec["inputs"]["input_ids"] == spec["inputs"]["text_input"] == "optional"
+    assert spec["parameters"]["generate_tokenizer"] == "tokenizer.json"
+    assert facts["launch"] == {"state": "ready", "models": {"llama_generate": "READY"}}
+    assert facts["stream"] == {"tokens": 24, "equal_to_direct_loop": True, "text_equals_decoded": True}
+    bench = facts["bench"]
+    assert bench["exit"] == 0 and bench["rows"] == [
+        {"concurrency": c, "requests": 8, "errors": 0, "output_tokens": 128} for c in (1, 4)]
+    assert all(rate > 0 for rate in bench["tokens_per_s"])
+    metrics = facts["metrics"]
+    table = metrics["table"]
+    assert float(table["TTFT p50 ms"]) > 0 and float(table["ITL p99 ms"]) >= float(table["ITL p50 ms"]) > 0
+    assert table["RUNNING"] == "0" and table["WAITING"] == "0" and table["KV"].endswith("(0%)")
+    assert metrics["peak_output_tokens_per_s"] > 0 and metrics["ttft_p99_points"] > 0
+    load = metrics["load_test"]
+    assert load["requests"] > 0 and load["errors"] == 0 and load["output_tokens"] == 32 * load["requests"]
+    assert load["ttft_p50_ms"] > 0 and load["itl_p50_ms"] > 0
+    assert metrics["ended"]["length"] >= 1 + 16 + load["requests"] and metrics["ended"]["error"] == 0
+    assert facts["cleanup"] == {"state": "stopped", "ports_freed": True}
+    assert no_scratch_left(tmp_path)
+    assert "stop()" in stdout_of(run.nb.cells[-2])  # Run All left the dashboard live; the last cell says how
+    closed = [o for cell in run.nb.cells for o in cell.get("outputs", [])
+              if "dashboard closed at" in o.get("data", {}).get("text/html", "")]
+    assert len(closed) == 1 and "TTFT p99 ms" in closed[0]["data"]["text/html"]  # the Generation table
+
+
 def staged(name: str) -> str:
     """A notebook as git would commit it (its staged version, through the clean filter when one is
     configured); the file itself outside a git checkout. JupyterLab's autosave may have put outputs in the
@@ -233,10 +264,10 @@ def staged(name: str) -> str:
     return (NOTEBOOKS / name).read_text(encoding="utf-8")
 
 
-def test_the_four_notebooks_are_kept_with_outputs_stripped() -> None:
+def test_the_notebooks_are_kept_with_outputs_stripped() -> None:
     names = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
     assert names == ["01_build_a_model_repository.ipynb", "02_launch_and_watch.ipynb",
-                     "03_reload_and_tune.ipynb", "04_npu_ge_on_ascend.ipynb"]
+                     "03_reload_and_tune.ipynb", "04_npu_ge_on_ascend.ipynb", "05_llm_generation.ipynb"]
     for name in names:
         nb = nbformat.reads(staged(name), as_version=4)
         nbformat.validate(nb)

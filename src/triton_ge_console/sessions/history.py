@@ -19,6 +19,8 @@ from typing import Any
 from triton_ge_console.sessions.snapshot import DeviceSnapshot, ModelSnapshot, ServerSnapshot, version_key
 
 DEFAULT_CAPACITY = 15 * 60
+# a generate model's token figures kept over time (None for other models)
+GENERATION_FIGURES = ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "output_tokens_per_s")
 Value = float | int | None
 Point = tuple[float, float | None]  # (taken_at, value)
 
@@ -26,7 +28,9 @@ Point = tuple[float, float | None]  # (taken_at, value)
 MODEL_FIGURES: dict[str, Callable[[ModelSnapshot], Value]] = {
     **{name: operator.attrgetter(name) for name in ("queue_depth", "request_rate", "inference_rate",
                                                     "execution_rate", "avg_batch", "queue_ms", "compute_ms")},
-    **{name: operator.attrgetter(f"latency.{name}") for name in ("p50_ms", "p90_ms", "p99_ms", "avg_ms")}}
+    **{name: operator.attrgetter(f"latency.{name}") for name in ("p50_ms", "p90_ms", "p99_ms", "avg_ms")},
+    **{name: (lambda m, n=name: None if m.generation is None else getattr(m.generation, n))  # type: ignore[misc]
+       for name in GENERATION_FIGURES}}
 DEVICE_FIGURES: dict[str, Callable[[DeviceSnapshot], Value]] = {
     name: operator.attrgetter(name)
     for name in ("utilization", "memory_used_bytes", "temperature_c", "power_w")}
