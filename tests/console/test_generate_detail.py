@@ -16,7 +16,7 @@ def _detail(model: ModelSnapshot) -> ModelDetail:
 def test_generate_model_detail_carries_its_token_figures_in_three_lines() -> None:
     """TTFT, ITL, KV use and endings from recorded metrics; config and last error share the last line."""
     recorded = parse_metrics((DATA / "generate_metrics.prom").read_text(encoding="utf-8"))
-    figures = generation_figures(recorded)["llama_generate"]
+    figures = generation_figures(recorded)[("llama_generate", "1")]
     text = DetailPane._info(_detail(ModelSnapshot("llama_generate", "1", "READY", generation=figures))).plain
     lines = text.splitlines()
     assert len(lines) == 3
@@ -33,7 +33,7 @@ def test_other_models_keep_their_config_line() -> None:
 def test_spec_thresholds_colour_the_token_figures() -> None:
     """ttft_p99_ms and kv_cache_share thresholds: red at or over, yellow from 75 %, plain below."""
     recorded = parse_metrics((DATA / "generate_metrics.prom").read_text(encoding="utf-8"))
-    figures = generation_figures(recorded)["llama_generate"]
+    figures = generation_figures(recorded)[("llama_generate", "1")]
     assert figures.ttft_p99_ms is not None
     model = ModelSnapshot("llama_generate", "1", "READY", generation=figures)
     limits = {"ttft_p99_ms": figures.ttft_p99_ms / 2, "itl_p99_ms": 1000.0, "kv_cache_share": 0.5}

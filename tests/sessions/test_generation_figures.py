@@ -22,7 +22,7 @@ RECORDED = (DATA / "generate_metrics.prom").read_text(encoding="utf-8")
 
 def test_recorded_metrics_give_the_figures() -> None:
     """The glue's recorded families: p50 interpolated within its bucket, totals and occupancy as sent."""
-    figures = generation_figures(parse_metrics(RECORDED))["llama_generate"]
+    figures = generation_figures(parse_metrics(RECORDED))[("llama_generate", "1")]
     # 9 first tokens: 4 by 5 ms, 7 by 10 ms, so the 4.5th lies a sixth of the way into (5, 10]
     assert figures.ttft_p50_ms == pytest.approx(5.0 + 5.0 * 0.5 / 3)
     # 162 intervals: 6 by 1 ms, 99 by 2.5 ms, so the 81st lies 75/93 of the way into (1, 2.5]
@@ -53,7 +53,7 @@ def test_quantile_edges() -> None:
 
 def test_figures_survive_a_recording_and_read_as_one_line() -> None:
     """A snapshot with figures round-trips through to_dict/from_dict; missing figures read as —."""
-    figures = generation_figures(parse_metrics(RECORDED))["llama_generate"]
+    figures = generation_figures(parse_metrics(RECORDED))[("llama_generate", "1")]
     snapshot = ServerSnapshot(0.0, "s", models=(ModelSnapshot("llama_generate", "1", "READY",
                                                               generation=figures),))
     assert ServerSnapshot.from_dict(snapshot.to_dict()) == snapshot
@@ -75,3 +75,14 @@ def test_output_tokens_per_second_is_a_rate_between_polls() -> None:
     assert "171 out (30.0/s)" in generation_line(generation_row(
         GenerationFigures(generated_tokens_total=171, output_tokens_per_s=30.0)) or {})
     assert "out (—/s)" in generation_line(generation_row(GenerationFigures()) or {})
+
+
+def test_each_version_has_its_own_figures() -> None:
+    """Two versions of a generate model served at once: each version's snapshot gets its own series
+    (the glue labels them with the version, as Triton labels its own), not their sum."""
+    second = "\n".join(line.replace('version="1"', 'version="2"') for line in RECORDED.splitlines()
+                       if line.startswith("ge_generate_")) + "\n"
+    figures = generation_figures(parse_metrics(RECORDED + second))
+    assert figures[("llama_generate", "1")] == figures[("llama_generate", "2")]
+    assert figures[("llama_generate", "1")].generated_tokens_total == 171
+    assert dict(figures[("llama_generate", "2")].ended_by_reason)["length"] == 9

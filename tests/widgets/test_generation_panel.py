@@ -16,7 +16,7 @@ from triton_ge_console.widgets.loadtest import generate_fields
 
 def _snapshot(**figures: Any) -> ServerSnapshot:
     recorded = generation_figures(parse_metrics((DATA / "generate_metrics.prom").read_text(encoding="utf-8")))
-    rated = dataclasses.replace(recorded["llama_generate"], **figures)
+    rated = dataclasses.replace(recorded[("llama_generate", "1")], **figures)
     return ServerSnapshot(0.0, "s", models=(ModelSnapshot("llama_generate", "1", "READY", generation=rated),
                                             ModelSnapshot("bert_model", "1", "READY")))
 

@@ -43,7 +43,7 @@ class MetricViews:
     reasons: dict[ModelKey, dict[str, float]] = field(default_factory=dict)
     glue: dict[str, tuple[tuple[str, ...], str | None]] = field(default_factory=dict)
     memory: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
-    generation: dict[str, GenerationFigures] = field(default_factory=dict)
+    generation: dict[ModelKey, GenerationFigures] = field(default_factory=dict)
 
     @classmethod
     def of(cls, table: MetricTable | None, glue: dict[ModelKey, float] | None = None) -> MetricViews:
@@ -191,7 +191,7 @@ def model_inputs(entry: IndexEntry, readings: PollReadings, counters: ModelCount
                        views.reasons.get(key), views.glue.get(entry.name), readings.traced.get(key),
                        stats.last_inference_s if stats is not None else None, counters, rates,
                        readings.dead.get(key), views.memory.get(entry.name, ()),
-                       views.generation.get(entry.name))
+                       views.generation.get(key))
 
 
 def build_model(inputs: ModelInputs) -> ModelSnapshot:

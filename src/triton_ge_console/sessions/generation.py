@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # snapshots import this module, and `--help` must not load the metrics parser's imports
-    from triton_ge_console.sessions.metrics import MetricTable
+    from triton_ge_console.sessions.metrics import MetricTable, ModelKey
 
 PREFIX = "ge_generate_"
 TTFT = "ge_generate_time_to_first_token_seconds"
@@ -84,11 +84,11 @@ def histogram_quantile(buckets: list[tuple[float, float]], quantile: float) -> f
     return lower
 
 
-def _buckets(table: MetricTable, name: str) -> dict[str, list[tuple[float, float]]]:
-    """Per model, its histogram buckets summed over instances and devices."""
-    sums: dict[str, dict[float, float]] = {}
+def _buckets(table: MetricTable, name: str) -> dict[ModelKey, list[tuple[float, float]]]:
+    """Per model version, its histogram buckets summed over instances and devices."""
+    sums: dict[ModelKey, dict[float, float]] = {}
     for sample in table.samples(f"{name}_bucket"):
-        model, bound = sample.label("model"), sample.label("le")
+        model, bound = sample.model, sample.label("le")
         if model is None or bound is None:
             continue
         per_bound = sums.setdefault(model, {})
@@ -96,14 +96,9 @@ def _buckets(table: MetricTable, name: str) -> dict[str, list[tuple[float, float
     return {model: list(per_bound.items()) for model, per_bound in sums.items()}
 
 
-def _sums(table: MetricTable, name: str) -> dict[str, float]:
-    """Per model, a metric summed over its other labels."""
-    values: dict[str, float] = {}
-    for sample in table.samples(name):
-        model = sample.label("model")
-        if model is not None:
-            values[model] = values.get(model, 0.0) + sample.value
-    return values
+def _sums(table: MetricTable, name: str) -> dict[ModelKey, float]:
+    """Per model version, a metric summed over its other labels."""
+    return table.by_model(name)
 
 
 def _ms(buckets: list[tuple[float, float]] | None, quantile: float) -> float | None:
@@ -112,23 +107,24 @@ def _ms(buckets: list[tuple[float, float]] | None, quantile: float) -> float | N
     return None if seconds is None else seconds * MS_PER_S
 
 
-def _count(values: dict[str, float], model: str) -> int | None:
+def _count(values: dict[ModelKey, float], model: ModelKey) -> int | None:
     """An integer figure of one model, None when absent."""
     value = values.get(model)
     return None if value is None else int(value)
 
 
-def generation_figures(table: MetricTable | None) -> dict[str, GenerationFigures]:
-    """Per generate model (by name), its figures; models without `ge_generate_*` metrics are absent."""
+def generation_figures(table: MetricTable | None) -> dict[ModelKey, GenerationFigures]:
+    """Per generate model version (the glue labels each series with both, as Triton's own), its figures;
+    models without `ge_generate_*` metrics are absent."""
     if table is None or not any(name.startswith(PREFIX) for name in table.names()):
         return {}
     ttft, itl = _buckets(table, TTFT), _buckets(table, ITL)
     totals = {key: _sums(table, f"{PREFIX}{key}") for key in (
         "prompt_tokens_total", "generation_tokens_total", "running_sequences", "waiting_sequences",
         "kv_cache_bytes", "kv_cache_capacity_bytes")}
-    ended: dict[str, dict[str, int]] = {}
+    ended: dict[ModelKey, dict[str, int]] = {}
     for sample in table.samples(f"{PREFIX}sequences_ended_total"):
-        model, reason = sample.label("model"), sample.label("reason")
+        model, reason = sample.model, sample.label("reason")
         if model is not None and reason is not None:
             ended.setdefault(model, {})[reason] = ended.get(model, {}).get(reason, 0) + int(sample.value)
     models = set(ttft) | set(ended) | set().union(*(set(v) for v in totals.values()))
