@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from tests.conftest import DATA
-from triton_ge_console.console.widgets.detail import DetailPane, ModelDetail
-from triton_ge_console.sessions.generation import generation_figures
+from tests.console.waiting import until
+from triton_ge_console.console.app import create_app, next_connection
+from triton_ge_console.console.screens.dashboard import DashboardScreen
+from triton_ge_console.console.widgets.detail import DetailPane, ModelDetail, SeriesChart
+from triton_ge_console.sessions.generation import GenerationFigures, generation_figures
 from triton_ge_console.sessions.metrics import parse_metrics
-from triton_ge_console.sessions.snapshot import ModelSnapshot
+from triton_ge_console.sessions.recorded import RecordedSource
+from triton_ge_console.sessions.snapshot import Endpoints, ModelSnapshot, ServerSnapshot
 
 
 def _detail(model: ModelSnapshot) -> ModelDetail:
@@ -42,3 +46,36 @@ def test_spec_thresholds_colour_the_token_figures() -> None:
     assert styled[f"{figures.ttft_p99_ms:.2f}"] == "bold red"
     assert f"{figures.itl_p99_ms:.2f}" not in styled or styled[f"{figures.itl_p99_ms:.2f}"] == ""
     assert all(style != "bold red" for piece, style in styled.items() if "KV" in piece or "%" in piece)
+
+
+def _generating(step: int) -> ServerSnapshot:
+    """A generate model whose token figures move every step."""
+    figures = GenerationFigures(ttft_p99_ms=10.0 + step, itl_p99_ms=1.0 + step / 10,
+                                output_tokens_per_s=100.0 * step, generated_tokens_total=100 * step)
+    model = ModelSnapshot(name="llama_generate", version="1", state="READY", backend="ge",
+                          request_rate=2.0, generation=figures)
+    return ServerSnapshot(1_790_000_000.0 + 6 * step, "t", True, True, "2.51.0", 1.0 + 6 * step,
+                          Endpoints("http://127.0.0.1:1", "127.0.0.1:2"), (model,), ())
+
+
+async def test_a_generate_model_s_charts_are_its_token_latency_and_tokens_per_second() -> None:
+    """The detail view charts TTFT p99 and ITL p99 over time, and output tokens/s beside requests/s."""
+    snapshots = [_generating(step) for step in range(1, 5)]
+    app = create_app(RecordedSource(snapshots[:1], name="t"), max_polls=1)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, DashboardScreen)
+                    and app.screen.query_one("#latency-chart", SeriesChart).plotted is not None,
+                    what="the first charts")
+        for snapshot in snapshots[1:]:  # 6 s apart: every one redraws the charts
+            app.source.history.append(snapshot)
+            app.connection = next_connection(app.connection, snapshot, app.options)
+            await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        latency = screen.query_one("#latency-chart", SeriesChart).plotted
+        throughput = screen.query_one("#throughput-chart", SeriesChart).plotted
+        assert latency is not None and throughput is not None
+        assert latency[0] == "token latency ms" and [s.label for s in latency[1]] == ["TTFT p99", "ITL p99"]
+        assert [v for _, v in latency[1][0].points][-1] == 14.0  # the peak of the newest point
+        assert [s.label for s in throughput[1]] == ["tok/s", "req/s"]
+        assert max(v for _, v in throughput[1][0].points if v is not None) > 0

@@ -9,8 +9,10 @@ from collections.abc import Sequence
 from triton_ge_console.console.chart import Point
 from triton_ge_console.sessions.history import DEFAULT_CAPACITY, SnapshotHistory
 
-FIGURES = ("p50", "p99", "inferences", "requests")  # what the detail charts draw, per model
-HISTORY_FIGURES = ("p50_ms", "p99_ms", "inference_rate", "request_rate")  # their names in the history
+# what the detail charts draw, per model (a generate model's token figures: None for others)
+FIGURES = ("p50", "p99", "inferences", "requests", "ttft", "itl", "tokens")
+HISTORY_FIGURES = ("p50_ms", "p99_ms", "inference_rate", "request_rate",  # their names in the history
+                   "ttft_p99_ms", "itl_p99_ms", "output_tokens_per_s")
 CHART_POINTS = 120  # points per chart line at most: a braille chart has two dot columns per cell
 
 

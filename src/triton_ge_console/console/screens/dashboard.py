@@ -202,6 +202,9 @@ class DashboardScreen(Screen[None]):
             config_summary=summary,
             last_error=last_error(model, self.console.last_errors),
             limits=self._limits(model),
+            ttft=self.series.series("ttft", peak=True),
+            itl=self.series.series("itl", peak=True),
+            tokens=self.series.series("tokens"),
         )
 
     def _limits(self, model: ModelSnapshot) -> Mapping[str, float]:

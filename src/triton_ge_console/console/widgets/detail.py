@@ -41,6 +41,9 @@ class ModelDetail:
     config_summary: str
     last_error: str | None
     limits: Mapping[str, float] = field(default_factory=dict)  # the spec's console thresholds
+    ttft: Series = ()  # a generate model's TTFT p99 (peak per point), ITL p99 (peak) and output tokens/s
+    itl: Series = ()
+    tokens: Series = ()
 
 
 def _points(series: Series, now: float) -> tuple[Point, ...]:
@@ -199,14 +202,21 @@ class DetailPane(Vertical):
             self._draw_throughput(pending)
 
     def _draw_latency(self, detail: ModelDetail) -> None:
-        """The latency chart, in minutes before the detail's newest point (as the throughput chart)."""
-        self.query_one("#latency-chart", SeriesChart).draw(
-            "latency ms", [("p50", detail.p50), ("p99", detail.p99)], _newest(detail))
+        """The latency chart, in minutes before the detail's newest point (as the throughput chart); a
+        generate model's is its token latency: time to first token and between tokens."""
+        chart = self.query_one("#latency-chart", SeriesChart)
+        if detail.model.generation is not None:
+            lines = [("TTFT p99", detail.ttft), ("ITL p99", detail.itl)]
+            chart.draw("token latency ms", lines, _newest(detail))
+        else:
+            chart.draw("latency ms", [("p50", detail.p50), ("p99", detail.p99)], _newest(detail))
 
     def _draw_throughput(self, detail: ModelDetail) -> None:
-        """The throughput chart, on the latency chart's time axis."""
+        """The throughput chart, on the latency chart's time axis; a generate model's in output tokens."""
+        generate = detail.model.generation is not None
+        first = ("tok/s", detail.tokens) if generate else ("inf/s", detail.inferences)
         self.query_one("#throughput-chart", SeriesChart).draw(
-            "throughput /s", [("inf/s", detail.inferences), ("req/s", detail.requests)], _newest(detail))
+            "throughput /s", [first, ("req/s", detail.requests)], _newest(detail))
 
     @staticmethod
     def _info(detail: ModelDetail) -> Text:
