@@ -59,3 +59,30 @@ def test_generated_graphs_build_clean_or_are_refused(ports: tuple[Port, ...], ma
     """Whatever the inputs' types and shapes, build refuses in one line per problem or writes a
     repository validate finds no error in."""
     check_build_invariant(passthrough_model(ports), max_batch_size)
+
+
+def _identity_graph(in_shape: list[int | str], out_names: tuple[str, ...]) -> bytes:
+    """x through Identity to each named output (a repeated name repeats the output), shapes as given."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], [name]) for name in dict.fromkeys(out_names)], "odd",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, in_shape)],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, in_shape) for name in out_names])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize("max_batch_size", (0, 4))
+@pytest.mark.parametrize(("shape", "outputs"), [
+    (["N", 0], ("y",)),  # a zero-size dim: Triton's dims are >= 1 or -1
+    ([0, 3], ("y",)),
+    (["N", -5], ("y",)),  # a negative dim_value (not valid ONNX, but written by hand-edited graphs)
+    (["N", 3], ("",)),  # an output without a name
+    (["N", 3], ("y", "y")),  # one output listed twice
+], ids=["zero", "zero-first", "negative", "unnamed", "duplicate"])
+def test_odd_dims_and_names_are_refused_not_built(shape: list[int | str], outputs: tuple[str, ...],
+                                                  max_batch_size: int) -> None:
+    """Review mends: each of these built a config.pbtxt validate (and Triton) refuses."""
+    assert check_build_invariant(_identity_graph(shape, outputs), max_batch_size) == "refused"

@@ -86,7 +86,21 @@ def _tensor_spec(value: onnx.ValueInfoProto) -> TensorSpec:
     if not tensor_type.HasField("shape"):
         return TensorSpec(value.name, data_type, (), ranked=False)
     dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim)
+    if any(d == 0 or d < -1 for d in dims):  # Triton's dims are >= 1, or -1 for a variable one
+        raise OnnxReadError(f"'{value.name}' is shaped {list(dims)}: Triton serves no dimension of size 0 "
+                            "or below; make it symbolic (a name) or a size >= 1 in the graph")
     return TensorSpec(value.name, data_type, dims)
+
+
+def _names_problem(tensors: tuple[TensorSpec, ...], kind: str) -> None:
+    """Refuse a graph whose inputs or outputs Triton could not tell apart: unnamed, or one name twice."""
+    names = [t.name for t in tensors]
+    if "" in names:
+        raise OnnxReadError(f"an ONNX {kind} has no name: Triton finds tensors by name; name it in the graph")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise OnnxReadError(f"ONNX {kind} '{twice[0]}' is listed more than once: Triton takes one tensor per "
+                            "name; list it once in the graph")
 
 
 def graph_io(model: onnx.ModelProto) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
@@ -103,6 +117,8 @@ def graph_io(model: onnx.ModelProto) -> tuple[tuple[TensorSpec, ...], tuple[Tens
     initializers = {init.name for init in model.graph.initializer}
     inputs = tuple(_tensor_spec(v) for v in model.graph.input if v.name not in initializers)
     outputs = tuple(_tensor_spec(v) for v in model.graph.output)
+    _names_problem(inputs, "input")
+    _names_problem(outputs, "output")
     return inputs, outputs
 
 
