@@ -31,20 +31,22 @@ models:
   - {name: batch_only, backend: ge, source: batch_only.onnx, max_batch_size: 4,
      dynamic_batching: {max_queue_delay_microseconds: 50000}}
   - {name: types, backend: ge, source: types.onnx, max_batch_size: 4}
+  - {name: types_batched, backend: ge, source: types.onnx, max_batch_size: 4,
+     dynamic_batching: {max_queue_delay_microseconds: 200000}}
   - {name: unranked, backend: ge, source: unranked.onnx}
   - name: overridable
     backend: ge
     source: unranked.onnx
     inputs: [{name: x, data_type: FP32, dims: [2, -1]}, {name: scale, data_type: FP32, dims: [1]}]
 """
-MODELS = ("scalars", "batch_only", "types", "unranked", "overridable")
+MODELS = ("scalars", "batch_only", "types", "types_batched", "unranked", "overridable")
 CLIENTS = (httpclient, grpcclient)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory,
            triton_dist: TritonDistribution) -> Iterator[RunningServer]:
-    """The four models built from one spec, validated without an error, served by one tritonserver."""
+    """The models built from one spec, validated without an error, served by one tritonserver."""
     root = tmp_path_factory.mktemp("shapes")
     for name, make in SOURCES.items():
         (root / f"{name}.onnx").write_bytes(make())
@@ -152,6 +154,29 @@ def test_not_utf8_text_is_refused_with_the_reason(server: RunningServer) -> None
              "text": (np.array([[b"\xff\xfe", b"ok"]], dtype=np.object_), "BYTES")}
     with pytest.raises(Exception, match="not UTF-8"):
         _infer(httpclient, server, "types", feeds)
+
+
+def test_not_utf8_text_fails_only_its_own_request_in_a_batch(server: RunningServer) -> None:
+    """Review mends: batched with good requests (the dynamic batcher waits 200 ms for them), the request
+    whose text is not UTF-8 fails alone; the others get their answers."""
+    with httpclient.InferenceServerClient(server.http_hostport, concurrency=3) as client:
+        pending = []
+        for text in (b"good", b"\xff\xfe", b"fine"):
+            tensors = []
+            for name, array, kind in (("half", np.zeros((1, 3), np.float16), "FP16"),
+                                      ("flag", np.zeros((1, 4), bool), "BOOL"),
+                                      ("byte", np.zeros((1, 2), np.uint8), "UINT8"),
+                                      ("text", np.array([[text, b"ok"]], dtype=np.object_), "BYTES")):
+                tensor = httpclient.InferInput(name, list(array.shape), kind)
+                tensor.set_data_from_numpy(array)
+                tensors.append(tensor)
+            pending.append((text, client.async_infer("types_batched", tensors)))
+        for text, request in pending:
+            if text == b"\xff\xfe":
+                with pytest.raises(Exception, match="not UTF-8"):
+                    request.get_result()
+            else:
+                assert request.get_result().as_numpy("text_same").tolist() == [[text, b"ok"]]
 
 
 def test_batch_only_requests_batched_together_split_back(server: RunningServer) -> None:

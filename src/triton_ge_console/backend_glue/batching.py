@@ -35,6 +35,18 @@ def _shape_fits(shape: tuple[int, ...], dims: tuple[int, ...]) -> bool:
     return True
 
 
+def _not_text(array: np.ndarray) -> str | None:
+    """Why a STRING tensor is not text, or None: checked per request, so a batch merged with it never
+    fails for it (ONNX strings are text, decoded once the batch runs)."""
+    for value in array.flat:
+        if isinstance(value, bytes):
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return f"a STRING element is not UTF-8 ({exc.reason}); ONNX strings are text"
+    return None
+
+
 def request_error(feeds: dict[str, np.ndarray | None], inputs: Sequence[TensorInfo],
                   batched: bool) -> str | None:
     """Why this request cannot run on the model, or None when it can (on the request path: no
@@ -50,6 +62,8 @@ def request_error(feeds: dict[str, np.ndarray | None], inputs: Sequence[TensorIn
         shape = array.shape
         if info.ranked and not _shape_fits(shape, info.dims):
             return f"input {info.name} has shape {list(shape)}, the model needs {list(info.dims)} (-1: any)"
+        if info.data_type == "STRING" and (problem := _not_text(array)) is not None:
+            return f"input {info.name}: {problem}"
         if batched:
             if not shape:
                 return f"input {info.name} has no batch dimension"
