@@ -29,6 +29,11 @@ GENERATED: dict[str, tuple[tuple[Port, ...], int]] = {
     "gen_fixed": ((Port("ids:0", TensorProto.UINT16, (2, 3), True),
                    Port("state", TensorProto.INT8, (2, "N", 4), True)), 0),
     "gen_any_rank": ((Port("x", TensorProto.FLOAT, None, True),), 0),
+    # names config.pbtxt must escape (a quote, a backslash, a line break) or that are not ASCII
+    "gen_odd_names": ((Port('say "hi"', TensorProto.FLOAT, ("N", 2), True),
+                       Port("c:\\d", TensorProto.INT64, ("N", 2), True),
+                       Port("two\nlines", TensorProto.FLOAT, ("N", 2), True),
+                       Port("déjà vu", TensorProto.STRING, ("N", 2), True)), 2),
 }
 # a slice of the onnx wheel's models that build (every 6th: real architectures, converted PyTorch modules)
 SAMPLE = {f"shipped_{i}": path for i, path in enumerate(
