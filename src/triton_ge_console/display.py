@@ -81,6 +81,16 @@ def duration(seconds: float | None) -> str:
     return f"{days}d {clock}" if days else clock
 
 
+def threshold_level(value: float | int | None, limit: float | None) -> str:
+    """Where a figure stands against a spec threshold: "over" at or over it, "near" from 75% of it, else ""
+    (the console and the notebooks colour by it)."""
+    if value is None or limit is None:
+        return ""
+    if value >= limit:
+        return "over"
+    return "near" if value >= 0.75 * limit else ""
+
+
 GenerationPart = tuple[str, str | None, float | None]  # text, the spec threshold it answers to, its value
 
 

@@ -241,6 +241,7 @@ def test_05_streams_an_llm_and_shows_its_token_figures(tmp_path: Path) -> None:
     assert float(table["TTFT p50 ms"]) > 0 and float(table["ITL p99 ms"]) >= float(table["ITL p50 ms"]) > 0
     assert table["RUNNING"] == "0" and table["WAITING"] == "0" and table["KV"].endswith("(0%)")
     assert metrics["peak_output_tokens_per_s"] > 0 and metrics["ttft_p99_points"] > 0
+    assert metrics["thresholds"] == {"ttft_p99_ms": 500.0, "itl_p99_ms": 100.0, "kv_cache_share": 0.9}
     load = metrics["load_test"]
     assert load["requests"] > 0 and load["errors"] == 0 and load["output_tokens"] == 32 * load["requests"]
     assert load["ttft_p50_ms"] > 0 and load["itl_p50_ms"] > 0

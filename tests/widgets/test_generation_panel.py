@@ -35,6 +35,23 @@ def test_generation_panel_shows_token_figures_only_for_generate_models() -> None
     assert panel.rows == {} and panel.box.layout.display == "none" and panel.static_html() == ""
 
 
+def test_spec_thresholds_colour_the_generation_table() -> None:
+    """ttft_p99_ms and kv_cache_share as the console colours them: red at or over, orange from 75 %."""
+    snapshot = _snapshot(kv_cache_bytes=(1 << 20) * 4 // 5)  # 80 % of the KV capacity
+    figures = snapshot.models[0].generation
+    assert figures is not None and figures.ttft_p99_ms is not None
+    panel = GenerationPanel({"llama_generate": {"ttft_p99_ms": figures.ttft_p99_ms / 2, "kv_cache_share": 1.0,
+                                                "itl_p99_ms": 1000.0}})
+    panel.update(snapshot)
+    assert panel.levels == {"llama_generate": {"TTFT p99 ms": "over", "KV": "near"}}
+    markup = panel.table.value
+    assert f"color:firebrick; font-weight:bold'>{figures.ttft_p99_ms:.2f}<" in markup
+    assert "color:darkorange'>" in markup and "(80%)" in markup
+    plain = GenerationPanel()
+    plain.update(snapshot)
+    assert plain.levels == {"llama_generate": {}} and "firebrick" not in plain.table.value
+
+
 def test_load_test_runs_a_generate_model_with_the_generate_runner() -> None:
     """A model named generate goes to the generate runner, any other to the request runner."""
     called: list[tuple[str, str]] = []

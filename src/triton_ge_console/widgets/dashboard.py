@@ -80,14 +80,15 @@ class Dashboard:
 
     def __init__(self, source: SessionSource, interval: float = 1.0, load_runner: LoadRunner | None = None,
                  autostart: bool = True, background: bool = True, history_seconds: float = 300.0,
-                 owns_source: bool = False, generate_load_runner: LoadRunner | None = None) -> None:
+                 owns_source: bool = False, generate_load_runner: LoadRunner | None = None,
+                 thresholds: Mapping[str, Mapping[str, float]] | None = None) -> None:
         self.source = source
         self.owns_source = owns_source
         self.header = w.HTML(f"<b>GE Console</b> ─ session {html.escape(source.name)} ─ waiting")
         self.problem = w.HTML("")
         self.devices = DeviceGauges(history_seconds)
         self.models = ModelsPanel(source.controller, CommandRunner(background=background))
-        self.generation = GenerationPanel()
+        self.generation = GenerationPanel(thresholds)
         self.charts = ModelCharts(history_seconds=history_seconds)
         self.logs = FilteredLogTail(source.log_path)
         self.loadtest = LoadTestControl(load_runner, background=background,
@@ -111,6 +112,7 @@ class Dashboard:
     def for_session(cls, name: str | None = None, interval: float = 1.0,
                     shapes: dict[str, tuple[int, ...]] | None = None, **kwargs: Any) -> Dashboard:
         """A dashboard on a registered session (by name, or the only one), with its load generator."""
+        from triton_ge_console.console.launch_session import thresholds_of
         from triton_ge_console.sessions.access import token_headers
         from triton_ge_console.sessions.live import LiveSource
         from triton_ge_console.sessions.registry import Registry
@@ -120,6 +122,7 @@ class Dashboard:
         address, headers = url.split("://")[-1], token_headers(record, protocol)
         runner = loadgen_runner(address, protocol, shapes, headers)
         kwargs.setdefault("generate_load_runner", generate_runner(address, protocol, headers))
+        kwargs.setdefault("thresholds", thresholds_of(record))  # the spec's, as the console colours by
         return cls(LiveSource.from_record(record), interval, runner, owns_source=True, **kwargs)
 
     def start(self) -> None:
@@ -183,6 +186,7 @@ class Dashboard:
             "devices": {i: {"utilization": r.utilization_label.value, "memory": r.memory_label.value}
                         for i, r in self.devices.rows.items()},
             "generation": dict(self.generation.rows),  # each generate model's token figures as shown
+            "generation_levels": dict(self.generation.levels),  # and those past or near a threshold
             "status": self.models.runner.results[-1].message if self.models.runner.results else None,
         }
 

@@ -20,7 +20,7 @@ from textual.strip import Strip
 
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.widgets.paint import RenderPassLookups, line_runs
-from triton_ge_console.display import printable
+from triton_ge_console.display import printable, threshold_level
 from triton_ge_console.sessions.snapshot import ModelSnapshot
 
 DRAWN_ROWS = 1024  # rows whose lines are kept: the rows in view and many more, not every model for ever
@@ -60,13 +60,12 @@ SORT_KEYS = (
 )
 
 
+THRESHOLD_STYLES = {"over": "bold red", "near": "yellow", "": ""}
+
+
 def threshold_style(value: float | int | None, limit: float | None) -> str:
     """Red at or over the limit, yellow from 75% of it, plain otherwise."""
-    if value is None or limit is None:
-        return ""
-    if value >= limit:
-        return "bold red"
-    return "yellow" if value >= 0.75 * limit else ""
+    return THRESHOLD_STYLES[threshold_level(value, limit)]
 
 
 Cell = tuple[str, str, bool]  # text, style, right-aligned
