@@ -308,3 +308,40 @@ async def test_console_launches_a_repository_it_is_given(state: tuple[Registry, 
         opened.source.close()
         assert opened.lifecycle.record is not None
         assert "stopped" in opened.lifecycle.stop().message
+
+
+async def test_vs_direct_key_shows_the_seeds_tables_for_the_selected_model(
+        session: SessionRecord, state: tuple[Registry, Path]) -> None:
+    """v opens the load test dialog and compares llama's own executor with Triton over both protocols."""
+    from textual.widgets import DataTable, Log, ProgressBar
+
+    from triton_ge_console.console.screens.loadtest import LoadTestScreen
+
+    registry, _ = state
+    app = _app(session, registry)
+    async with app.run_test(size=SIZE) as pilot:
+        await _select(pilot, app, "llama_model")
+        await pilot.press("v")
+        await _until(pilot, lambda: isinstance(app.screen, LoadTestScreen), what="load test dialog")
+        screen = app.screen
+        log = screen.query_one(Log)
+        await _until(pilot, lambda: any(line.startswith("vs direct: round 1/") for line in log.lines),
+                     what="progress while it runs")
+        assert 0 < (screen.query_one(ProgressBar).percentage or 0) < 1.0
+        await _until(pilot, lambda: any(line.startswith(("vs direct done", "vs direct failed"))
+                                        for line in log.lines), what="comparison finished")
+        assert "vs direct done" in log.lines, log.lines
+        latency = screen.query_one("#vs-direct-latency", DataTable)
+        assert latency.display and [str(c.label) for c in latency.ordered_columns] == [
+            "batch", "direct (cpu-emulated)", "through Triton, gRPC", "Triton adds, gRPC (range)",
+            "through Triton, HTTP", "Triton adds, HTTP (range)"]
+        assert [str(latency.get_row_at(i)[0]) for i in range(latency.row_count)] == ["1", "4", "8"]
+        throughput = screen.query_one("#vs-direct-throughput", DataTable)
+        assert [str(c.label) for c in throughput.ordered_columns] == [
+            "direct", "through Triton, gRPC", "gRPC ÷ direct", "through Triton, HTTP", "HTTP ÷ direct"]
+        assert throughput.row_count == 1 and str(throughput.get_row_at(0)[2]).endswith("×)")
+        await pilot.pause()
+        assert latency.region.height >= 4 and throughput.region.height >= 2  # header and rows on screen
+        assert screen.query_one(ProgressBar).percentage == 1.0
+        await pilot.press("escape")
+        await _until(pilot, lambda: isinstance(app.screen, DashboardScreen), what="dialog closed")

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import App
@@ -20,6 +21,9 @@ from triton_ge_console.repository.progress import SHOW_AFTER_S, elapsed_line
 from triton_ge_console.sessions.debug_env import diagnostic_env
 from triton_ge_console.sessions.session_headers import send_test_request, session_headers
 from triton_ge_console.sessions.source import CommandResult, SessionSource
+
+if TYPE_CHECKING:
+    from triton_ge_console.sessions.loadgen.vs_direct import VsDirectSpec
 
 
 class ActionHandlers(App[None]):
@@ -178,6 +182,14 @@ class ActionHandlers(App[None]):
 
     def action_load_test(self) -> None:
         """Open the load test dialog for the selected model."""
+        self._open_load_test(compare=False)
+
+    def action_vs_direct(self) -> None:
+        """Open the load test dialog and measure what Triton costs the selected model (bench --vs-direct)."""
+        self._open_load_test(compare=True)
+
+    def _open_load_test(self, compare: bool) -> None:
+        """The load test dialog for the selected model; with compare, the vs-direct comparison starts."""
         from triton_ge_console.console.screens.loadtest import LoadTestScreen
         from triton_ge_console.sessions.registry import grpc_token_header
 
@@ -190,7 +202,27 @@ class ActionHandlers(App[None]):
             self.notify("the server's gRPC endpoint is not known", severity="warning")
             return
         headers = {grpc_token_header(k): v for k, v in session_headers(self.source).items()}
-        self.push_screen(LoadTestScreen(model, grpc.split("://", 1)[-1], headers))
+        screen = LoadTestScreen(model, grpc.split("://", 1)[-1], headers, self._vs_direct_spec(model))
+        self.push_screen(screen)
+        if compare:
+            screen.call_after_refresh(screen.start_vs_direct)
+
+    def _vs_direct_spec(self, model: str) -> VsDirectSpec | None:
+        """bench --vs-direct's comparison over the session's protocols; None without the model's files."""
+        from triton_ge_console.sessions.loadgen.vs_direct import VsDirectSpec
+        from triton_ge_console.sessions.registry import grpc_token_header
+
+        snapshot, repository = self.connection.last_good, self.repository_path()
+        if snapshot is None or repository is None:
+            return None
+        token = session_headers(self.source)
+        endpoints, headers = {}, {}
+        for protocol, url, keyed in (("grpc", snapshot.endpoints.grpc_url, grpc_token_header),
+                                     ("http", snapshot.endpoints.http_url, str)):
+            if url is not None:
+                endpoints[protocol] = url.split("://", 1)[-1]
+                headers[protocol] = {keyed(k): v for k, v in token.items()}
+        return VsDirectSpec(model=model, endpoints=endpoints, repository=repository, headers=headers)
 
     def action_start_server(self) -> None:
         """Start the session's server with the diagnostics chosen."""

@@ -6,20 +6,42 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Log, ProgressBar
+from textual.widgets import Button, DataTable, Input, Label, Log, ProgressBar
 
 from triton_ge_console.console import format as fmt
 
 if TYPE_CHECKING:
     from triton_ge_console.sessions.loadgen.run import LoadRun
     from triton_ge_console.sessions.loadgen.types import BenchRow, Progress
+    from triton_ge_console.sessions.loadgen.vs_direct import VsDirectReport, VsDirectSpec
 
 WINDOW_MS = 1000
-HINT = "Enter or Start runs the test · Esc stops it and closes this dialog"
+HINT = ("Enter or Start runs the test · vs direct measures what Triton costs this model against its own "
+        "executor in-process · Esc stops it and closes this dialog")
+VS_DIRECT_ROUNDS = 3
+
+
+class VsDirectProgress(Message):
+    """A line of the comparison's progress (from its worker thread)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class VsDirectFinished(Message):
+    """The comparison's report, or the one line saying why there is none."""
+
+    def __init__(self, report: VsDirectReport | None, error: str | None = None) -> None:
+        super().__init__()
+        self.report = report
+        self.error = error
 
 
 def progress_line(progress: Progress) -> str:
@@ -46,11 +68,13 @@ class LoadTestScreen(ModalScreen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "stop and close")]
 
-    def __init__(self, model: str, grpc_hostport: str, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(self, model: str, grpc_hostport: str, headers: Mapping[str, str] | None = None,
+                 vs_direct: VsDirectSpec | None = None) -> None:
         super().__init__()
         self.model = model
         self.grpc_hostport = grpc_hostport
         self.headers = dict(headers or {})  # gRPC metadata: the session's token, if it has one
+        self.vs_direct_spec = vs_direct  # None when the served repository is not known here
         self.run: LoadRun | None = None
 
     def compose(self) -> ComposeResult:
@@ -63,14 +87,95 @@ class LoadTestScreen(ModalScreen[None]):
                 yield Label("seconds")
                 yield Input("10", id="duration", type="integer")
                 yield Button("Start", variant="primary", id="start")
+                yield Button("vs direct", id="vs-direct", disabled=self.vs_direct_spec is None,
+                             tooltip="what Triton adds: latency at each batch and maximum throughput, "
+                                     "direct and through Triton over each protocol")
             yield Label(HINT, id="loadtest-hint")
             yield ProgressBar(id="loadtest-progress", show_eta=False)
             yield Log(id="loadtest-log")
+            yield Label("", id="vs-direct-latency-title", classes="vs-direct")
+            yield DataTable(id="vs-direct-latency", classes="vs-direct", show_cursor=False)
+            yield Label("", id="vs-direct-throughput-title", classes="vs-direct")
+            yield DataTable(id="vs-direct-throughput", classes="vs-direct", show_cursor=False)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        """Start the run."""
+        """Start the run, or the comparison."""
         if event.button.id == "start":
             self.start()
+        elif event.button.id == "vs-direct":
+            self.start_vs_direct()
+
+    def start_vs_direct(self) -> None:
+        """Measure the model directly and through Triton, once at a time, off the UI thread."""
+        if self.vs_direct_spec is None:
+            self.notify("the served repository is not known here, so its executor cannot be opened",
+                        title="vs direct", severity="warning")
+            return
+        if self.comparing or (self.run is not None and self.run.running):
+            return
+        self.query_one("#vs-direct", Button).disabled = True
+        self.query_one(ProgressBar).update(total=self.vs_direct_spec.rounds + 1, progress=0)
+        self.query_one(Log).write_line(f"vs direct: {self.model}, {self.vs_direct_spec.rounds} round(s), "
+                                       f"batch {', '.join(map(str, self.vs_direct_spec.batches))}")
+        self._measure_vs_direct(self.vs_direct_spec)
+
+    @property
+    def comparing(self) -> bool:
+        """Whether the comparison's worker is under way."""
+        return any(w.group == "vs-direct" and w.is_running for w in self.workers)
+
+    @work(thread=True, group="vs-direct", exclusive=True, exit_on_error=False)
+    def _measure_vs_direct(self, spec: VsDirectSpec) -> None:
+        """The library's measurement; its lines and its report come back as messages."""
+        from triton_ge_console.sessions.loadgen.inputs import LoadSpecError
+        from triton_ge_console.sessions.loadgen.transport import LoadError
+        from triton_ge_console.sessions.loadgen.vs_direct import measure_vs_direct_sync
+
+        def say(text: str) -> None:
+            self.post_message(VsDirectProgress(text))
+
+        try:
+            report = measure_vs_direct_sync(spec, say)
+        except (LoadSpecError, LoadError, OSError) as exc:
+            self.post_message(VsDirectFinished(None, str(exc)))
+            return
+        self.post_message(VsDirectFinished(report))
+
+    def on_vs_direct_progress(self, message: VsDirectProgress) -> None:
+        """Each step (the executor opened, a round done) moves the bar and is logged."""
+        self.query_one(ProgressBar).advance(1)
+        self.query_one(Log).write_line(f"vs direct: {message.text}")
+
+    def on_vs_direct_finished(self, message: VsDirectFinished) -> None:
+        """The seed's tables, or why there are none."""
+        self.query_one("#vs-direct", Button).disabled = False
+        log = self.query_one(Log)
+        if message.report is None:
+            log.write_line(f"vs direct failed: {message.error}")
+            self.notify(message.error or "failed", title="vs direct", severity="error")
+            return
+        bar = self.query_one(ProgressBar)
+        if bar.total is not None:
+            bar.update(progress=bar.total)
+        self._show_vs_direct(message.report)
+        for note in message.report.notes:
+            log.write_line(f"note: {note}")
+        log.write_line("vs direct done")
+
+    def _show_vs_direct(self, report: VsDirectReport) -> None:
+        """Fill both tables from the report's cells (the CLI's table, cell for cell)."""
+        from triton_ge_console.sessions.loadgen import vs_direct_report as cells
+
+        self.add_class("compared")
+        for part, title, table_cells in (
+                ("latency", cells.latency_title(report), cells.latency_cells(report)),
+                ("throughput", cells.throughput_title(report), cells.throughput_cells(report))):
+            self.query_one(f"#vs-direct-{part}-title", Label).update(Text(title, style="bold"))
+            table = self.query_one(f"#vs-direct-{part}", DataTable)
+            table.clear(columns=True)
+            headers, rows = table_cells
+            table.add_columns(*headers)
+            table.add_rows([tuple(Text(cell, justify="right") for cell in row) for row in rows])
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """Enter in a field starts the run, as the Start button does."""

@@ -38,47 +38,76 @@ def _ranged(spread: Spread, fmt: str) -> str:
     return f"{fmt.format(spread.median)} ({fmt.format(spread.low)}–{fmt.format(spread.high)})"
 
 
-def latency_table(report: VsDirectReport) -> Table:
+Cells = tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]  # headers, rows
+
+
+def latency_title(report: VsDirectReport) -> str:
+    """What the latency table shows, and the inputs it was measured with."""
+    shapes = ", ".join(f"{name} {list(dims)}" for name, dims in report.input_shapes.items())
+    return (f"{report.model}: latency ms, p50 (p99), median of {report.rounds} round(s); "
+            f"inputs at batch 1: {shapes}")
+
+
+def latency_cells(report: VsDirectReport) -> Cells:
     """One line per batch size: p50 (p99) direct and over each protocol, and what Triton adds to the p50."""
     protocols = list(dict.fromkeys(row.protocol for row in report.latency))
-    shapes = ", ".join(f"{name} {list(dims)}" for name, dims in report.input_shapes.items())
-    table = Table(title=f"{report.model}: latency ms, p50 (p99), median of {report.rounds} round(s); "
-                        f"inputs at batch 1: {shapes}", header_style="bold")
-    table.add_column("batch", justify="right")
-    table.add_column(f"direct ({report.executor})", justify="right")
+    headers = ["batch", f"direct ({report.executor})"]
     for protocol in protocols:
         label = PROTOCOL_LABELS.get(protocol, protocol)
-        table.add_column(f"through Triton, {label}", justify="right")
-        table.add_column(f"Triton adds, {label} (range)", justify="right")
+        headers += [f"through Triton, {label}", f"Triton adds, {label} (range)"]
+    rows = []
     for batch in dict.fromkeys(row.batch for row in report.latency):
-        rows = {row.protocol: row for row in report.latency if row.batch == batch}
-        first = rows[protocols[0]]
+        by_protocol = {row.protocol: row for row in report.latency if row.batch == batch}
+        first = by_protocol[protocols[0]]
         cells = [str(batch), f"{_ms(first.direct_p50_ms)} ({_ms(first.direct_p99_ms)})"]
         for protocol in protocols:
-            row = rows[protocol]
+            row = by_protocol[protocol]
             cells += [f"{_ms(row.triton_p50_ms)} ({_ms(row.triton_p99_ms)})", _added(row.added_p50_ms)]
-        table.add_row(*cells)
+        rows.append(tuple(cells))
+    return tuple(headers), tuple(rows)
+
+
+def throughput_title(report: VsDirectReport) -> str:
+    """What the throughput table compares: executors directly, requests in flight through Triton."""
+    batch = report.throughput[0].batch if report.throughput else 1
+    return (f"maximum throughput, req/s at batch {batch}: direct with {report.instances} "
+            f"executor(s) (one per served instance), through Triton with {report.concurrency} in flight")
+
+
+def throughput_cells(report: VsDirectReport) -> Cells:
+    """Maximum throughput each way and through Triton ÷ direct, with the rounds' ranges."""
+    rows = report.throughput
+    headers = ["direct"]
+    for row in rows:
+        label = PROTOCOL_LABELS.get(row.protocol, row.protocol)
+        headers += [f"through Triton, {label}", f"{label} ÷ direct"]
+    if not rows:
+        return tuple(headers), ()
+    cells = [_ranged(rows[0].direct_rps, "{:.1f}")]
+    for row in rows:
+        cells += [_ranged(row.triton_rps, "{:.1f}"), _ranged(row.ratio, "{:.2f}×")]
+    return tuple(headers), (tuple(cells),)
+
+
+def _rich_table(title: str, cells: Cells) -> Table:
+    """Headers and rows as a Rich table, figures right-aligned."""
+    headers, rows = cells
+    table = Table(title=title, header_style="bold")
+    for header in headers:
+        table.add_column(header, justify="right")
+    for row in rows:
+        table.add_row(*row)
     return table
+
+
+def latency_table(report: VsDirectReport) -> Table:
+    """The latency cells as a Rich table."""
+    return _rich_table(latency_title(report), latency_cells(report))
 
 
 def throughput_table(report: VsDirectReport) -> Table:
-    """Maximum throughput each way and through Triton ÷ direct, with the rounds' ranges."""
-    rows = report.throughput
-    batch = rows[0].batch if rows else 1
-    table = Table(title=f"maximum throughput, req/s at batch {batch}: direct with {report.instances} "
-                        f"executor(s) (one per served instance), through Triton with {report.concurrency} "
-                        "in flight", header_style="bold")
-    table.add_column("direct", justify="right")
-    for row in rows:
-        label = PROTOCOL_LABELS.get(row.protocol, row.protocol)
-        table.add_column(f"through Triton, {label}", justify="right")
-        table.add_column(f"{label} ÷ direct", justify="right")
-    if rows:
-        cells = [_ranged(rows[0].direct_rps, "{:.1f}")]
-        for row in rows:
-            cells += [_ranged(row.triton_rps, "{:.1f}"), _ranged(row.ratio, "{:.2f}×")]
-        table.add_row(*cells)
-    return table
+    """The throughput cells as a Rich table."""
+    return _rich_table(throughput_title(report), throughput_cells(report))
 
 
 def vs_direct_renderable(report: VsDirectReport) -> Group:
