@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from tests.conftest import DATA
-from triton_ge_console.sessions.generation import generation_figures
+from triton_ge_console.sessions.generation import GenerationFigures, generation_figures
 from triton_ge_console.sessions.metrics import parse_metrics
 from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.widgets import GenerationPanel, LoadTestControl
@@ -33,6 +33,14 @@ def test_generation_panel_shows_token_figures_only_for_generate_models() -> None
     assert "TTFT p99 ms" in panel.static_html() and "42.2" in panel.static_html()
     panel.update(ServerSnapshot(0.0, "s", models=(ModelSnapshot("bert_model", "1", "READY"),)))
     assert panel.rows == {} and panel.box.layout.display == "none" and panel.static_html() == ""
+
+
+def test_the_generation_table_shows_a_model_s_newest_version() -> None:
+    """Two versions served at once, each with its own figures: the row is the newest one's."""
+    newest, older = (ModelSnapshot("g", v, "READY", generation=GenerationFigures(running=int(v))) for v in "21")
+    panel = GenerationPanel()
+    panel.update(ServerSnapshot(0.0, "s", models=(older, newest)))
+    assert panel.rows["g"]["RUNNING"] == "2"
 
 
 def test_spec_thresholds_colour_the_generation_table() -> None:

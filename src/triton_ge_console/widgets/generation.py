@@ -10,6 +10,7 @@ import ipywidgets as w
 
 from triton_ge_console.display import threshold_level
 from triton_ge_console.sessions.generation import GenerationFigures
+from triton_ge_console.sessions.history import newest_versions
 from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.widgets.format import MISSING, memory, number, percent
 
@@ -46,12 +47,9 @@ def generation_cells(name: str, figures: GenerationFigures) -> dict[str, str]:
 
 
 def generate_models(snapshot: ServerSnapshot) -> list[ModelSnapshot]:
-    """The models with token figures, one row per name (their versions share the figures)."""
-    seen: dict[str, ModelSnapshot] = {}
-    for model in snapshot.models:
-        if model.generation is not None:
-            seen.setdefault(model.name, model)
-    return list(seen.values())
+    """The models with token figures, one row per name: its newest version's (the one the charts and
+    `ServerSnapshot.model` follow; every version has figures of its own)."""
+    return [m for m in newest_versions(snapshot.models).values() if m.generation is not None]
 
 
 def generation_table(rows: dict[str, dict[str, str]], levels: Mapping[str, Mapping[str, str]]) -> str:
