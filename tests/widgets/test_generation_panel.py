@@ -37,7 +37,8 @@ def test_generation_panel_shows_token_figures_only_for_generate_models() -> None
 
 def test_the_generation_table_shows_a_model_s_newest_version() -> None:
     """Two versions served at once, each with its own figures: the row is the newest one's."""
-    newest, older = (ModelSnapshot("g", v, "READY", generation=GenerationFigures(running=int(v))) for v in "21")
+    newest, older = (ModelSnapshot("g", v, "READY", generation=GenerationFigures(running=int(v)))
+                     for v in "21")
     panel = GenerationPanel()
     panel.update(ServerSnapshot(0.0, "s", models=(older, newest)))
     assert panel.rows["g"]["RUNNING"] == "2"
