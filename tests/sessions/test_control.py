@@ -12,18 +12,26 @@ import tritonclient.http as triton_http
 
 from tests.conftest import RunningServer, run_triton
 from tests.sessions.helpers import write_echo_model
+from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.sessions.control import TritonControl, client_url, config_differences, merge_config
+from triton_ge_console.sessions.health import stub_instances
+
+
+@pytest.fixture(scope="module")
+def repository(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The module's model repository: echo (loaded), spare and grouped (not loaded)."""
+    repo = tmp_path_factory.mktemp("control") / "repo"
+    for name in ("echo", "spare", "grouped"):
+        write_echo_model(repo, name)
+    return repo
 
 
 @pytest.fixture(scope="module")
 def server(triton_dist: TritonDistribution, python_backends: Path,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+           repository: Path) -> Iterator[RunningServer]:
     """One server with the echo model loaded, shared by this module's tests."""
-    root = tmp_path_factory.mktemp("control")
-    write_echo_model(root / "repo", "echo")
-    write_echo_model(root / "repo", "spare")
-    with run_triton(triton_dist, root / "repo", python_backends, models=("echo",),
+    with run_triton(triton_dist, repository, python_backends, models=("echo",),
                     extra=("--exit-timeout-secs=3",)) as running:
         yield running
 
@@ -74,6 +82,39 @@ def test_reload_of_a_broken_config_reports_triton_error_and_keeps_the_old_model(
     assert not result.ok
     assert "reload echo failed" in result.message and "Triton kept version 1 serving" in result.message
     assert infer(server).tolist() == before
+
+
+def instances_on_disk(model_dir: Path, count: int) -> None:
+    """Set the model's instance_group count in its config.pbtxt (an operator's edit)."""
+    config = model_dir / "config.pbtxt"
+    text = config.read_text(encoding="utf-8").split("instance_group")[0]
+    config.write_text(text + f"instance_group [ {{ count: {count} kind: KIND_CPU }} ]\n", encoding="utf-8")
+
+
+def running_instances(server: RunningServer, model: str) -> int:
+    """How many instance processes of the model's version 1 the server runs now."""
+    assert server.process.pid is not None
+    return len(stub_instances(server.process.pid).get((model, "1"), ()))
+
+
+def test_a_plain_reload_serves_the_config_on_disk(control: TritonControl, server: RunningServer,
+                                                 repository: Path) -> None:
+    model_dir = repository / "grouped"
+    instances_on_disk(model_dir, 3)
+    loaded = control.load("grouped")
+    assert loaded.ok, loaded.message
+    wait_until(lambda: running_instances(server, "grouped") == 3, what="3 instances running")
+    first = control.reload("grouped")  # nothing changed: a new instance from the running config
+    assert first.ok, first.message
+    instances_on_disk(model_dir, 1)
+    result = control.reload("grouped")
+    assert result.ok, result.message
+    assert control.model_config("grouped")["instance_group"][0]["count"] == 1
+    wait_until(lambda: running_instances(server, "grouped") == 1, timeout=30, what="1 instance running")
+    assert result.message == ("reload grouped: new instance of version 1 READY; "
+                              "now serving instance_group[0].count 3 → 1")
+    assert control.reload("grouped").message.endswith("; its config is unchanged")
+    assert control.unload("grouped").ok
 
 
 def test_an_invalid_override_value_shows_the_log_detail(control: TritonControl) -> None:

@@ -32,6 +32,7 @@ READY_STATE = "READY"
 # A config parameter a reload sets to a fresh value, so Triton loads new instances (backends ignore it).
 RELOAD_PARAMETER = "ge_console_reload_id"
 CLOSED_MIDWAY = "the server closed the connection (stopped or restarted meanwhile?)"
+MAX_FIELDS_SHOWN = 4  # config changes named in a message; the rest are counted
 DEAD_UNLOAD_WAIT_S = 5.0  # how long unload waits for a model whose instance died before saying so
 _POLL_FAILED = re.compile(r"Poll failed for model directory '(?P<model>[^']+)': (?P<why>.*?)\"?$")
 
@@ -270,39 +271,52 @@ class TritonControl:
         Triton skips a load whose config and files look unchanged, and updates in place (keeping its
         instances) one whose config changed only in instance groups. So a plain request first reloads
         what changed in the repository; when neither the log shows a new instance nor (without a log)
-        the running config changed, the running config is sent explicitly with any override and a fresh
-        `RELOAD_PARAMETER`, which Triton loads as a new model and swaps in once READY.
+        the running config changed, the config Triton runs *after* that request (the repository's, an
+        in-place update included) is sent explicitly with any override and a fresh `RELOAD_PARAMETER`,
+        which Triton loads as a new model and swaps in once READY. The message names what changed.
         """
         if not any(entry.state == READY_STATE for entry in self._known(model)):
             return False, f"reload {model}: not loaded (use load)"
         override = parse_config(config)
-        running = self.model_config(model)
+        before = self.model_config(model)
+        base = before
         offset = self._log_size()
         if override is None:
             ok, message = self._load(model, None, "reload")
             if not ok or new_instance_logged(self._log_since(offset), model):
-                return self._verified(model, ok, message, offset)
-            if offset is None and self.model_config(model) != running:
+                return self._verified(model, ok, message, offset, before)
+            base = self.model_config(model)  # the repository's edit, if Triton applied it in place
+            if offset is None and base != before:
                 versions = self._ready_versions(model)
-                return True, f"reload {model}: {versions} READY with the repository's new config"
-        full = json.dumps(merge_config(running, {**(override or {}), "parameters": reload_marker(override)}))
+                served = self._served(model, before)
+                return True, f"reload {model}: {versions} READY with the repository's new config{served}"
+        full = json.dumps(merge_config(base, {**(override or {}), "parameters": reload_marker(override)}))
         ok, message = self._load(model, full, "reload", override or {})
-        return self._verified(model, ok, message, offset)
+        return self._verified(model, ok, message, offset, before)
 
     def _ready_versions(self, model: str) -> str:
         """"version 1" / "version 1, 2": what of the model is READY, for messages."""
         return "version " + ", ".join(e.version for e in self._known(model) if e.state == READY_STATE)
 
-    def _verified(self, model: str, ok: bool, message: str, offset: int | None) -> tuple[bool, str]:
+    def _served(self, model: str, before: dict[str, Any]) -> str:
+        """'; now serving field old → new ...' (or '; same config'): what the reload changed in what
+        Triton runs, so a message never calls a reload done while the old config still serves unsaid."""
+        fields = config_changes(without_marker(self._config_if_known(model) or {}), without_marker(before))
+        return "; now serving " + changes_text(fields) if fields else "; its config is unchanged"
+
+    def _verified(self, model: str, ok: bool, message: str, offset: int | None,
+                  before: dict[str, Any]) -> tuple[bool, str]:
         """A reload's result as the server log shows it: "new instance" only when a load was logged."""
         if not ok:
             return ok, message
         versions = self._ready_versions(model)
+        served = self._served(model, before)
         if offset is None:
-            return True, f"reload {model}: {versions} READY (no server log here to confirm a new instance)"
+            return True, (f"reload {model}: {versions} READY (no server log here to confirm a new instance)"
+                          f"{served}")
         if not new_instance_logged(self._log_since(offset), model):
             return False, f"reload {model}: Triton answered {versions} READY; its log shows no new instance"
-        return True, f"reload {model}: new instance of {versions} READY"
+        return True, f"reload {model}: new instance of {versions} READY{served}"
 
     def _load(self, model: str, config: str | None, action: str,
               expected: dict[str, Any] | None = None) -> tuple[bool, str]:
@@ -402,6 +416,26 @@ def reload_marker(override: dict[str, Any] | None) -> dict[str, Any]:
     parameters = dict((override or {}).get("parameters") or {})
     parameters[RELOAD_PARAMETER] = {"string_value": uuid.uuid4().hex}
     return parameters
+
+
+def without_marker(config: dict[str, Any]) -> dict[str, Any]:
+    """A config without the reload's RELOAD_PARAMETER (a fresh one each reload, not a change to report)."""
+    parameters = {k: v for k, v in (config.get("parameters") or {}).items() if k != RELOAD_PARAMETER}
+    return {**config, "parameters": parameters} if "parameters" in config else config
+
+
+def changes_text(fields: list[ConfigChange]) -> str:
+    """Config changes as 'field old → new; ...', the first MAX_FIELDS_SHOWN of them, the rest counted."""
+    shown = [f"{where} {short_value(old)} → {short_value(new)}"
+             for where, old, new in fields[:MAX_FIELDS_SHOWN]]
+    more = f" (and {len(fields) - MAX_FIELDS_SHOWN} more)" if len(fields) > MAX_FIELDS_SHOWN else ""
+    return "; ".join(shown) + more
+
+
+def short_value(value: Any) -> str:
+    """A config value in a few characters: JSON, cut with an ellipsis; absent reads as such."""
+    text = "(none)" if value is None else json.dumps(value, separators=(",", ":"))
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def new_instance_logged(lines: list[str], model: str) -> bool:

@@ -23,7 +23,7 @@ from triton_ge_console.repository.build import BuildError, BuildReport, build_re
 from triton_ge_console.repository.external_data import external_files
 from triton_ge_console.repository.progress import ProgressHook
 from triton_ge_console.repository.spec.load import SpecError, load_spec
-from triton_ge_console.sessions.control import ControlError, TritonControl, config_changes
+from triton_ge_console.sessions.control import ControlError, TritonControl, changes_text, config_changes
 from triton_ge_console.sessions.paths import open_private
 from triton_ge_console.sessions.registry import Registry, SessionRecord
 from triton_ge_console.sessions.source import CommandResult
@@ -158,9 +158,6 @@ def find_changes(record: SessionRecord, report: BuildReport | None = None) -> Ch
     return Changes(added, updated, removed)
 
 
-MAX_FIELDS_SHOWN = 4  # per model in describe_changes; the rest are counted
-
-
 def describe_changes(record: SessionRecord, control: TritonControl, changes: Changes) -> list[str]:
     """One line per model saying what changed: added, removed, or which config fields now differ from
     what Triton serves (or that only its files did)."""
@@ -184,15 +181,7 @@ def _what_changed(record: SessionRecord, control: TritonControl, model: str) -> 
     fields = config_changes(wanted, loaded)
     if not fields:
         return "updated: its files changed, its config is the one served"
-    shown = [f"{path} {_short(old)} → {_short(new)}" for path, old, new in fields[:MAX_FIELDS_SHOWN]]
-    more = f" (and {len(fields) - MAX_FIELDS_SHOWN} more)" if len(fields) > MAX_FIELDS_SHOWN else ""
-    return "updated: " + "; ".join(shown) + more
-
-
-def _short(value: Any) -> str:
-    """A config value in a few characters: JSON, cut with an ellipsis; absent reads as such."""
-    text = "(none)" if value is None else json.dumps(value, separators=(",", ":"))
-    return text if len(text) <= 40 else text[:39] + "…"
+    return "updated: " + changes_text(fields)
 
 
 def reload_changed(
