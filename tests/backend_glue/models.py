@@ -265,3 +265,13 @@ def failing_decoder_model(rows: int = 8, vocab: int = 128, favourite: int = 100)
          numpy_helper.from_array(np.array([1, 3], np.int64), "axes")],
     )
     return _serialize(graph)
+
+
+def no_input_model() -> bytes:
+    """No inputs at all: a Constant graph answering table FP32 [3] = [1, 2, 3] (a lookup table, a version
+    stamp)."""
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["table"],
+                          value=numpy_helper.from_array(np.array([1, 2, 3], np.float32), "c"))],
+        "no_input", [], [helper.make_tensor_value_info("table", TensorProto.FLOAT, [3])])
+    return _serialize(graph)

@@ -14,7 +14,13 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from tests.backend_glue.conftest import server_env
-from tests.backend_glue.models import batch_only_model, scalar_model, types_model, unranked_model
+from tests.backend_glue.models import (
+    batch_only_model,
+    no_input_model,
+    scalar_model,
+    types_model,
+    unranked_model,
+)
 from tests.conftest import RunningServer, run_triton
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
@@ -23,7 +29,7 @@ from triton_ge_console.repository.spec.load import parse_spec
 from triton_ge_console.repository.validate import validate_path
 
 SOURCES = {"scalar": scalar_model, "batch_only": batch_only_model, "types": types_model,
-           "unranked": unranked_model}
+           "unranked": unranked_model, "no_input": no_input_model}
 SPEC = """
 name: shapes
 models:
@@ -34,12 +40,13 @@ models:
   - {name: types_batched, backend: ge, source: types.onnx, max_batch_size: 4,
      dynamic_batching: {max_queue_delay_microseconds: 200000}}
   - {name: unranked, backend: ge, source: unranked.onnx}
+  - {name: no_input, backend: ge, source: no_input.onnx}
   - name: overridable
     backend: ge
     source: unranked.onnx
     inputs: [{name: x, data_type: FP32, dims: [2, -1]}, {name: scale, data_type: FP32, dims: [1]}]
 """
-MODELS = ("scalars", "batch_only", "types", "types_batched", "unranked", "overridable")
+MODELS = ("scalars", "batch_only", "types", "types_batched", "unranked", "overridable", "no_input")
 CLIENTS = (httpclient, grpcclient)
 
 
@@ -145,6 +152,14 @@ def test_declared_default_is_optional_and_overrides(server: RunningServer, clien
     (expected,) = direct.run(None, {"x": x, "scale": scale.reshape(())})
     np.testing.assert_array_equal(override["grid"], expected)
     assert not np.array_equal(override["grid"], default["grid"])
+
+
+@pytest.mark.parametrize("client_module", CLIENTS, ids=("http", "grpc"))
+def test_a_model_without_inputs_answers(server: RunningServer, client_module: object) -> None:
+    """Review mends: a graph with no inputs builds, validates and loads, so a request without inputs gets
+    its output (every request failed with an IndexError in the glue)."""
+    got = _infer(client_module, server, "no_input", {})
+    np.testing.assert_array_equal(got["table"], ort.InferenceSession(no_input_model()).run(None, {})[0])
 
 
 def test_not_utf8_text_is_refused_with_the_reason(server: RunningServer) -> None:

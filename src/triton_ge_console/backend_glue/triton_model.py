@@ -145,8 +145,8 @@ class TritonPythonModel:
             outputs, stats = self.executor.run(feeds)  # type: ignore[arg-type]
         except (ExecutorError, RuntimeError, ValueError) as exc:
             return self._error(pb_utils, f"execution failed: {exc}")
-        first = feeds[self.input_names[0]]
-        self._record(started, int(first.shape[0]) if self.batched and first is not None else 1, stats)
+        first = feeds[self.input_names[0]] if self.batched else None  # a model may have no inputs at all
+        self._record(started, int(first.shape[0]) if first is not None else 1, stats)
         return self._response(pb_utils, request, outputs)
 
     def _feeds(self, pb_utils: Any, request: Any) -> dict[str, np.ndarray | None]:
