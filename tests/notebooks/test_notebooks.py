@@ -174,10 +174,22 @@ def test_03_reloads_tunes_and_survives_a_broken_reload(tmp_path: Path) -> None:
     assert "Triton kept version 1 serving" in broken["message"] and "firebrick" in broken["status_label"]
     assert broken["index"]["llama_model:1"] == "READY" and broken["still_answers_shape"] == [1, 16, 32000]
     assert broken["config_in_effect"] == tune["after"]  # the tuned version kept serving
+    cost = facts["triton_cost"]  # the seed's table for the tuned llama: its shape, never its timings
+    assert {k: cost[k] for k in ("model", "executor", "instances", "rounds", "input_shapes", "batches")} == {
+        "model": "llama_model", "executor": "cpu-emulated", "instances": 2, "rounds": 2,
+        "input_shapes": {"input_ids": [1, 16]}, "batches": ["1", "4"]}
+    assert cost["latency_headers"] == ["batch", "direct (cpu-emulated)", "through Triton, gRPC",
+                                       "Triton adds, gRPC (range)", "through Triton, HTTP",
+                                       "Triton adds, HTTP (range)"]
+    assert cost["throughput_headers"] == ["direct", "through Triton, gRPC", "gRPC ÷ direct",
+                                          "through Triton, HTTP", "HTTP ÷ direct"]
+    assert cost["throughput_rows"] == 1 and cost["notes"] == 1  # CPU emulation: the shared-CPU note
+    (tables,) = [o["data"]["text/html"] for o in run.nb.cells[19].outputs if "text/html" in o.get("data", {})]
+    assert tables.count("<table") == 2 and "Triton adds, HTTP (range)" in tables  # HTML, kept when saved
     # Triton stops at once (exit 0), not at the end of its exit timeout
     assert facts["cleanup"] == {"state": "stopped", "ports_freed": True, "exit_code": 0}
     assert no_scratch_left(tmp_path)
-    assert "stop()" in stdout_of(run.nb.cells[19])  # the last cell says how to stop: Run All left it live
+    assert "stop()" in stdout_of(run.nb.cells[21])  # the last cell says how to stop: Run All left it live
     closed = [o for o in run.nb.cells[2].outputs
               if "dashboard closed at" in o.get("data", {}).get("text/html", "")]
     assert len(closed) == 1 and len(svg_images(closed[0]["data"]["text/html"])) == 5
