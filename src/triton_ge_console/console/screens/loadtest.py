@@ -22,9 +22,7 @@ if TYPE_CHECKING:
     from triton_ge_console.sessions.loadgen.vs_direct import VsDirectReport, VsDirectSpec
 
 WINDOW_MS = 1000
-HINT = ("Enter or Start runs the test · vs direct measures what Triton costs this model against its own "
-        "executor in-process · Esc stops it and closes this dialog")
-VS_DIRECT_ROUNDS = 3
+HINT = "Enter or Start runs the test · vs direct compares it with its own executor · Esc stops and closes"
 
 
 class VsDirectProgress(Message):
