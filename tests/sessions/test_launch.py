@@ -223,6 +223,28 @@ def test_reload_changed_rebuilds_from_the_spec_and_reloads_what_changed(
     assert "no model changed" in capsys.readouterr().out
 
 
+def test_reload_changed_of_an_instance_count_edit_serves_the_new_count(
+        shared: Shared, session: SessionRecord, capsys: pytest.CaptureFixture[str]) -> None:
+    control = controller_for(session)
+    batch = control.model_config(MODEL)["max_batch_size"]  # only instance_group changes: updated in place
+    spec = write_ge_spec(shared.spec.parent, max_batch_size=batch)
+    plain = spec.read_text(encoding="utf-8")
+    try:
+        spec.write_text(plain + "    instance_group:\n      count: 2\n", encoding="utf-8")
+        assert main(["reload", "--changed"]) == 0
+        assert control.model_config(MODEL)["instance_group"][0]["count"] == 2
+        capsys.readouterr()
+        spec.write_text(plain, encoding="utf-8")
+        assert main(["reload", "--changed"]) == 0
+        out = capsys.readouterr().out
+        assert control.model_config(MODEL)["instance_group"][0]["count"] == 1, out
+        reloaded = [line for line in out.splitlines() if line.startswith(f"reload {MODEL}: new instance")]
+        assert reloaded and "instance_group[0].count 2 → 1" in reloaded[0], out
+    finally:
+        spec.write_text(plain, encoding="utf-8")
+        assert main(["reload", "--changed"]) == 0
+
+
 def test_a_single_model_reload_counts_for_reload_changed(session: SessionRecord) -> None:
     assert session.repository is not None
     config = session.repository / MODEL / "config.pbtxt"
@@ -231,7 +253,7 @@ def test_a_single_model_reload_counts_for_reload_changed(session: SessionRecord)
     try:
         assert find_changes(session).updated == (MODEL,)
         assert describe_changes(session, controller_for(session), find_changes(session)) == [
-            f"{MODEL}: updated: its files changed, its config is the one served"]  # only a comment differs
+            f"{MODEL}: updated: its files changed; the fields its config.pbtxt sets are the ones served"]
         assert main(["reload", MODEL]) == 0
         assert find_changes(session).empty, "reload MODEL did not record the digest it loaded"
     finally:

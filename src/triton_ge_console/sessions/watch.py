@@ -180,7 +180,7 @@ def _what_changed(record: SessionRecord, control: TritonControl, model: str) -> 
     wanted = json_format.MessageToDict(on_disk, preserving_proto_field_name=True)
     fields = config_changes(wanted, loaded)
     if not fields:
-        return "updated: its files changed, its config is the one served"
+        return "updated: its files changed; the fields its config.pbtxt sets are the ones served"
     return "updated: " + changes_text(fields)
 
 
