@@ -1,7 +1,7 @@
 """A generate model's token-level figures in Triton's /metrics (Python-backend custom metrics).
 
 The scheduler's thread only appends to plain lists under a lock; a background thread hands them to Triton
-every FLUSH_INTERVAL_S (each metric call is an IPC round trip to the server), as `telemetry` does.
+(`flusher.MetricFlusher`, as for `telemetry`).
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from triton_ge_console.backend_glue.flusher import MetricFlusher
 from triton_ge_console.backend_glue.generate_scheduler import ENDINGS
 
-FLUSH_INTERVAL_S = 0.5
 TTFT = "ge_generate_time_to_first_token_seconds"
 ITL = "ge_generate_inter_token_latency_seconds"
 TTFT_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]
@@ -73,10 +73,8 @@ class GenerateMetrics:
             self._families[name] = family(name=name, description=text, kind=family.GAUGE)
             self._gauges[name] = self._families[name].Metric(labels=gauge_labels)
         self._gauges["ge_generate_kv_cache_capacity_bytes"].set(float(kv_capacity))
-        self._stop = threading.Event()
-        self._last_warning = ""
-        self._thread = threading.Thread(target=self._loop, name="ge-generate-metrics", daemon=True)
-        self._thread.start()
+        self._flusher = MetricFlusher(self._pb.Logger, "generate metrics", self.flush, self.flush,
+                                      "ge-generate-metrics")
 
     def first_token(self, seconds: float) -> None:
         """A sequence's first token went out."""
@@ -121,21 +119,6 @@ class GenerateMetrics:
             self._gauges["ge_generate_waiting_sequences"].set(float(waiting))
             self._gauges["ge_generate_kv_cache_bytes"].set(float(kv_bytes))
 
-    def _loop(self) -> None:
-        """Flush until closed; a failing round is logged once per cause, never fatal."""
-        while not self._stop.wait(FLUSH_INTERVAL_S):
-            try:
-                self.flush()
-            except Exception as exc:  # metrics must never take the model down
-                if str(exc) != self._last_warning:
-                    self._last_warning = str(exc)
-                    self._pb.Logger.log_warn(f"ge glue generate metrics: {exc}")
-
     def close(self) -> None:
         """Stop after a last flush."""
-        self._stop.set()
-        self._thread.join(timeout=5)
-        try:
-            self.flush()
-        except Exception as exc:
-            self._pb.Logger.log_warn(f"ge glue generate metrics: last flush failed: {exc}")
+        self._flusher.close()

@@ -1,8 +1,8 @@
 """The glue's figures in Triton's own /metrics, through Python-backend custom metrics.
 
-The hot path only adds to plain counters under a lock; a background thread flushes them to Triton every
-FLUSH_INTERVAL_S (each metric call is an IPC round trip to the server) and refreshes the device gauges
-from the shared ledger (or from AscendCL on a real NPU).
+The hot path only adds to plain counters under a lock; the glue's flusher thread (`flusher.MetricFlusher`)
+hands them to Triton every half second (each metric call is an IPC round trip to the server) and refreshes
+the device gauges from the shared ledger (or from AscendCL on a real NPU).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from triton_ge_console.backend_glue.executor import DeviceFigures, RunStats
+from triton_ge_console.backend_glue.flusher import MetricFlusher
 from triton_ge_console.backend_glue.ledger import DeviceLedger
 from triton_ge_console.backend_glue.settings import GlueSettings
 
-FLUSH_INTERVAL_S = 0.5
 UTILIZATION_WINDOW_S = 5.0
 BATCH_BUCKETS = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
 
@@ -150,11 +150,8 @@ class Telemetry:
             if memory_share is not None:
                 labels = {**model_labels, "device": str(ledger.device), "instance": settings.instance_name}
                 self._metric("ge_model_memory_bytes", labels).set(float(memory_share))
-        self._stop = threading.Event()
-        self._last_warning = ""
         self.refresh_device()
-        self._thread = threading.Thread(target=self._loop, name="ge-telemetry", daemon=True)
-        self._thread.start()
+        self._flusher = MetricFlusher(pb_utils.Logger, "telemetry", self._step, self.flush, "ge-telemetry")
 
     def _family(self, name: str, kind: str, text: str) -> Any:
         """Register (or join) one metric family with Triton."""
@@ -220,22 +217,11 @@ class Telemetry:
         for device in self._devices:
             device.refresh()
 
-    def _loop(self) -> None:
-        """Flush and refresh until closed; a failing round is skipped, never fatal."""
-        while not self._stop.wait(FLUSH_INTERVAL_S):
-            try:
-                self.flush()
-                self.refresh_device()
-            except Exception as exc:  # telemetry must never take the model down; say so once per cause
-                if str(exc) != self._last_warning:
-                    self._last_warning = str(exc)
-                    self._pb.Logger.log_warn(f"ge glue telemetry: {exc}")
+    def _step(self) -> None:
+        """One round of the flusher: the buffered figures, then the device gauges."""
+        self.flush()
+        self.refresh_device()
 
     def close(self) -> None:
         """Stop the flusher after a last flush."""
-        self._stop.set()
-        self._thread.join(timeout=5)
-        try:
-            self.flush()
-        except Exception as exc:
-            self._pb.Logger.log_warn(f"ge glue telemetry: last flush failed: {exc}")
+        self._flusher.close()
