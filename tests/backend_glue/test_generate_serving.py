@@ -266,6 +266,23 @@ def test_bench_generate_reports_token_figures(server: RunningServer, protocol: s
     assert all(c["output_tokens_per_s"] > 0 and c["itl_p50_ms"] > 0 for c in strict["compared"])
 
 
+def test_the_load_panels_timed_run_streams_for_its_duration(server: RunningServer) -> None:
+    """The notebooks' generate runner (the console's engine too): streams for the duration given, each
+    generation complete, with its token figures (and the figures so far while it measures)."""
+    from triton_ge_console.sessions.loadgen.generate_bench import run_timed, timed_load
+    from triton_ge_console.widgets.loadtest import generate_runner
+
+    fields = generate_runner(server.grpc_hostport, output_tokens=6)("llama_generate", 2, 1.5)
+    assert fields["requests"] > 0 and fields["errors"] == 0
+    assert fields["output_tokens"] == 6 * fields["requests"]
+    assert fields["ttft_p50_ms"] > 0 and fields["itl_p99_ms"] >= fields["itl_p50_ms"] > 0
+    assert 1.0 < fields["duration_s"] < 30  # ended by its duration, not by a count of generations
+    so_far: list[int] = []
+    row = run_timed(timed_load("llama_generate", server.grpc_hostport, 2, output_tokens=6), 2.0,
+                    threading.Event(), lambda r: so_far.append(r.requests), every_s=0.5)
+    assert so_far and so_far == sorted(so_far) and so_far[-1] <= row.requests
+
+
 def test_bench_generate_refuses_bad_options(server: RunningServer, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     """A bad --slo or --compare file is a usage error (exit 2) in one line; a failing model exit 1."""

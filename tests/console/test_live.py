@@ -6,6 +6,7 @@ import functools
 import json
 import os
 import signal
+import textwrap
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,8 @@ from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.header import DisconnectedBanner
 from triton_ge_console.console.widgets.models import ModelsTable
-from triton_ge_console.repository.build import build_demo_repository
+from triton_ge_console.repository.build import build_demo_repository, build_repository
+from triton_ge_console.repository.spec.load import load_spec
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import down
 from triton_ge_console.sessions.paths import STATE_DIR_ENV
@@ -57,6 +59,30 @@ def session(state: tuple[Registry, Path]) -> Iterator[SessionRecord]:
     """One demo server for the tests that leave it running."""
     registry, repository = state
     record = launch(LaunchOptions(source=repository, name="console-live"), registry)
+    try:
+        yield record
+    finally:
+        down(record, registry)
+
+
+GENERATE_SPEC = """
+models:
+  - name: llama_generate
+    backend: ge
+    source: demo:llama_kv
+    generate: {max_tokens: 48, max_running: 8, kv_cache_mib: 1}
+"""
+
+
+@pytest.fixture(scope="module")
+def generate_session(state: tuple[Registry, Path],
+                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionRecord]:
+    """A server of one generate model (the demo KV-cache llama), built from a spec by the real builder."""
+    registry, _ = state
+    root = tmp_path_factory.mktemp("console-generate")
+    (root / "deploy.yaml").write_text(textwrap.dedent(GENERATE_SPEC), encoding="utf-8")
+    build_repository(load_spec(root / "deploy.yaml"), root / "repository")
+    record = launch(LaunchOptions(source=root / "repository", name="console-generate"), registry)
     try:
         yield record
     finally:
@@ -342,6 +368,47 @@ async def test_vs_direct_key_shows_the_seeds_tables_for_the_selected_model(
         assert throughput.row_count == 1 and str(throughput.get_row_at(0)[2]).endswith("×)")
         await pilot.pause()
         assert latency.region.height >= 4 and throughput.region.height >= 2  # header and rows on screen
+        assert screen.query_one(ProgressBar).percentage == 1.0
+        await pilot.press("escape")
+        await _until(pilot, lambda: isinstance(app.screen, DashboardScreen), what="dialog closed")
+
+
+async def test_load_test_of_a_generate_model_streams_tokens_and_shows_their_figures(
+        generate_session: SessionRecord, state: tuple[Registry, Path]) -> None:
+    """b on a generate model streams generations (bench --generate's engine) and fills the token figures'
+    table as it runs and at the end."""
+    from textual.widgets import Button, DataTable, Input, Label, Log, ProgressBar
+
+    from triton_ge_console.console.screens.loadtest import STREAM_COLUMNS, LoadTestScreen
+
+    registry, _ = state
+    app = _app(generate_session, registry)
+    async with app.run_test(size=SIZE) as pilot:
+        await _select(pilot, app, "llama_generate")
+        await _until(pilot, lambda: (snap := app.connection.last_good) is not None
+                     and (m := snap.model("llama_generate")) is not None and m.generation is not None,
+                     what="token figures known")
+        await pilot.press("b")
+        await _until(pilot, lambda: isinstance(app.screen, LoadTestScreen), what="load test dialog")
+        screen = app.screen
+        assert "token streams" in str(screen.query_one(Label).render())
+        assert screen.query_one("#vs-direct", Button).disabled  # a comparison of single inferences
+        screen.query_one("#concurrency", Input).value = "4"
+        duration = screen.query_one("#duration", Input)
+        duration.value = "4"
+        duration.focus()
+        await pilot.press("enter")
+        table = screen.query_one("#stream-figures", DataTable)
+        await _until(pilot, lambda: table.row_count >= 1, what="figures while it runs")
+        assert table.display and str(table.get_row_at(0)[0]) == "so far"
+        log = screen.query_one(Log)
+        await _until(pilot, lambda: any(line.startswith("run done") for line in log.lines), what="run done")
+        cells = dict(zip(STREAM_COLUMNS, map(str, table.get_row_at(table.row_count - 1)), strict=True))
+        assert cells[""] == "done" and int(cells["requests"]) > 0 and cells["errors"] == "0", log.lines
+        figures = {c: float(cells[c]) for c in STREAM_COLUMNS[4:]}
+        assert all(v > 0 for v in figures.values()), cells
+        assert figures["TTFT p50 ms"] <= figures["TTFT p99 ms"]
+        assert figures["ITL p50 ms"] <= figures["ITL p99 ms"]
         assert screen.query_one(ProgressBar).percentage == 1.0
         await pilot.press("escape")
         await _until(pilot, lambda: isinstance(app.screen, DashboardScreen), what="dialog closed")

@@ -202,7 +202,10 @@ class ActionHandlers(App[None]):
             self.notify("the server's gRPC endpoint is not known", severity="warning")
             return
         headers = {grpc_token_header(k): v for k, v in session_headers(self.source).items()}
-        screen = LoadTestScreen(model, grpc.split("://", 1)[-1], headers, self._vs_direct_spec(model))
+        shown = snapshot.model(model) if snapshot is not None else None
+        generate = shown is not None and shown.generation is not None  # token figures: a generate model
+        screen = LoadTestScreen(model, grpc.split("://", 1)[-1], headers, self._vs_direct_spec(model),
+                                generate)
         self.push_screen(screen)
         if compare:
             screen.call_after_refresh(screen.start_vs_direct)

@@ -36,22 +36,11 @@ def generate_runner(url: str, protocol: str = "grpc", headers: Mapping[str, str]
                     prompt_tokens: int = 16, output_tokens: int = 32) -> LoadRunner:
     """A LoadRunner for generate models over `bench --generate`'s engine: `concurrency` streams, each
     generation after the other, until the duration is up; its token figures as flat fields."""
-    from triton_ge_console.sessions.loadgen.generate_bench import GenerateLoad, run_step
-
-    host, _, port = url.rpartition(":")
+    from triton_ge_console.sessions.loadgen.generate_bench import run_timed, timed_load
 
     def run(model: str, concurrency: int, duration_s: float) -> dict[str, Any]:
-        load = GenerateLoad(model=model, host=host.strip("[]"), port=int(port), protocol=protocol,
-                            prompt_tokens=(prompt_tokens, prompt_tokens),
-                            output_tokens=(output_tokens, output_tokens), concurrency=(concurrency,),
-                            requests=1_000_000, headers=tuple((headers or {}).items()))
-        stop = threading.Event()
-        timer = threading.Timer(duration_s, stop.set)
-        timer.start()
-        try:
-            row = run_step(load, concurrency, stop)
-        finally:
-            timer.cancel()
+        load = timed_load(model, url, concurrency, protocol, headers, prompt_tokens, output_tokens)
+        row = run_timed(load, duration_s, threading.Event())
         if row.requests == 0:
             raise RuntimeError(f"load test on {model} ended without a generation: {row.first_error}")
         return generate_fields(dataclasses.asdict(row))

@@ -1,7 +1,9 @@
-"""A load test on one model (concurrency, duration) with live progress, run by the sessions load generator."""
+"""A load test on one model (concurrency, duration) with live progress, run by the sessions load generator;
+for a generate model, token streams (`bench --generate`'s engine) with their figures in a table."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar
 
@@ -17,12 +19,33 @@ from textual.widgets import Button, DataTable, Input, Label, Log, ProgressBar
 from triton_ge_console.console import format as fmt
 
 if TYPE_CHECKING:
+    from triton_ge_console.sessions.loadgen.generate_bench import GenerateLoad, GenerateRow
     from triton_ge_console.sessions.loadgen.run import LoadRun
     from triton_ge_console.sessions.loadgen.types import BenchRow, Progress
     from triton_ge_console.sessions.loadgen.vs_direct import VsDirectReport, VsDirectSpec
 
 WINDOW_MS = 1000
 HINT = "Enter or Start runs the test · vs direct compares it with its own executor · Esc stops and closes"
+STREAM_HINT = "Enter or Start streams generations on that many streams · Esc stops and closes"
+STREAM_COLUMNS = ("", "seconds", "requests", "errors", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms",
+                  "ITL p99 ms", "output tok/s", "req/s")
+
+
+class StreamFigures(Message):
+    """A token-stream run's figures so far, or its final ones (from its worker thread)."""
+
+    def __init__(self, row: GenerateRow, final: bool = False) -> None:
+        super().__init__()
+        self.row = row
+        self.final = final
+
+
+def stream_cells(row: GenerateRow, label: str) -> tuple[str, ...]:
+    """One row of the token figures, in STREAM_COLUMNS' order ("—" where nothing was measured)."""
+    return (label, f"{row.duration_s:.1f}", str(row.requests), str(row.errors),
+            fmt.number(row.ttft_ms["p50"], 2), fmt.number(row.ttft_ms["p99"], 2),
+            fmt.number(row.itl_ms["p50"], 2), fmt.number(row.itl_ms["p99"], 2),
+            fmt.number(row.output_tokens_per_s, 1), fmt.number(row.requests_per_s, 2))
 
 
 class VsDirectProgress(Message):
@@ -67,8 +90,10 @@ class LoadTestScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "stop and close")]
 
     def __init__(self, model: str, grpc_hostport: str, headers: Mapping[str, str] | None = None,
-                 vs_direct: VsDirectSpec | None = None) -> None:
+                 vs_direct: VsDirectSpec | None = None, generate: bool = False) -> None:
         super().__init__()
+        self.generate = generate  # a generate model: load it with token streams, not single inferences
+        self._stop: threading.Event | None = None  # a token-stream run's, set to end it early
         self.model = model
         self.grpc_hostport = grpc_hostport
         self.headers = dict(headers or {})  # gRPC metadata: the session's token, if it has one
@@ -78,18 +103,24 @@ class LoadTestScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         """Options, start button, progress, log."""
         with Vertical(id="loadtest-box"):
-            yield Label(Text(f"Load test {self.model} over gRPC {self.grpc_hostport}", style="bold"))
+            kind = " (token streams)" if self.generate else ""
+            title = f"Load test {self.model} over gRPC {self.grpc_hostport}{kind}"
+            yield Label(Text(title, style="bold"))
             with Horizontal(id="loadtest-options"):
-                yield Label("concurrency")
+                yield Label("streams" if self.generate else "concurrency")
                 yield Input("4", id="concurrency", type="integer")
                 yield Label("seconds")
                 yield Input("10", id="duration", type="integer")
                 yield Button("Start", variant="primary", id="start")
-                yield Button("vs direct", id="vs-direct", disabled=self.vs_direct_spec is None,
+                comparable = self.vs_direct_spec is not None and not self.generate
+                yield Button("vs direct", id="vs-direct", disabled=not comparable,
                              tooltip="what Triton adds: latency at each batch and maximum throughput, "
                                      "direct and through Triton over each protocol")
-            yield Label(HINT, id="loadtest-hint")
+            yield Label(STREAM_HINT if self.generate else HINT, id="loadtest-hint")
             yield ProgressBar(id="loadtest-progress", show_eta=False)
+            figures: DataTable[Text] = DataTable(id="stream-figures", show_cursor=False)
+            figures.display = self.generate
+            yield figures
             yield Log(id="loadtest-log")
             yield Label("", id="vs-direct-latency-title", classes="vs-direct")
             yield DataTable(id="vs-direct-latency", classes="vs-direct", show_cursor=False)
@@ -109,7 +140,11 @@ class LoadTestScreen(ModalScreen[None]):
             self.notify("the served repository is not known here, so its executor cannot be opened",
                         title="vs direct", severity="warning")
             return
-        if self.comparing or (self.run is not None and self.run.running):
+        if self.generate:
+            self.notify("a generate model streams tokens: its load test is Start's token streams",
+                        title="vs direct", severity="warning")
+            return
+        if self.comparing or self.streaming or (self.run is not None and self.run.running):
             return
         self.query_one("#vs-direct", Button).disabled = True
         self.query_one(ProgressBar).update(total=self.vs_direct_spec.rounds + 1, progress=0)
@@ -186,6 +221,9 @@ class LoadTestScreen(ModalScreen[None]):
         from triton_ge_console.sessions.loadgen.run import LoadRun
         from triton_ge_console.sessions.loadgen.types import LoadSpec
 
+        if self.generate:
+            self.start_streams()
+            return
         if self.run is not None and self.run.running:
             return
         try:
@@ -201,6 +239,62 @@ class LoadTestScreen(ModalScreen[None]):
         self.query_one(ProgressBar).update(total=seconds, progress=0)
         self.query_one(Log).write_line(f"starting: concurrency {concurrency}, {seconds}s")
         self.run = LoadRun(spec, progress=lambda p: self.app.call_from_thread(self._progress, p)).start()
+
+    @property
+    def streaming(self) -> bool:
+        """Whether a token-stream run's worker is under way."""
+        return any(w.group == "streams" and w.is_running for w in self.workers)
+
+    def start_streams(self) -> None:
+        """Validate the options and stream generations in the background (`bench --generate`'s engine)."""
+        from triton_ge_console.sessions.loadgen.generate_bench import timed_load
+
+        if self.streaming:
+            return
+        try:
+            concurrency = int(self.query_one("#concurrency", Input).value)
+            seconds = int(self.query_one("#duration", Input).value)
+            if concurrency < 1 or seconds < 1:
+                raise ValueError("streams and seconds must each be at least 1")
+            load = timed_load(self.model, self.grpc_hostport, concurrency, headers=self.headers)
+        except ValueError as exc:
+            self.notify(str(exc), title="load test", severity="error")
+            return
+        table = self.query_one("#stream-figures", DataTable)
+        table.clear(columns=True)
+        table.add_columns(*STREAM_COLUMNS)
+        self.query_one(ProgressBar).update(total=seconds, progress=0)
+        lengths = f"{load.prompt_tokens[0]} prompt + {load.output_tokens[0]} output tokens"
+        self.query_one(Log).write_line(f"starting: {concurrency} streams, {seconds}s, {lengths}")
+        self._stop = threading.Event()
+        self._stream(load, seconds, self._stop)
+
+    @work(thread=True, group="streams", exclusive=True, exit_on_error=False)
+    def _stream(self, load: GenerateLoad, seconds: int, stop: threading.Event) -> None:
+        """The library's timed run; its figures, each second and at the end, come back as messages."""
+        from triton_ge_console.sessions.loadgen.generate_bench import run_timed
+
+        def figures(so_far: GenerateRow) -> None:
+            self.post_message(StreamFigures(so_far))
+
+        row = run_timed(load, seconds, stop, figures)
+        self.post_message(StreamFigures(row, final=True))
+
+    def on_stream_figures(self, message: StreamFigures) -> None:
+        """A row of figures in the table, the bar moved; at the end, the first error if any."""
+        row, bar = message.row, self.query_one(ProgressBar)
+        if bar.total is not None:
+            bar.update(progress=bar.total if message.final else min(row.duration_s, bar.total))
+        table = self.query_one("#stream-figures", DataTable)
+        label = "done" if message.final else "so far"
+        table.add_row(*(Text(cell, justify="right") for cell in stream_cells(row, label)))
+        table.scroll_end(animate=False)
+        if message.final:
+            log = self.query_one(Log)
+            if row.first_error:
+                log.write_line(f"first error: {row.first_error}")
+            log.write_line(f"run done: {row.requests} generations, {row.output_tokens} tokens, "
+                           f"{row.errors} errors")
 
     def _progress(self, progress: Progress) -> None:
         """One progress record, on the UI thread."""
@@ -220,11 +314,16 @@ class LoadTestScreen(ModalScreen[None]):
 
     def on_unmount(self) -> None:
         """Never leave a run going."""
+        self._stop_runs()
+
+    def _stop_runs(self) -> None:
+        """Stop the load run or the token streams (each ends at its next generation)."""
         if self.run is not None:
             self.run.stop()
+        if self._stop is not None:
+            self._stop.set()
 
     def action_close(self) -> None:
         """Stop the run, close the dialog."""
-        if self.run is not None:
-            self.run.stop()
+        self._stop_runs()
         self.dismiss(None)

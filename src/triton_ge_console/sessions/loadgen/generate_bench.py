@@ -12,7 +12,7 @@ import json
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -187,10 +187,11 @@ class _Tickets:
             return self._next - 1
 
 
-def _phase(load: GenerateLoad, concurrency: int, tickets: _Tickets,
-           stop: threading.Event) -> tuple[list[StreamResult], float]:
-    """`concurrency` streams working through the tickets; their results and the wall time."""
-    results: list[StreamResult] = []
+def _phase(load: GenerateLoad, concurrency: int, tickets: _Tickets, stop: threading.Event,
+           results: list[StreamResult] | None = None) -> tuple[list[StreamResult], float]:
+    """`concurrency` streams working through the tickets; their results (into `results` if given, so
+    a watcher sees them arrive) and the wall time."""
+    results = [] if results is None else results
     started = time.perf_counter()
     threads = [threading.Thread(target=_worker, args=(load, tickets.take, results, stop), daemon=True)
                for _ in range(concurrency)]
@@ -201,11 +202,56 @@ def _phase(load: GenerateLoad, concurrency: int, tickets: _Tickets,
     return results, time.perf_counter() - started
 
 
-def run_step(load: GenerateLoad, concurrency: int, stop: threading.Event) -> GenerateRow:
-    """One concurrency step: a warm-up generation per stream (not measured), then the measured ones."""
+def run_step(load: GenerateLoad, concurrency: int, stop: threading.Event,
+             measuring: Callable[[list[StreamResult], float], None] | None = None) -> GenerateRow:
+    """One concurrency step: a warm-up generation per stream (not measured), then the measured ones;
+    `measuring` is handed the measured results' list and start time as they begin."""
     _phase(load, concurrency, _Tickets(concurrency, 0), stop)
-    results, duration = _phase(load, concurrency, _Tickets(load.requests_at(concurrency), 10_000), stop)
+    results: list[StreamResult] = []
+    if measuring is not None:
+        measuring(results, time.perf_counter())
+    _, duration = _phase(load, concurrency, _Tickets(load.requests_at(concurrency), 10_000), stop, results)
     return summarize(concurrency, results, duration, load.slo)
+
+
+UNBOUNDED = 1_000_000  # generations a timed run may send: its duration ends it first
+
+
+def timed_load(model: str, url: str, concurrency: int, protocol: str = "grpc",
+               headers: Mapping[str, str] | None = None, prompt_tokens: int = 16,
+               output_tokens: int = 32) -> GenerateLoad:
+    """The load of a timed run (the load panels'): fixed lengths, one step, bounded by time alone."""
+    host, _, port = url.rpartition(":")
+    return GenerateLoad(model=model, host=host.strip("[]"), port=int(port), protocol=protocol,
+                        prompt_tokens=(prompt_tokens, prompt_tokens),
+                        output_tokens=(output_tokens, output_tokens), concurrency=(concurrency,),
+                        requests=UNBOUNDED, headers=tuple((headers or {}).items()))
+
+
+def run_timed(load: GenerateLoad, duration_s: float, stop: threading.Event,
+              progress: Callable[[GenerateRow], None] | None = None, every_s: float = 1.0) -> GenerateRow:
+    """`load`'s first concurrency as streams for `duration_s` (or until `stop` is set, which the duration
+    also sets); the figures so far every `every_s` while it measures, to `progress`."""
+    concurrency = load.concurrency[0]
+    measured: list[tuple[list[StreamResult], float]] = []
+    finished = threading.Event()
+
+    def report() -> None:
+        while not finished.wait(every_s):
+            if measured and progress is not None:
+                results, started = measured[0]
+                progress(summarize(concurrency, list(results), time.perf_counter() - started, load.slo))
+
+    timer = threading.Timer(duration_s, stop.set)
+    reporter = threading.Thread(target=report, daemon=True)
+    timer.start()
+    reporter.start()
+    try:
+        return run_step(load, concurrency, stop, lambda results, started: measured.append((results, started)))
+    finally:
+        timer.cancel()
+        finished.set()
+        reporter.join()
 
 
 class _OpenLoop:
