@@ -169,3 +169,27 @@ def test_validate_checks_a_generate_model_s_tokenizer(tmp_path: Path) -> None:
     (tmp_path / "repo" / "gen" / "1" / "tokenizer.json").unlink()
     gone = [p.message for p in validate_path(tmp_path / "repo" / "gen").problems if p.severity == "error"]
     assert len(gone) == 1 and "tokenizer 'tokenizer.json' is not a file" in gone[0]
+
+
+def test_the_console_tells_a_generate_model_by_its_decoupled_config(tmp_path: Path) -> None:
+    """inventory.decoupled: the built config of a `generate:` model is, a plain one is not, an unreadable
+    one is not (the console's load panel then runs single inferences)."""
+    from triton_ge_console.repository import inventory
+
+    spec = load_spec(_write(tmp_path, """
+        models:
+          - name: gen
+            backend: ge
+            source: demo:llama_kv
+            generate: {max_tokens: 8}
+          - name: plain
+            backend: ge
+            source: demo:llama
+        """))
+    for model in spec.models:
+        (tmp_path / f"{model.name}.pbtxt").write_text(config_text(model), encoding="utf-8")
+    assert inventory.decoupled(tmp_path / "gen.pbtxt")
+    assert not inventory.decoupled(tmp_path / "plain.pbtxt")
+    (tmp_path / "broken.pbtxt").write_text("model_transaction_policy { decoupled: maybe", encoding="utf-8")
+    assert not inventory.decoupled(tmp_path / "broken.pbtxt")
+    assert not inventory.decoupled(tmp_path / "missing.pbtxt")

@@ -203,12 +203,17 @@ class ActionHandlers(App[None]):
             return
         headers = {grpc_token_header(k): v for k, v in session_headers(self.source).items()}
         shown = snapshot.model(model) if snapshot is not None else None
-        generate = shown is not None and shown.generation is not None  # token figures: a generate model
+        generate = (shown is not None and shown.generation is not None) or self._decoupled(model)
         screen = LoadTestScreen(model, grpc.split("://", 1)[-1], headers, self._vs_direct_spec(model),
                                 generate)
         self.push_screen(screen)
         if compare:
             screen.call_after_refresh(screen.start_vs_direct)
+
+    def _decoupled(self, model: str) -> bool:
+        """Whether the model's config.pbtxt streams its responses (a generate model before its figures)."""
+        repository = self.repository_path()
+        return repository is not None and inventory.decoupled(repository / model / "config.pbtxt")
 
     def _vs_direct_spec(self, model: str) -> VsDirectSpec | None:
         """bench --vs-direct's comparison over the session's protocols; None without the model's files."""

@@ -57,6 +57,14 @@ def config_summary(config_path: Path) -> str:
     return " · ".join(parts)
 
 
+def decoupled(config_path: Path) -> bool:
+    """Whether the model streams its responses (a generate model's config); False when unreadable."""
+    try:
+        return bool(pbtxt.load(config_path).model_transaction_policy.decoupled)
+    except (OSError, pbtxt.ConfigSyntaxError):
+        return False
+
+
 def queue_summary(batching: model_config_pb2.ModelDynamicBatching) -> list[str]:
     """The queue policy in a few words: size limit, timeout and its action, priority levels."""
     parts = [f"{batching.priority_levels} priority levels"] if batching.priority_levels else []
