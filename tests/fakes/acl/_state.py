@@ -135,8 +135,7 @@ class Profile:
 # The NpuArch of each SoC family, as hicann's operator libraries map SocVersion to NpuArch (their platform
 # stubs, PlatformInfo::GetCurNpuArch: ASCEND910 → DAV_1001, ASCEND910B and ASCEND910_93 → DAV_2201,
 # ASCEND310P → DAV_2002, ASCEND310B → DAV_3002, ASCEND950 → DAV_3510). AscendCL loads an OM on any SoC
-# of
-# its NpuArch (an OM for Ascend910B3 runs on a 910B4); another NpuArch fails with ACL_ERROR_GE_FAILURE.
+# of its NpuArch (an OM for Ascend910B3 runs on a 910B4); another NpuArch fails with ACL_ERROR_GE_FAILURE.
 NPU_ARCH_FAMILIES = (
     (re.compile(r"^Ascend910B\d$|^Ascend910_93\d\d$"), "DAV_2201"),
     (re.compile(r"^Ascend910(A|B|ProA|ProB|PremiumA)?$"), "DAV_1001"),
