@@ -24,6 +24,7 @@ from triton_ge_console.sessions.registry import (
     effective_state,
     log_tail,
     process_create_time,
+    process_start_ticks,
     require_running,
     resolve_token,
     store_token,
@@ -145,6 +146,32 @@ def test_a_session_whose_process_is_gone_reads_dead() -> None:
     record = make_record(pid=child.pid, pid_create_time=created)
     assert effective_state(record) == DEAD
     assert effective_state(make_record()) == READY
+
+
+def test_a_live_server_reads_alive_when_the_boot_time_moved() -> None:
+    """psutil's create_time is the boot time plus the start in clock ticks, and the kernel's boot time
+    (/proc/stat btime: the wall clock less the time since boot) moves by a second as the clock is adjusted;
+    seen: a serving session's create_time read 1.0 s later than recorded, and it read dead (`down --forget`
+    then forgot it and removed its shared memory while it ran). The start in ticks never moves."""
+    created = process_create_time(os.getpid())
+    assert created is not None
+    record = make_record(pid_create_time=created - 1.0, pid_start_ticks=process_start_ticks(os.getpid()))
+    assert effective_state(record) == READY
+
+
+def test_an_older_record_without_start_ticks_allows_the_boot_times_second() -> None:
+    """A record written before start ticks were kept has only the create time: a second either way is the
+    boot time moving, not another process."""
+    created = process_create_time(os.getpid())
+    assert created is not None
+    assert effective_state(make_record(pid_create_time=created + 1.0)) == READY
+
+
+def test_a_reused_pid_reads_dead_by_its_start_ticks() -> None:
+    ticks = process_start_ticks(os.getpid())
+    assert ticks is not None
+    record = make_record(pid_create_time=process_create_time(os.getpid()), pid_start_ticks=ticks - 100)
+    assert effective_state(record) == DEAD
 
 
 def test_a_reused_pid_reads_dead() -> None:

@@ -22,7 +22,7 @@ import threading
 from types import FrameType
 from typing import Any
 
-from triton_ge_console.sessions.registry import process_create_time
+from triton_ge_console.sessions.registry import process_start_ticks
 
 SERVE_PID_ENV = "GE_CONSOLE_SERVE_PID"  # set by `ge-console serve` for the consoles it starts
 STOP_GRACE_S = 3.0  # a graceful exit gets this long before the signal handler ends the process
@@ -44,7 +44,7 @@ class Lifeline:
     def __init__(self, app: Any, parent: int | None) -> None:
         self.app = app
         self.parent = parent
-        self._parent_started = process_create_time(parent) if parent is not None else None
+        self._parent_started = process_start_ticks(parent) if parent is not None else None
         self._asked = False
         self._released = threading.Event()
         self._sending = threading.RLock()  # a signal of ours is raised only while not released
@@ -93,7 +93,7 @@ class Lifeline:
     def _watch_parent(self) -> None:
         """SIGTERM ourselves once the serving process is gone (killed, or its pid now someone else's)."""
         while not self._released.wait(WATCH_EVERY_S):
-            started = process_create_time(self.parent) if self.parent is not None else None
+            started = process_start_ticks(self.parent) if self.parent is not None else None
             if started is None or started != self._parent_started:
                 self._send(signal.SIGTERM)
                 return

@@ -45,6 +45,7 @@ from triton_ge_console.sessions.registry import (
     SessionRecord,
     effective_state,
     process_create_time,
+    process_start_ticks,
     session_group,
     store_token,
     validate_name,
@@ -407,7 +408,8 @@ def _record(
         metrics_url=f"http://{_url_host(_metrics_host(plan.listen))}:{ports.metrics}/metrics",
         repository=dirs.repository, spec=plan.spec.path if plan.spec else None, backend_dir=dirs.backend_dir,
         log_path=server.log_path, token_ref=token_ref, attached=False, session_dir=dirs.workdir,
-        state=STARTING, pid_create_time=process_create_time(pid) if pid else None, models=plan.models,
+        state=STARTING, pid_create_time=process_create_time(pid) if pid else None,
+        pid_start_ticks=process_start_ticks(pid) if pid else None, models=plan.models,
         tritonserver=str(dist.binary), tritonserver_origin=dist.origin,
         explicit_tritonserver=options.tritonserver, listen=plan.listen, public_health=options.public_health,
     )

@@ -72,6 +72,7 @@ class SessionRecord:
     session_dir: Path | None
     state: str = STARTING  # as recorded: starting | ready | stopped
     pid_create_time: float | None = None  # psutil create_time of pid, to tell pid reuse apart
+    pid_start_ticks: int | None = None  # pid's start in clock ticks since boot (exact; older records lack it)
     exit_code: int | None = None  # when the server's exit was observed
     stopped_at: float | None = None
     # when `down` asked the server to stop: once the server is gone the session reads stopped, even if
@@ -105,6 +106,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "attached": (bool,),
     "state": (str,),
     "pid_create_time": (int, float),
+    "pid_start_ticks": (int,),
     "exit_code": (int,),
     "stopped_at": (int, float),
     "stop_requested_at": (int, float),
@@ -299,6 +301,9 @@ def read_record(path: Path) -> SessionRecord:
     return record_from_dict(data, path)
 
 
+BOOT_TIME_JITTER_S = 1.5  # /proc/stat's btime, under psutil's create_time, moves a second as the clock is set
+
+
 def process_create_time(pid: int) -> float | None:
     """When process pid started (psutil's epoch seconds), or None if there is no such live process."""
     try:
@@ -310,14 +315,28 @@ def process_create_time(pid: int) -> float | None:
         return None
 
 
+def process_start_ticks(pid: int) -> int | None:
+    """When process pid started, in clock ticks since boot (/proc/PID/stat's starttime): unlike a wall-clock
+    create time it never moves, so it tells a reused pid apart exactly; None if no such live process."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(") ", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else int(fields[19])  # state is field 3, starttime field 22
+
+
 def server_process_alive(record: SessionRecord) -> bool:
     """Whether the record's pid still runs and is the same process (not a reused pid)."""
     if record.pid is None:
         return False
+    if record.pid_start_ticks is not None:
+        return process_start_ticks(record.pid) == record.pid_start_ticks
     created = process_create_time(record.pid)
     if created is None:
         return False
-    return record.pid_create_time is None or abs(created - record.pid_create_time) < 0.5
+    # a record from before start ticks were kept: the boot time under create_time moves by a second
+    return record.pid_create_time is None or abs(created - record.pid_create_time) < BOOT_TIME_JITTER_S
 
 
 def session_group(record: SessionRecord) -> int | None:
