@@ -92,7 +92,8 @@ def _step(name: str, work: Path, source: Path) -> dict[str, Any]:
     """Run one measured step here and return its figures (time of the work only, imports done first)."""
     from triton_ge_console.repository import build, digest_cache
     from triton_ge_console.repository.spec import load as spec
-    from triton_ge_console.sessions import registry, watch
+    from triton_ge_console.sessions.act import watch
+    from triton_ge_console.sessions.server import registry
 
     assert build and spec and registry and watch  # imported before the clock starts
 
@@ -151,7 +152,7 @@ def _hash_only(_work: Path, source: Path) -> dict[str, Any]:
 
 def _record(work: Path) -> Any:
     """A session record over the linked repository, as `up` would leave it."""
-    from triton_ge_console.sessions.registry import SessionRecord
+    from triton_ge_console.sessions.server.registry import SessionRecord
 
     (work / "session").mkdir(exist_ok=True)
     return SessionRecord(
@@ -163,7 +164,7 @@ def _record(work: Path) -> Any:
 
 def _record_loaded(work: Path, _source: Path) -> dict[str, Any]:
     """Note the repository as loaded (what a session does after `up`)."""
-    from triton_ge_console.sessions.watch import record_loaded_digests
+    from triton_ge_console.sessions.act.watch import record_loaded_digests
 
     record_loaded_digests(_record(work))
     return {}
@@ -171,7 +172,7 @@ def _record_loaded(work: Path, _source: Path) -> dict[str, Any]:
 
 def _reload_changed(work: Path, _source: Path) -> dict[str, Any]:
     """`reload --changed`'s look at the repository: which models differ from what was loaded."""
-    from triton_ge_console.sessions.watch import find_changes
+    from triton_ge_console.sessions.act.watch import find_changes
 
     return {"changed": not find_changes(_record(work)).empty}
 

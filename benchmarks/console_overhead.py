@@ -54,10 +54,10 @@ from trace_cost import rows as trace_rows
 from trace_cost import trace_ab
 from triton_ge_console.backend_glue.distribution import TritonDistribution, find_distribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
-from triton_ge_console.sessions.metrics import PlainLines, parse_metrics
-from triton_ge_console.sessions.poller import UNUSED_METRICS, Poller
-from triton_ge_console.sessions.process import TritonProcess, pick_ports, server_args
-from triton_ge_console.sessions.snapshot import Endpoints
+from triton_ge_console.sessions.observe.metrics import PlainLines, parse_metrics
+from triton_ge_console.sessions.observe.poller import UNUSED_METRICS, Poller
+from triton_ge_console.sessions.observe.snapshot import Endpoints
+from triton_ge_console.sessions.server.process import TritonProcess, pick_ports, server_args
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "console_overhead.json"

@@ -27,8 +27,8 @@ from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from triton_ge_console.fleet.follow import FleetFollower
-from triton_ge_console.sessions.poller import Poller
-from triton_ge_console.sessions.snapshot import Endpoints, ServerSnapshot
+from triton_ge_console.sessions.observe.poller import Poller
+from triton_ge_console.sessions.observe.snapshot import Endpoints, ServerSnapshot
 
 Recording = dict[str, dict[str, Any]]  # "role METHOD path body" -> {"status", "headers", "body" (base64)}
 WORKERS = 8

@@ -34,7 +34,7 @@ from typing import Any
 
 from triton_ge_console.console import long_lived
 from triton_ge_console.console.app import create_app
-from triton_ge_console.sessions.recorded import RecordedSource
+from triton_ge_console.sessions.observe.recorded import RecordedSource
 from tui_render import SIZE, dashboard_parser, fill_history, fold_in, synthetic
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -41,7 +41,7 @@ from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, step_feeds
 from triton_ge_console.repository.demo_models import demo_bytes
 from triton_ge_console.repository.spec.load import load_spec
 from triton_ge_console.sessions.loadgen.generate_client import Generation, GrpcStreamer, StreamResult
-from triton_ge_console.sessions.process import Ports, TritonProcess, pick_ports, server_args
+from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick_ports, server_args
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODEL, FLOOR = "llama_generate", "floor_stream"

@@ -35,7 +35,7 @@ import tritonclient.http as httpclient
 from triton_ge_console.backend_glue.distribution import find_distribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.sessions.loadgen.run import LoadSpec, run_load_sync
-from triton_ge_console.sessions.process import TritonProcess, pick_ports, server_args
+from triton_ge_console.sessions.server.process import TritonProcess, pick_ports, server_args
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODEL = "identity"

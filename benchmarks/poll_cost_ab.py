@@ -71,8 +71,8 @@ MODELS = 50
 # once it has taken effect, with how many polls were made so far.
 SWITCHED_POLLER = textwrap.dedent("""
     import os, sys, threading, time
-    from triton_ge_console.sessions.poller import Poller
-    from triton_ge_console.sessions.snapshot import Endpoints
+    from triton_ge_console.sessions.observe.poller import Poller
+    from triton_ge_console.sessions.observe.snapshot import Endpoints
     poller = Poller("bench", Endpoints(sys.argv[1], None, sys.argv[2]))
     for _ in range(3):
         snapshot = poller.poll()  # learn the models' configs and prime the rates before any round

@@ -39,7 +39,7 @@ from textual.app import App, ComposeResult
 from textual.widgets import Static
 
 from triton_ge_console.console.app import create_app
-from triton_ge_console.sessions.recorded import RecordedSource
+from triton_ge_console.sessions.observe.recorded import RecordedSource
 from tui_render import SIZE, FrameWatch, dashboard_arguments, fill_history, fold_in, synthetic
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -29,7 +29,7 @@ import tritonclient.http as httpclient
 from glue_overhead import FLOOR, MODEL, build, note, write_json
 from triton_ge_console.backend_glue.distribution import ALLOCATOR_ENV, TritonDistribution, find_distribution
 from triton_ge_console.sessions.loadgen.run import LoadSpec, run_load_sync
-from triton_ge_console.sessions.process import Ports, TritonProcess, pick_ports, server_args
+from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick_ports, server_args
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ARMS = ("tuned", "default")

@@ -22,9 +22,9 @@ import psutil
 
 from rounds import round_order
 from triton_ge_console.backend_glue.distribution import TritonDistribution
-from triton_ge_console.sessions.stats import HttpEndpoint
-from triton_ge_console.sessions.trace import enable_tracing
-from triton_ge_console.sessions.trace_sampling import Sampling, sampling_for
+from triton_ge_console.sessions.observe.stats import HttpEndpoint
+from triton_ge_console.sessions.observe.trace import enable_tracing
+from triton_ge_console.sessions.observe.trace_sampling import Sampling, sampling_for
 
 Measure = Callable[[], tuple[float, float]]
 SUMMARIES = "--metrics-config=summary_latencies=true"

@@ -54,7 +54,7 @@ from triton_ge_console.sessions.loadgen.vs_direct import (
     measure_vs_direct,
     open_direct,
 )
-from triton_ge_console.sessions.process import Ports, TritonProcess, pick_ports, server_args
+from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick_ports, server_args
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODELS = {"llama_model": "demo:llama", "bert_model": "demo:bert"}

@@ -65,8 +65,8 @@ from textual.widget import Widget
 
 from triton_ge_console.console.app import GEConsoleApp, create_app, next_connection
 from triton_ge_console.console.screens.dashboard import DashboardScreen
-from triton_ge_console.sessions.recorded import RecordedSource
-from triton_ge_console.sessions.snapshot import (
+from triton_ge_console.sessions.observe.recorded import RecordedSource
+from triton_ge_console.sessions.observe.snapshot import (
     DeviceSnapshot,
     Endpoints,
     Latency,

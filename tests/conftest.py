@@ -17,9 +17,9 @@ from triton_ge_console.backend_glue.distribution import (
     TritonDistribution,
     find_distribution,
 )
-from triton_ge_console.sessions.health import stub_backends
-from triton_ge_console.sessions.process import Ports, TritonProcess, pick_ports, server_args
-from triton_ge_console.sessions.shm import new_shm_prefix, remove_shm_regions, shm_arguments
+from triton_ge_console.sessions.observe.health import stub_backends
+from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick_ports, server_args
+from triton_ge_console.sessions.server.shm import new_shm_prefix, remove_shm_regions, shm_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"  # what the project's own tests read: inside the repository

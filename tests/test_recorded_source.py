@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from triton_ge_console.sessions.recorded import RecordedController, RecordedSource
-from triton_ge_console.sessions.snapshot import Latency, ModelSnapshot, ServerSnapshot
+from triton_ge_console.sessions.observe.recorded import RecordedController, RecordedSource
+from triton_ge_console.sessions.observe.snapshot import Latency, ModelSnapshot, ServerSnapshot
 
 
 def _snap(t: float, queue: int) -> ServerSnapshot:

@@ -20,9 +20,10 @@ from triton_ge_console.backend_glue import backend_cli
 from triton_ge_console.console import console_cli
 from triton_ge_console.fleet import k8s_cli
 from triton_ge_console.repository import build_cli, check_cli
-from triton_ge_console.sessions import grafana_cli, session_cli
+from triton_ge_console.sessions import session_cli
 from triton_ge_console.sessions.loadgen import bench_cli
-from triton_ge_console.sessions.telemetry import devices_cli
+from triton_ge_console.sessions.observe import grafana_cli
+from triton_ge_console.sessions.observe.telemetry import devices_cli
 
 # Every area's `register`, in help order.
 REGISTRATIONS = (

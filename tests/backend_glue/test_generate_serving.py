@@ -40,8 +40,8 @@ from triton_ge_console.sessions.loadgen.generate_client import (
     http_body,
     http_generate,
 )
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import Registry
 
 SPEC = """
 models:

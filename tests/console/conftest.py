@@ -8,7 +8,7 @@ import pytest
 from textual.pilot import Pilot
 
 from triton_ge_console.console.app import GEConsoleApp, create_app
-from triton_ge_console.sessions.recorded import RecordedController, RecordedSource
+from triton_ge_console.sessions.observe.recorded import RecordedController, RecordedSource
 
 from .notices import record_notifications
 

@@ -22,8 +22,8 @@ import pytest
 from triton_ge_console.repository.build import build_demo_repository
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import down
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.registry import Registry, SessionRecord
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 
 pytestmark = pytest.mark.server  # every test here starts a tritonserver
 

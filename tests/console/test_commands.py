@@ -12,8 +12,8 @@ import pytest
 
 from tests.sessions.test_races import servers_under
 from tests.waiting import wait_until
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.registry import STARTING, STOPPED, Registry, effective_state
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import STARTING, STOPPED, Registry, effective_state
 
 from .waiting import stop_leftover_sessions
 

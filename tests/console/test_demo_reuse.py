@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from triton_ge_console.console.demo import DEMO_NAME, new_demo_session
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.registry import READY, STOPPED, Registry, effective_state
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import READY, STOPPED, Registry, effective_state
 
 from .waiting import stop_leftover_sessions
 

@@ -4,7 +4,7 @@ power is the card's."""
 from __future__ import annotations
 
 from triton_ge_console.console.widgets.devices import device_line
-from triton_ge_console.sessions.snapshot import DeviceSnapshot
+from triton_ge_console.sessions.observe.snapshot import DeviceSnapshot
 
 DUO_CHIP = DeviceSnapshot(
     id="1", kind="npu", name="310P3", power_w=44.7, npu_id=2, chip_id=1, logical_id=1,

@@ -7,9 +7,9 @@ import pytest
 from tests.snapshots.test_telemetry import GLUE_METRICS
 from triton_ge_console.console.widgets.devices import NO_DEVICES, device_rows
 from triton_ge_console.display import memory
-from triton_ge_console.sessions.metrics import parse_metrics
-from triton_ge_console.sessions.snapshot import DeviceSnapshot, ServerSnapshot
-from triton_ge_console.sessions.telemetry.devices import devices_from_glue
+from triton_ge_console.sessions.observe.metrics import parse_metrics
+from triton_ge_console.sessions.observe.snapshot import DeviceSnapshot, ServerSnapshot
+from triton_ge_console.sessions.observe.telemetry.devices import devices_from_glue
 
 GIB, MIB = 1024**3, 1024**2
 

@@ -7,10 +7,10 @@ from tests.console.waiting import until
 from triton_ge_console.console.app import create_app, next_connection
 from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.detail import DetailPane, ModelDetail, SeriesChart
-from triton_ge_console.sessions.generation import GenerationFigures, generation_figures
-from triton_ge_console.sessions.metrics import parse_metrics
-from triton_ge_console.sessions.recorded import RecordedSource
-from triton_ge_console.sessions.snapshot import Endpoints, ModelSnapshot, ServerSnapshot
+from triton_ge_console.sessions.observe.generation import GenerationFigures, generation_figures
+from triton_ge_console.sessions.observe.metrics import parse_metrics
+from triton_ge_console.sessions.observe.recorded import RecordedSource
+from triton_ge_console.sessions.observe.snapshot import Endpoints, ModelSnapshot, ServerSnapshot
 
 
 def _detail(model: ModelSnapshot) -> ModelDetail:

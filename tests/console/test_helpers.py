@@ -9,7 +9,7 @@ from triton_ge_console.console import format as fmt
 from triton_ge_console.console.highlight import highlight_pbtxt
 from triton_ge_console.console.widgets.header import HeaderFacts, header_line
 from triton_ge_console.repository import inventory
-from triton_ge_console.sessions.server_log import LogTail, classify, matches
+from triton_ge_console.sessions.server.server_log import LogTail, classify, matches
 
 from .conftest import LOG, REPO
 

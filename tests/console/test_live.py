@@ -22,17 +22,17 @@ from triton_ge_console.console.widgets.header import DisconnectedBanner
 from triton_ge_console.console.widgets.models import ModelsTable
 from triton_ge_console.repository.build import build_demo_repository, build_repository
 from triton_ge_console.repository.spec.load import load_spec
-from triton_ge_console.sessions.launcher import LaunchOptions, launch
-from triton_ge_console.sessions.lifecycle import down
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.pending import RecordLifecycle
-from triton_ge_console.sessions.registry import Registry, SessionRecord
-from triton_ge_console.sessions.watch import (
+from triton_ge_console.sessions.act.watch import (
     find_changes,
     model_digest,
     read_loaded_digests,
     record_loaded_digests,
 )
+from triton_ge_console.sessions.launcher import LaunchOptions, launch
+from triton_ge_console.sessions.lifecycle import down
+from triton_ge_console.sessions.pending import RecordLifecycle
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 
 from .conftest import SIZE
 from .notices import notified

@@ -20,8 +20,8 @@ from triton_ge_console.repository import progress
 from triton_ge_console.repository.build import build_repository
 from triton_ge_console.repository.progress import hooks_of, ticking
 from triton_ge_console.repository.spec.load import load_spec
-from triton_ge_console.sessions.recorded import RecordedController
-from triton_ge_console.sessions.source import CommandResult
+from triton_ge_console.sessions.observe.recorded import RecordedController
+from triton_ge_console.sessions.observe.source import CommandResult
 
 from .conftest import REPO, SIZE, recorded_app, replayed
 from .waiting import until

@@ -16,8 +16,8 @@ from triton_ge_console.console.launch_session import open_record
 from triton_ge_console.console.widgets.detail import DetailPane
 from triton_ge_console.console.widgets.models import ModelsTable, model_fields
 from triton_ge_console.console.widgets.textlines import TextLines
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import Registry
 
 from .conftest import SIZE
 from .waiting import stop_leftover_sessions, until

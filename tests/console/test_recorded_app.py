@@ -10,8 +10,8 @@ from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.header import DisconnectedBanner, FailingBanner
 from triton_ge_console.console.widgets.models import ModelsTable
 from triton_ge_console.console.widgets.textlines import TextLines
-from triton_ge_console.sessions.recorded import RecordedController
-from triton_ge_console.sessions.source import CommandResult
+from triton_ge_console.sessions.observe.recorded import RecordedController
+from triton_ge_console.sessions.observe.source import CommandResult
 
 from .conftest import SIZE, recorded_app, replayed
 from .notices import notified

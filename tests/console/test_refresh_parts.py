@@ -19,9 +19,9 @@ from triton_ge_console.console.screens.dashboard import CHART_EVERY_S, Dashboard
 from triton_ge_console.console.series import ModelSeriesCache, UtilizationCache
 from triton_ge_console.console.widgets.detail import SeriesChart
 from triton_ge_console.console.widgets.textlines import TextLines
-from triton_ge_console.sessions.history import SnapshotHistory
-from triton_ge_console.sessions.recorded import RecordedSource
-from triton_ge_console.sessions.snapshot import (
+from triton_ge_console.sessions.observe.history import SnapshotHistory
+from triton_ge_console.sessions.observe.recorded import RecordedSource
+from triton_ge_console.sessions.observe.snapshot import (
     DeviceSnapshot,
     Endpoints,
     Latency,

@@ -22,9 +22,9 @@ from triton_ge_console.console.widgets.models import (
     row_segments,
 )
 from triton_ge_console.console.widgets.paint import changed_lines, line_runs, retitle
-from triton_ge_console.sessions.history import SnapshotHistory
-from triton_ge_console.sessions.recorded import RecordedSource
-from triton_ge_console.sessions.snapshot import (
+from triton_ge_console.sessions.observe.history import SnapshotHistory
+from triton_ge_console.sessions.observe.recorded import RecordedSource
+from triton_ge_console.sessions.observe.snapshot import (
     DeviceSnapshot,
     Endpoints,
     Latency,

@@ -13,7 +13,7 @@ from textual.widgets import RichLog, Static, TextArea
 from triton_ge_console.console.screens.logs import LogsScreen
 from triton_ge_console.console.screens.repository import RepositoryScreen
 from triton_ge_console.console.screens.start import SessionEntry, StartApp, StartChoice
-from triton_ge_console.sessions.recorded import RecordedController
+from triton_ge_console.sessions.observe.recorded import RecordedController
 
 from .conftest import REPO, SIZE, recorded_app, replayed
 from .notices import notified

@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 
 from triton_ge_console.console.console_cli import SERVE_COOKIE, keyed_server
-from triton_ge_console.sessions.process import free_port
+from triton_ge_console.sessions.server.process import free_port
 
 KEY = "test-key-0123456789"
 

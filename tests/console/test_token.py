@@ -13,8 +13,8 @@ from triton_ge_console.console.widgets.models import ModelsTable
 from triton_ge_console.repository import inventory
 from triton_ge_console.repository.build import build_demo_repository
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.registry import Registry, SessionRecord
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 from triton_ge_console.sessions.session_headers import send_test_request, session_headers
 
 from .conftest import SIZE

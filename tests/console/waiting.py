@@ -8,7 +8,7 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from triton_ge_console.sessions.lifecycle import down
-from triton_ge_console.sessions.registry import STOPPED, Registry, effective_state
+from triton_ge_console.sessions.server.registry import STOPPED, Registry, effective_state
 
 
 async def until(pilot: Pilot[None], check: Callable[[], object], timeout: float = 20.0, what: str = "",

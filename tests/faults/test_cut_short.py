@@ -12,8 +12,8 @@ import pytest
 from tests.sessions.helpers import write_echo_model
 from tests.waiting import wait_until
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import Registry
 
 CLI = [sys.executable, "-m", "triton_ge_console.cli"]
 

@@ -12,8 +12,8 @@ from tests.console.notices import notified, record_notifications
 from tests.console.waiting import until
 from tests.faults.test_hostile_names import HOSTILE, SHOWN, raw_controls
 from triton_ge_console.console.app import create_app
-from triton_ge_console.sessions.recorded import RecordedController, RecordedSource
-from triton_ge_console.sessions.source import CommandResult
+from triton_ge_console.sessions.observe.recorded import RecordedController, RecordedSource
+from triton_ge_console.sessions.observe.source import CommandResult
 
 
 class _HostileController(RecordedController):

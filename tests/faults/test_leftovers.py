@@ -15,9 +15,9 @@ from tests.sessions.helpers import group_processes
 from tests.snapshots.test_figures import EVENTS
 from tests.waiting import wait_until
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.registry import Registry
-from triton_ge_console.sessions.shm import SHM_DIR, SHM_PREFIX_FILE
-from triton_ge_console.sessions.trace import TraceCollector
+from triton_ge_console.sessions.observe.trace import TraceCollector
+from triton_ge_console.sessions.server.registry import Registry
+from triton_ge_console.sessions.server.shm import SHM_DIR, SHM_PREFIX_FILE
 
 
 def regions_of(session_dir: Path) -> list[Path]:

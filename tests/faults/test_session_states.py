@@ -9,8 +9,8 @@ import pytest
 
 from triton_ge_console.cli import main
 from triton_ge_console.repository.inventory import config_diff, fetch_loaded_config
-from triton_ge_console.sessions.control import RELOAD_PARAMETER
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.act.control import RELOAD_PARAMETER
+from triton_ge_console.sessions.server.registry import Registry
 
 
 @pytest.mark.server

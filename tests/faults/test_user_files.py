@@ -11,7 +11,7 @@ import pytest
 
 from tests.backend_glue.models import dense_model
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.server.registry import Registry
 
 SPEC = "models:\n  - {name: m, backend: ge, source: m.onnx, max_batch_size: 4}\n"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.fleet.members import FleetMember, RecordedFleet
-from triton_ge_console.sessions.recorded import RecordedController, RecordedSource
-from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.sessions.observe.recorded import RecordedController, RecordedSource
+from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 
 CONSOLE_DATA = Path(__file__).resolve().parents[1] / "console" / "data"
 MEMBERS = (("alpha", "healthy"), ("beta", "failing"), ("gamma", "healthy"), ("delta", "disconnected"))

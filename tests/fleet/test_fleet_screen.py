@@ -11,7 +11,7 @@ from triton_ge_console.console.fleet_app import FleetConsoleApp, FleetOptions
 from triton_ge_console.console.screens.confirm import ConfirmScreen
 from triton_ge_console.console.screens.fleet import FleetScreen, MemberDashboard
 from triton_ge_console.console.screens.help import HelpScreen
-from triton_ge_console.sessions.recorded import RecordedController
+from triton_ge_console.sessions.observe.recorded import RecordedController
 
 from .recorded_fleet import POLLS, recorded_fleet, recorded_options
 

@@ -10,8 +10,8 @@ from typing import Any, cast
 
 from tests.waiting import wait_until
 from triton_ge_console.fleet.follow import FleetFollower, sample
-from triton_ge_console.sessions.snapshot import ServerSnapshot
-from triton_ge_console.sessions.source import SessionSource
+from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
+from triton_ge_console.sessions.observe.source import SessionSource
 
 
 class TimedSource:

@@ -14,7 +14,7 @@ from tests.waiting import wait_until
 from triton_ge_console.cli import main
 from triton_ge_console.fleet.k8s_attach import RegistryMembers, session_name
 from triton_ge_console.fleet.k8s_discovery import K8sTarget, PodFollower, PodMember, api_client
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.server.registry import Registry
 
 TARGET = "k8s:serving/app.kubernetes.io/instance=seed"
 PORTS = (("http", 8000), ("grpc", 8001), ("metrics", 8002))

@@ -28,8 +28,8 @@ from tests.waiting import wait_until
 from triton_ge_console.cli import main
 from triton_ge_console.fleet.k8s_discovery import PodMember, api_client
 from triton_ge_console.fleet.k8s_forward import PortForwards
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import Registry
 
 TARGET = "k8s:serving/app.kubernetes.io/instance=seed"
 PORTS = (("http", 8000), ("grpc", 8001), ("metrics", 8002))

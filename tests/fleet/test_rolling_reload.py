@@ -17,7 +17,7 @@ from tests.conftest import RunningServer, run_triton
 from tests.sessions.helpers import ECHO_CONFIG, write_echo_model
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
 
 
 @pytest.fixture(scope="module")

@@ -23,8 +23,8 @@ from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.fleet.follow import sample
 from triton_ge_console.fleet.status import FleetRow, running_records
 from triton_ge_console.sessions.live import LiveSource
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.registry import READY, Registry, SessionRecord
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import READY, Registry, SessionRecord
 
 INTERVAL_S = 1.0
 

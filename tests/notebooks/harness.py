@@ -15,7 +15,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from triton_ge_console.sessions.lifecycle import down
-from triton_ge_console.sessions.registry import Registry, effective_state
+from triton_ge_console.sessions.server.registry import Registry, effective_state
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"

@@ -43,7 +43,7 @@ import pytest
 
 from tests.notebooks.harness import NOTEBOOKS, kernel_env, stop_leftover_sessions
 from tests.notebooks.test_notebooks import no_tritonserver_under
-from triton_ge_console.sessions.registry import READY, STARTING, Registry, effective_state
+from triton_ge_console.sessions.server.registry import READY, STARTING, Registry, effective_state
 from triton_ge_console.widgets.models import COLUMNS
 
 CHROMIUM = os.environ.get("GE_CHROMIUM", "/usr/bin/chromium")

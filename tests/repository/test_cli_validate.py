@@ -308,8 +308,8 @@ def test_validate_with_a_sessions_backend_dir(
 ) -> None:
     """--session NAME judges backends against the directory that session's Triton uses; an unknown session
     is a usage error with one line."""
-    from triton_ge_console.sessions.paths import STATE_DIR_ENV
-    from triton_ge_console.sessions.registry import Registry, SessionRecord
+    from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+    from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 
     monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
     backends = tmp_path / "backends"

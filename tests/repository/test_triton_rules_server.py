@@ -19,7 +19,7 @@ from tests.conftest import RunningServer, python_backend_dir, run_triton
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.repository.validate import validate_path
-from triton_ge_console.sessions.process import ServerStartError
+from triton_ge_console.sessions.server.process import ServerStartError
 
 # Answers every request (warm-up samples run through it): OUT is IN, or zeros without it.
 MODEL_PY = """import numpy as np

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from triton_ge_console.sessions.lifecycle import down
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import Registry
 
 
 @pytest.fixture(autouse=True)

@@ -22,11 +22,11 @@ from tritonclient.utils import InferenceServerException
 
 from tests.sessions.helpers import group_processes, write_echo_model
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.access import TRITON_CATEGORIES, token_headers
-from triton_ge_console.sessions.control import ControlError, TritonControl
+from triton_ge_console.sessions.act.control import ControlError, TritonControl
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.loadgen.run import LoadError, LoadSpec, run_load_sync
-from triton_ge_console.sessions.registry import Registry, SessionRecord, grpc_token_header
+from triton_ge_console.sessions.server.access import TRITON_CATEGORIES, token_headers
+from triton_ge_console.sessions.server.registry import Registry, SessionRecord, grpc_token_header
 
 pytestmark = pytest.mark.server  # every test here starts a tritonserver
 

@@ -20,14 +20,14 @@ from tests.sessions.helpers import write_echo_model, write_ge_spec
 from tests.sessions.test_launch import bert_request, hostport
 from tests.waiting import wait_until
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.health import FAILING, OK, stub_instances
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import controller_for, down
 from triton_ge_console.sessions.live import LiveSource
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.paths import session_dir as paths_session_dir
-from triton_ge_console.sessions.registry import Registry, SessionRecord
-from triton_ge_console.sessions.shm import SHM_DIR, SHM_PREFIX_FILE
+from triton_ge_console.sessions.observe.health import FAILING, OK, stub_instances
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.paths import session_dir as paths_session_dir
+from triton_ge_console.sessions.server.registry import Registry, SessionRecord
+from triton_ge_console.sessions.server.shm import SHM_DIR, SHM_PREFIX_FILE
 
 pytestmark = pytest.mark.server  # every test here starts a tritonserver
 

@@ -10,8 +10,8 @@ import pytest
 from tests.sessions.helpers import write_echo_model
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.lifecycle import controller_for
-from triton_ge_console.sessions.process import port_in_use
-from triton_ge_console.sessions.registry import Registry, effective_state
+from triton_ge_console.sessions.server.process import port_in_use
+from triton_ge_console.sessions.server.registry import Registry, effective_state
 
 pytestmark = pytest.mark.server  # every test here starts a tritonserver
 

@@ -23,13 +23,13 @@ from tests.sessions.conftest import stopping_sessions
 from tests.sessions.helpers import write_ge_spec
 from tests.waiting import wait_until
 from triton_ge_console.cli import main
+from triton_ge_console.sessions.act.watch import describe_changes, find_changes, watch_spec
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import controller_for
 from triton_ge_console.sessions.live import LiveSource
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.registry import Registry, SessionRecord
-from triton_ge_console.sessions.snapshot import Latency
-from triton_ge_console.sessions.watch import describe_changes, find_changes, watch_spec
+from triton_ge_console.sessions.observe.snapshot import Latency
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 
 pytestmark = pytest.mark.server  # every test here starts a tritonserver
 

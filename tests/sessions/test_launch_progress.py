@@ -10,7 +10,7 @@ from tests.sessions.helpers import write_echo_model
 from triton_ge_console.repository.progress import Feed
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import down
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.server.registry import Registry
 
 
 @pytest.mark.server  # launches a real tritonserver

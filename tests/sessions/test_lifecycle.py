@@ -23,11 +23,11 @@ from tests.sessions.helpers import group_processes, write_echo_model, write_ge_s
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import find_distribution
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.control import ControlError, TritonControl
+from triton_ge_console.sessions.act.control import ControlError, TritonControl
 from triton_ge_console.sessions.lifecycle import controller_for, restart
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.process import port_in_use
-from triton_ge_console.sessions.registry import (
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.process import port_in_use
+from triton_ge_console.sessions.server.registry import (
     DEAD,
     Registry,
     SessionRecord,

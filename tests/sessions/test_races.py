@@ -16,8 +16,8 @@ import pytest
 from tests.sessions.helpers import write_echo_model
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, launch
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import Registry
 
 CLI = [sys.executable, "-m", "triton_ge_console.cli"]
 

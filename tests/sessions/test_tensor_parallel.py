@@ -15,7 +15,7 @@ from triton_ge_console.cli import main
 from triton_ge_console.console.widgets.detail import npu_text
 from triton_ge_console.console.widgets.devices import device_rows, models_by_device
 from triton_ge_console.sessions.live import LiveSource
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.server.registry import Registry
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.server]  # starts a tritonserver
 

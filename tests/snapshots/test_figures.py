@@ -9,20 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from triton_ge_console.sessions import metrics
-from triton_ge_console.sessions.figures import (
+from triton_ge_console.sessions.observe import metrics
+from triton_ge_console.sessions.observe.figures import (
     COUNTER_METRICS,
     MetricViews,
     PollReadings,
     choose_latency,
     model_counters,
 )
-from triton_ge_console.sessions.glue_failures import GlueFailures, counts_errors_as_success
-from triton_ge_console.sessions.metrics import MetricTable, parse_metrics
-from triton_ge_console.sessions.rates import ModelCounters, ModelRates, compute_rates, hold_success
-from triton_ge_console.sessions.snapshot import Latency
-from triton_ge_console.sessions.stats import ModelStatistics
-from triton_ge_console.sessions.trace import TraceCollector, percentile, requests_from_events
+from triton_ge_console.sessions.observe.glue_failures import GlueFailures, counts_errors_as_success
+from triton_ge_console.sessions.observe.metrics import MetricTable, parse_metrics
+from triton_ge_console.sessions.observe.rates import ModelCounters, ModelRates, compute_rates, hold_success
+from triton_ge_console.sessions.observe.snapshot import Latency
+from triton_ge_console.sessions.observe.stats import ModelStatistics
+from triton_ge_console.sessions.observe.trace import TraceCollector, percentile, requests_from_events
 
 
 def test_rates_from_deltas() -> None:

@@ -21,10 +21,10 @@ from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.sessions.live import LiveSource
-from triton_ge_console.sessions.poller import Poller
-from triton_ge_console.sessions.snapshot import Endpoints, Latency, ModelSnapshot
-from triton_ge_console.sessions.stats import HttpEndpoint
-from triton_ge_console.sessions.trace import TraceCollector, disable_tracing, trace_server_args
+from triton_ge_console.sessions.observe.poller import Poller
+from triton_ge_console.sessions.observe.snapshot import Endpoints, Latency, ModelSnapshot
+from triton_ge_console.sessions.observe.stats import HttpEndpoint
+from triton_ge_console.sessions.observe.trace import TraceCollector, disable_tracing, trace_server_args
 
 
 @pytest.fixture(scope="module")

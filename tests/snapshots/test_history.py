@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import gc
 
-from triton_ge_console.sessions.history import MODEL_FIGURES, SnapshotHistory
-from triton_ge_console.sessions.snapshot import (
+from triton_ge_console.sessions.observe.history import MODEL_FIGURES, SnapshotHistory
+from triton_ge_console.sessions.observe.snapshot import (
     DeviceSnapshot,
     Endpoints,
     Latency,

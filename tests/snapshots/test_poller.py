@@ -18,16 +18,16 @@ from tests.snapshots.helpers import infer, post, statistics, write_model
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
-from triton_ge_console.sessions import metrics
-from triton_ge_console.sessions.history import SnapshotHistory
 from triton_ge_console.sessions.live import LiveSource
-from triton_ge_console.sessions.moved_stats import MODELS_PER_CALL, MovedStatistics
-from triton_ge_console.sessions.poller import Poller
-from triton_ge_console.sessions.rates import ModelCounters
-from triton_ge_console.sessions.registry import SessionRecord
-from triton_ge_console.sessions.snapshot import Endpoints, ServerSnapshot
-from triton_ge_console.sessions.stats import HttpEndpoint, IndexReader
-from triton_ge_console.sessions.trace import TraceCollector, enable_tracing, trace_server_args
+from triton_ge_console.sessions.observe import metrics
+from triton_ge_console.sessions.observe.history import SnapshotHistory
+from triton_ge_console.sessions.observe.moved_stats import MODELS_PER_CALL, MovedStatistics
+from triton_ge_console.sessions.observe.poller import Poller
+from triton_ge_console.sessions.observe.rates import ModelCounters
+from triton_ge_console.sessions.observe.snapshot import Endpoints, ServerSnapshot
+from triton_ge_console.sessions.observe.stats import HttpEndpoint, IndexReader
+from triton_ge_console.sessions.observe.trace import TraceCollector, enable_tracing, trace_server_args
+from triton_ge_console.sessions.server.registry import SessionRecord
 
 SLOW_DELAY_S = 0.05
 MODELS = ("fast", "slow", "broken", "reloaded")

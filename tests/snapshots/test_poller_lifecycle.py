@@ -11,9 +11,9 @@ import pytest
 from tests.snapshots.helpers import write_model
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.sessions.live import LiveSource
-from triton_ge_console.sessions.poller import Poller
-from triton_ge_console.sessions.process import free_port
-from triton_ge_console.sessions.snapshot import Endpoints
+from triton_ge_console.sessions.observe.poller import Poller
+from triton_ge_console.sessions.observe.snapshot import Endpoints
+from triton_ge_console.sessions.server.process import free_port
 
 
 def test_unreachable_server_gives_a_dead_snapshot_not_an_exception() -> None:

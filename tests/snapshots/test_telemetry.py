@@ -16,15 +16,17 @@ from pathlib import Path
 import pytest
 
 from tests.waiting import wait_until
-from triton_ge_console.sessions.metrics import parse_metrics
-from triton_ge_console.sessions.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.registry import Registry, SessionRecord
-from triton_ge_console.sessions.snapshot import DeviceSnapshot
-from triton_ge_console.sessions.stats import HttpEndpoint
-from triton_ge_console.sessions.telemetry import devices_cli as telemetry_commands
-from triton_ge_console.sessions.telemetry.devices import DeviceTelemetry, devices_from_glue, merge_devices
-from triton_ge_console.sessions.telemetry.exporter import map_to_logical, read_exporter
-from triton_ge_console.sessions.telemetry.npu_smi import (
+from triton_ge_console.sessions.observe.metrics import parse_metrics
+from triton_ge_console.sessions.observe.snapshot import DeviceSnapshot
+from triton_ge_console.sessions.observe.stats import HttpEndpoint
+from triton_ge_console.sessions.observe.telemetry import devices_cli as telemetry_commands
+from triton_ge_console.sessions.observe.telemetry.devices import (
+    DeviceTelemetry,
+    devices_from_glue,
+    merge_devices,
+)
+from triton_ge_console.sessions.observe.telemetry.exporter import map_to_logical, read_exporter
+from triton_ge_console.sessions.observe.telemetry.npu_smi import (
     MIB,
     ROW_ORDER,
     NpuSmiError,
@@ -35,6 +37,8 @@ from triton_ge_console.sessions.telemetry.npu_smi import (
     parse_usages,
     read_npu_smi,
 )
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 
 DATA = Path(__file__).parent / "data"
 

@@ -3,7 +3,7 @@ lease, and no setting re-sent for a wobbling req/s."""
 
 from __future__ import annotations
 
-from triton_ge_console.sessions.trace_sampling import (
+from triton_ge_console.sessions.observe.trace_sampling import (
     LEASE_S,
     MIN_COUNT,
     RETRY_S,

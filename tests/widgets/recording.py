@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from triton_ge_console.sessions.snapshot import (
+from triton_ge_console.sessions.observe.snapshot import (
     DeviceSnapshot,
     Endpoints,
     Latency,

@@ -14,8 +14,8 @@ import pytest
 
 from tests.waiting import wait_until
 from tests.widgets.recording import T0, down, recording, snapshot
-from triton_ge_console.sessions.recorded import RecordedController, RecordedSource
-from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.sessions.observe.recorded import RecordedController, RecordedSource
+from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 from triton_ge_console.widgets import Dashboard
 
 

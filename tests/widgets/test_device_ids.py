@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from triton_ge_console.sessions.history import SnapshotHistory
-from triton_ge_console.sessions.snapshot import DeviceSnapshot
+from triton_ge_console.sessions.observe.history import SnapshotHistory
+from triton_ge_console.sessions.observe.snapshot import DeviceSnapshot
 from triton_ge_console.widgets.devices import DeviceRow, device_extras
 
 

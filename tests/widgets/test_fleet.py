@@ -6,7 +6,7 @@ import ipywidgets as w
 
 from tests.fleet.recorded_fleet import POLLS, recorded_fleet
 from triton_ge_console.fleet.status import FleetRow
-from triton_ge_console.sessions.recorded import RecordedController
+from triton_ge_console.sessions.observe.recorded import RecordedController
 from triton_ge_console.widgets import FleetDashboard
 
 

@@ -7,9 +7,9 @@ import dataclasses
 from typing import Any
 
 from tests.conftest import DATA
-from triton_ge_console.sessions.generation import GenerationFigures, generation_figures
-from triton_ge_console.sessions.metrics import parse_metrics
-from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
+from triton_ge_console.sessions.observe.generation import GenerationFigures, generation_figures
+from triton_ge_console.sessions.observe.metrics import parse_metrics
+from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.widgets import GenerationPanel, LoadTestControl
 from triton_ge_console.widgets.loadtest import generate_fields
 

@@ -14,7 +14,7 @@ from tests.repository.extdata_models import age, save_ext
 from triton_ge_console.repository.build import build_repository
 from triton_ge_console.repository.progress import ticking
 from triton_ge_console.repository.spec.load import load_spec
-from triton_ge_console.sessions.source import CommandResult
+from triton_ge_console.sessions.observe.source import CommandResult
 from triton_ge_console.widgets import CommandRunner, ProgressWidget
 
 

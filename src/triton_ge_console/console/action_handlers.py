@@ -18,9 +18,9 @@ from triton_ge_console.console.messages import CommandFinished, RepositoryChange
 from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.repository import inventory
 from triton_ge_console.repository.progress import SHOW_AFTER_S, elapsed_line
-from triton_ge_console.sessions.debug_env import diagnostic_env
+from triton_ge_console.sessions.observe.source import CommandResult, SessionSource
+from triton_ge_console.sessions.server.debug_env import diagnostic_env
 from triton_ge_console.sessions.session_headers import send_test_request, session_headers
-from triton_ge_console.sessions.source import CommandResult, SessionSource
 
 if TYPE_CHECKING:
     from triton_ge_console.sessions.loadgen.vs_direct import VsDirectSpec
@@ -191,7 +191,7 @@ class ActionHandlers(App[None]):
     def _open_load_test(self, compare: bool) -> None:
         """The load test dialog for the selected model; with compare, the vs-direct comparison starts."""
         from triton_ge_console.console.screens.loadtest import LoadTestScreen
-        from triton_ge_console.sessions.registry import grpc_token_header
+        from triton_ge_console.sessions.server.registry import grpc_token_header
 
         model = self._selected()
         snapshot = self.connection.last_good
@@ -218,7 +218,7 @@ class ActionHandlers(App[None]):
     def _vs_direct_spec(self, model: str) -> VsDirectSpec | None:
         """bench --vs-direct's comparison over the session's protocols; None without the model's files."""
         from triton_ge_console.sessions.loadgen.vs_direct import VsDirectSpec
-        from triton_ge_console.sessions.registry import grpc_token_header
+        from triton_ge_console.sessions.server.registry import grpc_token_header
 
         snapshot, repository = self.connection.last_good, self.repository_path()
         if snapshot is None or repository is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from triton_ge_console.display import printable
 if TYPE_CHECKING:
     from triton_ge_console.console.launch_session import OpenedSession
     from triton_ge_console.console.options import ConsoleOptions
-    from triton_ge_console.sessions.registry import Registry, SessionRecord
+    from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 
 DEFAULT_HEADLESS_S = 120.0
 FLEET_RESCAN_S = 5.0  # the fleet screen looks for sessions (and pods) that came or went this often
@@ -67,7 +67,7 @@ def _has_terminal() -> bool:
 def run_console(args: argparse.Namespace) -> int:
     """Open the console on a session, a launched spec/repository, or the start screen."""
     from triton_ge_console.console.launch_session import open_record, open_target, running_sessions
-    from triton_ge_console.sessions.registry import Registry, RegistryError, SessionNotFound
+    from triton_ge_console.sessions.server.registry import Registry, RegistryError, SessionNotFound
 
     if args.interval <= 0:
         _error(f"--interval {args.interval}: must be positive")
@@ -147,7 +147,7 @@ def _run_start_screen(registry: Registry, args: argparse.Namespace) -> int:
     """The chooser; then open whatever was chosen."""
     from triton_ge_console.console.launch_session import open_record, open_target, running_sessions
     from triton_ge_console.console.screens.start import SessionEntry, StartApp
-    from triton_ge_console.sessions.registry import effective_state
+    from triton_ge_console.sessions.server.registry import effective_state
 
     entries = [SessionEntry(r.name, effective_state(r), r.http_url) for r in running_sessions(registry)]
     app = StartApp(entries)
@@ -205,7 +205,7 @@ def run_serve(args: argparse.Namespace) -> int:
     import secrets
 
     from triton_ge_console.console.lifeline import SERVE_PID_ENV
-    from triton_ge_console.sessions.process import free_port
+    from triton_ge_console.sessions.server.process import free_port
 
     command = [sys.executable, "-m", "triton_ge_console.cli", "console", "--interval", str(args.interval)]
     if args.session:

@@ -6,7 +6,7 @@ from textual.message import Message
 
 from triton_ge_console.fleet.members import FleetMember
 from triton_ge_console.fleet.rolling import RollingResult
-from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 
 
 class MemberSnapshotArrived(Message):

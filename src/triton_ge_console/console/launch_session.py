@@ -8,9 +8,15 @@ from pathlib import Path
 
 from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.display import listed
+from triton_ge_console.sessions.observe.source import CommandResult, SessionSource
 from triton_ge_console.sessions.pending import PendingSource, RecordLifecycle
-from triton_ge_console.sessions.registry import READY, STARTING, Registry, SessionRecord, effective_state
-from triton_ge_console.sessions.source import CommandResult, SessionSource
+from triton_ge_console.sessions.server.registry import (
+    READY,
+    STARTING,
+    Registry,
+    SessionRecord,
+    effective_state,
+)
 
 
 def running_sessions(registry: Registry) -> list[SessionRecord]:
@@ -38,9 +44,9 @@ def reload_changed_for(lifecycle: RecordLifecycle) -> Callable[[], list[CommandR
     def run() -> list[CommandResult]:
         from triton_ge_console.repository.build import BuildError
         from triton_ge_console.repository.spec.load import SpecError
-        from triton_ge_console.sessions.control import ControlError
+        from triton_ge_console.sessions.act.control import ControlError
+        from triton_ge_console.sessions.act.watch import find_changes, rebuild, reload_changed
         from triton_ge_console.sessions.lifecycle import controller_for
-        from triton_ge_console.sessions.watch import find_changes, rebuild, reload_changed
 
         record = lifecycle.record
         if record is None or record.repository is None:

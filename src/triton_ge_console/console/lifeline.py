@@ -22,7 +22,7 @@ import threading
 from types import FrameType
 from typing import Any
 
-from triton_ge_console.sessions.registry import process_start_ticks
+from triton_ge_console.sessions.server.registry import process_start_ticks
 
 SERVE_PID_ENV = "GE_CONSOLE_SERVE_PID"  # set by `ge-console serve` for the consoles it starts
 STOP_GRACE_S = 3.0  # a graceful exit gets this long before the signal handler ends the process

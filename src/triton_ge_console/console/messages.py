@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from triton_ge_console.sessions.snapshot import ServerSnapshot
-from triton_ge_console.sessions.source import CommandResult
+from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
+from triton_ge_console.sessions.observe.source import CommandResult
 
 
 class SnapshotArrived(Message):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from triton_ge_console.sessions.source import CommandResult
+from triton_ge_console.sessions.observe.source import CommandResult
 
 
 class ServerLifecycle(Protocol):

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from triton_ge_console.console.chart import Point
-from triton_ge_console.sessions.history import DEFAULT_CAPACITY, SnapshotHistory
+from triton_ge_console.sessions.observe.history import DEFAULT_CAPACITY, SnapshotHistory
 
 # what the detail charts draw, per model (a generate model's token figures: None for others)
 FIGURES = ("p50", "p99", "inferences", "requests", "ttft", "itl", "tokens")

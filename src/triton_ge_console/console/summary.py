@@ -13,8 +13,8 @@ from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.widgets.devices import device_header, device_line
 from triton_ge_console.console.widgets.header import header_text
 from triton_ge_console.console.widgets.models import COLUMNS, SORT_KEYS, model_cells, visible_models
-from triton_ge_console.sessions.history import SnapshotHistory
-from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.sessions.observe.history import SnapshotHistory
+from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 
 
 def dashboard_text(snapshot: ServerSnapshot, history: SnapshotHistory | None = None,

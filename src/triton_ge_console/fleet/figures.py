@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from triton_ge_console.fleet.members import FleetMember
 from triton_ge_console.fleet.models import FleetModelRow, model_rows
 from triton_ge_console.fleet.status import FleetRow, row_from
-from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 
 WAITING = "…"  # a member's health before its first poll came back
 

@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
-from triton_ge_console.sessions.snapshot import ServerSnapshot
-from triton_ge_console.sessions.source import Pollable
+from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
+from triton_ge_console.sessions.observe.source import Pollable
 
 Deliver = Callable[[str, ServerSnapshot], object]
 STOP_CHECK_S = 0.2  # how soon a stop request is noticed while every poll is still out

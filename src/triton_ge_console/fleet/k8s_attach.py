@@ -22,15 +22,15 @@ from triton_ge_console.fleet.k8s_discovery import (
     in_cluster,
 )
 from triton_ge_console.fleet.k8s_forward import PortForwards
-from triton_ge_console.sessions import paths
-from triton_ge_console.sessions.registry import (
+from triton_ge_console.sessions.server import paths
+from triton_ge_console.sessions.server.registry import (
     READY,
     Registry,
     SessionRecord,
     store_token,
     validate_name,
 )
-from triton_ge_console.sessions.token_header import TOKEN_HEADER
+from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
 MAX_NAME = 64
 POD_IP, PORT_FORWARD = "pod-ip", "port-forward"

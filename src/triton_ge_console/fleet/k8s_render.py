@@ -16,8 +16,8 @@ from triton_ge_console.backend_glue.settings import MEMORY_ENV
 from triton_ge_console.files import write_atomic
 from triton_ge_console.repository.spec.k8s import DNS_1035_LABEL
 from triton_ge_console.repository.spec.types import DeploymentSpec, KubernetesSpec
-from triton_ge_console.sessions.access import restriction_argument
-from triton_ge_console.sessions.token_header import TOKEN_HEADER
+from triton_ge_console.sessions.server.access import restriction_argument
+from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
 # Triton's own default ports, used when the spec leaves a port at 0 (pick free), which a pod cannot do.
 DEFAULT_PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}

@@ -9,9 +9,9 @@ from typing import Protocol
 
 from triton_ge_console.fleet.rolling import RollingResult, Say, ServerOutcome, rolling_reload
 from triton_ge_console.fleet.status import where_of
-from triton_ge_console.sessions.recorded import RecordedSource
-from triton_ge_console.sessions.registry import Registry, SessionRecord
-from triton_ge_console.sessions.source import SessionSource
+from triton_ge_console.sessions.observe.recorded import RecordedSource
+from triton_ge_console.sessions.observe.source import SessionSource
+from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 
 
 @dataclass(frozen=True)

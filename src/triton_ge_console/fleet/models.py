@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot, version_key
+from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot, version_key
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from triton_ge_console.sessions.control import ControlError, TritonControl
+from triton_ge_console.sessions.act.control import ControlError, TritonControl
+from triton_ge_console.sessions.act.probe import ProbeResult, send_test_request
 from triton_ge_console.sessions.lifecycle import controller_for
-from triton_ge_console.sessions.probe import ProbeResult, send_test_request
-from triton_ge_console.sessions.registry import SessionRecord, resolve_token
+from triton_ge_console.sessions.server.registry import SessionRecord, resolve_token
 
 READY_STATE = "READY"
 Probe = Callable[[str, str, dict[str, str]], ProbeResult]

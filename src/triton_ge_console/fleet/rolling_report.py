@@ -8,7 +8,7 @@ import sys
 from triton_ge_console.display import printable
 from triton_ge_console.fleet.rolling import rolling_reload
 from triton_ge_console.fleet.status import running_records
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.server.registry import Registry
 
 
 def run_rolling_reload(args: argparse.Namespace) -> int:

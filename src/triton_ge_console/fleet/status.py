@@ -13,9 +13,15 @@ from typing import Any
 
 from triton_ge_console.fleet.follow import sample
 from triton_ge_console.sessions.live import LiveSource
-from triton_ge_console.sessions.registry import READY, STARTING, Registry, SessionRecord, effective_state
-from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
-from triton_ge_console.sessions.source import SessionSource
+from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
+from triton_ge_console.sessions.observe.source import SessionSource
+from triton_ge_console.sessions.server.registry import (
+    READY,
+    STARTING,
+    Registry,
+    SessionRecord,
+    effective_state,
+)
 
 # Triton's reason for a model unloaded on purpose: not a failure.
 UNLOADED_REASON = "unloaded"

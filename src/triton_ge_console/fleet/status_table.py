@@ -7,7 +7,7 @@ import json
 
 from triton_ge_console.display import MISSING, gib, number, percent
 from triton_ge_console.fleet.status import FleetRow, fleet_rows, running_records
-from triton_ge_console.sessions.registry import Registry
+from triton_ge_console.sessions.server.registry import Registry
 
 HEADINGS = (
     "NAME", "WHERE", "HEALTH", "VERSION", "MODELS r/f/t", "REQ/S", "P99 ms", "NPU mean/max", "NPU MEM GiB",

@@ -106,7 +106,7 @@ def _session_backend_dir(name: str | None) -> list[Path]:
     session cannot be read, LookupError if there is none."""
     if name is None:
         return []
-    from triton_ge_console.sessions.registry import Registry
+    from triton_ge_console.sessions.server.registry import Registry
 
     record = Registry().load(name)
     return [record.backend_dir] if record.backend_dir is not None else []

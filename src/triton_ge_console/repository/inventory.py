@@ -81,7 +81,7 @@ def queue_summary(batching: model_config_pb2.ModelDynamicBatching) -> list[str]:
 def loaded_config_text(loaded: dict[str, Any], disk_text: str) -> str:
     """Triton's loaded config (JSON) as pbtxt, limited to the fields the file sets (no default noise), and
     without the parameter a reload adds to make Triton load anew (no setting of the model's)."""
-    from triton_ge_console.sessions.control import RELOAD_PARAMETER
+    from triton_ge_console.sessions.act.control import RELOAD_PARAMETER
 
     on_disk = pbtxt.loads(disk_text)
     config = json_format.ParseDict(loaded, pbtxt.ModelConfig(), ignore_unknown_fields=True)
@@ -111,7 +111,7 @@ def config_diff(disk_text: str, loaded: dict[str, Any] | None) -> list[str]:
 def fetch_loaded_config(http_url: str | None, model: str, timeout: float = 3.0,
                         headers: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """Triton's loaded config, sent with the session's token; None when the server or model is silent."""
-    from triton_ge_console.sessions.stats import EndpointError, HttpEndpoint, fetch_model_config
+    from triton_ge_console.sessions.observe.stats import EndpointError, HttpEndpoint, fetch_model_config
 
     if not http_url:
         return None

@@ -15,7 +15,15 @@ from triton_ge_console.display import generation_line, printable
 from triton_ge_console.repository.build import BuildError
 from triton_ge_console.repository.progress import Feed, TerminalProgress, ticking
 from triton_ge_console.repository.spec.load import SpecError
-from triton_ge_console.sessions.control import ControlError
+from triton_ge_console.sessions.act.control import ControlError
+from triton_ge_console.sessions.act.watch import (
+    apply_edit,
+    describe_changes,
+    find_changes,
+    rebuild,
+    reload_changed,
+    watch_spec,
+)
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import (
     StopResult,
@@ -27,7 +35,8 @@ from triton_ge_console.sessions.lifecycle import (
     restart,
     session_status,
 )
-from triton_ge_console.sessions.registry import (
+from triton_ge_console.sessions.observe.source import CommandResult
+from triton_ge_console.sessions.server.registry import (
     DEAD,
     READY,
     STARTING,
@@ -37,15 +46,6 @@ from triton_ge_console.sessions.registry import (
     SessionRecord,
     effective_state,
     require_running,
-)
-from triton_ge_console.sessions.source import CommandResult
-from triton_ge_console.sessions.watch import (
-    apply_edit,
-    describe_changes,
-    find_changes,
-    rebuild,
-    reload_changed,
-    watch_spec,
 )
 
 USER_ERRORS = (LaunchError, ControlError, RegistryError, SessionNotFound, ValueError, OSError)

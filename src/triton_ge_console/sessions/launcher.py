@@ -24,18 +24,20 @@ from triton_ge_console.repository.build import BuildError, build_repository
 from triton_ge_console.repository.progress import ElapsedHook, hooks_of
 from triton_ge_console.repository.spec.load import SpecError, load_spec
 from triton_ge_console.repository.spec.types import DeploymentSpec, ServerSpec
-from triton_ge_console.sessions import paths
-from triton_ge_console.sessions.access import categories_in_words, restriction_argument, token_problem
-from triton_ge_console.sessions.control import ControlError, TritonControl, squeeze
-from triton_ge_console.sessions.health import stub_backends
-from triton_ge_console.sessions.process import (
+from triton_ge_console.sessions.act.control import ControlError, TritonControl, squeeze
+from triton_ge_console.sessions.act.watch import record_loaded_digests
+from triton_ge_console.sessions.observe.health import stub_backends
+from triton_ge_console.sessions.observe.trace import TRACE_FILE_NAME, clear_trace_files, trace_server_args
+from triton_ge_console.sessions.server import paths
+from triton_ge_console.sessions.server.access import categories_in_words, restriction_argument, token_problem
+from triton_ge_console.sessions.server.process import (
     Ports,
     pick_ports,
     port_in_use,
     server_args,
     stop_process_group,
 )
-from triton_ge_console.sessions.registry import (
+from triton_ge_console.sessions.server.registry import (
     DEAD,
     READY,
     STARTING,
@@ -50,12 +52,10 @@ from triton_ge_console.sessions.registry import (
     store_token,
     validate_name,
 )
-from triton_ge_console.sessions.server_log import log_cause
-from triton_ge_console.sessions.shm import new_shm_prefix, shm_arguments
-from triton_ge_console.sessions.supervise import LOG_GENERATIONS, LOG_NAME, SupervisedServer
-from triton_ge_console.sessions.token_header import TOKEN_HEADER
-from triton_ge_console.sessions.trace import TRACE_FILE_NAME, clear_trace_files, trace_server_args
-from triton_ge_console.sessions.watch import record_loaded_digests
+from triton_ge_console.sessions.server.server_log import log_cause
+from triton_ge_console.sessions.server.shm import new_shm_prefix, shm_arguments
+from triton_ge_console.sessions.server.supervise import LOG_GENERATIONS, LOG_NAME, SupervisedServer
+from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
 PORT_RACE_ATTEMPTS = 3
 BACKENDS_DIR = "backends"

@@ -13,14 +13,16 @@ from urllib.parse import urlparse
 
 import psutil
 
-from triton_ge_console.sessions import paths
-from triton_ge_console.sessions.access import token_problem
-from triton_ge_console.sessions.control import ControlError, ModelState, TritonControl, endpoint_url
-from triton_ge_console.sessions.generation import generation_row
-from triton_ge_console.sessions.health import instance_watch
+from triton_ge_console.sessions.act.control import ControlError, ModelState, TritonControl, endpoint_url
+from triton_ge_console.sessions.act.watch import SessionControl
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
-from triton_ge_console.sessions.process import group_alive, port_in_use, stop_process_group
-from triton_ge_console.sessions.registry import (
+from triton_ge_console.sessions.observe.generation import generation_row
+from triton_ge_console.sessions.observe.health import instance_watch
+from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
+from triton_ge_console.sessions.server import paths
+from triton_ge_console.sessions.server.access import token_problem
+from triton_ge_console.sessions.server.process import group_alive, port_in_use, stop_process_group
+from triton_ge_console.sessions.server.registry import (
     DEAD,
     READY,
     STARTING,
@@ -36,12 +38,10 @@ from triton_ge_console.sessions.registry import (
     store_token,
     validate_name,
 )
-from triton_ge_console.sessions.server_log import EXIT_TIMEOUT
-from triton_ge_console.sessions.shm import remove_shm_regions
-from triton_ge_console.sessions.snapshot import ModelSnapshot
-from triton_ge_console.sessions.supervise import EXIT_FILE, PID_FILE, read_number
-from triton_ge_console.sessions.token_header import TOKEN_HEADER
-from triton_ge_console.sessions.watch import SessionControl
+from triton_ge_console.sessions.server.server_log import EXIT_TIMEOUT
+from triton_ge_console.sessions.server.shm import remove_shm_regions
+from triton_ge_console.sessions.server.supervise import EXIT_FILE, PID_FILE, read_number
+from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
 ORPHAN_GRACE_S = 1.0
 HEALTH_WINDOW_S = 1.0  # how long `status` watches a model with failed requests for FAILING

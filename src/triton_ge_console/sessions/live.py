@@ -6,18 +6,18 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from triton_ge_console.sessions.health import InstanceWatch, instance_watch
-from triton_ge_console.sessions.history import SnapshotHistory
-from triton_ge_console.sessions.poller import Poller, SnapshotCallback
-from triton_ge_console.sessions.snapshot import Endpoints, ServerSnapshot
-from triton_ge_console.sessions.source import Controller
-from triton_ge_console.sessions.stats import EndpointError
-from triton_ge_console.sessions.telemetry.devices import DeviceTelemetry
-from triton_ge_console.sessions.token_header import TOKEN_HEADER
-from triton_ge_console.sessions.trace import TRACE_FILE_NAME, TraceCollector, enable_tracing
+from triton_ge_console.sessions.observe.health import InstanceWatch, instance_watch
+from triton_ge_console.sessions.observe.history import SnapshotHistory
+from triton_ge_console.sessions.observe.poller import Poller, SnapshotCallback
+from triton_ge_console.sessions.observe.snapshot import Endpoints, ServerSnapshot
+from triton_ge_console.sessions.observe.source import Controller
+from triton_ge_console.sessions.observe.stats import EndpointError
+from triton_ge_console.sessions.observe.telemetry.devices import DeviceTelemetry
+from triton_ge_console.sessions.observe.trace import TRACE_FILE_NAME, TraceCollector, enable_tracing
+from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
 if TYPE_CHECKING:
-    from triton_ge_console.sessions.registry import SessionRecord
+    from triton_ge_console.sessions.server.registry import SessionRecord
 
 # Where an operator points the console at a MindX DL npu-exporter (e.g. http://host:8082/metrics).
 EXPORTER_ENV = "GE_NPU_EXPORTER_URL"
@@ -66,7 +66,7 @@ class LiveSource:
         npu-smi is only asked about servers on this machine; the trace file is the session's own.
         `sample_traces=False` for a one-shot look: it reads traces there are, and arms no tracing.
         """
-        from triton_ge_console.sessions.registry import resolve_token
+        from triton_ge_console.sessions.server.registry import resolve_token
 
         local = not record.attached
         exporter = exporter_url or os.environ.get(EXPORTER_ENV) or None
@@ -117,7 +117,7 @@ class LiveSource:
     def controller(self) -> Controller:
         """The session's controller (from a record), else a TritonControl made on first use."""
         if self._controller is None:
-            from triton_ge_console.sessions.control import TritonControl
+            from triton_ge_console.sessions.act.control import TritonControl
 
             if self.endpoints.http_url is None:
                 raise ValueError(f"session {self.name}: no HTTP endpoint to send commands to")

@@ -7,10 +7,10 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from triton_ge_console.sessions.history import SnapshotHistory
-from triton_ge_console.sessions.registry import Registry, SessionRecord
-from triton_ge_console.sessions.snapshot import ServerSnapshot
-from triton_ge_console.sessions.source import CommandResult, Controller, SessionSource
+from triton_ge_console.sessions.observe.history import SnapshotHistory
+from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
+from triton_ge_console.sessions.observe.source import CommandResult, Controller, SessionSource
+from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 
 STARTING_MESSAGE = "server starting"
 
@@ -100,8 +100,8 @@ class RecordLifecycle:
     def diagnose(self) -> str | None:
         """Why the server stopped answering, when it is ours: it exited (its code) and its log's cause."""
         from triton_ge_console.sessions.lifecycle import server_exit_code
-        from triton_ge_console.sessions.registry import server_process_alive
-        from triton_ge_console.sessions.server_log import log_cause
+        from triton_ge_console.sessions.server.registry import server_process_alive
+        from triton_ge_console.sessions.server.server_log import log_cause
 
         record = self.record
         if record is None or record.attached or server_process_alive(record):

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 from triton_ge_console.arg_types import Handler, port_number, seconds
-from triton_ge_console.sessions.token_header import TOKEN_HEADER
+from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
 UP_EPILOG = """\
 exposing a server (--listen other than loopback):

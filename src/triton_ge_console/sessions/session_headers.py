@@ -1,8 +1,8 @@
-"""The console's test request: the session's own headers, and the request itself (from sessions.probe)."""
+"""The console's test request: the session's own headers, and the request itself (from sessions.act.probe)."""
 
 from __future__ import annotations
 
-from triton_ge_console.sessions.probe import ProbeResult, send_test_request
+from triton_ge_console.sessions.act.probe import ProbeResult, send_test_request
 
 __all__ = ["ProbeResult", "send_test_request", "session_headers"]
 

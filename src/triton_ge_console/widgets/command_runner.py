@@ -10,7 +10,7 @@ import ipywidgets as w
 
 from triton_ge_console.repository import progress
 from triton_ge_console.repository.progress import elapsed_line, ticking
-from triton_ge_console.sessions.source import CommandResult
+from triton_ge_console.sessions.observe.source import CommandResult
 
 Command = Callable[[], CommandResult]
 Done = Callable[[CommandResult], None]

@@ -9,8 +9,8 @@ from typing import Any
 
 import ipywidgets as w
 
-from triton_ge_console.sessions.snapshot import ServerSnapshot
-from triton_ge_console.sessions.source import SessionSource
+from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
+from triton_ge_console.sessions.observe.source import SessionSource
 from triton_ge_console.widgets.command_runner import CommandRunner
 from triton_ge_console.widgets.devices import DeviceGauges, device_extras
 from triton_ge_console.widgets.format import duration, memory, percent
@@ -113,9 +113,9 @@ class Dashboard:
                     shapes: dict[str, tuple[int, ...]] | None = None, **kwargs: Any) -> Dashboard:
         """A dashboard on a registered session (by name, or the only one), with its load generator."""
         from triton_ge_console.console.launch_session import thresholds_of
-        from triton_ge_console.sessions.access import token_headers
         from triton_ge_console.sessions.live import LiveSource
-        from triton_ge_console.sessions.registry import Registry
+        from triton_ge_console.sessions.server.access import token_headers
+        from triton_ge_console.sessions.server.registry import Registry
 
         record = Registry().resolve(name)
         url, protocol = (record.grpc_url, "grpc") if record.grpc_url else (record.http_url, "http")

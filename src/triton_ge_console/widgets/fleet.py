@@ -18,7 +18,7 @@ from triton_ge_console.fleet.members import FleetSource
 from triton_ge_console.fleet.models import FleetModelRow, versions_text
 from triton_ge_console.fleet.rolling import RollingResult
 from triton_ge_console.fleet.status import FleetRow
-from triton_ge_console.sessions.snapshot import ServerSnapshot
+from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 from triton_ge_console.widgets.format import MISSING, memory, number, percent
 
 SERVER_COLUMNS = ("NAME", "WHERE", "HEALTH", "TRITON", "MODELS r/f/t", "REQ/S", "P99 ms", "NPU mean",
@@ -115,7 +115,7 @@ class FleetDashboard:
         """Every running session of the registry (launched, attached, found in Kubernetes)."""
         from triton_ge_console.fleet.members import LiveFleet
         from triton_ge_console.fleet.status import running_records
-        from triton_ge_console.sessions.registry import Registry
+        from triton_ge_console.sessions.server.registry import Registry
 
         records = running_records(Registry())
         if not records:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import ipywidgets as w
 
-from triton_ge_console.sessions.server_log import LogTail, is_failure
+from triton_ge_console.sessions.server.server_log import LogTail, is_failure
 
 MAX_READ_BYTES = 1 << 20
 # long lines wrap: a narrow notebook output shows all of each (nothing cut at its edge)

@@ -7,13 +7,13 @@ import threading
 
 import ipywidgets as w
 
-from triton_ge_console.sessions.history import SnapshotHistory
-from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
+from triton_ge_console.sessions.observe.history import SnapshotHistory
+from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.widgets.charts import TimeChart, relative_times, values, window
 from triton_ge_console.widgets.format import MISSING, number
 from triton_ge_console.widgets.static_charts import image_html, images_row
 
-# each chart's lines: label -> the figure's name in the history (sessions.history.MODEL_FIGURES)
+# each chart's lines: label -> the figure's name in the history (sessions.observe.history.MODEL_FIGURES)
 LATENCY = {"p50": "p50_ms", "p90": "p90_ms", "p99": "p99_ms", "avg": "avg_ms"}
 THROUGHPUT = {"req/s": "request_rate", "inf/s": "inference_rate"}
 QUEUE = {"queue depth": "queue_depth"}

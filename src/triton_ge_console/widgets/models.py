@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import ipywidgets as w
 
-from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
-from triton_ge_console.sessions.source import CommandResult, Controller
+from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
+from triton_ge_console.sessions.observe.source import CommandResult, Controller
 from triton_ge_console.widgets.command_runner import CommandRunner
 from triton_ge_console.widgets.format import MISSING, number
 

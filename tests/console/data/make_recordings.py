@@ -6,8 +6,8 @@ import dataclasses
 import math
 from pathlib import Path
 
-from triton_ge_console.sessions.recorded import RecordedSource
-from triton_ge_console.sessions.snapshot import (
+from triton_ge_console.sessions.observe.recorded import RecordedSource
+from triton_ge_console.sessions.observe.snapshot import (
     DeviceSnapshot,
     Endpoints,
     Latency,

@@ -25,8 +25,8 @@ from triton_ge_console.console.widgets.header import (
 from triton_ge_console.console.widgets.models import ModelsTable
 from triton_ge_console.console.widgets.paint import retitle
 from triton_ge_console.repository import inventory
-from triton_ge_console.sessions.history import SnapshotHistory
-from triton_ge_console.sessions.snapshot import ModelSnapshot
+from triton_ge_console.sessions.observe.history import SnapshotHistory
+from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
 
 if TYPE_CHECKING:
     from triton_ge_console.console.app import GEConsoleApp

@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, RichLog, Static
 
 from triton_ge_console.console.format import short_path
-from triton_ge_console.sessions.server_log import LogLine, LogTail, matches
+from triton_ge_console.sessions.server.server_log import LogLine, LogTail, matches
 
 KEEP_LINES = 5000
 LEVELS: tuple[str | None, ...] = (None, "W", "E")

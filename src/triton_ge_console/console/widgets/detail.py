@@ -23,8 +23,8 @@ from triton_ge_console.console.widgets.models import threshold_style, timed_out_
 from triton_ge_console.console.widgets.paint import changed_lines, repaint_lines, retitle
 from triton_ge_console.console.widgets.textlines import TextLines
 from triton_ge_console.display import generation_parts, printable
-from triton_ge_console.sessions.generation import generation_row
-from triton_ge_console.sessions.snapshot import ModelSnapshot
+from triton_ge_console.sessions.observe.generation import generation_row
+from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
 
 Series = Sequence[Point]  # (epoch seconds, value) per chart point
 

@@ -14,7 +14,7 @@ from triton_ge_console.console import format as fmt
 from triton_ge_console.console.widgets.paint import retitle
 from triton_ge_console.console.widgets.piecelines import Piece, PieceLines
 from triton_ge_console.display import printable
-from triton_ge_console.sessions.snapshot import DeviceSnapshot, ServerSnapshot
+from triton_ge_console.sessions.observe.snapshot import DeviceSnapshot, ServerSnapshot
 
 SPARK_WIDTH, BAR_WIDTH = 30, 16
 NARROW_SPARK_WIDTH, NARROW_BAR_WIDTH = 7, 7  # so health ("Warning" too) fits an 80-column terminal

@@ -12,8 +12,8 @@ from triton_ge_console.console import format as fmt
 from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.widgets.textlines import TextLines
 from triton_ge_console.display import printable
+from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.sessions.pending import STARTING_MESSAGE
-from triton_ge_console.sessions.snapshot import ModelSnapshot, ServerSnapshot
 
 HEALTH_LOOKS = {  # health -> its mark and colour in the header
     "stopped": ("■ stopped", "bold yellow"),
@@ -160,7 +160,7 @@ def failing_text(models: tuple[ModelSnapshot, ...]) -> Text | None:
 
 
 class FailingBanner(Static):
-    """Shown while a model is READY in Triton's index but not serving (see `sessions.health`)."""
+    """Shown while a model is READY in Triton's index but not serving (see `sessions.observe.health`)."""
 
     models: reactive[tuple[ModelSnapshot, ...]] = reactive((), repaint=False)
 

@@ -21,7 +21,7 @@ from textual.strip import Strip
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.widgets.paint import RenderPassLookups, line_runs
 from triton_ge_console.display import printable, threshold_level
-from triton_ge_console.sessions.snapshot import ModelSnapshot
+from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
 
 DRAWN_ROWS = 1024  # rows whose lines are kept: the rows in view and many more, not every model for ever
 Thresholds = Mapping[str, Mapping[str, float]]  # model -> {"queue_depth": 8, "p99_ms": 50, "timed_out": 1}

@@ -101,7 +101,6 @@ def run_bench(args: argparse.Namespace) -> int:
         from triton_ge_console.sessions.loadgen.generate_bench_cli import run_generate_bench
 
         return run_generate_bench(args)
-    from triton_ge_console.sessions import registry
     from triton_ge_console.sessions.loadgen.report import (
         client_bound_warnings,
         client_facts,
@@ -113,6 +112,7 @@ def run_bench(args: argparse.Namespace) -> int:
         UnknownModelError,
         run_load_sync,
     )
+    from triton_ge_console.sessions.server import registry
 
     try:
         spec = spec_from_args(args)
@@ -183,8 +183,8 @@ def resolve_endpoint(session: str | None, url: str | None, protocol: str) -> tup
     """(host:port, headers) for the protocol: --url as given, else the session's address and token."""
     if url:
         return url, {}
-    from triton_ge_console.sessions import registry
-    from triton_ge_console.sessions.access import token_headers
+    from triton_ge_console.sessions.server import registry
+    from triton_ge_console.sessions.server.access import token_headers
 
     try:
         record = registry.require_running(registry.Registry().resolve(session))

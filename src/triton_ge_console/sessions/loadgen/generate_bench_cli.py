@@ -77,7 +77,6 @@ def load_from_args(args: argparse.Namespace) -> GenerateLoad:
 
 def run_generate_bench(args: argparse.Namespace) -> int:
     """Handler of `bench --generate`: run the sweep, print the table and/or JSON; exit codes as bench's."""
-    from triton_ge_console.sessions import registry
     from triton_ge_console.sessions.loadgen.bench_cli import UsageError, _stop_on_interrupt
     from triton_ge_console.sessions.loadgen.generate_bench import (
         compare,
@@ -85,6 +84,7 @@ def run_generate_bench(args: argparse.Namespace) -> int:
         read_baseline,
         run_generate_load,
     )
+    from triton_ge_console.sessions.server import registry
 
     try:
         load = load_from_args(args)

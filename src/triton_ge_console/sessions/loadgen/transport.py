@@ -22,7 +22,6 @@ import tritonclient.http.aio as http_aio
 from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
-from triton_ge_console.sessions.access import refusal
 from triton_ge_console.sessions.loadgen.http_path import (
     ConnectionPool,
     HttpRequestFailed,
@@ -31,6 +30,7 @@ from triton_ge_console.sessions.loadgen.http_path import (
     http_error_text,
 )
 from triton_ge_console.sessions.loadgen.inputs import ModelSignature, RequestTensor, signature_from_metadata
+from triton_ge_console.sessions.server.access import refusal
 
 GRPC_MAX_MESSAGE = 2**31 - 1
 # The hot path's one RPC, called without a response deserializer: the reply stays the bytes gRPC received

@@ -54,7 +54,7 @@ def vs_direct_spec(args: argparse.Namespace) -> VsDirectSpec:
         endpoints[protocol], headers[protocol] = resolve_endpoint(args.session, args.url, protocol)
     repository, server_pid = args.repository, None
     if args.url is None:
-        from triton_ge_console.sessions import registry
+        from triton_ge_console.sessions.server import registry
 
         record = registry.require_running(registry.Registry().resolve(args.session))
         repository = repository or record.repository
@@ -74,7 +74,6 @@ def run_vs_direct(args: argparse.Namespace) -> int:
     """Handler: measure, then print the tables (or --json)."""
     from rich.console import Console
 
-    from triton_ge_console.sessions import registry
     from triton_ge_console.sessions.loadgen.bench_cli import UsageError
     from triton_ge_console.sessions.loadgen.inputs import LoadSpecError
     from triton_ge_console.sessions.loadgen.pinning import PinningError
@@ -82,6 +81,7 @@ def run_vs_direct(args: argparse.Namespace) -> int:
     from triton_ge_console.sessions.loadgen.transport import LoadError, UnknownModelError
     from triton_ge_console.sessions.loadgen.vs_direct import measure_vs_direct_sync
     from triton_ge_console.sessions.loadgen.vs_direct_report import vs_direct_json, vs_direct_renderable
+    from triton_ge_console.sessions.server import registry
 
     try:
         spec = vs_direct_spec(args)

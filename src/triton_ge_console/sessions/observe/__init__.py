@@ -1,0 +1,1 @@
+"""Observing a server: polling its sources into immutable snapshots, history, health, telemetry."""

@@ -1,0 +1,190 @@
+"""Model health from what a model does, not only what Triton's repository index says.
+
+Triton keeps a model READY when the process running its instance has died (a Python-based backend's
+stub killed or crashed): every request then fails with "Stub process '<instance>' is not healthy". So a
+READY model is FAILING when one of its instance processes is gone (on this machine, where the server's
+processes can be seen) or when it failed every request over the last poll interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from triton_ge_console.sessions.server.supervise import PID_FILE, read_number
+
+if TYPE_CHECKING:
+    from triton_ge_console.sessions.server.registry import SessionRecord
+
+OK, FAILING, NOT_READY = "OK", "FAILING", "NOT_READY"
+STUB_NAME = "triton_python_backend_stub"
+ModelKey = tuple[str, str]  # (model, version)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One Python-backend instance process of a model version."""
+
+    name: str  # Triton's instance name, e.g. "llama_model_0"
+    pid: int
+
+
+def stub_instances(server_pid: int) -> dict[ModelKey, tuple[Instance, ...]]:
+    """The live stub processes of a tritonserver, by the model version whose folder each one runs.
+
+    A stub's command line is `stub <repo>/<model>/<version>/model.py <shm region> ... <instance name> ...`
+    (Triton's Python backend, `StubLauncher::Launch`); the instance name is its 9th argument. A stub named
+    after the model itself is the AUTOCOMPLETE_STUB `StubLauncher::Launch` starts while the model loads
+    (or reloads) and ends once the config is completed: seen during a reload and then gone, it made a
+    reloaded model FAILING for good.
+    """
+    import psutil  # here: snapshots import this module, and `ge-console --help` must not load psutil
+
+    try:
+        children = psutil.Process(server_pid).children()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return {}
+    found: dict[ModelKey, list[Instance]] = {}
+    for child in children:
+        try:
+            args = child.cmdline()
+            if child.status() == psutil.STATUS_ZOMBIE:
+                continue
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if len(args) < 9 or Path(args[0]).name != STUB_NAME:
+            continue
+        folder = Path(args[1]).parent
+        if args[8] == folder.parent.name:  # the auto-complete stub of a model (re)loading, not an instance
+            continue
+        found.setdefault((folder.parent.name, folder.name), []).append(Instance(args[8], child.pid))
+    return {key: tuple(instances) for key, instances in found.items()}
+
+
+ConfigOf = Callable[[str], Mapping[str, Any] | None]  # a model's running config (None: unknown now)
+
+
+def stub_processes(config: Mapping[str, Any], stub_backends: frozenset[str]) -> int:
+    """How many stub processes a running config asks for: one per instance of a stub backend's model (an
+    instance group's count, on each of its GPUs for KIND_GPU); none for other backends."""
+    if str(config.get("backend") or "") not in stub_backends:
+        return 0
+    total = 0
+    for group in config.get("instance_group") or ():
+        devices = len(group.get("gpus") or ()) if group.get("kind") == "KIND_GPU" else 1
+        total += int(group.get("count") or 1) * max(devices, 1)
+    return total
+
+
+class InstanceWatch:
+    """Says which READY model versions have fewer instance processes than their running config asks for.
+
+    Instance names and counts change with every reconfiguration (a reload with one instance names it
+    `m_0`, with two `m_0_0` and `m_0_1`; a later reload with one may call it `m_0_0`), and Triton ends the
+    old instances a second or two after the new ones serve. So the stubs are counted against the running
+    config, asked again whenever a version's processes changed since the last look (a reload or a death),
+    and listed again after asking: the config a new set of processes serves is never older than them.
+    Names are only for the message: those running when the version was last whole and gone now.
+    """
+
+    def __init__(self, server_pid: Callable[[], int | None],
+                 stub_backends: frozenset[str] = frozenset({"python"})) -> None:
+        self.server_pid = server_pid  # asked at every look: a restarted session has a new server
+        self.stub_backends = stub_backends
+        self._asked: dict[ModelKey, int] = {}  # stub processes the running config asks for
+        self._listed: dict[ModelKey, frozenset[int]] = {}  # the pids its count was last checked against
+        self._whole: dict[ModelKey, frozenset[str]] = {}  # instance names when it last had them all
+
+    def dead(self, ready: Iterable[ModelKey], config_of: ConfigOf) -> dict[ModelKey, str]:
+        """Why each READY model version short of instance processes is failing (none said when its config
+        cannot be read: nothing is known)."""
+        pid = self.server_pid()
+        if pid is None:
+            return {}
+        ready = list(ready)
+        alive = stub_instances(pid)
+        listed = {key: _pids(alive, key) for key in ready}
+        changed = [key for key in ready if key not in self._asked or self._listed.get(key) != listed[key]]
+        self._listed.update(listed)  # before asking: a change after it is seen at the next look
+        if changed:
+            self._ask(changed, config_of)
+            alive = stub_instances(pid)
+        self._forget(set(ready))
+        reasons = {}
+        for key in ready:
+            reason = self._shortfall(key, alive.get(key, ()))
+            if reason is not None:
+                reasons[key] = reason
+        return reasons
+
+    def _ask(self, keys: list[ModelKey], config_of: ConfigOf) -> None:
+        """Learn how many stub processes each model's running config asks for now (one ask per model)."""
+        configs = {name: config_of(name) for name in sorted({name for name, _ in keys})}
+        for key in keys:
+            config = configs[key[0]]
+            if config is None:
+                self._asked.pop(key, None)
+                self._listed.pop(key, None)  # asked again next time
+            else:
+                self._asked[key] = stub_processes(config, self.stub_backends)
+
+    def _forget(self, ready: set[ModelKey]) -> None:
+        """Drop what was kept about versions no longer READY (a version loaded again starts afresh)."""
+        for kept in (self._asked, self._listed, self._whole):
+            for key in [key for key in kept if key not in ready]:
+                del kept[key]
+
+    def _shortfall(self, key: ModelKey, running: tuple[Instance, ...]) -> str | None:
+        """Why a version is short of instance processes, or None when it runs all its config asks for."""
+        asked = self._asked.get(key)
+        names = frozenset(instance.name for instance in running)
+        if asked is None or len(running) >= asked:
+            if asked is not None:
+                self._whole[key] = names
+            return None
+        gone = ", ".join(sorted(self._whole.get(key, frozenset()) - names))
+        if gone:
+            return f"instance process gone: {gone} (killed or crashed; {len(running)} of {asked} running)"
+        return f"{len(running)} of {asked} instance processes running (killed or crashed)"
+
+
+def _pids(alive: Mapping[ModelKey, tuple[Instance, ...]], key: ModelKey) -> frozenset[int]:
+    """The pids of a version's instance processes."""
+    return frozenset(instance.pid for instance in alive.get(key, ()))
+
+
+def stub_backends(backend_dir: Path | None) -> frozenset[str]:
+    """Backends whose instances run in Python stubs: Triton's Python backend and every Python-based
+    backend in the backend dir (a folder holding a `model.py`)."""
+    found = {"python"}
+    if backend_dir is not None and backend_dir.is_dir():
+        found |= {folder.name for folder in backend_dir.iterdir() if (folder / "model.py").is_file()}
+    return frozenset(found)
+
+
+def instance_watch(record: SessionRecord) -> InstanceWatch | None:
+    """The instance watch of a session whose server runs on this machine (None: attached, or no pid)."""
+    if record.attached or record.pid is None:
+        return None
+    folder, launched_pid = record.session_dir, record.pid
+
+    def server_pid() -> int | None:
+        """The pid its supervisor recorded for the server now running (a restart writes a new one)."""
+        recorded = read_number(folder / PID_FILE) if folder is not None else None
+        return recorded if recorded is not None else launched_pid
+
+    return InstanceWatch(server_pid, stub_backends(record.backend_dir))
+
+
+def model_health(state: str, dead: str | None, request_rate: float | None,
+                 failure_rate: float | None) -> tuple[str, str | None]:
+    """A model version's health and why it is not OK (None when it is)."""
+    if state != "READY":
+        return NOT_READY, None
+    if dead is not None:
+        return FAILING, dead
+    if failure_rate and not request_rate:
+        return FAILING, f"every request failed since the last poll ({failure_rate:.1f}/s, none succeeded)"
+    return OK, None

@@ -1,0 +1,316 @@
+"""Poll one Triton server into immutable ServerSnapshots; never raises, optionally in a background thread."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from triton_ge_console.sessions.observe.figures import (
+    MetricViews,
+    ModelInputs,
+    PollReadings,
+    build_model,
+    counters_from_metrics,
+    model_counters,
+    model_inputs,
+)
+from triton_ge_console.sessions.observe.generation import with_token_rate
+from triton_ge_console.sessions.observe.glue_failures import GlueFailures
+from triton_ge_console.sessions.observe.health import InstanceWatch
+from triton_ge_console.sessions.observe.history import SnapshotHistory
+from triton_ge_console.sessions.observe.metrics import MetricTable, ModelKey, PlainLines, scrape_metrics
+from triton_ge_console.sessions.observe.moved_stats import MovedStatistics
+from triton_ge_console.sessions.observe.rates import ModelCounters, ModelRates, compute_rates, hold_success
+from triton_ge_console.sessions.observe.snapshot import (
+    DeviceSnapshot,
+    Endpoints,
+    Latency,
+    ModelSnapshot,
+    ServerSnapshot,
+)
+from triton_ge_console.sessions.observe.stats import (
+    EndpointError,
+    HttpEndpoint,
+    IndexEntry,
+    IndexReader,
+    ServerMetadata,
+    fetch_health,
+    fetch_metadata,
+    fetch_model_config,
+)
+from triton_ge_console.sessions.observe.telemetry.devices import DeviceTelemetry, devices_from_glue
+from triton_ge_console.sessions.observe.trace import TraceCollector, enable_tracing
+from triton_ge_console.sessions.observe.trace_sampling import TraceSampler
+
+LOG = logging.getLogger(__name__)
+
+# Families a snapshot never shows: per-stage latency summaries (5x the text when on), host and GPU figures.
+UNUSED_METRICS = (
+    "nv_inference_queue_summary_us", "nv_inference_compute_input_summary_us",
+    "nv_inference_compute_infer_summary_us", "nv_inference_compute_output_summary_us",
+    "nv_gpu_", "nv_energy_", "nv_cpu_", "nv_pinned_memory_", "nv_cache_",
+)
+# Backends that report no statistics to Triton: traced even where the server keeps latency summaries.
+TRACE_BACKENDS = ("npu_ge",)
+SnapshotCallback = Callable[[ServerSnapshot], None]
+T = TypeVar("T")
+
+
+class Poller:
+    """Reads health, metadata, repository index, statistics and /metrics of one server per `poll()`."""
+
+    def __init__(
+        self,
+        name: str,
+        endpoints: Endpoints,
+        *,
+        started_at: float | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 2.0,
+        trace: TraceCollector | None = None,
+        telemetry: DeviceTelemetry | None = None,
+        instances: InstanceWatch | None = None,
+        moved_statistics: bool = True,
+        sample_traces: bool = True,
+    ) -> None:
+        self.name = name
+        self.statistics = MovedStatistics(moved_statistics)  # statistics only for models whose counters moved
+        self.endpoints = endpoints
+        self.started_at = started_at
+        self.trace = trace
+        self.telemetry = telemetry
+        self.instances = instances
+        # sampled tracing per model, when there is a trace file to read; a one-shot look reads, arms nothing
+        self.sampler = TraceSampler() if sample_traces else None
+        self.http = HttpEndpoint(endpoints.http_url, timeout, headers) if endpoints.http_url else None
+        self.metrics = HttpEndpoint(endpoints.metrics_url, timeout) if endpoints.metrics_url else None
+        self._metadata: ServerMetadata | None = None
+        self._first_seen: float | None = None
+        self._previous: dict[ModelKey, ModelCounters] = {}
+        self._previous_at: float | None = None
+        self._lines = PlainLines()  # /metrics lines of the previous poll, parsed
+        self._glue = GlueFailures()
+        self._glue_failures: dict[ModelKey, float] = {}  # the last known (see figures.model_counters)
+        self._index = IndexReader()  # the previous poll's index, decoded
+        self._built: dict[ModelKey, tuple[ModelInputs, ModelSnapshot]] = {}
+        self._backends: dict[ModelKey, str] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def poll(self) -> ServerSnapshot:
+        """One snapshot now; an unreachable or broken server gives `live=False` and `error`, never raises."""
+        with self._lock:
+            taken_at = time.time()
+            try:
+                return self._poll(taken_at)
+            except Exception as exc:  # the contract: a poll never raises, whatever the server sent
+                return self._down(taken_at, f"poll failed: {type(exc).__name__}: {exc}")
+            finally:
+                if self.http is not None:
+                    self.http.close()
+
+    def _hang_up(self) -> None:
+        """Close every connection. The HTTP port's is closed after each poll too (reused within a poll): an
+        idle kept-alive connection there holds up Triton's shutdown to its exit timeout (30 s, measured);
+        the metrics port's is kept between polls, as one there does not (measured: exit as quick as none)."""
+        for endpoint in (self.http, self.metrics):
+            if endpoint is not None:
+                endpoint.close()
+
+    def _down(self, taken_at: float, error: str) -> ServerSnapshot:
+        """The snapshot of a server that could not be read (a restarted one counts afresh: no glue failures
+        carried over)."""
+        self._glue_failures = {}
+        devices = self.telemetry.devices(None) if self.telemetry is not None else ()
+        return ServerSnapshot(taken_at=taken_at, session=self.name, live=False, ready=False,
+                              version=self._metadata.version if self._metadata else None,
+                              endpoints=self.endpoints, devices=devices, error=error)
+
+    def _poll(self, taken_at: float) -> ServerSnapshot:
+        """The body of poll: each missing reading degrades to None figures plus a note in `error`."""
+        if self.http is None:
+            return self._down(taken_at, "no HTTP endpoint configured")
+        try:
+            live, ready = fetch_health(self.http)
+        except EndpointError as exc:
+            return self._down(taken_at, str(exc))
+        problems: list[str] = []
+        http = self.http
+        if self._metadata is None:
+            self._metadata = _attempt(lambda: fetch_metadata(http), problems)
+        if self._first_seen is None:
+            self._first_seen = taken_at
+        readings = self._read(http, problems)
+        models = self._models(readings, time.monotonic())
+        self._sample(http, readings, models, problems)
+        return ServerSnapshot(
+            taken_at=taken_at,
+            session=self.name,
+            live=live,
+            ready=ready,
+            version=self._metadata.version if self._metadata else None,
+            uptime_s=max(0.0, taken_at - (self.started_at or self._first_seen)),
+            endpoints=self.endpoints,
+            models=models,
+            devices=self._devices(readings.metrics),
+            error="; ".join(problems) or None,
+        )
+
+    def _read(self, http: HttpEndpoint, problems: list[str]) -> PollReadings:
+        """Index, statistics, metrics and traces for this poll, one after another on this thread: a helper
+        thread for /metrics shortened the poll by a millisecond or two but cost more CPU in handing over."""
+        metrics = self.metrics
+        index = _attempt(lambda: self._index.read(http), problems) or []
+        table: MetricTable | None = None
+        if metrics is not None:
+            table = _attempt(lambda: scrape_metrics(metrics, "", UNUSED_METRICS, self._lines), problems)
+        counters = counters_from_metrics(table) if table is not None else None  # read once, used twice
+        if table is not None and counters is not None:  # else the last known: kept over a poll without it
+            version = self._metadata.version if self._metadata else None
+            self._glue_failures = self._glue.update(table, version, counters)
+        statistics = _attempt(lambda: self.statistics.read(http, index, counters), problems) or {}
+        self._learn_backends(http, index, problems)
+        dead = self._dead_instances(http, index, problems)
+        return PollReadings(index, statistics, table, dict(self._backends), self._trace_latencies(index),
+                            MetricViews.of(table, self._glue_failures), dead, counters, self._glue_failures)
+
+    def _dead_instances(self, http: HttpEndpoint, index: list[IndexEntry],
+                        problems: list[str]) -> dict[ModelKey, str]:
+        """READY model versions whose instance process died (only where the server's processes are seen)."""
+        if self.instances is None:
+            return {}
+        ready = [(e.name, e.version) for e in index if e.state == "READY"]
+        return self.instances.dead(
+            ready, lambda model: _attempt(lambda: fetch_model_config(http, model), problems))
+
+    def _learn_backends(self, http: HttpEndpoint, index: list[IndexEntry], problems: list[str]) -> None:
+        """Fetch the config of newly READY models once (their backend name)."""
+        ready = {(e.name, e.version) for e in index if e.state == "READY"}
+        for key in list(self._backends):
+            if key not in ready:
+                del self._backends[key]
+        for name, version in sorted(ready - self._backends.keys()):
+            config = _attempt(lambda n=name: fetch_model_config(http, n), problems)  # type: ignore[misc]
+            if config is not None:
+                self._backends[(name, version)] = str(config.get("backend") or config.get("platform") or "")
+
+    def _sample(self, http: HttpEndpoint, readings: PollReadings, models: tuple[ModelSnapshot, ...],
+                problems: list[str]) -> None:
+        """Keep sampled tracing on, at a rate fitting each model's load, for every READY model whose
+        percentiles have no other source (no summary quantiles on the server, or an npu_ge backend)."""
+        unsure = readings.metrics is None and self.metrics is not None  # are summaries on? not this poll
+        if self.sampler is None or self.trace is None or unsure:
+            return  # not asked to (a one-shot look), no trace file to read, or unsure
+        load: dict[str, float | None] = {}
+        for model in models:
+            summarised = (model.name, model.version) in readings.views.quantiles
+            if model.state != "READY" or (summarised and model.backend not in TRACE_BACKENDS):
+                continue
+            known = [rate for rate in (load.get(model.name), model.request_rate) if rate is not None]
+            load[model.name] = sum(known) if known else None  # the setting is per model, for all versions
+        now = time.monotonic()
+        for name, sampling in self.sampler.due(load, now).items():
+            sent = _attempt(lambda n=name, s=sampling: enable_tracing(  # type: ignore[misc]
+                http, n, s.rate, s.log_frequency, s.count), problems)
+            if sent is None:
+                self.sampler.refused(name, now)
+            else:
+                self.sampler.armed(name, sampling)
+
+    def _trace_latencies(self, index: list[IndexEntry]) -> dict[ModelKey, Latency]:
+        """Trace-based latency per model version, when a trace collector is attached."""
+        if self.trace is None:
+            return {}
+        self.trace.update()
+        found = {}
+        for entry in index:
+            latency = self.trace.latency(entry.name, entry.version)
+            if latency is not None:
+                found[(entry.name, entry.version)] = latency
+        return found
+
+    def _models(self, readings: PollReadings, now: float) -> tuple[ModelSnapshot, ...]:
+        """Model snapshots with rates from the counter deltas since the previous poll; a model whose
+        inputs did not change keeps its previous snapshot object (cheaper here and for the console)."""
+        counters = model_counters(readings)
+        elapsed = now - self._previous_at if self._previous_at is not None else 0.0
+        built: dict[ModelKey, tuple[ModelInputs, ModelSnapshot]] = {}
+        models = []
+        for entry in readings.index:
+            key = (entry.name, entry.version)
+            current = counters.get(key)
+            if current is not None:
+                current = counters[key] = hold_success(self._previous.get(key), current)
+            rates = compute_rates(self._previous.get(key), current, elapsed) if current else ModelRates()
+            inputs = model_inputs(entry, readings, current, rates)
+            if inputs.generation is not None:
+                known_figures = self._built.get(key)
+                before = known_figures[1].generation if known_figures is not None else None
+                inputs = inputs._replace(generation=with_token_rate(inputs.generation, before, elapsed))
+            known = self._built.get(key)
+            model = known[1] if known is not None and known[0] == inputs else build_model(inputs)
+            built[key] = (inputs, model)
+            models.append(model)
+        self._previous, self._previous_at, self._built = counters, now, built
+        return tuple(models)
+
+    def _devices(self, table: MetricTable | None) -> tuple[DeviceSnapshot, ...]:
+        """Merged device telemetry (glue metrics only, when no telemetry object is attached)."""
+        if self.telemetry is not None:
+            return self.telemetry.devices(table)
+        return tuple(devices_from_glue(table))
+
+    def start(self, history: SnapshotHistory, interval_s: float = 1.0,
+              on_snapshot: SnapshotCallback | None = None) -> None:
+        """Poll in a background thread; the next poll is armed only when the last one finished."""
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, args=(history, interval_s, on_snapshot),
+                                        name=f"ge-poller-{self.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self, history: SnapshotHistory, interval_s: float, on_snapshot: SnapshotCallback | None) -> None:
+        """The background loop."""
+        while not self._stop.is_set():
+            began = time.monotonic()
+            snapshot = self.poll()
+            history.append(snapshot)
+            if on_snapshot is not None:
+                try:
+                    on_snapshot(snapshot)
+                except Exception:  # a view's bug must not end the polling every view depends on
+                    LOG.exception("snapshot callback failed; polling goes on")
+            self._stop.wait(max(0.0, interval_s - (time.monotonic() - began)))
+
+    @property
+    def running(self) -> bool:
+        """Whether the background loop is running."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the background loop (the current poll finishes first)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def close(self) -> None:
+        """Stop polling and close connections; never touches the server itself."""
+        self.stop()
+        self._hang_up()
+        if self.telemetry is not None:
+            self.telemetry.close()
+
+
+def _attempt(read: Callable[[], T], problems: list[str]) -> T | None:
+    """Run one reading; on failure note why and give None."""
+    try:
+        return read()
+    except (EndpointError, RuntimeError, ValueError, KeyError, TypeError) as exc:
+        problems.append(str(exc))
+        return None

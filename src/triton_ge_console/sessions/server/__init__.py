@@ -1,0 +1,1 @@
+"""The server process: launching pieces, the registry, supervision, the server log, access."""

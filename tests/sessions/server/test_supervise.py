@@ -1,0 +1,65 @@
+"""No server outlives a launch that failed after the spawn, even when its pid was never read."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.sessions.helpers import write_echo_model
+from tests.waiting import wait_until
+from triton_ge_console.sessions.launcher import LaunchOptions, launch
+from triton_ge_console.sessions.server.paths import session_dir
+from triton_ge_console.sessions.server.registry import Registry
+from triton_ge_console.sessions.server.supervise import EXIT_FILE, PID_FILE, SupervisedServer, read_number
+
+
+def running(text: str) -> list[psutil.Process]:
+    """Live processes whose command line contains text."""
+    return [p for p in psutil.process_iter(["cmdline", "status"])
+            if text in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE]
+
+
+def sleeper(workdir: Path, marker: str) -> SupervisedServer:
+    """A supervised long-running child whose command line carries marker."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    code = f"import time  # {marker}\ntime.sleep(600)"
+    return SupervisedServer(Path(sys.executable), ["-c", code], dict(os.environ), workdir / "log", workdir)
+
+
+def test_stop_after_start_gave_up_before_the_pid_file_still_stops_the_server(tmp_path: Path) -> None:
+    server = sleeper(tmp_path / "run", "ge-test-no-pid-yet")
+    try:
+        server.start(timeout=0)  # gives up at once: the pid is not known yet
+        assert server.pid is None
+        wait_until(lambda: running("ge-test-no-pid-yet"))
+    finally:
+        server.stop(timeout=10)
+    assert not running("ge-test-no-pid-yet")
+
+
+def test_sigterm_to_the_supervisor_reaches_the_servers_group(tmp_path: Path) -> None:
+    server = sleeper(tmp_path / "run", "ge-test-forwarded")
+    try:
+        server.start()
+        assert server.pid is not None and server.popen is not None
+        server.popen.send_signal(signal.SIGTERM)
+        assert server.popen.wait(timeout=30) == 0
+        assert read_number(tmp_path / "run" / EXIT_FILE) == -signal.SIGTERM
+        assert (tmp_path / "run" / PID_FILE).exists()
+    finally:
+        server.stop(timeout=10)
+    assert not running("ge-test-forwarded")
+
+
+def test_a_failure_right_after_the_spawn_leaves_no_server(tmp_path: Path) -> None:
+    write_echo_model(tmp_path / "repo", "echo")
+    unwritable = tmp_path / "registry-is-a-file"
+    unwritable.write_text("")
+    with pytest.raises(OSError):  # saving the record fails once tritonserver is already running
+        launch(LaunchOptions(source=tmp_path / "repo", name="orphan", timeout=120), Registry(unwritable))
+    assert not running(str(session_dir("orphan")))
