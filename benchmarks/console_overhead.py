@@ -10,17 +10,12 @@
 Throughput on a shared machine is noisy; each round also records the server's CPU per request (Triton and
 its Python stubs, user + system), which other processes' load disturbs far less.
 
-4. The fleet row: the console's CPU per server poll at 1, 4 and 16 servers, polled as the fleet screen
-   polls them (fleet_poll_cost.py): 1 and 4 real tritonservers, and 1, 4 and 16 replayed ones (endpoints
-   answering with a real server's recorded responses; 16 real servers do not fit a 2-core machine).
 
 Prints a markdown table and writes benchmarks/results/console_overhead.json. wrk comes from Debian
 (`apt-get install -y wrk`).
 
     python3 benchmarks/console_overhead.py [--rounds 8] [--duration 2] [--connections 4]
     python3 benchmarks/console_overhead.py --quick     # only the poll cost (1.), printed, nothing written
-    python3 benchmarks/console_overhead.py --fleet     # only the fleet row (4.), written to
-                                                       # results/console_overhead_fleet.json
     python3 benchmarks/console_overhead.py --trace-ab  # only the latency sources: off vs summaries vs
                                                        # sampled traces (trace_cost.py), written to
                                                        # results/console_overhead_traces.json
@@ -48,12 +43,11 @@ from typing import Any
 
 import psutil
 
-from fleet_poll_cost import fleet_rounds, fleet_rows, record, replayed_servers
-from rounds import round_order
 from trace_cost import rows as trace_rows
 from trace_cost import trace_ab
 from triton_ge_console.backend_glue.distribution import TritonDistribution, find_distribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.sessions.loadgen.rounds import Spread, round_order
 from triton_ge_console.sessions.observe.metrics import PlainLines, parse_metrics
 from triton_ge_console.sessions.observe.poller import UNUSED_METRICS, Poller
 from triton_ge_console.sessions.observe.snapshot import Endpoints
@@ -61,10 +55,7 @@ from triton_ge_console.sessions.server.process import TritonProcess, pick_ports,
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "console_overhead.json"
-FLEET_RESULTS = HERE / "results" / "console_overhead_fleet.json"
 TRACE_RESULTS = HERE / "results" / "console_overhead_traces.json"
-FLEET_MODELS = 10  # per server: 4 real servers' Python stubs must fit beside the rest on 2 cores
-FLEET_REAL, FLEET_REPLAYED = 4, 16
 CORES = os.cpu_count() or 1
 MODEL_PY = textwrap.dedent("""
     import triton_python_backend_utils as pb_utils
@@ -224,20 +215,15 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--polls", type=int, default=30)
     parser.add_argument("--quick", action="store_true", help="only the poll cost; print it, write nothing")
-    parser.add_argument("--fleet", action="store_true", help="only the fleet row (poll cost at 1, 4, 16)")
     parser.add_argument("--statistics-ab", action="store_true",
                         help="only the poll cost at 100 idle models, statistics for every model vs only for "
                              "those whose counters moved, alternating rounds; printed, nothing written")
     parser.add_argument("--trace-ab", action="store_true",
                         help="only the latency sources' cost: no source vs summaries vs sampled traces at "
                              "the console's rate and at fixed rates, rotating rounds (trace_cost.py)")
-    parser.add_argument("--fleet-rounds", type=int, default=4)
-    parser.add_argument("--fleet-polls", type=int, default=5, help="polls per server per measurement")
     args = parser.parse_args()
     if args.quick:
         return quick(args.polls)
-    if args.fleet:
-        return fleet_only(args)
     if args.statistics_ab:
         return statistics_ab(args.polls, args.rounds)
     if shutil.which("wrk") is None:
@@ -289,47 +275,8 @@ def statistics_ab(polls: int, rounds: int) -> int:
           "|---|---|---|---|")
     for key, label in (("triton_cpu_ms_per_poll", "Triton's CPU per poll"), ("poll_cpu_ms_p50", "poller CPU"),
                        ("poll_ms_p50", "poll wall p50")):
-        cells = [_median_range([m[key] for m in measured[moved]]) for moved in (False, True)]
+        cells = [Spread.of([m[key] for m in measured[moved]]).text() + ' ms' for moved in (False, True)]
         print(f"| {label} (median, range of {rounds} rounds) | {cells[0]} | {cells[1]} | lower |")
-    return 0
-
-
-def _median_range(values: list[float]) -> str:
-    """'m ms (lo-hi)'."""
-    return f"{statistics.median(values):.2f} ms ({min(values):.2f}-{max(values):.2f})"
-
-
-def fleet(dist: TritonDistribution, root: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """The fleet row's measurements: real servers started here, replayed ones recorded from the first."""
-    install_backend_dir(root / "fleet-backends", dist)
-    names = write_repository(root / "fleet-repository", FLEET_MODELS)
-    with contextlib.ExitStack() as stack:
-        real = [stack.enter_context(server(dist, root / "fleet-repository", root / "fleet-backends", names))
-                for _ in range(FLEET_REAL)]
-        progress(f"{FLEET_REAL} servers with {FLEET_MODELS} models each ready; recording one's responses")
-        recording = root / "fleet-recording.json"
-        recording.write_text(json.dumps(record(real[0][0], real[0][1])))
-        replayed = stack.enter_context(replayed_servers(str(recording), FLEET_REPLAYED, str(HERE)))
-        progress(f"{FLEET_REPLAYED} replayed servers up; measuring")
-        results = fleet_rounds([(h, m) for h, m, _pid in real], replayed, args.fleet_rounds, args.fleet_polls)
-    return {"models_per_server": FLEET_MODELS, "workers": 8, "interval_s": 1.0, "rounds": args.fleet_rounds,
-            "polls_per_measurement": args.fleet_polls, "results": results}
-
-
-def fleet_only(args: argparse.Namespace) -> int:
-    """Only the fleet row: printed, and written to results/console_overhead_fleet.json."""
-    dist = find_distribution()
-    root = Path(tempfile.mkdtemp(prefix="ge-overhead-fleet-"))
-    try:
-        measured = fleet(dist, root, args)
-        result: dict[str, Any] = {"benchmark": "console_overhead (fleet row)", "machine": machine(),
-                                  "fleet": measured}
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    print_rows(fleet_rows(measured["results"]))
-    FLEET_RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    FLEET_RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nwrote {FLEET_RESULTS}")
     return 0
 
 
@@ -378,12 +325,9 @@ def run(dist: TritonDistribution, root: Path, args: argparse.Namespace) -> dict[
         measure_on = measured(on_url, on_pid, args, script)
         measure_off(), measure_on()  # warm up
         summaries_off, summaries_on = alternate(args.rounds, measure_off, measure_on)
-    progress("the fleet row")
-    fleet_result = fleet(dist, root, args)
     return {
         "benchmark": "console_overhead",
         "machine": machine(),
-        "fleet": fleet_result,
         "settings": {"rounds": args.rounds, "duration_s": args.duration, "connections": args.connections,
                      "load_generator": "wrk -t1", "model": "Python backend, FP32[4] + 1, 1 instance"},
         "load_100_models_s": load_s,
@@ -407,7 +351,7 @@ def cpu_line(reference: list[float], other: list[float]) -> str:
 
 def spread(values: list[float]) -> str:
     """Median with the range of the rounds, so noise is visible next to the figure."""
-    return f"{statistics.median(values):.0f} req/s ({min(values):.0f}-{max(values):.0f})"
+    return f"{Spread.of(values).text('{:.0f}')} req/s"
 
 
 def progress(message: str) -> None:
@@ -446,7 +390,6 @@ def report(result: dict[str, Any]) -> None:
         ("  loss with summaries", f"{summ['loss_percent']:+.2f} %", "material if > 1 %"),
         ("  server CPU per request with summaries (median, vs off)",
          cpu_line(summ["off_cpu_us_per_request"], summ["on_cpu_us_per_request"]), "material if > 1 %"),
-        *fleet_rows(result["fleet"]["results"]),
     ]
     print_rows(rows)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from rounds import round_order
 from triton_ge_console.backend_glue.distribution import find_distribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.build import build_repository
@@ -41,6 +40,7 @@ from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, step_feeds
 from triton_ge_console.repository.demo_models import demo_bytes
 from triton_ge_console.repository.spec.load import load_spec
 from triton_ge_console.sessions.loadgen.generate_client import Generation, GrpcStreamer, StreamResult
+from triton_ge_console.sessions.loadgen.rounds import round_order
 from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick_ports, server_args
 
 RESULTS = Path(__file__).resolve().parent / "results"

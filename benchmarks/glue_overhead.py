@@ -44,6 +44,7 @@ import tritonclient.http as httpclient
 from triton_ge_console.backend_glue.distribution import find_distribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.demo_models import demo_bytes
+from triton_ge_console.sessions.loadgen.rounds import Spread
 from triton_ge_console.sessions.loadgen.run import LoadSpec, run_load_sync
 from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick_ports, server_args
 
@@ -351,7 +352,8 @@ def split(before: dict[str, float], after: dict[str, float]) -> dict[str, float]
 
 def _spread(values: list[float]) -> dict[str, float]:
     """Median and range over the rounds."""
-    return {"median": float(np.median(values)), "min": float(min(values)), "max": float(max(values))}
+    spread = Spread.of(values)
+    return {"median": spread.median, "min": spread.low, "max": spread.high}
 
 
 def summarize(found: Rounds) -> dict[str, Any]:

@@ -59,9 +59,9 @@ from console_overhead import (
     write_repository,
     wrk_throughput,
 )
-from rounds import round_order
 from triton_ge_console.backend_glue.distribution import find_distribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.sessions.loadgen.rounds import round_order
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "poll_cost_ab{suffix}.json"

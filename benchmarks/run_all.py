@@ -1,8 +1,8 @@
-"""Run every benchmark script there is and assemble the README's "Performance" section.
+"""Run every benchmark script there is and assemble the performance record, results/PERFORMANCE.md.
 
 Each script prints a markdown table and writes its JSON under benchmarks/results/; this keeps each
 table as results/<name>.table.md and writes results/PERFORMANCE.md (machine, date, every table) for the
-README. Benchmarks are slow and the machine's load matters: run them on a quiet machine, not in CI.
+README's figures. Benchmarks are slow and the machine's load matters: run them on a quiet machine, not in CI.
 
     python3 benchmarks/run_all.py                 # run all, then assemble
     python3 benchmarks/run_all.py --only startup  # run some (the others' saved tables are reused)
@@ -46,7 +46,7 @@ BENCHMARKS = (
     Benchmark("response_path", "Where a served request's CPU goes",
               "CPU per request of tritonserver, the Python stub and the client; glibc allocator setting A/B"),
     Benchmark("console_overhead", "Console overhead",
-              "cost of one poll at 100 models; Triton's latency summaries on vs off; the fleet row"),
+              "cost of one poll at 100 models; Triton's latency summaries on vs off"),
     Benchmark("poll_cost_ab", "What a poll costs a busy server",
               "throughput with the console's poller on vs off, 40 paired rounds, the poll amplified tenfold"),
     Benchmark("startup", "Start-up", "`ge-console up` to READY and `ge-console demo` to a live dashboard"),
@@ -55,11 +55,8 @@ BENCHMARKS = (
               "a dashboard refresh back to back, 50 ms and 1 s apart; what idle memory costs here"),
     Benchmark("gc_pause", "Console garbage collections",
               "full garbage collections over 600 dashboard refreshes with 15 minutes of history"),
-    Benchmark("demo_models", "Demo models", "build time, size and ONNX Runtime latency of the demo models"),
     Benchmark("build_scale", "Builds at LLM size",
               "a 3 GiB external-data ONNX: build vs cp -r / cp -al, no-op rebuild, reload --changed, RSS"),
-    Benchmark("loadgen_vs_wrk", "Load generator vs wrk",
-              "`ge-console bench` and wrk (C) against the same trivial model; ratio of throughputs"),
 )
 
 

@@ -19,7 +19,6 @@ import os
 import platform
 import re
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from triton_ge_console.sessions.loadgen.rounds import Spread
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -138,8 +139,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     seconds = [r["seconds"] for r in runs if r.get("ok")]
     if not seconds:
         return {"median_s": None, "min_s": None, "max_s": None, "runs": runs}
-    return {"median_s": statistics.median(seconds), "min_s": min(seconds), "max_s": max(seconds),
-            "runs": runs}
+    spread = Spread.of(seconds)
+    return {"median_s": spread.median, "min_s": spread.low, "max_s": spread.high, "runs": runs}
 
 
 def main() -> int:

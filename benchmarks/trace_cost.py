@@ -20,8 +20,8 @@ from typing import Any
 
 import psutil
 
-from rounds import round_order
 from triton_ge_console.backend_glue.distribution import TritonDistribution
+from triton_ge_console.sessions.loadgen.rounds import Spread, round_order
 from triton_ge_console.sessions.observe.stats import HttpEndpoint
 from triton_ge_console.sessions.observe.trace import enable_tracing
 from triton_ge_console.sessions.observe.trace_sampling import Sampling, sampling_for
@@ -123,6 +123,6 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str, str]]:
         change = 100 * (statistics.median(cpu) / base - 1)
         failed = f"; server failed at {result['failed'][name]}" if name in result["failed"] else ""
         found.append((f"{label}: server CPU per request; req/s (median, range of {len(cpu)}{failed})",
-                      f"{statistics.median(cpu):.0f} us ({min(cpu):.0f}-{max(cpu):.0f}), {change:+.1f} %; "
-                      f"{statistics.median(rps):.0f} ({min(rps):.0f}-{max(rps):.0f})", "lower"))
+                      f"{Spread.of(cpu).text('{:.0f}')} us, {change:+.1f} %; {Spread.of(rps).text('{:.0f}')}",
+                      "lower"))
     return found

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import platform
@@ -45,10 +46,9 @@ from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.demo_models import demo_bytes
 from triton_ge_console.sessions.loadgen.inputs import RequestTensor
 from triton_ge_console.sessions.loadgen.pinning import stub_pids
-from triton_ge_console.sessions.loadgen.rounds import round_order
+from triton_ge_console.sessions.loadgen.rounds import Spread, round_order
 from triton_ge_console.sessions.loadgen.transport import GRPC_MAX_MESSAGE, MODEL_INFER, open_transport
 from triton_ge_console.sessions.loadgen.vs_direct import (
-    Spread,
     VsDirectReport,
     VsDirectSpec,
     measure_vs_direct,
@@ -132,8 +132,8 @@ def stub_pid(server_pid: int, model: str) -> int:
 
 
 def spread_dict(values: list[float]) -> dict[str, float]:
-    """Median and range of one figure over rounds."""
-    return {"median": statistics.median(values), "low": min(values), "high": max(values)}
+    """Median and range of one figure over rounds, for the JSON."""
+    return dataclasses.asdict(Spread.of(values))
 
 
 # --- table: the vs-direct report for each demo model -------------------------------------------------
@@ -151,7 +151,7 @@ def vs_direct(ports: Ports, repo: Path, server_pid: int | None, model: str, seq:
 
 def _cell(spread: Spread, digits: int = 2) -> str:
     """median (low–high)."""
-    return f"{spread.median:.{digits}f} ({spread.low:.{digits}f}–{spread.high:.{digits}f})"
+    return spread.text(f"{{:.{digits}f}}")
 
 
 def print_vs_direct(report: VsDirectReport, seq: int) -> None:
@@ -176,7 +176,6 @@ def print_vs_direct(report: VsDirectReport, seq: int) -> None:
 
 def table_part(ports: Ports, repo: Path, server_pid: int | None, args: argparse.Namespace) -> dict[str, Any]:
     """Every model × sequence length, shared then pinned."""
-    import dataclasses
 
     found: dict[str, Any] = {}
     for model in MODELS:
@@ -293,7 +292,7 @@ def grpc_part(ports: Ports, server_pid: int, args: argparse.Namespace) -> dict[s
 
 def _spread_text(figure: dict[str, float]) -> str:
     """median (low–high) of a spread_dict."""
-    return f"{figure['median']:.1f} ({figure['low']:.1f}–{figure['high']:.1f})"
+    return Spread(**figure).text("{:.1f}")
 
 
 # --- glue: what the glue owns ------------------------------------------------------------------------
@@ -416,7 +415,7 @@ def glue_part(ports: Ports, repo: Path, server_pid: int, args: argparse.Namespac
 
 def _signed(figure: dict[str, float]) -> str:
     """median (low…high), signed."""
-    return f"{figure['median']:+.2f} ({figure['low']:+.2f}…{figure['high']:+.2f})"
+    return Spread(**figure).text("{:+.2f}", "…")
 
 
 def parse_args() -> argparse.Namespace:

@@ -1,8 +1,11 @@
-"""The order of interleaved rounds, shared by `bench --vs-direct` and every A/B in benchmarks/."""
+"""Rounds and ranges: the order of interleaved rounds and a figure's median and range over them, shared by
+`bench --vs-direct` and every comparison in benchmarks/."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -15,3 +18,21 @@ def round_order(variants: Sequence[T], index: int) -> list[T]:
     order = [*variants[turn:], *variants[:turn]]
     return order if index % 2 == 0 else order[::-1]
 
+
+@dataclass(frozen=True)
+class Spread:
+    """A figure over rounds: the median and the range (a noisy host's single figure would mislead)."""
+
+    median: float
+    low: float
+    high: float
+
+    @staticmethod
+    def of(values: Iterable[float]) -> Spread:
+        """The median and range of some values (one per round)."""
+        found = [float(value) for value in values]
+        return Spread(statistics.median(found), min(found), max(found))
+
+    def text(self, fmt: str = "{:.2f}", between: str = "–") -> str:
+        """'median (low–high)', each figure in `fmt`."""
+        return f"{fmt.format(self.median)} ({fmt.format(self.low)}{between}{fmt.format(self.high)})"

@@ -13,7 +13,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
-import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -26,7 +25,7 @@ import numpy as np
 from triton_ge_console.backend_glue.executor import Executor
 from triton_ge_console.sessions.loadgen.inputs import LoadSpecError, ModelSignature, build_inputs
 from triton_ge_console.sessions.loadgen.pinning import Affinities, available_cpus, pin_this_thread, stub_pids
-from triton_ge_console.sessions.loadgen.rounds import round_order
+from triton_ge_console.sessions.loadgen.rounds import Spread, round_order
 from triton_ge_console.sessions.loadgen.transport import (
     InferenceFailed,
     LoadError,
@@ -66,20 +65,6 @@ class VsDirectSpec:
             raise LoadSpecError("--batch: every batch size must be at least 1")
         if self.seq_len is not None and self.seq_len < 1:
             raise LoadSpecError(f"--seq-len {self.seq_len}: must be at least 1")
-
-
-@dataclass(frozen=True)
-class Spread:
-    """A figure over rounds: the median and the range."""
-
-    median: float
-    low: float
-    high: float
-
-    @staticmethod
-    def of(values: list[float]) -> Spread:
-        """The median and range of some values (one per round)."""
-        return Spread(float(statistics.median(values)), float(min(values)), float(max(values)))
 
 
 @dataclass(frozen=True)

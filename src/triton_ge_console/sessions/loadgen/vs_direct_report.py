@@ -11,7 +11,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from triton_ge_console.sessions.loadgen.vs_direct import Spread, VsDirectReport
+from triton_ge_console.sessions.loadgen.rounds import Spread
+from triton_ge_console.sessions.loadgen.vs_direct import VsDirectReport
 
 PROTOCOL_LABELS = {"grpc": "gRPC", "http": "HTTP"}
 
@@ -30,12 +31,12 @@ def _ms(spread: Spread) -> str:
 
 def _added(spread: Spread) -> str:
     """What Triton adds: the median and the rounds' range, signed."""
-    return f"{spread.median:+.2f} ({spread.low:+.2f}…{spread.high:+.2f})"
+    return spread.text("{:+.2f}", "…")
 
 
 def _ranged(spread: Spread, fmt: str) -> str:
     """A median with its range."""
-    return f"{fmt.format(spread.median)} ({fmt.format(spread.low)}–{fmt.format(spread.high)})"
+    return spread.text(fmt)
 
 
 Cells = tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]  # headers, rows
