@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.snapshots.test_telemetry import GLUE_METRICS
+from tests.sessions.observe.telemetry.test_telemetry import GLUE_METRICS
 from triton_ge_console.console.widgets.devices import NO_DEVICES, device_rows
 from triton_ge_console.display import memory
 from triton_ge_console.sessions.observe.metrics import parse_metrics

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from tests.sessions.helpers import group_processes
-from tests.snapshots.test_figures import EVENTS
+from tests.sessions.observe.test_figures import EVENTS
 from tests.waiting import wait_until
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.observe.trace import TraceCollector

@@ -15,7 +15,7 @@ from triton_ge_console.sessions.server.registry import Registry
 
 pytestmark = pytest.mark.timeout(300)
 
-EXPORTER_PAGE = Path(__file__).resolve().parents[1] / "snapshots" / "data" / "npu_exporter_910a.txt"
+EXPORTER_PAGE = Path(__file__).resolve().parents[2] / "data" / "telemetry" / "npu_exporter_910a.txt"
 SPEC = """\
 name: graf
 server:

@@ -8,7 +8,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.snapshots.helpers import write_model
+from tests.sessions.observe.helpers import write_model
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe.poller import Poller

@@ -14,7 +14,7 @@ import pytest
 import tritonclient.http as triton_http
 
 from tests.conftest import RunningServer, run_triton
-from tests.snapshots.helpers import infer, post, statistics, write_model
+from tests.sessions.observe.helpers import infer, post, statistics, write_model
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir

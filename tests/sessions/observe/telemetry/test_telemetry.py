@@ -40,7 +40,7 @@ from triton_ge_console.sessions.observe.telemetry.npu_smi import (
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[3] / "data" / "telemetry"
 
 
 def main(argv: list[str]) -> int:
@@ -50,7 +50,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     return int(args.func(args))
 NPU_SMI = DATA / "npu_smi"
-FAKES = Path(__file__).resolve().parent.parent / "fakes"
+FAKES = Path(__file__).resolve().parents[3] / "fakes"
 
 
 def _table(layout: str) -> str:
