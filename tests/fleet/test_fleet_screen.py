@@ -7,7 +7,8 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable
 
 from tests.console.waiting import until
-from triton_ge_console.console.fleet_app import FleetConsoleApp, FleetOptions
+from triton_ge_console.console.fleet_app import FleetConsoleApp
+from triton_ge_console.console.options import FleetOptions
 from triton_ge_console.console.screens.confirm import ConfirmScreen
 from triton_ge_console.console.screens.fleet import FleetScreen, MemberDashboard
 from triton_ge_console.console.screens.help import HelpScreen

@@ -155,8 +155,9 @@ async def test_fleet_screen_shows_every_server(fleet: Registry, load_on_first: N
     """`ge-console` with several sessions: the fleet screen has a row per server, the three real ones ready
     with their figures, the dead ones unreachable; Enter opens s1's dashboard on its models, Esc returns."""
     from tests.console.waiting import until
-    from triton_ge_console.console.fleet_app import FleetConsoleApp, FleetOptions
+    from triton_ge_console.console.fleet_app import FleetConsoleApp
     from triton_ge_console.console.launch_session import record_options
+    from triton_ge_console.console.options import FleetOptions
     from triton_ge_console.console.screens.fleet import FleetScreen, MemberDashboard
     from triton_ge_console.fleet.members import FleetMember, LiveFleet
     from triton_ge_console.sessions.pending import RecordLifecycle
@@ -203,7 +204,8 @@ async def test_fleet_screen_follows_sessions_that_come_and_go(fleet: Registry) -
     """Opened on two sessions, the fleet screen takes in the three registered later, and drops one whose
     session is removed, keeping the others' rows."""
     from tests.console.waiting import until
-    from triton_ge_console.console.fleet_app import FleetConsoleApp, FleetOptions
+    from triton_ge_console.console.fleet_app import FleetConsoleApp
+    from triton_ge_console.console.options import FleetOptions
     from triton_ge_console.fleet.members import LiveFleet
 
     first = [r for r in running_records(fleet) if r.name in ("s1", "s2")]

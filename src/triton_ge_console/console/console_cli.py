@@ -124,8 +124,9 @@ def _run_opened(opened: OpenedSession, keep: bool) -> int:
 
 def _run_fleet(records: list[SessionRecord], registry: Registry, interval: float) -> int:
     """The fleet screen over every running session; quitting leaves every server running."""
-    from triton_ge_console.console.fleet_app import FleetConsoleApp, FleetOptions
+    from triton_ge_console.console.fleet_app import FleetConsoleApp
     from triton_ge_console.console.launch_session import record_options
+    from triton_ge_console.console.options import FleetOptions
     from triton_ge_console.fleet.members import FleetMember, LiveFleet
     from triton_ge_console.sessions.pending import RecordLifecycle
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import ClassVar
 
 from textual import work
@@ -17,7 +16,7 @@ from triton_ge_console.console.app import GEConsoleApp, next_connection
 from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.fleet_messages import MembersChanged, MemberSnapshotArrived, RollFinished
 from triton_ge_console.console.messages import SnapshotArrived
-from triton_ge_console.console.options import ConsoleOptions
+from triton_ge_console.console.options import ConsoleOptions, FleetOptions
 from triton_ge_console.console.screens.confirm import ConfirmScreen
 from triton_ge_console.console.screens.fleet import FleetScreen, MemberDashboard, roll_summary
 from triton_ge_console.console.screens.help import HelpScreen
@@ -29,17 +28,6 @@ from triton_ge_console.fleet.rolling import RollingResult
 from triton_ge_console.fleet.status import FleetRow
 
 OptionsFor = Callable[[FleetMember], ConsoleOptions]
-
-
-@dataclass(frozen=True)
-class FleetOptions:
-    """How the fleet is polled."""
-
-    interval_s: float = 1.0
-    backoff_s: float = 5.0  # a member that did not answer is asked again after this long
-    max_workers: int = 8
-    max_polls: int | None = None  # per member (recordings in tests)
-    rescan_s: float | None = None  # how often the fleet's members are looked up again (None: never)
 
 
 class FleetConsoleApp(GEConsoleApp):

@@ -40,3 +40,14 @@ class ConsoleOptions:
     startup: Callable[[Callable[[str], None]], object] | None = None  # launches the server, with progress
     locate_repository: Callable[[], Path | None] | None = None  # when only known after launch
     reload_changed: Callable[[], list[CommandResult]] | None = None  # the session's own change detection
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    """How the fleet is polled."""
+
+    interval_s: float = 1.0
+    backoff_s: float = 5.0  # a member that did not answer is asked again after this long
+    max_workers: int = 8
+    max_polls: int | None = None  # per member (recordings in tests)
+    rescan_s: float | None = None  # how often the fleet's members are looked up again (None: never)

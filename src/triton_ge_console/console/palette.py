@@ -8,6 +8,7 @@ from typing import cast
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from triton_ge_console.console import actions
+from triton_ge_console.console.host import ActionRunner
 
 
 def _title(action: actions.ConsoleAction) -> str:
@@ -41,6 +42,4 @@ class ActionCommands(Provider):
 
     def _run(self, action_id: str) -> None:
         """Go through the app's dispatcher, so destructive actions still ask."""
-        from triton_ge_console.console.app import GEConsoleApp
-
-        cast(GEConsoleApp, self.app).action_run(action_id)
+        cast(ActionRunner, self.app).action_run(action_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import ClassVar, cast
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -13,6 +13,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
+from triton_ge_console.console.host import ConsoleHost
 from triton_ge_console.console.series import ModelSeriesCache, UtilizationCache
 from triton_ge_console.console.widgets.detail import DetailPane, DetailView, ModelDetail
 from triton_ge_console.console.widgets.devices import SPARK_WIDTH, DevicesPanel
@@ -27,9 +28,6 @@ from triton_ge_console.console.widgets.paint import retitle
 from triton_ge_console.repository import inventory
 from triton_ge_console.sessions.observe.history import SnapshotHistory
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
-
-if TYPE_CHECKING:
-    from triton_ge_console.console.app import GEConsoleApp
 
 CHART_EVERY_S = 5.0  # charts span 15 minutes: redrawing them every 5 s of snapshots loses nothing visible
 
@@ -49,7 +47,7 @@ def utilization_series(history: SnapshotHistory, device_ids: Sequence[str],
     return cache.series(device_ids)
 
 
-def last_error(model: ModelSnapshot, command_errors: dict[str, str]) -> str | None:
+def last_error(model: ModelSnapshot, command_errors: Mapping[str, str]) -> str | None:
     """Why the model is not serving (not ready, or FAILING), else the last failed command, else its
     failure reasons."""
     if (model.failing or model.state not in ("READY", "LOADING", "UNLOADING")) and model.reason:
@@ -74,9 +72,9 @@ class DashboardScreen(Screen[None]):
         self._charts_drawn: tuple[str, float] | None = None  # (model, snapshot time) of the last chart draw
 
     @property
-    def console(self) -> GEConsoleApp:
-        """The app, typed."""
-        return cast("GEConsoleApp", self.app)
+    def console(self) -> ConsoleHost:
+        """The app, as far as this screen needs it."""
+        return cast(ConsoleHost, self.app)
 
     # the panels, looked up once: a refresh would otherwise query the DOM for each of them
     @cached_property
@@ -127,8 +125,8 @@ class DashboardScreen(Screen[None]):
         table.thresholds = self.console.options.thresholds
         self.query_one("#filter", Input).display = False
         self._title_models(0)
-        self.watch(self.console, "connection", self.redraw)
-        self.watch(self.console, "selected_model", self.redraw_detail, init=False)
+        self.watch(self.app, "connection", self.redraw)
+        self.watch(self.app, "selected_model", self.redraw_detail, init=False)
 
     def redraw(self, connection: Connection) -> None:
         """Push the newest figures into every panel; dim them when stale."""

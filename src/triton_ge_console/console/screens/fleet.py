@@ -4,7 +4,7 @@ dashboard (MemberDashboard, where Esc comes back)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import ClassVar, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -16,14 +16,12 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from triton_ge_console.console import actions
 from triton_ge_console.console import format as fmt
+from triton_ge_console.console.host import FleetHost
 from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.paint import retitle
 from triton_ge_console.fleet.models import FleetModelRow, versions_text
 from triton_ge_console.fleet.rolling import RollingResult
 from triton_ge_console.fleet.status import FleetRow
-
-if TYPE_CHECKING:
-    from triton_ge_console.console.fleet_app import FleetConsoleApp
 
 SERVER_COLUMNS = ("NAME", "WHERE", "HEALTH", "TRITON", "MODELS r/f/t", "REQ/S", "P99 ms", "NPU mean",
                   "NPU max", "NPU MEM GiB")
@@ -117,9 +115,9 @@ class FleetScreen(Screen[None]):
         self._shown: dict[str, dict[str, Cells]] = {"servers": {}, "models": {}}
 
     @property
-    def console(self) -> FleetConsoleApp:
-        """The app, typed."""
-        return cast("FleetConsoleApp", self.app)
+    def console(self) -> FleetHost:
+        """The app, as far as this screen needs it."""
+        return cast(FleetHost, self.app)
 
     def compose(self) -> ComposeResult:
         """Header, the two tables (one shown), the last roll, footer."""
@@ -139,9 +137,9 @@ class FleetScreen(Screen[None]):
         self.query_one("#fleet-models").display = False
         self.query_one("#fleet-roll").display = False
         self._title()
-        self.watch(self.console, "fleet_rows", self.show_servers)
-        self.watch(self.console, "fleet_models", self.show_models)
-        self.watch(self.console, "last_roll", self.show_roll, init=False)
+        self.watch(self.app, "fleet_rows", self.show_servers)
+        self.watch(self.app, "fleet_models", self.show_models)
+        self.watch(self.app, "last_roll", self.show_roll, init=False)
 
     def show_servers(self, rows: tuple[FleetRow, ...]) -> None:
         """One row per server, and the header's counts."""
@@ -214,4 +212,4 @@ class MemberDashboard(DashboardScreen):
         if self.query_one("#filter", Input).display:
             super().action_close_filter()
         else:
-            cast("FleetConsoleApp", self.app).close_member()
+            cast(FleetHost, self.app).close_member()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import Any, ClassVar, cast
 
 from rich.text import Text
 from textual import work
@@ -15,13 +15,11 @@ from textual.widgets import Footer, Static, TextArea, Tree
 
 from triton_ge_console.console.format import short_path
 from triton_ge_console.console.highlight import highlight_pbtxt
+from triton_ge_console.console.host import ConsoleHost
 from triton_ge_console.files import write_atomic
 from triton_ge_console.repository import inventory
 from triton_ge_console.repository.inventory import ConfigFinding
 from triton_ge_console.sessions.session_headers import session_headers
-
-if TYPE_CHECKING:
-    from triton_ge_console.console.app import GEConsoleApp
 
 
 def findings_text(findings: list[ConfigFinding]) -> Text:
@@ -63,9 +61,9 @@ class RepositoryScreen(Screen[None]):
         self.current: inventory.RepoModel | None = None
 
     @property
-    def console(self) -> GEConsoleApp:
-        """The app, typed."""
-        return cast("GEConsoleApp", self.app)
+    def console(self) -> ConsoleHost:
+        """The app, as far as this screen needs it."""
+        return cast(ConsoleHost, self.app)
 
     def compose(self) -> ComposeResult:
         """Tree on the left; config, validation and diff on the right."""
