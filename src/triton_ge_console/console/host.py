@@ -11,7 +11,7 @@ from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.options import ConsoleOptions, FleetOptions
 from triton_ge_console.fleet.models import FleetModelRow
 from triton_ge_console.fleet.status import FleetRow
-from triton_ge_console.sessions.source import SessionSource
+from triton_ge_console.sessions.observe.source import SessionSource
 
 
 class ActionRunner(Protocol):
