@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from triton_ge_console.arg_types import Handler
 from triton_ge_console.backend_glue import backend_cli
 from triton_ge_console.console import console_cli
-from triton_ge_console.fleet import k8s_cli
+from triton_ge_console.display import printable
+from triton_ge_console.fleet import fleet_cli, k8s_cli
 from triton_ge_console.repository import build_cli, check_cli
 from triton_ge_console.sessions import session_cli
 from triton_ge_console.sessions.loadgen import bench_cli
@@ -31,6 +32,7 @@ REGISTRATIONS = (
     check_cli.register,  # validate, convert
     backend_cli.register,  # backend install
     session_cli.register,  # up, down, restart, attach, ls, status, load, unload, reload, watch
+    fleet_cli.register,  # their fleet options: status --all, reload --fleet, attach k8s:...
     devices_cli.register,  # devices
     bench_cli.register,  # bench
     k8s_cli.register,  # k8s render
@@ -88,6 +90,25 @@ def _run(arguments: list[str]) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        raise  # stdout closed by the reader (`status | head -1`): main ends quietly
+    except Exception as exc:
+        if not isinstance(exc, _user_errors()):
+            raise  # a bug: its traceback
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"ge-console: error: {printable(message)}", file=sys.stderr)
+        return 1
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    """The errors every verb reports as one line and exit code 1: what the user can act on (imported only
+    once one happened, so `ge-console --help` stays fast)."""
+    from triton_ge_console.repository.build import BuildError
+    from triton_ge_console.sessions.act.control import ControlError
+    from triton_ge_console.sessions.launcher import LaunchError
+
+    # ValueError covers bad input (SpecError, RegistryError...), LookupError a session not found
+    return (ValueError, LookupError, OSError, LaunchError, ControlError, BuildError)
 
 
 def _reader_went_away() -> int:

@@ -4,7 +4,6 @@ upgrade as the API server and kubelet do and relays to a real tritonserver on 12
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import http.client
 import json
@@ -354,11 +353,10 @@ def test_sigterm_stops_attach_and_closes_its_forwards_and_sessions(
 def test_auto_forwards_only_outside_the_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--via auto`: pod addresses in a pod with no kubeconfig (its service account) and with --once, a
     port-forward with a kubeconfig; an explicit choice is kept."""
+    from triton_ge_console.cli import build_parser
     from triton_ge_console.fleet.k8s_attach import via
-    from triton_ge_console.sessions.session_cli import register
 
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
+    parser = build_parser()
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")

@@ -11,7 +11,7 @@ import pytest
 from tests.sessions.helpers import group_processes, write_echo_model, write_ge_spec
 from tests.sessions.test_races import killing_strays, up
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.loadgen.bench_cli import resolve_endpoint
+from triton_ge_console.sessions.loadgen.bench_shared import resolve_endpoint
 from triton_ge_console.sessions.server.registry import STOPPED, Registry, SessionRecord
 
 pytestmark = pytest.mark.server  # every test here starts a tritonserver

@@ -20,8 +20,9 @@ from tests.sessions.helpers import write_echo_model, write_ge_spec
 from tests.sessions.test_launch import bert_request, hostport
 from tests.waiting import wait_until
 from triton_ge_console.cli import main
+from triton_ge_console.sessions.act.watch import controller_for
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, launch
-from triton_ge_console.sessions.lifecycle import controller_for, down
+from triton_ge_console.sessions.lifecycle import down
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe.health import FAILING, OK, stub_instances
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV

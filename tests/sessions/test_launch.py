@@ -23,9 +23,8 @@ from tests.sessions.conftest import stopping_sessions
 from tests.sessions.helpers import write_ge_spec
 from tests.waiting import wait_until
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.act.watch import describe_changes, find_changes, watch_spec
+from triton_ge_console.sessions.act.watch import controller_for, describe_changes, find_changes, watch_spec
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
-from triton_ge_console.sessions.lifecycle import controller_for
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe.snapshot import Latency
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV

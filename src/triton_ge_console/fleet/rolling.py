@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 from triton_ge_console.sessions.act.control import ControlError, TritonControl
 from triton_ge_console.sessions.act.probe import ProbeResult, send_test_request
-from triton_ge_console.sessions.lifecycle import controller_for
-from triton_ge_console.sessions.server.registry import SessionRecord, resolve_token
+from triton_ge_console.sessions.act.watch import controller_for
+from triton_ge_console.sessions.server.access import token_headers
+from triton_ge_console.sessions.server.registry import SessionRecord
 
 READY_STATE = "READY"
 Probe = Callable[[str, str, dict[str, str]], ProbeResult]
@@ -88,17 +89,11 @@ def _reload_one(record: SessionRecord, control: TritonControl, model: str, confi
     reloaded = control.reload(model, config)
     if not reloaded.ok:
         return _outcome(record, control, model, "failed", reloaded.message)
-    answered = probe(record.http_url, model, _headers(record))
+    answered = probe(record.http_url, model, token_headers(record))
     if not answered.ok:
         why = f"reloaded, but a request failed: {answered.message}"
         return _outcome(record, control, model, "failed", why)
     return _outcome(record, control, model, "reloaded", f"{reloaded.message}; {answered.message}")
-
-
-def _headers(record: SessionRecord) -> dict[str, str]:
-    """The token header of a restricted server (HTTP uses the header name as given)."""
-    token = resolve_token(record.token_ref)
-    return {record.token_header: token} if token else {}
 
 
 def _outcome(record: SessionRecord, control: TritonControl, model: str, outcome: str,

@@ -15,9 +15,9 @@ from triton_ge_console.display import generation_line, printable
 from triton_ge_console.repository.build import BuildError
 from triton_ge_console.repository.progress import Feed, TerminalProgress, ticking
 from triton_ge_console.repository.spec.load import SpecError
-from triton_ge_console.sessions.act.control import ControlError
 from triton_ge_console.sessions.act.watch import (
     apply_edit,
+    controller_for,
     describe_changes,
     find_changes,
     rebuild,
@@ -28,7 +28,6 @@ from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, laun
 from triton_ge_console.sessions.lifecycle import (
     StopResult,
     attach,
-    controller_for,
     down,
     down_unreadable,
     listed_state,
@@ -48,20 +47,7 @@ from triton_ge_console.sessions.server.registry import (
     require_running,
 )
 
-USER_ERRORS = (LaunchError, ControlError, RegistryError, SessionNotFound, ValueError, OSError)
-
 T = TypeVar("T")
-
-
-def run_reporting_errors(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    """Run a session verb's handler, turning user errors into one line on stderr and exit code 1."""
-    try:
-        return int(handler(args))
-    except BrokenPipeError:
-        raise  # stdout closed by the reader (`status | head -1`): the CLI ends quietly
-    except USER_ERRORS as exc:
-        _error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        return 1
 
 
 def _error(message: str) -> None:
@@ -69,7 +55,7 @@ def _error(message: str) -> None:
     print(f"ge-console: error: {printable(message)}", file=sys.stderr)
 
 
-def _token(args: argparse.Namespace) -> str | None:
+def token_given(args: argparse.Namespace) -> str | None:
     """The token given on the command line or through an environment variable."""
     if getattr(args, "token_env", None):
         value = os.environ.get(args.token_env)
@@ -87,7 +73,7 @@ def run_up(args: argparse.Namespace) -> int:
         name=args.name,
         tritonserver=args.tritonserver,
         listen=args.listen,
-        token=_token(args),
+        token=token_given(args),
         public_health=args.public_health,
         http_port=args.http_port,
         grpc_port=args.grpc_port,
@@ -174,11 +160,7 @@ def run_restart(args: argparse.Namespace) -> int:
 
 
 def run_attach(args: argparse.Namespace) -> int:
-    """Register a server we did not start (or, for k8s:..., follow a cluster's serving pods)."""
-    if args.url.startswith("k8s:"):
-        from triton_ge_console.fleet.k8s_attach import run_k8s_attach
-
-        return run_k8s_attach(args, _token(args))
+    """Register a server we did not start."""
     if not args.name:
         _error("attach URL needs --name")
         return 2
@@ -188,7 +170,7 @@ def run_attach(args: argparse.Namespace) -> int:
         Registry(),
         metrics_url=args.metrics_url,
         grpc_url=args.grpc_url,
-        token=_token(args),
+        token=token_given(args),
         token_header=args.token_header,
     )
     print(
@@ -233,11 +215,7 @@ def _ls_row(record: SessionRecord) -> dict[str, Any]:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    """Print one session's state and models (exit code 1 when it is dead); --all: the fleet."""
-    if args.all:
-        from triton_ge_console.fleet.status_table import run_status_all
-
-        return run_status_all(args)
+    """Print one session's state and models (exit code 1 when it is dead)."""
     status = session_status(Registry().resolve(_named(args)))
     data = status.to_dict()
     if args.json:
@@ -277,10 +255,6 @@ def run_model_command(args: argparse.Namespace) -> int:
     if not args.model and not getattr(args, "changed", False):
         _error("reload needs MODEL or --changed")
         return 2
-    if getattr(args, "fleet", False):
-        from triton_ge_console.fleet.rolling_report import run_rolling_reload
-
-        return run_rolling_reload(args)
     registry = Registry()
     record = _running(registry.resolve(args.session))
     control = controller_for(record)

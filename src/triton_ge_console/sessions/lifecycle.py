@@ -14,10 +14,10 @@ from urllib.parse import urlparse
 import psutil
 
 from triton_ge_console.sessions.act.control import ControlError, ModelState, TritonControl, endpoint_url
-from triton_ge_console.sessions.act.watch import SessionControl
+from triton_ge_console.sessions.act.watch import controller_for
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
+from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe.generation import generation_row
-from triton_ge_console.sessions.observe.health import instance_watch
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
 from triton_ge_console.sessions.server import paths
 from triton_ge_console.sessions.server.access import token_problem
@@ -45,19 +45,6 @@ from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
 ORPHAN_GRACE_S = 1.0
 HEALTH_WINDOW_S = 1.0  # how long `status` watches a model with failed requests for FAILING
-
-
-def controller_for(record: SessionRecord, timeout: float = 300.0) -> TritonControl:
-    """The controller of a session, with its token (if any), its log for error details, and its digests."""
-    return SessionControl(
-        record,
-        record.http_url,
-        resolve_token(record.token_ref),
-        token_header=record.token_header,
-        log_path=record.log_path,
-        timeout=timeout,
-        instances=instance_watch(record),
-    )
 
 
 @dataclass(frozen=True)
@@ -363,8 +350,6 @@ def observe_models(record: SessionRecord, timeout: float = 5.0,
                    window_s: float = HEALTH_WINDOW_S) -> tuple[ModelSnapshot, ...]:
     """The session's models with their health; a model that has failed requests is watched for one
     more poll window, since FAILING by counters needs two readings. Empty when the poll failed."""
-    from triton_ge_console.sessions.live import LiveSource
-
     source = LiveSource.from_record(record, npu_smi=None, sample_traces=False)
     try:
         snapshot = source.poller.poll()

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triton_ge_console.sessions.act.watch import controller_for
 from triton_ge_console.sessions.observe.health import InstanceWatch, instance_watch
 from triton_ge_console.sessions.observe.history import SnapshotHistory
 from triton_ge_console.sessions.observe.poller import Poller, SnapshotCallback
@@ -14,6 +15,7 @@ from triton_ge_console.sessions.observe.source import Controller
 from triton_ge_console.sessions.observe.stats import EndpointError
 from triton_ge_console.sessions.observe.telemetry.devices import DeviceTelemetry
 from triton_ge_console.sessions.observe.trace import TRACE_FILE_NAME, TraceCollector, enable_tracing
+from triton_ge_console.sessions.server.access import SessionReach, session_reach
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
 if TYPE_CHECKING:
@@ -66,23 +68,20 @@ class LiveSource:
         npu-smi is only asked about servers on this machine; the trace file is the session's own.
         `sample_traces=False` for a one-shot look: it reads traces there are, and arms no tracing.
         """
-        from triton_ge_console.sessions.server.registry import resolve_token
-
-        local = not record.attached
+        reach = session_reach(record)
         exporter = exporter_url or os.environ.get(EXPORTER_ENV) or None
-        telemetry = DeviceTelemetry(npu_smi=npu_smi if local else None, exporter_url=exporter)
-        trace_file = record.session_dir / TRACE_FILE_NAME if local and record.session_dir else None
+        telemetry = DeviceTelemetry(npu_smi=npu_smi if reach.local else None, exporter_url=exporter)
         return cls(
-            record.name,
-            Endpoints(record.http_url, record.grpc_url, record.metrics_url),
-            log_path=record.log_path,
-            started_at=record.started_at if local else None,
-            controller=_session_controller(record),
-            token=resolve_token(record.token_ref),
-            token_header=record.token_header,
-            trace_file=trace_file,
+            reach.name,
+            Endpoints(reach.http_url, reach.grpc_url, reach.metrics_url),
+            log_path=reach.log_path,
+            started_at=reach.started_at,
+            controller=_session_controller(record, reach),
+            token=reach.token,
+            token_header=reach.token_header,
+            trace_file=reach.session_dir / TRACE_FILE_NAME if reach.session_dir else None,
             telemetry=telemetry,
-            instances=instance_watch(record),
+            instances=instance_watch(reach),
             sample_traces=sample_traces,
         )
 
@@ -140,11 +139,9 @@ class LiveSource:
         self.poller.close()
 
 
-def _session_controller(record: SessionRecord) -> Controller | None:
+def _session_controller(record: SessionRecord, reach: SessionReach) -> Controller | None:
     """The record's SessionControl; None when its URL is unusable, so the error comes on use."""
-    from triton_ge_console.sessions.lifecycle import controller_for
-
     try:
-        return controller_for(record)
+        return controller_for(record, reach=reach)
     except ValueError:
         return None

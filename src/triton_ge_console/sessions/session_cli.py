@@ -46,7 +46,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=TOKEN_HEADER,
         help=f"header its restricted APIs check (default: {TOKEN_HEADER})",
     )
-    _add_k8s_options(attach_parser)
     attach_parser.set_defaults(func=_later(lambda h: h.run_attach))
     ls_parser = subparsers.add_parser("ls", help="list sessions")
     ls_parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -55,13 +54,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     status_parser = subparsers.add_parser("status", help="a session's state, endpoints and models")
     _add_session_arguments(status_parser)
     status_parser.add_argument("--json", action="store_true", help="machine-readable output")
-    status_parser.add_argument(
-        "--all", action="store_true", help="one row per running session (the fleet), polled concurrently"
-    )
-    status_parser.add_argument(
-        "--interval", type=float, default=1.0, metavar="S", help="--all: seconds between a server's two polls"
-    )
-    status_parser.add_argument("--workers", type=int, default=8, metavar="N", help="--all: polls at once")
     status_parser.set_defaults(func=_later(lambda h: h.run_status))
     _add_model_commands(subparsers)
     watch_parser = subparsers.add_parser("watch", help="rebuild and reload on every save of SPEC")
@@ -138,32 +130,11 @@ def _add_model_commands(subparsers: argparse._SubParsersAction) -> None:  # type
             )
         if action == "reload":
             parser.add_argument(
-                "--fleet",
-                action="store_true",
-                help="every running session with MODEL loaded, one at a time; stop at the first failure",
-            )
-            parser.add_argument(
                 "--changed",
                 action="store_true",
                 help="reload every model whose files changed (spec sessions: rebuild first)",
             )
         parser.set_defaults(func=_later(lambda h: h.run_model_command), action=action)
-
-
-def _add_k8s_options(parser: argparse.ArgumentParser) -> None:
-    """Options of `attach k8s:...`."""
-    group = parser.add_argument_group("k8s:NAMESPACE/SELECTOR")
-    group.add_argument("--kubeconfig", type=Path, metavar="PATH",
-                       help="default: $KUBECONFIG, ~/.kube/config, else the pod's service account")
-    group.add_argument("--context", help="kubeconfig context (default: the current one)")
-    group.add_argument("--once", action="store_true", help="add the ready pods and exit instead of following")
-    group.add_argument(
-        "--via", choices=("auto", "pod-ip", "port-forward"), default="auto",
-        help="how the pods are reached: pod-ip (their addresses: in-cluster, or where pod IPs route), "
-        "port-forward (127.0.0.1 ports relayed through the API server; needs RBAC create on "
-        "pods/portforward; closed when attach stops); auto (default): pod-ip in-cluster or with --once, "
-        "else port-forward",
-    )
 
 
 def _add_session_arguments(parser: argparse.ArgumentParser) -> None:
@@ -187,6 +158,6 @@ def _later(pick: Callable[[ModuleType], Handler]) -> Handler:
     def run(args: argparse.Namespace) -> int:
         from triton_ge_console.sessions import handlers
 
-        return handlers.run_reporting_errors(pick(handlers), args)
+        return pick(handlers)(args)
 
     return run

@@ -208,7 +208,7 @@ def test_ctrl_c_keeps_the_steps_already_measured(bench_server: RunningServer) ->
 def test_a_sessions_token_goes_under_the_header_each_protocol_expects(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """HTTP sends the session's header as is; gRPC under Triton's restricted-protocol metadata key."""
-    from triton_ge_console.sessions.loadgen.bench_cli import resolve_endpoint
+    from triton_ge_console.sessions.loadgen.bench_shared import resolve_endpoint
     from triton_ge_console.sessions.server import registry
 
     monkeypatch.setenv("GE_CONSOLE_STATE_DIR", str(tmp_path))

@@ -24,7 +24,9 @@ from triton_ge_console.repository.external_data import external_files
 from triton_ge_console.repository.progress import ProgressHook
 from triton_ge_console.repository.spec.load import SpecError, load_spec
 from triton_ge_console.sessions.act.control import ControlError, TritonControl, changes_text, config_changes
+from triton_ge_console.sessions.observe.health import instance_watch
 from triton_ge_console.sessions.observe.source import CommandResult
+from triton_ge_console.sessions.server.access import SessionReach, session_reach
 from triton_ge_console.sessions.server.paths import open_private
 from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 
@@ -94,6 +96,21 @@ def store_digests(record: SessionRecord, digests: dict[str, str | None], forget:
         for model in forget:
             merged.pop(model, None)
         write_atomic(path, json.dumps(merged, indent=2, sort_keys=True))
+
+
+def controller_for(record: SessionRecord, timeout: float = 300.0,
+                   reach: SessionReach | None = None) -> SessionControl:
+    """The controller of a session, with its token (if any), its log for error details, and its digests."""
+    reach = reach or session_reach(record)
+    return SessionControl(
+        record,
+        reach.http_url,
+        reach.token,
+        token_header=reach.token_header,
+        log_path=reach.log_path,
+        timeout=timeout,
+        instances=instance_watch(reach),  # its own: commands run on other threads than the poller's
+    )
 
 
 class SessionControl(TritonControl):

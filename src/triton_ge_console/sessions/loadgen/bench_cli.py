@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import signal
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.arg_types import int_list, positive_int, rate_list
 from triton_ge_console.display import printable
+from triton_ge_console.sessions.loadgen.bench_shared import UsageError, resolve_endpoint, stop_on_interrupt
 from triton_ge_console.sessions.loadgen.generate_bench_cli import add_generate_options
 from triton_ge_console.sessions.loadgen.vs_direct_cli import add_vs_direct_options
 
@@ -30,10 +28,6 @@ EXAMPLES = """examples:
 
 exit codes: 0 ok; 1 the server failed (unreachable, requests failed); 2 bad options or a model the
 server does not serve; 130 interrupted (the steps already measured are still written)."""
-
-
-class UsageError(ValueError):
-    """Options that cannot work together; exit code 2."""
 
 
 def register(subparsers: Any) -> None:
@@ -125,7 +119,7 @@ def run_bench(args: argparse.Namespace) -> int:
     contexts: list[RunContext] = []
     client_before = client_facts()
     try:
-        with _ProgressDisplay(enabled=not args.quiet) as display, _stop_on_interrupt(stop):
+        with _ProgressDisplay(enabled=not args.quiet) as display, stop_on_interrupt(stop):
             rows = run_load_sync(spec, display.update, stop, contexts.append)
     except (LoadSpecError, UnknownModelError) as exc:
         return _fail(str(exc), EXIT_USAGE)
@@ -147,19 +141,6 @@ def run_bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@contextlib.contextmanager
-def _stop_on_interrupt(stop: threading.Event) -> Iterator[None]:
-    """Ctrl-C ends the run within ~0.1 s, keeping (and printing) the steps already measured."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def spec_from_args(args: argparse.Namespace) -> LoadSpec:
     """A LoadSpec from the parsed options; the endpoint from --url or the session registry."""
     from triton_ge_console.sessions.loadgen.inputs import parse_input_option, parse_shape_option
@@ -177,25 +158,6 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
         warmup_ms=args.warmup_ms, max_windows=args.max_windows, headers=headers,
         priority=args.priority, timeout_us=args.timeout_us,
     )
-
-
-def resolve_endpoint(session: str | None, url: str | None, protocol: str) -> tuple[str, dict[str, str]]:
-    """(host:port, headers) for the protocol: --url as given, else the session's address and token."""
-    if url:
-        return url, {}
-    from triton_ge_console.sessions.server import registry
-    from triton_ge_console.sessions.server.access import token_headers
-
-    try:
-        record = registry.require_running(registry.Registry().resolve(session))
-    except registry.SessionStopped:
-        raise
-    except (registry.SessionNotFound, registry.RegistryError) as exc:
-        raise UsageError(f"{exc}; or give --url HOST:PORT") from None
-    address = record.grpc_url if protocol == "grpc" else record.http_url
-    if not address:
-        raise UsageError(f"session {record.name!r} has no {protocol} address; try --protocol http")
-    return address, token_headers(record, protocol)
 
 
 def _write_results(args: argparse.Namespace, spec: LoadSpec, rows: list[BenchRow], context: dict[str, Any],

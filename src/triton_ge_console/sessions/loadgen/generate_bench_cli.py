@@ -63,7 +63,7 @@ def _host_port(address: str, protocol: str) -> tuple[str, int]:
 
 def load_from_args(args: argparse.Namespace) -> GenerateLoad:
     """The sweep the options ask for; ValueError names a bad one."""
-    from triton_ge_console.sessions.loadgen.bench_cli import resolve_endpoint
+    from triton_ge_console.sessions.loadgen.bench_shared import resolve_endpoint
     from triton_ge_console.sessions.loadgen.generate_bench import GenerateLoad, parse_slo
 
     address, headers = resolve_endpoint(args.session, args.url, args.protocol)
@@ -77,7 +77,7 @@ def load_from_args(args: argparse.Namespace) -> GenerateLoad:
 
 def run_generate_bench(args: argparse.Namespace) -> int:
     """Handler of `bench --generate`: run the sweep, print the table and/or JSON; exit codes as bench's."""
-    from triton_ge_console.sessions.loadgen.bench_cli import UsageError, _stop_on_interrupt
+    from triton_ge_console.sessions.loadgen.bench_shared import UsageError, stop_on_interrupt
     from triton_ge_console.sessions.loadgen.generate_bench import (
         compare,
         generate_json,
@@ -94,7 +94,7 @@ def run_generate_bench(args: argparse.Namespace) -> int:
     except registry.SessionStopped as exc:
         return _fail(str(exc), EXIT_FAILURE)
     stop = threading.Event()
-    with _stop_on_interrupt(stop):
+    with stop_on_interrupt(stop):
         rows = run_generate_load(load, stop, None if args.quiet else _progress)
     compared = None if baseline is None else compare(rows, baseline)
     if args.json is not None:

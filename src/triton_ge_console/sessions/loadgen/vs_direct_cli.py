@@ -39,7 +39,7 @@ def add_vs_direct_options(parser: argparse.ArgumentParser) -> None:
 
 def vs_direct_spec(args: argparse.Namespace) -> VsDirectSpec:
     """The comparison the options ask for: both protocols of a session, or the one --url names."""
-    from triton_ge_console.sessions.loadgen.bench_cli import UsageError, resolve_endpoint
+    from triton_ge_console.sessions.loadgen.bench_shared import UsageError, resolve_endpoint
     from triton_ge_console.sessions.loadgen.inputs import parse_shape_option
     from triton_ge_console.sessions.loadgen.pinning import parse_cpus
     from triton_ge_console.sessions.loadgen.vs_direct import VsDirectSpec
@@ -74,7 +74,7 @@ def run_vs_direct(args: argparse.Namespace) -> int:
     """Handler: measure, then print the tables (or --json)."""
     from rich.console import Console
 
-    from triton_ge_console.sessions.loadgen.bench_cli import UsageError
+    from triton_ge_console.sessions.loadgen.bench_shared import UsageError
     from triton_ge_console.sessions.loadgen.inputs import LoadSpecError
     from triton_ge_console.sessions.loadgen.pinning import PinningError
     from triton_ge_console.sessions.loadgen.report import client_facts

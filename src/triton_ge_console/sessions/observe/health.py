@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from triton_ge_console.sessions.server.supervise import PID_FILE, read_number
 
 if TYPE_CHECKING:
-    from triton_ge_console.sessions.server.registry import SessionRecord
+    from triton_ge_console.sessions.server.access import SessionReach
 
 OK, FAILING, NOT_READY = "OK", "FAILING", "NOT_READY"
 STUB_NAME = "triton_python_backend_stub"
@@ -164,18 +164,18 @@ def stub_backends(backend_dir: Path | None) -> frozenset[str]:
     return frozenset(found)
 
 
-def instance_watch(record: SessionRecord) -> InstanceWatch | None:
+def instance_watch(reach: SessionReach) -> InstanceWatch | None:
     """The instance watch of a session whose server runs on this machine (None: attached, or no pid)."""
-    if record.attached or record.pid is None:
+    if not reach.local or reach.pid is None:
         return None
-    folder, launched_pid = record.session_dir, record.pid
+    folder, launched_pid = reach.session_dir, reach.pid
 
     def server_pid() -> int | None:
         """The pid its supervisor recorded for the server now running (a restart writes a new one)."""
         recorded = read_number(folder / PID_FILE) if folder is not None else None
         return recorded if recorded is not None else launched_pid
 
-    return InstanceWatch(server_pid, stub_backends(record.backend_dir))
+    return InstanceWatch(server_pid, stub_backends(reach.backend_dir))
 
 
 def model_health(state: str, dead: str | None, request_rate: float | None,

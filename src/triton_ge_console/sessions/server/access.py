@@ -9,6 +9,8 @@ logging. A session with a token restricts all of them (health too, unless `--pub
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from pathlib import Path
 
 from triton_ge_console.sessions.server.registry import SessionRecord, grpc_token_header, resolve_token
 
@@ -74,10 +76,51 @@ def explain(message: str, token_sent: bool) -> str:
     return refusal(message, token_sent) or message
 
 
+@dataclass(frozen=True)
+class SessionReach:
+    """A session's record unpacked once: where its server answers, the token its calls carry, its log,
+    and for a server launched on this machine its own files (an attached one's are not ours)."""
+
+    name: str
+    http_url: str
+    grpc_url: str | None
+    metrics_url: str | None
+    token: str | None
+    token_header: str
+    log_path: Path | None
+    local: bool  # launched on this machine, so its processes and files can be seen
+    started_at: float | None  # local only
+    session_dir: Path | None  # local only
+    pid: int | None  # local only: the server as launched (a restart's supervisor records the new one)
+    backend_dir: Path | None
+
+    def headers(self, protocol: str = "http") -> dict[str, str]:
+        """The header (gRPC: metadata key) carrying the session's token, empty when it has none."""
+        if not self.token:
+            return {}
+        # Triton's restricted gRPC protocols read the token from a prefixed metadata key.
+        return {grpc_token_header(self.token_header) if protocol == "grpc" else self.token_header: self.token}
+
+
 def token_headers(record: SessionRecord, protocol: str = "http") -> dict[str, str]:
     """The header (gRPC: metadata key) carrying the session's token, empty when it has none."""
-    token = resolve_token(record.token_ref)
-    if not token:
-        return {}
-    # Triton's restricted gRPC protocols read the token from a prefixed metadata key.
-    return {grpc_token_header(record.token_header) if protocol == "grpc" else record.token_header: token}
+    return session_reach(record).headers(protocol)
+
+
+def session_reach(record: SessionRecord) -> SessionReach:
+    """How to reach a session's server, its token file read once."""
+    local = not record.attached
+    return SessionReach(
+        name=record.name,
+        http_url=record.http_url,
+        grpc_url=record.grpc_url,
+        metrics_url=record.metrics_url,
+        token=resolve_token(record.token_ref),
+        token_header=record.token_header,
+        log_path=record.log_path,
+        local=local,
+        started_at=record.started_at if local else None,
+        session_dir=record.session_dir if local else None,
+        pid=record.pid if local else None,
+        backend_dir=record.backend_dir,
+    )
