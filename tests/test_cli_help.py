@@ -35,3 +35,14 @@ def test_help_imports_no_heavy_library(argv: list[str]) -> None:
     modules = set(modules_line.split())
     loaded = sorted(m for m in modules if m.split(".")[0] in HEAVY or m.startswith(HEAVY))
     assert loaded == [], f"ge-console {' '.join(argv)} imported {loaded}"
+
+
+@pytest.mark.parametrize(("verb", "subcommand"), [("k8s", "render"), ("backend", "install")])
+def test_a_verb_with_subcommands_alone_prints_its_own_help(verb: str, subcommand: str) -> None:
+    """`ge-console k8s` with no subcommand shows k8s's usage and subcommands (not the top-level help) and
+    exits 2, a usage error."""
+    done = subprocess.run([sys.executable, "-m", "triton_ge_console.cli", verb],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"usage: ge-console {verb} ")
+    assert subcommand in done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -62,3 +63,13 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
     return value
+
+
+def help_when_bare(parser: argparse.ArgumentParser) -> None:
+    """A verb with subcommands given none (`ge-console k8s`) prints its own help, a usage error (exit 2)."""
+
+    def usage(args: argparse.Namespace) -> int:
+        parser.print_help(sys.stderr)
+        return 2
+
+    parser.set_defaults(func=usage)

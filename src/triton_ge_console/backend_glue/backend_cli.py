@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from triton_ge_console.arg_types import help_when_bare
+
 # Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
 if TYPE_CHECKING:
     from triton_ge_console.backend_glue.installer import InstallReport
@@ -24,13 +26,7 @@ def register(subparsers: Any) -> None:
                          help="native CANN libnpu_ge.so (or its folder) to use instead of the glue")
     install.add_argument("--json", action="store_true", help="print the report as JSON")
     install.set_defaults(func=run_install)
-    backend.set_defaults(func=lambda args: _usage(backend))
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    """`ge-console backend` with no action: show help, usage exit code."""
-    parser.print_help(sys.stderr)
-    return 2
+    help_when_bare(backend)
 
 
 def run_install(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from triton_ge_console.arg_types import help_when_bare
 from triton_ge_console.display import listed
 
 
@@ -14,6 +15,7 @@ def register(subparsers: Any) -> None:
     """Add `k8s render`."""
     k8s = subparsers.add_parser("k8s", help="Kubernetes: manifests for a deployment spec")
     k8s_commands = k8s.add_subparsers(dest="k8s_command", metavar="COMMAND")
+    help_when_bare(k8s)
     render = k8s_commands.add_parser(
         "render",
         help="write a Deployment, a Service (and a ServiceMonitor) for SPEC",
