@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,6 +52,10 @@ class RunningServer:
     def grpc_hostport(self) -> str:
         """host:port form tritonclient.grpc wants."""
         return f"127.0.0.1:{self.ports.grpc}"
+
+    def hostport(self, client_module: Any) -> str:
+        """The host:port tritonclient's http or grpc module wants."""
+        return self.grpc_hostport if client_module.__name__.endswith("grpc") else self.http_hostport
 
     @property
     def metrics_url(self) -> str:

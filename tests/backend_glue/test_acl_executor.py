@@ -8,21 +8,15 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
-from tests.backend_glue.models import dense_model, mixed_model, token_model, write_fake_om
+from tests.models import dense_model, mixed_model, reference, token_model, write_fake_om
 from triton_ge_console.backend_glue.acl_executor import AclError, AclExecutor
 from triton_ge_console.backend_glue.executor import ExecutorError, TensorInfo
 from triton_ge_console.backend_glue.loading import match_outputs_by_index
 from triton_ge_console.backend_glue.triton_model import TritonPythonModel
 
 ALLOCATING_CALLS = ("rt.malloc", "rt.malloc_host", "create_data_buffer", "mdl.load_from_file")
-
-
-def _ort(onnx: bytes, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """Reference results from ONNX Runtime."""
-    return list(ort.InferenceSession(onnx, providers=["CPUExecutionProvider"]).run(None, feeds))
 
 
 def _no_leaks(acl: ModuleType) -> bool:
@@ -39,7 +33,7 @@ def test_static_om_loads_executes_and_frees_everything(any_cann: ModuleType, tmp
     assert [o.name for o in executor.outputs] == ["y", "z"]
     x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
     outputs, stats = executor.run({"x": x})
-    y, z = _ort(onnx, {"x": x})
+    y, z = reference(onnx, {"x": x})
     np.testing.assert_allclose(outputs["y"], y, atol=1e-6)
     np.testing.assert_allclose(outputs["z"], z, atol=1e-6)
     assert stats.h2d_bytes == x.nbytes and stats.d2h_bytes == y.nbytes + z.nbytes
@@ -70,7 +64,7 @@ def test_batch_is_padded_to_the_next_gear_and_sliced_back(any_cann: ModuleType, 
     assert executor.inputs == (TensorInfo("input_ids", "INT64", (-1, 5)),)
     ids = np.random.default_rng(1).integers(0, 60, (3, 5)).astype(np.int64)
     outputs, stats = executor.run({"input_ids": ids})
-    np.testing.assert_allclose(outputs["logits"], _ort(onnx, {"input_ids": ids})[0], atol=1e-5)
+    np.testing.assert_allclose(outputs["logits"], reference(onnx, {"input_ids": ids})[0], atol=1e-5)
     assert outputs["logits"].shape[0] == 3
     assert stats.h2d_bytes == 4 * 5 * 8  # padded to gear 4
     (dataset,) = [d for d in fake_acl._state.STATE.datasets.values() if d.dynamic_batch is not None]
@@ -161,7 +155,7 @@ def test_gear_outputs_are_read_at_the_current_dims_and_unpadded_on_their_batch_a
     assert [o.dims for o in executor.outputs] == [(-1, 3), (3, -1), (4, 3)]
     x = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
     outputs, stats = executor.run({"x": x})
-    y, t, w = _ort(onnx, {"x": x})
+    y, t, w = reference(onnx, {"x": x})
     np.testing.assert_allclose(outputs["y"], y, atol=1e-6)
     np.testing.assert_allclose(outputs["t"], t, atol=1e-6)  # [3, 3]: sliced on axis 1, from gear 4
     np.testing.assert_allclose(outputs["w"], w, atol=1e-6)  # untouched: it has no batch

@@ -8,15 +8,14 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
-from tests.backend_glue.models import (
+from tests.models import (
     VOCAB,
     dense_model,
-    doubled_tokens_model,
     image_model,
     nonzero_model,
+    reference,
     token_model,
     write_fake_om,
 )
@@ -24,11 +23,6 @@ from triton_ge_console.backend_glue.acl_executor import AclExecutor
 from triton_ge_console.backend_glue.executor import ExecutorError, TensorInfo
 
 DIMS_GEARS = [[1, 4], [1, 8], [2, 8], [4, 16]]  # (batch, sequence) for input_ids' two -1 axes
-
-
-def _ort(onnx: bytes, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """Reference results from ONNX Runtime."""
-    return list(ort.InferenceSession(onnx, providers=["CPUExecutionProvider"]).run(None, feeds))
 
 
 def _ids(batch: int, length: int) -> np.ndarray:
@@ -56,7 +50,7 @@ def test_dimension_gears_run_the_smallest_that_fits_padded_and_cut_back(any_cann
                                    ((1, 3), 0), ((1, 5), 1), ((2, 1), 2), ((3, 9), 3)]:
         ids = _ids(batch, length)
         outputs, stats = executor.run({"input_ids": ids})
-        np.testing.assert_allclose(outputs["logits"], _ort(onnx, {"input_ids": ids})[0], atol=1e-5)
+        np.testing.assert_allclose(outputs["logits"], reference(onnx, {"input_ids": ids})[0], atol=1e-5)
         assert _profile_set(any_cann) == gear
         assert stats.h2d_bytes == np.prod(DIMS_GEARS[gear]) * 8  # padded to the gear
     with pytest.raises(ExecutorError, match=r"fit none of the OM's gears"):
@@ -69,13 +63,13 @@ def test_an_output_no_input_axis_explains_runs_only_at_exact_gears(fake_acl: Mod
                                                                    tmp_path: Path) -> None:
     """An output axis that changes with the gear but follows no input axis (2 x length) cannot be cut
     back after padding: exact gears run, others are refused with the gears to send."""
-    onnx = doubled_tokens_model()
+    onnx = token_model(doubled=True)
     om = write_fake_om(tmp_path, onnx, input_shape={"input_ids": [-1, -1]}, dynamic_dims=DIMS_GEARS)
     executor = AclExecutor(om, device_id=0)
     assert executor.outputs[0].dims == (-1, -1, VOCAB)  # the 2 x length axis varies too: not fixed
     ids = _ids(2, 8)
     np.testing.assert_allclose(executor.run({"input_ids": ids})[0]["logits"],
-                               _ort(onnx, {"input_ids": ids})[0], atol=1e-5)
+                               reference(onnx, {"input_ids": ids})[0], atol=1e-5)
     with pytest.raises(ExecutorError, match=r"axis 1 changes with the OM's gear but follows no input axis"):
         executor.run({"input_ids": _ids(2, 5)})
     executor.close()
@@ -92,7 +86,7 @@ def test_image_size_gears_set_height_and_width(any_cann: ModuleType, tmp_path: P
     for shape, gear in [((1, 3, 4, 4), 0), ((1, 3, 3, 5), 1), ((1, 3, 8, 8), 1), ((1, 3, 2, 1), 0)]:
         x = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
         outputs, _ = executor.run({"x": x})
-        np.testing.assert_allclose(outputs["y"], _ort(onnx, {"x": x})[0], atol=1e-6)
+        np.testing.assert_allclose(outputs["y"], reference(onnx, {"x": x})[0], atol=1e-6)
         assert _profile_set(any_cann) == gear
     executor.close()
     assert not any(any_cann._state.leaks().values())
@@ -111,7 +105,7 @@ def test_dynamic_shape_allocates_per_request_and_reads_described_outputs(any_can
     for batch, length in [(1, 1), (3, 7), (2, 33), (1, 1)]:
         ids = _ids(batch, length)
         outputs, stats = executor.run({"input_ids": ids})
-        np.testing.assert_allclose(outputs["logits"], _ort(onnx, {"input_ids": ids})[0], atol=1e-5)
+        np.testing.assert_allclose(outputs["logits"], reference(onnx, {"input_ids": ids})[0], atol=1e-5)
         assert stats.h2d_bytes == ids.nbytes and any_cann._state.leaks() == held
     executor.close()
     assert not any(any_cann._state.leaks().values())
@@ -129,7 +123,7 @@ def test_a_data_dependent_output_alone_makes_a_dynamic_shape(fake_acl: ModuleTyp
     for values in ([0, 1, 0, 2, 3, 0], [0] * 6, [1] * 6):
         x = np.array(values, dtype=np.float32)
         outputs, _ = executor.run({"x": x})
-        np.testing.assert_array_equal(outputs["where"], _ort(onnx, {"x": x})[0])
+        np.testing.assert_array_equal(outputs["where"], reference(onnx, {"x": x})[0])
         assert fake_acl._state.leaks() == held
     executor.close()
     assert not any(fake_acl._state.leaks().values())
@@ -192,5 +186,5 @@ def test_gear_axes_are_found_where_the_description_gives_the_largest_gear(
     assert executor.inputs == (TensorInfo("input_ids", "INT64", (-1, -1)),)
     ids = _ids(3, 9)
     np.testing.assert_allclose(executor.run({"input_ids": ids})[0]["logits"],
-                               _ort(onnx, {"input_ids": ids})[0], atol=1e-5)
+                               reference(onnx, {"input_ids": ids})[0], atol=1e-5)
     executor.close()

@@ -14,8 +14,8 @@ from tritonclient.utils import InferenceServerException
 
 from tests.backend_glue.conftest import server_env
 from tests.backend_glue.metrics import metric_samples, model_value
-from tests.backend_glue.models import TOKEN_CONFIG, VOCAB, dense_model, token_model, write_model
 from tests.conftest import RunningServer, run_triton
+from tests.models import TOKEN_CONFIG, VOCAB, dense_model, token_model, write_model
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir

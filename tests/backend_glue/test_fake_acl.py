@@ -8,7 +8,7 @@ from types import ModuleType
 
 import numpy as np
 
-from tests.backend_glue.models import dense_model, write_fake_om
+from tests.models import dense_model, write_fake_om
 
 H2D, D2H = 1, 2
 
@@ -149,7 +149,7 @@ def test_dims_structs_and_tensor_descriptions_are_taken_as_the_binding_takes_the
     describes only a buffer already added (aclmdlSetDatasetTensorDesc: index < the dataset's buffers)."""
     import pytest
 
-    from tests.backend_glue.models import token_model
+    from tests.models import token_model
 
     om = write_fake_om(tmp_path, token_model(), input_shape={"input_ids": [-1, -1]},
                        dynamic_dims=[[1, 4], [2, 8]])

@@ -9,30 +9,26 @@ import http.client
 import json
 import os
 import socket
-import textwrap
 import threading
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.backend_glue.conftest import FAKES, server_env
 from tests.backend_glue.metrics import metric_samples, model_value
-from tests.backend_glue.models import failing_decoder_model, write_fake_om
 from tests.conftest import RunningServer, run_triton
+from tests.models import LLAMA_GENERATE, build_spec, direct_decoder, failing_decoder_model, write_fake_om
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.cli import main
-from triton_ge_console.repository.build import build_repository
-from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, direct_greedy
+from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT
 from triton_ge_console.repository.demo_models import demo_bytes
-from triton_ge_console.repository.spec.load import load_spec
 from triton_ge_console.sessions.lifecycle import attach
 from triton_ge_console.sessions.loadgen.generate_client import (
     Generation,
@@ -43,13 +39,7 @@ from triton_ge_console.sessions.loadgen.generate_client import (
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.server.registry import Registry
 
-SPEC = """
-models:
-  - name: llama_generate
-    backend: ge
-    source: demo:llama_kv
-    generate: {max_tokens: 48, max_running: 8, kv_cache_mib: 1}
-  - name: llama_long
+SPEC = "models:" + LLAMA_GENERATE + """  - name: llama_long
     backend: ge
     source: demo:llama_kv
     generate: {max_tokens: 1000000, kv_cache_mib: 2048}
@@ -71,9 +61,8 @@ def server(tmp_path_factory: pytest.TempPathFactory,
            triton_dist: TritonDistribution) -> Iterator[RunningServer]:
     """Both generate models, built from the spec by the real builder."""
     root = tmp_path_factory.mktemp("generate")
-    (root / "deploy.yaml").write_text(textwrap.dedent(SPEC), encoding="utf-8")
     (root / "failing_decoder.onnx").write_bytes(failing_decoder_model())
-    build_repository(load_spec(root / "deploy.yaml"), root / "repo")
+    build_spec(root, SPEC)
     install_backend_dir(root / "backends", triton_dist)
     source = str(Path(__file__).resolve().parents[2] / "src")
     with (server_env(PYTHONPATH=source, GE_GLUE_RUN_DIR=str(root / "run")),
@@ -82,16 +71,9 @@ def server(tmp_path_factory: pytest.TempPathFactory,
 
 
 @pytest.fixture(scope="module")
-def direct() -> object:
+def direct() -> Callable[[Sequence[int], int], list[int]]:
     """The reference: the direct greedy loop over the same ONNX in-process."""
-    session = ort.InferenceSession(demo_bytes("demo:llama_kv"), providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-
-    def run(prompt: list[int], max_tokens: int) -> list[int]:
-        return direct_greedy(lambda feeds: dict(zip(names, session.run(None, feeds), strict=True)),
-                             DEMO_LAYOUT, prompt, max_tokens)
-
-    return run
+    return direct_decoder()
 
 
 def _prompt(length: int, seed: int) -> tuple[int, ...]:
@@ -318,15 +300,14 @@ def test_on_an_npu_a_generate_model_refuses_to_load_saying_what_is_not_supported
         tmp_path: Path, triton_dist: TritonDistribution) -> None:
     """With CANN's acl importable (the fake) and an OM beside it, execution_mode npu is refused at load:
     the message says generation runs in CPU emulation only for now and how to ask for it."""
-    (tmp_path / "deploy.yaml").write_text(textwrap.dedent("""
+    build_spec(tmp_path, """
         models:
           - name: npu_generate
             backend: ge
             source: demo:llama_kv
             generate: true
             parameters: {execution_mode: npu}
-        """), encoding="utf-8")
-    build_repository(load_spec(tmp_path / "deploy.yaml"), tmp_path / "repo")
+        """)
     write_fake_om(tmp_path / "repo" / "npu_generate" / "1", demo_bytes("demo:llama_kv"))
     install_backend_dir(tmp_path / "backends", triton_dist)
     source = str(Path(__file__).resolve().parents[2] / "src")

@@ -6,25 +6,20 @@ from __future__ import annotations
 import http.client
 import json
 import queue
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
 
 from tests.backend_glue.conftest import server_env
 from tests.conftest import RunningServer, run_triton
+from tests.models import build_spec, direct_decoder
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.generate_text import TextCodec
 from triton_ge_console.backend_glue.installer import install_backend_dir
-from triton_ge_console.repository.build import build_repository
-from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, direct_greedy
-from triton_ge_console.repository.demo_models import demo_bytes
-from triton_ge_console.repository.spec.load import load_spec
 
 SPEC = """
 models:
@@ -40,8 +35,7 @@ PROMPT = "The console watches the cache of keys and values"
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The repository, built from the spec by the real builder."""
     root = tmp_path_factory.mktemp("generate_text")
-    (root / "deploy.yaml").write_text(textwrap.dedent(SPEC), encoding="utf-8")
-    build_repository(load_spec(root / "deploy.yaml"), root / "repo")
+    build_spec(root, SPEC)
     return root
 
 
@@ -59,14 +53,6 @@ def server(built: Path, triton_dist: TritonDistribution) -> Iterator[RunningServ
 def codec(built: Path) -> TextCodec:
     """The tokenizer the build put beside the model."""
     return TextCodec.from_file(built / "repo" / "llama_text" / "1" / "tokenizer.json")
-
-
-def _direct(prompt: tuple[int, ...], max_tokens: int) -> list[int]:
-    """The direct greedy loop over the same ONNX in-process."""
-    session = ort.InferenceSession(demo_bytes("demo:llama_kv"), providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    return direct_greedy(lambda feeds: dict(zip(names, session.run(None, feeds), strict=True)),
-                         DEMO_LAYOUT, list(prompt), max_tokens)
 
 
 def _grpc_text(server: RunningServer, text: str, max_tokens: int) -> list[tuple[int, str]]:
@@ -108,7 +94,7 @@ def test_a_text_prompt_streams_text_equal_to_the_direct_loop(server: RunningServ
     """text_input in, one response per token carrying its id and its text piece: the ids equal the direct
     greedy loop over the encoded prompt, the pieces joined equal decoding those ids."""
     pieces = _grpc_text(server, PROMPT, 20)
-    expected = _direct(codec.encode(PROMPT), 20)
+    expected = direct_decoder()(codec.encode(PROMPT), 20)
     assert [token for token, _ in pieces] == expected
     assert "".join(piece for _, piece in pieces) == codec.decode(expected)
     assert all(piece for _, piece in pieces)  # word level: every token adds its word
@@ -126,7 +112,7 @@ def test_http_generate_stream_takes_and_gives_text(server: RunningServer, codec:
         events = [json.loads(line[5:]) for line in response if line.startswith(b"data:")]
     finally:
         connection.close()
-    expected = _direct(codec.encode(PROMPT), 7)
+    expected = direct_decoder()(codec.encode(PROMPT), 7)
     assert [event["token_id"] for event in events] == expected
     assert "".join(event["text_output"] for event in events) == codec.decode(expected)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.backend_glue.models import dense_model, nonzero_model, token_model, write_fake_om, write_model
+from tests.models import dense_model, nonzero_model, token_model, write_fake_om, write_model
 from triton_ge_console.backend_glue import batching
 from triton_ge_console.backend_glue.autocomplete import complete_npu_ge_config, stub_version_dir
 from triton_ge_console.backend_glue.executor import TensorInfo

@@ -10,8 +10,8 @@ import numpy as np
 import tritonclient.http as httpclient
 
 from tests.backend_glue.conftest import server_env
-from tests.backend_glue.models import DENSE_CONFIG, dense_model, write_model
 from tests.conftest import run_triton
+from tests.models import DENSE_CONFIG, dense_model, write_model
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import GLUE_MODEL_PY, install_backend_dir
 from triton_ge_console.cli import main

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
@@ -15,8 +14,8 @@ from tritonclient.utils import InferenceServerException
 
 from tests.backend_glue.conftest import FAKES, server_env
 from tests.backend_glue.metrics import metric_samples, model_value
-from tests.backend_glue.models import DENSE_CONFIG, dense_model, param, write_fake_om, write_model
 from tests.conftest import RunningServer, run_triton
+from tests.models import DENSE_CONFIG, dense_model, param, reference, write_fake_om, write_model
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
@@ -83,12 +82,6 @@ def server(tmp_path_factory: pytest.TempPathFactory,
         yield running
 
 
-def _direct(onnx: Path | bytes, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """The same model run in-process by ONNX Runtime."""
-    source = str(onnx) if isinstance(onnx, Path) else onnx
-    return list(ort.InferenceSession(source, providers=["CPUExecutionProvider"]).run(None, feeds))
-
-
 def _http_infer(server: RunningServer, model: str, feeds: dict[str, np.ndarray]) -> httpclient.InferResult:
     """One HTTP inference."""
     with httpclient.InferenceServerClient(server.http_hostport) as client:
@@ -109,7 +102,7 @@ def test_all_models_loaded(server: RunningServer) -> None:
 def test_ge_model_answers_like_onnx_runtime(server: RunningServer) -> None:
     x = np.random.default_rng(3).standard_normal((5, 4)).astype(np.float32)
     result = _http_infer(server, "dense", {"x": x})
-    y, z = _direct(server.repo / "dense" / "1" / "model.onnx", {"x": x})  # type: ignore[attr-defined]
+    y, z = reference(server.repo / "dense" / "1" / "model.onnx", {"x": x})  # type: ignore[attr-defined]
     np.testing.assert_allclose(result.as_numpy("y"), y, atol=1e-5)
     np.testing.assert_allclose(result.as_numpy("z"), z, atol=1e-5)
 
@@ -120,13 +113,13 @@ def test_npu_ge_config_without_io_is_completed_from_the_onnx_and_answers(server:
         assert [(i["name"], i["data_type"], i["dims"]) for i in config["input"]] == [("x", "TYPE_FP32", [4])]
         assert [o["name"] for o in config["output"]] == ["y", "z"]
         x = np.arange(8, dtype=np.float32).reshape(2, 4)
-        y, _ = _direct(server.repo / "npu_dense" / "1" / "net.onnx", {"x": x})  # type: ignore[attr-defined]
+        y, _ = reference(server.repo / "npu_dense" / "1" / "net.onnx", {"x": x})  # type: ignore[attr-defined]
         np.testing.assert_allclose(_http_infer(server, "npu_dense", {"x": x}).as_numpy("y"), y, atol=1e-5)
 
 
 def test_seed_llama_model_over_http_and_grpc_equals_onnx_runtime(server: RunningServer) -> None:
     ids = np.random.default_rng(7).integers(0, 32000, (2, 6)).astype(np.int64)
-    (expected,) = _direct(demo_bytes("demo:llama"), {"input_ids": ids})
+    (expected,) = reference(demo_bytes("demo:llama"), {"input_ids": ids})
     over_http = _http_infer(server, "llama_model", {"input_ids": ids}).as_numpy("logits")
     np.testing.assert_allclose(over_http, expected, rtol=1e-5, atol=1e-5)
     with grpcclient.InferenceServerClient(server.grpc_hostport) as client:
@@ -141,14 +134,14 @@ def test_seed_bert_model_with_io_from_the_onnx_equals_onnx_runtime(server: Runni
     mask = np.ones_like(ids)
     mask[1, 5:] = 0
     feeds = {"input_ids": ids, "attention_mask": mask}
-    (expected,) = _direct(demo_bytes("demo:bert"), feeds)
+    (expected,) = reference(demo_bytes("demo:bert"), feeds)
     np.testing.assert_allclose(_http_infer(server, "bert_model", feeds).as_numpy("pooled"), expected,
                                rtol=1e-5, atol=1e-5)
 
 
 def test_om_model_runs_through_acl_when_acl_imports(server: RunningServer) -> None:
     x = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
-    y, z = _direct(server.repo / "om_dense" / "1" / "dense.source.onnx", {"x": x})  # type: ignore[attr-defined]
+    y, z = reference(server.repo / "om_dense" / "1" / "dense.source.onnx", {"x": x})  # type: ignore[attr-defined]
     result = _http_infer(server, "om_dense", {"x": x})
     np.testing.assert_allclose(result.as_numpy("y"), y, atol=1e-5)
     np.testing.assert_allclose(result.as_numpy("z"), z, atol=1e-5)
@@ -167,7 +160,7 @@ def test_om_model_runs_through_acl_when_acl_imports(server: RunningServer) -> No
 
 def test_model_without_batching_answers_and_returns_only_the_requested_output(server: RunningServer) -> None:
     x = np.random.default_rng(5).standard_normal((3, 4)).astype(np.float32)
-    _, z = _direct(server.repo / "unbatched" / "1" / "model.onnx", {"x": x})  # type: ignore[attr-defined]
+    _, z = reference(server.repo / "unbatched" / "1" / "model.onnx", {"x": x})  # type: ignore[attr-defined]
     with httpclient.InferenceServerClient(server.http_hostport) as client:
         tensor = httpclient.InferInput("x", [3, 4], "FP32")
         tensor.set_data_from_numpy(x)

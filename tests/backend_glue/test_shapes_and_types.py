@@ -14,14 +14,15 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from tests.backend_glue.conftest import server_env
-from tests.backend_glue.models import (
+from tests.conftest import RunningServer, run_triton
+from tests.models import (
     batch_only_model,
+    infer,
     no_input_model,
     scalar_model,
     types_model,
     unranked_model,
 )
-from tests.conftest import RunningServer, run_triton
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.build import build_repository
@@ -67,29 +68,12 @@ def server(tmp_path_factory: pytest.TempPathFactory,
         yield running
 
 
-def _infer(client_module: object, server: RunningServer, model: str,
-           feeds: dict[str, tuple[np.ndarray, str]]) -> dict[str, np.ndarray]:
-    """One inference over HTTP or gRPC; every output by name."""
-    grpc = client_module is grpcclient
-    url = server.grpc_hostport if grpc else server.http_hostport
-    with client_module.InferenceServerClient(url) as client:  # type: ignore[attr-defined]
-        inputs = []
-        for name, (array, data_type) in feeds.items():
-            tensor = client_module.InferInput(name, list(array.shape), data_type)  # type: ignore[attr-defined]
-            tensor.set_data_from_numpy(array)
-            inputs.append(tensor)
-        result = client.infer(model, inputs)
-        names = [o.name if grpc else o["name"] for o in (
-            result.get_response().outputs if grpc else result.get_response()["outputs"])]
-        return {name: result.as_numpy(name) for name in names}
-
-
 @pytest.mark.parametrize("client_module", CLIENTS, ids=("http", "grpc"))
 def test_scalar_input_and_output_are_served_as_dims_1(server: RunningServer, client_module: object) -> None:
     """sr (ONNX []) is sent as [1] and reaches the model as a scalar; total (ONNX []) comes back as [1]."""
     x = np.linspace(-1, 1, 7, dtype=np.float32)
     sr = np.array([16000], np.int64)
-    got = _infer(client_module, server, "scalars", {"x": (x, "FP32"), "sr": (sr, "INT64")})
+    got = infer(client_module, server.hostport(client_module), "scalars", {"x": x, "sr": sr})
     y, total = ort.InferenceSession(scalar_model()).run(None, {"x": x, "sr": sr.reshape(())})
     assert got["total"].shape == (1,) and got["y"].shape == (7,)
     np.testing.assert_allclose(got["y"], y, rtol=1e-6)
@@ -101,7 +85,7 @@ def test_batch_only_tensor_is_reshaped_by_triton(server: RunningServer, client_m
     """score (ONNX [N]) is sent as [N, 1]; Triton's own reshape hands the model [N] and doubled back as
     [N, 1], next to over [N, 2]."""
     score = np.array([[0.5], [1.5], [-2.0]], np.float32)
-    got = _infer(client_module, server, "batch_only", {"score": (score, "FP32")})
+    got = infer(client_module, server.hostport(client_module), "batch_only", {"score": (score, "FP32")})
     doubled, over = ort.InferenceSession(batch_only_model()).run(None, {"score": score.reshape(3)})
     np.testing.assert_array_equal(got["doubled"], doubled.reshape(3, 1))
     np.testing.assert_array_equal(got["over"], over)
@@ -115,7 +99,7 @@ def test_every_type_the_glue_carries_round_trips(server: RunningServer, client_m
     flag = rng.integers(0, 2, (2, 4)).astype(bool)
     byte = np.array([[0, 254], [7, 128]], np.uint8)
     text = np.array([["héllo".encode(), b""], [b"ge", b"glue"]], dtype=np.object_)
-    got = _infer(client_module, server, "types", {
+    got = infer(client_module, server.hostport(client_module), "types", {
         "half": (half, "FP16"), "flag": (flag, "BOOL"), "byte": (byte, "UINT8"), "text": (text, "BYTES")})
     names = ("half_twice", "flag_not", "byte_next", "text_same", "flags_set")
     direct = dict(zip(names, ort.InferenceSession(types_model()).run(None, {
@@ -133,7 +117,7 @@ def test_output_of_unknown_rank_keeps_the_models_rank(server: RunningServer, cli
     """grid has no shape in the ONNX: declared dims [-1], it comes back with the rank the model gave it
     ([2, K, 1]); the input with a default (scale) is not asked for and keeps its default."""
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
-    got = _infer(client_module, server, "unranked", {"x": (x, "FP32")})
+    got = infer(client_module, server.hostport(client_module), "unranked", {"x": (x, "FP32")})
     (grid,) = ort.InferenceSession(unranked_model()).run(None, {"x": x})
     assert got["grid"].shape == (2, 3, 1)
     np.testing.assert_array_equal(got["grid"], grid)
@@ -145,10 +129,10 @@ def test_declared_default_is_optional_and_overrides(server: RunningServer, clien
     gets the default, one with it overrides it, both as ONNX Runtime answers."""
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     direct = ort.InferenceSession(unranked_model())
-    default = _infer(client_module, server, "overridable", {"x": (x, "FP32")})
+    default = infer(client_module, server.hostport(client_module), "overridable", {"x": (x, "FP32")})
     np.testing.assert_array_equal(default["grid"], direct.run(None, {"x": x})[0])
     scale = np.array([0.5], np.float32)
-    override = _infer(client_module, server, "overridable", {"x": (x, "FP32"), "scale": (scale, "FP32")})
+    override = infer(client_module, server.hostport(client_module), "overridable", {"x": x, "scale": scale})
     (expected,) = direct.run(None, {"x": x, "scale": scale.reshape(())})
     np.testing.assert_array_equal(override["grid"], expected)
     assert not np.array_equal(override["grid"], default["grid"])
@@ -158,7 +142,7 @@ def test_declared_default_is_optional_and_overrides(server: RunningServer, clien
 def test_a_model_without_inputs_answers(server: RunningServer, client_module: object) -> None:
     """Review mends: a graph with no inputs builds, validates and loads, so a request without inputs gets
     its output (every request failed with an IndexError in the glue)."""
-    got = _infer(client_module, server, "no_input", {})
+    got = infer(client_module, server.hostport(client_module), "no_input", {})
     np.testing.assert_array_equal(got["table"], ort.InferenceSession(no_input_model()).run(None, {})[0])
 
 
@@ -168,7 +152,7 @@ def test_not_utf8_text_is_refused_with_the_reason(server: RunningServer) -> None
              "byte": (np.zeros((1, 2), np.uint8), "UINT8"),
              "text": (np.array([[b"\xff\xfe", b"ok"]], dtype=np.object_), "BYTES")}
     with pytest.raises(Exception, match="not UTF-8"):
-        _infer(httpclient, server, "types", feeds)
+        infer(httpclient, server.hostport(httpclient), "types", feeds)
 
 
 def test_not_utf8_text_fails_only_its_own_request_in_a_batch(server: RunningServer) -> None:

@@ -12,13 +12,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
+from tests.waiting import wait_until
 from triton_ge_console.repository.build import build_demo_repository
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import down
@@ -85,15 +85,6 @@ def _consoles(server: psutil.Process) -> list[psutil.Process]:
     return found
 
 
-def _until(condition: Callable[[], bool], limit: float, what: str,
-           wait: Callable[[], object] = lambda: time.sleep(0.1)) -> None:
-    """Poll a condition (a readiness check, not a fixed sleep) until it holds or the limit passes."""
-    deadline = time.monotonic() + limit
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {limit}s: {what}"
-        wait()
-
-
 def test_the_served_console_shows_both_models_needs_the_key_and_ends_with_the_page(
         served: tuple[str, psutil.Process]) -> None:
     url, server = served
@@ -114,16 +105,18 @@ def test_the_served_console_shows_both_models_needs_the_key_and_ends_with_the_pa
             opened = page.goto(url)
             assert opened is not None and opened.status == 200
             tick = lambda: page.wait_for_timeout(100)  # noqa: E731 (the page's events arrive while it waits)
-            _until(lambda: all(m in "".join(screen) for m in ("llama_model", "bert_model")), PAGE_LIMIT_S,
-                   "both seed models on the page", tick)
+            wait_until(lambda: all(m in "".join(screen) for m in ("llama_model", "bert_model")), PAGE_LIMIT_S,
+                       what="both seed models on the page", pause=tick)
             assert _consoles(server), "no console process behind the page"
             shots = os.environ.get("GE_SCREENSHOTS_DIR")
             if shots:
-                _until(lambda: "READY" in "".join(screen), PAGE_LIMIT_S, "the models READY", tick)
+                wait_until(lambda: "READY" in "".join(screen), PAGE_LIMIT_S, what="the models READY",
+                           pause=tick)
                 page.wait_for_timeout(3000)  # a few polls: figures and charts filled in
                 page.screenshot(path=str(Path(shots) / "console-in-browser.png"))
             page.close()  # closing the page ends the console it started
-            _until(lambda: not _consoles(server), 30.0, "the console to end with its page")
+            wait_until(lambda: not _consoles(server), 30.0, interval=0.1,
+                       what="the console to end with its page")
         finally:
             browser.close()
     assert not [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name()], "browser left"

@@ -15,7 +15,7 @@ from tests.waiting import wait_until
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.server.registry import STARTING, STOPPED, Registry, effective_state
 
-from .waiting import stop_leftover_sessions
+from .leftovers import stop_leftover_sessions
 
 
 def _ge_console(args: list[str], state: Path, timeout: float = 240.0) -> subprocess.CompletedProcess[str]:

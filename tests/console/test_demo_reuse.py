@@ -11,7 +11,7 @@ from triton_ge_console.console.demo import DEMO_NAME, new_demo_session
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.server.registry import READY, STOPPED, Registry, effective_state
 
-from .waiting import stop_leftover_sessions
+from .leftovers import stop_leftover_sessions
 
 pytestmark = pytest.mark.server  # every test here starts a tritonserver
 

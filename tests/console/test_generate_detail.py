@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.conftest import DATA
-from tests.console.waiting import until
+from tests.waiting import until
 from triton_ge_console.console.app import create_app, next_connection
 from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.detail import DetailPane, ModelDetail, SeriesChart

@@ -6,7 +6,6 @@ import functools
 import json
 import os
 import signal
-import textwrap
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,14 +13,15 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
+from tests.models import LLAMA_GENERATE, build_spec
+from tests.waiting import until
 from triton_ge_console.console.app import GEConsoleApp, create_app
 from triton_ge_console.console.launch_session import open_record, reload_changed_for
 from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.header import DisconnectedBanner
 from triton_ge_console.console.widgets.models import ModelsTable
-from triton_ge_console.repository.build import build_demo_repository, build_repository
-from triton_ge_console.repository.spec.load import load_spec
+from triton_ge_console.repository.build import build_demo_repository
 from triton_ge_console.sessions.act.watch import (
     find_changes,
     model_digest,
@@ -36,7 +36,6 @@ from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 
 from .conftest import SIZE
 from .notices import notified
-from .waiting import until
 
 pytestmark = pytest.mark.server  # every test here starts a tritonserver
 
@@ -65,24 +64,14 @@ def session(state: tuple[Registry, Path]) -> Iterator[SessionRecord]:
         down(record, registry)
 
 
-GENERATE_SPEC = """
-models:
-  - name: llama_generate
-    backend: ge
-    source: demo:llama_kv
-    generate: {max_tokens: 48, max_running: 8, kv_cache_mib: 1}
-"""
-
-
 @pytest.fixture(scope="module")
 def generate_session(state: tuple[Registry, Path],
                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionRecord]:
     """A server of one generate model (the demo KV-cache llama), built from a spec by the real builder."""
     registry, _ = state
     root = tmp_path_factory.mktemp("console-generate")
-    (root / "deploy.yaml").write_text(textwrap.dedent(GENERATE_SPEC), encoding="utf-8")
-    build_repository(load_spec(root / "deploy.yaml"), root / "repository")
-    record = launch(LaunchOptions(source=root / "repository", name="console-generate"), registry)
+    repository = build_spec(root, "models:" + LLAMA_GENERATE, "repository")
+    record = launch(LaunchOptions(source=repository, name="console-generate"), registry)
     try:
         yield record
     finally:

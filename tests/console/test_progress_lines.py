@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Log, Static
 
 from tests.repository.extdata_models import age, save_ext
+from tests.waiting import until
 from triton_ge_console.console.screens.launching import LaunchingScreen
 from triton_ge_console.console.screens.repository import RepositoryScreen
 from triton_ge_console.repository import progress
@@ -24,7 +25,6 @@ from triton_ge_console.sessions.observe.recorded import RecordedController
 from triton_ge_console.sessions.observe.source import CommandResult
 
 from .conftest import REPO, SIZE, recorded_app, replayed
-from .waiting import until
 
 
 def _text(screen: Screen[object], selector: str) -> str:

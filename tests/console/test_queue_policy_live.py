@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import until
 from triton_ge_console.cli import main
 from triton_ge_console.console.app import GEConsoleApp
 from triton_ge_console.console.launch_session import open_record
@@ -20,7 +21,7 @@ from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.server.registry import Registry
 
 from .conftest import SIZE
-from .waiting import stop_leftover_sessions, until
+from .leftovers import stop_leftover_sessions
 
 pytestmark = [pytest.mark.timeout(400), pytest.mark.server]  # starts a tritonserver
 

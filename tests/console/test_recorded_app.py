@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 
+from tests.waiting import until
 from triton_ge_console.console.app import GEConsoleApp
 from triton_ge_console.console.screens.confirm import ConfirmScreen
 from triton_ge_console.console.screens.dashboard import DashboardScreen
@@ -15,7 +16,6 @@ from triton_ge_console.sessions.observe.source import CommandResult
 
 from .conftest import SIZE, recorded_app, replayed
 from .notices import notified
-from .waiting import until
 
 
 def _rows(app: GEConsoleApp) -> list[str]:

@@ -14,6 +14,7 @@ from textual.pilot import Pilot
 from textual.strip import Strip
 from textual.widgets import Static
 
+from tests.waiting import until
 from triton_ge_console.console.app import GEConsoleApp, create_app, next_connection
 from triton_ge_console.console.screens.dashboard import CHART_EVERY_S, DashboardScreen
 from triton_ge_console.console.series import ModelSeriesCache, UtilizationCache
@@ -30,7 +31,6 @@ from triton_ge_console.sessions.observe.snapshot import (
 )
 
 from .conftest import recorded_app, rounded
-from .waiting import until
 
 
 def _snapshot(step: int, models: int = 2, devices: int = 2) -> ServerSnapshot:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from textual.widgets import RichLog, Static, TextArea
 
+from tests.waiting import until
 from triton_ge_console.console.screens.logs import LogsScreen
 from triton_ge_console.console.screens.repository import RepositoryScreen
 from triton_ge_console.console.screens.start import SessionEntry, StartApp, StartChoice
@@ -17,7 +18,6 @@ from triton_ge_console.sessions.observe.recorded import RecordedController
 
 from .conftest import REPO, SIZE, recorded_app, replayed
 from .notices import notified
-from .waiting import until
 
 
 async def test_edit_validate_save_reload(tmp_path: Path) -> None:

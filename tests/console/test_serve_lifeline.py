@@ -18,7 +18,7 @@ import aiohttp
 import psutil
 import pytest
 
-from tests.sessions.helpers import write_echo_model
+from tests.models import write_echo_model
 from tests.sessions.test_default_session import hand_made
 from tests.sessions.test_races import killing_strays, servers_under
 from tests.waiting import wait_until

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.waiting import until
 from triton_ge_console.console.app import GEConsoleApp
 from triton_ge_console.console.launch_session import open_record
 from triton_ge_console.console.screens.dashboard import DashboardScreen
@@ -18,8 +19,8 @@ from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 from triton_ge_console.sessions.session_headers import send_test_request, session_headers
 
 from .conftest import SIZE
+from .leftovers import stop_leftover_sessions
 from .notices import notified
-from .waiting import stop_leftover_sessions, until
 
 pytestmark = pytest.mark.server  # every test here starts a tritonserver
 

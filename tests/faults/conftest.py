@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.models import write_echo_model
 from tests.sessions.conftest import state_dir
-from tests.sessions.helpers import write_echo_model
 
 __all__ = ["echo_repo", "state_dir"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sessions.helpers import write_echo_model
+from tests.models import write_echo_model
 from tests.waiting import wait_until
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV

@@ -9,8 +9,8 @@ import pytest
 
 from tests.console.conftest import DATA, LOG, REPO, SIZE, THRESHOLDS, recorded_app, replayed
 from tests.console.notices import notified, record_notifications
-from tests.console.waiting import until
 from tests.faults.test_hostile_names import HOSTILE, SHOWN, raw_controls
+from tests.waiting import until
 from triton_ge_console.console.app import create_app
 from triton_ge_console.sessions.observe.recorded import RecordedController, RecordedSource
 from triton_ge_console.sessions.observe.source import CommandResult

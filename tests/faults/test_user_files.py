@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.backend_glue.models import dense_model
+from tests.models import dense_model
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.server.registry import Registry
 

@@ -6,7 +6,7 @@ from textual.command import CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import DataTable
 
-from tests.console.waiting import until
+from tests.waiting import until
 from triton_ge_console.console.fleet_app import FleetConsoleApp
 from triton_ge_console.console.options import FleetOptions
 from triton_ge_console.console.screens.confirm import ConfirmScreen

@@ -22,7 +22,7 @@ import tritonclient.grpc as triton_grpc
 
 from tests.conftest import RunningServer
 from tests.fleet.k8s_api import TOKEN, recorded_api
-from tests.sessions.helpers import write_echo_model
+from tests.models import write_echo_model
 from tests.waiting import wait_until
 from triton_ge_console.cli import main
 from triton_ge_console.fleet.k8s_discovery import PodMember, api_client

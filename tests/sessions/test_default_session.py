@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sessions.helpers import group_processes, write_echo_model, write_ge_spec
+from tests.models import write_echo_model
+from tests.sessions.helpers import group_processes, write_ge_spec
 from tests.sessions.test_races import killing_strays, up
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.loadgen.bench_shared import resolve_endpoint

@@ -20,7 +20,8 @@ import pytest
 import tritonclient.grpc as triton_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests.sessions.helpers import group_processes, write_echo_model
+from tests.models import write_echo_model
+from tests.sessions.helpers import group_processes
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.act.control import ControlError, TritonControl
 from triton_ge_console.sessions.launcher import LaunchOptions, launch

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import tritonclient.http as triton_http
 
+from tests.models import write_echo_model
 from tests.sessions.conftest import stopping_sessions
-from tests.sessions.helpers import write_echo_model, write_ge_spec
+from tests.sessions.helpers import write_ge_spec
 from tests.sessions.test_launch import bert_request, hostport
 from tests.waiting import wait_until
 from triton_ge_console.cli import main

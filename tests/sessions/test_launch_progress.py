@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sessions.helpers import write_echo_model
+from tests.models import write_echo_model
 from triton_ge_console.repository.progress import Feed
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import down

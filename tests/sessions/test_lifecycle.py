@@ -19,7 +19,8 @@ import pytest
 import tritonclient.grpc as triton_grpc
 from tritonclient.utils import InferenceServerException
 
-from tests.sessions.helpers import group_processes, write_echo_model, write_ge_spec
+from tests.models import write_echo_model
+from tests.sessions.helpers import group_processes, write_ge_spec
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import find_distribution
 from triton_ge_console.cli import main

@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.sessions.helpers import write_echo_model
+from tests.models import write_echo_model
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, launch
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV

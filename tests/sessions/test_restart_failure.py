@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sessions.helpers import write_echo_model
+from tests.models import write_echo_model
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.act.watch import controller_for
 from triton_ge_console.sessions.server.registry import Registry, effective_state

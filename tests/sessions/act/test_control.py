@@ -11,7 +11,7 @@ import pytest
 import tritonclient.http as triton_http
 
 from tests.conftest import RunningServer, run_triton
-from tests.sessions.helpers import write_echo_model
+from tests.models import write_echo_model
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.sessions.act.control import TritonControl, client_url, config_differences, merge_config

@@ -10,6 +10,7 @@ import pytest
 
 from tests.backend_glue.conftest import fake_acl  # noqa: F401 (the glue's fake AscendCL, for --vs-direct)
 from tests.conftest import RunningServer, run_triton
+from tests.models import write_model
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 
 # Echoes every input as OUTPUT<i>; sleeps `delay_ms` per request; answers an error when `fail` is set.
@@ -84,10 +85,7 @@ CONFIGS = {
 def write_repository(root: Path) -> Path:
     """The bench models, each with model.py in version 1."""
     for name, config in CONFIGS.items():
-        version = root / name / "1"
-        version.mkdir(parents=True)
-        (version / "model.py").write_text(MODEL_PY)
-        (root / name / "config.pbtxt").write_text(f'name: "{name}"\n' + textwrap.dedent(config))
+        write_model(root, name, f'name: "{name}"\n' + textwrap.dedent(config), MODEL_PY, "model.py")
     return root
 
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from tests.backend_glue.conftest import FAKES, server_env
-from tests.backend_glue.models import DENSE_CONFIG, dense_model, param, write_fake_om, write_model
 from tests.conftest import RunningServer, run_triton
+from tests.models import DENSE_CONFIG, dense_model, param, write_fake_om, write_model
 from tests.sessions.loadgen.test_bench_cli import bench
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir

@@ -15,8 +15,8 @@ import pytest
 import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
-from tests.backend_glue.models import DENSE_CONFIG, dense_model, param, write_model
 from tests.conftest import RunningServer, run_triton
+from tests.models import DENSE_CONFIG, dense_model, param, write_model
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir

@@ -14,7 +14,8 @@ import pytest
 import tritonclient.http as triton_http
 
 from tests.conftest import RunningServer, run_triton
-from tests.sessions.observe.helpers import infer, post, statistics, write_model
+from tests.models import write_echo_model
+from tests.sessions.observe.helpers import infer, post, statistics
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
@@ -50,11 +51,11 @@ def served(triton_dist: TritonDistribution, tmp_path_factory: pytest.TempPathFac
     """One server for the module: a fast batching model, a slow one, a failing one, one to reload."""
     root = tmp_path_factory.mktemp("snapshots")
     repository = root / "repository"
-    write_model(repository, "fast", batching_delay_us=2000)
-    write_model(repository, "slow", delay_s=SLOW_DELAY_S)
-    write_model(repository, "broken", fail=True)
-    write_model(repository, "reloaded")
-    write_model(repository, "never_loaded")
+    write_echo_model(repository, "fast", batching_delay_us=2000, instances=1)
+    write_echo_model(repository, "slow", delay_s=SLOW_DELAY_S, instances=1)
+    write_echo_model(repository, "broken", fail=True, instances=1)
+    write_echo_model(repository, "reloaded", instances=1)
+    write_echo_model(repository, "never_loaded", instances=1)
     install_backend_dir(root / "backends", triton_dist)
     trace_file = root / "session" / "trace.json"
     trace_file.parent.mkdir()
@@ -364,6 +365,6 @@ def _batch_input(batch: int) -> triton_http.InferInput:
     """A [batch, 4] FP32 input."""
     import numpy as np
 
-    tensor = triton_http.InferInput("X", [batch, 4], "FP32")
+    tensor = triton_http.InferInput("INPUT0", [batch, 4], "FP32")
     tensor.set_data_from_numpy(np.ones((batch, 4), dtype=np.float32))
     return tensor

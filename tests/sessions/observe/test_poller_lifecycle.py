@@ -8,7 +8,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.sessions.observe.helpers import write_model
+from tests.models import write_echo_model
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe.poller import Poller
@@ -45,7 +45,7 @@ def test_garbage_answering_endpoint_is_reported(tmp_path: Path) -> None:
 def test_polled_server_still_stops_gracefully(triton_factory, triton_dist, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Between polls the poller holds a connection only to the metrics port, whose idle connections do not
     hold up Triton's exit: SIGTERM shuts it down cleanly (exit 0, not SIGKILL), in seconds."""
-    write_model(tmp_path / "repository", "m")
+    write_echo_model(tmp_path / "repository", "m", instances=1)
     install_backend_dir(tmp_path / "backends", triton_dist)
     server = triton_factory(tmp_path / "repository", tmp_path / "backends", ("m",))
     poller = Poller("stopping", Endpoints(server.http_url, None, server.metrics_url))
@@ -64,7 +64,7 @@ def test_polled_server_still_stops_gracefully(triton_factory, triton_dist, tmp_p
 def test_restricted_apis_need_the_token(triton_factory, triton_dist, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """An exposed server restricts the repository index and config: without the token the snapshot says
     so; with it (LiveSource's token header) everything reads."""
-    write_model(tmp_path / "repository", "m")
+    write_echo_model(tmp_path / "repository", "m", instances=1)
     install_backend_dir(tmp_path / "backends", triton_dist)
     restricted = "--http-restricted-api=model-repository,model-config,trace:x-ge-console-token=s3cret"
     server = triton_factory(tmp_path / "repository", tmp_path / "backends", ("m",), (restricted,))

@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.sessions.helpers import write_echo_model
+from tests.models import write_echo_model
 from tests.waiting import wait_until
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.server.paths import session_dir

@@ -1,24 +1,11 @@
-"""Shared waits for console tests: poll the UI until a condition holds, instead of sleeping."""
+"""Console tests stop what they launched, even when they fail."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-
-from textual.pilot import Pilot
 
 from triton_ge_console.sessions.lifecycle import down
 from triton_ge_console.sessions.server.registry import STOPPED, Registry, effective_state
-
-
-async def until(pilot: Pilot[None], check: Callable[[], object], timeout: float = 20.0, what: str = "",
-                step: float = 0.05) -> None:
-    """Let the app run until check() is true; fail naming `what` after `timeout` seconds."""
-    waited = 0.0
-    while not check() and waited < timeout:
-        await pilot.pause(step)
-        waited += step
-    assert check(), f"not within {timeout}s: {what or 'condition'}"
 
 
 def stop_leftover_sessions(state_dir: Path) -> list[str]:

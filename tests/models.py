@@ -1,9 +1,12 @@
-"""Small ONNX models built in code, and model folders around them, for the glue's tests."""
+"""The suite's test models: small ONNX graphs built in code, the one writer of model folders around them,
+and a Python-backend model (an echo) for tests that need a server with cheap, controllable models."""
 
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -48,17 +51,20 @@ def mixed_model(seed: int = 0) -> bytes:
     return _serialize(graph)
 
 
-def token_model(seed: int = 1) -> bytes:
-    """input_ids INT64 [N, S] → logits FP32 [N, S, VOCAB]: embedding then a projection, like a tiny LM."""
+def token_model(seed: int = 1, doubled: bool = False) -> bytes:
+    """input_ids INT64 [N, S] → logits FP32 [N, S, VOCAB]: embedding then a projection, like a tiny LM;
+    doubled, logits [N, 2S, VOCAB]: an output axis (2S) no input axis gives."""
     rng = np.random.default_rng(seed)
     embed = numpy_helper.from_array(rng.standard_normal((VOCAB, HIDDEN)).astype(np.float32), "E")
     head = numpy_helper.from_array(rng.standard_normal((HIDDEN, VOCAB)).astype(np.float32), "H")
+    nodes = [helper.make_node("Gather", ["E", "input_ids"], ["h"])]
+    if doubled:
+        nodes.append(helper.make_node("Concat", ["h", "h"], ["hh"], axis=1))
+    nodes.append(helper.make_node("MatMul", ["hh" if doubled else "h", "H"], ["logits"]))
     graph = helper.make_graph(
-        [helper.make_node("Gather", ["E", "input_ids"], ["h"]),
-         helper.make_node("MatMul", ["h", "H"], ["logits"])],
-        "tokens",
+        nodes, "doubled" if doubled else "tokens",
         [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["N", "S"])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", "S", VOCAB])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", "S2" if doubled else "S", VOCAB])],
         [embed, head],
     )
     return _serialize(graph)
@@ -159,21 +165,32 @@ def image_model() -> bytes:
     return _serialize(graph)
 
 
-def doubled_tokens_model(seed: int = 1) -> bytes:
-    """input_ids INT64 [N, S] → logits FP32 [N, 2S, VOCAB]: an output axis (2S) no input axis gives."""
-    rng = np.random.default_rng(seed)
-    embed = numpy_helper.from_array(rng.standard_normal((VOCAB, HIDDEN)).astype(np.float32), "E")
-    head = numpy_helper.from_array(rng.standard_normal((HIDDEN, VOCAB)).astype(np.float32), "H")
-    graph = helper.make_graph(
-        [helper.make_node("Gather", ["E", "input_ids"], ["h"]),
-         helper.make_node("Concat", ["h", "h"], ["hh"], axis=1),
-         helper.make_node("MatMul", ["hh", "H"], ["logits"])],
-        "doubled",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["N", "S"])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", "S2", VOCAB])],
-        [embed, head],
-    )
-    return _serialize(graph)
+def reference(model: bytes | Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The outputs ONNX Runtime gives in-process: what a served or emulated model must answer."""
+    import onnxruntime as ort
+
+    source = str(model) if isinstance(model, Path) else model
+    return list(ort.InferenceSession(source, providers=["CPUExecutionProvider"]).run(None, feeds))
+
+
+def infer(client_module: Any, address: str, model: str,
+          feeds: Mapping[str, np.ndarray | tuple[np.ndarray, str]]) -> dict[str, np.ndarray]:
+    """One request through tritonclient's http or grpc module to host:port; every output the server
+    answered, by name. A feed's Triton type is its dtype's (tritonclient's mapping) unless given beside it."""
+    from tritonclient.utils import np_to_triton_dtype
+
+    grpc = client_module.__name__.endswith("grpc")
+    with client_module.InferenceServerClient(address) as client:
+        inputs = []
+        for name, feed in feeds.items():
+            array, data_type = feed if isinstance(feed, tuple) else (feed, np_to_triton_dtype(feed.dtype))
+            tensor = client_module.InferInput(name, list(array.shape), data_type)
+            tensor.set_data_from_numpy(array)
+            inputs.append(tensor)
+        result = client.infer(model, inputs)
+        response = result.get_response()
+        names = [o.name for o in response.outputs] if grpc else [o["name"] for o in response["outputs"]]
+        return {name: result.as_numpy(name) for name in names}
 
 
 def _serialize(graph: onnx.GraphProto, check: bool = True) -> bytes:
@@ -203,15 +220,75 @@ TOKEN_CONFIG = """
 """
 
 
-def write_model(repo: Path, name: str, config: str, onnx_bytes: bytes | None,
+def write_model(repo: Path, name: str, config: str, onnx_bytes: bytes | str | None,
                 onnx_name: str = "model.onnx") -> Path:
-    """REPO/name/config.pbtxt and REPO/name/1/<onnx_name>; returns the model folder."""
+    """REPO/name/config.pbtxt and REPO/name/1/<onnx_name> (bytes, or a Python backend's source as text);
+    returns the model folder."""
     folder = repo / name
     (folder / "1").mkdir(parents=True, exist_ok=True)
     (folder / "config.pbtxt").write_text(textwrap.dedent(config).strip() + "\n", encoding="utf-8")
-    if onnx_bytes is not None:
+    if isinstance(onnx_bytes, str):
+        (folder / "1" / onnx_name).write_text(onnx_bytes, encoding="utf-8")
+    elif onnx_bytes is not None:
         (folder / "1" / onnx_name).write_bytes(onnx_bytes)
     return folder
+
+
+ECHO_MODEL = '''
+import json
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+LOAD_S, UNLOAD_S, DELAY_S, FAIL = {load_s}, {unload_s}, {delay_s}, {fail}
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        time.sleep(LOAD_S)
+        config = json.loads(args["model_config"])
+        self.scale = float(config["parameters"]["scale"]["string_value"])
+
+    def execute(self, requests):
+        time.sleep(DELAY_S)
+        if FAIL:
+            raise pb_utils.TritonModelException("refused on purpose")
+        responses = []
+        for request in requests:
+            data = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            out = pb_utils.Tensor("OUTPUT0", (data * self.scale).astype(np.float32))
+            responses.append(pb_utils.InferenceResponse([out]))
+        return responses
+
+    def finalize(self):
+        time.sleep(UNLOAD_S)
+'''
+
+
+def echo_config(name: str = "echo", max_batch_size: int = 8, scale: str = "2", instances: int | None = None,
+                batching_delay_us: int | None = None) -> str:
+    """The echo model's config.pbtxt: INPUT0 FP32 [4] → OUTPUT0 = INPUT0 × the `scale` parameter."""
+    lines = [f'name: "{name}"', 'backend: "python"', f"max_batch_size: {max_batch_size}",
+             'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]',
+             'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]',
+             f'parameters {{ key: "scale" value {{ string_value: "{scale}" }} }}']
+    if instances is not None:
+        lines.append(f"instance_group [ {{ kind: KIND_CPU count: {instances} }} ]")
+    if batching_delay_us is not None:
+        lines.append(f"dynamic_batching {{ max_queue_delay_microseconds: {batching_delay_us} }}")
+    return "\n".join(lines)
+
+
+def write_echo_model(repository: Path, name: str = "echo", max_batch_size: int = 8, scale: str = "2",
+                     unload_s: float = 0.0, load_s: float = 0.0, delay_s: float = 0.0, fail: bool = False,
+                     instances: int | None = None, batching_delay_us: int | None = None) -> Path:
+    """A Python-backend model that multiplies its input by the `scale` parameter: with load_s each instance
+    takes that long to load (a reload that can be cut short), with unload_s that long to unload (a server
+    slow to stop), with delay_s each execution that long; `fail` refuses every request."""
+    source = ECHO_MODEL.format(load_s=load_s, unload_s=unload_s, delay_s=delay_s, fail=fail)
+    config = echo_config(name, max_batch_size, scale, instances, batching_delay_us)
+    return write_model(repository, name, config, source, "model.py")
 
 
 def param(key: str, value: str) -> str:
@@ -275,3 +352,39 @@ def no_input_model() -> bytes:
                           value=numpy_helper.from_array(np.array([1, 2, 3], np.float32), "c"))],
         "no_input", [], [helper.make_tensor_value_info("table", TensorProto.FLOAT, [3])])
     return _serialize(graph)
+
+
+LLAMA_GENERATE = """
+  - name: llama_generate
+    backend: ge
+    source: demo:llama_kv
+    generate: {max_tokens: 48, max_running: 8, kv_cache_mib: 1}
+"""  # a spec's models entry: the demo KV-cache llama as a generate model
+
+
+def build_spec(root: Path, spec: str, repository: str = "repo") -> Path:
+    """ROOT/deploy.yaml holding `spec`, built by the real builder into ROOT/<repository>; returns that."""
+    from triton_ge_console.repository.build import build_repository
+    from triton_ge_console.repository.spec.load import load_spec
+
+    (root / "deploy.yaml").write_text(textwrap.dedent(spec), encoding="utf-8")
+    build_repository(load_spec(root / "deploy.yaml"), root / repository)
+    return root / repository
+
+
+def direct_decoder() -> Callable[[Sequence[int], int], list[int]]:
+    """The reference a generate model must equal token for token: the direct greedy loop over
+    demo:llama_kv in-process."""
+    import onnxruntime as ort
+
+    from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, direct_greedy
+    from triton_ge_console.repository.demo_models import demo_bytes
+
+    session = ort.InferenceSession(demo_bytes("demo:llama_kv"), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+
+    def decode(prompt: Sequence[int], max_tokens: int) -> list[int]:
+        return direct_greedy(lambda feeds: dict(zip(names, session.run(None, feeds), strict=True)),
+                             DEMO_LAYOUT, list(prompt), max_tokens)
+
+    return decode
