@@ -1,7 +1,7 @@
 """What streaming tokens through Triton and the `ge` glue's generate model adds over the direct decode loop.
 
     python3 benchmarks/generate_overhead.py [--prompt 128] [--output 128] [--rounds 5] [--streams 8]
-                                            [--json PATH]
+                                            [--compare NAME=SRC ...] [--json PATH]
 
 Side by side in one run, interleaved in rounds (the machine is shared), one stream at a time over gRPC:
 the direct decode loop over demo:llama_kv in-process (ONNX Runtime: its prefill, its decode step), the
@@ -12,7 +12,13 @@ Triton's streaming costs with no glue and no model). The issue's targets, per ro
     TTFT through Triton − direct prefill − floor first response  (target ≤ 0.5 ms)
 with tokens/s through Triton ÷ the direct loop beside them. Then `--streams` concurrent streams of the
 generate model: aggregate output tokens/s ÷ one stream's (continuous batching; target ≥ 3×) and every
-stream's own ITL p99. Prints markdown tables; writes benchmarks/results/generate_overhead.json.
+stream's own ITL p99, beside the floor's own `--streams` ÷ one (the floor serves its streams round robin,
+as the scheduler does): what Triton, the client and this host allow with no model at all.
+
+`--compare NAME=SRC` (a checkout's `src`, e.g. `git archive main src | tar -x -C DIR`; repeatable) adds
+a server whose glue imports the package from SRC, measured as variant NAME in the same interleaved
+rounds: an A/B of a change on a shared machine. Prints markdown tables; writes
+benchmarks/results/generate_overhead.json.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODEL, FLOOR = "llama_generate", "floor_stream"
+GLUE = "triton_ge"  # the glue of this checkout; --compare adds others
 SPEC = """
 models:
   - name: llama_generate
@@ -83,12 +90,19 @@ FLOOR_BACKEND = textwrap.dedent("""\
             return None
 
         def loop(self):
+            active = []  # [sender, sent, count], served round robin like the scheduler's batch
             while True:
-                sender, count = self.jobs.get()
-                for i in range(count):
+                while not active or not self.jobs.empty():
+                    sender, count = self.jobs.get()
+                    active.append([sender, 0, count])
+                for job in list(active):
+                    sender, i, count = job
                     token = pb_utils.Tensor("token_id", np.array([i], np.int64))
                     final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if i == count - 1 else 0
                     sender.send(pb_utils.InferenceResponse([token]), flags=final)
+                    job[1] += 1
+                    if job[1] == count:
+                        active.remove(job)
 """)
 
 
@@ -111,12 +125,22 @@ def build(root: Path, output: int, streams: int) -> tuple[Path, Path]:
     return repo, backends
 
 
-def start(root: Path, repo: Path, backends: Path) -> tuple[TritonProcess, Ports]:
-    """A loopback tritonserver with both models loaded."""
+def start(root: Path, repo: Path, backends: Path, src: Path | None = None,
+          name: str = "server") -> tuple[TritonProcess, Ports]:
+    """A loopback tritonserver with both models loaded; its glue imports the package from `src` if given."""
     ports = pick_ports()
     args = server_args(repo, backends, ports, extra=(f"--load-model={MODEL}", f"--load-model={FLOOR}"))
-    process = TritonProcess(find_distribution(), args, root / "server.log", root)
-    process.start()
+    process = TritonProcess(find_distribution(), args, root / f"{name}.log", root)
+    saved = os.environ.get("PYTHONPATH")
+    if src is not None:  # the child's environment is copied from ours when it starts
+        os.environ["PYTHONPATH"] = str(src.absolute())
+    try:
+        process.start()
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
     process.wait_ready(f"http://127.0.0.1:{ports.http}", timeout=120)
     return process, ports
 
@@ -157,15 +181,15 @@ def open_streams(ports: Ports, model: str, count: int) -> list[GrpcStreamer]:
     return streamers
 
 
-def one_round(index: int, session: ort.InferenceSession, ports: Ports, args: argparse.Namespace,
+def one_round(index: int, session: ort.InferenceSession, servers: dict[str, Ports], args: argparse.Namespace,
               per_round: int) -> dict[str, dict[str, float]]:
     """Each variant's median TTFT, ITL and tokens/s over `per_round` generations, in this round's order."""
-    (glue,), (floor,) = open_streams(ports, MODEL, 1), open_streams(ports, FLOOR, 1)
-    variants = {
-        "direct": lambda ids: direct_loop(session, ids, args.output),
-        "triton_ge": lambda ids: streamed(glue, ids, args.output),
-        "floor": lambda ids: streamed(floor, ids, args.output),
-    }
+    glues = {name: open_streams(ports, MODEL, 1)[0] for name, ports in servers.items()}
+    (floor,) = open_streams(servers[GLUE], FLOOR, 1)
+    variants: dict[str, Any] = {"direct": lambda ids: direct_loop(session, ids, args.output),
+                                "floor": lambda ids: streamed(floor, ids, args.output)}
+    for name, glue in glues.items():
+        variants[name] = lambda ids, glue=glue: streamed(glue, ids, args.output)
     found: dict[str, dict[str, float]] = {}
     for name in round_order(list(variants), index):
         results = [variants[name](prompt(args.prompt, 1000 * index + i)) for i in range(per_round)]
@@ -174,16 +198,17 @@ def one_round(index: int, session: ort.InferenceSession, ports: Ports, args: arg
             "itl_ms": statistics.median(i for r in results for i in r.itls) * 1000,
             "tokens_per_s": statistics.median(len(r.tokens) / (r.e2e or 1.0) for r in results),
         }
-    for streamer in (glue, floor):
+    for streamer in (*glues.values(), floor):
         streamer.close()
     return found
 
 
-def concurrent(ports: Ports, args: argparse.Namespace) -> dict[str, Any]:
-    """`--streams` generations at once beside one alone: aggregate tokens/s and each stream's ITL p99."""
-    def run(count: int) -> tuple[float, list[StreamResult]]:
+def concurrent(servers: dict[str, Ports], args: argparse.Namespace) -> dict[str, Any]:
+    """`--streams` generations at once beside one alone, for each glue and the floor: aggregate tokens/s
+    and each stream's ITL p99."""
+    def run(ports: Ports, model: str, count: int) -> tuple[float, list[StreamResult]]:
         results: list[StreamResult] = []
-        streamers = open_streams(ports, MODEL, count)
+        streamers = open_streams(ports, model, count)
         threads = [threading.Thread(target=lambda s=s, i=i: results.append(
             streamed(s, prompt(args.prompt, 90_000 + i), args.output))) for i, s in enumerate(streamers)]
         started = time.perf_counter()
@@ -196,17 +221,25 @@ def concurrent(ports: Ports, args: argparse.Namespace) -> dict[str, Any]:
             streamer.close()
         return rate, results
 
-    ones, manys, itl_p99 = [], [], []
+    targets = {name: (ports, MODEL) for name, ports in servers.items()}
+    targets["floor"] = (servers[GLUE], FLOOR)
+    found: dict[str, dict[str, list[Any]]] = {
+        name: {"one_stream_tokens_per_s": [], "streams_tokens_per_s": [], "itl_p99_ms_per_stream": []}
+        for name in targets}
     for index in range(args.rounds):
-        for count in round_order([1, args.streams], index):
-            rate, results = run(count)
+        for name, count in round_order([(n, c) for n in targets for c in (1, args.streams)], index):
+            rate, results = run(*targets[name], count)
+            figures = found[name]
             if count == 1:
-                ones.append(rate)
+                figures["one_stream_tokens_per_s"].append(rate)
             else:
-                manys.append(rate)
-                itl_p99.append([float(np.percentile(r.itls, 99)) * 1000 for r in results])
-    return {"one_stream_tokens_per_s": ones, "streams_tokens_per_s": manys,
-            "ratio": [m / o for m, o in zip(manys, ones, strict=True)], "itl_p99_ms_per_stream": itl_p99}
+                figures["streams_tokens_per_s"].append(rate)
+                figures["itl_p99_ms_per_stream"].append(
+                    [float(np.percentile(r.itls, 99)) * 1000 for r in results])
+    for figures in found.values():
+        figures["ratio"] = [m / o for m, o in zip(figures["streams_tokens_per_s"],
+                                                  figures["one_stream_tokens_per_s"], strict=True)]
+    return {**found[GLUE], "by_server": found}
 
 
 def spread(values: list[float]) -> dict[str, float]:
@@ -215,14 +248,19 @@ def spread(values: list[float]) -> dict[str, float]:
 
 
 def summarize(rounds: list[dict[str, dict[str, float]]]) -> dict[str, Any]:
-    """Per round the targets' differences, then their medians and ranges."""
-    itl_added = [r["triton_ge"]["itl_ms"] - r["direct"]["itl_ms"] - r["floor"]["itl_ms"] for r in rounds]
-    ttft_added = [r["triton_ge"]["ttft_ms"] - r["direct"]["ttft_ms"] - r["floor"]["ttft_ms"] for r in rounds]
-    ratio = [r["triton_ge"]["tokens_per_s"] / r["direct"]["tokens_per_s"] for r in rounds]
+    """Per round the targets' differences, then their medians and ranges (per glue server)."""
     per_variant = {name: {figure: spread([r[name][figure] for r in rounds])
                           for figure in ("ttft_ms", "itl_ms", "tokens_per_s")} for name in rounds[0]}
-    return {"variants": per_variant, "itl_beyond_direct_and_floor_ms": spread(itl_added),
-            "ttft_beyond_direct_and_floor_ms": spread(ttft_added), "tokens_per_s_ratio": spread(ratio)}
+    figures: dict[str, Any] = {"variants": per_variant}
+    for glue in (n for n in rounds[0] if n not in ("direct", "floor")):
+        itl_added = [r[glue]["itl_ms"] - r["direct"]["itl_ms"] - r["floor"]["itl_ms"] for r in rounds]
+        ttft_added = [r[glue]["ttft_ms"] - r["direct"]["ttft_ms"] - r["floor"]["ttft_ms"] for r in rounds]
+        ratio = [r[glue]["tokens_per_s"] / r["direct"]["tokens_per_s"] for r in rounds]
+        prefix = "" if glue == GLUE else f"{glue}_"
+        figures.update({f"{prefix}itl_beyond_direct_and_floor_ms": spread(itl_added),
+                        f"{prefix}ttft_beyond_direct_and_floor_ms": spread(ttft_added),
+                        f"{prefix}tokens_per_s_ratio": spread(ratio)})
+    return figures
 
 
 def _cell(figures: dict[str, float], digits: int = 3) -> str:
@@ -236,20 +274,37 @@ def print_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:
     for name, values in figures["variants"].items():
         print(f"| {name} | {_cell(values['ttft_ms'])} | {_cell(values['itl_ms'])} | "
               f"{_cell(values['tokens_per_s'], 0)} |")
-    print("\n| figure | measured | target |\n|---|---|---|")
-    print(f"| ITL through Triton − direct step − floor interval (ms) | "
-          f"{_cell(figures['itl_beyond_direct_and_floor_ms'])} | ≤ 0.1 |")
-    print(f"| TTFT through Triton − direct prefill − floor first response (ms) | "
-          f"{_cell(figures['ttft_beyond_direct_and_floor_ms'])} | ≤ 0.5 |")
-    print(f"| tokens/s through Triton ÷ direct loop | {_cell(figures['tokens_per_s_ratio'], 2)} | — |")
-    many = figures["concurrent"]
-    worst = [max(p99) for p99 in many["itl_p99_ms_per_stream"]]
+    glues = [n for n in figures["variants"] if n not in ("direct", "floor")]
+    print(f"\n| figure | {' | '.join(glues)} | target |\n|---|{'---|' * len(glues)}---|")
+    rows = (("itl_beyond_direct_and_floor_ms", "ITL through Triton − direct step − floor interval (ms)", 3,
+             "≤ 0.1"),
+            ("ttft_beyond_direct_and_floor_ms", "TTFT through Triton − direct prefill − floor first response "
+             "(ms)", 3, "≤ 0.5"),
+            ("tokens_per_s_ratio", "tokens/s through Triton ÷ direct loop", 2, "—"))
+    for key, label, digits, target in rows:
+        cells = [_cell(figures[key if g == GLUE else f"{g}_{key}"], digits) for g in glues]
+        print(f"| {label} | {' | '.join(cells)} | {target} |")
+    servers = figures["concurrent"]["by_server"]
     print(f"\n### {args.streams} concurrent streams vs one\n")
-    print("| figure | measured | target |\n|---|---|---|")
-    print(f"| aggregate tokens/s ÷ one stream | {_cell(spread(many['ratio']), 2)} | ≥ 3 |")
-    print(f"| one stream tokens/s | {_cell(spread(many['one_stream_tokens_per_s']), 0)} | — |")
-    print(f"| {args.streams} streams tokens/s | {_cell(spread(many['streams_tokens_per_s']), 0)} | — |")
-    print(f"| worst stream's ITL p99 (ms) | {_cell(spread(worst), 2)} | — |")
+    print(f"| figure | {' | '.join(servers)} | target |\n|---|{'---|' * len(servers)}---|")
+    def row(label: str, cell: Any, target: str = "—") -> None:
+        print(f"| {label} | {' | '.join(cell(f) for f in servers.values())} | {target} |")
+    row("aggregate tokens/s ÷ one stream", lambda f: _cell(spread(f["ratio"]), 2), "≥ 3")
+    row("one stream tokens/s", lambda f: _cell(spread(f["one_stream_tokens_per_s"]), 0))
+    row(f"{args.streams} streams tokens/s", lambda f: _cell(spread(f["streams_tokens_per_s"]), 0))
+    row("worst stream's ITL p99 (ms)",
+        lambda f: _cell(spread([max(p99) for p99 in f["itl_p99_ms_per_stream"]]), 2))
+
+
+def compared(options: list[str]) -> list[tuple[str, Path]]:
+    """--compare NAME=SRC options as (name, folder)."""
+    pairs = []
+    for option in options:
+        name, _, src = option.partition("=")
+        if not name or not src or name in (GLUE, "direct", "floor"):
+            raise SystemExit(f"--compare {option!r}: expected NAME=SRC, NAME not {GLUE}, direct or floor")
+        pairs.append((name, Path(src)))
+    return pairs
 
 
 def parse_args() -> argparse.Namespace:
@@ -261,6 +316,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--per-round", type=int, default=3, help="generations per variant per round")
     parser.add_argument("--streams", type=int, default=8)
+    parser.add_argument("--compare", action="append", default=[], metavar="NAME=SRC",
+                        help="another glue: a server importing the package from SRC, reported as NAME")
     parser.add_argument("--json", type=Path, default=RESULTS / "generate_overhead.json")
     return parser.parse_args()
 
@@ -273,21 +330,27 @@ def main() -> int:
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     session = ort.InferenceSession(demo_bytes("demo:llama_kv"), options, providers=["CPUExecutionProvider"])
-    note(f"starting tritonserver (log: {root / 'server.log'})")
-    process, ports = start(root, repo, backends)
+    note(f"starting tritonserver (logs in {root})")
+    processes, servers = [], {}
     try:
-        for streamer in open_streams(ports, MODEL, 1):  # warm-up: not measured
-            streamed(streamer, prompt(args.prompt, 0), args.output)
-            streamer.close()
+        for name, src in [(GLUE, None), *compared(args.compare)]:
+            process, servers[name] = start(root, repo, backends, src, name)
+            processes.append(process)
+        for ports in servers.values():
+            for streamer in open_streams(ports, MODEL, 1):  # warm-up: not measured
+                streamed(streamer, prompt(args.prompt, 0), args.output)
+                streamer.close()
         rounds = []
         for index in range(args.rounds):
             note(f"round {index + 1} of {args.rounds}")
-            rounds.append(one_round(index, session, ports, args, args.per_round))
+            rounds.append(one_round(index, session, servers, args, args.per_round))
         figures = summarize(rounds)
-        figures["concurrent"] = concurrent(ports, args)
+        figures["concurrent"] = concurrent(servers, args)
     finally:
-        process.stop()
-    figures.update({"rounds": rounds, "prompt": args.prompt, "output": args.output, "streams": args.streams})
+        for process in processes:
+            process.stop()
+    figures.update({"rounds": rounds, "prompt": args.prompt, "output": args.output, "streams": args.streams,
+                    "compared": {name: str(src) for name, src in compared(args.compare)}})
     print_tables(figures, args)
     machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
                "onnxruntime": ort.__version__, "load_average": os.getloadavg()}
