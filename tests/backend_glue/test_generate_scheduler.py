@@ -92,6 +92,47 @@ def test_sequences_joining_at_different_steps_equal_the_direct_loop(executor: On
     assert scheduler.reserved == 0
 
 
+def test_a_long_prompt_joins_in_chunks_while_others_decode(executor: OnnxRuntimeExecutor) -> None:
+    """A 70-token prompt arriving while a sequence decodes is prefilled 32 tokens per step: the running
+    sequence gets a token every step meanwhile (not stalled for the whole prompt), and both streams
+    equal the direct loop, which prefills in one run."""
+    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=16, prefill_chunk=32))
+    running, joining = ListStream(), ListStream()
+    requests = [GenerateRequest(_prompt(5, 7), 16), GenerateRequest(_prompt(70, 8), 6)]
+    scheduler.submit(running, requests[0])
+    scheduler.step()
+    scheduler.submit(joining, requests[1])
+    counts = []
+    for _ in range(3):
+        before = len(running.tokens)
+        scheduler.step()
+        counts.append((len(running.tokens) - before, len(joining.tokens)))
+    assert counts == [(1, 0), (1, 0), (1, 2)]  # its first token after the third chunk, then one decoded
+    while scheduler.step():
+        pass
+    for stream, request in zip((running, joining), requests, strict=True):
+        assert stream.tokens == direct_greedy(_run(executor), DEMO_LAYOUT, list(request.prompt),
+                                              request.max_tokens)
+
+
+def test_a_chunk_shaped_like_the_last_decode_step_leaves_the_batch_cache_intact(
+        executor: OnnxRuntimeExecutor) -> None:
+    """The executor reuses one set of output buffers per input shapes, and the batch feeds the last
+    decode step's outputs to the next as they are: a prefill chunk with the same shapes (one token after
+    as many as the batch's past) would write into them. The batch copies its cache first, so the
+    running sequence still equals the direct loop."""
+    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=8, prefill_chunk=2))
+    running, joining = ListStream(), ListStream()
+    requests = [GenerateRequest(_prompt(1, 9), 8), GenerateRequest(_prompt(3, 10), 4)]
+    expected = [direct_greedy(_run(executor), DEMO_LAYOUT, list(r.prompt), r.max_tokens) for r in requests]
+    scheduler.submit(running, requests[0])  # the direct loop ran these shapes: the executor has buffers
+    scheduler.step()  # prefill (1 token) and one decode step: the batch's past is that step's outputs
+    scheduler.submit(joining, requests[1])
+    while scheduler.step():  # its chunks: 2 tokens, then 1 token after 2 (the batch's last step's shapes)
+        pass
+    assert [running.tokens, joining.tokens] == expected
+
+
 def test_running_and_kv_bounds_queue_the_rest(executor: OnnxRuntimeExecutor) -> None:
     """With room for two sequences, the third waits until one leaves, then gets its tokens."""
     per_sequence = (4 + 8) * DEMO_LAYOUT.bytes_per_token
@@ -129,10 +170,27 @@ def test_a_cancelled_sequence_frees_its_cache_within_one_step(executor: OnnxRunt
     gone.cancel = True
     received = len(gone.tokens)
     scheduler.step()
-    assert sequence.cache is None and sequence.ended == "cancel" and gone.closed_cancelled
+    assert sequence.ended == "cancel" and gone.closed_cancelled
+    assert scheduler.rows == [s for s in scheduler.running] and scheduler.batch.rows == 1  # its row freed
     assert scheduler.reserved == (3 + 64) * DEMO_LAYOUT.bytes_per_token
     assert len(gone.tokens) == received
     assert [s.stream for s in scheduler.running] == [staying]
+
+
+def test_a_request_cancelled_while_waiting_gives_up_its_place(executor: OnnxRuntimeExecutor) -> None:
+    """With room for one sequence, the second request's client cancels while it waits: at the next step
+    it is answered cancelled and leaves the queue, so the third is next, not held behind it."""
+    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=4, max_running=1))
+    first, cancelled, third = ListStream(), ListStream(), ListStream()
+    for index, stream in enumerate((first, cancelled, third)):
+        scheduler.submit(stream, GenerateRequest(_prompt(3, index), 4))
+    scheduler.step()
+    cancelled.cancel = True
+    scheduler.step()
+    assert cancelled.closed_cancelled and cancelled.tokens == []
+    while scheduler.step():
+        pass
+    assert len(first.tokens) == len(third.tokens) == 4 and cancelled.tokens == []
 
 
 def test_an_executor_failure_ends_the_batch_with_the_error() -> None:

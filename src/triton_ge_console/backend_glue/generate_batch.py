@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from triton_ge_console.backend_glue.executor import TRITON_TO_NUMPY, TensorInfo
-from triton_ge_console.repository.demo_decoder import KvLayout
+from triton_ge_console.repository.demo_decoder import KvLayout, step_feeds
 
 PAST_PREFIX = "past_key_values."
 FIXED_INPUTS = ("input_ids", "position_ids", "attention_mask")
@@ -51,74 +51,110 @@ def vocab_size(outputs: Sequence[TensorInfo]) -> int | None:
     return logits.dims[-1] if logits is not None and logits.dims and logits.dims[-1] > 0 else None
 
 
-@dataclass
-class Cache:
-    """One sequence's keys and values: per past input an array [heads, capacity, head_dim], allocated
-    whole at prefill (the bytes the scheduler reserved for it), the first `length` positions filled."""
+Signature = tuple[tuple[str, tuple[int, ...]], ...]
 
-    arrays: list[np.ndarray]
-    length: int
+
+def signature(feeds: dict[str, np.ndarray]) -> Signature:
+    """The feeds' shapes: an executor keeps one set of output buffers per such signature."""
+    return tuple(sorted((name, array.shape) for name, array in feeds.items()))
+
+
+def prefill_feeds(layout: KvLayout, ids: Sequence[int],
+                  past: list[np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """One sequence's prompt tokens (all of them, or the next chunk) after its past (none at first)."""
+    return step_feeds(layout, list(ids), past if past is not None else layout.empty())
+
+
+def presents(layout: KvLayout, outputs: dict[str, np.ndarray], copy: bool = False) -> list[np.ndarray]:
+    """A run's present keys and values in cache order (copied when the executor may reuse them)."""
+    arrays = [outputs[name] for name in _present_names(layout)]
+    return [np.array(a) for a in arrays] if copy else arrays
+
+
+@dataclass
+class Batch:
+    """The running sequences' keys and values as the next decode step takes them: per past input one
+    array [rows, heads, columns, head_dim], a row per sequence, and the attention mask saying which columns
+    each row holds (a shorter row has holes, masked out). A step's present outputs are the next step's
+    past as they are, so nothing is copied per step: only when a sequence joins or leaves."""
+
+    layout: KvLayout
+    past: list[np.ndarray]
+    mask: np.ndarray  # [rows, columns] int64: 1 where the row holds a token
+    lengths: np.ndarray  # [rows] int64: tokens each row holds (its next position)
+    borrowed: Signature | None = None  # the run whose outputs `past` is (the executor may reuse them)
+
+    @classmethod
+    def empty(cls, layout: KvLayout) -> Batch:
+        """No rows."""
+        return cls(layout, layout.empty(0), np.zeros((0, 0), np.int64), np.zeros(0, np.int64))
+
+    @property
+    def rows(self) -> int:
+        """Sequences in the batch."""
+        return len(self.lengths)
 
     @property
     def nbytes(self) -> int:
-        """Bytes the cache holds."""
-        return sum(a.nbytes for a in self.arrays)
+        """Bytes the batch's keys and values take."""
+        return sum(a.nbytes for a in self.past)
 
+    def feeds(self, tokens: Sequence[int]) -> dict[str, np.ndarray]:
+        """One decode step: each row's new token at its own position, after every column it holds."""
+        mask = np.concatenate([self.mask, np.ones((self.rows, 1), np.int64)], axis=1)
+        feeds = {"input_ids": np.asarray(tokens, np.int64)[:, None],
+                 "position_ids": self.lengths[:, None].copy(), "attention_mask": mask}
+        feeds.update(zip(_past_names(self.layout), self.past, strict=True))
+        return feeds
 
-def prefill_feeds(layout: KvLayout, prompt: Sequence[int]) -> dict[str, np.ndarray]:
-    """One sequence's prompt with no past."""
-    feeds = {"input_ids": np.asarray([prompt], np.int64),
-             "position_ids": np.arange(len(prompt), dtype=np.int64)[None, :],
-             "attention_mask": np.ones((1, len(prompt)), np.int64)}
-    for name, array in zip(_past_names(layout), layout.empty(), strict=True):
-        feeds[name] = array
-    return feeds
+    def advance(self, feeds: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> None:
+        """After a decode step: its presents are the past (not copied), one more column each."""
+        self.past = presents(self.layout, outputs)
+        self.mask = feeds["attention_mask"]
+        self.lengths = self.lengths + 1
+        self.borrowed = signature(feeds)
 
+    def own(self, before: dict[str, np.ndarray]) -> None:
+        """Copy the past where running these feeds could write into the buffers it is."""
+        if self.borrowed is not None and self.borrowed == signature(before):
+            self.past = [np.array(a) for a in self.past]
+            self.borrowed = None
 
-def decode_feeds(layout: KvLayout, tokens: Sequence[int], caches: Sequence[Cache]) -> dict[str, np.ndarray]:
-    """One decode step for several sequences: each one's past padded on the right to the longest, the
-    padding masked out, each new token at its own position."""
-    lengths = [c.length for c in caches]
-    longest = max(lengths)
-    batch = len(caches)
-    mask = np.zeros((batch, longest + 1), np.int64)
-    for row, length in enumerate(lengths):
-        mask[row, :length] = 1
-    mask[:, longest] = 1
-    feeds = {"input_ids": np.asarray(tokens, np.int64)[:, None],
-             "position_ids": np.asarray(lengths, np.int64)[:, None],
-             "attention_mask": mask}
-    for index, name in enumerate(_past_names(layout)):
-        if batch == 1:  # alone: its cache's filled part as it is, no padding, no copy
-            feeds[name] = caches[0].arrays[index][None, :, :lengths[0]]
-            continue
-        past = np.zeros((batch, layout.heads, longest, layout.head_dim), layout.dtype)
-        for row, cache in enumerate(caches):
-            past[row, :, :cache.length] = cache.arrays[index][:, :cache.length]
-        feeds[name] = past
-    return feeds
+    def join(self, cache: list[np.ndarray]) -> None:
+        """A new last row: a prefilled sequence's cache (per past input [1, heads, length, head_dim])."""
+        length = cache[0].shape[2]
+        if self.rows == 0:
+            self.past, self.borrowed = cache, None
+            self.mask = np.ones((1, length), np.int64)
+            self.lengths = np.array([length], np.int64)
+            return
+        rows, columns = self.rows, max(self.mask.shape[1], length)
+        past = []
+        for old, new in zip(self.past, cache, strict=True):
+            array = np.zeros((rows + 1, *old.shape[1:2], columns, old.shape[3]), old.dtype)
+            array[:rows, :, :old.shape[2]] = old
+            array[rows, :, :length] = new[0]
+            past.append(array)
+        mask = np.zeros((rows + 1, columns), np.int64)
+        mask[:rows, :self.mask.shape[1]] = self.mask
+        mask[rows, :length] = 1
+        self.past, self.mask, self.borrowed = past, mask, None
+        self.lengths = np.append(self.lengths, length)
 
-
-def prefill_cache(layout: KvLayout, outputs: dict[str, np.ndarray], capacity: int) -> Cache:
-    """A cache for `capacity` tokens holding what the prefill computed (copied: the executor reuses
-    its output buffers)."""
-    arrays = []
-    for name in _present_names(layout):
-        present = outputs[name][0]
-        array = np.zeros((layout.heads, max(capacity, present.shape[1]), layout.head_dim), layout.dtype)
-        array[:, :present.shape[1]] = present
-        arrays.append(array)
-    return Cache(arrays, int(outputs[_present_names(layout)[0]].shape[2]))
-
-
-def extend_caches(layout: KvLayout, outputs: dict[str, np.ndarray], caches: Sequence[Cache]) -> None:
-    """After a decode step, write each sequence's new key and value (the last position) into its cache."""
-    for index, name in enumerate(_present_names(layout)):
-        present = outputs[name]
-        for row, cache in enumerate(caches):
-            cache.arrays[index][:, cache.length] = present[row, :, -1]
-    for cache in caches:
-        cache.length += 1
+    def leave(self, rows: Sequence[int]) -> None:
+        """Drop these rows, then the columns no row holds any more (a lone row ends with no holes)."""
+        if not rows:
+            return
+        dropped = set(rows)
+        keep = [r for r in range(self.rows) if r not in dropped]
+        if not keep:
+            empty = Batch.empty(self.layout)
+            self.past, self.mask, self.lengths, self.borrowed = empty.past, empty.mask, empty.lengths, None
+            return
+        mask = self.mask[keep]
+        used = np.flatnonzero(mask.any(axis=0))
+        self.past = [np.ascontiguousarray(a[keep][:, :, used]) for a in self.past]
+        self.mask, self.lengths, self.borrowed = mask[:, used], self.lengths[keep], None
 
 
 def _past_names(layout: KvLayout) -> list[str]:

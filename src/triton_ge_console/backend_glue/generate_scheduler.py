@@ -1,11 +1,15 @@
 """Continuous batching for one generate model instance: sequences join at the next step, leave at once.
 
-Each step: drop the sequences whose client left (their KV cache freed there), admit waiting ones while
-running sequences and reserved KV bytes stay within bounds, prefill each newcomer (its first token), then
-one decode step for every running sequence together. A sequence reserves its whole cache at admission
-(prompt + max_tokens tokens), so a running sequence never runs out; one that could never fit is refused
-when it arrives. No Triton here: a Stream is whatever answers the client (the Python backend's response
-sender inside Triton, a list in tests).
+Each step: admit waiting requests while running sequences and reserved KV bytes stay within bounds;
+prefill newcomers (whole while nothing decodes, else one chunk per step beside the decodes) and send each
+one's first token; then one decode step for every sequence of the batch together, whose caches stay one
+array per past input from step to step. While the model runs, a thread asks the clients whether they left
+(in Triton an IPC round trip per stream, which would otherwise hold the step); a sequence whose client
+left before a step began ends at that step's end (or the next one's, when asking every stream takes
+longer than a step), its token unsent and its KV cache freed. A sequence reserves its whole cache at
+admission (prompt + max_tokens tokens), so a running sequence never runs out; one that could never fit is
+refused when it arrives. No Triton here: a Stream is whatever answers the client (the Python backend's
+response sender inside Triton, a list in tests).
 """
 
 from __future__ import annotations
@@ -20,13 +24,11 @@ from typing import Protocol
 import numpy as np
 
 from triton_ge_console.backend_glue.generate_batch import (
-    Cache,
+    Batch,
     TokenSampling,
-    decode_feeds,
-    extend_caches,
     pick,
-    prefill_cache,
     prefill_feeds,
+    presents,
 )
 from triton_ge_console.repository.demo_decoder import KvLayout
 
@@ -88,6 +90,7 @@ class Limits:
     max_running: int = 8
     max_waiting: int = 256
     kv_cache_bytes: int = 256 << 20
+    prefill_chunk: int = 32  # prompt tokens per step while other sequences decode
 
 
 @dataclass(frozen=True)
@@ -108,12 +111,78 @@ class Sequence:
     arrived: float
     reserved: int
     rng: np.random.Generator
-    cache: Cache | None = None
+    prefilled: int = 0  # prompt tokens already run
+    prefill: list[np.ndarray] | None = None  # their keys and values, until the sequence joins the batch
     generated: int = 0
     last_token: int = 0
     last_time: float = 0.0
     ended: str | None = None
     tokens: list[int] = field(default_factory=list)
+
+
+class CancelWatch:
+    """Asks streams whether their clients left, on a thread of its own while the model runs: in Triton each
+    question is an IPC round trip (50-190 us here), once per stream per step, which would otherwise hold
+    the step. The step never waits for the answers: it takes those ready (a round begun at a step's start
+    is ready at its end unless asking every stream takes longer than a step; then at the next step's end).
+    Without a thread (tests stepping by hand) it asks when the answers are taken."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition()
+        self._asked: list[Stream] | None = None  # the round being asked (None: idle)
+        self._answer: set[Stream] | None = None  # its answer, once every stream was asked
+        self._thread: threading.Thread | None = None
+        self._closing = False
+
+    def start(self) -> None:
+        """Answer on a thread of its own from now on."""
+        self._thread = threading.Thread(target=self._loop, name="ge-generate-cancel", daemon=True)
+        self._thread.start()
+
+    def ask(self, streams: list[Stream]) -> None:
+        """Begin a round over these streams, unless one is still under way (it covers a cancel made
+        before this call)."""
+        with self._ready:
+            if self._asked is None:
+                self._asked, self._answer = list(streams), None
+                self._ready.notify_all()
+
+    def left(self) -> set[Stream]:
+        """The streams whose client left, from the last round if it is done (else nothing yet)."""
+        with self._ready:
+            if self._thread is None:
+                asked, self._asked = self._asked or [], None
+                return _cancelled(asked)
+            if self._answer is None:
+                return set()
+            answer, self._asked, self._answer = self._answer, None, None
+            return answer
+
+    def _loop(self) -> None:
+        """Answer each round as it comes."""
+        while True:
+            with self._ready:
+                while (self._asked is None or self._answer is not None) and not self._closing:
+                    self._ready.wait()
+                if self._closing:
+                    return
+                asked = self._asked
+            answer = _cancelled(asked or [])
+            with self._ready:
+                self._answer = answer
+
+    def close(self) -> None:
+        """Stop the thread."""
+        with self._ready:
+            self._closing = True
+            self._ready.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+
+def _cancelled(streams: list[Stream]) -> set[Stream]:
+    """Those of these streams whose clients left."""
+    return {stream for stream in streams if stream.cancelled()}
 
 
 class Scheduler:
@@ -130,9 +199,12 @@ class Scheduler:
         self._lock = threading.Condition()
         self._waiting: collections.deque[Sequence] = collections.deque()
         self.running: list[Sequence] = []
+        self.batch = Batch.empty(layout)  # the decoding sequences' caches, a row each, in `rows` order
+        self.rows: list[Sequence] = []
         self.reserved = 0  # KV bytes of the running sequences
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self._watch = CancelWatch()
 
     def problem(self, request: GenerateRequest) -> str | None:
         """Why a request can never be served here, or None."""
@@ -177,27 +249,38 @@ class Scheduler:
 
     def step(self) -> bool:
         """One scheduling round; whether any sequence still runs or waits."""
-        self._drop_cancelled()
-        for sequence in self._admit():
-            self._prefill(sequence)
-        decoding = [s for s in self.running if s.ended is None]
-        if decoding:
-            self._decode(decoding)
+        self._admit()
+        with self._lock:
+            queued = [s.stream for s in self._waiting]
+        self._watch.ask([s.stream for s in self.running] + queued)
+        self._prefill_next()
+        self._leave_ended()
+        decoded = list(self.rows)
+        picked = self._decode(decoded) if decoded else []
+        self._drop_cancelled(self._watch.left())
+        for sequence, token in zip(decoded, picked, strict=False):
+            if sequence.ended is None:
+                self._emit(sequence, token)
+        self._leave_ended()
         with self._lock:
             waiting = len(self._waiting)
         self._events.occupancy(len(self.running), waiting, self.reserved)
         return bool(self.running) or waiting > 0
 
-    def _drop_cancelled(self) -> None:
-        """Free at once what a client that cancelled or left held."""
-        for sequence in list(self.running):
-            if sequence.stream.cancelled():
-                sequence.stream.close_cancelled()
-                self._end(sequence, "cancel")
+    def _drop_cancelled(self, left: set[Stream]) -> None:
+        """End the sequences, running or waiting, whose clients left (a waiting one gives up its place)."""
+        if not left:
+            return
+        with self._lock:
+            queued = [s for s in self._waiting if s.stream in left]
+            for sequence in queued:
+                self._waiting.remove(sequence)
+        for sequence in [s for s in self.running if s.stream in left] + queued:
+            sequence.stream.close_cancelled()
+            self._end(sequence, "cancel")
 
-    def _admit(self) -> list[Sequence]:
+    def _admit(self) -> None:
         """Waiting sequences that fit now, first come first served (a large one is not overtaken)."""
-        admitted: list[Sequence] = []
         with self._lock:
             while self._waiting and len(self.running) < self.limits.max_running:
                 head = self._waiting[0]
@@ -206,37 +289,56 @@ class Scheduler:
                 self._waiting.popleft()
                 self.running.append(head)
                 self.reserved += head.reserved
-                admitted.append(head)
-        return admitted
 
-    def _prefill(self, sequence: Sequence) -> None:
-        """The prompt in one run: the sequence's cache and first token."""
-        if sequence.stream.cancelled():
-            sequence.stream.close_cancelled()
-            self._end(sequence, "cancel")
-            return
-        request = sequence.request
+    def _prefill_next(self) -> None:
+        """Prompts into the batch: whole while no sequence decodes (the quickest first tokens; newcomers
+        arriving together all join the first decode step), else one chunk of the earliest newcomer per
+        step, so running sequences wait a chunk, not a whole prompt."""
+        decoding = bool(self.rows)
+        for sequence in [s for s in self.running if s.prefilled < len(s.request.prompt)]:
+            self._prefill(sequence, self.limits.prefill_chunk if decoding else None)
+            if decoding:
+                return
+
+    def _prefill(self, sequence: Sequence, chunk: int | None) -> None:
+        """The prompt's next chunk (or all of it) in one run; after its last, the sequence joins the
+        batch and its first token is sent at once."""
+        prompt = sequence.request.prompt
+        end = len(prompt) if chunk is None else min(len(prompt), sequence.prefilled + chunk)
+        feeds = prefill_feeds(self.layout, prompt[sequence.prefilled:end], sequence.prefill)
+        self.batch.own(feeds)
         try:
-            outputs = self._run(prefill_feeds(self.layout, request.prompt))
+            outputs = self._run(feeds)
         except Exception as exc:  # the executor's own failure types; the client hears why
             self._fail([sequence], f"prefill failed: {exc}")
             return
-        sequence.cache = prefill_cache(self.layout, outputs, len(request.prompt) + request.max_tokens)
-        self._emit(sequence, pick(outputs["logits"][0, -1], request.sampling, sequence.rng))
+        sequence.prefill, sequence.prefilled = presents(self.layout, outputs, copy=True), end
+        if end < len(prompt):
+            return
+        token = pick(outputs["logits"][0, -1], sequence.request.sampling, sequence.rng)
+        cache, sequence.prefill = sequence.prefill, None
+        self.batch.join(cache)
+        self.rows.append(sequence)
+        self._emit(sequence, token)
 
-    def _decode(self, batch: list[Sequence]) -> None:
-        """One token for each running sequence, in one run."""
-        caches = [s.cache for s in batch]
+    def _decode(self, batch: list[Sequence]) -> list[int]:
+        """One token for each sequence of the batch, in one run (sent once the step knows who left)."""
         try:
-            feeds = decode_feeds(self.layout, [s.last_token for s in batch], caches)  # type: ignore[arg-type]
+            feeds = self.batch.feeds([s.last_token for s in batch])
             outputs = self._run(feeds)
-            extend_caches(self.layout, outputs, caches)  # type: ignore[arg-type]
+            self.batch.advance(feeds, outputs)
         except Exception as exc:  # the executor's own failure types; the clients hear why
             self._fail(batch, f"decode step failed: {exc}")
-            return
+            return []
         logits = outputs["logits"]
-        for row, sequence in enumerate(batch):
-            self._emit(sequence, pick(logits[row, -1], sequence.request.sampling, sequence.rng))
+        return [pick(logits[row, -1], s.request.sampling, s.rng) for row, s in enumerate(batch)]
+
+    def _leave_ended(self) -> None:
+        """Ended sequences leave the batch: their rows (their KV cache) freed."""
+        gone = [row for row, s in enumerate(self.rows) if s.ended is not None]
+        if gone:
+            self.batch.leave(gone)
+            self.rows = [s for s in self.rows if s.ended is None]
 
     def _emit(self, sequence: Sequence, token: int) -> None:
         """Stream one token; end the sequence on its stop token, its length, or a client gone."""
@@ -268,7 +370,7 @@ class Scheduler:
         if sequence.ended is not None:
             return
         sequence.ended = reason
-        sequence.cache = None
+        sequence.prefill = None
         if sequence in self.running:
             self.running.remove(sequence)
             self.reserved -= sequence.reserved
@@ -276,6 +378,7 @@ class Scheduler:
 
     def start(self) -> None:
         """Step on a thread of its own whenever there is work."""
+        self._watch.start()
         self._thread = threading.Thread(target=self._loop, name="ge-generate", daemon=True)
         self._thread.start()
 
@@ -299,6 +402,7 @@ class Scheduler:
                 left = list(self.running) + list(self._waiting)
                 self._waiting.clear()
             self._fail(left, f"generation failed: {type(exc).__name__}: {exc}")
+            self._leave_ended()
             self._events.occupancy(len(self.running), 0, self.reserved)
             return False
 
@@ -309,7 +413,9 @@ class Scheduler:
             self._lock.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        self._watch.close()
         with self._lock:
             left = list(self.running) + list(self._waiting)
             self._waiting.clear()
         self._fail(left, message)
+        self._leave_ended()
