@@ -4,7 +4,6 @@ each one's tokens back through its response sender from its own thread (execute 
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import queue
@@ -46,7 +45,9 @@ def _pb_utils() -> Any:
 class Responder:
     """Sends every stream's responses from a thread of its own, in the order given: a response sender's
     send() waits for the server to take the response (an IPC round trip), which would otherwise hold the
-    scheduler's decode step once per running sequence."""
+    scheduler's decode step once per running sequence. A stream's first token goes out at once from the
+    caller's thread instead (nothing of that stream can be queued before it): waking this thread would
+    add its wake-up to the time to first token."""
 
     def __init__(self, pb_utils: Any, model: str) -> None:
         self._pb = pb_utils
@@ -59,16 +60,28 @@ class Responder:
         """Queue one response: ("token", id), ("last", id), ("error", message) or ("cancelled", None)."""
         self._queue.put((stream, kind, value))
 
+    def send_now(self, stream: TritonStream, kind: str, value: Any) -> None:
+        """Send one response from this thread (a stream's first: nothing of it is queued)."""
+        self._deliver(stream, kind, value)
+
     def _loop(self) -> None:
-        """Send until closed; a send that fails marks its stream gone (the scheduler then ends it)."""
+        """Send until closed."""
         while (item := self._queue.get()) is not None:
-            stream, kind, value = item
-            if stream.gone and kind in ("token", "last"):
-                continue
-            try:
+            self._deliver(*item)
+
+    def _deliver(self, stream: TritonStream, kind: str, value: Any) -> None:
+        """Send one response; a send that fails marks its stream gone (the scheduler then ends it)."""
+        if stream.gone and kind in ("token", "last"):
+            return
+        try:
+            if kind == "token":
                 self._send(stream, kind, value)
-            except Exception:  # the Python backend's own error types: the request is gone
-                stream.gone = True
+                return
+            with stream.lock:  # the final response: no cancel question crosses it
+                stream.done = True
+                self._send(stream, kind, value)
+        except Exception:  # the Python backend's own error types: the request is gone
+            stream.gone = True
 
     def _send(self, stream: TritonStream, kind: str, value: Any) -> None:
         """Build and send one response."""
@@ -103,26 +116,37 @@ class TritonStream:
         self.sender = sender
         self.text = text  # the stream's text pieces (decoded on the Responder's thread), with a tokenizer
         self.gone = False  # a send failed: the client is no longer there
+        self.done = False  # its final response went out: Triton deleted its response factory
+        self.lock = threading.Lock()  # a question about cancelling never crosses the final response
+        self.started = False  # its first token is queued or sent
 
     def send(self, token: int, final: bool) -> bool:
-        """Queue one response holding one token id; False once a send has failed (client gone)."""
+        """Queue one response holding one token id (the first sent at once); False once a send has failed
+        (client gone)."""
         if self.gone:
             return False
-        self._responder.put(self, "last" if final else "token", token)
-        return True
+        kind = "last" if final else "token"
+        if self.started:
+            self._responder.put(self, kind, token)
+        else:
+            self.started = True
+            self._responder.send_now(self, kind, token)
+        return not self.gone
 
     def fail(self, message: str) -> None:
         """The final response: an error naming the model."""
         self._responder.put(self, "error", message)
 
     def cancelled(self) -> bool:
-        """Whether Triton marked the request cancelled (the client cancelled, or its stream closed)."""
-        if self.gone:
-            return True
-        try:
-            return bool(self.sender.is_cancelled())
-        except Exception:  # a sender that cannot say is one whose request is gone
-            return True
+        """Whether Triton marked the request cancelled (the client cancelled, or its stream closed); never
+        asked once the final response is out (the backend would look up a response factory it deleted)."""
+        with self.lock:
+            if self.gone or self.done:
+                return self.gone
+            try:
+                return bool(self.sender.is_cancelled())
+            except Exception:  # a sender that cannot say is one whose request is gone
+                return True
 
     def close_cancelled(self) -> None:
         """The final response of a cancelled request."""
@@ -237,14 +261,14 @@ class GenerateModel:
 
     def execute(self, requests: list[Any]) -> None:
         """Queue each request with the scheduler (or refuse it at once); responses follow from its thread."""
-        pb_utils, scheduler = self.pb_utils, self.scheduler
+        scheduler = self.scheduler
         for request in requests:
             codec = self.codec
             stream = TritonStream(self.responder, request.get_response_sender(),
                                   codec.stream() if codec is not None else None)
             try:
-                wanted = generate_protocol.request_from(functools.partial(_input, pb_utils, request),
-                                                        scheduler.limits, codec.encode if codec else None)
+                wanted = generate_protocol.request_from(_inputs(request).get, scheduler.limits,
+                                                        codec.encode if codec else None)
             except ValueError as exc:
                 self._refuse(stream, str(exc))
                 continue
@@ -275,7 +299,7 @@ class GenerateModel:
             executor.close()
 
 
-def _input(pb_utils: Any, request: Any, name: str) -> np.ndarray | None:
-    """One input of the request as numpy, None where the client left it out."""
-    tensor = pb_utils.get_input_tensor_by_name(request, name)
-    return None if tensor is None else tensor.as_numpy()
+def _inputs(request: Any) -> dict[str, np.ndarray]:
+    """The request's inputs as numpy by name, read once (pb_utils.get_input_tensor_by_name lists them
+    all again for each name asked)."""
+    return {tensor.name(): tensor.as_numpy() for tensor in request.inputs()}
