@@ -35,6 +35,8 @@ import onnx
 import platformdirs
 from onnx import TensorProto, helper
 
+from triton_ge_console.sessions.loadgen.rounds import round_order
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 WIDTH = 1024  # FP32 columns per weight row
@@ -222,7 +224,7 @@ def _paired_rounds(work: Path, source: Path, cache: Path, rounds: int) -> dict[s
     runs: dict[str, list[dict[str, Any]]] = {name: [] for pair in PAIRS for name in pair}
     for index in range(rounds):
         for pair in PAIRS:
-            for name in pair if index % 2 == 0 else pair[::-1]:
+            for name in round_order(pair, index):
                 for scratch in SCRATCH.values():  # each step on the same folder: another 3 GiB copy left
                     shutil.rmtree(work / scratch, ignore_errors=True)  # beside it slowed any copy 3-4x here
                 shutil.rmtree(cache / f"cold-{name}", ignore_errors=True)

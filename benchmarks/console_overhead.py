@@ -267,7 +267,7 @@ def statistics_ab(polls: int, rounds: int) -> int:
         names = write_repository(root / "repository", 100)
         with server(dist, root / "repository", root / "backends", names) as (http_url, metrics_url, pid):
             for index in range(rounds):
-                for moved in ((False, True) if index % 2 == 0 else (True, False)):
+                for moved in round_order((False, True), index):
                     measured[moved].append(measure_poll(http_url, metrics_url, pid, polls, moved))
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -44,7 +44,7 @@ import tritonclient.http as httpclient
 from triton_ge_console.backend_glue.distribution import find_distribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.demo_models import demo_bytes
-from triton_ge_console.sessions.loadgen.rounds import Spread
+from triton_ge_console.sessions.loadgen.rounds import Spread, round_order
 from triton_ge_console.sessions.loadgen.run import LoadSpec, run_load_sync
 from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick_ports, server_args
 
@@ -265,8 +265,9 @@ def latencies(session: ort.InferenceSession, ports: Ports, seq: int, requests: i
         for batch in BATCHES:
             count = requests if batch == 1 else max(10, requests // 2)
             ids = token_ids(batch, seq)
-            for path, call in callers(session, ports, ids).items():
-                found[batch][path].append(_p50_p99(timed(call, count)))
+            calls = callers(session, ports, ids)
+            for path in round_order(list(calls), round_index):
+                found[batch][path].append(_p50_p99(timed(calls[path], count)))
             found[batch]["direct_cold"].append(_p50_p99(timed_cold(session, ids, count)))
             for path, model in loadgen_models.items():
                 p50, p99, compute_us, run_us = loadgen_with_compute(ports, model, seq, batch)

@@ -28,6 +28,7 @@ import tritonclient.http as httpclient
 
 from glue_overhead import FLOOR, MODEL, build, note, write_json
 from triton_ge_console.backend_glue.distribution import ALLOCATOR_ENV, TritonDistribution, find_distribution
+from triton_ge_console.sessions.loadgen.rounds import round_order
 from triton_ge_console.sessions.loadgen.run import LoadSpec, run_load_sync
 from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick_ports, server_args
 
@@ -108,7 +109,7 @@ def measure(servers: dict[str, Server], seq: int, rounds: int,
     samples: dict[str, dict[str, list[dict[str, float]]]] = {m: {a: [] for a in ARMS} for m in (MODEL, FLOOR)}
     for round_index in range(rounds):
         for model in (MODEL, FLOOR):
-            for arm in ARMS if round_index % 2 == 0 else reversed(ARMS):
+            for arm in round_order(ARMS, round_index):
                 samples[model][arm].append(one_round(servers[arm], model, seq, concurrency))
         note(f"seq {seq}: round {round_index + 1}/{rounds} done")
     medians = {model: {arm: {key: statistics.median(s[key] for s in runs) for key in runs[0]}

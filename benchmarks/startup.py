@@ -29,7 +29,7 @@ from typing import Any
 
 import psutil
 
-from triton_ge_console.sessions.loadgen.rounds import Spread
+from triton_ge_console.sessions.loadgen.rounds import Spread, round_order
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -122,8 +122,9 @@ def time_help(env: dict[str, str], rounds: int) -> dict[str, Any]:
     """`python -c pass` and `ge-console --help` alternately, each in a fresh process; seconds per run."""
     commands = {"python_pass": [sys.executable, "-c", "pass"], "help": [*CLI, "--help"]}
     runs: dict[str, list[dict[str, Any]]] = {key: [] for key in commands}
-    for _ in range(rounds):
-        for key, command in commands.items():
+    for index in range(rounds):
+        for key in round_order(list(commands), index):
+            command = commands[key]
             started = time.perf_counter()
             done = subprocess.run(command, env=env, capture_output=True, timeout=60, check=False)
             seconds = time.perf_counter() - started
