@@ -12,7 +12,7 @@ from triton_ge_console.backend_glue.generate_batch import TokenSampling, kv_layo
 from triton_ge_console.backend_glue.generate_protocol import request_from
 from triton_ge_console.backend_glue.generate_scheduler import GenerateRequest, Limits, Scheduler
 from triton_ge_console.backend_glue.onnx_executor import OnnxRuntimeExecutor
-from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, direct_greedy
+from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, direct_greedy, step_feeds
 from triton_ge_console.repository.demo_models import demo_bytes
 
 
@@ -63,6 +63,19 @@ def test_layout_is_read_from_the_executor(executor: OnnxRuntimeExecutor) -> None
     """The cache layout comes from the model's own past inputs."""
     assert kv_layout(executor.inputs, executor.outputs) == DEMO_LAYOUT
     assert DEMO_LAYOUT.bytes_per_token == 2 * 2 * 4 * 16 * 4
+
+
+def test_a_fresh_run_answers_like_a_bound_one_and_its_outputs_stay_the_callers(
+        executor: OnnxRuntimeExecutor) -> None:
+    """The generate model's plain runs (decode shapes rarely repeat) give what the buffered runs give,
+    and a later run of the same shapes leaves an earlier run's outputs as they were."""
+    feeds = [step_feeds(DEMO_LAYOUT, list(_prompt(4, seed)), DEMO_LAYOUT.empty()) for seed in (1, 2)]
+    first = executor.run_fresh(feeds[0])
+    kept = first["logits"].copy()
+    second = executor.run_fresh(feeds[1])
+    np.testing.assert_array_equal(first["logits"], kept)
+    assert not np.array_equal(first["logits"], second["logits"])
+    np.testing.assert_allclose(executor.run(feeds[1])[0]["logits"], second["logits"], rtol=1e-6)
 
 
 def test_sequences_joining_at_different_steps_equal_the_direct_loop(executor: OnnxRuntimeExecutor) -> None:

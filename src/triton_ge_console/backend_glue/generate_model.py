@@ -14,13 +14,14 @@ from typing import Any
 import numpy as np
 
 from triton_ge_console.backend_glue import generate_protocol
-from triton_ge_console.backend_glue.executor import Executor
+from triton_ge_console.backend_glue.executor import Executor, RunStats
 from triton_ge_console.backend_glue.generate_batch import LayoutError, kv_layout, vocab_size
 from triton_ge_console.backend_glue.generate_metrics import GenerateMetrics
 from triton_ge_console.backend_glue.generate_scheduler import Events, NoEvents, Scheduler
 from triton_ge_console.backend_glue.generate_text import TextCodec, TextStream
 from triton_ge_console.backend_glue.ledger import DeviceLedger
 from triton_ge_console.backend_glue.loading import open_executor
+from triton_ge_console.backend_glue.onnx_executor import OnnxRuntimeExecutor
 from triton_ge_console.backend_glue.settings import (
     GlueConfigError,
     GlueSettings,
@@ -252,9 +253,13 @@ class GenerateModel:
             return None
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """One execution (a prefill or a decode step), accounted like any `ge` execution."""
+        """One execution (a prefill or a decode step), accounted like any `ge` execution; on ONNX Runtime a
+        plain run (the past grows every step: output buffers kept per input shapes would never be reused)."""
         started = time.perf_counter()
-        outputs, stats = self.executor.run(feeds)
+        if isinstance(self.executor, OnnxRuntimeExecutor):
+            outputs, stats = self.executor.run_fresh(feeds), RunStats()
+        else:
+            outputs, stats = self.executor.run(feeds)
         if self.telemetry is not None:
             self.telemetry.executed(time.perf_counter() - started, int(feeds["input_ids"].shape[0]), stats)
         return outputs
