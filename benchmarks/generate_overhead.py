@@ -33,14 +33,17 @@ import tempfile
 import textwrap
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnxruntime as ort
 
-from triton_ge_console.backend_glue.distribution import find_distribution
+from triton_ge_console.backend_glue.distribution import ALLOCATOR_ENV, ALLOCATOR_OPT_OUT, find_distribution
+from triton_ge_console.backend_glue.generate_scheduler import GenerateRequest, Limits, Scheduler
 from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.backend_glue.onnx_executor import OnnxRuntimeExecutor
 from triton_ge_console.repository.build import build_repository
 from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, step_feeds
 from triton_ge_console.repository.demo_models import demo_bytes
@@ -52,6 +55,7 @@ from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick
 RESULTS = Path(__file__).resolve().parent / "results"
 MODEL, FLOOR = "llama_generate", "floor_stream"
 GLUE = "triton_ge"  # the glue of this checkout; --compare adds others
+SCHEDULER = "scheduler"  # this checkout's scheduler and executor in-process: the glue without Triton
 SPEC = """
 models:
   - name: llama_generate
@@ -150,6 +154,14 @@ def prompt(length: int, seed: int) -> tuple[int, ...]:
     return tuple(int(t) for t in np.random.default_rng(seed).integers(0, 32000, length))
 
 
+@dataclass(frozen=True)
+class Local:
+    """What runs in this process: ONNX Runtime for the direct loop, the glue's executor for its scheduler."""
+
+    session: ort.InferenceSession
+    executor: OnnxRuntimeExecutor
+
+
 def direct_loop(session: ort.InferenceSession, ids: tuple[int, ...], output: int) -> StreamResult:
     """The direct greedy loop, timed like a stream: its first token after the prefill, then each step."""
     names = [o.name for o in session.get_outputs()]
@@ -163,6 +175,73 @@ def direct_loop(session: ort.InferenceSession, ids: tuple[int, ...], output: int
         past = [outputs[n] for layer in DEMO_LAYOUT.names() for n in layer[2:]]
         feed = [token]
     return result
+
+
+def direct_batch(session: ort.InferenceSession, prompts: list[tuple[int, ...]],
+                 output: int) -> list[StreamResult]:
+    """The direct loop for several prompts of one length at once: each prefilled alone, then one batched
+    decode step for all (no padding needed): the model's own ceiling for concurrent streams here."""
+    names = [o.name for o in session.get_outputs()]
+    results = [StreamResult(sent=time.perf_counter()) for _ in prompts]
+    pasts, tokens = [], []
+    for ids, result in zip(prompts, results, strict=True):
+        outputs = dict(zip(names, session.run(None, step_feeds(DEMO_LAYOUT, list(ids), DEMO_LAYOUT.empty())),
+                           strict=True))
+        tokens.append(int(np.argmax(outputs["logits"][0, -1])))
+        result.tokens.append(tokens[-1])
+        result.arrivals.append(time.perf_counter())
+        pasts.append([outputs[n] for layer in DEMO_LAYOUT.names() for n in layer[2:]])
+    past = [np.concatenate(arrays, axis=0) for arrays in zip(*pasts, strict=True)]
+    length, rows = len(prompts[0]), len(prompts)
+    while len(results[0].tokens) < output:
+        feeds = {"input_ids": np.asarray(tokens, np.int64)[:, None],
+                 "position_ids": np.full((rows, 1), length, np.int64),
+                 "attention_mask": np.ones((rows, length + 1), np.int64)}
+        feeds.update(zip([n for layer in DEMO_LAYOUT.names() for n in layer[:2]], past, strict=True))
+        outputs = dict(zip(names, session.run(None, feeds), strict=True))
+        tokens = [int(t) for t in np.argmax(outputs["logits"][:, -1], axis=-1)]
+        now = time.perf_counter()
+        for token, result in zip(tokens, results, strict=True):
+            result.tokens.append(token)
+            result.arrivals.append(now)
+        past = [outputs[n] for layer in DEMO_LAYOUT.names() for n in layer[2:]]
+        length += 1
+    return results
+
+
+class _Collected:
+    """A scheduler Stream that keeps each token's arrival (the glue's own cost, no Triton)."""
+
+    def __init__(self) -> None:
+        self.result = StreamResult(sent=time.perf_counter())
+
+    def send(self, token: int, final: bool) -> bool:
+        self.result.tokens.append(token)
+        self.result.arrivals.append(time.perf_counter())
+        return True
+
+    def fail(self, message: str) -> None:
+        raise RuntimeError(message)
+
+    def cancelled(self) -> bool:
+        return False
+
+    def close_cancelled(self) -> None:
+        """Never cancelled."""
+
+
+def in_process(executor: OnnxRuntimeExecutor, prompts: list[tuple[int, ...]],
+               output: int) -> list[StreamResult]:
+    """The glue's scheduler and executor stepped on this thread, its streams lists: the glue without
+    Triton (no IPC, no sender or cancel threads)."""
+    scheduler = Scheduler(lambda feeds: executor.run(feeds)[0], DEMO_LAYOUT,
+                          Limits(max_tokens=output, max_running=len(prompts), kv_cache_bytes=512 << 20))
+    streams = [_Collected() for _ in prompts]
+    for stream, ids in zip(streams, prompts, strict=True):
+        scheduler.submit(stream, GenerateRequest(ids, output))
+    while scheduler.step():
+        pass
+    return [stream.result for stream in streams]
 
 
 def streamed(streamer: GrpcStreamer, ids: tuple[int, ...], output: int) -> StreamResult:
@@ -181,12 +260,13 @@ def open_streams(ports: Ports, model: str, count: int) -> list[GrpcStreamer]:
     return streamers
 
 
-def one_round(index: int, session: ort.InferenceSession, servers: dict[str, Ports], args: argparse.Namespace,
+def one_round(index: int, local: Local, servers: dict[str, Ports], args: argparse.Namespace,
               per_round: int) -> dict[str, dict[str, float]]:
     """Each variant's median TTFT, ITL and tokens/s over `per_round` generations, in this round's order."""
     glues = {name: open_streams(ports, MODEL, 1)[0] for name, ports in servers.items()}
     (floor,) = open_streams(servers[GLUE], FLOOR, 1)
-    variants: dict[str, Any] = {"direct": lambda ids: direct_loop(session, ids, args.output),
+    variants: dict[str, Any] = {"direct": lambda ids: direct_loop(local.session, ids, args.output),
+                                SCHEDULER: lambda ids: in_process(local.executor, [ids], args.output)[0],
                                 "floor": lambda ids: streamed(floor, ids, args.output)}
     for name, glue in glues.items():
         variants[name] = lambda ids, glue=glue: streamed(glue, ids, args.output)
@@ -203,32 +283,37 @@ def one_round(index: int, session: ort.InferenceSession, servers: dict[str, Port
     return found
 
 
-def concurrent(servers: dict[str, Ports], args: argparse.Namespace) -> dict[str, Any]:
-    """`--streams` generations at once beside one alone, for each glue and the floor: aggregate tokens/s
-    and each stream's ITL p99."""
-    def run(ports: Ports, model: str, count: int) -> tuple[float, list[StreamResult]]:
-        results: list[StreamResult] = []
-        streamers = open_streams(ports, model, count)
-        threads = [threading.Thread(target=lambda s=s, i=i: results.append(
-            streamed(s, prompt(args.prompt, 90_000 + i), args.output))) for i, s in enumerate(streamers)]
-        started = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        rate = sum(len(r.tokens) for r in results) / (time.perf_counter() - started)
-        for streamer in streamers:
-            streamer.close()
-        return rate, results
+def concurrent(local: Local, servers: dict[str, Ports], args: argparse.Namespace) -> dict[str, Any]:
+    """`--streams` generations at once beside one alone, for each glue, the floor, the direct loop (each
+    prompt prefilled alone, then batched decode steps) and the glue's scheduler in-process: aggregate
+    tokens/s and each stream's ITL p99."""
+    def over_grpc(ports: Ports, model: str) -> Any:
+        def run(prompts: list[tuple[int, ...]]) -> list[StreamResult]:
+            results: list[StreamResult] = []
+            streamers = open_streams(ports, model, len(prompts))
+            threads = [threading.Thread(target=lambda s=s, ids=ids: results.append(
+                streamed(s, ids, args.output))) for s, ids in zip(streamers, prompts, strict=True)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            for streamer in streamers:
+                streamer.close()
+            return results
+        return run
 
-    targets = {name: (ports, MODEL) for name, ports in servers.items()}
-    targets["floor"] = (servers[GLUE], FLOOR)
+    targets: dict[str, Any] = {name: over_grpc(ports, MODEL) for name, ports in servers.items()}
+    targets["floor"] = over_grpc(servers[GLUE], FLOOR)
+    targets["direct"] = lambda prompts: direct_batch(local.session, prompts, args.output)
+    targets[SCHEDULER] = lambda prompts: in_process(local.executor, prompts, args.output)
     found: dict[str, dict[str, list[Any]]] = {
         name: {"one_stream_tokens_per_s": [], "streams_tokens_per_s": [], "itl_p99_ms_per_stream": []}
         for name in targets}
     for index in range(args.rounds):
         for name, count in round_order([(n, c) for n in targets for c in (1, args.streams)], index):
-            rate, results = run(*targets[name], count)
+            results = targets[name]([prompt(args.prompt, 90_000 + i) for i in range(count)])
+            elapsed = max(r.arrivals[-1] for r in results) - min(r.sent for r in results)
+            rate = sum(len(r.tokens) for r in results) / elapsed
             figures = found[name]
             if count == 1:
                 figures["one_stream_tokens_per_s"].append(rate)
@@ -239,7 +324,10 @@ def concurrent(servers: dict[str, Ports], args: argparse.Namespace) -> dict[str,
     for figures in found.values():
         figures["ratio"] = [m / o for m, o in zip(figures["streams_tokens_per_s"],
                                                   figures["one_stream_tokens_per_s"], strict=True)]
-    return {**found[GLUE], "by_server": found}
+    bound = [1 / (1 / d + 1 / f) / o for d, f, o in zip(found["direct"]["streams_tokens_per_s"],
+                                                         found["floor"]["streams_tokens_per_s"],
+                                                         found[GLUE]["one_stream_tokens_per_s"], strict=True)]
+    return {**found[GLUE], "by_server": found, "bound_ratio": bound}
 
 
 def spread(values: list[float]) -> dict[str, float]:
@@ -252,7 +340,7 @@ def summarize(rounds: list[dict[str, dict[str, float]]]) -> dict[str, Any]:
     per_variant = {name: {figure: spread([r[name][figure] for r in rounds])
                           for figure in ("ttft_ms", "itl_ms", "tokens_per_s")} for name in rounds[0]}
     figures: dict[str, Any] = {"variants": per_variant}
-    for glue in (n for n in rounds[0] if n not in ("direct", "floor")):
+    for glue in (n for n in rounds[0] if n not in ("direct", "floor", SCHEDULER)):
         itl_added = [r[glue]["itl_ms"] - r["direct"]["itl_ms"] - r["floor"]["itl_ms"] for r in rounds]
         ttft_added = [r[glue]["ttft_ms"] - r["direct"]["ttft_ms"] - r["floor"]["ttft_ms"] for r in rounds]
         ratio = [r[glue]["tokens_per_s"] / r["direct"]["tokens_per_s"] for r in rounds]
@@ -260,6 +348,9 @@ def summarize(rounds: list[dict[str, dict[str, float]]]) -> dict[str, Any]:
         figures.update({f"{prefix}itl_beyond_direct_and_floor_ms": spread(itl_added),
                         f"{prefix}ttft_beyond_direct_and_floor_ms": spread(ttft_added),
                         f"{prefix}tokens_per_s_ratio": spread(ratio)})
+    for figure in ("itl_ms", "ttft_ms"):  # the glue's own cost, no Triton
+        figures[f"{SCHEDULER}_{figure}_beyond_direct"] = spread(
+            [r[SCHEDULER][figure] - r["direct"][figure] for r in rounds])
     return figures
 
 
@@ -274,7 +365,7 @@ def print_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:
     for name, values in figures["variants"].items():
         print(f"| {name} | {_cell(values['ttft_ms'])} | {_cell(values['itl_ms'])} | "
               f"{_cell(values['tokens_per_s'], 0)} |")
-    glues = [n for n in figures["variants"] if n not in ("direct", "floor")]
+    glues = [n for n in figures["variants"] if n not in ("direct", "floor", SCHEDULER)]
     print(f"\n| figure | {' | '.join(glues)} | target |\n|---|{'---|' * len(glues)}---|")
     rows = (("itl_beyond_direct_and_floor_ms", "ITL through Triton − direct step − floor interval (ms)", 3,
              "≤ 0.1"),
@@ -284,6 +375,9 @@ def print_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:
     for key, label, digits, target in rows:
         cells = [_cell(figures[key if g == GLUE else f"{g}_{key}"], digits) for g in glues]
         print(f"| {label} | {' | '.join(cells)} | {target} |")
+    print(f"\n| the glue without Triton ({SCHEDULER} in-process) − direct | ms |\n|---|---|")
+    print(f"| ITL | {_cell(figures[f'{SCHEDULER}_itl_ms_beyond_direct'])} |")
+    print(f"| TTFT | {_cell(figures[f'{SCHEDULER}_ttft_ms_beyond_direct'])} |")
     servers = figures["concurrent"]["by_server"]
     print(f"\n### {args.streams} concurrent streams vs one\n")
     print(f"| figure | {' | '.join(servers)} | target |\n|---|{'---|' * len(servers)}---|")
@@ -294,6 +388,10 @@ def print_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:
     row(f"{args.streams} streams tokens/s", lambda f: _cell(spread(f["streams_tokens_per_s"]), 0))
     row("worst stream's ITL p99 (ms)",
         lambda f: _cell(spread([max(p99) for p99 in f["itl_p99_ms_per_stream"]]), 2))
+    bound = figures["concurrent"]["bound_ratio"]
+    print(f"\nThe glue's {args.streams} streams pay the model's batched steps and Triton's streaming on the "
+          f"same 2 cores; were both CPU-bound with no overlap, 1 / (1 / direct's + 1 / floor's "
+          f"{args.streams}-stream tokens/s) ÷ the glue's one stream, per round: {_cell(spread(bound), 2)}×.")
 
 
 def compared(options: list[str]) -> list[tuple[str, Path]]:
@@ -322,14 +420,26 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def same_allocator() -> None:
+    """Run again under the allocator settings the server gets, so the in-process loops allocate as the
+    glue does (glibc's mmap threshold otherwise differs for the prefill's 16 MB of logits)."""
+    missing = {name: value for name, value in ALLOCATOR_ENV.items() if name not in os.environ}
+    if missing and os.environ.get(ALLOCATOR_OPT_OUT) != "glibc":
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **missing})
+
+
 def main() -> int:
     """Run everything, print the tables, write the JSON."""
     args = parse_args()
+    same_allocator()
     root = Path(tempfile.mkdtemp(prefix="ge-generate-bench-"))
     repo, backends = build(root, args.output, args.streams)
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
-    session = ort.InferenceSession(demo_bytes("demo:llama_kv"), options, providers=["CPUExecutionProvider"])
+    onnx_path = root / "llama_kv.onnx"
+    onnx_path.write_bytes(demo_bytes("demo:llama_kv"))
+    local = Local(ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"]),
+                  OnnxRuntimeExecutor(onnx_path, intra_op_threads=1))
     note(f"starting tritonserver (logs in {root})")
     processes, servers = [], {}
     try:
@@ -343,9 +453,9 @@ def main() -> int:
         rounds = []
         for index in range(args.rounds):
             note(f"round {index + 1} of {args.rounds}")
-            rounds.append(one_round(index, session, servers, args, args.per_round))
+            rounds.append(one_round(index, local, servers, args, args.per_round))
         figures = summarize(rounds)
-        figures["concurrent"] = concurrent(servers, args)
+        figures["concurrent"] = concurrent(local, servers, args)
     finally:
         for process in processes:
             process.stop()
