@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable
 from typing import TypeVar
 
+from triton_ge_console.display import printable
+
 # What `set_defaults(func=...)` holds: the verb's handler, returning the exit code.
 Handler = Callable[[argparse.Namespace], int]
 T = TypeVar("T")
@@ -63,6 +65,11 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
     return value
+
+
+def error_line(message: str) -> None:
+    """The one way a verb reports an error: one line on stderr (the exit code is the handler's)."""
+    print(f"ge-console: error: {printable(message)}", file=sys.stderr)
 
 
 def help_when_bare(parser: argparse.ArgumentParser) -> None:

@@ -4,8 +4,8 @@ The convention, the same in every area: a `<topic>_cli.py` module has `register(
 verbs and sets `func=` to a handler of that same module; this module lists every `register`. At its top a
 *_cli module imports only the standard library, `arg_types` and what the parser itself needs (choices,
 defaults); anything else (onnx, tritonclient, the UI, a `handlers` module) is imported inside the handler
-that needs it, so `ge-console --help` stays fast (session_cli's `_later(lambda h: h.run_up)` does that for
-the handlers in sessions/handlers.py).
+that needs it, so `ge-console --help` stays fast. A handler raises a user error (bad input, a session not
+found, a server that refused) and `_run` reports it, one line and exit code 1, for every verb.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import os
 import sys
 from collections.abc import Sequence
 
-from triton_ge_console.arg_types import Handler
+from triton_ge_console.arg_types import Handler, error_line
 from triton_ge_console.backend_glue import backend_cli
 from triton_ge_console.console import console_cli
-from triton_ge_console.display import printable
 from triton_ge_console.fleet import fleet_cli, k8s_cli
 from triton_ge_console.repository import build_cli, check_cli
 from triton_ge_console.sessions import session_cli
+from triton_ge_console.sessions.act import act_cli
 from triton_ge_console.sessions.loadgen import bench_cli
 from triton_ge_console.sessions.observe import grafana_cli
 from triton_ge_console.sessions.observe.telemetry import devices_cli
@@ -31,7 +31,8 @@ REGISTRATIONS = (
     build_cli.register,  # init, build
     check_cli.register,  # validate, convert
     backend_cli.register,  # backend install
-    session_cli.register,  # up, down, restart, attach, ls, status, load, unload, reload, watch
+    session_cli.register,  # up, down, restart, attach, ls, status
+    act_cli.register,  # load, unload, reload, watch
     fleet_cli.register,  # their fleet options: status --all, reload --fleet, attach k8s:...
     devices_cli.register,  # devices
     bench_cli.register,  # bench
@@ -95,8 +96,7 @@ def _run(arguments: list[str]) -> int:
     except Exception as exc:
         if not isinstance(exc, _user_errors()):
             raise  # a bug: its traceback
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        print(f"ge-console: error: {printable(message)}", file=sys.stderr)
+        error_line(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         return 1
 
 

@@ -84,6 +84,6 @@ def run_rolling_reload(args: argparse.Namespace) -> int:
 def run_k8s_attach(args: argparse.Namespace) -> int:
     """`attach k8s:NAMESPACE/SELECTOR`: list (--once) or follow the target's pods."""
     from triton_ge_console.fleet.k8s_attach import run_k8s_attach as run
-    from triton_ge_console.sessions.handlers import token_given
+    from triton_ge_console.sessions.session_cli import token_given
 
     return run(args, token_given(args))

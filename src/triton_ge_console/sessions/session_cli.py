@@ -1,18 +1,25 @@
-"""`ge-console up | down | restart | attach | ls | status | load | unload | reload | watch`.
+"""`ge-console up | down | restart | attach | ls | status`: a session's life.
 
-Only the arguments live here; `handlers.py` (tritonclient, the builder, watchfiles) is imported when a
-session command actually runs, so `ge-console --help` and the other areas' commands start quickly.
+Only the arguments are declared at import; each handler imports the work (tritonclient, the builder, psutil)
+when its verb runs, so `ge-console --help` and the other areas' commands start quickly. A user error is raised
+and reported once, by cli.py. The model verbs (load, unload, reload, watch) are in act/act_cli.py.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import json
+import os
+import time
 from pathlib import Path
-from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from triton_ge_console.arg_types import Handler, port_number, seconds
+from triton_ge_console.arg_types import error_line, port_number, seconds
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
+
+if TYPE_CHECKING:
+    from triton_ge_console.sessions.lifecycle import StopResult
+    from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 
 UP_EPILOG = """\
 exposing a server (--listen other than loopback):
@@ -46,20 +53,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=TOKEN_HEADER,
         help=f"header its restricted APIs check (default: {TOKEN_HEADER})",
     )
-    attach_parser.set_defaults(func=_later(lambda h: h.run_attach))
+    attach_parser.set_defaults(func=run_attach)
     ls_parser = subparsers.add_parser("ls", help="list sessions")
     ls_parser.add_argument("--json", action="store_true", help="machine-readable output")
     ls_parser.add_argument("--running", action="store_true", help="only sessions that are starting or ready")
-    ls_parser.set_defaults(func=_later(lambda h: h.run_ls))
+    ls_parser.set_defaults(func=run_ls)
     status_parser = subparsers.add_parser("status", help="a session's state, endpoints and models")
     _add_session_arguments(status_parser)
     status_parser.add_argument("--json", action="store_true", help="machine-readable output")
-    status_parser.set_defaults(func=_later(lambda h: h.run_status))
-    _add_model_commands(subparsers)
-    watch_parser = subparsers.add_parser("watch", help="rebuild and reload on every save of SPEC")
-    watch_parser.add_argument("spec", metavar="SPEC", type=Path, help="the spec a session was started from")
-    watch_parser.add_argument("--session", "-s", metavar="NAME", help="session (default: the one from SPEC)")
-    watch_parser.set_defaults(func=_later(lambda h: h.run_watch))
+    status_parser.set_defaults(func=run_status)
 
 
 def _add_up(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -98,7 +100,7 @@ def _add_up(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[typ
     parser.add_argument(
         "--timeout", type=seconds, default=180.0, help="seconds to wait for READY (default 180)"
     )
-    parser.set_defaults(func=_later(lambda h: h.run_up))
+    parser.set_defaults(func=run_up)
 
 
 def _add_down(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -111,30 +113,11 @@ def _add_down(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[t
         action="store_true",
         help="also remove it from the session list (without NAME: every stopped or dead session too)",
     )
-    parser.set_defaults(func=_later(lambda h: h.run_down))
+    parser.set_defaults(func=run_down)
     restart_parser = subparsers.add_parser("restart", help="stop and start a session again, same ports")
     _add_session_arguments(restart_parser)
     restart_parser.add_argument("--timeout", type=seconds, default=180.0, help="seconds to wait for READY")
-    restart_parser.set_defaults(func=_later(lambda h: h.run_restart))
-
-
-def _add_model_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """`load`, `unload`, `reload`."""
-    for action in ("load", "unload", "reload"):
-        parser = subparsers.add_parser(action, help=f"{action} a model in a session")
-        parser.add_argument("model", nargs="?" if action == "reload" else None, metavar="MODEL")
-        parser.add_argument("--session", "-s", metavar="NAME", help="session (default: the only one running)")
-        if action != "unload":
-            parser.add_argument(
-                "--config", metavar="JSON", help="config override (reload: merged over the running config)"
-            )
-        if action == "reload":
-            parser.add_argument(
-                "--changed",
-                action="store_true",
-                help="reload every model whose files changed (spec sessions: rebuild first)",
-            )
-        parser.set_defaults(func=_later(lambda h: h.run_model_command), action=action)
+    restart_parser.set_defaults(func=run_restart)
 
 
 def _add_session_arguments(parser: argparse.ArgumentParser) -> None:
@@ -152,12 +135,216 @@ def _add_token_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _later(pick: Callable[[ModuleType], Handler]) -> Handler:
-    """A verb's handler from handlers.py (`pick` names it), imported only when the verb runs."""
+def token_given(args: argparse.Namespace) -> str | None:
+    """The token given on the command line or through an environment variable."""
+    if getattr(args, "token_env", None):
+        value = os.environ.get(args.token_env)
+        if not value:
+            raise ValueError(f"--token-env {args.token_env}: the variable is not set")
+        return value
+    token: str | None = getattr(args, "token", None)
+    return token
 
-    def run(args: argparse.Namespace) -> int:
-        from triton_ge_console.sessions import handlers
 
-        return pick(handlers)(args)
+def run_up(args: argparse.Namespace) -> int:
+    """Start a session and print where it answers."""
+    from triton_ge_console.repository.progress import Feed, TerminalProgress
+    from triton_ge_console.sessions.act.act_cli import notify
+    from triton_ge_console.sessions.launcher import LaunchOptions, launch
+    from triton_ge_console.sessions.server.registry import Registry
 
-    return run
+    options = LaunchOptions(
+        source=args.source,
+        name=args.name,
+        tritonserver=args.tritonserver,
+        listen=args.listen,
+        token=token_given(args),
+        public_health=args.public_health,
+        http_port=args.http_port,
+        grpc_port=args.grpc_port,
+        metrics_port=args.metrics_port,
+        models=tuple(args.model),
+        timeout=args.timeout,
+    )
+    terminal = TerminalProgress()
+    try:
+        record = launch(options, Registry(), notify=Feed(notify, terminal, terminal.elapsed))
+    finally:
+        terminal.close()
+    print(
+        f"session '{record.name}' ready: http {record.http_url}  grpc {record.grpc_url}  "
+        f"metrics {record.metrics_url}"
+    )
+    print(f"models: {', '.join(record.models)}; log: {record.log_path}")
+    return 0
+
+
+def run_down(args: argparse.Namespace) -> int:
+    """Stop (or detach) a session; `--forget` without a name also forgets every stopped or dead session."""
+    from triton_ge_console.sessions.lifecycle import down, down_unreadable
+    from triton_ge_console.sessions.server.registry import Registry, RegistryError
+
+    registry = Registry()
+    name = _named(args)
+    if name is not None:
+        try:
+            record = registry.load(name)
+        except RegistryError as exc:  # a corrupt file must not keep a running server from being stopped
+            message, done = down_unreadable(name, registry, exc, timeout=args.timeout, forget=args.forget)
+            print(message)
+            return 0 if done else 1
+        return _print_down(down(record, registry, timeout=args.timeout, forget=args.forget))
+    if args.forget:
+        return _forget_stopped(registry, args.timeout)
+    return _print_down(down(registry.resolve(None), registry, timeout=args.timeout))
+
+
+def _print_down(result: StopResult) -> int:
+    """What `down` did, one line; 1 when ports stayed busy."""
+    print(result.message + (f" (exit code {result.exit_code})" if result.exit_code not in (None, 0) else ""))
+    return 0 if result.ports_freed else 1
+
+
+def _forget_stopped(registry: Registry, timeout: float) -> int:
+    """`down --forget` without NAME: the only running session stopped and forgotten, and every stopped one."""
+    from triton_ge_console.sessions.lifecycle import down
+    from triton_ge_console.sessions.server.registry import READY, STARTING, effective_state
+
+    records, errors = registry.scan()
+    running = [r for r in records if effective_state(r) in (STARTING, READY)]
+    codes = [0]
+    if len(running) == 1:
+        codes.append(_print_down(down(running[0], registry, timeout=timeout, forget=True)))
+    for record in records:
+        if record not in running:
+            codes.append(_print_down(down(record, registry, timeout=timeout, forget=True)))
+    if len(running) > 1:  # which one to stop is the user's call: none is, and the command did not do it all
+        names = ", ".join(r.name for r in running)
+        error_line(f"{len(running)} sessions still run ({names}) and were left running: "
+               f"ge-console down NAME --forget stops and forgets one")
+        codes.append(1)
+    for error in errors:
+        error_line(f"{error} (ge-console down NAME --forget removes it)")
+        codes.append(1)
+    if len(codes) == 1 and not running:
+        print("no sessions")
+    return max(codes)
+
+
+def _named(args: argparse.Namespace) -> str | None:
+    """The session named positionally or with -s/--session."""
+    name: str | None = getattr(args, "name", None) or getattr(args, "session", None)
+    return name
+
+
+def run_restart(args: argparse.Namespace) -> int:
+    """Stop and start a session again."""
+    from triton_ge_console.sessions.act.act_cli import notify
+    from triton_ge_console.sessions.lifecycle import restart
+    from triton_ge_console.sessions.server.registry import Registry
+
+    registry = Registry()
+    record = restart(registry.resolve(_named(args)), registry, notify=notify, timeout=args.timeout)
+    print(f"session '{record.name}' ready again: http {record.http_url}")
+    return 0
+
+
+def run_attach(args: argparse.Namespace) -> int:
+    """Register a server we did not start."""
+    from triton_ge_console.sessions.lifecycle import attach
+    from triton_ge_console.sessions.server.registry import Registry
+
+    if not args.name:
+        error_line("attach URL needs --name")
+        return 2
+    record = attach(
+        args.url,
+        args.name,
+        Registry(),
+        metrics_url=args.metrics_url,
+        grpc_url=args.grpc_url,
+        token=token_given(args),
+        token_header=args.token_header,
+    )
+    print(
+        f"attached '{record.name}' to {record.http_url} (models: {', '.join(record.models) or 'none loaded'})"
+    )
+    return 0
+
+
+def run_ls(args: argparse.Namespace) -> int:
+    """List sessions; corrupt session files are reported, the rest still listed."""
+    from triton_ge_console.sessions.server.registry import READY, STARTING, Registry
+
+    records, errors = Registry().scan()
+    for error in errors:
+        error_line(str(error))
+    rows = [_ls_row(record) for record in records]
+    if args.running:
+        rows = [row for row in rows if row["state"] in (STARTING, READY)]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        print(f"no {'running ' if args.running else ''}sessions (start one with: ge-console up SPEC)")
+    else:
+        print(f"{'NAME':<20} {'STATE':<9} {'PID':>8}  {'HTTP':<28} MODELS")
+        for row in rows:
+            print(
+                f"{row['name']:<20} {row['state']:<9} {row['pid'] or '-':>8}  {row['http_url']:<28} "
+                f"{', '.join(row['models'])}"
+            )
+    return 1 if errors else 0
+
+
+def _ls_row(record: SessionRecord) -> dict[str, Any]:
+    """One session for `ls`."""
+    from triton_ge_console.sessions.lifecycle import listed_state
+
+    state = listed_state(record)
+    return {
+        "name": record.name,
+        "state": state,
+        "pid": record.pid,
+        "http_url": record.http_url,
+        "attached": record.attached,
+        "models": list(record.models),
+    }
+
+
+def run_status(args: argparse.Namespace) -> int:
+    """Print one session's state and models (exit code 1 when it is dead)."""
+    from triton_ge_console.sessions.lifecycle import session_status
+    from triton_ge_console.sessions.server.registry import DEAD, Registry
+
+    status = session_status(Registry().resolve(_named(args)))
+    data = status.to_dict()
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        _print_status(data)
+    return 1 if status.state == DEAD else 0
+
+
+def _print_status(data: dict[str, Any]) -> None:
+    """Human-readable status."""
+    from triton_ge_console.display import generation_line
+
+    kind = " (attached)" if data["attached"] else ""
+    print(f"session {data['name']}{kind}: {data['state']}  pid {data['pid'] or '-'}")
+    print(f"  http {data['http_url']}  grpc {data['grpc_url'] or '-'}  metrics {data['metrics_url'] or '-'}")
+    for key in ("repository", "spec", "log_path"):
+        if data[key]:
+            print(f"  {key.replace('_', ' ')}: {data[key]}")
+    if data["started_at"]:
+        print(f"  started {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(data['started_at']))}")
+    for model in data["models"]:
+        reason = f"  ({model['reason']})" if model.get("reason") else ""
+        failures = ", ".join(f"{why} {count}" for why, count in model.get("failures_by_reason") or ())
+        failed = f"  failed: {failures}" if failures else ""
+        print(f"  model {model['name']} v{model['version']}: {model['state']}{reason}{failed}")
+        if model.get("generation"):
+            print(f"    {generation_line(model['generation'])}")
+    if data["error"]:
+        print(f"  error: {data['error']}")
+    if data["exit_code"] is not None:
+        print(f"  exit code {data['exit_code']}")
