@@ -33,9 +33,10 @@ def named_paths(document: Path) -> list[str]:
 
 def exists(name: str, document: Path) -> bool:
     """Whether the name is a path from the repository, the document's folder, the package or one of its
-    sub-packages (a map may say `observe/poller.py` inside a section about `sessions`)."""
+    sub-packages (a map may say `observe/poller.py` inside a section about `sessions`), or a module there
+    named without its `.py` (`act/act_cli`)."""
     bases = [ROOT, document.parent, PACKAGE, *(p for p in PACKAGE.iterdir() if p.is_dir())]
-    return any((base / name).exists() for base in bases)
+    return any((base / name).exists() or (base / f"{name}.py").is_file() for base in bases)
 
 
 @pytest.mark.parametrize("name", MAPS)
