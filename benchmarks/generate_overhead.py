@@ -41,11 +41,12 @@ import numpy as np
 import onnxruntime as ort
 
 from triton_ge_console.backend_glue.distribution import ALLOCATOR_ENV, ALLOCATOR_OPT_OUT, find_distribution
+from triton_ge_console.backend_glue.generate_batch import step_feeds
 from triton_ge_console.backend_glue.generate_scheduler import GenerateRequest, Limits, Scheduler
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.backend_glue.onnx_executor import OnnxRuntimeExecutor
 from triton_ge_console.repository.build import build_repository
-from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, step_feeds
+from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT
 from triton_ge_console.repository.demo_models import demo_bytes
 from triton_ge_console.repository.spec.load import load_spec
 from triton_ge_console.sessions.loadgen.generate_client import Generation, GrpcStreamer, StreamResult

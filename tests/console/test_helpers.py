@@ -8,6 +8,7 @@ from pathlib import Path
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.highlight import highlight_pbtxt
 from triton_ge_console.console.widgets.header import HeaderFacts, header_line
+from triton_ge_console.display import age, duration, gib, number
 from triton_ge_console.repository import inventory
 from triton_ge_console.sessions.server.server_log import LogTail, classify, matches
 
@@ -15,11 +16,11 @@ from .conftest import LOG, REPO
 
 
 def test_missing_figures_render_as_dash() -> None:
-    assert fmt.number(None) == fmt.percent_cell(None) == fmt.gib(None) == fmt.duration(None) == "—"
-    assert fmt.duration(90061) == "1d 01:01:01"
-    ages = [fmt.age(seconds) for seconds in (None, 42.9, 61, 3599, 3600 + 5 * 60, 90061)]
+    assert number(None) == fmt.percent_cell(None) == gib(None) == duration(None) == "—"
+    assert duration(90061) == "1d 01:01:01"
+    ages = [age(seconds) for seconds in (None, 42.9, 61, 3599, 3600 + 5 * 60, 90061)]
     assert ages == ["—", "42s", "1m", "59m", "1h05m", "1d1h"]  # the header's uptime: changes once a minute
-    assert fmt.number(float("nan")) == "—"  # the console and the notebooks share one rule (display.py)
+    assert number(float("nan")) == "—"  # the console and the notebooks share one rule (display.py)
     assert fmt.sparkline([0.0, None, 1.0], 3, top=1.0) == "▁ █"
     assert fmt.bar(None, 10, 4) == "····" and fmt.bar(5, 10, 4) == "██░░"
 

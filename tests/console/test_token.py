@@ -13,10 +13,11 @@ from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.models import ModelsTable
 from triton_ge_console.repository import inventory
 from triton_ge_console.repository.build import build_demo_repository
+from triton_ge_console.sessions.act.probe import send_test_request, session_headers
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
+from triton_ge_console.sessions.observe.stats import fetch_loaded_config
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.server.registry import Registry, SessionRecord
-from triton_ge_console.sessions.session_headers import send_test_request, session_headers
 
 from .conftest import SIZE
 from .leftovers import stop_leftover_sessions
@@ -57,8 +58,8 @@ def test_probe_and_config_diff_send_the_sessions_token(exposed: tuple[SessionRec
         assert headers == {record.token_header: TOKEN}
         without = send_test_request(record.http_url, "llama_model")
         assert not without.ok and "token required" in without.message  # the server really enforces the token
-        assert inventory.fetch_loaded_config(record.http_url, "llama_model") is None
-        loaded = inventory.fetch_loaded_config(record.http_url, "llama_model", headers=headers)
+        assert fetch_loaded_config(record.http_url, "llama_model") is None
+        loaded = fetch_loaded_config(record.http_url, "llama_model", headers=headers)
         assert loaded is not None and loaded["name"] == "llama_model"
         assert record.repository is not None
         disk = (record.repository / "llama_model" / "config.pbtxt").read_text(encoding="utf-8")

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from triton_ge_console.cli import main
-from triton_ge_console.repository.inventory import config_diff, fetch_loaded_config
-from triton_ge_console.sessions.act.control import RELOAD_PARAMETER
+from triton_ge_console.repository.inventory import config_diff
+from triton_ge_console.sessions.observe.stats import fetch_loaded_config
 from triton_ge_console.sessions.server.registry import Registry
+from triton_ge_console.triton_terms import RELOAD_PARAMETER
 
 
 @pytest.mark.server

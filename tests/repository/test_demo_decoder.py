@@ -7,6 +7,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from triton_ge_console.backend_glue.generate_batch import step_feeds
 from triton_ge_console.repository import demo_decoder, demo_models
 
 
@@ -31,7 +32,7 @@ def test_prefill_equals_the_full_llama(sessions: tuple[ort.InferenceSession, ...
     prompt = [1, 500, 42, 7, 999, 31999]
     (expected,) = full.run(None, {"input_ids": np.array([prompt])})
     names = [o.name for o in kv.get_outputs()]
-    feeds = demo_decoder.step_feeds(demo_decoder.DEMO_LAYOUT, prompt, demo_decoder.DEMO_LAYOUT.empty())
+    feeds = step_feeds(demo_decoder.DEMO_LAYOUT, prompt, demo_decoder.DEMO_LAYOUT.empty())
     outputs = dict(zip(names, kv.run(None, feeds), strict=True))
     np.testing.assert_allclose(outputs["logits"], expected, atol=1e-5)
     assert outputs["present.1.value"].shape == (1, 4, 6, 16)

@@ -7,9 +7,9 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from triton_ge_console.model_files.onnx_io import graph_io
+from triton_ge_console.model_files.tensors import TensorSpec
 from triton_ge_console.repository import demo_models
-from triton_ge_console.repository.onnx_io import graph_io
-from triton_ge_console.repository.spec.types import TensorSpec
 
 MAX_BYTES = 20 * 1024 * 1024
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.repository.extdata_models import age, save_ext, set_location
-from triton_ge_console.repository import digest_cache, onnx_io
+from triton_ge_console.model_files import onnx_io
+from triton_ge_console.repository import digest_cache
 from triton_ge_console.repository.build import BuildError, build_repository
 from triton_ge_console.repository.progress import TerminalProgress
 from triton_ge_console.repository.spec.load import SpecError, load_spec

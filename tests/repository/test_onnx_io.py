@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from tritonclient.grpc import model_config_pb2
 
-from triton_ge_console.repository.onnx_io import (
+from triton_ge_console.model_files.onnx_io import (
     ONNX_TO_TRITON,
     TRITON_DATA_TYPES,
     TRITON_TO_ONNX,
@@ -21,7 +21,7 @@ from triton_ge_console.repository.onnx_io import (
     triton_dims,
     triton_type,
 )
-from triton_ge_console.repository.spec.types import TensorSpec
+from triton_ge_console.model_files.tensors import TensorSpec
 
 
 def _model(elem_type: int = TensorProto.FLOAT) -> onnx.ModelProto:

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.repository.spec_helpers import refused
+from triton_ge_console.model_files.tensors import TensorSpec
 from triton_ge_console.repository import demo_models
 from triton_ge_console.repository.spec.load import SpecError, load_spec, parse_spec
-from triton_ge_console.repository.spec.types import DynamicBatchingSpec, InstanceGroupSpec, TensorSpec
+from triton_ge_console.repository.spec.types import DynamicBatchingSpec, InstanceGroupSpec
 from triton_ge_console.repository.starter import STARTER_SPEC
 
 ROOT = Path(__file__).resolve().parents[2]

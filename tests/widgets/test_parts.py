@@ -10,12 +10,12 @@ import numpy as np
 
 from tests.waiting import wait_until
 from tests.widgets.recording import recording
+from triton_ge_console.display import duration, memory, number, percent
 from triton_ge_console.sessions.observe.recorded import RecordedSource
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 from triton_ge_console.sessions.observe.source import CommandResult
 from triton_ge_console.widgets import BackgroundPoller, FilteredLogTail, LoadTestControl
 from triton_ge_console.widgets.command_runner import describe
-from triton_ge_console.widgets.format import duration, memory, number, percent
 
 
 def test_log_tail_reads_increments_partial_lines_and_truncation(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ from triton_ge_console.backend_glue.settings import first_onnx, parameter
 
 def onnx_tensors(onnx_path: Path, max_batch_size: int) -> tuple[list[TensorInfo], list[TensorInfo]]:
     """Graph inputs (initializers excluded) and outputs of an ONNX file with the dims a config gives them
-    (repository.onnx_io.for_config: the one mapping, scalars as [1] included)."""
-    from triton_ge_console.repository.onnx_io import for_config, read_onnx_io
+    (model_files.onnx_io.for_config: the one mapping, scalars as [1] included)."""
+    from triton_ge_console.model_files.onnx_io import for_config, read_onnx_io
 
     def info(tensor: Any) -> TensorInfo:
         served = for_config(tensor, max_batch_size)

@@ -12,10 +12,44 @@ from dataclasses import dataclass
 import numpy as np
 
 from triton_ge_console.backend_glue.executor import TRITON_TO_NUMPY, TensorInfo
-from triton_ge_console.repository.demo_decoder import KvLayout, step_feeds
 
 PAST_PREFIX = "past_key_values."
 FIXED_INPUTS = ("input_ids", "position_ids", "attention_mask")
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    """What a KV decoder's cache looks like, read from its input names and shapes."""
+
+    layers: int
+    heads: int
+    head_dim: int
+    dtype: np.dtype
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Cache bytes one token of one sequence holds (keys and values of every layer)."""
+        return 2 * self.layers * self.heads * self.head_dim * self.dtype.itemsize
+
+    def names(self) -> list[tuple[str, str, str, str]]:
+        """(past key, past value, present key, present value) names per layer."""
+        return [(f"past_key_values.{i}.key", f"past_key_values.{i}.value", f"present.{i}.key",
+                 f"present.{i}.value") for i in range(self.layers)]
+
+    def empty(self, batch: int = 1) -> list[np.ndarray]:
+        """A cache with no past: one [batch, heads, 0, head_dim] array per past input."""
+        return [np.zeros((batch, self.heads, 0, self.head_dim), self.dtype) for _ in range(2 * self.layers)]
+
+
+def step_feeds(layout: KvLayout, ids: list[int], past: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """One sequence's feeds: these new tokens after a past of past[0].shape[2] tokens."""
+    start = past[0].shape[2]
+    feeds = {"input_ids": np.array([ids], np.int64),
+             "position_ids": np.arange(start, start + len(ids), dtype=np.int64)[None, :],
+             "attention_mask": np.ones((1, start + len(ids)), np.int64)}
+    for (key, value, _, _), k, v in zip(layout.names(), past[0::2], past[1::2], strict=True):
+        feeds[key], feeds[value] = k, v
+    return feeds
 
 
 class LayoutError(ValueError):

@@ -25,12 +25,12 @@ import numpy as np
 
 from triton_ge_console.backend_glue.generate_batch import (
     Batch,
+    KvLayout,
     TokenSampling,
     pick,
     prefill_feeds,
     presents,
 )
-from triton_ge_console.repository.demo_decoder import KvLayout
 
 Run = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 ENDINGS = ("length", "stop", "cancel", "error")

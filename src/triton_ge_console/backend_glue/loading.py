@@ -9,7 +9,7 @@ import numpy as np
 
 from triton_ge_console.backend_glue.executor import TRITON_TO_NUMPY, Executor, TensorInfo
 from triton_ge_console.backend_glue.settings import GlueConfigError, GlueSettings
-from triton_ge_console.repository.external_data import check_external_data
+from triton_ge_console.model_files.external_data import check_external_data
 
 
 def _where(settings: GlueSettings) -> str:

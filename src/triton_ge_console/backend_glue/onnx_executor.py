@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from triton_ge_console.backend_glue.executor import DeviceFigures, ExecutorError, RunStats, TensorInfo
-from triton_ge_console.repository.external_data import external_bytes
+from triton_ge_console.model_files.external_data import external_bytes
 
 # ONNX Runtime's type strings → Triton data type names.
 _ORT_TO_TRITON = {

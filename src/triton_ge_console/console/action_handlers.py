@@ -18,9 +18,9 @@ from triton_ge_console.console.messages import CommandFinished, RepositoryChange
 from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.repository import inventory
 from triton_ge_console.repository.progress import SHOW_AFTER_S, elapsed_line
+from triton_ge_console.sessions.act.probe import send_test_request, session_headers
 from triton_ge_console.sessions.observe.source import CommandResult, SessionSource
 from triton_ge_console.sessions.server.debug_env import diagnostic_env
-from triton_ge_console.sessions.session_headers import send_test_request, session_headers
 
 if TYPE_CHECKING:
     from triton_ge_console.sessions.loadgen.vs_direct import VsDirectSpec

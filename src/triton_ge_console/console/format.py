@@ -1,4 +1,5 @@
-"""Turning snapshot figures into short terminal cells (the shared rules are in `display`)."""
+"""Terminal-only cells: percentages, sparklines, bars, host:port and paths (the rules both UIs share are in
+`display`)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from triton_ge_console.display import GIB as GIB
-from triton_ge_console.display import MISSING as MISSING
-from triton_ge_console.display import age as age
-from triton_ge_console.display import duration as duration
-from triton_ge_console.display import gib as gib
-from triton_ge_console.display import memory as memory
-from triton_ge_console.display import number as number
+from triton_ge_console.display import MISSING
 
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
 

@@ -346,7 +346,7 @@ def _safe_shapes(text: str) -> list[tuple[str, list[int]]]:
 
 def check_model(request: AtcRequest) -> list[str]:
     """What ATC says about the model itself: loadable (E10041), --input_shape naming its inputs (E10016)."""
-    from triton_ge_console.repository.onnx_io import OnnxReadError, read_onnx_io
+    from triton_ge_console.model_files.onnx_io import OnnxReadError, read_onnx_io
 
     try:
         graph_inputs, _ = read_onnx_io(request.model)

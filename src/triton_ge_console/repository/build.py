@@ -15,8 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from triton_ge_console.backend_glue.generate_protocol import TOKENIZER_FILENAME
-from triton_ge_console.repository import demo_models, digest_cache, external_data
-from triton_ge_console.repository.build_commit import build_lock, commit_build, staging_dir
+from triton_ge_console.model_files import external_data
+from triton_ge_console.repository import demo_models, digest_cache
+from triton_ge_console.repository.build_commit import (
+    FileContent,
+    ModelChange,
+    ModelPlan,
+    build_lock,
+    commit_build,
+    staging_dir,
+)
 from triton_ge_console.repository.configgen import OM_FILENAME, ONNX_FILENAME, config_text
 from triton_ge_console.repository.demo_tokenizer import DEMO_TOKENIZER, demo_tokenizer_json
 from triton_ge_console.repository.placing import Transfers, copy_file
@@ -28,33 +36,10 @@ from triton_ge_console.repository.starter import STARTER_SPEC
 MANIFEST_NAME = ".ge-console-build.json"  # Triton scans only directories, so a file here is never a model
 MANIFEST_FORMAT = 1
 STATUSES = ("added", "updated", "unchanged", "removed")
-FileContent = bytes | Path  # what to write: literal bytes, or a file to copy
 
 
 class BuildError(RuntimeError):
     """The repository could not be built; REPO is as it was before."""
-
-
-@dataclass(frozen=True)
-class ModelChange:
-    """What a build did to one model folder."""
-
-    name: str
-    status: str  # one of STATUSES
-    digest: str | None  # content hash of the folder as built (None when removed)
-    linked: int = 0  # model files this build hard-linked into the folder
-    copied: int = 0  # model files it copied
-    why_copied: str | None = None  # why the copies were not links
-    replaced: bool = False  # the folder it replaced was not one a build made (--force)
-
-    def placement(self) -> str:
-        """How this build placed the model's files, for people ("" when it placed none)."""
-        parts = [f"{n} file{'s' if n != 1 else ''} {how}" for n, how in ((self.linked, "linked"),
-                                                                          (self.copied, "copied")) if n]
-        why = f": {self.why_copied}" if self.copied and self.why_copied else ""
-        placed = f"({', '.join(parts)}{why})" if parts else ""
-        replaced = " replaced a model folder no build made (--force)" if self.replaced else ""
-        return f"{placed}{replaced}".lstrip()
 
 
 @dataclass(frozen=True)
@@ -94,16 +79,6 @@ class BuildReport:
         lines = [f"{c.status:<9}  {c.name}  {c.placement()}".rstrip() for c in self.changes]
         counts = ", ".join(f"{len(self.names(s))} {s}" for s in STATUSES)
         return [*lines, f"{self.repository}: {counts}"]
-
-
-@dataclass(frozen=True)
-class ModelPlan:
-    """The files one model folder should hold, and their content hash."""
-
-    model: ModelSpec
-    files: dict[str, FileContent]  # relative posix path → content
-    digest: str
-    hashes: dict[str, str]  # relative posix path → content hash
 
 
 def _digest_of(content: FileContent, progress: ProgressHook | None = None) -> str:

@@ -1,4 +1,5 @@
-"""The builder's write path: stage changed model folders beside REPO, then swap each in with one rename."""
+"""The builder's write path: stage changed model folders beside REPO, then swap each in with one rename; and
+the plan of a model folder and what the build did to it, which both sides share."""
 
 from __future__ import annotations
 
@@ -10,13 +11,48 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triton_ge_console.repository.placing import Transfers, write_file
 
 if TYPE_CHECKING:
-    from triton_ge_console.repository.build import ModelChange, ModelPlan
+    from triton_ge_console.repository.spec.types import ModelSpec
+
+FileContent = bytes | Path  # what to write: literal bytes, or a file to copy
+
+
+@dataclass(frozen=True)
+class ModelChange:
+    """What a build did to one model folder."""
+
+    name: str
+    status: str  # one of build.STATUSES
+    digest: str | None  # content hash of the folder as built (None when removed)
+    linked: int = 0  # model files this build hard-linked into the folder
+    copied: int = 0  # model files it copied
+    why_copied: str | None = None  # why the copies were not links
+    replaced: bool = False  # the folder it replaced was not one a build made (--force)
+
+    def placement(self) -> str:
+        """How this build placed the model's files, for people ("" when it placed none)."""
+        parts = [f"{n} file{'s' if n != 1 else ''} {how}" for n, how in ((self.linked, "linked"),
+                                                                          (self.copied, "copied")) if n]
+        why = f": {self.why_copied}" if self.copied and self.why_copied else ""
+        placed = f"({', '.join(parts)}{why})" if parts else ""
+        replaced = " replaced a model folder no build made (--force)" if self.replaced else ""
+        return f"{placed}{replaced}".lstrip()
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """The files one model folder should hold, and their content hash."""
+
+    model: ModelSpec
+    files: dict[str, FileContent]  # relative posix path → content
+    digest: str
+    hashes: dict[str, str]  # relative posix path → content hash
 
 
 @contextlib.contextmanager

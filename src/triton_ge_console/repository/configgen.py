@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from tritonclient.grpc import model_config_pb2
 
+from triton_ge_console.model_files.tensors import TensorSpec
 from triton_ge_console.repository import pbtxt
 from triton_ge_console.repository.generate_config import apply_generate
 from triton_ge_console.repository.spec.types import (
     DynamicBatchingSpec,
     ModelSpec,
     QueuePolicySpec,
-    TensorSpec,
 )
 
 ONNX_FILENAME = "model.onnx"

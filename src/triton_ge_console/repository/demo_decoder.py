@@ -11,11 +11,11 @@ present.<i>.key/.value [batch, heads, total_sequence, head_dim].
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import onnx
 
+from triton_ge_console.backend_glue.generate_batch import KvLayout, step_feeds
 from triton_ge_console.repository.demo_graph import (
     FLOAT,
     INT64,
@@ -33,30 +33,6 @@ from triton_ge_console.repository.demo_graph import (
 VOCAB, HIDDEN, HEADS, LAYERS, MLP, ROPE_BASE, SEED = 32000, 64, 4, 2, 128, 10000.0, 20240601
 HEAD_DIM = HIDDEN // HEADS
 Run = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
-
-
-@dataclass(frozen=True)
-class KvLayout:
-    """What a KV decoder's cache looks like, read from its input names and shapes."""
-
-    layers: int
-    heads: int
-    head_dim: int
-    dtype: np.dtype
-
-    @property
-    def bytes_per_token(self) -> int:
-        """Cache bytes one token of one sequence holds (keys and values of every layer)."""
-        return 2 * self.layers * self.heads * self.head_dim * self.dtype.itemsize
-
-    def names(self) -> list[tuple[str, str, str, str]]:
-        """(past key, past value, present key, present value) names per layer."""
-        return [(f"past_key_values.{i}.key", f"past_key_values.{i}.value", f"present.{i}.key",
-                 f"present.{i}.value") for i in range(self.layers)]
-
-    def empty(self, batch: int = 1) -> list[np.ndarray]:
-        """A cache with no past: one [batch, heads, 0, head_dim] array per past input."""
-        return [np.zeros((batch, self.heads, 0, self.head_dim), self.dtype) for _ in range(2 * self.layers)]
 
 
 DEMO_LAYOUT = KvLayout(LAYERS, HEADS, HEAD_DIM, np.dtype(np.float32))
@@ -138,17 +114,6 @@ def llama_kv_model() -> onnx.ModelProto:
         outputs += [tensor_info(name, FLOAT, ["batch", HEADS, "total_sequence", HEAD_DIM])
                     for name in (present_key, present_value)]
     return g.model("demo_llama_kv", inputs, outputs, final)
-
-
-def step_feeds(layout: KvLayout, ids: list[int], past: list[np.ndarray]) -> dict[str, np.ndarray]:
-    """One sequence's feeds: these new tokens after a past of past[0].shape[2] tokens."""
-    start = past[0].shape[2]
-    feeds = {"input_ids": np.array([ids], np.int64),
-             "position_ids": np.arange(start, start + len(ids), dtype=np.int64)[None, :],
-             "attention_mask": np.ones((1, start + len(ids)), np.int64)}
-    for (key, value, _, _), k, v in zip(layout.names(), past[0::2], past[1::2], strict=True):
-        feeds[key], feeds[value] = k, v
-    return feeds
 
 
 def direct_greedy(run: Run, layout: KvLayout, prompt: list[int], max_tokens: int,

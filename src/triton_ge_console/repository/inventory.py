@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2
 
 from triton_ge_console.repository import pbtxt
+from triton_ge_console.triton_terms import RELOAD_PARAMETER
 
 
 @dataclass(frozen=True)
@@ -81,8 +81,6 @@ def queue_summary(batching: model_config_pb2.ModelDynamicBatching) -> list[str]:
 def loaded_config_text(loaded: dict[str, Any], disk_text: str) -> str:
     """Triton's loaded config (JSON) as pbtxt, limited to the fields the file sets (no default noise), and
     without the parameter a reload adds to make Triton load anew (no setting of the model's)."""
-    from triton_ge_console.sessions.act.control import RELOAD_PARAMETER
-
     on_disk = pbtxt.loads(disk_text)
     config = json_format.ParseDict(loaded, pbtxt.ModelConfig(), ignore_unknown_fields=True)
     if RELOAD_PARAMETER in config.parameters:
@@ -106,25 +104,6 @@ def config_diff(disk_text: str, loaded: dict[str, Any] | None) -> list[str]:
     diff = list(difflib.unified_diff(served.splitlines(), disk.splitlines(), "loaded by Triton", "on disk",
                                      lineterm="", n=1))
     return diff or ["(no difference: Triton serves the file on disk)"]
-
-
-def fetch_loaded_config(http_url: str | None, model: str, timeout: float = 3.0,
-                        headers: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """Triton's loaded config, sent with the session's token; None when the server or model is silent."""
-    from triton_ge_console.sessions.observe.stats import EndpointError, HttpEndpoint, fetch_model_config
-
-    if not http_url:
-        return None
-    try:
-        endpoint = HttpEndpoint(http_url, timeout, dict(headers or {}))
-    except ValueError:
-        return None
-    try:
-        return fetch_model_config(endpoint, model)
-    except EndpointError:
-        return None
-    finally:
-        endpoint.close()
 
 
 def model_of_path(repository: Path, path: Path) -> str | None:

@@ -22,7 +22,7 @@ import re
 import time
 from pathlib import Path
 
-from triton_ge_console.sessions.observe.telemetry.npu_smi import (
+from triton_ge_console.npu_smi import (
     NpuSmiError,
     find_npu_smi,
     parse_info_table,

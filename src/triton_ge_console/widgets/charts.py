@@ -9,7 +9,6 @@ import bqplot
 import ipywidgets as w
 import numpy as np
 
-from triton_ge_console.widgets.format import as_float
 from triton_ge_console.widgets.static_charts import line_chart_svg
 
 Series = Sequence[tuple[float, float | None]]
@@ -23,7 +22,7 @@ def relative_times(series: Series, now: float) -> np.ndarray:
 
 def values(series: Series, scale: float = 1.0) -> np.ndarray:
     """The y values of a series, NaN where missing (a gap in the line)."""
-    return np.array([as_float(v) * scale for _, v in series], dtype=float)
+    return np.array([math.nan if v is None else float(v) * scale for _, v in series], dtype=float)
 
 
 def window(series: Series, now: float, seconds: float) -> list[tuple[float, float | None]]:

@@ -9,11 +9,11 @@ from typing import Any
 
 import ipywidgets as w
 
+from triton_ge_console.display import duration, memory, percent
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 from triton_ge_console.sessions.observe.source import SessionSource
 from triton_ge_console.widgets.command_runner import CommandRunner
 from triton_ge_console.widgets.devices import DeviceGauges, device_extras
-from triton_ge_console.widgets.format import duration, memory, percent
 from triton_ge_console.widgets.generation import GenerationPanel
 from triton_ge_console.widgets.loadtest import LoadRunner, LoadTestControl, generate_runner, loadgen_runner
 from triton_ge_console.widgets.logtail import FilteredLogTail

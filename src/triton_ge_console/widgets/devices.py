@@ -8,10 +8,10 @@ import ipywidgets as w
 import numpy as np
 
 from triton_ge_console.backend_glue.ledger import human_bytes
+from triton_ge_console.display import MISSING, memory, number, percent
 from triton_ge_console.sessions.observe.history import SnapshotHistory
 from triton_ge_console.sessions.observe.snapshot import DeviceSnapshot, ServerSnapshot
 from triton_ge_console.widgets.charts import plot_line, relative_times, sparkline, values, window
-from triton_ge_console.widgets.format import MISSING, memory, number, percent
 from triton_ge_console.widgets.static_charts import image_html, sparkline_svg
 
 

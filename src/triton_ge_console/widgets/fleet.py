@@ -12,6 +12,7 @@ from typing import Any
 
 import ipywidgets as w
 
+from triton_ge_console.display import MISSING, memory, number, percent
 from triton_ge_console.fleet.figures import FleetFigures
 from triton_ge_console.fleet.follow import FleetFollower
 from triton_ge_console.fleet.members import FleetSource
@@ -19,7 +20,6 @@ from triton_ge_console.fleet.models import FleetModelRow, versions_text
 from triton_ge_console.fleet.rolling import RollingResult
 from triton_ge_console.fleet.status import FleetRow
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
-from triton_ge_console.widgets.format import MISSING, memory, number, percent
 
 SERVER_COLUMNS = ("NAME", "WHERE", "HEALTH", "TRITON", "MODELS r/f/t", "REQ/S", "P99 ms", "NPU mean",
                   "NPU max", "NPU memory")

@@ -8,11 +8,10 @@ from collections.abc import Mapping
 
 import ipywidgets as w
 
-from triton_ge_console.display import threshold_level
+from triton_ge_console.display import MISSING, memory, number, percent, threshold_level
 from triton_ge_console.sessions.observe.generation import GenerationFigures
 from triton_ge_console.sessions.observe.history import newest_versions
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
-from triton_ge_console.widgets.format import MISSING, memory, number, percent
 
 GENERATION_COLUMNS = ("MODEL", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms", "OUT TOK/S",
                       "RUNNING", "WAITING", "KV")

@@ -7,10 +7,10 @@ import threading
 
 import ipywidgets as w
 
+from triton_ge_console.display import MISSING, number
 from triton_ge_console.sessions.observe.history import SnapshotHistory
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.widgets.charts import TimeChart, relative_times, values, window
-from triton_ge_console.widgets.format import MISSING, number
 from triton_ge_console.widgets.static_charts import image_html, images_row
 
 # each chart's lines: label -> the figure's name in the history (sessions.observe.history.MODEL_FIGURES)

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import ipywidgets as w
 
+from triton_ge_console.display import MISSING, number
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.sessions.observe.source import CommandResult, Controller
 from triton_ge_console.widgets.command_runner import CommandRunner
-from triton_ge_console.widgets.format import MISSING, number
 
 COLUMNS = ("MODEL", "VER", "STATE", "BACKEND", "QUEUE", "REQ/S", "INF/S", "BATCH", "AVG ms", "P50 ms",
            "P99 ms", "FAIL", "T/O", "MODE")  # T/O: requests rejected when their queue timeout expired

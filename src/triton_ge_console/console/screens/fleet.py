@@ -19,6 +19,7 @@ from triton_ge_console.console import format as fmt
 from triton_ge_console.console.host import FleetHost
 from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.paint import retitle
+from triton_ge_console.display import MISSING, gib, number
 from triton_ge_console.fleet.models import FleetModelRow, versions_text
 from triton_ge_console.fleet.rolling import RollingResult
 from triton_ge_console.fleet.status import FleetRow
@@ -33,14 +34,14 @@ Cells = tuple[Text, ...]
 
 def server_cells(row: FleetRow) -> Cells:
     """A server's row as table cells; a figure it did not give reads as the missing mark."""
-    models = "/".join(fmt.number(n) for n in (row.models_ready, row.models_failing, row.models_total))
-    memory = f"{fmt.gib(row.npu_memory_used_bytes)}/{fmt.gib(row.npu_memory_total_bytes)}"
+    models = "/".join(number(n) for n in (row.models_ready, row.models_failing, row.models_total))
+    memory = f"{gib(row.npu_memory_used_bytes)}/{gib(row.npu_memory_total_bytes)}"
     failing = "bold red" if row.models_failing else ""
     return (
         Text(row.name, style="bold"), Text(row.where),
         Text(row.health, style=HEALTH_STYLES.get(row.health, "dim")),
-        Text(row.version or fmt.MISSING), Text(models, style=failing, justify="right"),
-        _right(fmt.number(row.requests_per_s)), _right(fmt.number(row.worst_p99_ms, 2)),
+        Text(row.version or MISSING), Text(models, style=failing, justify="right"),
+        _right(number(row.requests_per_s)), _right(number(row.worst_p99_ms, 2)),
         _right(fmt.percent_cell(row.npu_util_mean)), _right(fmt.percent_cell(row.npu_util_max)),
         _right(memory),
     )
@@ -52,7 +53,7 @@ def model_cells(row: FleetModelRow) -> Cells:
     return (
         Text(row.name, style="bold"),
         Text(replicas, style="" if row.replicas == row.servers else "bold red", justify="right"),
-        _right(fmt.number(row.requests_per_s)), _right(fmt.number(row.worst_p99_ms, 2)),
+        _right(number(row.requests_per_s)), _right(number(row.worst_p99_ms, 2)),
         Text(versions_text(row), style="bold yellow" if row.versions_differ else ""),
     )
 

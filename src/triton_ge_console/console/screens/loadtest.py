@@ -16,7 +16,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Log, ProgressBar
 
-from triton_ge_console.console import format as fmt
+from triton_ge_console.display import number
 
 if TYPE_CHECKING:
     from triton_ge_console.sessions.loadgen.generate_bench import GenerateLoad, GenerateRow
@@ -43,9 +43,9 @@ class StreamFigures(Message):
 def stream_cells(row: GenerateRow, label: str) -> tuple[str, ...]:
     """One row of the token figures, in STREAM_COLUMNS' order ("—" where nothing was measured)."""
     return (label, f"{row.duration_s:.1f}", str(row.requests), str(row.errors),
-            fmt.number(row.ttft_ms["p50"], 2), fmt.number(row.ttft_ms["p99"], 2),
-            fmt.number(row.itl_ms["p50"], 2), fmt.number(row.itl_ms["p99"], 2),
-            fmt.number(row.output_tokens_per_s, 1), fmt.number(row.requests_per_s, 2))
+            number(row.ttft_ms["p50"], 2), number(row.ttft_ms["p99"], 2),
+            number(row.itl_ms["p50"], 2), number(row.itl_ms["p99"], 2),
+            number(row.output_tokens_per_s, 1), number(row.requests_per_s, 2))
 
 
 class VsDirectProgress(Message):
@@ -68,19 +68,19 @@ class VsDirectFinished(Message):
 def progress_line(progress: Progress) -> str:
     """One live line per measured window."""
     window = f"window {progress.window}/{progress.max_windows}"
-    rate = fmt.number(progress.window_throughput_rps)
-    p50 = fmt.number(progress.window_p50_ms, 2)
+    rate = number(progress.window_throughput_rps)
+    p50 = number(progress.window_p50_ms, 2)
     return (f"{progress.elapsed_s:5.1f}s  {progress.phase:<9} {window}  {rate} req/s  p50 {p50} ms  "
             f"ok {progress.completed}  errors {progress.errors}")
 
 
 def result_line(row: BenchRow) -> str:
     """The finished run, with Triton's own queue/compute split."""
-    return (f"done: {row.throughput_rps:.1f} req/s, p50 {fmt.number(row.p50_ms, 2)} ms, "
-            f"p99 {fmt.number(row.p99_ms, 2)} ms, {row.requests} requests, {row.errors} errors, "
+    return (f"done: {row.throughput_rps:.1f} req/s, p50 {number(row.p50_ms, 2)} ms, "
+            f"p99 {number(row.p99_ms, 2)} ms, {row.requests} requests, {row.errors} errors, "
             f"{row.rejected} refused (queue full), {row.timed_out} timed out in the queue; "
-            f"server queue {fmt.number(row.server_queue_ms, 2)} ms, "
-            f"compute {fmt.number(row.server_compute_ms, 2)} ms"
+            f"server queue {number(row.server_queue_ms, 2)} ms, "
+            f"compute {number(row.server_compute_ms, 2)} ms"
             + (f"; first error: {row.first_error}" if row.first_error else ""))
 
 

@@ -19,7 +19,8 @@ from triton_ge_console.console.host import ConsoleHost
 from triton_ge_console.files import write_atomic
 from triton_ge_console.repository import inventory
 from triton_ge_console.repository.inventory import ConfigFinding
-from triton_ge_console.sessions.session_headers import session_headers
+from triton_ge_console.sessions.act.probe import session_headers
+from triton_ge_console.sessions.observe.stats import fetch_loaded_config
 
 
 def findings_text(findings: list[ConfigFinding]) -> Text:
@@ -145,7 +146,7 @@ class RepositoryScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
     def _diff_worker(self, url: str | None, model: inventory.RepoModel, headers: dict[str, str]) -> None:
         """GET the loaded config (with the session's token), then draw the diff on the UI thread."""
-        loaded: dict[str, Any] | None = inventory.fetch_loaded_config(url, model.name, headers=headers)
+        loaded: dict[str, Any] | None = fetch_loaded_config(url, model.name, headers=headers)
         try:
             lines = inventory.config_diff(model.config_path.read_text(encoding="utf-8"), loaded)
         except OSError as exc:

@@ -17,12 +17,11 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from triton_ge_console.backend_glue.ledger import human_bytes
-from triton_ge_console.console import format as fmt
 from triton_ge_console.console.chart import ChartSeries, Point, Run, chart_runs
 from triton_ge_console.console.widgets.models import threshold_style, timed_out_style
 from triton_ge_console.console.widgets.paint import changed_lines, repaint_lines, retitle
 from triton_ge_console.console.widgets.textlines import TextLines
-from triton_ge_console.display import generation_parts, printable
+from triton_ge_console.display import MISSING, generation_parts, number, printable
 from triton_ge_console.sessions.observe.generation import generation_row
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
 
@@ -59,7 +58,7 @@ def _newest(detail: ModelDetail) -> float:
 def npu_text(model: ModelSnapshot) -> str:
     """The NPUs the model runs on, with what it holds on each where the glue says."""
     if not model.devices:
-        return f"NPUs {fmt.MISSING}"
+        return f"NPUs {MISSING}"
     memory = dict(model.memory_by_device)
     held = [f"NPU{d}" + (f" {human_bytes(memory[d])}" if d in memory else "") for d in model.devices]
     return "on " + ", ".join(held)
@@ -69,7 +68,7 @@ def split_text(model: ModelSnapshot) -> Text:
     """Queue vs compute share of a request's time."""
     share, queue, compute = model.queue_share, model.queue_ms, model.compute_ms
     if share is None or queue is None or compute is None:
-        return Text(f"queue {fmt.MISSING} │ compute {fmt.MISSING}")
+        return Text(f"queue {MISSING} │ compute {MISSING}")
     text = Text("queue ")
     text.append(f"{share:.0%}", style="yellow" if share > 0.5 else "")
     text.append(f" ({queue:.2f} ms) │ compute {1 - share:.0%} ({compute:.2f} ms)")
@@ -223,9 +222,9 @@ class DetailPane(Vertical):
         """Split, config summary and last error as text lines."""
         model = detail.model
         text = split_text(model)
-        text.append(f"   │ latency source {model.latency.source or fmt.MISSING}   │ timed out in queue ")
+        text.append(f"   │ latency source {model.latency.source or MISSING}   │ timed out in queue ")
         timed_out = model.timed_out_total
-        text.append(fmt.number(timed_out), style=timed_out_style(timed_out, detail.limits))
+        text.append(number(timed_out), style=timed_out_style(timed_out, detail.limits))
         text.append(f"   │ {npu_text(model)}\n")
         if model.generation is not None:  # a generate model: its token figures, config and error share a line
             for piece, key, value in generation_parts(generation_row(model.generation) or {}):
@@ -236,5 +235,5 @@ class DetailPane(Vertical):
             text.append(f"config: {detail.config_summary}\n")
         text.append("last error: ")
         error = detail.last_error
-        text.append(printable(error or fmt.MISSING), style="bold red" if error else "dim")
+        text.append(printable(error or MISSING), style="bold red" if error else "dim")
         return text

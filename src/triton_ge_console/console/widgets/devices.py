@@ -13,7 +13,7 @@ from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.widgets.paint import retitle
 from triton_ge_console.console.widgets.piecelines import Piece, PieceLines
-from triton_ge_console.display import printable
+from triton_ge_console.display import MISSING, memory, printable
 from triton_ge_console.sessions.observe.snapshot import DeviceSnapshot, ServerSnapshot
 
 SPARK_WIDTH, BAR_WIDTH = 30, 16
@@ -58,8 +58,8 @@ def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | N
     line is not redrawn. The kind is coloured only for a real NPU: cpu-emulated is normal, not an alarm."""
     spark, bar = (NARROW_SPARK_WIDTH, NARROW_BAR_WIDTH) if narrow else (SPARK_WIDTH, BAR_WIDTH)
     used, total = device.memory_used_bytes, device.memory_total_bytes
-    temp = fmt.MISSING if device.temperature_c is None else f"{device.temperature_c:.0f}°C"
-    power = fmt.MISSING if device.power_w is None else f"{device.power_w:.0f} W"
+    temp = MISSING if device.temperature_c is None else f"{device.temperature_c:.0f}°C"
+    power = MISSING if device.power_w is None else f"{device.power_w:.0f} W"
     if device.power_note and device.power_w is not None:
         power += " (card)"  # the card's power, the same for each of its chips (a 310P's)
     place = device.place()
@@ -69,7 +69,7 @@ def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | N
         "KIND": ((device.kind, "cyan" if device.kind == "npu" else ""),),
         "UTIL": ((fmt.sparkline(utilization_series, spark, top=1.0), "green"),
                  (f" {fmt.percent_cell(device.utilization):>4}", "")),
-        "HBM": ((fmt.bar(used, total, bar), "blue"), (f" {fmt.memory(used, total):>{MEMORY_WIDTH}}", "")),
+        "HBM": ((fmt.bar(used, total, bar), "blue"), (f" {memory(used, total):>{MEMORY_WIDTH}}", "")),
         "TEMP": ((temp, ""),),
         "POWER": ((power, ""),),
         "HEALTH": (_health(device.health),),
@@ -89,7 +89,7 @@ def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | N
 def _health(health: str | None) -> Piece:
     """Health in green when OK, yellow otherwise, dim when unknown."""
     if not health:
-        return fmt.MISSING, "dim"
+        return MISSING, "dim"
     return health, "green" if health == "OK" else "yellow"
 
 

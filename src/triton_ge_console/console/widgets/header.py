@@ -11,7 +11,7 @@ from textual.widgets import Static
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.widgets.textlines import TextLines
-from triton_ge_console.display import printable
+from triton_ge_console.display import MISSING, age, printable
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.sessions.pending import STARTING_MESSAGE
 
@@ -54,9 +54,9 @@ def header_facts(connection: Connection, width: int | None = None) -> HeaderFact
     snap = connection.last_good
     return HeaderFacts(
         session=connection.session,
-        version=snap.version if snap and snap.version else fmt.MISSING,
+        version=snap.version if snap and snap.version else MISSING,
         health=health_of(snap, connection),
-        uptime=fmt.age(snap.uptime_s if snap else None),  # minutes, not seconds: no repaint every refresh
+        uptime=age(snap.uptime_s if snap else None),  # minutes, not seconds: no repaint every refresh
         http=fmt.url_hostport(snap.endpoints.http_url if snap else None),
         grpc=fmt.url_hostport(snap.endpoints.grpc_url if snap else None),
         interval_s=connection.interval_s,

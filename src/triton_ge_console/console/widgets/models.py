@@ -18,9 +18,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from triton_ge_console.console import format as fmt
 from triton_ge_console.console.widgets.paint import RenderPassLookups, line_runs
-from triton_ge_console.display import printable, threshold_level
+from triton_ge_console.display import MISSING, number, printable, threshold_level
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
 
 DRAWN_ROWS = 1024  # rows whose lines are kept: the rows in view and many more, not every model for ever
@@ -87,17 +86,17 @@ def model_fields(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Cel
         (printable(model.name), "bold", False),
         (model.version, "", False),
         (model.serving_state, STATE_STYLES.get(model.serving_state, "dim"), False),
-        (model.backend or fmt.MISSING, "", False),
-        (fmt.number(model.queue_depth), threshold_style(model.queue_depth, limits.get("queue_depth")), True),
-        (fmt.number(model.request_rate), "", True),
-        (fmt.number(model.inference_rate), "", True),
-        (fmt.number(model.avg_batch), "", True),
-        (fmt.number(latency.p50_ms, 2), threshold_style(latency.p50_ms, limits.get("p50_ms")), True),
-        (fmt.number(latency.p99_ms, 2), threshold_style(latency.p99_ms, limits.get("p99_ms")), True),
-        (fmt.number(failures), "bold red" if failures else "", True),
-        (fmt.number(model.timed_out_total), timed_out_style(model.timed_out_total, limits), True),
-        (model.execution_mode or fmt.MISSING, "", False),
-        (",".join(f"NPU{d}" for d in model.devices) or fmt.MISSING, "", False),
+        (model.backend or MISSING, "", False),
+        (number(model.queue_depth), threshold_style(model.queue_depth, limits.get("queue_depth")), True),
+        (number(model.request_rate), "", True),
+        (number(model.inference_rate), "", True),
+        (number(model.avg_batch), "", True),
+        (number(latency.p50_ms, 2), threshold_style(latency.p50_ms, limits.get("p50_ms")), True),
+        (number(latency.p99_ms, 2), threshold_style(latency.p99_ms, limits.get("p99_ms")), True),
+        (number(failures), "bold red" if failures else "", True),
+        (number(model.timed_out_total), timed_out_style(model.timed_out_total, limits), True),
+        (model.execution_mode or MISSING, "", False),
+        (",".join(f"NPU{d}" for d in model.devices) or MISSING, "", False),
     )
 
 

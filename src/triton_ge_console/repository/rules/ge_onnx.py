@@ -8,8 +8,8 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_ge_console.backend_glue.settings import model_file_candidates
-from triton_ge_console.repository import external_data
-from triton_ge_console.repository.onnx_io import (
+from triton_ge_console.model_files import external_data
+from triton_ge_console.model_files.onnx_io import (
     OnnxReadError,
     for_config,
     graph_defaults,
@@ -19,8 +19,8 @@ from triton_ge_console.repository.onnx_io import (
     read_onnx_io,
     triton_dims,
 )
+from triton_ge_console.model_files.tensors import TensorSpec
 from triton_ge_console.repository.rules.findings import WILDCARD_DIM, Finding, error
-from triton_ge_console.repository.spec.types import TensorSpec
 
 
 def onnx_of_version(onnx_text: str | None, version_dir: Path) -> Path | None:

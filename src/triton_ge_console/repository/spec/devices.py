@@ -107,7 +107,7 @@ def _value(node: yaml.Node, key: str) -> yaml.Node | None:
 
 def host_device_count() -> int | None:
     """How many NPUs npu-smi lists on this host; None without npu-smi or when it fails."""
-    from triton_ge_console.sessions.observe.telemetry.npu_smi import (
+    from triton_ge_console.npu_smi import (
         NpuSmiError,
         find_npu_smi,
         parse_info_table,

@@ -10,9 +10,10 @@ from triton_ge_console.backend_glue.executor import TensorInfo
 from triton_ge_console.backend_glue.generate_batch import LayoutError, kv_layout
 from triton_ge_console.backend_glue.generate_text import TextCodec
 from triton_ge_console.files import not_a_file
+from triton_ge_console.model_files.tensors import TensorSpec
 from triton_ge_console.repository.demo_tokenizer import DEMO_TOKENIZER
 from triton_ge_console.repository.spec.nodes import INT32_MAX, Reader, join
-from triton_ge_console.repository.spec.types import GenerateSpec, TensorSpec
+from triton_ge_console.repository.spec.types import GenerateSpec
 
 GENERATE_KEYS = ("max_tokens", "eos_token_id", "max_running", "max_waiting", "kv_cache_mib", "tokenizer")
 # Keys of a model entry a generate model decides itself: its config declares the request's tensors,

@@ -12,15 +12,14 @@ import yaml
 
 from triton_ge_console.files import not_a_file
 from triton_ge_console.ge_backends import GE_BACKENDS
-from triton_ge_console.repository import demo_models, external_data, onnx_io
+from triton_ge_console.model_files import external_data, onnx_io
+from triton_ge_console.model_files.tensors import TensorSpec
+from triton_ge_console.repository import demo_models
 from triton_ge_console.repository.spec import options
 from triton_ge_console.repository.spec.generate import read_generate
 from triton_ge_console.repository.spec.nodes import INT32_MAX, Reader, describe, join, suggest
 from triton_ge_console.repository.spec.tensors import LocatedTensor, check_against_graph, tensors
-from triton_ge_console.repository.spec.types import (
-    ModelSpec,
-    TensorSpec,
-)
+from triton_ge_console.repository.spec.types import ModelSpec
 
 MODEL_KEYS = (
     "name",

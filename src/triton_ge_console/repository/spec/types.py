@@ -6,20 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from triton_ge_console.ge_backends import DEFAULT_DEVICE_MEMORY_GIB
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """One model input or output as the operator declares it (or as read from the ONNX graph)."""
-
-    name: str
-    data_type: str  # Triton's name without the TYPE_ prefix: FP32, INT64, ...
-    dims: tuple[int, ...]
-    # config.pbtxt's `reshape`: the shape the model sees without the batch dim (None: as dims). A batching
-    # model's batch-only tensor (ONNX [N]) is served as dims [1] reshaped to [] by Triton itself.
-    reshape: tuple[int, ...] | None = None
-    ranked: bool = True  # False: the ONNX gives no shape at all (any rank), served as dims [-1]
-    optional: bool = False  # an ONNX input with an initializer (a default): requests may leave it out
+from triton_ge_console.model_files.tensors import TensorSpec
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,9 @@ from triton_ge_console.sessions.observe.source import CommandResult
 from triton_ge_console.sessions.server.access import explain, refusal
 from triton_ge_console.sessions.server.server_log import LogTail, log_size
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
+from triton_ge_console.triton_terms import RELOAD_PARAMETER
 
 READY_STATE = "READY"
-# A config parameter a reload sets to a fresh value, so Triton loads new instances (backends ignore it).
-RELOAD_PARAMETER = "ge_console_reload_id"
 CLOSED_MIDWAY = "the server closed the connection (stopped or restarted meanwhile?)"
 MAX_FIELDS_SHOWN = 4  # config changes named in a message; the rest are counted
 DEAD_UNLOAD_WAIT_S = 5.0  # how long unload waits for a model whose instance died before saying so

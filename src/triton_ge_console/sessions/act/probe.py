@@ -1,5 +1,5 @@
 """One test request to a model, its inputs generated from the model's own metadata (UI-free: the console's
-`t` and a fleet's rolling reload both send it)."""
+`t` and a fleet's rolling reload both send it), and the headers a session's own requests carry."""
 
 from __future__ import annotations
 
@@ -69,3 +69,10 @@ def send_test_request(http_url: str, model: str, timeout: float = 30.0,
     shapes = ", ".join(f"{o.name}{list(getattr(result.as_numpy(o.name), 'shape', ()))}"
                        for o in signature.outputs)
     return ProbeResult(model, True, f"{model} answered in {elapsed:.1f} ms: {shapes}", elapsed)
+
+
+def session_headers(source: object) -> dict[str, str]:
+    """The headers the session's own requests carry (its token), so commands pass a restricted server."""
+    inner = getattr(source, "inner", None)  # a PendingSource delegates to its bound live source
+    headers = getattr(inner if inner is not None else source, "request_headers", None)
+    return dict(headers) if isinstance(headers, dict) else {}

@@ -19,8 +19,8 @@ from typing import Any
 
 from triton_ge_console.display import listed
 from triton_ge_console.files import write_atomic
+from triton_ge_console.model_files.external_data import external_files
 from triton_ge_console.repository.build import BuildError, BuildReport, build_repository, folder_digest
-from triton_ge_console.repository.external_data import external_files
 from triton_ge_console.repository.progress import ProgressHook
 from triton_ge_console.repository.spec.load import SpecError, load_spec
 from triton_ge_console.sessions.act.control import ControlError, TritonControl, changes_text, config_changes

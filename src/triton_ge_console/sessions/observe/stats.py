@@ -8,6 +8,7 @@ import http.client
 import json
 import threading
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -234,3 +235,20 @@ def fetch_model_config(endpoint: HttpEndpoint, model: str) -> dict[str, Any]:
     quoted = urllib.parse.quote(model, safe="")
     data = endpoint.json("GET", f"/v2/models/{quoted}/config")
     return data if isinstance(data, dict) else {}
+
+
+def fetch_loaded_config(http_url: str | None, model: str, timeout: float = 3.0,
+                        headers: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """Triton's loaded config, sent with the session's token; None when the server or model is silent."""
+    if not http_url:
+        return None
+    try:
+        endpoint = HttpEndpoint(http_url, timeout, dict(headers or {}))
+    except ValueError:
+        return None
+    try:
+        return fetch_model_config(endpoint, model)
+    except EndpointError:
+        return None
+    finally:
+        endpoint.close()

@@ -16,6 +16,13 @@ from pathlib import Path
 import pytest
 
 from tests.waiting import wait_until
+from triton_ge_console.npu_smi import (
+    NpuSmiError,
+    find_npu_smi,
+    parse_chip_map,
+    parse_info_table,
+    parse_usages,
+)
 from triton_ge_console.sessions.observe.metrics import parse_metrics
 from triton_ge_console.sessions.observe.snapshot import DeviceSnapshot
 from triton_ge_console.sessions.observe.stats import HttpEndpoint
@@ -26,17 +33,7 @@ from triton_ge_console.sessions.observe.telemetry.devices import (
     merge_devices,
 )
 from triton_ge_console.sessions.observe.telemetry.exporter import map_to_logical, read_exporter
-from triton_ge_console.sessions.observe.telemetry.npu_smi import (
-    MIB,
-    ROW_ORDER,
-    NpuSmiError,
-    device_from,
-    find_npu_smi,
-    parse_chip_map,
-    parse_info_table,
-    parse_usages,
-    read_npu_smi,
-)
+from triton_ge_console.sessions.observe.telemetry.npu_smi import MIB, ROW_ORDER, device_from, read_npu_smi
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 

@@ -12,11 +12,12 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from triton_ge_console.npu_smi import NpuSmiError, find_npu_smi
 from triton_ge_console.sessions.observe.metrics import MetricTable
 from triton_ge_console.sessions.observe.snapshot import DeviceSnapshot
 from triton_ge_console.sessions.observe.stats import EndpointError, HttpEndpoint
 from triton_ge_console.sessions.observe.telemetry.exporter import map_to_logical, read_exporter
-from triton_ge_console.sessions.observe.telemetry.npu_smi import NpuSmiError, find_npu_smi, read_npu_smi
+from triton_ge_console.sessions.observe.telemetry.npu_smi import read_npu_smi
 
 GLUE_SOURCE = "ge-glue"
 GLUE_UTILIZATION = "ge_device_utilization_ratio"

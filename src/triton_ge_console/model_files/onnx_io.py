@@ -8,7 +8,7 @@ from pathlib import Path
 
 import onnx
 
-from triton_ge_console.repository.spec.types import TensorSpec
+from triton_ge_console.model_files.tensors import TensorSpec
 
 # ONNX TensorProto element type → Triton data type (without the TYPE_ prefix).
 ONNX_TO_TRITON: dict[int, str] = {
