@@ -146,6 +146,21 @@ def test_a_chunk_shaped_like_the_last_decode_step_leaves_the_batch_cache_intact(
     assert [running.tokens, joining.tokens] == expected
 
 
+def test_the_first_step_runs_on_the_callers_thread_only_while_nothing_runs(
+        executor: OnnxRuntimeExecutor) -> None:
+    """With nothing running, step_first prefills the newcomer and sends its first token before it returns
+    (execute's thread, no wake-up of the stepping thread); once a sequence runs, it leaves the stepping to
+    the scheduler's thread and does nothing."""
+    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=8))
+    first, second = ListStream(), ListStream()
+    scheduler.submit(first, GenerateRequest(_prompt(4, 11), 8))
+    scheduler.step_first()
+    assert len(first.tokens) == 2 and [s.stream for s in scheduler.running] == [first]
+    scheduler.submit(second, GenerateRequest(_prompt(4, 12), 8))
+    scheduler.step_first()
+    assert len(first.tokens) == 2 and second.tokens == []
+
+
 def test_running_and_kv_bounds_queue_the_rest(executor: OnnxRuntimeExecutor) -> None:
     """With room for two sequences, the third waits until one leaves, then gets its tokens."""
     per_sequence = (4 + 8) * DEMO_LAYOUT.bytes_per_token

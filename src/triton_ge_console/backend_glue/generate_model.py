@@ -265,7 +265,8 @@ class GenerateModel:
         return outputs
 
     def execute(self, requests: list[Any]) -> None:
-        """Queue each request with the scheduler (or refuse it at once); responses follow from its thread."""
+        """Queue each request with the scheduler (or refuse it at once); responses follow from its thread,
+        but for the first step's when nothing was running: this thread runs it (first tokens sooner)."""
         scheduler = self.scheduler
         for request in requests:
             codec = self.codec
@@ -280,6 +281,7 @@ class GenerateModel:
             refusal = scheduler.submit(stream, wanted)
             if refusal is not None:
                 self._refuse(stream, refusal)
+        scheduler.step_first()
 
     def _refuse(self, stream: TritonStream, message: str) -> None:
         """Answer a request that will not run with one clear error (counted as ended by error)."""
