@@ -139,6 +139,22 @@ def types_model() -> bytes:
     return _serialize(graph)
 
 
+def bf16_model() -> bytes:
+    """half BF16 [N, 3] → tripled BF16 (half·3, rounded back to BF16) and wide FP32 (half widened): ONNX
+    Runtime's CPU kernels take BF16 in Cast only, so the arithmetic is in FP32."""
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["half"], ["wide"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["wide", "three"], ["wide_tripled"]),
+         helper.make_node("Cast", ["wide_tripled"], ["tripled"], to=TensorProto.BFLOAT16)],
+        "bf16",
+        [helper.make_tensor_value_info("half", TensorProto.BFLOAT16, ["N", 3])],
+        [helper.make_tensor_value_info("tripled", TensorProto.BFLOAT16, ["N", 3]),
+         helper.make_tensor_value_info("wide", TensorProto.FLOAT, ["N", 3])],
+        [numpy_helper.from_array(np.array(3.0, np.float32), "three")],
+    )
+    return _serialize(graph)
+
+
 def unranked_model() -> bytes:
     """x FP32 [2, K] → grid, whose rank the ONNX does not say (it is [2, K, 1]), and scale FP32 [] with
     a default (an ONNX input with an initializer: optional) that multiplies it."""

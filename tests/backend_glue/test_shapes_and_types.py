@@ -1,12 +1,14 @@
 """Shapes and types Triton cannot write as the ONNX does, built from a spec and served through the glue by a
-real tritonserver: scalars, batch-only tensors, every type the glue carries, an output of unknown rank and
-an input with a default. Answers equal ONNX Runtime's, over HTTP and gRPC."""
+real tritonserver: scalars, batch-only tensors, every type the glue carries (BF16 too), an output of
+unknown rank and an input with a default. Answers equal ONNX Runtime's, over HTTP and gRPC."""
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Iterator
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -17,6 +19,7 @@ from tests.backend_glue.conftest import server_env
 from tests.conftest import RunningServer, run_triton
 from tests.models import (
     batch_only_model,
+    bf16_model,
     infer,
     no_input_model,
     scalar_model,
@@ -30,7 +33,7 @@ from triton_ge_console.repository.spec.load import parse_spec
 from triton_ge_console.repository.validate import validate_path
 
 SOURCES = {"scalar": scalar_model, "batch_only": batch_only_model, "types": types_model,
-           "unranked": unranked_model, "no_input": no_input_model}
+           "unranked": unranked_model, "no_input": no_input_model, "bf16": bf16_model}
 SPEC = """
 name: shapes
 models:
@@ -41,13 +44,15 @@ models:
   - {name: types_batched, backend: ge, source: types.onnx, max_batch_size: 4,
      dynamic_batching: {max_queue_delay_microseconds: 200000}}
   - {name: unranked, backend: ge, source: unranked.onnx}
+  - {name: bf16, backend: ge, source: bf16.onnx, max_batch_size: 4,
+     dynamic_batching: {max_queue_delay_microseconds: 200000}}
   - {name: no_input, backend: ge, source: no_input.onnx}
   - name: overridable
     backend: ge
     source: unranked.onnx
     inputs: [{name: x, data_type: FP32, dims: [2, -1]}, {name: scale, data_type: FP32, dims: [1]}]
 """
-MODELS = ("scalars", "batch_only", "types", "types_batched", "unranked", "overridable", "no_input")
+MODELS = ("scalars", "batch_only", "types", "types_batched", "unranked", "overridable", "no_input", "bf16")
 CLIENTS = (httpclient, grpcclient)
 
 
@@ -110,6 +115,47 @@ def test_every_type_the_glue_carries_round_trips(server: RunningServer, client_m
         np.testing.assert_array_equal(got[name], direct[name])
     assert got["text_same"].tolist() == [[s.encode() for s in row] for row in direct["text_same"]]
     np.testing.assert_array_equal(got["flags_set"], direct["flags_set"].reshape(2, 1))
+
+
+def _bf16_direct(half: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """tripled (as bfloat16) and wide straight from ONNX Runtime, BF16 passed as a typed OrtValue and read
+    back from its memory (ORT's .numpy() has no BF16)."""
+    session = ort.InferenceSession(bf16_model(), providers=["CPUExecutionProvider"])
+    tripled, wide = session.run_with_ort_values(["tripled", "wide"], {
+        "half": ort.OrtValue.ortvalue_from_numpy_with_onnx_type(half.view(np.uint16), 16)})
+    raw = ctypes.string_at(tripled.data_ptr(), 2 * int(np.prod(tripled.shape())))
+    return np.frombuffer(raw, np.uint16).reshape(tripled.shape()).view(ml_dtypes.bfloat16), wide.numpy()
+
+
+@pytest.mark.parametrize("client_module", CLIENTS, ids=("http", "grpc"))
+def test_bf16_round_trips_through_the_glue(server: RunningServer, client_module: object) -> None:
+    """A BF16 input reaches ONNX Runtime as BF16 and a BF16 output comes back bit for bit as ORT's."""
+    half = np.array([[1.5, -2.0, 3.140625], [0.1, 65280.0, -0.0078125]], ml_dtypes.bfloat16)
+    got = infer(client_module, server.hostport(client_module), "bf16", {"half": half})
+    tripled, wide = _bf16_direct(half)
+    assert got["tripled"].dtype == ml_dtypes.bfloat16 and got["tripled"].shape == (2, 3)
+    np.testing.assert_array_equal(got["tripled"].view(np.uint16), tripled.view(np.uint16))
+    np.testing.assert_array_equal(got["wide"], wide)
+    np.testing.assert_array_equal(wide, half.astype(np.float32))  # the input reached the model unchanged
+
+
+def test_bf16_requests_batched_together_split_back(server: RunningServer) -> None:
+    """Three BF16 requests queued together (the batcher waits 200 ms) run in fewer executions than
+    requests; each gets its own rows back, equal to ONNX Runtime's."""
+    rows = [np.array([[float(i + 1), -0.5 * i, 1.0 / (i + 1)]], ml_dtypes.bfloat16) for i in range(3)]
+    with httpclient.InferenceServerClient(server.http_hostport, concurrency=3) as client:
+        pending = []
+        for half in rows:
+            tensor = httpclient.InferInput("half", list(half.shape), "BF16")
+            tensor.set_data_from_numpy(half)
+            pending.append(client.async_infer("bf16", [tensor]))
+        for half, request in zip(rows, pending, strict=True):
+            result = request.get_result()
+            tripled, wide = _bf16_direct(half)
+            np.testing.assert_array_equal(result.as_numpy("tripled").view(np.uint16), tripled.view(np.uint16))
+            np.testing.assert_array_equal(result.as_numpy("wide"), wide)
+        stats = client.get_inference_statistics("bf16")["model_stats"][0]
+    assert stats["execution_count"] < stats["inference_count"]
 
 
 @pytest.mark.parametrize("client_module", CLIENTS, ids=("http", "grpc"))

@@ -25,7 +25,7 @@ MADE = {  # the models the suite makes itself
     "dense": glue_models.dense_model, "mixed": glue_models.mixed_model, "token": glue_models.token_model,
     "nonzero": glue_models.nonzero_model, "scalar": glue_models.scalar_model,
     "batch_only": glue_models.batch_only_model, "types": glue_models.types_model,
-    "unranked": glue_models.unranked_model,
+    "unranked": glue_models.unranked_model, "bf16": glue_models.bf16_model,
     **{name.removeprefix("demo:"): functools.partial(demo_models.demo_bytes, name)
        for name in demo_models.demo_names()},
 }

@@ -205,9 +205,6 @@ def _sequence_model() -> bytes:
 
 
 @pytest.mark.parametrize(("model", "reason"), [
-    (_typed_model(TensorProto.BFLOAT16),
-     "'x': ONNX element type BFLOAT16: the ge glue cannot carry it (Triton's Python backend hands BF16 over "
-     "only as DLPack, never as numpy); cast it to FLOAT16 or FLOAT in the graph"),
     (_typed_model(TensorProto.COMPLEX64),
      "'x': ONNX element type COMPLEX64 has no Triton data type; cast it in the graph to one Triton carries "
      "(e.g. FLOAT, INT64)"),
@@ -219,7 +216,7 @@ def _sequence_model() -> bytes:
     (_training_model(),
      "uses ai.onnx.preview.training operators (a training graph): inference runtimes do not run them; "
      "export the inference graph"),
-], ids=("bf16", "complex64", "sequence", "opset6", "training"))
+], ids=("complex64", "sequence", "opset6", "training"))
 def test_what_triton_cannot_carry_is_refused_at_build_in_one_line(
     tmp_path: Path, model: bytes, reason: str
 ) -> None:

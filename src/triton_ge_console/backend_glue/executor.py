@@ -7,6 +7,8 @@ from typing import Protocol
 
 import numpy as np
 
+from triton_ge_console.backend_glue.bfloat16 import BFLOAT16
+
 # Triton data type names (without TYPE_) ↔ numpy dtypes, as the glue exchanges tensors.
 TRITON_TO_NUMPY: dict[str, np.dtype] = {
     "BOOL": np.dtype(np.bool_), "UINT8": np.dtype(np.uint8), "UINT16": np.dtype(np.uint16),
@@ -14,6 +16,7 @@ TRITON_TO_NUMPY: dict[str, np.dtype] = {
     "INT16": np.dtype(np.int16), "INT32": np.dtype(np.int32), "INT64": np.dtype(np.int64),
     "FP16": np.dtype(np.float16), "FP32": np.dtype(np.float32), "FP64": np.dtype(np.float64),
     "STRING": np.dtype(np.object_),  # TYPE_STRING (BYTES): the Python backend hands object arrays of bytes
+    "BF16": BFLOAT16,  # ml_dtypes' bfloat16: numpy has none (bfloat16.py carries it across Triton and ORT)
 }
 
 

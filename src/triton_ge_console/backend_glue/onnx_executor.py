@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from triton_ge_console.backend_glue import bfloat16
 from triton_ge_console.backend_glue.executor import DeviceFigures, ExecutorError, RunStats, TensorInfo
 from triton_ge_console.model_files.external_data import external_bytes
 
@@ -15,7 +17,7 @@ _ORT_TO_TRITON = {
     "tensor(bool)": "BOOL", "tensor(uint8)": "UINT8", "tensor(uint16)": "UINT16", "tensor(uint32)": "UINT32",
     "tensor(uint64)": "UINT64", "tensor(int8)": "INT8", "tensor(int16)": "INT16", "tensor(int32)": "INT32",
     "tensor(int64)": "INT64", "tensor(float16)": "FP16", "tensor(float)": "FP32", "tensor(double)": "FP64",
-    "tensor(string)": "STRING",
+    "tensor(string)": "STRING", "tensor(bfloat16)": "BF16",
 }
 _EMPTY_STATS = RunStats()
 # Output buffers kept per input-shape signature (an instance sees few: its batch sizes x sequence lengths),
@@ -74,6 +76,7 @@ class OnnxRuntimeExecutor:
                  io_bytes: int = 0, spinning: bool = False) -> None:
         import onnxruntime as ort
 
+        self._ort = ort
         if not onnx_path.is_file():
             raise ExecutorError(f"ONNX model {onnx_path}: no such file")
         try:
@@ -90,6 +93,9 @@ class OnnxRuntimeExecutor:
         overridable = self._session.get_overridable_initializers()
         self.defaults = tuple(_info(n, onnx_path, unranked) for n in overridable if n.type in _ORT_TO_TRITON)
         self._texts = [i.name for i in self.inputs if i.data_type == "STRING"]
+        # BF16 crosses into ORT as typed OrtValues (its numpy bridge has no bfloat16; bfloat16.py)
+        self._halves = {i.name for i in (*self.inputs, *self.defaults) if i.data_type == "BF16"}
+        self._half_out = any(o.data_type == "BF16" for o in self.outputs)
         # strings are Python objects: never bound to buffers, ORT allocates them on each run
         self._bindable = not any(t.data_type == "STRING" for t in (*self.inputs, *self.outputs))
         self._input_names = [i.name for i in self.inputs]
@@ -111,7 +117,7 @@ class OnnxRuntimeExecutor:
         if buffers is not None and self._run_bound(signature, feeds, buffers):  # type: ignore[arg-type]
             self._buffers.move_to_end(signature)  # type: ignore[arg-type]
             return dict(zip(self._output_names, buffers, strict=True)), _EMPTY_STATS
-        results = self._session.run(self._output_names, feeds)
+        results = self._plain_run(feeds)
         if signature is not None and signature not in self._unbound:
             self._remember(signature, results, refused=buffers is not None)
         return dict(zip(self._output_names, results, strict=True)), _EMPTY_STATS
@@ -122,7 +128,17 @@ class OnnxRuntimeExecutor:
         step over a plain run for the demo llama, measured)."""
         if self._session is None:
             raise ExecutorError(f"{self.path}: run after close")
-        return dict(zip(self._output_names, self._session.run(self._output_names, feeds), strict=True))
+        return dict(zip(self._output_names, self._plain_run(feeds), strict=True))
+
+    def _plain_run(self, feeds: dict[str, np.ndarray]) -> list[Any]:
+        """ORT allocates the outputs; BF16 ones come back as OrtValues, copied into bfloat16 arrays."""
+        if self._halves:
+            feeds = {name: bfloat16.ort_value(self._ort, array) if name in self._halves else array
+                     for name, array in feeds.items()}
+        if not self._half_out:
+            return self._session.run(self._output_names, feeds)  # type: ignore[union-attr]
+        values = self._session.run_with_ort_values(self._output_names, feeds)  # type: ignore[union-attr]
+        return [bfloat16.from_ort(v) if v.data_type() == "tensor(bfloat16)" else v.numpy() for v in values]
 
     def _run_bound(self, signature: Signature, feeds: dict[str, np.ndarray],
                    buffers: list[np.ndarray]) -> bool:
@@ -132,10 +148,16 @@ class OnnxRuntimeExecutor:
         if self._bound != signature:
             binding.clear_binding_outputs()
             for name, array in zip(self._output_names, buffers, strict=True):
-                binding.bind_output(name, "cpu", 0, array.dtype, list(array.shape), array.ctypes.data)
+                if array.dtype == bfloat16.BFLOAT16:
+                    binding.bind_ortvalue_output(name, bfloat16.ort_value(self._ort, array))
+                else:
+                    binding.bind_output(name, "cpu", 0, array.dtype, list(array.shape), array.ctypes.data)
             self._bound = signature
         for name in self._input_names:
-            binding.bind_cpu_input(name, feeds[name])
+            if name in self._halves:
+                binding.bind_ortvalue_input(name, bfloat16.ort_value(self._ort, feeds[name]))
+            else:
+                binding.bind_cpu_input(name, feeds[name])
         try:
             self._session.run_with_iobinding(binding)  # type: ignore[union-attr]
         except Exception:  # ORT's own types; the unbound run then says what is wrong

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from triton_ge_console.backend_glue import autocomplete, batching
+from triton_ge_console.backend_glue import autocomplete, batching, bfloat16
 from triton_ge_console.backend_glue.executor import Executor, ExecutorError, RunStats, TensorInfo
 from triton_ge_console.backend_glue.generate_protocol import is_generate
 from triton_ge_console.backend_glue.ledger import DeviceLedger
@@ -74,6 +74,9 @@ class TritonPythonModel:
         # model scalars, served as dims [1]: squeezed for the model, expanded for Triton
         self.scalar_inputs = [i.name for i in (*self.inputs, *defaults) if squeezed(i, self.batched)]
         self.scalar_outputs = [o.name for o in self.executor.outputs if squeezed(o, self.batched)]
+        # BF16 crosses the Python backend by DLPack only (bfloat16.py)
+        self.bf16_inputs = {i.name for i in (*self.inputs, *defaults) if i.data_type == "BF16"}
+        self.bf16_outputs = {o.name for o in self.executor.outputs if o.data_type == "BF16"}
         # hoisted out of the per-request path: the utilities module, and whether responses need
         # filtering by requested outputs at all (Triton refuses unknown names, so one output never does)
         self.pb_utils = pb_utils
@@ -153,13 +156,15 @@ class TritonPythonModel:
         """The request's inputs as numpy views of its tensors in shared memory (no copy), None where
         one is missing."""
         feeds: dict[str, np.ndarray | None] = {}
+        halves = self.bf16_inputs
         for name in self.input_names:
             tensor = pb_utils.get_input_tensor_by_name(request, name)
-            feeds[name] = None if tensor is None else tensor.as_numpy()
+            feeds[name] = None if tensor is None else (
+                bfloat16.from_triton(tensor) if name in halves else tensor.as_numpy())
         for name in self.defaults:
             tensor = pb_utils.get_input_tensor_by_name(request, name)
             if tensor is not None:
-                feeds[name] = tensor.as_numpy()
+                feeds[name] = bfloat16.from_triton(tensor) if name in halves else tensor.as_numpy()
         for name in self.scalar_inputs:
             array = feeds.get(name)
             if array is not None and array.shape == (1,):
@@ -183,6 +188,10 @@ class TritonPythonModel:
         if self.scalar_outputs:
             outputs = {name: array.reshape(1) if name in self.scalar_outputs else array
                        for name, array in outputs.items()}
+        if self.bf16_outputs:
+            return pb_utils.InferenceResponse(output_tensors=[
+                bfloat16.to_triton(pb_utils, name, array) if name in self.bf16_outputs
+                else pb_utils.Tensor(name, array) for name, array in outputs.items()])
         return pb_utils.InferenceResponse(
             output_tensors=[pb_utils.Tensor(name, array) for name, array in outputs.items()])
 

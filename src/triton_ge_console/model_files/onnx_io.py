@@ -63,10 +63,6 @@ def triton_type(elem_type: int, tensor: str = "") -> str:
     name = (onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values()
             else str(elem_type))
     where = f"'{tensor}': " if tensor else ""
-    if elem_type == onnx.TensorProto.BFLOAT16:
-        raise OnnxReadError(f"{where}ONNX element type BFLOAT16: the ge glue cannot carry it (Triton's "
-                            "Python backend hands BF16 over only as DLPack, never as numpy); cast it to "
-                            "FLOAT16 or FLOAT in the graph")
     try:
         return ONNX_TO_TRITON[elem_type]
     except KeyError:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 # KServe v2 / Triton datatypes and the numpy dtype each one is carried in.
@@ -25,6 +26,7 @@ TRITON_DTYPES: dict[str, Any] = {
     "FP16": np.float16,
     "FP32": np.float32,
     "FP64": np.float64,
+    "BF16": ml_dtypes.bfloat16,  # as tritonclient carries BF16 (numpy has no bfloat16)
     "BYTES": np.object_,
 }
 
