@@ -31,6 +31,8 @@ from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.build import build_repository
 from triton_ge_console.repository.spec.load import parse_spec
 from triton_ge_console.repository.validate import validate_path
+from triton_ge_console.sessions.act.probe import send_test_request
+from triton_ge_console.sessions.loadgen.run import LoadSpec, LoadSpecError, run_load_sync
 
 SOURCES = {"scalar": scalar_model, "batch_only": batch_only_model, "types": types_model,
            "unranked": unranked_model, "no_input": no_input_model, "bf16": bf16_model}
@@ -156,6 +158,27 @@ def test_bf16_requests_batched_together_split_back(server: RunningServer) -> Non
             np.testing.assert_array_equal(result.as_numpy("wide"), wide)
         stats = client.get_inference_statistics("bf16")["model_stats"][0]
     assert stats["execution_count"] < stats["inference_count"]
+
+
+def test_probe_and_load_generator_send_bf16(server: RunningServer) -> None:
+    """The console's test request and the load generator build BF16 inputs (ml_dtypes.bfloat16) and
+    the glue answers them over HTTP (binary tensors) and gRPC without an error."""
+    probe = send_test_request(f"http://{server.http_hostport}", "bf16")
+    assert probe.ok, probe.message
+    for client_module in CLIENTS:
+        protocol = "grpc" if client_module is grpcclient else "http"
+        (row,) = run_load_sync(LoadSpec("bf16", server.hostport(client_module), protocol=protocol,
+                                        concurrency=(1,), window_ms=300, warmup_ms=200, max_windows=3))
+        assert row.requests > 0 and row.errors == 0, (protocol, row.first_error)
+
+
+def test_bf16_in_a_json_body_is_a_spec_error(server: RunningServer) -> None:
+    """KServe's JSON tensors have no BF16 form: asked for, the load generator says so in one line."""
+    spec = LoadSpec("bf16", server.http_hostport, protocol="http", http_json_body=True, concurrency=(1,),
+                    window_ms=300, warmup_ms=200, max_windows=3)
+    with pytest.raises(LoadSpecError, match=r"^input half \(BF16\) cannot be sent as a JSON body: BF16 inputs "
+                                            r"must be sent as binary data over HTTP"):
+        run_load_sync(spec)
 
 
 @pytest.mark.parametrize("client_module", CLIENTS, ids=("http", "grpc"))

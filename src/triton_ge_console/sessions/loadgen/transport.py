@@ -29,7 +29,12 @@ from triton_ge_console.sessions.loadgen.http_path import (
     closed_loop,
     http_error_text,
 )
-from triton_ge_console.sessions.loadgen.inputs import ModelSignature, RequestTensor, signature_from_metadata
+from triton_ge_console.sessions.loadgen.inputs import (
+    LoadSpecError,
+    ModelSignature,
+    RequestTensor,
+    signature_from_metadata,
+)
 from triton_ge_console.sessions.server.access import refusal
 
 GRPC_MAX_MESSAGE = 2**31 - 1
@@ -300,7 +305,11 @@ class HttpTransport:
         inputs = []
         for tensor in tensors:
             infer_input = httpclient.InferInput(tensor.name, list(tensor.array.shape), tensor.datatype)
-            infer_input.set_data_from_numpy(tensor.array, binary_data=binary)
+            try:
+                infer_input.set_data_from_numpy(tensor.array, binary_data=binary)
+            except InferenceServerException as exc:  # BF16 has no JSON form: tritonclient refuses it
+                raise LoadSpecError(f"input {tensor.name} ({tensor.datatype}) cannot be sent as a JSON body: "
+                                    f"{exc.message()}") from None
             inputs.append(infer_input)
         requested = [httpclient.InferRequestedOutput(name, binary_data=binary) for name in outputs]
         body, json_size = httpclient.InferenceServerClient.generate_request_body(
