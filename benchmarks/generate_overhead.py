@@ -12,8 +12,8 @@ Triton's streaming costs with no glue and no model). The issue's targets, per ro
     TTFT through Triton − direct prefill − floor first response  (target ≤ 0.5 ms)
 with tokens/s through Triton ÷ the direct loop beside them. Then `--streams` concurrent streams of the
 generate model: aggregate output tokens/s ÷ one stream's (continuous batching; target ≥ 3×) and every
-stream's own ITL p99, beside the floor's own `--streams` ÷ one (the floor serves its streams round robin,
-as the scheduler does): what Triton, the client and this host allow with no model at all.
+stream's own ITL p99, beside the floor's own `--streams` ÷ one (the floor sends from 8 threads): what
+Triton, the client and this host allow with no model at all.
 
 `--compare NAME=SRC` (a checkout's `src`, e.g. `git archive main src | tar -x -C DIR`; repeatable) adds
 a server whose glue imports the package from SRC, measured as variant NAME in the same interleaved
@@ -73,8 +73,9 @@ input [{ name: "input_ids" data_type: TYPE_INT64 dims: [-1] },
        { name: "max_tokens" data_type: TYPE_INT32 dims: [1] optional: true }]
 output [{ name: "token_id" data_type: TYPE_INT64 dims: [1] }]
 """
-# Streams max_tokens token ids from a thread as soon as a request arrives: Triton's and the Python
-# backend's cost per streamed response, with no glue and no model.
+# Streams max_tokens token ids as soon as a request arrives, from one of WORKERS threads fed by a queue
+# (one stream: a queue wake-up, then its sends; several: their round trips overlap, as the Python backend
+# allows): Triton's and the Python backend's cost per streamed response, with no glue and no model.
 FLOOR_BACKEND = textwrap.dedent("""\
     import queue
     import threading
@@ -82,11 +83,14 @@ FLOOR_BACKEND = textwrap.dedent("""\
     import numpy as np
     import triton_python_backend_utils as pb_utils
 
+    WORKERS = 8
+
 
     class TritonPythonModel:
         def initialize(self, args):
             self.jobs = queue.Queue()
-            threading.Thread(target=self.loop, daemon=True).start()
+            for _ in range(WORKERS):
+                threading.Thread(target=self.loop, daemon=True).start()
 
         def execute(self, requests):
             for request in requests:
@@ -95,20 +99,14 @@ FLOOR_BACKEND = textwrap.dedent("""\
             return None
 
         def loop(self):
-            active = []  # [sender, sent, count], served round robin like the scheduler's batch
             while True:
-                while not active or not self.jobs.empty():
-                    sender, count = self.jobs.get()
-                    active.append([sender, 0, count])
-                for job in list(active):
-                    sender, i, count = job
+                sender, count = self.jobs.get()
+                for i in range(count):
                     token = pb_utils.Tensor("token_id", np.array([i], np.int64))
                     final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if i == count - 1 else 0
                     sender.send(pb_utils.InferenceResponse([token]), flags=final)
-                    job[1] += 1
-                    if job[1] == count:
-                        active.remove(job)
 """)
+
 
 
 def note(text: str) -> None:

@@ -4,6 +4,7 @@ each one's tokens back through its response sender from its own thread (execute 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import queue
@@ -31,6 +32,7 @@ from triton_ge_console.backend_glue.settings import (
 )
 from triton_ge_console.backend_glue.telemetry import Telemetry
 
+SENDER_THREADS = 2  # one for each of this host's cores; each stream keeps to one
 NPU_NOT_SUPPORTED = (
     "generation runs in CPU emulation only for now: driving an OM's dynamic sequence dims (past length "
     "growing every step) through AscendCL is not supported yet; set parameters.execution_mode cpu")
@@ -44,30 +46,39 @@ def _pb_utils() -> Any:
 
 
 class Responder:
-    """Sends every stream's responses from a thread of its own, in the order given: a response sender's
-    send() waits for the server to take the response (an IPC round trip), which would otherwise hold the
-    scheduler's decode step once per running sequence. A stream's first token goes out at once from the
-    caller's thread instead (nothing of that stream can be queued before it): waking this thread would
-    add its wake-up to the time to first token."""
+    """Sends the streams' responses from threads of their own, each stream's in the order given: a response
+    sender's send() waits for the server to take the response (an IPC round trip), which would otherwise
+    hold the scheduler's decode step once per running sequence. Each stream keeps to one of
+    SENDER_THREADS threads, so several streams' round trips overlap. A stream's first token goes out at
+    once from the caller's thread instead (nothing of that stream can be queued before it): waking a
+    sender thread would add its wake-up to the time to first token."""
 
-    def __init__(self, pb_utils: Any, model: str) -> None:
+    def __init__(self, pb_utils: Any, model: str, threads: int = SENDER_THREADS) -> None:
         self._pb = pb_utils
         self._model = model
-        self._queue: queue.SimpleQueue[tuple[TritonStream, str, Any] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name="ge-generate-send", daemon=True)
-        self._thread.start()
+        self._queues: list[queue.SimpleQueue[tuple[TritonStream, str, Any] | None]] = [
+            queue.SimpleQueue() for _ in range(threads)]
+        self._threads = [threading.Thread(target=self._loop, args=(q,), name="ge-generate-send", daemon=True)
+                         for q in self._queues]
+        self._next = itertools.count()
+        for thread in self._threads:
+            thread.start()
+
+    def lane(self) -> int:
+        """The sender thread a new stream keeps to."""
+        return next(self._next) % len(self._queues)
 
     def put(self, stream: TritonStream, kind: str, value: Any) -> None:
         """Queue one response: ("token", id), ("last", id), ("error", message) or ("cancelled", None)."""
-        self._queue.put((stream, kind, value))
+        self._queues[stream.lane].put((stream, kind, value))
 
     def send_now(self, stream: TritonStream, kind: str, value: Any) -> None:
         """Send one response from this thread (a stream's first: nothing of it is queued)."""
         self._deliver(stream, kind, value)
 
-    def _loop(self) -> None:
+    def _loop(self, responses: queue.SimpleQueue[tuple[TritonStream, str, Any] | None]) -> None:
         """Send until closed."""
-        while (item := self._queue.get()) is not None:
+        while (item := responses.get()) is not None:
             self._deliver(*item)
 
     def _deliver(self, stream: TritonStream, kind: str, value: Any) -> None:
@@ -105,8 +116,10 @@ class Responder:
 
     def close(self) -> None:
         """Send what is queued, then stop."""
-        self._queue.put(None)
-        self._thread.join(timeout=10)
+        for responses in self._queues:
+            responses.put(None)
+        for thread in self._threads:
+            thread.join(timeout=10)
 
 
 class TritonStream:
@@ -114,6 +127,7 @@ class TritonStream:
 
     def __init__(self, responder: Responder, sender: Any, text: TextStream | None = None) -> None:
         self._responder = responder
+        self.lane = responder.lane()
         self.sender = sender
         self.text = text  # the stream's text pieces (decoded on the Responder's thread), with a tokenizer
         self.gone = False  # a send failed: the client is no longer there
