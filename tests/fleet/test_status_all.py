@@ -20,9 +20,9 @@ from tests.models import write_echo_model
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.cli import main
 from triton_ge_console.console.options import ConsoleOptions
-from triton_ge_console.fleet.follow import sample
 from triton_ge_console.fleet.status import FleetRow, running_records
 from triton_ge_console.sessions.live import LiveSource
+from triton_ge_console.sessions.observe.follow import sample
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.server.registry import READY, Registry, SessionRecord
 

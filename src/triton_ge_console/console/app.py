@@ -1,8 +1,10 @@
-"""The console app: polls its session in a thread worker, holds the connection state, dispatches actions."""
+"""The console app: follows its session with the one poll loop in a thread worker, holds the connection
+state, dispatches actions."""
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import ClassVar
@@ -26,6 +28,7 @@ from triton_ge_console.console.screens.launching import LaunchingScreen
 from triton_ge_console.console.screens.logs import LogsScreen
 from triton_ge_console.console.screens.repository import RepositoryScreen
 from triton_ge_console.display import printable, printable_lines
+from triton_ge_console.sessions.observe.follow import Follower
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 from triton_ge_console.sessions.observe.source import SessionSource
 
@@ -44,6 +47,7 @@ class GEConsoleApp(ActionHandlers):
         self.source = source
         self.options = options or ConsoleOptions()
         self.polls_done = 0
+        self.poll_stop = threading.Event()
         self.lifeline: lifeline.Lifeline | None = None
         self.set_reactive(ActionHandlers.connection, Connection(source.name, self.options.interval_s))
         self.init_handler_state()
@@ -53,7 +57,9 @@ class GEConsoleApp(ActionHandlers):
         return DashboardScreen()
 
     def on_unmount(self) -> None:
-        """Release the watch thread (asyncio waits for executor threads before the process can exit)."""
+        """Stop polling and release the watch thread (asyncio waits for executor threads before the process
+        can exit)."""
+        self.poll_stop.set()
         if self.watch_stop is not None:
             self.watch_stop.set()
         if self.lifeline is not None:
@@ -66,28 +72,34 @@ class GEConsoleApp(ActionHandlers):
         self.lifeline = lifeline.hold_for(self)
         startup = self.options.startup
         if startup is None:
-            self.poll_once()
+            self.follow()
             return
         self.push_screen(LaunchingScreen(startup, f"Starting session {self.source.name} …"), self._launched)
 
     def _launched(self, ok: bool | None) -> None:
         """The server is up: begin polling."""
         if ok:
-            self.poll_once()
+            self.follow()
+
+    def follow(self) -> None:
+        """Poll the session until the app ends: the one loop, backing off (doubling) while it is down."""
+        options = self.options
+        loop = Follower([self.source], interval_s=options.interval_s, backoff_s=options.max_backoff_s,
+                        doubling=True, max_workers=1, max_polls=options.max_polls)
+        self._poll_worker(loop, self.poll_stop)
 
     @work(thread=True, exclusive=True, group="poll", exit_on_error=False)
-    def poll_once(self) -> None:
-        """One blocking poll off the UI thread; the result comes back as a message."""
-        self.post_message(SnapshotArrived(self.source.poll()))
+    def _poll_worker(self, loop: Follower, stop: threading.Event) -> None:
+        """The loop off the UI thread; each snapshot comes back as a message."""
+        loop.run(lambda _name, snapshot: self.post_message(SnapshotArrived(snapshot)), stop)
 
     def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
-        """Fold the snapshot into the connection state and arm the next poll."""
+        """Fold the snapshot into the connection state."""
         self.polls_done += 1
         was_stale = self.connection.stale
         self.connection = next_connection(self.connection, message.snapshot, self.options)
         if self.connection.stale and not was_stale and self.options.server is not None:
             self._diagnose_worker(self.options.server)
-        self.arm_next_poll()
 
     @work(thread=True, exclusive=True, group="diagnose", exit_on_error=False)
     def _diagnose_worker(self, server: ServerLifecycle) -> None:
@@ -101,16 +113,8 @@ class GEConsoleApp(ActionHandlers):
         if self.connection.stale:
             self.connection = dataclasses.replace(self.connection, diagnosis=diagnosis)
 
-    def arm_next_poll(self) -> None:
-        """Schedule the next poll once this one finished (backing off while the server is down)."""
-        limit = self.options.max_polls
-        if limit is not None and self.polls_done >= limit:
-            return
-        delay = self.connection.retry_in_s if self.connection.stale else self.options.interval_s
-        self.set_timer(delay or self.options.interval_s, self.poll_once)
-
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """Worker errors become notifications; a failed poll still arms the next one."""
+        """Worker errors become notifications; a poll loop that broke is followed again after the backoff."""
         if event.state != WorkerState.ERROR:
             return
         error = event.worker.error
@@ -120,7 +124,7 @@ class GEConsoleApp(ActionHandlers):
             self.connection = dataclasses.replace(self.connection, error=str(error),
                                                   failed_polls=self.connection.failed_polls + 1,
                                                   retry_in_s=self.options.max_backoff_s)
-            self.arm_next_poll()
+            self.set_timer(self.options.max_backoff_s, self.follow)
 
     def action_run(self, action_id: str) -> None:
         """Run a registered action, asking first when it is destructive."""

@@ -21,11 +21,11 @@ from triton_ge_console.console.screens.confirm import ConfirmScreen
 from triton_ge_console.console.screens.fleet import FleetScreen, MemberDashboard, roll_summary
 from triton_ge_console.console.screens.help import HelpScreen
 from triton_ge_console.fleet.figures import FleetFigures
-from triton_ge_console.fleet.follow import FleetFollower
 from triton_ge_console.fleet.members import FleetMember, FleetSource, member_named
 from triton_ge_console.fleet.models import FleetModelRow
 from triton_ge_console.fleet.rolling import RollingResult
 from triton_ge_console.fleet.status import FleetRow
+from triton_ge_console.sessions.observe.follow import Follower
 
 OptionsFor = Callable[[FleetMember], ConsoleOptions]
 
@@ -77,7 +77,7 @@ class FleetConsoleApp(GEConsoleApp):
     def _follow_worker(self, members: list[FleetMember], stop: threading.Event) -> None:
         """Every member polled at its own pace until `stop`; each snapshot comes back as a message."""
         options = self.fleet_options
-        follower = FleetFollower([m.source for m in members], interval_s=options.interval_s,
+        follower = Follower([m.source for m in members], interval_s=options.interval_s,
                                  backoff_s=options.backoff_s, max_workers=options.max_workers,
                                  max_polls=options.max_polls)
         follower.run(lambda name, snap: self.post_message(MemberSnapshotArrived(name, snap)), stop)
@@ -110,9 +110,6 @@ class FleetConsoleApp(GEConsoleApp):
         self.fleet_models = self.figures.models
         if message.member == self.current:
             self.on_snapshot_arrived(SnapshotArrived(message.snapshot))
-
-    def arm_next_poll(self) -> None:
-        """The fleet's follower polls every member, the open one too: nothing is fetched twice."""
 
     def open_member(self, name: str) -> None:
         """Make `name` the server the dashboard and the server actions act on, and show its dashboard."""

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from triton_ge_console.fleet.follow import sample
 from triton_ge_console.sessions.live import LiveSource
+from triton_ge_console.sessions.observe.follow import sample
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.sessions.observe.source import SessionSource
 from triton_ge_console.sessions.server.registry import (

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from triton_ge_console.sessions.act.watch import controller_for
 from triton_ge_console.sessions.observe.health import InstanceWatch, instance_watch
 from triton_ge_console.sessions.observe.history import SnapshotHistory
-from triton_ge_console.sessions.observe.poller import Poller, SnapshotCallback
+from triton_ge_console.sessions.observe.poller import Poller
 from triton_ge_console.sessions.observe.snapshot import Endpoints, ServerSnapshot
 from triton_ge_console.sessions.observe.source import Controller
 from triton_ge_console.sessions.observe.stats import EndpointError
@@ -91,10 +91,6 @@ class LiveSource:
         self.history.append(snapshot)
         return snapshot
 
-    def start(self, interval_s: float = 1.0, on_snapshot: SnapshotCallback | None = None) -> None:
-        """Poll in the background into the history (for notebooks and headless use)."""
-        self.poller.start(self.history, interval_s, on_snapshot)
-
     def trace_model(self, model: str, rate: int = 10, log_frequency: int = 20) -> bool:
         """Sample `model`'s requests into the session's trace file at a fixed rate (the poller already
         samples every model without summaries, at a rate it adapts to the load, and may re-rate this one).
@@ -135,7 +131,7 @@ class LiveSource:
         return {self._token_header: self._token} if self._token else {}
 
     def close(self) -> None:
-        """Stop polling and release connections; the server keeps running."""
+        """Release connections; the server keeps running."""
         self.poller.close()
 
 

@@ -14,11 +14,11 @@ import ipywidgets as w
 
 from triton_ge_console.display import MISSING, memory, number, percent
 from triton_ge_console.fleet.figures import FleetFigures
-from triton_ge_console.fleet.follow import FleetFollower
 from triton_ge_console.fleet.members import FleetSource
 from triton_ge_console.fleet.models import FleetModelRow, versions_text
 from triton_ge_console.fleet.rolling import RollingResult
 from triton_ge_console.fleet.status import FleetRow
+from triton_ge_console.sessions.observe.follow import Follower
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 
 SERVER_COLUMNS = ("NAME", "WHERE", "HEALTH", "TRITON", "MODELS r/f/t", "REQ/S", "P99 ms", "NPU mean",
@@ -122,9 +122,9 @@ class FleetDashboard:
             raise ValueError("no running sessions (start one with: ge-console up SPEC)")
         return cls(LiveFleet(records), interval, owns_fleet=True, **kwargs)
 
-    def _follower(self, max_polls: int | None) -> FleetFollower:
+    def _follower(self, max_polls: int | None) -> Follower:
         """One follower over every member's source."""
-        return FleetFollower([m.source for m in self.fleet.members], interval_s=self.interval,
+        return Follower([m.source for m in self.fleet.members], interval_s=self.interval,
                              backoff_s=max(5.0, self.interval), max_workers=self.max_workers,
                              max_polls=max_polls)
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe import metrics
-from triton_ge_console.sessions.observe.history import SnapshotHistory
+from triton_ge_console.sessions.observe.follow import Follower
 from triton_ge_console.sessions.observe.moved_stats import MODELS_PER_CALL, MovedStatistics
 from triton_ge_console.sessions.observe.poller import Poller
 from triton_ge_console.sessions.observe.rates import ModelCounters
@@ -289,40 +291,42 @@ def test_trace_latency_near_the_controlled_delay(served: Served) -> None:
     assert collector.update() == 0  # files already read are not counted twice
 
 
-def test_background_polling_feeds_history(served: Served) -> None:
-    """start() polls on an interval into a SnapshotHistory until stopped."""
-    poller = Poller("bg", served.endpoints())
-    history = SnapshotHistory(capacity=100)
-    seen: list[ServerSnapshot] = []
+@contextlib.contextmanager
+def _following(source: LiveSource, deliver: Callable[[str, ServerSnapshot], object]) -> Iterator[None]:
+    """The one poll loop over source, in a thread, until the with-block ends."""
+    stop = threading.Event()
+    loop = threading.Thread(target=Follower([source], interval_s=0.05).run, args=(deliver, stop))
+    loop.start()
     try:
-        poller.start(history, interval_s=0.1, on_snapshot=seen.append)
-        deadline = time.monotonic() + 30
-        while len(history) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        yield
     finally:
-        poller.close()
-    assert len(history) >= 3 and not poller.running
-    times = history.times()
+        stop.set()
+        loop.join(10)
+        source.close()
+    assert not loop.is_alive()
+
+
+def test_the_poll_loop_feeds_a_live_source_history(served: Served) -> None:
+    """The one loop (observe/follow.py) polls a live source on an interval into its history until stopped,
+    handing each snapshot on in order."""
+    source = LiveSource("bg", served.endpoints())
+    seen: list[ServerSnapshot] = []
+    with _following(source, lambda _name, snapshot: seen.append(snapshot)):
+        wait_until(lambda: len(source.history) >= 3, 30, what="three polls")
+    times = source.history.times()
     assert all(later > earlier for earlier, later in itertools.pairwise(times))
     assert [s.taken_at for s in seen[: len(times)]] == times[: len(seen)]
 
 
-def test_a_failing_snapshot_callback_does_not_stop_background_polling(served: Served) -> None:
-    """A view whose callback raises is logged; the poller keeps feeding the history."""
-    poller = Poller("bg-broken", served.endpoints())
-    history = SnapshotHistory(capacity=100)
+def test_a_failing_hand_off_does_not_stop_the_poll_loop(served: Served) -> None:
+    """A view whose hand-off raises is logged; the loop keeps polling into the history."""
+    source = LiveSource("bg-broken", served.endpoints())
 
-    def broken(_snapshot: ServerSnapshot) -> None:
+    def broken(_name: str, _snapshot: ServerSnapshot) -> None:
         raise RuntimeError("a view's bug")
 
-    try:
-        poller.start(history, interval_s=0.05, on_snapshot=broken)
-        deadline = time.monotonic() + 30
-        while len(history) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(history) >= 3 and poller.running
-    finally:
-        poller.close()
+    with _following(source, broken):
+        wait_until(lambda: len(source.history) >= 3, 30, what="three polls past a broken view")
 
 
 def test_live_source_polls_and_controls(served: Served) -> None:

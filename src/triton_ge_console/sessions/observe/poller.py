@@ -1,8 +1,7 @@
-"""Poll one Triton server into immutable ServerSnapshots; never raises, optionally in a background thread."""
+"""Poll one Triton server into immutable ServerSnapshots, never raising (follow.py repeats it)."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +19,6 @@ from triton_ge_console.sessions.observe.figures import (
 from triton_ge_console.sessions.observe.generation import with_token_rate
 from triton_ge_console.sessions.observe.glue_failures import GlueFailures
 from triton_ge_console.sessions.observe.health import InstanceWatch
-from triton_ge_console.sessions.observe.history import SnapshotHistory
 from triton_ge_console.sessions.observe.metrics import MetricTable, ModelKey, PlainLines, scrape_metrics
 from triton_ge_console.sessions.observe.moved_stats import MovedStatistics
 from triton_ge_console.sessions.observe.rates import ModelCounters, ModelRates, compute_rates, hold_success
@@ -45,8 +43,6 @@ from triton_ge_console.sessions.observe.telemetry.devices import DeviceTelemetry
 from triton_ge_console.sessions.observe.trace import TraceCollector, enable_tracing
 from triton_ge_console.sessions.observe.trace_sampling import TraceSampler
 
-LOG = logging.getLogger(__name__)
-
 # Families a snapshot never shows: per-stage latency summaries (5x the text when on), host and GPU figures.
 UNUSED_METRICS = (
     "nv_inference_queue_summary_us", "nv_inference_compute_input_summary_us",
@@ -55,7 +51,6 @@ UNUSED_METRICS = (
 )
 # Backends that report no statistics to Triton: traced even where the server keeps latency summaries.
 TRACE_BACKENDS = ("npu_ge",)
-SnapshotCallback = Callable[[ServerSnapshot], None]
 T = TypeVar("T")
 
 
@@ -98,8 +93,6 @@ class Poller:
         self._built: dict[ModelKey, tuple[ModelInputs, ModelSnapshot]] = {}
         self._backends: dict[ModelKey, str] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def poll(self) -> ServerSnapshot:
         """One snapshot now; an unreachable or broken server gives `live=False` and `error`, never raises."""
@@ -264,44 +257,8 @@ class Poller:
             return self.telemetry.devices(table)
         return tuple(devices_from_glue(table))
 
-    def start(self, history: SnapshotHistory, interval_s: float = 1.0,
-              on_snapshot: SnapshotCallback | None = None) -> None:
-        """Poll in a background thread; the next poll is armed only when the last one finished."""
-        if self._thread is not None and self._thread.is_alive():
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, args=(history, interval_s, on_snapshot),
-                                        name=f"ge-poller-{self.name}", daemon=True)
-        self._thread.start()
-
-    def _run(self, history: SnapshotHistory, interval_s: float, on_snapshot: SnapshotCallback | None) -> None:
-        """The background loop."""
-        while not self._stop.is_set():
-            began = time.monotonic()
-            snapshot = self.poll()
-            history.append(snapshot)
-            if on_snapshot is not None:
-                try:
-                    on_snapshot(snapshot)
-                except Exception:  # a view's bug must not end the polling every view depends on
-                    LOG.exception("snapshot callback failed; polling goes on")
-            self._stop.wait(max(0.0, interval_s - (time.monotonic() - began)))
-
-    @property
-    def running(self) -> bool:
-        """Whether the background loop is running."""
-        return self._thread is not None and self._thread.is_alive()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the background loop (the current poll finishes first)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
-
     def close(self) -> None:
-        """Stop polling and close connections; never touches the server itself."""
-        self.stop()
+        """Close connections; never touches the server itself."""
         self._hang_up()
         if self.telemetry is not None:
             self.telemetry.close()

@@ -9,7 +9,7 @@ import time
 from typing import Any, cast
 
 from tests.waiting import wait_until
-from triton_ge_console.fleet.follow import FleetFollower, sample
+from triton_ge_console.sessions.observe.follow import Follower, sample
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 from triton_ge_console.sessions.observe.source import SessionSource
 
@@ -79,7 +79,7 @@ def test_slow_member_delays_no_other_and_dead_one_backs_off() -> None:
     dead = TimedSource("dead", live=False)
     seen: list[tuple[str, Any]] = []
     stop = threading.Event()
-    follower = FleetFollower(sources(quick, slow, dead), interval_s=0.1, backoff_s=0.6, max_workers=2)
+    follower = Follower(sources(quick, slow, dead), interval_s=0.1, backoff_s=0.6, max_workers=2)
     worker = threading.Thread(target=follower.run, args=(lambda name, s: seen.append((name, s)), stop))
     began = time.monotonic()
     worker.start()
