@@ -190,13 +190,15 @@ def reference(model: bytes | Path, feeds: dict[str, np.ndarray]) -> list[np.ndar
 
 
 def infer(client_module: Any, address: str, model: str,
-          feeds: Mapping[str, np.ndarray | tuple[np.ndarray, str]]) -> dict[str, np.ndarray]:
+          feeds: Mapping[str, np.ndarray | tuple[np.ndarray, str]], timeout_s: float = 60.0
+          ) -> dict[str, np.ndarray]:
     """One request through tritonclient's http or grpc module to host:port; every output the server
     answered, by name. A feed's Triton type is its dtype's (tritonclient's mapping) unless given beside it."""
     from tritonclient.utils import np_to_triton_dtype
 
     grpc = client_module.__name__.endswith("grpc")
-    with client_module.InferenceServerClient(address) as client:
+    options = {} if grpc else {"network_timeout": timeout_s, "connection_timeout": timeout_s}
+    with client_module.InferenceServerClient(address, **options) as client:
         inputs = []
         for name, feed in feeds.items():
             array, data_type = feed if isinstance(feed, tuple) else (feed, np_to_triton_dtype(feed.dtype))

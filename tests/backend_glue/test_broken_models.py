@@ -12,7 +12,7 @@ from tritonclient.utils import InferenceServerException
 from tests.backend_glue.conftest import server_env
 from tests.backend_glue.metrics import metric_samples, model_value
 from tests.conftest import RunningServer, run_triton
-from tests.models import DENSE_CONFIG, dense_model, param, write_model
+from tests.models import DENSE_CONFIG, dense_model, infer, param, write_model
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
@@ -74,24 +74,18 @@ def test_broken_model_is_unavailable_with_its_cause(server: RunningServer, model
     assert entry["state"] == "UNAVAILABLE" and expected in entry["reason"]
 
 
-def _infer(server: RunningServer, model: str) -> np.ndarray:
-    """One request with a batch of two."""
-    with httpclient.InferenceServerClient(server.http_hostport) as client:
-        x = httpclient.InferInput("x", [2, 4], "FP32")
-        x.set_data_from_numpy(np.ones((2, 4), dtype=np.float32))
-        return client.infer(model, [x]).as_numpy("y")
-
-
 def test_metrics_keep_working_across_reloads(server: RunningServer) -> None:
-    before = _infer(server, "reloaded")
+    batch_of_two = {"x": np.ones((2, 4), np.float32)}
+    before = infer(httpclient, server.http_hostport, "reloaded", batch_of_two)["y"]
     assert wait_until(lambda: model_value(server, "ge_inferences_total", "reloaded") == 2)
     config = server.repo / "reloaded" / "config.pbtxt"  # type: ignore[attr-defined]
     config.write_text(config.read_text() + param("intra_op_threads", "1") + "\n")
     with httpclient.InferenceServerClient(server.http_hostport) as client:
         client.load_model("reloaded")
         assert client.is_model_ready("reloaded")
-    np.testing.assert_allclose(_infer(server, "reloaded"), before, atol=1e-6)
-    _infer(server, "reloaded")
+    np.testing.assert_allclose(infer(httpclient, server.http_hostport, "reloaded", batch_of_two)["y"], before,
+                               atol=1e-6)
+    infer(httpclient, server.http_hostport, "reloaded", batch_of_two)
     # Triton loads the new instance before unloading the old one, so the new instance joins the same
     # series and the counter carries on (2 + 4); were the old one gone first, it would restart at 4.
     assert wait_until(lambda: model_value(server, "ge_inferences_total", "reloaded") in (4, 6))

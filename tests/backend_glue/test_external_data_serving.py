@@ -16,6 +16,7 @@ from tritonclient.utils import InferenceServerException
 
 from tests.backend_glue.conftest import server_env
 from tests.conftest import RunningServer, run_triton
+from tests.models import infer
 from tests.repository.extdata_models import WIDTH, save_ext
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
@@ -67,16 +68,6 @@ def _glue_from_this_checkout(backends: Path) -> None:
         )
 
 
-def _infer(server: RunningServer, model: str, x: np.ndarray) -> np.ndarray:
-    """One HTTP inference of y from x."""
-    with httpclient.InferenceServerClient(server.http_hostport) as client:
-        tensor = httpclient.InferInput("x", list(x.shape), "FP32")
-        tensor.set_data_from_numpy(x)
-        result = client.infer(model, [tensor]).as_numpy("y")
-    assert result is not None
-    return result
-
-
 @pytest.mark.parametrize(("model", "source"), [("one_file", "one.onnx"), ("several", "several/net.onnx")])
 def test_external_data_model_answers_like_onnx_runtime(
     served: RunningServer, model: str, source: str
@@ -85,7 +76,8 @@ def test_external_data_model_answers_like_onnx_runtime(
     x = np.random.default_rng(0).standard_normal((2, WIDTH)).astype(np.float32)
     path = served.src / source  # type: ignore[attr-defined]
     expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-    np.testing.assert_allclose(_infer(served, model, x), expected, rtol=1e-5, atol=1e-5)
+    got = infer(httpclient, served.http_hostport, model, {"x": x})["y"]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
 def test_short_external_data_is_refused_at_load_naming_the_tensor(served: RunningServer) -> None:

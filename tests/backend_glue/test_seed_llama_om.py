@@ -20,6 +20,7 @@ import tritonclient.http as httpclient
 from tests.backend_glue.conftest import FAKES, server_env
 from tests.backend_glue.metrics import model_value
 from tests.conftest import RunningServer, run_triton
+from tests.models import infer
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
@@ -82,15 +83,6 @@ def _ids(batch: int, length: int) -> np.ndarray:
     return np.random.default_rng(batch * 1000 + length).integers(0, 32000, (batch, length)).astype(np.int64)
 
 
-def _infer(server: RunningServer, model: str, ids: np.ndarray) -> np.ndarray:
-    with httpclient.InferenceServerClient(server.http_hostport, network_timeout=120) as client:
-        tensor = httpclient.InferInput("input_ids", list(ids.shape), "INT64")
-        tensor.set_data_from_numpy(ids)
-        result = client.infer(model, [tensor]).as_numpy("logits")
-    assert result is not None
-    return result
-
-
 def _smallest_gear(batch: int, length: int) -> tuple[int, int]:
     return min((g for g in GEARS if g[0] >= batch and g[1] >= length), key=lambda g: g[0] * g[1])
 
@@ -122,7 +114,7 @@ def test_every_gear_and_odd_lengths_answer_like_onnx_runtime(server: RunningServ
     sent = 0
     for (batch, length), gear in _requests(model):
         ids = _ids(batch, length)
-        logits = _infer(server, model, ids)
+        logits = infer(httpclient, server.http_hostport, model, {"input_ids": ids}, 120)["logits"]
         assert logits.shape == (batch, length, 32000)
         np.testing.assert_allclose(logits, session.run(None, {"input_ids": ids})[0], atol=1e-4, rtol=1e-4)
         sent += gear[0] * gear[1] * 8
@@ -133,5 +125,6 @@ def test_every_gear_and_odd_lengths_answer_like_onnx_runtime(server: RunningServ
 def test_a_request_beyond_the_largest_gear_is_refused_with_the_gears(server: RunningServer) -> None:
     """Longer than every gear: the glue says which gears the OM has; the dynamic shape takes it."""
     with pytest.raises(Exception, match="fit none of the OM's gears"):
-        _infer(server, "llama_gears", _ids(1, 33))
-    assert _infer(server, "llama_shape", _ids(1, 33)).shape == (1, 33, 32000)
+        infer(httpclient, server.http_hostport, "llama_gears", {"input_ids": _ids(1, 33)}, 120)
+    shaped = infer(httpclient, server.http_hostport, "llama_shape", {"input_ids": _ids(1, 33)}, 120)["logits"]
+    assert shaped.shape == (1, 33, 32000)
