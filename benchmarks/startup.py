@@ -30,6 +30,7 @@ from typing import Any
 import psutil
 
 from triton_ge_console.sessions.loadgen.rounds import Spread, round_order
+from triton_ge_console.triton_terms import MODEL_READY
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -55,7 +56,7 @@ def time_up(env: dict[str, str], name: str) -> dict[str, Any]:
         return {"ok": False, "error": _last_line(done.stderr or done.stdout)}
     status = ge_console("status", name, "--json", env=env)
     models = json.loads(status.stdout).get("models", []) if status.returncode == 0 else []
-    ready = sorted(m["name"] for m in models if m.get("state") == "READY")
+    ready = sorted(m["name"] for m in models if m.get("state") == MODEL_READY)
     ge_console("down", name, "--forget", env=env)
     return {"ok": bool(ready), "seconds": elapsed, "ready_models": ready}
 

@@ -65,6 +65,7 @@ from textual.widget import Widget
 
 from triton_ge_console.console.app import GEConsoleApp, create_app, next_connection
 from triton_ge_console.console.screens.dashboard import DashboardScreen
+from triton_ge_console.display import GIB
 from triton_ge_console.sessions.observe.recorded import RecordedSource
 from triton_ge_console.sessions.observe.snapshot import (
     DeviceSnapshot,
@@ -80,7 +81,6 @@ WARMUP = 3  # refreshes not counted
 FRAME_WAIT_S = 0.05  # longer than a 60 Hz frame: an unmeasured refresh's frame is written within it
 FRAME_TIMEOUT_S = 1.0  # a refresh that changes nothing on screen has no frame: stop waiting for one
 SIZE = (160, 45)
-GIB = 1024**3
 
 
 def synthetic(step: int, models: int, devices: int, busy: float = 1.0) -> ServerSnapshot:

@@ -1,6 +1,23 @@
-"""Words Triton and ge-console agree on, shared by every layer (a leaf: it imports nothing of the package)."""
+"""Words Triton and ge-console agree on, and how an endpoint a user gives is read, shared by every layer (a
+leaf: it imports nothing of the package)."""
 
 from __future__ import annotations
 
+MODEL_READY = "READY"  # a model version's state in Triton's repository index when it serves
+HELD_STATES = (MODEL_READY, "LOADING", "UNLOADING")  # a model Triton serves or is changing over
+DEFAULT_PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}  # tritonserver's own defaults
+
 # A config parameter a reload sets to a fresh value, so Triton loads new instances (backends ignore it).
 RELOAD_PARAMETER = "ge_console_reload_id"
+
+
+def with_scheme(url: str, scheme: str = "http") -> str:
+    """A URL as given, with `scheme://` put in front when it has none ("host:port" is how users write it)."""
+    url = url.strip()
+    return url if "://" in url else f"{scheme}://{url}"
+
+
+def host_port(url: str) -> str:
+    """host:port of a URL or of host:port itself: the scheme and a trailing slash dropped."""
+    return url.split("://", 1)[-1].rstrip("/")
+

@@ -13,7 +13,6 @@ from triton_ge_console.files import write_atomic
 
 NATIVE_NPU_GE = Path("/opt/tritonserver/backends/npu_ge/libnpu_ge.so")
 GLUE_MODEL_PY = Path(__file__).with_name("model.py")
-GLUE_BACKENDS = ("ge", "npu_ge")
 
 
 class InstallError(RuntimeError):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from triton_ge_console.display import GIB
 from triton_ge_console.ge_backends import (
     DEFAULT_DEVICE_MEMORY_GIB,
     EXECUTION_MODES,
@@ -252,7 +253,7 @@ def device_memory_bytes(config: dict[str, Any], where: str) -> int:
         gib = float(text)
     except ValueError:
         raise GlueConfigError(f"{where}: npu_memory_gib {text!r}: expected a number of GiB") from None
-    return int(gib * (1 << 30))
+    return int(gib * GIB)
 
 
 def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:

@@ -21,6 +21,7 @@ from triton_ge_console.repository.progress import SHOW_AFTER_S, elapsed_line
 from triton_ge_console.sessions.act.probe import send_test_request, session_headers
 from triton_ge_console.sessions.observe.source import CommandResult, SessionSource
 from triton_ge_console.sessions.server.debug_env import diagnostic_env
+from triton_ge_console.triton_terms import host_port
 
 if TYPE_CHECKING:
     from triton_ge_console.sessions.loadgen.vs_direct import VsDirectSpec
@@ -204,7 +205,7 @@ class ActionHandlers(App[None]):
         headers = {grpc_token_header(k): v for k, v in session_headers(self.source).items()}
         shown = snapshot.model(model) if snapshot is not None else None
         generate = (shown is not None and shown.generation is not None) or self._decoupled(model)
-        screen = LoadTestScreen(model, grpc.split("://", 1)[-1], headers, self._vs_direct_spec(model),
+        screen = LoadTestScreen(model, host_port(grpc), headers, self._vs_direct_spec(model),
                                 generate)
         self.push_screen(screen)
         if compare:
@@ -228,7 +229,7 @@ class ActionHandlers(App[None]):
         for protocol, url, keyed in (("grpc", snapshot.endpoints.grpc_url, grpc_token_header),
                                      ("http", snapshot.endpoints.http_url, str)):
             if url is not None:
-                endpoints[protocol] = url.split("://", 1)[-1]
+                endpoints[protocol] = host_port(url)
                 headers[protocol] = {keyed(k): v for k, v in token.items()}
         return VsDirectSpec(model=model, endpoints=endpoints, repository=repository, headers=headers)
 

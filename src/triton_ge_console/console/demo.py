@@ -15,6 +15,7 @@ from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 from triton_ge_console.sessions.pending import PendingSource, RecordLifecycle
 from triton_ge_console.sessions.server import paths
 from triton_ge_console.sessions.server.registry import READY, Registry, SessionRecord, effective_state
+from triton_ge_console.triton_terms import MODEL_READY
 
 DEMO_NAME = "demo"
 Notify = Callable[[str], None]
@@ -110,7 +111,7 @@ def figures_moving(first: ServerSnapshot, latest: ServerSnapshot, models: tuple[
     """Every model READY, with more successful requests than at first, and a request rate known."""
     for name in models:
         before, now = first.model(name), latest.model(name)
-        if now is None or now.state != "READY" or now.request_rate is None:
+        if now is None or now.state != MODEL_READY or now.request_rate is None:
             return False
         before_total = before.success_total if before is not None and before.success_total else 0
         if (now.success_total or 0) <= before_total:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from triton_ge_console.display import MISSING
+from triton_ge_console.triton_terms import host_port
 
 SPARK_BLOCKS = "▁▂▃▄▅▆▇█"
 
@@ -47,7 +48,7 @@ def url_hostport(url: str | None) -> str:
     """host:port of a URL, for compact headers."""
     if not url:
         return MISSING
-    return url.split("://", 1)[-1].rstrip("/")
+    return host_port(url)
 
 
 def short_path(path: str | os.PathLike[str]) -> str:

@@ -21,7 +21,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from triton_ge_console.fleet.k8s_render import DEFAULT_PORTS
+from triton_ge_console.triton_terms import DEFAULT_PORTS
 
 TARGET_PREFIX = "k8s:"
 HTTP_GONE = 410

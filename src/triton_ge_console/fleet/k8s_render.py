@@ -18,9 +18,9 @@ from triton_ge_console.repository.spec.k8s import DNS_1035_LABEL
 from triton_ge_console.repository.spec.types import DeploymentSpec, KubernetesSpec
 from triton_ge_console.sessions.server.access import restriction_argument
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
+from triton_ge_console.triton_terms import DEFAULT_PORTS
 
 # Triton's own default ports, used when the spec leaves a port at 0 (pick free), which a pod cannot do.
-DEFAULT_PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}
 TOKEN_ENV = "GE_CONSOLE_TOKEN"  # the container's variable; Kubernetes expands $(VAR) in args from it
 MODELS_MOUNT = "/models"
 CLAIM_MOUNT = "/mnt/model-repository"

@@ -12,6 +12,7 @@ from triton_ge_console.fleet.status import where_of
 from triton_ge_console.sessions.observe.recorded import RecordedSource
 from triton_ge_console.sessions.observe.source import SessionSource
 from triton_ge_console.sessions.server.registry import Registry, SessionRecord
+from triton_ge_console.triton_terms import MODEL_READY
 
 
 @dataclass(frozen=True)
@@ -127,4 +128,4 @@ def _recorded_versions(member: FleetMember, model: str) -> tuple[str, ...]:
     latest = member.source.history.latest
     if latest is None:
         return ()
-    return tuple(m.version for m in latest.models if m.name == model and m.state == "READY")
+    return tuple(m.version for m in latest.models if m.name == model and m.state == MODEL_READY)

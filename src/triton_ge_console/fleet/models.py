@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot, version_key
+from triton_ge_console.triton_terms import MODEL_READY
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ def model_rows(snapshots: Mapping[str, ServerSnapshot]) -> list[FleetModelRow]:
 
 def _serving(model: ModelSnapshot) -> bool:
     """READY in Triton's index and not found failing."""
-    return model.state == "READY" and not model.failing
+    return model.state == MODEL_READY and not model.failing
 
 
 def _row(name: str, servers: Mapping[str, list[ModelSnapshot]]) -> FleetModelRow:

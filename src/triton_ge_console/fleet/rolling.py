@@ -11,8 +11,8 @@ from triton_ge_console.sessions.act.probe import ProbeResult, send_test_request
 from triton_ge_console.sessions.act.watch import controller_for
 from triton_ge_console.sessions.server.access import token_headers
 from triton_ge_console.sessions.server.registry import SessionRecord
+from triton_ge_console.triton_terms import MODEL_READY
 
-READY_STATE = "READY"
 Probe = Callable[[str, str, dict[str, str]], ProbeResult]
 Say = Callable[[str], None]
 
@@ -78,7 +78,7 @@ def rolling_reload(records: Sequence[SessionRecord], model: str, say: Say, confi
 def _serves(control: TritonControl, model: str) -> bool:
     """Whether a version of model is READY there (an unreachable server counts: its reload will fail)."""
     try:
-        return any(e.name == model and e.state == READY_STATE for e in control.index())
+        return any(e.name == model and e.state == MODEL_READY for e in control.index())
     except ControlError:
         return True
 
@@ -101,7 +101,7 @@ def _outcome(record: SessionRecord, control: TritonControl, model: str, outcome:
     """An outcome with the versions READY there now."""
     try:
         versions: tuple[str, ...] | None = tuple(
-            e.version for e in control.index() if e.name == model and e.state == READY_STATE
+            e.version for e in control.index() if e.name == model and e.state == MODEL_READY
         )
     except ControlError:
         versions = None

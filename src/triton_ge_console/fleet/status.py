@@ -22,6 +22,7 @@ from triton_ge_console.sessions.server.registry import (
     SessionRecord,
     effective_state,
 )
+from triton_ge_console.triton_terms import MODEL_READY
 
 # Triton's reason for a model unloaded on purpose: not a failure.
 UNLOADED_REASON = "unloaded"
@@ -100,7 +101,7 @@ def where_of(record: SessionRecord) -> str:
 
 def is_failed_load(model: ModelSnapshot) -> bool:
     """Not READY for a reason other than an unload on purpose (a load that failed)."""
-    return model.state != "READY" and bool(model.reason) and model.reason != UNLOADED_REASON
+    return model.state != MODEL_READY and bool(model.reason) and model.reason != UNLOADED_REASON
 
 
 def _model_figures(models: Sequence[ModelSnapshot]) -> dict[str, Any]:
@@ -109,7 +110,7 @@ def _model_figures(models: Sequence[ModelSnapshot]) -> dict[str, Any]:
     rates = [m.request_rate for m in models if m.request_rate is not None]
     p99s = [m.latency.p99_ms for m in models if m.latency.p99_ms is not None]
     return {
-        "models_ready": sum(1 for m in models if m.state == "READY"),
+        "models_ready": sum(1 for m in models if m.state == MODEL_READY),
         "models_failing": len(failing),
         "models_total": len(models),
         "requests_per_s": sum(rates) if rates else None,

@@ -56,6 +56,7 @@ from triton_ge_console.sessions.server.server_log import log_cause
 from triton_ge_console.sessions.server.shm import new_shm_prefix, shm_arguments
 from triton_ge_console.sessions.server.supervise import LOG_GENERATIONS, LOG_NAME, SupervisedServer
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
+from triton_ge_console.triton_terms import MODEL_READY
 
 PORT_RACE_ATTEMPTS = 3
 BACKENDS_DIR = "backends"
@@ -435,7 +436,7 @@ def _wait_ready(server: SupervisedServer, record: SessionRecord, options: Launch
         if failed:
             first = failed[0]
             raise LaunchError(f"model '{first.name}' failed to load: {squeeze(first.reason or '')}")
-        if len(states) == len(record.models) and all(m.state == "READY" for m in states.values()):
+        if len(states) == len(record.models) and all(m.state == MODEL_READY for m in states.values()):
             return
         time.sleep(0.05)
     raise LaunchError(f"models not READY after {options.timeout:.0f}s: {log_cause(server.log_path)}")

@@ -42,6 +42,7 @@ from triton_ge_console.sessions.server.server_log import EXIT_TIMEOUT
 from triton_ge_console.sessions.server.shm import remove_shm_regions
 from triton_ge_console.sessions.server.supervise import EXIT_FILE, PID_FILE, read_number
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
+from triton_ge_console.triton_terms import DEFAULT_PORTS, MODEL_READY, host_port, with_scheme
 
 ORPHAN_GRACE_S = 1.0
 HEALTH_WINDOW_S = 1.0  # how long `status` watches a model with failed requests for FAILING
@@ -231,7 +232,7 @@ def attach(
     if token is not None and (problem := token_problem(token)):
         raise LaunchError(problem)
     http_url = endpoint_url(url, "URL")
-    grpc_url = endpoint_url(grpc_url, "--grpc-url", ("grpc",)).split("://", 1)[1] if grpc_url else None
+    grpc_url = host_port(endpoint_url(grpc_url, "--grpc-url", ("grpc",))) if grpc_url else None
     metrics_url = endpoint_url(metrics_url, "--metrics-url", path_allowed=True) if metrics_url else None
     models = _serving_models(TritonControl(http_url, token, token_header=token_header, timeout=10.0))
     workdir = paths.session_dir(name)
@@ -264,7 +265,7 @@ def _serving_models(control: TritonControl) -> tuple[str, ...]:
         raise LaunchError(f"{control.http_url}: "
                           f"{refused or 'no Triton server answers there (GET /v2/health/live failed)'}")
     try:
-        return tuple(dict.fromkeys(m.name for m in control.index() if m.state == "READY"))
+        return tuple(dict.fromkeys(m.name for m in control.index() if m.state == MODEL_READY))
     except ControlError as exc:
         raise LaunchError(f"{control.http_url}: cannot read the repository index: {exc}") from None
 
@@ -272,8 +273,8 @@ def _serving_models(control: TritonControl) -> tuple[str, ...]:
 def _default_metrics_url(http_url: str) -> str | None:
     """Triton's default metrics endpoint beside a default HTTP port (8000 → 8002), else unknown."""
     parsed = urlparse(http_url)
-    if parsed.port == 8000 and parsed.hostname:
-        return f"{parsed.scheme}://{parsed.hostname}:8002/metrics"
+    if parsed.port == DEFAULT_PORTS["http"] and parsed.hostname:
+        return f"{parsed.scheme}://{parsed.hostname}:{DEFAULT_PORTS['metrics']}/metrics"
     return None
 
 
@@ -329,7 +330,7 @@ def session_status(record: SessionRecord, timeout: float = 5.0) -> SessionStatus
         return SessionStatus(record, DEAD if attached_gone(record, timeout) else state, error=str(exc))
     models = tuple(_status_row(m) for m in observe_models(record, timeout) or entries)
     wanted_ready = all(
-        any(m["name"] == name and m["state"] == "READY" for m in models) for name in record.models
+        any(m["name"] == name and m["state"] == MODEL_READY for m in models) for name in record.models
     )
     return SessionStatus(record, READY if state == READY or wanted_ready else state, models)
 
@@ -391,11 +392,11 @@ def _port(url: str | None) -> int | None:
     """The port of an http URL or host:port."""
     if not url:
         return None
-    parsed = urlparse(url if "://" in url else f"tcp://{url}")
+    parsed = urlparse(with_scheme(url, "tcp"))
     return parsed.port
 
 
 def _endpoint(url: str) -> tuple[str, int | None]:
     """Host and port of an http URL or host:port (an IPv6 host without its brackets)."""
-    parsed = urlparse(url if "://" in url else f"tcp://{url}")
+    parsed = urlparse(with_scheme(url, "tcp"))
     return parsed.hostname or "127.0.0.1", parsed.port

@@ -12,6 +12,7 @@ import ipywidgets as w
 from triton_ge_console.display import duration, memory, percent
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 from triton_ge_console.sessions.observe.source import SessionSource
+from triton_ge_console.triton_terms import host_port
 from triton_ge_console.widgets.command_runner import CommandRunner
 from triton_ge_console.widgets.devices import DeviceGauges, device_extras
 from triton_ge_console.widgets.generation import GenerationPanel
@@ -119,7 +120,7 @@ class Dashboard:
 
         record = Registry().resolve(name)
         url, protocol = (record.grpc_url, "grpc") if record.grpc_url else (record.http_url, "http")
-        address, headers = url.split("://")[-1], token_headers(record, protocol)
+        address, headers = host_port(url), token_headers(record, protocol)
         runner = loadgen_runner(address, protocol, shapes, headers)
         kwargs.setdefault("generate_load_runner", generate_runner(address, protocol, headers))
         kwargs.setdefault("thresholds", thresholds_of(record))  # the spec's, as the console colours by

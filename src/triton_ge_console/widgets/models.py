@@ -10,6 +10,7 @@ import ipywidgets as w
 from triton_ge_console.display import MISSING, number
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.sessions.observe.source import CommandResult, Controller
+from triton_ge_console.triton_terms import HELD_STATES, MODEL_READY
 from triton_ge_console.widgets.command_runner import CommandRunner
 
 COLUMNS = ("MODEL", "VER", "STATE", "BACKEND", "QUEUE", "REQ/S", "INF/S", "BATCH", "AVG ms", "P50 ms",
@@ -44,14 +45,14 @@ def cells_for(model: ModelSnapshot) -> dict[str, str]:
 
 def offered_actions(model: ModelSnapshot) -> set[str]:
     """The buttons a row shows: reload and unload for a loaded (or loading) model, load for any other."""
-    return {"reload", "unload"} if model.state in ("READY", "LOADING", "UNLOADING") else {"load"}
+    return {"reload", "unload"} if model.state in HELD_STATES else {"load"}
 
 
 def enabled_actions(model: ModelSnapshot, server_up: bool, busy: bool) -> set[str]:
     """Which buttons make sense: reload/unload a ready model, load one that is not; none while busy."""
     if busy or not server_up or model.state in ("LOADING", "UNLOADING"):
         return set()
-    return {"reload", "unload"} if model.state == "READY" else {"load"}
+    return {"reload", "unload"} if model.state == MODEL_READY else {"load"}
 
 
 class ModelRow:
@@ -140,7 +141,7 @@ class ModelsPanel:
         self.reasons.value = "<br>".join(
             f"<span style='color:firebrick'>{html.escape(m.name)}: {html.escape(m.serving_state)}: "
             f"{html.escape(m.reason)}</span>"
-            for m in snapshot.models if m.reason and (m.state != "READY" or m.failing))
+            for m in snapshot.models if m.reason and (m.state != MODEL_READY or m.failing))
         self.refresh_buttons()
 
     def refresh_buttons(self) -> None:

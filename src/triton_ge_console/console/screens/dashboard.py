@@ -28,6 +28,7 @@ from triton_ge_console.console.widgets.paint import retitle
 from triton_ge_console.repository import inventory
 from triton_ge_console.sessions.observe.history import SnapshotHistory
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
+from triton_ge_console.triton_terms import HELD_STATES
 
 CHART_EVERY_S = 5.0  # charts span 15 minutes: redrawing them every 5 s of snapshots loses nothing visible
 
@@ -50,7 +51,7 @@ def utilization_series(history: SnapshotHistory, device_ids: Sequence[str],
 def last_error(model: ModelSnapshot, command_errors: Mapping[str, str]) -> str | None:
     """Why the model is not serving (not ready, or FAILING), else the last failed command, else its
     failure reasons."""
-    if (model.failing or model.state not in ("READY", "LOADING", "UNLOADING")) and model.reason:
+    if (model.failing or model.state not in HELD_STATES) and model.reason:
         return f"FAILING: {model.reason}" if model.failing else model.reason
     if model.name in command_errors:
         return command_errors[model.name]

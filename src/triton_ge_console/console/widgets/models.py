@@ -21,6 +21,7 @@ from textual.strip import Strip
 from triton_ge_console.console.widgets.paint import RenderPassLookups, line_runs
 from triton_ge_console.display import MISSING, number, printable, threshold_level
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
+from triton_ge_console.triton_terms import MODEL_READY
 
 DRAWN_ROWS = 1024  # rows whose lines are kept: the rows in view and many more, not every model for ever
 Thresholds = Mapping[str, Mapping[str, float]]  # model -> {"queue_depth": 8, "p99_ms": 50, "timed_out": 1}
@@ -55,7 +56,7 @@ SORT_KEYS = (
     SortKey("p99", lambda m: _num(m.latency.p99_ms), True, COLUMNS.index("P99 ms")),
     SortKey("failures", lambda m: _num(m.failure_total), True, COLUMNS.index("FAIL")),
     SortKey("timed out", lambda m: _num(m.timed_out_total), True, COLUMNS.index("T/O")),
-    SortKey("state", lambda m: (m.serving_state != "READY", m.name), False, COLUMNS.index("STATE")),
+    SortKey("state", lambda m: (m.serving_state != MODEL_READY, m.name), False, COLUMNS.index("STATE")),
 )
 
 

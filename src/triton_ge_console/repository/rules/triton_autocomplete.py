@@ -21,11 +21,11 @@ from typing import Any
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from triton_ge_console.ge_backends import GE_BACKENDS
 from triton_ge_console.repository import autocomplete_runner as runner
 from triton_ge_console.repository.rules.findings import Finding, error, warning
 
 TIME_LIMIT_S = 30.0
-GLUE_BACKENDS = ("ge", "npu_ge")
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # holds triton_ge_console, for the glue's model.py
 SCHEDULERS = ("dynamic_batching", "sequence_batching", "ensemble_scheduling")
 
@@ -45,7 +45,7 @@ def model_code(config: mc.ModelConfig, version_dir: Path, backend_dirs: tuple[Pa
     for directory in backend_dirs:
         if (directory / config.backend / "model.py").is_file():
             return directory / config.backend / "model.py"
-    if config.backend in GLUE_BACKENDS:
+    if config.backend in GE_BACKENDS:
         from triton_ge_console.backend_glue.installer import GLUE_MODEL_PY
 
         return GLUE_MODEL_PY
@@ -73,9 +73,9 @@ def complete(config: mc.ModelConfig, version_dir: Path, backend_dirs: tuple[Path
     code = model_code(config, version_dir, backend_dirs)
     if code is None or not code.is_file():
         return Completion(config)
-    if config.backend in GLUE_BACKENDS and config.input and config.output:
+    if config.backend in GE_BACKENDS and config.input and config.output:
         return Completion(config)  # the glue fills only a config that leaves inputs or outputs out
-    if config.backend not in GLUE_BACKENDS and not defines_auto_complete(code):
+    if config.backend not in GE_BACKENDS and not defines_auto_complete(code):
         return Completion(config)
     utils_dir = _python_backend_dir()
     if utils_dir is None:

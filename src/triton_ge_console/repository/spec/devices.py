@@ -10,12 +10,11 @@ from collections.abc import Mapping, Sequence
 import yaml
 
 from triton_ge_console.backend_glue.ledger import human_bytes
+from triton_ge_console.display import GIB
 from triton_ge_console.ge_backends import npu_ge_sessions_per_npu, stoi
 from triton_ge_console.repository import demo_models
 from triton_ge_console.repository.spec.nodes import Problems, join
 from triton_ge_console.repository.spec.types import InstanceGroupSpec, ModelSpec, ServerSpec
-
-GIB = 1 << 30
 
 
 def model_bytes(model: ModelSpec) -> int | None:

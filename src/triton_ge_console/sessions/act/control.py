@@ -27,9 +27,8 @@ from triton_ge_console.sessions.observe.source import CommandResult
 from triton_ge_console.sessions.server.access import explain, refusal
 from triton_ge_console.sessions.server.server_log import LogTail, log_size
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
-from triton_ge_console.triton_terms import RELOAD_PARAMETER
+from triton_ge_console.triton_terms import MODEL_READY, RELOAD_PARAMETER, with_scheme
 
-READY_STATE = "READY"
 CLOSED_MIDWAY = "the server closed the connection (stopped or restarted meanwhile?)"
 MAX_FIELDS_SHOWN = 4  # config changes named in a message; the rest are counted
 DEAD_UNLOAD_WAIT_S = 5.0  # how long unload waits for a model whose instance died before saying so
@@ -56,7 +55,7 @@ class ModelState:
 
 def client_url(http_url: str) -> tuple[str, bool]:
     """host:port for tritonclient and whether to use TLS, from "http(s)://host:port" or "host:port"."""
-    parsed = urlparse(http_url if "://" in http_url else f"http://{http_url}")
+    parsed = urlparse(with_scheme(http_url))
     if not parsed.hostname or parsed.port is None:
         raise ValueError(f"bad server URL {http_url!r}: expected http://HOST:PORT")
     host = f"[{parsed.hostname}]" if ":" in parsed.hostname else parsed.hostname
@@ -66,7 +65,7 @@ def client_url(http_url: str) -> tuple[str, bool]:
 def endpoint_url(url: str, what: str = "URL", schemes: tuple[str, ...] = ("http", "https"),
                  path_allowed: bool = False) -> str:
     """scheme://host:port of an endpoint, normalised; ValueError naming what is wrong (a path, a bad port)."""
-    parsed = urlsplit(url.strip() if "://" in url else f"{schemes[0]}://{url.strip()}")
+    parsed = urlsplit(with_scheme(url, schemes[0]))
     try:
         port = parsed.port
     except ValueError:
@@ -274,7 +273,7 @@ class TritonControl:
         in-place update included) is sent explicitly with any override and a fresh `RELOAD_PARAMETER`,
         which Triton loads as a new model and swaps in once READY. The message names what changed.
         """
-        if not any(entry.state == READY_STATE for entry in self._known(model)):
+        if not any(entry.state == MODEL_READY for entry in self._known(model)):
             return False, f"reload {model}: not loaded (use load)"
         override = parse_config(config)
         before = self.model_config(model)
@@ -295,7 +294,7 @@ class TritonControl:
 
     def _ready_versions(self, model: str) -> str:
         """"version 1" / "version 1, 2": what of the model is READY, for messages."""
-        return "version " + ", ".join(e.version for e in self._known(model) if e.state == READY_STATE)
+        return "version " + ", ".join(e.version for e in self._known(model) if e.state == MODEL_READY)
 
     def _served(self, model: str, before: dict[str, Any]) -> str:
         """'; now serving field old → new ...' (or '; same config'): what the reload changed in what
@@ -330,7 +329,7 @@ class TritonControl:
             return False, self._failure(action, model, self._message(exc), log_offset)
         except OSError as exc:
             return False, f"{action} {model}: server unreachable: {one_line(str(exc))}"
-        ready = [entry for entry in self._known(model) if entry.state == READY_STATE]
+        ready = [entry for entry in self._known(model) if entry.state == MODEL_READY]
         if not ready:
             states = self._states(model)
             return False, f"{action} {model}: Triton accepted it but no version is READY ({states})"
@@ -354,7 +353,7 @@ class TritonControl:
             return False, f"unload {model}: {self._message(exc)}"
         deadline = time.monotonic() + (DEAD_UNLOAD_WAIT_S if dead else self.timeout)
         while time.monotonic() < deadline:
-            busy = [e for e in self._known(model) if e.state in (READY_STATE, "UNLOADING")]
+            busy = [e for e in self._known(model) if e.state in (MODEL_READY, "UNLOADING")]
             if not busy:
                 return True, f"unload {model}: unloaded"
             time.sleep(0.1)
@@ -368,7 +367,7 @@ class TritonControl:
         """Why a READY version of the model has a dead instance process, if one has (and it can be seen)."""
         if self.instances is None:
             return None
-        ready = [(e.name, e.version) for e in self._known(model) if e.state == READY_STATE]
+        ready = [(e.name, e.version) for e in self._known(model) if e.state == MODEL_READY]
         return next(iter(self.instances.dead(ready, self._config_if_known).values()), None)
 
     def _config_if_known(self, model: str) -> dict[str, Any] | None:
@@ -383,7 +382,7 @@ class TritonControl:
         detail = self._log_detail(model, log_offset) if "failed to poll" in message else None
         text = f"{action} {model} failed: {message}" + (f" ({detail})" if detail else "")
         with contextlib.suppress(ControlError):
-            serving = [e.version for e in self._known(model) if e.state == READY_STATE]
+            serving = [e.version for e in self._known(model) if e.state == MODEL_READY]
             if serving:
                 text += f"; Triton kept version {', '.join(serving)} serving"
         return text

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from triton_ge_console.arg_types import positive_int
+from triton_ge_console.triton_terms import with_scheme
 
 if TYPE_CHECKING:
     from triton_ge_console.sessions.loadgen.generate_bench import GenerateLoad, GenerateRow
@@ -55,7 +56,7 @@ def token_range(text: str) -> tuple[int, int]:
 
 def _host_port(address: str, protocol: str) -> tuple[str, int]:
     """host and port of 'HOST:PORT' or a URL."""
-    parsed = urlparse(address if "//" in address else f"//{address}")
+    parsed = urlparse(with_scheme(address, "tcp"))
     if parsed.hostname is None or parsed.port is None:
         raise ValueError(f"{address!r}: expected HOST:PORT of the server's {protocol} endpoint")
     return parsed.hostname, parsed.port

@@ -36,6 +36,7 @@ from triton_ge_console.sessions.loadgen.inputs import (
     signature_from_metadata,
 )
 from triton_ge_console.sessions.server.access import refusal
+from triton_ge_console.triton_terms import MODEL_READY, host_port
 
 GRPC_MAX_MESSAGE = 2**31 - 1
 # The hot path's one RPC, called without a response deserializer: the reply stays the bytes gRPC received
@@ -148,7 +149,7 @@ def _unknown_model(model: str, url: str, exc: InferenceServerException, ready: l
 def ready_models(index: Any) -> list[str]:
     """Names of READY models in a repository index (HTTP list, or gRPC JSON with a 'models' list)."""
     entries = index.get("models", []) if isinstance(index, Mapping) else index or []
-    return sorted({str(e["name"]) for e in entries if e.get("state") == "READY" and "name" in e})
+    return sorted({str(e["name"]) for e in entries if e.get("state") == MODEL_READY and "name" in e})
 
 
 def _unreachable(url: str, exc: BaseException, token_sent: bool = False) -> LoadError:
@@ -352,7 +353,7 @@ def _raw_bytes(tensor: RequestTensor) -> bytes:
 def open_transport(protocol: str, url: str, http_json_body: bool = False,
                    headers: Mapping[str, str] | None = None) -> Transport:
     """A transport for 'grpc' or 'http' at host:port (a scheme prefix is stripped)."""
-    address = url.split("://", 1)[-1].rstrip("/")
+    address = host_port(url)
     if protocol == "grpc":
         return GrpcTransport(address, headers)
     if protocol == "http":

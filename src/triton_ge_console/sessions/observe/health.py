@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.sessions.server.supervise import PID_FILE, read_number
+from triton_ge_console.triton_terms import MODEL_READY
 
 if TYPE_CHECKING:
     from triton_ge_console.sessions.server.access import SessionReach
@@ -181,7 +182,7 @@ def instance_watch(reach: SessionReach) -> InstanceWatch | None:
 def model_health(state: str, dead: str | None, request_rate: float | None,
                  failure_rate: float | None) -> tuple[str, str | None]:
     """A model version's health and why it is not OK (None when it is)."""
-    if state != "READY":
+    if state != MODEL_READY:
         return NOT_READY, None
     if dead is not None:
         return FAILING, dead

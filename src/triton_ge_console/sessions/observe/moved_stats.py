@@ -15,6 +15,7 @@ from triton_ge_console.sessions.observe.stats import (
     fetch_model_statistics,
     fetch_statistics,
 )
+from triton_ge_console.triton_terms import MODEL_READY
 
 # One model's call costs the console and Triton about what twelve more models add to the call for all
 # (measured at 50 models, fresh connection: one call 1.3 ms, each further one 0.35 ms, all 2.8 ms), so
@@ -36,7 +37,7 @@ class MovedStatistics:
              counters: dict[ModelKey, ModelCounters] | None) -> dict[ModelKey, ModelStatistics]:
         """This poll's statistics, given its /metrics counters (None without /metrics); state changes only
         once every request succeeded."""
-        ready = sorted({(e.name, e.version) for e in index if e.state == "READY"})
+        ready = sorted({(e.name, e.version) for e in index if e.state == MODEL_READY})
         moved = [key for key in ready if self._moved(key, counters or {})]
         many = len(moved) > 1 and len(moved) * MODELS_PER_CALL > len(ready)
         if not self.enabled or counters is None or many:

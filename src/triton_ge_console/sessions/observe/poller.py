@@ -42,6 +42,7 @@ from triton_ge_console.sessions.observe.stats import (
 from triton_ge_console.sessions.observe.telemetry.devices import DeviceTelemetry, devices_from_glue
 from triton_ge_console.sessions.observe.trace import TraceCollector, enable_tracing
 from triton_ge_console.sessions.observe.trace_sampling import TraceSampler
+from triton_ge_console.triton_terms import MODEL_READY
 
 # Families a snapshot never shows: per-stage latency summaries (5x the text when on), host and GPU figures.
 UNUSED_METRICS = (
@@ -176,13 +177,13 @@ class Poller:
         """READY model versions whose instance process died (only where the server's processes are seen)."""
         if self.instances is None:
             return {}
-        ready = [(e.name, e.version) for e in index if e.state == "READY"]
+        ready = [(e.name, e.version) for e in index if e.state == MODEL_READY]
         return self.instances.dead(
             ready, lambda model: _attempt(lambda: fetch_model_config(http, model), problems))
 
     def _learn_backends(self, http: HttpEndpoint, index: list[IndexEntry], problems: list[str]) -> None:
         """Fetch the config of newly READY models once (their backend name)."""
-        ready = {(e.name, e.version) for e in index if e.state == "READY"}
+        ready = {(e.name, e.version) for e in index if e.state == MODEL_READY}
         for key in list(self._backends):
             if key not in ready:
                 del self._backends[key]
@@ -201,7 +202,7 @@ class Poller:
         load: dict[str, float | None] = {}
         for model in models:
             summarised = (model.name, model.version) in readings.views.quantiles
-            if model.state != "READY" or (summarised and model.backend not in TRACE_BACKENDS):
+            if model.state != MODEL_READY or (summarised and model.backend not in TRACE_BACKENDS):
                 continue
             known = [rate for rate in (load.get(model.name), model.request_rate) if rate is not None]
             load[model.name] = sum(known) if known else None  # the setting is per model, for all versions

@@ -14,6 +14,7 @@ from typing import Any
 
 from triton_ge_console.sessions.observe.rates import ModelCounters
 from triton_ge_console.sessions.server.access import refusal
+from triton_ge_console.triton_terms import with_scheme
 
 NS_PER_US = 1000.0
 
@@ -26,7 +27,7 @@ class HttpEndpoint:
     """One kept-alive HTTP(S) connection to a base URL, reopened once when the server dropped it."""
 
     def __init__(self, base_url: str, timeout: float = 2.0, headers: dict[str, str] | None = None) -> None:
-        parsed = urllib.parse.urlsplit(base_url if "://" in base_url else f"http://{base_url}")
+        parsed = urllib.parse.urlsplit(with_scheme(base_url))
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         self.base_url = base_url.rstrip("/")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.waiting import wait_until
+from triton_ge_console.display import MIB
 from triton_ge_console.npu_smi import (
     NpuSmiError,
     find_npu_smi,
@@ -33,7 +34,7 @@ from triton_ge_console.sessions.observe.telemetry.devices import (
     merge_devices,
 )
 from triton_ge_console.sessions.observe.telemetry.exporter import map_to_logical, read_exporter
-from triton_ge_console.sessions.observe.telemetry.npu_smi import MIB, ROW_ORDER, device_from, read_npu_smi
+from triton_ge_console.sessions.observe.telemetry.npu_smi import ROW_ORDER, device_from, read_npu_smi
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 

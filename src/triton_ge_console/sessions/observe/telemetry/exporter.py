@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+from triton_ge_console.display import MIB
 from triton_ge_console.sessions.observe.metrics import MetricTable, scrape_metrics
 from triton_ge_console.sessions.observe.snapshot import DeviceSnapshot
 from triton_ge_console.sessions.observe.stats import HttpEndpoint
 
-MIB = 1024 * 1024
 SOURCE = "npu-exporter"
 # health_status is 1 when the chip is healthy, 0 when not (MindX DL documentation); -1 when the exporter
 # could not ask the driver (mind-cluster's changelog: DCMI / hccn_tool call failed).

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from triton_ge_console.display import MIB
 from triton_ge_console.npu_smi import (
     ChipIds,
     NpuSmiChip,
@@ -20,7 +21,6 @@ from triton_ge_console.npu_smi import (
 )
 from triton_ge_console.sessions.observe.snapshot import DeviceSnapshot
 
-MIB = 1024 * 1024
 SOURCE = "npu-smi"
 
 # Usage keys by meaning, preferred first; names differ across CANN / driver versions and chip kinds.
