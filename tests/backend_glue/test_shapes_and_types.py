@@ -25,6 +25,7 @@ from tests.models import (
     scalar_model,
     types_model,
     unranked_model,
+    write_model,
 )
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
@@ -54,7 +55,23 @@ models:
     source: unranked.onnx
     inputs: [{name: x, data_type: FP32, dims: [2, -1]}, {name: scale, data_type: FP32, dims: [1]}]
 """
-MODELS = ("scalars", "batch_only", "types", "types_batched", "unranked", "overridable", "no_input", "bf16")
+# Written by hand: a batch-only tensor declared dims [1] without Triton's reshape, and left to auto-complete
+# (Triton's auto-complete API takes no reshape): the glue squeezes and expands it itself.
+HAND_WRITTEN = {
+    "batch_only_hand": """
+        backend: "ge"
+        max_batch_size: 4
+        input [{ name: "score" data_type: TYPE_FP32 dims: [1] }]
+        output [{ name: "doubled" data_type: TYPE_FP32 dims: [1] },
+                { name: "over" data_type: TYPE_INT64 dims: [2] }]
+        """,
+    "batch_only_auto": """
+        backend: "ge"
+        max_batch_size: 4
+        """,
+}
+MODELS = ("scalars", "batch_only", "types", "types_batched", "unranked", "overridable", "no_input", "bf16",
+          *HAND_WRITTEN)
 CLIENTS = (httpclient, grpcclient)
 
 
@@ -66,6 +83,8 @@ def server(tmp_path_factory: pytest.TempPathFactory,
     for name, make in SOURCES.items():
         (root / f"{name}.onnx").write_bytes(make())
     build_repository(parse_spec(SPEC, base_dir=root), root / "repo")
+    for name, config in HAND_WRITTEN.items():
+        write_model(root / "repo", name, config, batch_only_model())
     install_backend_dir(root / "backends", triton_dist)
     report = validate_path(root / "repo", [root / "backends"])
     assert report.errors == (), [str(p) for p in report.errors]
@@ -93,6 +112,19 @@ def test_batch_only_tensor_is_reshaped_by_triton(server: RunningServer, client_m
     [N, 1], next to over [N, 2]."""
     score = np.array([[0.5], [1.5], [-2.0]], np.float32)
     got = infer(client_module, server.hostport(client_module), "batch_only", {"score": (score, "FP32")})
+    doubled, over = ort.InferenceSession(batch_only_model()).run(None, {"score": score.reshape(3)})
+    np.testing.assert_array_equal(got["doubled"], doubled.reshape(3, 1))
+    np.testing.assert_array_equal(got["over"], over)
+
+
+@pytest.mark.parametrize("model", tuple(HAND_WRITTEN))
+@pytest.mark.parametrize("client_module", CLIENTS, ids=("http", "grpc"))
+def test_batch_only_tensor_without_reshape_is_squeezed_by_the_glue(server: RunningServer,
+                                                                   client_module: object, model: str) -> None:
+    """Review mends: declared (or auto-completed) dims [1] without reshape, score reaches the model as [N]
+    and doubled comes back as [N, 1] (the glue refused to load such a config: dims [-1, 1] against [-1])."""
+    score = np.array([[0.5], [1.5], [-2.0]], np.float32)
+    got = infer(client_module, server.hostport(client_module), model, {"score": (score, "FP32")})
     doubled, over = ort.InferenceSession(batch_only_model()).run(None, {"score": score.reshape(3)})
     np.testing.assert_array_equal(got["doubled"], doubled.reshape(3, 1))
     np.testing.assert_array_equal(got["over"], over)

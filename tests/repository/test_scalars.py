@@ -93,11 +93,12 @@ input [{{ name: "{input}" data_type: {type} dims: [1] {reshape} }}]
      "repo/m/config.pbtxt:4:50 input[0].dims: input 'sr' dims [1] reshaped to []: not how "
      "repo/m/1/model.onnx is served: 'sr' is a scalar in the ONNX (shape []): Triton has no scalar tensors, "
      "so it is served as dims [1] (no reshape) and the ge glue hands the model a scalar"),
-    (batch_only_model, 4, "",
-     "repo/m/config.pbtxt:4:52 input[0].dims: input 'score' dims [1]: not how repo/m/1/model.onnx is served: "
-     "'score' is the batch alone in the ONNX (shape [N]): it is served as dims [1] with reshape "
-     "{ shape: [] }, which Triton applies itself"),
-], ids=("scalar-reshaped", "batch-only-unreshaped"))
+    (batch_only_model, 4, "reshape { shape: [1] }",
+     "repo/m/config.pbtxt:4:52 input[0].dims: input 'score' dims [1] reshaped to [1]: not how "
+     "repo/m/1/model.onnx is served: 'score' is the batch alone in the ONNX (shape [N]): it is served as "
+     "dims [1] with reshape { shape: [] }, which Triton applies itself (or dims [1] alone: the ge glue "
+     "squeezes it)"),
+], ids=("scalar-reshaped", "batch-only-reshaped-to-1"))
 def test_validate_explains_the_one_mapping_it_accepts(
     tmp_path: Path, source: object, batch: int, reshape: str, expected: str
 ) -> None:

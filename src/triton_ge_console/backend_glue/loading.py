@@ -63,6 +63,22 @@ def squeezed(info: TensorInfo, batched: bool) -> bool:
     return info.ranked and not info.dims and not batched
 
 
+def batch_only(info: TensorInfo, batched: bool) -> bool:
+    """A batching model's batch-only tensor (ONNX [N]): served as dims [1], with Triton's `reshape: []` when
+    the config has it, else the glue squeezes it to [N] on the way in and expands it on the way out (a
+    config written by hand or auto-completed: Triton's auto-complete API takes no reshape)."""
+    return batched and info.ranked and info.dims == (-1,)
+
+
+def glue_flattened(declared: Sequence[dict[str, Any]], actual: Sequence[TensorInfo],
+                   batched: bool) -> list[str]:
+    """The batch-only tensors the config declares as dims [1] without a reshape: the glue's to squeeze."""
+    by_name = {t.name: t for t in actual}
+    return [str(t.get("name")) for t in declared
+            if (info := by_name.get(str(t.get("name")))) is not None and batch_only(info, batched)
+            and _config_dims(t, batched) == (-1, 1)]
+
+
 def _dims_compatible(config_dims: tuple[int, ...], model_dims: tuple[int, ...]) -> bool:
     """Same rank, and every fixed model dim is either matched or left variable (-1) in the config."""
     if len(config_dims) != len(model_dims):
@@ -86,8 +102,9 @@ def _check_side(where: str, side: str, declared: Sequence[dict[str, Any]], actua
             raise GlueConfigError(f"{where}: {field}.data_type TYPE_{data_type}: {source} has "
                                   f"TYPE_{info.data_type} for {name}")
         dims = _config_dims(tensor, batched)
-        if not info.ranked or (squeezed(info, batched) and dims == (1,)):
-            continue  # any rank; or a scalar the glue squeezes
+        if not info.ranked or (squeezed(info, batched) and dims == (1,)) or (
+                batch_only(info, batched) and dims == (-1, 1)):
+            continue  # any rank; or a scalar or batch-only tensor the glue squeezes
         if not _dims_compatible(dims, info.dims):
             scalar = " (a scalar: declare dims [1], the glue squeezes it)" if squeezed(info, batched) else ""
             raise GlueConfigError(f"{where}: {field}.dims {list(dims)} (batch dim included): {source} has "

@@ -17,6 +17,7 @@ from triton_ge_console.backend_glue.ledger import DeviceLedger
 from triton_ge_console.backend_glue.loading import (
     check_config_against_model,
     declared_defaults,
+    glue_flattened,
     open_executor,
     squeezed,
 )
@@ -74,6 +75,9 @@ class TritonPythonModel:
         # model scalars, served as dims [1]: squeezed for the model, expanded for Triton
         self.scalar_inputs = [i.name for i in (*self.inputs, *defaults) if squeezed(i, self.batched)]
         self.scalar_outputs = [o.name for o in self.executor.outputs if squeezed(o, self.batched)]
+        # batch-only tensors declared dims [1] without reshape: [N, 1] for Triton, [N] for the model
+        self.flat_inputs = glue_flattened(config.get("input", []), (*self.inputs, *defaults), self.batched)
+        self.flat_outputs = glue_flattened(config.get("output", []), self.executor.outputs, self.batched)
         # BF16 crosses the Python backend by DLPack only (bfloat16.py)
         self.bf16_inputs = {i.name for i in (*self.inputs, *defaults) if i.data_type == "BF16"}
         self.bf16_outputs = {o.name for o in self.executor.outputs if o.data_type == "BF16"}
@@ -169,6 +173,10 @@ class TritonPythonModel:
             array = feeds.get(name)
             if array is not None and array.shape == (1,):
                 feeds[name] = array.reshape(())
+        for name in self.flat_inputs:
+            array = feeds.get(name)
+            if array is not None and array.ndim == 2 and array.shape[1] == 1:
+                feeds[name] = array.reshape(array.shape[0])
         return feeds
 
     def _error(self, pb_utils: Any, message: str) -> Any:
@@ -187,6 +195,9 @@ class TritonPythonModel:
                 outputs = {name: array for name, array in outputs.items() if name in wanted}
         if self.scalar_outputs:
             outputs = {name: array.reshape(1) if name in self.scalar_outputs else array
+                       for name, array in outputs.items()}
+        if self.flat_outputs:
+            outputs = {name: array.reshape(array.shape[0], 1) if name in self.flat_outputs else array
                        for name, array in outputs.items()}
         if self.bf16_outputs:
             return pb_utils.InferenceResponse(output_tensors=[

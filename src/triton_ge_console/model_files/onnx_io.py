@@ -192,5 +192,6 @@ def how_served(tensor: TensorSpec, max_batch_size: int) -> str:
                 "is served as dims [1] (no reshape) and the ge glue hands the model a scalar")
     if max_batch_size > 0 and len(tensor.dims) == 1:
         return (f"; '{tensor.name}' is the batch alone in the ONNX (shape [N]): it is served as dims [1] "
-                "with reshape { shape: [] }, which Triton applies itself")
+                "with reshape { shape: [] }, which Triton applies itself (or dims [1] alone: the ge glue "
+                "squeezes it)")
     return ""

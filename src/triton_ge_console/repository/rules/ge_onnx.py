@@ -111,6 +111,9 @@ def _tensor_findings(
     model_side = tuple(io.reshape.shape) if io.HasField("reshape") else declared
     graph_side = served.reshape if served.reshape is not None else served.dims
     # a scalar of a non-batching model: served dims [1] without reshape, the glue squeezes it
+    # a batch-only tensor as dims [1] without Triton's reshape (by hand, auto-completed): the glue squeezes it
+    if served.reshape == () and declared == (1,) and not io.HasField("reshape"):
+        return []
     mismatch = len(model_side) != len(graph_side) or any(
         a != b and WILDCARD_DIM not in (a, b) for a, b in zip(model_side, graph_side, strict=False)
     )
