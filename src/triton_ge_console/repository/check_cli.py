@@ -42,9 +42,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="a backend directory Triton will use (repeatable); a backend found in none is an error "
         "(default: /opt/tritonserver/backends where it exists, else a missing backend is a warning)",
     )
-    validate.add_argument(
-        "--session", metavar="NAME", help="judge backends against the backend directory of this session"
-    )
     validate.set_defaults(func=run_validate)
     _register_convert(subparsers)
 
@@ -88,7 +85,7 @@ def run_validate(args: argparse.Namespace) -> int:
     from triton_ge_console.repository.validate import validate_path
 
     try:
-        report = validate_path(args.path, [*args.backend_dir, *_session_backend_dir(args.session)])
+        report = validate_path(args.path, args.backend_dir)
     except (FileNotFoundError, LookupError, ValueError) as exc:
         print(f"ge-console validate: {printable(str(exc))}", file=sys.stderr)
         return 2
@@ -99,17 +96,6 @@ def run_validate(args: argparse.Namespace) -> int:
             print(line)
         print(summary(report), file=sys.stderr)
     return 0 if report.ok else 1
-
-
-def _session_backend_dir(name: str | None) -> list[Path]:
-    """The backend directory a session launched Triton with (none for an attached one); ValueError if the
-    session cannot be read, LookupError if there is none."""
-    if name is None:
-        return []
-    from triton_ge_console.sessions.server.registry import Registry
-
-    record = Registry().load(name)
-    return [record.backend_dir] if record.backend_dir is not None else []
 
 
 def summary(report: ValidationReport) -> str:

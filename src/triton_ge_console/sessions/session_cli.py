@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.arg_types import error_line, port_number, seconds
+from triton_ge_console.display import printable
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     """Add the session commands."""
     _add_up(subparsers)
     _add_down(subparsers)
+    _add_validate_session(subparsers.choices["validate"])
     attach_parser = subparsers.add_parser(
         "attach", help="register a running Triton server, or the ready pods of k8s:NAMESPACE/SELECTOR"
     )
@@ -62,6 +65,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     _add_session_arguments(status_parser)
     status_parser.add_argument("--json", action="store_true", help="machine-readable output")
     status_parser.set_defaults(func=run_status)
+
+
+def _add_validate_session(validate: argparse.ArgumentParser) -> None:
+    """`validate --session NAME`: the verb is the repository's (check_cli, registered before); reading a
+    session's backend directory is ours, so the option is declared here and adds it to --backend-dir."""
+    validate.add_argument(
+        "--session", metavar="NAME", help="judge backends against the backend directory of this session"
+    )
+    judge = validate.get_default("func")
+
+    def run(args: argparse.Namespace) -> int:
+        if args.session is not None:
+            try:
+                args.backend_dir = [*args.backend_dir, *session_backend_dir(args.session)]
+            except (LookupError, ValueError) as exc:  # a usage error, as validate's own are
+                print(f"ge-console validate: {printable(str(exc))}", file=sys.stderr)
+                return 2
+        return int(judge(args))
+
+    validate.set_defaults(func=run)
+
+
+def session_backend_dir(name: str) -> list[Path]:
+    """The backend directory a session launched Triton with (none for an attached one); ValueError if the
+    session cannot be read, LookupError if there is none."""
+    from triton_ge_console.sessions.server.registry import Registry
+
+    record = Registry().load(name)
+    return [record.backend_dir] if record.backend_dir is not None else []
 
 
 def _add_up(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
