@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -56,6 +57,7 @@ from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick
 RESULTS = Path(__file__).resolve().parent / "results"
 MODEL, FLOOR = "llama_generate", "floor_stream"
 GLUE = "triton_ge"  # the glue of this checkout; --compare adds others
+RERUN_MARK = "GE_GENERATE_BENCH_RERUN"  # set in the run as_the_server_runs starts
 SCHEDULER = "scheduler"  # this checkout's scheduler and executor in-process: the glue without Triton
 SPEC = """
 models:
@@ -419,18 +421,27 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def same_allocator() -> None:
-    """Run again under the allocator settings the server gets, so the in-process loops allocate as the
-    glue does (glibc's mmap threshold otherwise differs for the prefill's 16 MB of logits)."""
-    missing = {name: value for name, value in ALLOCATOR_ENV.items() if name not in os.environ}
-    if missing and os.environ.get(ALLOCATOR_OPT_OUT) != "glibc":
-        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **missing})
+def as_the_server_runs() -> int | None:
+    """Run again as the server runs, the exit code; None when this is that run. A session of its own: the
+    kernel shares CPU between sessions first (autogroup), and the server has one, so under load an
+    in-process loop in the caller's busy session would get less than its share. And the allocator
+    settings the server gets, so the in-process loops allocate as the glue does (glibc's mmap threshold
+    otherwise differs for the prefill's 16 MB of logits)."""
+    if os.environ.get(RERUN_MARK):
+        return None
+    env = {**os.environ, RERUN_MARK: "1"}
+    if env.get(ALLOCATOR_OPT_OUT) != "glibc":
+        env.update({name: value for name, value in ALLOCATOR_ENV.items() if name not in env})
+    rerun = subprocess.run([sys.executable, *sys.argv], env=env, start_new_session=True, check=False)
+    return rerun.returncode
 
 
 def main() -> int:
     """Run everything, print the tables, write the JSON."""
     args = parse_args()
-    same_allocator()
+    rerun = as_the_server_runs()
+    if rerun is not None:
+        return rerun
     root = Path(tempfile.mkdtemp(prefix="ge-generate-bench-"))
     repo, backends = build(root, args.output, args.streams)
     options = ort.SessionOptions()
