@@ -67,9 +67,10 @@ def positive_int(text: str) -> int:
     return value
 
 
-def error_line(message: str) -> None:
-    """The one way a verb reports an error: one line on stderr (the exit code is the handler's)."""
+def error_line(message: str, code: int = 1) -> int:
+    """The one way a verb reports an error: one line on stderr; gives back the exit code to return."""
     print(f"ge-console: error: {printable(message)}", file=sys.stderr)
+    return code
 
 
 def help_when_bare(parser: argparse.ArgumentParser) -> None:

@@ -65,7 +65,7 @@ def test_a_terminated_headless_demo_stops_its_server(tmp_path: Path) -> None:
 
 def test_usage_errors_are_one_line() -> None:
     result = _ge_console(["demo", "--headless", "0"], Path("/nonexistent-state"), timeout=60)
-    assert result.returncode == 2 and result.stderr.strip().startswith("error: --headless 0")
+    assert result.returncode == 2 and result.stderr.strip().startswith("ge-console: error: --headless 0")
     result = _ge_console(["console"], Path("/nonexistent-state"), timeout=60)
     assert result.returncode == 1 and "needs a terminal" in result.stderr
     assert "Traceback" not in result.stderr

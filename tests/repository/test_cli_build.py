@@ -41,7 +41,8 @@ def test_init_writes_the_starter_and_refuses_to_overwrite(
     assert target.read_text(encoding="utf-8") == STARTER_SPEC
     target.write_text("# mine\n")
     code, _, err = _run(["init", str(target)], capsys)
-    assert code == 1 and err.strip() == f"ge-console init: {target} already exists (use --force to overwrite)"
+    assert code == 1
+    assert err.strip() == f"ge-console: error: {target} already exists (use --force to overwrite)"
     assert target.read_text() == "# mine\n"
     code, _, _ = _run(["init", str(target), "--force"], capsys)
     assert code == 0 and target.read_text(encoding="utf-8") == STARTER_SPEC
@@ -54,7 +55,7 @@ def test_init_into_a_folder_and_into_a_missing_folder(
     code, _, _ = _run(["init", str(tmp_path)], capsys)
     assert code == 0 and (tmp_path / "deploy.yaml").is_file()
     code, _, err = _run(["init", str(tmp_path / "no" / "such" / "x.yaml")], capsys)
-    assert code == 1 and err.startswith("ge-console init: cannot write ") and "No such file" in err
+    assert code == 1 and err.startswith("ge-console: error: cannot write ") and "No such file" in err
     assert len(err.strip().splitlines()) == 1
 
 

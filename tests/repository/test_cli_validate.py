@@ -81,7 +81,7 @@ def test_validate_missing_path_exits_2(tmp_path: Path, capsys: pytest.CaptureFix
     """A PATH that does not exist is a usage error: one line on stderr, exit 2."""
     assert main(["validate", str(tmp_path / "nope")]) == 2
     captured = capsys.readouterr()
-    assert captured.err == f"ge-console validate: {tmp_path / 'nope'}: no such file or directory\n"
+    assert captured.err == f"ge-console: error: {tmp_path / 'nope'}: no such file or directory\n"
     assert captured.out == ""
 
 
@@ -144,7 +144,7 @@ def test_convert_atc_failure_exit_1(
     model = _onnx(tmp_path / "m.onnx")
     assert main(["convert", str(model), "--soc-version", "Ascend999", "-o", str(tmp_path / "m")]) == 1
     err = capsys.readouterr().err
-    assert "ge-console convert: atc failed (exit 255):" in err
+    assert "ge-console: error: atc failed (exit 255):" in err
     assert "  E10001: Value Ascend999 for parameter --soc_version is invalid." in err
 
 
@@ -155,7 +155,7 @@ def test_convert_bad_arguments_exit_2_before_atc(tmp_path: Path, capsys: pytest.
             "--input-shape", "x:4,4", "--dynamic-batch-size", "1,4,4"]  # fmt: skip
     assert main(args) == 2
     err = capsys.readouterr().err.splitlines()
-    assert [line.split(":")[1].strip() for line in err] == ["E10039", "E10031"]
+    assert [line.split(":")[2].strip() for line in err] == ["E10039", "E10031"]
 
 
 def test_convert_without_atc_exit_1(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -174,7 +174,7 @@ def test_convert_missing_model_exit_1(
 ) -> None:
     """A model file that is not there: one clear line, exit 1."""
     assert main(["convert", str(tmp_path / "gone.onnx"), "--soc-version", "Ascend310P3", "-o", "x"]) == 1
-    assert capsys.readouterr().err == f"ge-console convert: {tmp_path / 'gone.onnx'}: no such file\n"
+    assert capsys.readouterr().err == f"ge-console: error: {tmp_path / 'gone.onnx'}: no such file\n"
 
 
 def test_convert_on_a_terminal_shows_progress(tmp_path: Path) -> None:
@@ -211,7 +211,7 @@ def test_convert_unknown_input_name_exit_1(
     args = ["convert", str(model), "--soc-version", "Ascend310P3", "-o", str(tmp_path / "m"),
             "--input-shape", "pixels:1,4"]  # fmt: skip
     assert main(args) == 1
-    assert capsys.readouterr().err.startswith("ge-console convert: E10016: Op name pixels")
+    assert capsys.readouterr().err.startswith("ge-console: error: E10016: Op name pixels")
     assert not (tmp_path / "m.om").exists()
 
 
@@ -251,7 +251,7 @@ def test_convert_offers_the_soc_of_the_visible_npus(fake_atc: None, tmp_path: Pa
             "NpuArch)") in err
     _npu_smi_layout(monkeypatch, "a3_910")  # A3 shows "Ascend910": the SoC needs the board's NPU name
     assert main(["convert", str(model), "-o", str(tmp_path / "m")]) == 2
-    assert capsys.readouterr().err == ("ge-console convert: --soc-version is required (npu-smi names no "
+    assert capsys.readouterr().err == ("ge-console: error: --soc-version is required (npu-smi names no "
                                        "NPU's SoC here)\n")
 
 
@@ -327,4 +327,4 @@ def test_validate_with_a_sessions_backend_dir(
     assert "backend: unable to find backend library for backend 'gone'" in out and "'pyb'" not in out
     assert main(["validate", str(repository), "--session", "nope"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("ge-console validate:") and "nope" in err and err.count("\n") == 1
+    assert err.startswith("ge-console: error:") and "nope" in err and err.count("\n") == 1

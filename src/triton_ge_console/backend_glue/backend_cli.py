@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from triton_ge_console.arg_types import help_when_bare
+from triton_ge_console.arg_types import error_line, help_when_bare
 
 # Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
 if TYPE_CHECKING:
@@ -38,8 +37,7 @@ def run_install(args: argparse.Namespace) -> int:
         dist = find_distribution(args.tritonserver)
         report = install_backend_dir(args.dir, dist, args.native_npu_ge)
     except (DistributionError, InstallError, OSError) as exc:
-        print(f"ge-console backend install: {exc}", file=sys.stderr)
-        return 1
+        return error_line(str(exc))
     print(json.dumps(report_dict(report), indent=2) if args.json else "\n".join(report.lines()))
     return 0
 

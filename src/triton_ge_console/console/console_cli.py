@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from triton_ge_console.arg_types import port_number, seconds
-from triton_ge_console.display import printable
+from triton_ge_console.arg_types import error_line, port_number, seconds
 
 if TYPE_CHECKING:
     from triton_ge_console.console.launch_session import OpenedSession
@@ -52,11 +51,6 @@ def _add_console_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep", action="store_true", help="leave a server it started running on quit")
 
 
-def _error(message: str) -> None:
-    """One clear line on stderr."""
-    print(f"error: {printable(message)}", file=sys.stderr)
-
-
 def _has_terminal() -> bool:
     """Whether a full-screen UI can run here: a TTY, or a browser through textual-serve's web driver."""
     if os.environ.get("TEXTUAL_DRIVER", "").endswith("WebDriver"):
@@ -70,19 +64,17 @@ def run_console(args: argparse.Namespace) -> int:
     from triton_ge_console.sessions.server.registry import Registry, RegistryError, SessionNotFound
 
     if args.interval <= 0:
-        _error(f"--interval {args.interval}: must be positive")
-        return 2
+        return error_line(f"--interval {args.interval}: must be positive", 2)
     if not _has_terminal():
-        _error("the console needs a terminal; without one use `ge-console status` or `demo --headless`")
-        return 1
+        return error_line("the console needs a terminal; without one use `ge-console status` or "
+                          "`demo --headless`")
     registry = Registry()
     try:
         if args.session:
             return _run_opened(open_record(registry.load(args.session), registry, args.interval), args.keep)
         if args.target is not None:
             if not args.target.exists():
-                _error(f"{args.target}: no such spec file or model repository")
-                return 2
+                return error_line(f"{args.target}: no such spec file or model repository", 2)
             return _run_opened(open_target(args.target, registry, args.interval, args.name), args.keep)
         running = running_sessions(registry)
         if len(running) == 1:
@@ -90,8 +82,7 @@ def run_console(args: argparse.Namespace) -> int:
         if len(running) > 1:
             return _run_fleet(running, registry, args.interval)
     except (SessionNotFound, RegistryError) as exc:
-        _error(str(exc))
-        return 1
+        return error_line(str(exc))
     return _run_start_screen(registry, args)
 
 
@@ -167,8 +158,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from triton_ge_console.console.demo import run_headless
 
     if args.headless is not None and args.headless <= 0:
-        _error(f"--headless {args.headless}: must be a positive number of seconds")
-        return 2
+        return error_line(f"--headless {args.headless}: must be a positive number of seconds", 2)
     if args.headless is not None or not _has_terminal():
         seconds = args.headless or DEFAULT_HEADLESS_S
         if args.headless is None:

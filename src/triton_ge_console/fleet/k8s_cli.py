@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-from triton_ge_console.arg_types import help_when_bare
+from triton_ge_console.arg_types import error_line, help_when_bare
 from triton_ge_console.display import listed
 
 
@@ -37,11 +36,10 @@ def run_render(args: argparse.Namespace) -> int:
         written = write_manifests(render(spec), args.output)
     except SpecError as exc:
         for problem in listed([str(p) for p in exc.problems]):
-            print(f"ge-console: error: {problem}", file=sys.stderr)
+            error_line(problem)
         return 1
     except (RenderError, OSError) as exc:
-        print(f"ge-console: error: {exc}", file=sys.stderr)
-        return 1
+        return error_line(str(exc))
     for path in written:
         print(f"wrote {path}")
     k8s = spec.kubernetes

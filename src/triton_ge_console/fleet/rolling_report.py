@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from triton_ge_console.display import printable
+from triton_ge_console.arg_types import error_line
 from triton_ge_console.fleet.rolling import rolling_reload
 from triton_ge_console.fleet.status import running_records
 from triton_ge_console.sessions.server.registry import Registry
@@ -23,6 +22,5 @@ def run_rolling_reload(args: argparse.Namespace) -> int:
     for line in result.server_lines():
         print(f"  {line}")
     if not any(s.outcome in ("reloaded", "failed") for s in result.servers):
-        print(f"ge-console: error: no running session has {printable(args.model)} loaded", file=sys.stderr)
-        return 1
+        return error_line(f"no running session has {args.model} loaded")
     return 0 if result.ok else 1

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from triton_ge_console.arg_types import error_line
 from triton_ge_console.display import listed, printable
 
 # Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
@@ -69,11 +70,9 @@ def run_init(args: argparse.Namespace) -> int:
     try:
         write_starter(path, force=args.force)
     except FileExistsError as exc:
-        print(f"ge-console init: {printable(str(exc))}", file=sys.stderr)
-        return 1
+        return error_line(str(exc))
     except OSError as exc:
-        print(f"ge-console init: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return error_line(f"cannot write {path}: {exc.strerror or exc}")
     print(f"wrote {path}; build it with: ge-console build {path} -o repo")
     return 0
 

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from triton_ge_console.display import listed, printable
+from triton_ge_console.arg_types import error_line
+from triton_ge_console.display import listed
 from triton_ge_console.files import not_a_file
 
 # atc and soc are light (the parser lists ATC's choices); validation is imported where used: building the
@@ -87,8 +88,7 @@ def run_validate(args: argparse.Namespace) -> int:
     try:
         report = validate_path(args.path, args.backend_dir)
     except (FileNotFoundError, LookupError, ValueError) as exc:
-        print(f"ge-console validate: {printable(str(exc))}", file=sys.stderr)
-        return 2
+        return error_line(str(exc), 2)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -125,7 +125,7 @@ def _soc_version(given: str | None) -> str | None:
             return visible[0]
         seen = (f"this host's NPUs are {', '.join(visible)}" if visible
                 else "npu-smi names no NPU's SoC here")
-        print(f"ge-console convert: --soc-version is required ({seen})", file=sys.stderr)
+        error_line(f"--soc-version is required ({seen})")
         return None
     if given == soc.LEGACY_910:
         print(f"ge-console convert: note: {given} is the legacy 910-class SoC, not the 910B series "
@@ -146,22 +146,20 @@ def run_convert(args: argparse.Namespace) -> int:
     request = _request(args, soc_version)
     problems = atc.check_request(request)
     for problem in problems:
-        print(f"ge-console convert: {problem}", file=sys.stderr)
+        error_line(problem)
     if problems:
         return 2
     unreadable = not_a_file(request.model)
     if unreadable is not None:
-        print(f"ge-console convert: {printable(str(request.model))}: {unreadable}", file=sys.stderr)
-        return 1
+        return error_line(f"{request.model}: {unreadable}")
     model_problems = atc.check_model(request)
     for problem in model_problems:
-        print(f"ge-console convert: {problem}", file=sys.stderr)
+        error_line(problem)
     if model_problems:
         return 1
     executable = atc.find_atc()
     if executable is None:
-        print(f"ge-console convert: {atc.atc_missing()}", file=sys.stderr)
-        return 1
+        return error_line(atc.atc_missing())
     return _convert(request, executable)
 
 
@@ -197,9 +195,8 @@ def _run_with_progress(request: atc.AtcRequest, executable: str) -> atc.AtcResul
 def _report_failure(request: atc.AtcRequest, result: atc.AtcResult) -> int:
     """ATC's error lines on stderr (or its last lines when it named none), and where its reports are."""
     if result.returncode == 0:
-        print(f"ge-console convert: atc exited 0 but wrote no {result.om_path}", file=sys.stderr)
-        return 1
-    print(f"ge-console convert: atc failed (exit {result.returncode}):", file=sys.stderr)
+        return error_line(f"atc exited 0 but wrote no {result.om_path}")
+    error_line(f"atc failed (exit {result.returncode}):")
     for line in result.error_lines or result.output[-10:]:
         print(f"  {line}", file=sys.stderr)
     print(f"  (ATC's check_result.json and fusion_result.json, if any: {request.work_dir})", file=sys.stderr)

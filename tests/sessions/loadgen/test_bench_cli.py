@@ -138,7 +138,7 @@ def test_unknown_model_exits_2(bench_server: RunningServer, capsys: pytest.Captu
     code, _, err = bench(capsys, "ghost", "--url", bench_server.grpc_hostport, *FAST)
     assert code == 2
     assert err.strip().splitlines() == [
-        f"ge-console bench: error: model 'ghost' is not served at {bench_server.grpc_hostport}: "
+        f"ge-console: error: model 'ghost' is not served at {bench_server.grpc_hostport}: "
         "Request for unknown model: 'ghost' is not found (READY: broken, delay, echo)"]
 
 

@@ -68,4 +68,4 @@ def test_grafana_writes_to_stdout_and_names_an_unwritable_file(tmp_path: Path,
     assert json.loads(capsys.readouterr().out)["title"] == "Prod NPUs"
     assert main(["grafana", "-o", str(tmp_path / "missing" / "d.json")]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("ge-console grafana: error: cannot write ") and err.count("\n") == 1
+    assert err.startswith("ge-console: error: cannot write ") and err.count("\n") == 1

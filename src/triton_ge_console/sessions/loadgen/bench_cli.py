@@ -8,8 +8,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from triton_ge_console.arg_types import int_list, positive_int, rate_list
-from triton_ge_console.display import printable
+from triton_ge_console.arg_types import error_line, int_list, positive_int, rate_list
 from triton_ge_console.sessions.loadgen.bench_shared import UsageError, resolve_endpoint, stop_on_interrupt
 from triton_ge_console.sessions.loadgen.generate_bench_cli import add_generate_options
 from triton_ge_console.sessions.loadgen.vs_direct_cli import add_vs_direct_options
@@ -112,9 +111,9 @@ def run_bench(args: argparse.Namespace) -> int:
         spec = spec_from_args(args)
         spec.validate()
     except (UsageError, LoadSpecError) as exc:
-        return _fail(str(exc), EXIT_USAGE)
+        return error_line(str(exc), EXIT_USAGE)
     except registry.SessionStopped as exc:
-        return _fail(str(exc), EXIT_FAILURE)
+        return error_line(str(exc), EXIT_FAILURE)
     stop = threading.Event()
     contexts: list[RunContext] = []
     client_before = client_facts()
@@ -122,9 +121,9 @@ def run_bench(args: argparse.Namespace) -> int:
         with _ProgressDisplay(enabled=not args.quiet) as display, stop_on_interrupt(stop):
             rows = run_load_sync(spec, display.update, stop, contexts.append)
     except (LoadSpecError, UnknownModelError) as exc:
-        return _fail(str(exc), EXIT_USAGE)
+        return error_line(str(exc), EXIT_USAGE)
     except LoadError as exc:
-        return _fail(str(exc), EXIT_FAILURE)
+        return error_line(str(exc), EXIT_FAILURE)
     context = run_context_dict(contexts[0] if contexts else None, client_before, client_facts())
     warnings = client_bound_warnings(rows)
     for warning in warnings:
@@ -132,12 +131,12 @@ def run_bench(args: argparse.Namespace) -> int:
     try:
         _write_results(args, spec, rows, context, warnings)
     except OSError as exc:
-        return _fail(f"cannot write results: {exc}", EXIT_FAILURE)
+        return error_line(f"cannot write results: {exc}", EXIT_FAILURE)
     if stop.is_set():
-        return _fail(f"interrupted: {len(rows)} of {len(spec.levels)} steps measured", EXIT_INTERRUPTED)
+        return error_line(f"interrupted: {len(rows)} of {len(spec.levels)} steps measured", EXIT_INTERRUPTED)
     failed = [row for row in rows if row.errors or row.requests == 0]
     if failed:
-        return _fail(failure_text(failed[0]), EXIT_FAILURE)
+        return error_line(failure_text(failed[0]), EXIT_FAILURE)
     return EXIT_OK
 
 
@@ -194,10 +193,6 @@ def failure_text(row: BenchRow) -> str:
     return f"no request completed within the windows at {level_text(row)}; try a longer --window-ms"
 
 
-def _fail(message: str, code: int) -> int:
-    """One line on stderr; the exit code."""
-    print(f"ge-console bench: error: {printable(message)}", file=sys.stderr)
-    return code
 
 
 class _ProgressDisplay:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from triton_ge_console.arg_types import positive_int
+from triton_ge_console.arg_types import error_line, positive_int
 from triton_ge_console.triton_terms import with_scheme
 
 if TYPE_CHECKING:
@@ -91,9 +91,9 @@ def run_generate_bench(args: argparse.Namespace) -> int:
         load = load_from_args(args)
         baseline = None if args.compare is None else read_baseline(_read(args.compare), args.compare)
     except (ValueError, UsageError) as exc:
-        return _fail(str(exc), EXIT_USAGE)
+        return error_line(str(exc), EXIT_USAGE)
     except registry.SessionStopped as exc:
-        return _fail(str(exc), EXIT_FAILURE)
+        return error_line(str(exc), EXIT_FAILURE)
     stop = threading.Event()
     with stop_on_interrupt(stop):
         rows = run_generate_load(load, stop, None if args.quiet else _progress)
@@ -110,10 +110,10 @@ def run_generate_bench(args: argparse.Namespace) -> int:
             _print_comparison(args.compare, compared)
     if stop.is_set():
         steps = len(load.rates or load.concurrency)
-        return _fail(f"interrupted: {len(rows)} of {steps} steps measured", EXIT_INTERRUPTED)
+        return error_line(f"interrupted: {len(rows)} of {steps} steps measured", EXIT_INTERRUPTED)
     failed = next((row for row in rows if row.errors or row.requests == 0), None)
     if failed is not None:
-        return _fail(f"{failed.errors} of {failed.errors + failed.requests} generations failed at "
+        return error_line(f"{failed.errors} of {failed.errors + failed.requests} generations failed at "
                      f"{_level(failed)}: {failed.first_error}", EXIT_FAILURE)
     return EXIT_OK
 
@@ -186,9 +186,3 @@ def _print_comparison(path: str, compared: list[dict[str, Any]]) -> None:
         table.add_row(load, *(number(row[key], 2) for key in (
             "output_tokens_per_s", "ttft_p50_ms", "itl_p50_ms", "e2e_p99_ms")))
     Console(width=None if sys.stdout.isatty() else 200).print(table)
-
-
-def _fail(message: str, code: int) -> int:
-    """One line on stderr; the exit code."""
-    print(f"ge-console bench: error: {message}", file=sys.stderr)
-    return code

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from triton_ge_console.arg_types import int_list, positive_int
+from triton_ge_console.arg_types import error_line, int_list, positive_int
 
 if TYPE_CHECKING:
     from triton_ge_console.sessions.loadgen.vs_direct import VsDirectSpec
@@ -87,19 +87,19 @@ def run_vs_direct(args: argparse.Namespace) -> int:
         spec = vs_direct_spec(args)
         spec.validate()
     except (UsageError, LoadSpecError, PinningError) as exc:
-        return _fail(str(exc), EXIT_USAGE)
+        return error_line(str(exc), EXIT_USAGE)
     except (registry.SessionStopped, registry.SessionNotFound, registry.RegistryError) as exc:
-        return _fail(str(exc), EXIT_FAILURE)
+        return error_line(str(exc), EXIT_FAILURE)
     before = client_facts()
     progress = None if args.quiet else (lambda text: print(text, file=sys.stderr, flush=True))
     try:
         report = measure_vs_direct_sync(spec, progress)
     except (LoadSpecError, UnknownModelError) as exc:
-        return _fail(str(exc), EXIT_USAGE)
+        return error_line(str(exc), EXIT_USAGE)
     except (LoadError, OSError) as exc:
-        return _fail(str(exc), EXIT_FAILURE)
+        return error_line(str(exc), EXIT_FAILURE)
     except KeyboardInterrupt:
-        return _fail("interrupted", EXIT_INTERRUPTED)
+        return error_line("interrupted", EXIT_INTERRUPTED)
     if args.json is not None:
         context = {"endpoints": dict(spec.endpoints), "repository": str(spec.repository),
                    "client": {**before, "load_average_after": client_facts()["load_average"]}}
@@ -110,9 +110,3 @@ def run_vs_direct(args: argparse.Namespace) -> int:
         Path(args.json).write_text(text, encoding="utf-8")
     Console(width=None if sys.stdout.isatty() else 200).print(vs_direct_renderable(report))
     return EXIT_OK
-
-
-def _fail(message: str, code: int) -> int:
-    """One line on stderr; the exit code."""
-    print(f"ge-console bench: error: {message}", file=sys.stderr)
-    return code

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from triton_ge_console.arg_types import error_line
+
 
 def register(subparsers: Any) -> None:
     """Add `grafana` to the ge-console parser."""
@@ -31,7 +33,6 @@ def run_grafana(args: argparse.Namespace) -> int:
         Path(args.output).write_text(text, encoding="utf-8")
     except OSError as exc:
         reason = exc.strerror or exc
-        print(f"ge-console grafana: error: cannot write {args.output}: {reason}", file=sys.stderr)
-        return 1
+        return error_line(f"cannot write {args.output}: {reason}")
     print(f"wrote {args.output}")
     return 0

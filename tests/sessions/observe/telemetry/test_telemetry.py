@@ -389,7 +389,7 @@ def test_devices_of_a_session_from_glue_metrics(monkeypatch: pytest.MonkeyPatch,
         ("0", "cpu-emulated", "ge-glue", 0.25)]
     assert main(["devices", "--session", "no-such-session"]) == 2
     error = capsys.readouterr().err.strip()
-    assert error.startswith("ge-console devices:") and "no-such-session" in error and "\n" not in error
+    assert error.startswith("ge-console: error:") and "no-such-session" in error and "\n" not in error
 
 
 def _exporter(name: str) -> list[DeviceSnapshot]:

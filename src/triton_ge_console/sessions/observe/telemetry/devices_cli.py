@@ -6,8 +6,9 @@ import argparse
 import dataclasses
 import json
 import os
-import sys
 from typing import TYPE_CHECKING, Any
+
+from triton_ge_console.arg_types import error_line
 
 # Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
 if TYPE_CHECKING:
@@ -41,8 +42,7 @@ def run_devices(args: argparse.Namespace) -> int:
     try:
         metrics_url = _metrics_url(args)
     except (LookupError, ValueError) as exc:
-        print(f"ge-console devices: {exc}", file=sys.stderr)
-        return 1 if isinstance(exc, SessionStopped) else 2
+        return error_line(str(exc), 1 if isinstance(exc, SessionStopped) else 2)
     telemetry = DeviceTelemetry(npu_smi=args.npu_smi or "auto",
                                 exporter_url=args.exporter_url or os.environ.get(EXPORTER_ENV) or None)
     errors: dict[str, str] = {}
@@ -51,11 +51,10 @@ def run_devices(args: argparse.Namespace) -> int:
     telemetry.close()
     errors.update(telemetry.errors)
     for source, message in errors.items():
-        print(f"ge-console devices: {source}: {message}", file=sys.stderr)
+        error_line(f"{source}: {message}")
     if not telemetry.has_external and metrics_url is None:
-        print("ge-console devices: no telemetry source: npu-smi is not on PATH; give --exporter-url, "
-              "--metrics-url or --session", file=sys.stderr)
-        return 1
+        return error_line("no telemetry source: npu-smi is not on PATH; give --exporter-url, --metrics-url "
+                          "or --session")
     print(json.dumps([device_dict(d) for d in devices], indent=2) if args.json else format_table(devices))
     return 1 if errors and not devices else 0
 
