@@ -7,10 +7,11 @@ import threading
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
+import ml_dtypes
 import numpy as np
 import pytest
 
-from tests.models import dense_model, mixed_model, reference, token_model, write_fake_om
+from tests.models import bf16_model, dense_model, mixed_model, reference, token_model, write_fake_om
 from triton_ge_console.backend_glue.acl_executor import AclError, AclExecutor
 from triton_ge_console.backend_glue.executor import ExecutorError, TensorInfo
 from triton_ge_console.backend_glue.loading import match_outputs_by_index
@@ -39,6 +40,23 @@ def test_static_om_loads_executes_and_frees_everything(any_cann: ModuleType, tmp
     assert stats.h2d_bytes == x.nbytes and stats.d2h_bytes == y.nbytes + z.nbytes
     assert executor.memory_bytes > 0
     executor.close()
+    executor.close()
+    assert _no_leaks(fake_acl)
+
+
+def test_a_bf16_om_runs_with_bfloat16_arrays(fake_acl: ModuleType, tmp_path: Path) -> None:
+    """An OM with BF16 (ACL_BF16, 27) inputs and outputs: described as BF16, fed and answered as
+    ml_dtypes.bfloat16 arrays: FP32 ×3 rounded to BF16, as the graph says (was refused: ACL data type 27)."""
+    onnx = bf16_model()
+    executor = AclExecutor(write_fake_om(tmp_path, onnx, static_batch=2), device_id=0)
+    assert executor.inputs == (TensorInfo("half", "BF16", (2, 3)),)
+    assert [(o.name, o.data_type) for o in executor.outputs] == [("tripled", "BF16"), ("wide", "FP32")]
+    half = np.array([[1.5, -2.0, 3.140625], [0.1, 65280.0, -0.0078125]], ml_dtypes.bfloat16)
+    outputs, _ = executor.run({"half": half})
+    assert outputs["tripled"].dtype == ml_dtypes.bfloat16
+    tripled = (half.astype(np.float32) * 3).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(outputs["tripled"], tripled)
+    np.testing.assert_array_equal(outputs["wide"], half.astype(np.float32))
     executor.close()
     assert _no_leaks(fake_acl)
 

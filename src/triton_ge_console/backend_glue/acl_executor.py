@@ -53,7 +53,8 @@ ACL_FORMAT_ND = 2  # aclFormat
 AIPP_KINDS = {1: "static AIPP", 2: "dynamic AIPP", 3: "the dynamic AIPP parameters"}  # aclmdlInputAippType
 DYNAMIC_BATCH_INPUT = "ascend_mbatch_shape_data"
 ACL_TYPES = {0: "FP32", 1: "FP16", 2: "INT8", 3: "INT32", 4: "UINT8", 6: "INT16", 7: "UINT16",
-             8: "UINT32", 9: "INT64", 10: "UINT64", 11: "FP64", 12: "BOOL"}
+             8: "UINT32", 9: "INT64", 10: "UINT64", 11: "FP64", 12: "BOOL",
+             27: "BF16"}  # CANN acl_base.h aclDataType: ACL_BF16 = 27
 ACL_TYPE_CODES = {name: code for code, name in ACL_TYPES.items()}
 # Teardown phases, run in this order: unload, desc, datasets and buffers, free, context, device.
 UNLOAD, DESC, BUFFERS, DATASETS, FREE, CONTEXT, DEVICE = range(7)

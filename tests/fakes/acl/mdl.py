@@ -37,6 +37,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from . import _state
@@ -57,13 +58,30 @@ MBATCH_INPUT = "ascend_mbatch_shape_data"
 AIPP_INPUT = "ascend_dynamic_aipp_data"
 AIPP_TYPES = {"static": 1, "dynamic": 2}  # aclmdlInputAippType of the data input
 ACL_DYNAMIC_AIPP_NODE = 3
-# aclDataType codes
+# aclDataType codes (CANN acl_base.h: ACL_FLOAT 0 ... ACL_BOOL 12, ACL_BF16 27)
 _ACL_TYPES = {np.dtype(t): code for t, code in (
     (np.float32, 0), (np.float16, 1), (np.int8, 2), (np.int32, 3), (np.uint8, 4), (np.int16, 6),
-    (np.uint16, 7), (np.uint32, 8), (np.int64, 9), (np.uint64, 10), (np.float64, 11), (np.bool_, 12))}
+    (np.uint16, 7), (np.uint32, 8), (np.int64, 9), (np.uint64, 10), (np.float64, 11), (np.bool_, 12),
+    (ml_dtypes.bfloat16, 27))}
 _ORT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int8)": np.int8,
               "tensor(int32)": np.int32, "tensor(uint8)": np.uint8, "tensor(int64)": np.int64,
-              "tensor(double)": np.float64, "tensor(bool)": np.bool_}
+              "tensor(double)": np.float64, "tensor(bool)": np.bool_, "tensor(bfloat16)": ml_dtypes.bfloat16}
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def _ort_run(session: Any, feeds: dict[str, Any]) -> list[Any]:
+    """session.run, with BF16 passed as typed OrtValues both ways (ORT's numpy bridge has no bfloat16):
+    the device memory holds BF16 bits, as an OM's does."""
+    import onnxruntime as ort
+
+    if not any(o.type == "tensor(bfloat16)" for o in (*session.get_inputs(), *session.get_outputs())):
+        return list(session.run(None, feeds))
+    values = {name: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint16), 16)
+              if array.dtype == _BF16 else ort.OrtValue.ortvalue_from_numpy(array)
+              for name, array in feeds.items()}
+    results = session.run_with_ort_values([o.name for o in session.get_outputs()], values)
+    return [np.frombuffer(ctypes.string_at(r.data_ptr(), 2 * int(np.prod(r.shape()))), _BF16)
+            .reshape(r.shape()) if r.data_type() == "tensor(bfloat16)" else r.numpy() for r in results]
 
 
 def _read_om(path: Path) -> dict[str, Any] | None:
@@ -106,7 +124,7 @@ def _trial(session: Any, shapes: dict[str, Any], batch: int) -> tuple[list[dict[
         dims = [batch, *[int(d) for d in rest]]
         inputs.append(_tensor(node.name, _ORT_TYPES[node.type], dims, batch))
         feeds[node.name] = np.zeros(dims, dtype=_ORT_TYPES[node.type])
-    return inputs, session.run(None, feeds)
+    return inputs, _ort_run(session, feeds)
 
 
 def _build(spec: dict[str, Any], om_path: Path, context: int) -> _state.Model:
@@ -191,7 +209,7 @@ def _build_profiles(model: _state.Model, spec: dict[str, Any], names: list[str])
 def _run(session: Any, inputs: list[tuple[str, Any]], shapes: list[list[int]]) -> list[Any]:
     """One run on zeros of these shapes."""
     feeds = {name: np.zeros(shape, dtype=dtype) for (name, dtype), shape in zip(inputs, shapes, strict=True)}
-    return list(session.run(None, feeds))
+    return _ort_run(session, feeds)
 
 
 def _build_dynamic_shape(model: _state.Model, spec: dict[str, Any], names: list[str]) -> None:
@@ -596,7 +614,7 @@ def execute(model_id: int, input_dataset: int, output_dataset: int) -> int:
                 return ACL_ERROR_MODEL_INPUT_NOT_MATCH
             raw = ctypes.string_at(ptr, count)
             feeds[tensor["name"]] = np.frombuffer(raw, tensor["dtype"]).reshape(shape)
-        results = model.session.run(None, feeds)
+        results = _ort_run(model.session, feeds)
         out_dataset = _state.STATE.datasets[output_dataset]
         for index, (result, (ptr, size)) in enumerate(zip(results, outs, strict=True)):
             data = np.ascontiguousarray(result).tobytes()
