@@ -238,17 +238,22 @@ TOKEN_CONFIG = """
 """
 
 
-def write_model(repo: Path, name: str, config: str, onnx_bytes: bytes | str | None,
-                onnx_name: str = "model.onnx") -> Path:
-    """REPO/name/config.pbtxt and REPO/name/1/<onnx_name> (bytes, or a Python backend's source as text);
-    returns the model folder."""
+def write_model(repo: Path, name: str, config: str | None, onnx_bytes: bytes | str | None = None,
+                onnx_name: str = "model.onnx", versions: tuple[str, ...] = ("1",),
+                files: Mapping[str, bytes | str] | None = None) -> Path:
+    """REPO/name/config.pbtxt (unless config is None) and, in each version folder, <onnx_name> (bytes, or a
+    Python backend's source as text); `files` are more, by path in the model folder. Returns the folder."""
     folder = repo / name
-    (folder / "1").mkdir(parents=True, exist_ok=True)
-    (folder / "config.pbtxt").write_text(textwrap.dedent(config).strip() + "\n", encoding="utf-8")
-    if isinstance(onnx_bytes, str):
-        (folder / "1" / onnx_name).write_text(onnx_bytes, encoding="utf-8")
-    elif onnx_bytes is not None:
-        (folder / "1" / onnx_name).write_bytes(onnx_bytes)
+    folder.mkdir(parents=True, exist_ok=True)
+    if config is not None:
+        (folder / "config.pbtxt").write_text(textwrap.dedent(config).strip() + "\n", encoding="utf-8")
+    placed = {f"{version}/{onnx_name}": onnx_bytes for version in versions}
+    for relative, content in {**placed, **(files or {})}.items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, str):
+            (folder / relative).write_text(content, encoding="utf-8")
+        elif content is not None:
+            (folder / relative).write_bytes(content)
     return folder
 
 

@@ -14,6 +14,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.conftest import ROOT
+from tests.models import write_model
 from triton_ge_console.cli import main
 
 FAKES = ROOT / "tests" / "fakes"
@@ -22,10 +23,7 @@ GOOD = 'name: "m"\nbackend: "python"\nmax_batch_size: 4\n'
 
 def _model(repository: Path, name: str, config: str) -> Path:
     """A model folder holding config.pbtxt and version 1 with model.py."""
-    (repository / name / "1").mkdir(parents=True)
-    (repository / name / "1" / "model.py").write_text("# model\n", encoding="utf-8")
-    (repository / name / "config.pbtxt").write_text(config, encoding="utf-8")
-    return repository / name
+    return write_model(repository, name, config, "# model\n", "model.py")
 
 
 def _onnx(path: Path) -> Path:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.models import write_model
 from triton_ge_console.repository.validate import Problem, validate_config_text, validate_path
 
 NOT_ONNX = "not an ONNX model (DecodeError: Error parsing message with type 'onnx.ModelProto')"
@@ -24,14 +25,8 @@ def _problems(text: str) -> list[Problem]:
 
 
 def _model(tmp_path: Path, config: str, files: dict[str, str] | None = None, name: str = "m") -> Path:
-    """A model folder with config.pbtxt and the given files (relative paths → content)."""
-    folder = tmp_path / name
-    folder.mkdir()
-    (folder / "config.pbtxt").write_text(config, encoding="utf-8")
-    for relative, content in (files or {}).items():
-        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
-        (folder / relative).write_text(content, encoding="utf-8")
-    return folder
+    """A model folder with config.pbtxt and the given files (relative paths → content), no version folder."""
+    return write_model(tmp_path, name, config, versions=(), files=files)
 
 
 def test_static_model_with_dynamic_batching_is_an_error() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from tritonclient.grpc import model_config_pb2 as mc
 
+from tests.models import write_model
 from triton_ge_console.repository.rules import triton_autocomplete as triton_rules_autocomplete
 from triton_ge_console.repository.validate import validate_config_text, validate_path
 
@@ -26,12 +27,8 @@ class TritonPythonModel:
 
 def _model(tmp_path: Path, body: str) -> Path:
     """A python model (no inputs declared) whose auto_complete_config runs body."""
-    folder = tmp_path / "m"
-    (folder / "1").mkdir(parents=True)
     code = "\n".join(f"        {line}" for line in body.splitlines())
-    (folder / "1" / "model.py").write_text(MODEL.format(body=code), encoding="utf-8")
-    (folder / "config.pbtxt").write_text('name: "m"\nbackend: "python"\n', encoding="utf-8")
-    return folder
+    return write_model(tmp_path, "m", 'name: "m"\nbackend: "python"\n', MODEL.format(body=code), "model.py")
 
 
 def test_no_network(tmp_path: Path) -> None:

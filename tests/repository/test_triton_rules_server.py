@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunningServer, python_backend_dir, run_triton
+from tests.models import write_model
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.repository.validate import validate_path
@@ -272,16 +273,10 @@ CODE = {name: _auto_completing(code) for name, (_, code) in {**AUTO_COMPLETE, **
 
 def _write_model(repository: Path, name: str, body: str) -> None:
     """A Python-backend model folder with version 1, the given config and its data files."""
-    folder = repository / name
-    (folder / "1").mkdir(parents=True)
-    for relative, data in DATA_FILES.get(name, {}).items():
-        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
-        (folder / relative).write_bytes(data)
-    if "ensemble" not in body:
-        (folder / "1" / "model.py").write_text(CODE.get(name, MODEL_PY), encoding="utf-8")
+    code = None if "ensemble" in body else CODE.get(name, MODEL_PY)
     backend = "" if body.startswith("platform:") else 'backend: "python"\n'
     head = "" if body.startswith("name:") else f'name: "{name}"\n{backend}'
-    (folder / "config.pbtxt").write_text(head + body, encoding="utf-8")
+    write_model(repository, name, head + body, code, "model.py", files=DATA_FILES.get(name))
 
 
 def _repository_index(server: RunningServer) -> list[dict[str, str]]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.models import write_model
 from triton_ge_console.repository.validate import Problem, validate_config_text, validate_path, written_path
 
 HEAD = 'name: "m"\nbackend: "python"\n'
@@ -349,14 +350,7 @@ def test_ensemble_warmup_is_left_to_the_ensemble_rule() -> None:
 
 def _model_folder(tmp_path: Path, config: str, files: dict[str, bytes]) -> Path:
     """A model folder m with version 1 (model.py), the config and data files."""
-    folder = tmp_path / "m"
-    (folder / "1").mkdir(parents=True)
-    (folder / "1" / "model.py").write_text("", encoding="utf-8")
-    (folder / "config.pbtxt").write_text(config, encoding="utf-8")
-    for name, data in files.items():
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_bytes(data)
-    return folder
+    return write_model(tmp_path, "m", config, "", "model.py", files=files)
 
 
 FILE_CASES = [

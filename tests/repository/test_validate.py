@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.models import write_model
 from tests.repository.test_ge_rules import _relu_onnx
 from triton_ge_console.repository.validate import ValidationReport, validate_config_text, validate_path
 
@@ -15,14 +16,8 @@ GOOD = 'name: "{name}"\nbackend: "python"\nmax_batch_size: 4\n'
 
 def _model(repository: Path, name: str, config: str | None, versions: tuple[str, ...] = ("1",)) -> Path:
     """A model folder with version folders holding model.py, and config.pbtxt unless config is None."""
-    folder = repository / name
-    for version in versions:
-        (folder / version).mkdir(parents=True)
-        (folder / version / "model.py").write_text("# model\n", encoding="utf-8")
-    folder.mkdir(parents=True, exist_ok=True)
-    if config is not None:
-        (folder / "config.pbtxt").write_text(config.replace("{name}", name), encoding="utf-8")
-    return folder
+    text = None if config is None else config.replace("{name}", name)
+    return write_model(repository, name, text, "# model\n", "model.py", versions)
 
 
 def test_repository_reports_every_model(tmp_path: Path) -> None:
