@@ -135,3 +135,9 @@ def test_rolling_reload_stops_at_a_broken_server(attached: list[tuple[RunningSer
     finally:
         shutil.rmtree(repo2 / "echo")
         write_echo_model(repo2, "echo")
+
+
+def test_reload_fleet_without_a_model_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """`reload --fleet` naming no model: exit 2 and one line, before any server is asked."""
+    assert main(["reload", "--fleet"]) == 2
+    assert capsys.readouterr().err == "ge-console: error: reload --fleet needs MODEL\n"

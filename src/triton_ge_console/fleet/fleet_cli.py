@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from triton_ge_console.arg_types import Handler
+from triton_ge_console.arg_types import Handler, error_line
 
 
 def register(subparsers: Any) -> None:
@@ -77,7 +77,7 @@ def run_rolling_reload(args: argparse.Namespace) -> int:
     from triton_ge_console.fleet.rolling_report import run_rolling_reload as run
 
     if not args.model:
-        raise ValueError("reload --fleet needs MODEL")
+        return error_line("reload --fleet needs MODEL", 2)
     return run(args)
 
 
