@@ -50,11 +50,6 @@ BENCHMARKS = (
     Benchmark("poll_cost_ab", "What a poll costs a busy server",
               "throughput with the console's poller on vs off, 40 paired rounds, the poll amplified tenfold"),
     Benchmark("startup", "Start-up", "`ge-console up` to READY and `ge-console demo` to a live dashboard"),
-    Benchmark("tui_render", "Console rendering", "time to render the dashboard"),
-    Benchmark("refresh_pace", "Console refresh pace",
-              "a dashboard refresh back to back, 50 ms and 1 s apart; what idle memory costs here"),
-    Benchmark("gc_pause", "Console garbage collections",
-              "full garbage collections over 600 dashboard refreshes with 15 minutes of history"),
     Benchmark("build_scale", "Builds at LLM size",
               "a 3 GiB external-data ONNX: build vs cp -r / cp -al, no-op rebuild, reload --changed, RSS"),
 )

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from rich.style import Style
-from textual.geometry import Offset
 from textual.pilot import Pilot
-from textual.selection import Selection
 
 from triton_ge_console.console.widgets.devices import DevicesPanel
 
@@ -53,13 +51,6 @@ async def test_a_selection_is_drawn_over_the_selected_characters_only() -> None:
         assert [char for char, _ in after] == [char for char, _ in before]
         restyled = "".join(char for (char, old), (_, new) in zip(before, after, strict=True) if old != new)
         assert restyled == "NPU0"
-
-
-def test_a_selection_left_past_the_last_device_copies_nothing() -> None:
-    panel = DevicesPanel()
-    panel.show_lines([(("NPU0", ""),)])  # one device left where there were two
-    assert panel.get_selection(Selection(Offset(0, 1), Offset(4, 1))) is None
-    assert panel.get_selection(Selection(Offset(0, 0), Offset(4, 1))) == ("NPU0", "\n")
 
 
 async def test_the_mouse_finds_the_right_characters_in_a_line_the_selection_cut() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from triton_ge_console.console import format as fmt
@@ -82,3 +83,24 @@ def test_a_narrow_header_leaves_out_the_title_then_grpc_then_the_refresh_interva
         assert all(part in line for part in ("session demo", "● ready", "up 13m", "http 127.0.0.1:8000"))
     assert header_line(facts._replace(width=100)).plain.endswith("refresh 1s")
     assert header_line(facts._replace(width=80)).plain.endswith("http 127.0.0.1:8000")
+
+
+def test_config_summaries_read_a_config_again_only_once_it_changed(tmp_path: Path) -> None:
+    """The dashboard's reader of config.pbtxt: a line per model, "—" without a repository or a config."""
+    repository: Path | None = None
+    summaries = inventory.ConfigSummaries(lambda: repository)
+    assert summaries.summary("llama_model") == "—"  # no repository known (yet)
+    repository = tmp_path
+    config = tmp_path / "llama_model" / "config.pbtxt"
+    config.parent.mkdir()
+    assert summaries.summary("llama_model") == "—"  # no config.pbtxt
+    config.write_text((REPO / "llama_model" / "config.pbtxt").read_text(encoding="utf-8"), encoding="utf-8")
+    first = summaries.summary("llama_model")
+    assert "max_batch 8" in first
+    stamp = config.stat().st_mtime_ns
+    config.write_text(config.read_text(encoding="utf-8").replace("max_batch_size: 8", "max_batch_size: 2"),
+                      encoding="utf-8")
+    os.utime(config, ns=(stamp, stamp))  # changed, its mtime not: the summary read before is kept
+    assert summaries.summary("llama_model") == first
+    os.utime(config, ns=(stamp + 10**9, stamp + 10**9))
+    assert "max_batch 2" in summaries.summary("llama_model")

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from textual.widgets import Static
 
 from tests.waiting import until
 from triton_ge_console.cli import main
@@ -16,7 +17,6 @@ from triton_ge_console.console.app import GEConsoleApp
 from triton_ge_console.console.launch_session import open_record
 from triton_ge_console.console.widgets.detail import DetailPane
 from triton_ge_console.console.widgets.models import ModelsTable, model_fields
-from triton_ge_console.console.widgets.textlines import TextLines
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.server.registry import Registry
 
@@ -126,7 +126,7 @@ async def test_burst_is_refused_and_timed_out_and_every_view_counts_the_same(
         assert cells[11] == (str(timed_out), "bold red", True)  # T/O, over the spec's threshold
         table = app.screen.query_one(ModelsTable)
         assert f" {timed_out} " in table.render_line(1).text.split("ge ", 1)[1]
-        info = app.screen.query_one(DetailPane).query_one("#detail-info", TextLines)
-        await until(pilot, lambda: f"timed out in queue {timed_out}" in info.plain, what="detail count")
-        assert "queue 1, timeout 10000000µs REJECT (overridable)" in info.plain
+        info = app.screen.query_one(DetailPane).query_one("#detail-info", Static)
+        await until(pilot, lambda: f"timed out in queue {timed_out}" in str(info.render()), what="detail")
+        assert "queue 1, timeout 10000000µs REJECT (overridable)" in str(info.render())
     assert main(["down", "queued"]) == 0

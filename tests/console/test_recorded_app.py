@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import gc
 
+from textual.widgets import Static
+
 from tests.waiting import until
 from triton_ge_console.console.app import GEConsoleApp
 from triton_ge_console.console.screens.confirm import ConfirmScreen
 from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.header import DisconnectedBanner, FailingBanner
 from triton_ge_console.console.widgets.models import ModelsTable
-from triton_ge_console.console.widgets.textlines import TextLines
 from triton_ge_console.sessions.observe.recorded import RecordedController
 from triton_ge_console.sessions.observe.source import CommandResult
 
@@ -140,7 +141,7 @@ async def test_a_failing_model_shows_its_reason_and_r_reloads_it() -> None:
         assert banner.display and "llama_model v1 FAILING: instance process gone" in str(banner.render())
         await pilot.press("down")
         assert app.selected_model == "llama_model"
-        info = app.screen.query_one("#detail-info", TextLines).plain
+        info = str(app.screen.query_one("#detail-info", Static).render())
         assert "last error: FAILING: instance process gone: llama_model_0" in info
         await pilot.press("r")
         await until(pilot, lambda: ("reload", "llama_model", None) in controller.calls)

@@ -1,4 +1,4 @@
-"""A refresh's cheaper parts draw what the slower ones drew: history views, sparklines, charts, text."""
+"""A refresh's parts draw what a rescan would: history views, sparklines, charts, device lines."""
 
 from __future__ import annotations
 
@@ -6,20 +6,16 @@ import math
 
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.css.query import NoMatches
 from textual.geometry import Region
 from textual.pilot import Pilot
-from textual.strip import Strip
-from textual.widgets import Static
 
 from tests.waiting import until
 from triton_ge_console.console.app import GEConsoleApp, create_app, next_connection
 from triton_ge_console.console.screens.dashboard import CHART_EVERY_S, DashboardScreen
 from triton_ge_console.console.series import ModelSeriesCache, UtilizationCache
 from triton_ge_console.console.widgets.detail import SeriesChart
-from triton_ge_console.console.widgets.textlines import TextLines
 from triton_ge_console.sessions.observe.history import SnapshotHistory
 from triton_ge_console.sessions.observe.recorded import RecordedSource
 from triton_ge_console.sessions.observe.snapshot import (
@@ -138,14 +134,15 @@ def _cells(segments: list[Segment]) -> list[tuple[str, tuple[object, ...]]]:
     return [(char, _look(segment.style)) for segment in segments for char in segment.text]
 
 
-def _drawn(screen: DashboardScreen) -> tuple[int, int]:
+def _drawn(screen: DashboardScreen) -> tuple[object, object]:
+    """What each chart plots now (a redraw with new data replaces it)."""
     charts = [screen.query_one(f"#{name}-chart", SeriesChart) for name in ("latency", "throughput")]
-    return charts[0].drawn, charts[1].drawn
+    return charts[0].plotted, charts[1].plotted
 
 
 async def _charted(pilot: Pilot[None], app: GEConsoleApp) -> DashboardScreen:
     """The dashboard, once its first charts are drawn."""
-    await until(pilot, lambda: isinstance(app.screen, DashboardScreen) and min(_drawn(app.screen)) >= 1,
+    await until(pilot, lambda: isinstance(app.screen, DashboardScreen) and None not in _drawn(app.screen),
                 what="the dashboard's first charts")
     assert isinstance(app.screen, DashboardScreen)
     return app.screen
@@ -166,82 +163,22 @@ def _same_time_axis(screen: DashboardScreen) -> bool:
     return [x for x, _ in latency[1][0].points] == [x for x, _ in throughput[1][0].points]
 
 
-async def test_a_periodic_chart_redraw_draws_one_chart_per_refresh_from_one_instant() -> None:
+async def test_both_charts_redraw_together_once_per_chart_interval_of_snapshots() -> None:
     app = create_app(RecordedSource([_snapshot(0)], name="t"), max_polls=1)
     async with app.run_test(size=(160, 45)) as pilot:
         screen = await _charted(pilot, app)
         before = _drawn(screen)
-        steps: list[tuple[int, int]] = []
+        steps: list[tuple[bool, bool]] = []
         for step in range(1, 2 * int(CHART_EVERY_S) + 2):
             await _feed(pilot, app, _snapshot(step))
             now = _drawn(screen)
-            steps.append((now[0] - before[0], now[1] - before[1]))
+            steps.append((now[0] is not before[0], now[1] is not before[1]))
             before = now
-        assert [index for index, step in enumerate(steps) if step != (0, 0)] == [4, 5, 9, 10], steps
-        assert [steps[index] for index in (4, 5, 9, 10)] == [(1, 0), (0, 1)] * 2
+        assert [index for index, step in enumerate(steps) if step != (False, False)] == [4, 9], steps
+        assert [steps[index] for index in (4, 9)] == [(True, True)] * 2
         assert _same_time_axis(screen)
         latency = screen.query_one("#latency-chart", SeriesChart).plotted
         assert latency and latency[1][0].points[-1][0] == 0.0  # minutes before the newest point
-
-
-async def test_snapshots_further_apart_than_the_chart_interval_leave_throughput_one_redraw_behind() -> None:
-    app = create_app(RecordedSource([_snapshot(0)], name="t"), max_polls=1)  # 1 s refresh, 6 s snapshots
-    async with app.run_test(size=(160, 45)) as pilot:
-        screen = await _charted(pilot, app)
-        before = _drawn(screen)
-        for step in range(1, 5):
-            await _feed(pilot, app, _snapshot(6 * step))
-        after = _drawn(screen)
-        assert after[0] - before[0] == 4 and after[1] - before[1] == 2
-        assert _same_time_axis(screen)  # the fourth redraw drew both
-
-
-async def test_a_chart_given_the_same_data_again_rebuilds_nothing() -> None:
-    class Charted(App[None]):
-        def compose(self) -> ComposeResult:
-            yield SeriesChart(id="c")
-
-    async with Charted().run_test() as pilot:
-        chart = pilot.app.query_one(SeriesChart)
-        lines = [("p50", [(1.0, 2.0), (2.0, 3.0)])]
-        chart.draw("t", lines, 2.0)
-        drawn = chart.drawn
-        chart.draw("t", lines, 2.0)
-        assert chart.drawn == drawn
-        chart.draw("t", [("p50", [(1.0, 2.0), (2.0, 4.0)])], 2.0)
-        assert chart.drawn == drawn + 1
-
-
-async def test_a_chart_redraw_repaints_only_the_lines_it_changed_and_draws_as_a_fresh_chart() -> None:
-    class TwoCharts(App[None]):
-        def compose(self) -> ComposeResult:
-            yield SeriesChart(id="kept")
-            yield SeriesChart(id="fresh")
-
-    first = [("p50", [(1.0, 2.0), (2.0, 3.0), (3.0, 3.0)])]
-    second = [("p50", [(1.0, 2.0), (2.0, 3.0), (3.0, 2.5)])]  # same scale and title: the legend stays
-    async with TwoCharts().run_test(size=(40, 20)) as pilot:
-        kept, fresh = pilot.app.query_one("#kept", SeriesChart), pilot.app.query_one("#fresh", SeriesChart)
-        kept.draw("t", first, 3.0)
-        await pilot.pause()
-        whole = Region(0, 0, *kept.size)
-        before = [s.text for s in kept.render_lines(whole)]
-        repainted: list[Region] = []
-        refresh = kept.refresh
-
-        def recorded(*regions: Region, **options: bool) -> SeriesChart:
-            repainted.extend(regions or [Region(0, 0, *kept.size)])
-            return refresh(*regions, **options)
-
-        kept.refresh = recorded  # type: ignore[method-assign]
-        kept.draw("t", second, 3.0)
-        fresh.draw("t", second, 3.0)
-        await pilot.pause()
-        lines = {y for region in repainted for y in range(region.y, region.bottom)}
-        after = [s.text for s in kept.render_lines(whole)]
-        assert after == [s.text for s in fresh.render_lines(whole)]  # what a chart drawn anew shows
-        assert lines == {y for y, (old, new) in enumerate(zip(before, after, strict=True)) if old != new}
-        assert 0 not in lines  # the legend
 
 
 async def test_a_chart_drawn_before_it_is_mounted_draws_once_it_is() -> None:
@@ -253,7 +190,8 @@ async def test_a_chart_drawn_before_it_is_mounted_draws_once_it_is() -> None:
     chart.draw("t", [("p50", [(1.0, 2.0), (2.0, 3.0)])], 2.0)  # no styles or size yet
     async with Charted().run_test(size=(40, 10)) as pilot:
         await pilot.pause()
-        assert chart.drawn == 1 and any(s.text.strip() for s in chart.render_lines(Region(0, 1, *chart.size)))
+        assert chart.plotted is not None
+        assert any(s.text.strip() for s in chart.render_lines(Region(0, 1, *chart.size)))
 
 
 async def test_a_chart_takes_the_new_themes_colours() -> None:
@@ -276,120 +214,12 @@ async def test_a_chart_takes_the_new_themes_colours() -> None:
         assert line_colour(chart) != dark
 
 
-class _Both(App[None]):
-    CSS = "Static, TextLines { height: 3; padding: 0 1; }"
-
-    def compose(self) -> ComposeResult:
-        yield Static(id="static")
-        yield TextLines(id="lines")
-
-
-def _text(width: int) -> Text:
-    text = Text("queue ")
-    text.append("60%", style="yellow")
-    text.append(" ─ " + "x" * width + "\n")
-    text.append("config: ", style="dim")
-    text.append("max_batch 8")
-    return text
-
-
-async def test_text_lines_look_like_a_static_whether_or_not_the_text_fits() -> None:
-    async with _Both().run_test(size=(60, 8)) as pilot:
-        static, lines = pilot.app.query_one(Static), pilot.app.query_one(TextLines)
-        texts = [_text(10), _text(80), _text(10)]  # fits; too wide (wrapped as a Static wraps it); fits again
-        texts += [Text("one\ntwo", style="bold"), Text("one\ntwo", style="italic")]  # only its own style
-        for text in texts:
-            static.update(text)
-            lines.show(text)
-            await pilot.pause()
-            ours: list[Strip] = [lines.render_line(y) for y in range(3)]
-            theirs = [static.render_line(y) for y in range(3)]
-            assert [s.text.rstrip() for s in ours] == [s.text.rstrip() for s in theirs]
-            assert [_cells(list(s)) for s in ours] == [_cells(list(s)) for s in theirs]
-
-
-async def test_text_lines_draw_a_text_without_spans_in_its_own_style_as_a_static_does() -> None:
-    """The detail pane's dim hint is one Text with a style and no spans."""
-    async with _Both().run_test(size=(60, 8)) as pilot:
-        static, lines = pilot.app.query_one(Static), pilot.app.query_one(TextLines)
-        static.update(Text("select a model in the table", style="dim"))
-        lines.show(Text("select a model in the table", style="dim"))
-        await pilot.pause()
-        assert _cells(list(lines.render_line(0))) == _cells(list(static.render_line(0)))
-
-
-async def test_text_lines_redraw_only_the_line_that_changed() -> None:
-    async with _Both().run_test(size=(60, 8)) as pilot:
-        lines = pilot.app.query_one(TextLines)
-        lines.show(Text("queue 1\nconfig\nlast error: —"))
-        await pilot.pause()
-        built: list[int] = []
-        build_line = lines._line_strip
-
-        def counted(y: int, base: Style) -> Strip:
-            built.append(y)
-            return build_line(y, base)
-
-        lines._line_strip = counted  # type: ignore[method-assign]
-        lines.show(Text("queue 2\nconfig\nlast error: —"))
-        await pilot.pause()
-        assert built == [0]
-        lines.show(Text("queue 2\nconfig"))  # fewer lines: all of it
-        await pilot.pause()
-        assert sorted(built[1:]) == [0, 1, 2]
-
-
-async def test_text_lines_can_be_selected_with_the_mouse_and_show_the_selection() -> None:
-    async with _Both().run_test(size=(60, 8)) as pilot:
-        lines = pilot.app.query_one(TextLines)
-        lines.show(Text("http 127.0.0.1:8000\nlast error: model not found"))
-        await pilot.pause()
-        plain = lines.render_line(1)
-        await pilot.mouse_down("#lines", offset=(1, 1))  # the box's padding is one column
-        await pilot.hover("#lines", offset=(10, 1))  # the cell under the pointer is selected too
-        await pilot.mouse_up("#lines", offset=(10, 1))
-        await pilot.pause()
-        assert pilot.app.screen.get_selected_text() == "last error"
-        assert _cells(list(lines.render_line(1))) != _cells(list(plain))  # drawn in the selection's colours
-        lines.show(Text("http 127.0.0.1:8000\nlast error: model not ready"))  # a refresh under the selection
-        await pilot.pause()
-        assert "not ready" in lines.render_line(1).text
-        assert pilot.app.screen.get_selected_text() == "last error"
-        lines.show(Text("select a model in the table"))  # fewer lines: the selection would point past them
-        await pilot.pause()
-        assert not pilot.app.screen.get_selected_text()
-
-
 def _first_device_line(app: App[None], line: int = 1) -> str:
     """The device panel's first device line (line 0: the header) as drawn now ("" before it is mounted)."""
     try:
         return app.screen.query_one("#devices").render_line(line).text
     except NoMatches:
         return ""
-
-
-async def test_text_lines_repaint_a_change_of_the_whole_texts_style() -> None:
-    """Rich's Text.__eq__ ignores Text.style: a text that only changed its style is still drawn anew."""
-
-    def styled(style: str) -> Text:
-        text = Text("queue ", style=style)
-        text.append("60%", style="yellow")
-        return text
-
-    def look_of_q(lines: TextLines) -> Style | None:
-        return next(segment.style for segment in lines.render_line(0) if "q" in segment.text)
-
-    assert styled("bold") == styled("italic")
-    async with _Both().run_test(size=(60, 8)) as pilot:
-        lines = pilot.app.query_one(TextLines)
-        lines.show(styled("bold"))
-        await pilot.pause()
-        bold = look_of_q(lines)
-        assert bold is not None and bold.bold and not bold.italic
-        lines.show(styled("italic"))
-        await pilot.pause()
-        italic = look_of_q(lines)
-        assert italic is not None and italic.italic and not italic.bold
 
 
 def _wide(header: str) -> bool:

@@ -18,10 +18,11 @@ from triton_ge_console.console.widgets.models import (
     WIDTHS,
     ModelsTable,
     fit,
+    line_runs,
     model_fields,
     row_segments,
 )
-from triton_ge_console.console.widgets.paint import changed_lines, line_runs, retitle
+from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.observe.history import SnapshotHistory
 from triton_ge_console.sessions.observe.recorded import RecordedSource
 from triton_ge_console.sessions.observe.snapshot import (
@@ -89,13 +90,13 @@ async def test_the_header_is_rebuilt_only_when_what_it_shows_changes() -> None:
         await pilot.pause(0.2)
         header = app.screen.query_one(StatusHeader)
         shown: list[str] = []
-        show = header.show
+        show = header.update
 
-        def recorded(text: Text) -> None:
+        def recorded(text: Text, layout: bool = True) -> None:
             shown.append(text.plain)
-            show(text)
+            show(text, layout=layout)
 
-        header.show = recorded  # type: ignore[method-assign]
+        header.update = recorded  # type: ignore[method-assign]
         for uptime in (30.0, 59.0, 61.0):  # 30 s and 59 s read "up 30s"/"up 59s"; 61 s reads "up 1m"
             later = dataclasses.replace(first, taken_at=first.taken_at + uptime, uptime_s=uptime)
             app.connection = next_connection(app.connection, later, app.options)
@@ -160,7 +161,6 @@ async def test_a_narrow_table_shows_the_compact_columns_without_scrolling_sidewa
         assert "BACKEND" in header and "DEVICE" in header and table.virtual_size.width == FULL.width
 
 
-def test_changed_lines_are_marked_one_region_per_run() -> None:
+def test_changed_rows_are_repainted_one_region_per_run() -> None:
     assert line_runs([]) == []
     assert line_runs([5, 1, 2, 3, 9, 10, 5]) == [(1, 3), (5, 1), (9, 2)]
-    assert changed_lines(["a", "b", "c", "d"], ["a", "B", "C", "d"]) == [1, 2]

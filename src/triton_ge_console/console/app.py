@@ -28,9 +28,11 @@ from triton_ge_console.console.screens.launching import LaunchingScreen
 from triton_ge_console.console.screens.logs import LogsScreen
 from triton_ge_console.console.screens.repository import RepositoryScreen
 from triton_ge_console.display import printable, printable_lines
+from triton_ge_console.repository import inventory
 from triton_ge_console.sessions.observe.follow import Follower
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 from triton_ge_console.sessions.observe.source import SessionSource
+from triton_ge_console.sessions.server.server_log import LogTail
 
 
 class GEConsoleApp(ActionHandlers):
@@ -51,6 +53,7 @@ class GEConsoleApp(ActionHandlers):
         self.lifeline: lifeline.Lifeline | None = None
         self.set_reactive(ActionHandlers.connection, Connection(source.name, self.options.interval_s))
         self.init_handler_state()
+        self.config_summaries = inventory.ConfigSummaries(self.repository_path)
 
     def get_default_screen(self) -> Screen[None]:
         """The dashboard is the home screen."""
@@ -185,7 +188,7 @@ class GEConsoleApp(ActionHandlers):
     def action_show_logs(self) -> None:
         """The server log screen."""
         if not isinstance(self.screen, LogsScreen):
-            self.push_screen(LogsScreen(self.source.log_path))
+            self.push_screen(LogsScreen(LogTail(self.source.log_path)))
 
     def action_show_repository(self) -> None:
         """The repository screen."""

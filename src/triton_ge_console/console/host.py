@@ -11,6 +11,7 @@ from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.options import ConsoleOptions, FleetOptions
 from triton_ge_console.fleet.models import FleetModelRow
 from triton_ge_console.fleet.status import FleetRow
+from triton_ge_console.repository.inventory import ConfigSummaries
 from triton_ge_console.sessions.observe.source import SessionSource
 
 
@@ -30,6 +31,7 @@ class ConsoleHost(ActionRunner, Protocol):
     source: SessionSource
     options: ConsoleOptions
     last_errors: Mapping[str, str]
+    config_summaries: ConfigSummaries  # each model's config.pbtxt in one line (the screen reads no file)
 
     def repository_path(self) -> Path | None:
         """The session's repository, when known."""

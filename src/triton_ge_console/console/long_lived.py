@@ -3,8 +3,10 @@
 A full collection walks every object the collector tracks, and the UI thread waits that long. Most of
 them (modules, classes, Textual's and the console's own objects) are made at start-up and live until the
 console exits, so walking them every few minutes finds nothing. Freezing them once the app is mounted
-(after a collection, so no garbage is frozen) leaves them out; benchmarks/gc_pause.py measures the pause
-both ways. An object made at start-up that later dies in a reference cycle (a start screen) stays until
+(after a collection, so no garbage is frozen) leaves them out. benchmarks/dashboard_ab.py --b-freeze
+measures the pause both ways: at 100 models on a busy 2-core host the longest full collection took
+277–416 ms walking everything against 63–68 ms frozen, about once a minute at one refresh a second.
+An object made at start-up that later dies in a reference cycle (a start screen) stays until
 the console exits, when everything frozen is handed back to the collector.
 
 Freezing is process-wide: with several apps in one process (tests, a notebook) the first to mount

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,30 @@ def config_summary(config_path: Path) -> str:
     if params:
         parts.append("params " + " ".join(params)[:80])
     return " · ".join(parts)
+
+
+class ConfigSummaries:
+    """Each model's config.pbtxt as one line, read again only when the file changes: the reader the console
+    hands its dashboard, which never opens the repository itself."""
+
+    def __init__(self, locate: Callable[[], Path | None]) -> None:
+        self._locate = locate  # the repository, when known (a launched session's is known only later)
+        self._known: dict[Path, tuple[float, str]] = {}  # config path -> (its mtime, its summary)
+
+    def summary(self, model: str) -> str:
+        """The model's config in one line; "—" without a repository or a config.pbtxt for it."""
+        repository = self._locate()
+        if repository is None:
+            return "—"
+        path = repository / model / "config.pbtxt"
+        try:
+            stamp = path.stat().st_mtime
+        except OSError:
+            return "—"
+        known = self._known.get(path)
+        if known is None or known[0] != stamp:
+            known = self._known[path] = (stamp, config_summary(path))
+        return known[1]
 
 
 def decoupled(config_path: Path) -> bool:

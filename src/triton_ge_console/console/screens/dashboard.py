@@ -24,8 +24,7 @@ from triton_ge_console.console.widgets.header import (
     StatusHeader,
 )
 from triton_ge_console.console.widgets.models import ModelsTable
-from triton_ge_console.console.widgets.paint import retitle
-from triton_ge_console.repository import inventory
+from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.sessions.observe.history import SnapshotHistory
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
 from triton_ge_console.triton_terms import HELD_STATES
@@ -69,7 +68,6 @@ class DashboardScreen(Screen[None]):
         super().__init__()
         self.series = ModelSeriesCache()
         self.utilization = UtilizationCache(SPARK_WIDTH, MAX_BUCKET)
-        self._summaries: dict[str, tuple[float, str]] = {}
         self._charts_drawn: tuple[str, float] | None = None  # (model, snapshot time) of the last chart draw
 
     @property
@@ -179,9 +177,7 @@ class DashboardScreen(Screen[None]):
         due = selected or (drawn is not None and chart_slot(snapshot.taken_at) != chart_slot(drawn[1]))
         if due:
             self._charts_drawn = (model.name, snapshot.taken_at)
-        # a periodic redraw draws one chart per refresh; a new selection shows both at once
-        spread = not selected and self.console.options.interval_s * 2 < CHART_EVERY_S
-        pane.view = DetailView(self._detail(model, due), charts=due, spread=spread)
+        pane.view = DetailView(self._detail(model, due), charts=due)
 
     def _detail(self, model: ModelSnapshot, with_series: bool) -> ModelDetail:
         """Facts for one model, and its chart series when the charts are due."""
@@ -211,20 +207,8 @@ class DashboardScreen(Screen[None]):
         return self.console.options.thresholds.get(model.name, {})
 
     def _config_summary(self, model: ModelSnapshot) -> str:
-        """The model's config.pbtxt in one line, re-read only when the file changes."""
-        repository = self.console.repository_path()
-        path = repository / model.name / "config.pbtxt" if repository is not None else None
-        try:
-            stamp = path.stat().st_mtime if path is not None else None
-        except OSError:
-            stamp = None
-        if path is None or stamp is None:
-            return "—"
-        cached = self._summaries.get(model.name)
-        if cached is None or cached[0] != stamp:
-            cached = (stamp, inventory.config_summary(path))
-            self._summaries[model.name] = cached
-        return cached[1]
+        """The model's config.pbtxt in one line, from the reader the app hands its screens."""
+        return self.console.config_summaries.summary(model.name)
 
     def open_filter(self) -> None:
         """Show and focus the filter box."""

@@ -18,7 +18,7 @@ from triton_ge_console.console import actions
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.host import FleetHost
 from triton_ge_console.console.screens.dashboard import DashboardScreen
-from triton_ge_console.console.widgets.paint import retitle
+from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.display import MISSING, gib, number
 from triton_ge_console.fleet.models import FleetModelRow, versions_text
 from triton_ge_console.fleet.rolling import RollingResult

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
@@ -33,7 +32,7 @@ def render_line(line: LogLine) -> list[Text]:
 
 
 class LogsScreen(Screen[None]):
-    """Tails the session's server log twice a second."""
+    """Shows what the log reader it is handed reads, twice a second (the screen opens no file)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "back"),
@@ -44,9 +43,9 @@ class LogsScreen(Screen[None]):
     level: reactive[str | None] = reactive(None, init=False)
     search: reactive[str] = reactive("", init=False)
 
-    def __init__(self, log_path: Path | None) -> None:
+    def __init__(self, tail: LogTail) -> None:
         super().__init__()
-        self.tail = LogTail(log_path)
+        self.tail = tail
         self.kept: list[LogLine] = []
 
     def compose(self) -> ComposeResult:

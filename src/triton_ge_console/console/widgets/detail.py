@@ -4,23 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple
 
-from rich.segment import Segment
-from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.geometry import Region
 from textual.reactive import reactive
-from textual.strip import Strip
 from textual.widget import Widget
+from textual.widgets import Static
 
 from triton_ge_console.backend_glue.ledger import human_bytes
-from triton_ge_console.console.chart import ChartSeries, Point, Run, chart_runs
+from triton_ge_console.console.chart import ChartSeries, Point, chart_runs
 from triton_ge_console.console.widgets.models import threshold_style, timed_out_style
-from triton_ge_console.console.widgets.paint import changed_lines, repaint_lines, retitle
-from triton_ge_console.console.widgets.textlines import TextLines
+from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.display import MISSING, generation_parts, number, printable
 from triton_ge_console.sessions.observe.generation import generation_row
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
@@ -79,7 +75,7 @@ ROLES = ("axis", "title", "line0", "line1")  # what chart runs are drawn as, eac
 
 
 class SeriesChart(Widget):
-    """A small time chart of one or two series (console.chart), redrawn only when its data or size change."""
+    """A small time chart of one or two series (console.chart), drawn again when its data change."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {f"series-chart--{role}" for role in ROLES}
     DEFAULT_CSS = """
@@ -90,77 +86,28 @@ class SeriesChart(Widget):
     SeriesChart > .series-chart--line1 { color: $warning; }
     """
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.plotted: tuple[str, tuple[ChartSeries, ...]] | None = None  # title and lines shown
-        self.drawn = 0  # bumped by every draw of new data
-        self._strips: tuple[object, list[Strip]] | None = None  # (what they were built for, the lines)
-        self._styles: tuple[Style, dict[str, Style]] | None = None  # the widget's style, each role's over it
+    plotted: reactive[tuple[str, tuple[ChartSeries, ...]] | None] = reactive(None)  # title and lines shown
 
     def draw(self, title: str, lines: Sequence[tuple[str, Series]], now: float) -> None:
-        """Replace the plotted data and repaint the lines it changed; the same data again redraws nothing."""
-        plotted = (title, tuple(ChartSeries(label, _points(series, now)) for label, series in lines))
-        if plotted == self.plotted:
-            return
-        self.plotted = plotted
-        self.drawn += 1
-        if not self.is_mounted or not self.size.area:  # no styles or size yet: the first render builds it
-            self.refresh()
-            return
-        before = self._strips[1] if self._strips else None
-        after = self._built()[1]
-        if before is None or len(before) != len(after):
-            self.refresh()
-            return
-        repaint_lines(self, changed_lines(before, after))  # the legend, and often the axes, stay as they were
+        """Plot these series (the same data again draws nothing)."""
+        self.plotted = (title, tuple(ChartSeries(label, _points(series, now)) for label, series in lines))
 
-    def render_lines(self, crop: Region) -> list[Strip]:
-        """Make sure the strips are up to date for this render pass (the size or style may have changed)."""
-        self._built()
-        return super().render_lines(crop)
-
-    def _built(self) -> tuple[object, list[Strip]]:
-        """The chart's lines, rebuilt when the data, the size or the widget's style changed."""
-        width, height = self.size
-        base = self.rich_style
-        key = (self.drawn, width, height, base)
-        if self._strips is None or self._strips[0] != key:
-            rows = chart_runs(*self.plotted, width, height) if self.plotted else []
-            self._strips = (key, [_strip(row, base, self._role_styles(base), width) for row in rows])
-        return self._strips
-
-    def _role_styles(self, base: Style) -> dict[str, Style]:
-        """Each role's style, looked up (a CSS walk) again only when the widget's style or theme changes."""
-        if self._styles is None or self._styles[0] != base:
-            styles = {role: self.get_component_rich_style(f"series-chart--{role}") for role in ROLES}
-            self._styles = (base, styles)
-        return self._styles[1]
-
-    def notify_style_update(self) -> None:
-        """The theme or the CSS changed: the line colours may have too."""
-        super().notify_style_update()
-        self._strips = None
-        self._styles = None
-
-    def render_line(self, y: int) -> Strip:
-        """One line of the chart as render_lines built it."""
-        lines = self._strips[1] if self._strips else []
-        return lines[y] if y < len(lines) else Strip.blank(self.size.width, self.rich_style)
-
-
-def _strip(runs: list[Run], base: Style, styles: dict[str, Style], width: int) -> Strip:
-    """A row of runs as a strip of exactly `width` cells over the widget's style."""
-    segments = [Segment(text, base + styles.get(role, Style.null())) for text, role in runs]
-    return Strip(segments).crop_extend(0, width, base)
+    def render(self) -> Text:
+        """The chart at the widget's size, each run in its role's style."""
+        if self.plotted is None:
+            return Text()
+        width, height = self.content_size
+        styles = {role: self.get_component_rich_style(f"series-chart--{role}") for role in ROLES}
+        lines = (Text.assemble(*((text, styles.get(role, "")) for text, role in row))
+                 for row in chart_runs(*self.plotted, width, height))
+        return Text("\n").join(lines)
 
 
 class DetailView(NamedTuple):
-    """What the screen feeds the detail pane: a model's facts, whether to redraw its charts, and whether
-    to spread the two charts over two refreshes."""
+    """What the screen feeds the detail pane: a model's facts, and whether to redraw its charts."""
 
     detail: ModelDetail | None
     charts: bool = True
-    spread: bool = False
 
 
 class DetailPane(Vertical):
@@ -168,37 +115,27 @@ class DetailPane(Vertical):
 
     view: reactive[DetailView | None] = reactive(None, repaint=False, always_update=True, init=False)
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._pending: ModelDetail | None = None  # series the throughput chart draws at the next view
-
     def compose(self) -> ComposeResult:
         """Two charts side by side and an info block."""
         with Horizontal(id="charts"):
             yield SeriesChart(id="latency-chart")
             yield SeriesChart(id="throughput-chart")
-        yield TextLines(id="detail-info")
+        yield Static(id="detail-info")
 
     def watch_view(self, view: DetailView | None) -> None:
-        """Draw one model's facts and, when told, its charts (spread: the second one at the next view)."""
-        detail, charts, spread = view or DetailView(None)
-        info = self.query_one("#detail-info", TextLines)
-        pending, self._pending = self._pending, None
+        """Draw one model's facts and, when told, its charts."""
+        detail, charts = view or DetailView(None)
+        info = self.query_one("#detail-info", Static)
         if detail is None:
             retitle(self, "No model selected")
-            info.show(Text("select a model in the table", style="dim"))
+            info.update(Text("select a model in the table", style="dim"))
             return
         model = detail.model
         retitle(self, printable(f"{model.name} v{model.version}"))
-        info.show(self._info(detail))  # a fixed three lines
+        info.update(self._info(detail), layout=False)  # a fixed three lines: no layout pass
         if charts:
             self._draw_latency(detail)
-            if spread and pending is None:
-                self._pending = detail
-            else:  # not spread, or redraws come faster than the spread finishes: both at once
-                self._draw_throughput(detail)
-        elif pending is not None and pending.model.name == model.name:
-            self._draw_throughput(pending)
+            self._draw_throughput(detail)
 
     def _draw_latency(self, detail: ModelDetail) -> None:
         """The latency chart, in minutes before the detail's newest point (as the throughput chart); a

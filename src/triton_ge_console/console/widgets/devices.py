@@ -8,14 +8,15 @@ from typing import NamedTuple
 from rich.text import Text
 from textual import events
 from textual.reactive import reactive
+from textual.widgets import Static
 
 from triton_ge_console.backend_glue.ledger import human_bytes
 from triton_ge_console.console import format as fmt
-from triton_ge_console.console.widgets.paint import retitle
-from triton_ge_console.console.widgets.piecelines import Piece, PieceLines
+from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.display import MISSING, memory, printable
 from triton_ge_console.sessions.observe.snapshot import DeviceSnapshot, ServerSnapshot
 
+Piece = tuple[str, str]  # text and its style ("" for none)
 SPARK_WIDTH, BAR_WIDTH = 30, 16
 NARROW_SPARK_WIDTH, NARROW_BAR_WIDTH = 7, 7  # so health ("Warning" too) fits an 80-column terminal
 MEMORY_WIDTH = 16  # "9.1 MiB/64.0 GiB", "21.4/64.0 GiB"
@@ -54,8 +55,8 @@ def device_header(narrow: bool = False) -> tuple[Piece, ...]:
 
 def device_pieces(device: DeviceSnapshot, utilization_series: Sequence[float | None],
                   narrow: bool = False, models: Sequence[str] = ()) -> tuple[Piece, ...]:
-    """One device's line as styled pieces under the header's labels: cheap to compare, so an unchanged
-    line is not redrawn. The kind is coloured only for a real NPU: cpu-emulated is normal, not an alarm."""
+    """One device's line as styled pieces under the header's labels. The kind is coloured only for a real
+    NPU: cpu-emulated is normal, not an alarm."""
     spark, bar = (NARROW_SPARK_WIDTH, NARROW_BAR_WIDTH) if narrow else (SPARK_WIDTH, BAR_WIDTH)
     used, total = device.memory_used_bytes, device.memory_total_bytes
     temp = MISSING if device.temperature_c is None else f"{device.temperature_c:.0f}°C"
@@ -121,19 +122,26 @@ def models_by_device(snapshot: ServerSnapshot) -> dict[str, list[str]]:
             for device, held in snapshot.models_by_device().items()}
 
 
-class DevicesPanel(PieceLines):
-    """The devices box; fed a snapshot and each device's recent utilization. A moved sparkline repaints its
-    own line, not the box."""
+def devices_text(rows: Sequence[tuple[Piece, ...]]) -> Text:
+    """The device lines as one text."""
+    return Text("\n").join(Text.assemble(*line) for line in rows)
+
+
+class DevicesPanel(Static):
+    """The devices box; fed a snapshot and each device's recent utilization."""
 
     frame: reactive[DevicesFrame | None] = reactive(None, repaint=False)
+    _lines = 0  # how many lines are shown
 
     def watch_frame(self, frame: DevicesFrame | None) -> None:
-        """Show the devices' lines; only those that changed are drawn again."""
+        """Show the devices' lines."""
         if frame is None:
             return
         snapshot, series = frame
         retitle(self, f"Devices ({len(snapshot.devices)})")
-        self.show_lines(device_rows(snapshot, series, self.app.size.width))
+        rows = device_rows(snapshot, series, self.app.size.width)
+        self.update(devices_text(rows), layout=len(rows) != self._lines)  # laid out when it grew or shrank
+        self._lines = len(rows)
 
     def on_resize(self, event: events.Resize) -> None:
         """Short or full lines follow the terminal's width at once, not at the next poll."""

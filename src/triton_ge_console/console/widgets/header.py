@@ -10,7 +10,6 @@ from textual.widgets import Static
 
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.connection import Connection
-from triton_ge_console.console.widgets.textlines import TextLines
 from triton_ge_console.display import MISSING, age, printable
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.sessions.pending import STARTING_MESSAGE
@@ -112,7 +111,7 @@ def banner_text(connection: Connection) -> Text:
     return text
 
 
-class StatusHeader(TextLines):
+class StatusHeader(Static):
     """Session, version, health, uptime, endpoints, refresh interval."""
 
     connection: reactive[Connection | None] = reactive(None, repaint=False)
@@ -130,7 +129,7 @@ class StatusHeader(TextLines):
     def watch_facts(self, facts: HeaderFacts | None) -> None:
         """Redraw the line (called only when a fact changed)."""
         if facts is not None:
-            self.show(header_line(facts))  # always one line
+            self.update(header_line(facts), layout=False)  # always one line: no layout pass
 
 
 class DisconnectedBanner(Static):

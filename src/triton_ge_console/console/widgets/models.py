@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -12,13 +12,12 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.cache import LRUCache
 from textual.events import Click
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from triton_ge_console.console.widgets.paint import RenderPassLookups, line_runs
 from triton_ge_console.display import MISSING, number, printable, threshold_level
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
 from triton_ge_console.triton_terms import MODEL_READY
@@ -187,6 +186,17 @@ def visible_models(models: Sequence[ModelSnapshot], needle: str, sort: SortKey) 
     return sorted(chosen, key=sort.key, reverse=sort.descending)  # type: ignore[arg-type]
 
 
+def line_runs(lines: Iterable[int]) -> list[tuple[int, int]]:
+    """(first line, count) for each run of consecutive line numbers, in order: one repaint per run."""
+    runs: list[tuple[int, int]] = []
+    for line in sorted(set(lines)):
+        if runs and runs[-1][0] + runs[-1][1] == line:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((line, 1))
+    return runs
+
+
 def row_key(model: ModelSnapshot) -> str:
     """A row's identity: name and version."""
     return f"{model.name}/{model.version}"
@@ -203,8 +213,10 @@ class TableRenderPass(NamedTuple):
     cursor: Style
 
 
-class ModelsTable(RenderPassLookups[TableRenderPass], ScrollView, can_focus=True):
-    """The models as fixed-width lines under a fixed header; a row re-renders only when its text changes."""
+class ModelsTable(ScrollView, can_focus=True):
+    """The models as fixed-width lines under a fixed header; a row re-renders only when its text changes
+    (kept, unlike a DataTable, which renders every cell in view again when any cell changes: at 100 models
+    that cost several times a refresh, benchmarks/dashboard_ab.py)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up", "cursor(-1)", show=False),
@@ -242,6 +254,7 @@ class ModelsTable(RenderPassLookups[TableRenderPass], ScrollView, can_focus=True
         # row key -> the snapshot its lines were drawn from, and its line per base style
         self._drawn: LRUCache[str, tuple[ModelSnapshot, dict[Style, Strip]]] = LRUCache(DRAWN_ROWS)
         self._columns = FULL  # all of them, or a smaller set (MEDIUM, COMPACT) when the table is narrower
+        self._pass: TableRenderPass | None = None  # the render pass under way's lookups
 
     @property
     def sort_key(self) -> SortKey:
@@ -342,6 +355,14 @@ class ModelsTable(RenderPassLookups[TableRenderPass], ScrollView, can_focus=True
         if event.y >= 1:
             self.move_cursor(int(self.scroll_y) + event.y - 1)
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """Look up what the lines of this pass share once (each lookup walks the DOM), not once per line."""
+        self._pass = self.look_up_pass()
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass = None
+
     def look_up_pass(self) -> TableRenderPass:
         """What every line of a render pass shares."""
         base = self.rich_style
@@ -351,7 +372,7 @@ class ModelsTable(RenderPassLookups[TableRenderPass], ScrollView, can_focus=True
 
     def render_line(self, y: int) -> Strip:
         """Line 0 is the header; the rest are rows from the scroll position."""
-        now = self.render_pass()
+        now = self._pass or self.look_up_pass()
         left, right = now.scroll_x, now.scroll_x + now.width
         if y == 0:
             header = header_cells(self.sort_key, self._columns)
