@@ -251,8 +251,8 @@ class ModelsTable(ScrollView, can_focus=True):
         self.thresholds: Thresholds = {}
         self._shown: dict[str, ModelSnapshot] = {}  # row key -> the snapshot shown, in display order
         self._keys: list[str] = []
-        # row key -> the snapshot its lines were drawn from, and its line per base style
-        self._drawn: LRUCache[str, tuple[ModelSnapshot, dict[Style, Strip]]] = LRUCache(DRAWN_ROWS)
+        # row key -> the snapshot and the base style its line was drawn from, and that line
+        self._drawn: LRUCache[str, tuple[ModelSnapshot, Style, Strip]] = LRUCache(DRAWN_ROWS)
         self._columns = FULL  # all of them, or a smaller set (MEDIUM, COMPACT) when the table is narrower
         self._pass: TableRenderPass | None = None  # the render pass under way's lookups
 
@@ -315,17 +315,15 @@ class ModelsTable(ScrollView, can_focus=True):
         return drawn is not None and _same_model(drawn[0], self._shown[key])
 
     def _row_strip(self, key: str, style: Style) -> Strip:
-        """A row's line in a style, rebuilt only when its snapshot differs from the one it was drawn from."""
+        """A row's line in a style, rebuilt only when its snapshot or its base style (cursor, theme, dimmed
+        while stale) differs from the one it was drawn from."""
         model = self._shown[key]
         drawn = self._drawn.get(key)
-        if drawn is None or not _same_model(drawn[0], model):
-            drawn = (model, {})
-            self._drawn.set(key, drawn)
-        strip = drawn[1].get(style)
-        if strip is None:  # new figures, or new base style (cursor, theme, dimmed while stale)
+        if drawn is None or drawn[1] != style or not _same_model(drawn[0], model):
             cells = self._columns.pick(model_fields(model, self.thresholds.get(model.name, {})))
-            strip = drawn[1][style] = self._strip(cells, style)
-        return strip
+            drawn = (model, style, self._strip(cells, style))
+            self._drawn.set(key, drawn)
+        return drawn[2]
 
     def move_cursor(self, row: int) -> None:
         """Put the cursor on a row (clamped), scrolled into view."""
