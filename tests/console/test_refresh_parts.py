@@ -236,17 +236,21 @@ def _narrow(header: str) -> bool:
 async def test_device_lines_follow_a_resize_without_waiting_for_the_next_poll() -> None:
     app = create_app(RecordedSource([_snapshot(0)], name="t"), max_polls=1)
     async with app.run_test(size=(160, 45)) as pilot:
-        await until(pilot, lambda: _wide(_first_device_line(app, 0)), what="the wide device lines")
+        # the box is laid out to its lines after they are set: wait for the first device's line too
+        shown = lambda: _first_device_line(app).startswith("NPU0")  # noqa: E731
+        await until(pilot, lambda: _wide(_first_device_line(app, 0)) and shown(), what="the wide lines")
         panel = app.screen.query_one("#devices")
         wide = len(panel.render_line(1).text.rstrip())
         await pilot.resize_terminal(100, 30)
-        await until(pilot, lambda: _narrow(_first_device_line(app, 0)), what="the narrow device lines")
-        assert panel.render_line(1).text.startswith("NPU0") and len(panel.render_line(1).text.rstrip()) < wide
+        await until(pilot, lambda: _narrow(_first_device_line(app, 0)) and shown(), what="the narrow lines")
+        assert len(panel.render_line(1).text.rstrip()) < wide
 
 
 async def test_an_80_column_terminal_still_shows_each_devices_health() -> None:
     """Narrow lines put health before temperature and power: the crop at 80 columns cuts those."""
     app = recorded_app("healthy")  # a recorded session whose devices report health OK
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: _narrow(_first_device_line(app, 0)), what="the narrow device lines")
+        # the box is laid out to its lines after they are set: wait for the first device's line too
+        shown = lambda: _narrow(_first_device_line(app, 0)) and bool(_first_device_line(app).strip())  # noqa: E731
+        await until(pilot, shown, what="the narrow device lines")
         assert _first_device_line(app).rstrip().endswith("GiB  OK")
