@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
+from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import (
     DistributionError,
     TritonDistribution,
     find_distribution,
 )
 from triton_ge_console.sessions.observe.health import stub_backends
-from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick_ports, server_args
+from triton_ge_console.sessions.server.process import Ports, TritonProcess, http_ok, pick_ports, server_args
 from triton_ge_console.sessions.server.shm import new_shm_prefix, remove_shm_regions, shm_arguments
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,6 +123,8 @@ def run_triton(
     running = RunningServer(process, ports, log_path)
     try:
         process.wait_ready(f"http://127.0.0.1:{ports.http}", timeout=timeout)
+        # Triton opens its metrics port after the HTTP one: a test polling at once could find it closed
+        wait_until(lambda: http_ok(running.metrics_url), timeout=timeout, what="the metrics port answering")
         yield running
     finally:
         process.stop()

@@ -10,13 +10,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.arg_types import error_line, port_number, seconds
-from triton_ge_console.display import printable
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
 if TYPE_CHECKING:
@@ -80,8 +78,7 @@ def _add_validate_session(validate: argparse.ArgumentParser) -> None:
             try:
                 args.backend_dir = [*args.backend_dir, *session_backend_dir(args.session)]
             except (LookupError, ValueError) as exc:  # a usage error, as validate's own are
-                print(f"ge-console validate: {printable(str(exc))}", file=sys.stderr)
-                return 2
+                return error_line(str(exc), 2)
         return int(judge(args))
 
     validate.set_defaults(func=run)
