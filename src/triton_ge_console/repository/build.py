@@ -151,14 +151,6 @@ def _external_files(name: str, onnx: Path) -> dict[str, Path]:
     return weights
 
 
-def plan_model(model: ModelSpec, progress: ProgressHook | None = None) -> ModelPlan:
-    """Files and digest of one model; a missing or unreadable source file is a BuildError."""
-    problem = model_name_problem(model.name)
-    if problem:
-        raise BuildError(f"model name '{model.name}' {problem}")
-    return plan_files(model, model_files(model), progress)
-
-
 def plan_files(
     model: ModelSpec,
     files: dict[str, FileContent],
