@@ -43,6 +43,7 @@ import onnxruntime as ort
 
 from triton_ge_console.backend_glue.distribution import ALLOCATOR_ENV, ALLOCATOR_OPT_OUT, find_distribution
 from triton_ge_console.backend_glue.generate_batch import step_feeds
+from triton_ge_console.backend_glue.generate_model import step_run
 from triton_ge_console.backend_glue.generate_scheduler import GenerateRequest, Limits, Scheduler
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.backend_glue.onnx_executor import OnnxRuntimeExecutor
@@ -235,7 +236,7 @@ def in_process(executor: OnnxRuntimeExecutor, prompts: list[tuple[int, ...]],
                output: int) -> list[StreamResult]:
     """The glue's scheduler and executor stepped on this thread, its streams lists: the glue without
     Triton (no IPC, no sender or cancel threads)."""
-    scheduler = Scheduler(lambda feeds: executor.run(feeds)[0], DEMO_LAYOUT,
+    scheduler = Scheduler(lambda feeds: step_run(executor, feeds)[0], DEMO_LAYOUT,
                           Limits(max_tokens=output, max_running=len(prompts), kv_cache_bytes=512 << 20))
     streams = [_Collected() for _ in prompts]
     for stream, ids in zip(streams, prompts, strict=True):

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from tests.waiting import wait_until
 from triton_ge_console.backend_glue.generate_batch import TokenSampling, kv_layout, pick
 from triton_ge_console.backend_glue.generate_protocol import request_from
 from triton_ge_console.backend_glue.generate_scheduler import GenerateRequest, Limits, Scheduler
@@ -159,6 +160,49 @@ def test_the_first_step_runs_on_the_callers_thread_only_while_nothing_runs(
     scheduler.submit(second, GenerateRequest(_prompt(4, 12), 8))
     scheduler.step_first()
     assert len(first.tokens) == 2 and second.tokens == []
+
+
+class CountingStream(ListStream):
+    """A client that counts how often it is asked whether it left."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+
+    def cancelled(self) -> bool:
+        self.asked += 1
+        return super().cancelled()
+
+
+def test_the_first_step_asks_no_client_and_a_cancel_before_it_is_seen_at_the_next(
+        executor: OnnxRuntimeExecutor) -> None:
+    """step_first prefills and sends the first token without asking the client whether it left (a second
+    thread's IPC beside the prefill); a client gone before that first token is ended at the next step's
+    end, its cache freed."""
+    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=8))
+    stream = CountingStream()
+    stream.cancel = True  # gone before its first token
+    scheduler.submit(stream, GenerateRequest(_prompt(4, 3), 8), wake=False)
+    scheduler.step_first()
+    assert stream.asked == 0 and len(stream.tokens) == 2 and not stream.closed_cancelled
+    scheduler.step()
+    assert stream.asked == 1 and stream.closed_cancelled and len(stream.tokens) == 2
+    assert scheduler.running == [] and scheduler.batch.rows == 0 and scheduler.reserved == 0
+
+
+def test_a_request_stepped_first_is_decoded_on_by_the_woken_thread(executor: OnnxRuntimeExecutor) -> None:
+    """Submitted without waking the stepping thread, as execute does, then stepped first: step_first wakes
+    the thread, which decodes the rest; the tokens equal the direct loop's."""
+    scheduler = Scheduler(lambda feeds: executor.run_fresh(feeds), DEMO_LAYOUT, Limits(max_tokens=8))
+    scheduler.start()
+    try:
+        stream = ListStream()
+        scheduler.submit(stream, GenerateRequest(_prompt(4, 21), 8), wake=False)
+        scheduler.step_first()
+        wait_until(lambda: stream.finals == 1, timeout=60)
+    finally:
+        scheduler.stop()
+    assert stream.tokens == direct_greedy(_run(executor), DEMO_LAYOUT, list(_prompt(4, 21)), 8)
 
 
 def test_running_and_kv_bounds_queue_the_rest(executor: OnnxRuntimeExecutor) -> None:

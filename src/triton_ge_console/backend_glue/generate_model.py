@@ -267,13 +267,9 @@ class GenerateModel:
             return None
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """One execution (a prefill or a decode step), accounted like any `ge` execution; on ONNX Runtime a
-        plain run (the past grows every step: output buffers kept per input shapes would never be reused)."""
+        """One execution (a prefill or a decode step), accounted like any `ge` execution."""
         started = time.perf_counter()
-        if isinstance(self.executor, OnnxRuntimeExecutor):
-            outputs, stats = self.executor.run_fresh(feeds), RunStats()
-        else:
-            outputs, stats = self.executor.run(feeds)
+        outputs, stats = step_run(self.executor, feeds)
         if self.telemetry is not None:
             self.telemetry.executed(time.perf_counter() - started, int(feeds["input_ids"].shape[0]), stats)
         return outputs
@@ -292,7 +288,7 @@ class GenerateModel:
             except ValueError as exc:
                 self._refuse(stream, str(exc))
                 continue
-            refusal = scheduler.submit(stream, wanted)
+            refusal = scheduler.submit(stream, wanted, wake=False)
             if refusal is not None:
                 self._refuse(stream, refusal)
         scheduler.step_first()
@@ -318,6 +314,14 @@ class GenerateModel:
         executor = getattr(self, "executor", None)
         if executor is not None:
             executor.close()
+
+
+def step_run(executor: Executor, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], RunStats]:
+    """A prefill or decode step as the generate model runs it: on ONNX Runtime a plain run (the past grows
+    every step: output buffers kept per input shapes would never be reused), else the executor's run."""
+    if isinstance(executor, OnnxRuntimeExecutor):
+        return executor.run_fresh(feeds), RunStats()
+    return executor.run(feeds)
 
 
 def _inputs(request: Any) -> dict[str, np.ndarray]:

@@ -6,7 +6,8 @@ one's first token; then one decode step for every sequence of the batch together
 array per past input from step to step. While the model runs, a thread asks the clients whether they left
 (in Triton an IPC round trip per stream, which would otherwise hold the step); a sequence whose client
 left before a step began ends at that step's end (or the next one's, when asking every stream takes
-longer than a step), its token unsent and its KV cache freed. A sequence reserves its whole cache at
+longer than a step, or when it left before its first token: that step asks nobody), its token unsent and
+its KV cache freed. A sequence reserves its whole cache at
 admission (prompt + max_tokens tokens), so a running sequence never runs out; one that could never fit is
 refused when it arrives. No Triton here: a Stream is whatever answers the client (the Python backend's
 response sender inside Triton, a list in tests).
@@ -231,8 +232,9 @@ class Scheduler:
         """KV bytes a request holds while it runs: room for every token it may cache."""
         return (len(request.prompt) + request.max_tokens) * self.layout.bytes_per_token
 
-    def submit(self, stream: Stream, request: GenerateRequest) -> str | None:
-        """Queue a request (it joins at the next step it fits); the refusal, when it cannot be."""
+    def submit(self, stream: Stream, request: GenerateRequest, wake: bool = True) -> str | None:
+        """Queue a request (it joins at the next step it fits); the refusal, when it cannot be. wake=False
+        leaves the stepping thread asleep: the caller steps first (step_first), then wakes it."""
         problem = self.problem(request)
         if problem is not None:
             return problem
@@ -246,15 +248,18 @@ class Scheduler:
                 return (f"{len(self._waiting)} requests already wait (generate.max_waiting "
                         f"{self.limits.max_waiting}): try again later")
             self._waiting.append(sequence)
-            self._lock.notify()
+            if wake:
+                self._lock.notify()
         return None
 
-    def step(self) -> bool:
-        """One scheduling round; whether any sequence still runs or waits."""
+    def step(self, ask: bool = True) -> bool:
+        """One scheduling round; whether any sequence still runs or waits. ask=False: no stream is asked
+        whether its client left (a first step: see step_first)."""
         self._admit()
-        with self._lock:
-            queued = [s.stream for s in self._waiting]
-        self._watch.ask([s.stream for s in self.running] + queued)
+        if ask:
+            with self._lock:
+                queued = [s.stream for s in self._waiting]
+            self._watch.ask([s.stream for s in self.running] + queued)
         self._prefill_next()
         self._leave_ended()
         decoded = list(self.rows)
@@ -396,21 +401,29 @@ class Scheduler:
                 self.guarded_step()
 
     def step_first(self) -> None:
-        """Step once on the caller's thread while no sequence runs (the stepping thread sleeps), so a
-        newcomer's prefill and first token wait for no thread's wake-up (0.5 ms traced on a loaded host)."""
-        if self.running or not self._stepping.acquire(blocking=False):
-            return
+        """Step once on the caller's thread while no sequence runs, then wake the stepping thread (to
+        decode on, or to admit what this could not). Requests submitted with wake=False: the newcomer's
+        prefill and first token then wait for no thread's wake-up (0.5 ms traced on a loaded host) and
+        share the CPU with no other thread of the glue. That step asks no stream whether its client left
+        (an IPC round trip on a second thread, beside the prefill): a client gone before its first token
+        is seen at the next step's end."""
         try:
-            if not self.running and not self._stopping:
-                self.guarded_step()
+            if self.running or not self._stepping.acquire(blocking=False):
+                return
+            try:
+                if not self.running and not self._stopping:
+                    self.guarded_step(ask=False)
+            finally:
+                self._stepping.release()
         finally:
-            self._stepping.release()
+            with self._lock:
+                self._lock.notify()
 
-    def guarded_step(self) -> bool:
+    def guarded_step(self, ask: bool = True) -> bool:
         """A step that never stops the thread: whatever a step raises ends every sequence (running and
         waiting) with it as the error, rather than leaving their clients waiting forever."""
         try:
-            return self.step()
+            return self.step(ask)
         except Exception as exc:  # a bug or a model answering with the wrong outputs: said, not hidden
             with self._lock:
                 left = list(self.running) + list(self._waiting)
