@@ -411,3 +411,29 @@ def direct_decoder() -> Callable[[Sequence[int], int], list[int]]:
                              DEMO_LAYOUT, list(prompt), max_tokens)
 
     return decode
+
+
+def bf16_kv_decoder(logits: bool = True) -> bytes:
+    """demo:llama_kv with its cache in BF16 (each past Cast to FP32 inside, each present Cast to BF16) and,
+    with `logits`, its logits too: a decoder exported in half precision, computed in FP32 (so its greedy
+    tokens follow from the BF16 cache alone)."""
+    from triton_ge_console.repository.demo_decoder import llama_kv_model
+
+    model = llama_kv_model()
+    graph = model.graph
+    for value in graph.input:
+        if value.name.startswith("past_key_values."):
+            for node in graph.node:
+                node.input[:] = [f"{n}.fp32" if n == value.name else n for n in node.input]
+            graph.node.insert(0, helper.make_node("Cast", [value.name], [f"{value.name}.fp32"],
+                                                  to=TensorProto.FLOAT))
+            value.type.tensor_type.elem_type = TensorProto.BFLOAT16
+    for value in graph.output:
+        if value.name.startswith("present.") or (logits and value.name == "logits"):
+            for node in graph.node:
+                node.output[:] = [f"{n}.fp32" if n == value.name else n for n in node.output]
+            graph.node.append(helper.make_node("Cast", [f"{value.name}.fp32"], [value.name],
+                                               to=TensorProto.BFLOAT16))
+            value.type.tensor_type.elem_type = TensorProto.BFLOAT16
+    onnx.checker.check_model(model)
+    return model.SerializeToString()

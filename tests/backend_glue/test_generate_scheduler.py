@@ -8,7 +8,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from tests.models import bf16_kv_decoder
 from tests.waiting import wait_until
+from triton_ge_console.backend_glue.bfloat16 import BFLOAT16
 from triton_ge_console.backend_glue.generate_batch import TokenSampling, kv_layout, pick
 from triton_ge_console.backend_glue.generate_protocol import request_from
 from triton_ge_console.backend_glue.generate_scheduler import GenerateRequest, Limits, Scheduler
@@ -47,6 +49,17 @@ def executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OnnxRuntimeEx
     """The glue's CPU executor over demo:llama_kv."""
     path = tmp_path_factory.mktemp("kv") / "model.onnx"
     path.write_bytes(demo_bytes("demo:llama_kv"))
+    executor = OnnxRuntimeExecutor(path, intra_op_threads=1)
+    yield executor
+    executor.close()
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["bf16-logits", "fp32-logits"])
+def bf16_executor(request: pytest.FixtureRequest,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[OnnxRuntimeExecutor]:
+    """The glue's CPU executor over demo:llama_kv with a BF16 cache (and BF16 or FP32 logits)."""
+    path = tmp_path_factory.mktemp("kv_bf16") / "model.onnx"
+    path.write_bytes(bf16_kv_decoder(logits=request.param))
     executor = OnnxRuntimeExecutor(path, intra_op_threads=1)
     yield executor
     executor.close()
@@ -103,6 +116,28 @@ def test_sequences_joining_at_different_steps_equal_the_direct_loop(executor: On
         assert stream.tokens == expected
         assert stream.finals == 1
     assert steps < 6 + 12  # batched, not one after another
+    assert scheduler.reserved == 0
+
+
+def test_a_bf16_cache_decodes_batched_as_the_direct_loop(bf16_executor: OnnxRuntimeExecutor) -> None:
+    """A decoder whose past and present keys and values are BF16 (its logits BF16 or FP32): the layout
+    counts 2 bytes an element, and sequences joining, chunked and leaving each equal the direct greedy
+    loop over the same model token for token, the cache kept BF16 from step to step."""
+    layout = kv_layout(bf16_executor.inputs, bf16_executor.outputs)
+    assert layout.dtype == BFLOAT16 and layout.bytes_per_token == 2 * 2 * 4 * 16 * 2
+    scheduler = Scheduler(_run(bf16_executor), layout, Limits(max_tokens=16, prefill_chunk=8))
+    requests = [GenerateRequest(_prompt(n, seed), tokens) for n, seed, tokens in ((5, 1, 10), (19, 2, 4),
+                                                                                  (1, 3, 7))]
+    streams = [ListStream() for _ in requests]
+    scheduler.submit(streams[0], requests[0])
+    scheduler.step()
+    scheduler.submit(streams[1], requests[1])
+    scheduler.submit(streams[2], requests[2])
+    while scheduler.step():
+        assert all(a.dtype == BFLOAT16 for a in scheduler.batch.past)
+    for stream, request in zip(streams, requests, strict=True):
+        expected = direct_greedy(bf16_executor.run_fresh, layout, list(request.prompt), request.max_tokens)
+        assert stream.tokens == expected and stream.finals == 1
     assert scheduler.reserved == 0
 
 

@@ -22,12 +22,21 @@ from tritonclient.utils import InferenceServerException
 from tests.backend_glue.conftest import FAKES, server_env
 from tests.backend_glue.metrics import metric_samples, model_value
 from tests.conftest import RunningServer, run_triton
-from tests.models import LLAMA_GENERATE, build_spec, direct_decoder, failing_decoder_model, write_fake_om
+from tests.models import (
+    LLAMA_GENERATE,
+    bf16_kv_decoder,
+    build_spec,
+    direct_decoder,
+    failing_decoder_model,
+    write_fake_om,
+)
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
+from triton_ge_console.backend_glue.generate_batch import kv_layout
 from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.backend_glue.onnx_executor import OnnxRuntimeExecutor
 from triton_ge_console.cli import main
-from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT
+from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, direct_greedy
 from triton_ge_console.repository.demo_models import demo_bytes
 from triton_ge_console.sessions.lifecycle import attach
 from triton_ge_console.sessions.loadgen.generate_client import (
@@ -52,8 +61,12 @@ SPEC = "models:" + LLAMA_GENERATE + """  - name: llama_long
     backend: ge
     source: failing_decoder.onnx
     generate: {max_tokens: 8, kv_cache_mib: 1}
+  - name: decoder_bf16
+    backend: ge
+    source: bf16_decoder.onnx
+    generate: {max_tokens: 24, max_running: 4, kv_cache_mib: 1}
 """
-MODELS = ("llama_generate", "llama_long", "llama_pair", "decoder_failing")
+MODELS = ("llama_generate", "llama_long", "llama_pair", "decoder_failing", "decoder_bf16")
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +75,7 @@ def server(tmp_path_factory: pytest.TempPathFactory,
     """Both generate models, built from the spec by the real builder."""
     root = tmp_path_factory.mktemp("generate")
     (root / "failing_decoder.onnx").write_bytes(failing_decoder_model())
+    (root / "bf16_decoder.onnx").write_bytes(bf16_kv_decoder())
     build_spec(root, SPEC)
     install_backend_dir(root / "backends", triton_dist)
     source = str(Path(__file__).resolve().parents[2] / "src")
@@ -117,6 +131,35 @@ def test_http_generate_stream_equals_the_direct_loop(server: RunningServer, dire
     assert result.error is None, result.error
     assert result.tokens == direct(list(prompt), 12)  # type: ignore[operator]
     assert len(result.arrivals) == 12
+
+
+def test_a_bf16_cache_decoder_streams_the_direct_loops_tokens(server: RunningServer, tmp_path: Path) -> None:
+    """A decoder whose cache and logits are BF16 serves concurrent streams equal, token for token, to the
+    direct greedy loop over the same ONNX in-process, and its KV accounting counts 2 bytes an element
+    (512 bytes a token, where FP32 takes 1,024)."""
+    path = tmp_path / "bf16_decoder.onnx"
+    path.write_bytes(bf16_kv_decoder())
+    executor = OnnxRuntimeExecutor(path, intra_op_threads=1)
+    try:
+        layout = kv_layout(executor.inputs, executor.outputs)
+        cases = [(_prompt(n, seed), tokens) for n, seed, tokens in ((6, 1, 24), (13, 2, 9), (1, 3, 17))]
+        expected = [direct_greedy(executor.run_fresh, layout, list(p), t) for p, t in cases]
+    finally:
+        executor.close()
+    results: dict[int, list[int]] = {}
+    threads = [threading.Thread(target=lambda i=i: results.update(
+        {i: _grpc(server, Generation(*cases[i]), "decoder_bf16")})) for i in range(len(cases))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert [results.get(i) for i in range(len(cases))] == expected
+    streamer = GrpcStreamer(server.grpc_hostport, "decoder_bf16")
+    try:
+        too_big = streamer.generate(Generation(_prompt(2100, 0), 8))
+    finally:
+        streamer.close()
+    assert "(2100 prompt + 8 output tokens x 512 bytes)" in str(too_big.error)
 
 
 def test_seeded_sampling_repeats(server: RunningServer) -> None:

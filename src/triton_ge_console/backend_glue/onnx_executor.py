@@ -131,14 +131,24 @@ class OnnxRuntimeExecutor:
         return dict(zip(self._output_names, self._plain_run(feeds), strict=True))
 
     def _plain_run(self, feeds: dict[str, np.ndarray]) -> list[Any]:
-        """ORT allocates the outputs; BF16 ones come back as OrtValues, copied into bfloat16 arrays."""
-        if self._halves:
-            feeds = {name: bfloat16.ort_value(self._ort, array) if name in self._halves else array
-                     for name, array in feeds.items()}
+        """ORT allocates the outputs; BF16 ones come back as OrtValues, copied into bfloat16 arrays (that
+        run takes only OrtValues: every input goes as one then, as a decoder's INT64 ids beside its BF16
+        cache)."""
         if not self._half_out:
+            if self._halves:
+                feeds = {name: bfloat16.ort_value(self._ort, array) if name in self._halves else array
+                         for name, array in feeds.items()}
             return self._session.run(self._output_names, feeds)  # type: ignore[union-attr]
-        values = self._session.run_with_ort_values(self._output_names, feeds)  # type: ignore[union-attr]
+        values = self._session.run_with_ort_values(  # type: ignore[union-attr]
+            self._output_names, {name: self._ort_value(name, array) for name, array in feeds.items()})
         return [bfloat16.from_ort(v) if v.data_type() == "tensor(bfloat16)" else v.numpy() for v in values]
+
+    def _ort_value(self, name: str, array: np.ndarray) -> Any:
+        """One input as an OrtValue over its memory (ORT refuses STRING ones: "only supported from
+        non-string numpy arrays")."""
+        if name in self._halves:
+            return bfloat16.ort_value(self._ort, array)
+        return self._ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array))
 
     def _run_bound(self, signature: Signature, feeds: dict[str, np.ndarray],
                    buffers: list[np.ndarray]) -> bool:
