@@ -1,4 +1,5 @@
-"""Start a session's tritonserver detached (own process group, own log), and wait until its models are READY.
+"""Start a session's tritonserver detached (own process group, own log), and wait until its models are READY
+and its metrics port answers.
 
 On any failure the cause comes from Triton (its log or its repository index) and nothing is left running.
 """
@@ -12,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from triton_ge_console.backend_glue.distribution import (
     DistributionError,
@@ -32,6 +34,7 @@ from triton_ge_console.sessions.server import paths
 from triton_ge_console.sessions.server.access import categories_in_words, restriction_argument, token_problem
 from triton_ge_console.sessions.server.process import (
     Ports,
+    http_ok,
     pick_ports,
     port_in_use,
     server_args,
@@ -213,7 +216,7 @@ def _start(
         server.start()
         record = _record(plan, options, dist, server, ports, dirs, token_ref)
         registry.save(record)
-        _wait_ready(server, record, options, elapsed)
+        _wait_ready(server, record, options, elapsed, metrics=_serves_metrics(args))
     except BaseException:
         server.stop()
         with contextlib.suppress(OSError):  # an unwritable registry must not hide the original error
@@ -417,11 +420,21 @@ def _record(
 
 
 def _wait_ready(server: SupervisedServer, record: SessionRecord, options: LaunchOptions,
-                elapsed: ElapsedHook | None = None) -> None:
-    """Wait until the server answers and every session model is READY; LaunchError with the cause if not.
+                elapsed: ElapsedHook | None = None, metrics: bool = True) -> None:
+    """Wait until every session model is READY and then (if Triton serves metrics) its metrics port
+    answers, which Triton opens after the HTTP one: a console polling at once must find it; LaunchError
+    with the cause if not, within the one --timeout."""
+    deadline = time.monotonic() + options.timeout
+    _wait_models(server, record, options, deadline, elapsed)
+    if metrics and record.metrics_url:
+        _wait_metrics(server, record.metrics_url, options, deadline, elapsed)
+
+
+def _wait_models(server: SupervisedServer, record: SessionRecord, options: LaunchOptions, deadline: float,
+                 elapsed: ElapsedHook | None) -> None:
+    """Wait until the server answers and every session model is READY.
     Triton says nothing of a load's progress, so `elapsed` hears how long the wait has lasted."""
     started = time.monotonic()
-    deadline = started + options.timeout
     control = TritonControl(record.http_url, options.token, log_path=record.log_path, timeout=10.0)
     what = f"loading {', '.join(record.models) or 'models'}"
     while time.monotonic() < deadline:
@@ -440,6 +453,29 @@ def _wait_ready(server: SupervisedServer, record: SessionRecord, options: Launch
             return
         time.sleep(0.05)
     raise LaunchError(f"models not READY after {options.timeout:.0f}s: {log_cause(server.log_path)}")
+
+
+def _wait_metrics(server: SupervisedServer, metrics_url: str, options: LaunchOptions, deadline: float,
+                  elapsed: ElapsedHook | None) -> None:
+    """Wait until the metrics endpoint answers; the LaunchError names its port."""
+    started = time.monotonic()
+    what = f"waiting for metrics port {urlsplit(metrics_url).port}"
+    while not http_ok(metrics_url):
+        if time.monotonic() >= deadline:
+            raise LaunchError(
+                f"metrics port {urlsplit(metrics_url).port} did not answer within {options.timeout:.0f}s "
+                f"({metrics_url}; the models are READY): {log_cause(server.log_path)}"
+            )
+        if elapsed is not None:
+            elapsed(what, time.monotonic() - started)
+        _check_running(server)
+        time.sleep(0.05)
+
+
+def _serves_metrics(args: list[str]) -> bool:
+    """Whether tritonserver's command line leaves metrics on (its last --allow-metrics wins)."""
+    values = [arg.split("=", 1)[1] for arg in args if arg.startswith("--allow-metrics=")]
+    return not values or values[-1].strip().lower() not in ("false", "off", "0")
 
 
 def _check_running(server: SupervisedServer) -> None:
