@@ -39,3 +39,8 @@ def record_notifications(monkeypatch: pytest.MonkeyPatch) -> None:
 def notified(app: App[object], title: str | None = None, text: str = "") -> list[Notice]:
     """The notifications app showed so far (expired ones too), with this title and containing text."""
     return [n for n in list(_SHOWN.get(app, ())) if (title is None or n.title == title) and text in n.message]
+
+
+def toasts_shown(app: App[object]) -> list[str]:
+    """The text of the toasts on the current screen as the user reads it (run_test(notifications=True))."""
+    return [toast.render().plain for toast in app.screen.query("Toast")]

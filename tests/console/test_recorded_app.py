@@ -16,7 +16,7 @@ from triton_ge_console.sessions.observe.recorded import RecordedController
 from triton_ge_console.sessions.observe.source import CommandResult
 
 from .conftest import SIZE, recorded_app, replayed
-from .notices import notified
+from .notices import notified, toasts_shown
 
 
 def _rows(app: GEConsoleApp) -> list[str]:
@@ -152,3 +152,15 @@ async def test_no_failing_banner_while_every_model_serves() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await replayed(pilot)
         assert not app.screen.query_one(FailingBanner).display
+
+
+async def test_a_toast_shows_brackets_verbatim() -> None:
+    """A toast's text comes from outside (Triton's errors, model names): square brackets in it are text,
+    not Textual markup (which swallowed "[bold]" and styled the rest, or raised on "[/]")."""
+    error = "failed to load 'bert_model': expected [1, 3], got [bold][2, 3] [/]"
+    controller = RecordedController(failures={("reload", "bert_model"): error})
+    app = recorded_app("healthy", controller)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await replayed(pilot)
+        await pilot.press("r")
+        await until(pilot, lambda: any(error in text for text in toasts_shown(app)), what=f"a toast: {error}")

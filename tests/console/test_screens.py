@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from textual.widgets import RichLog, Static, TextArea
+from textual.widgets import Input, RichLog, Static, TextArea
 
 from tests.waiting import until
 from triton_ge_console.console.screens.logs import LogsScreen
@@ -17,7 +17,7 @@ from triton_ge_console.console.screens.start import SessionEntry, StartApp, Star
 from triton_ge_console.sessions.observe.recorded import RecordedController
 
 from .conftest import REPO, SIZE, recorded_app, replayed
-from .notices import notified
+from .notices import notified, toasts_shown
 
 
 async def test_edit_validate_save_reload(tmp_path: Path) -> None:
@@ -115,6 +115,18 @@ async def test_start_screen_choices() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("d")
     assert app.return_value == StartChoice("demo")
+
+
+async def test_start_screen_shows_a_bracketed_path_verbatim(tmp_path: Path) -> None:
+    """A path typed in is text: its "[bold]" is shown, not taken for markup (nor "[/]" raised on)."""
+    typed = str(tmp_path / "m[bold]" / "deploy [/].yaml")
+    app = StartApp([])
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        app.query_one("#start-spec", Input).value = typed
+        app.query_one("#start-spec", Input).focus()
+        await pilot.press("enter")
+        toast = f"{typed}: no such file or folder"
+        await until(pilot, lambda: toast in toasts_shown(app), what=f"a toast: {toast}")
 
 
 def test_console_runs_under_the_web_driver_textual_serve_uses(tmp_path: Path) -> None:

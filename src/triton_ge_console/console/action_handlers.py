@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import work
-from textual.app import App
 from textual.reactive import reactive
 
 from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.messages import CommandFinished, RepositoryChanged
 from triton_ge_console.console.options import ConsoleOptions
+from triton_ge_console.console.toasts import PlainToasts
 from triton_ge_console.repository import inventory
 from triton_ge_console.repository.progress import SHOW_AFTER_S, elapsed_line
 from triton_ge_console.sessions.act.probe import send_test_request, session_headers
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from triton_ge_console.sessions.loadgen.vs_direct import VsDirectSpec
 
 
-class ActionHandlers(App[None]):
+class ActionHandlers(PlainToasts[None]):
     """The app's base: state and the handlers behind most `action_<id>` of the registry."""
 
     # repaint=False: the app itself draws nothing; screens watch these and redraw only what changed

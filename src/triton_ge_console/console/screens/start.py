@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from triton_ge_console.console.lifeline import Lifeline, hold_for
+from triton_ge_console.console.toasts import PlainToasts
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class SessionEntry:
     http_url: str
 
 
-class StartApp(App[StartChoice]):
+class StartApp(PlainToasts[StartChoice]):
     """A small chooser; the console proper opens on whatever it returns."""
 
     CSS_PATH = "../console.tcss"
