@@ -1,8 +1,10 @@
-"""The suite's test models: small ONNX graphs built in code, the one writer of model folders around them,
-and a Python-backend model (an echo) for tests that need a server with cheap, controllable models."""
+"""The suite's test models: small ONNX graphs built in code (one saved with external data), the one writer of
+model folders around them, and a Python-backend model (an echo) for tests that need a server with cheap,
+controllable models."""
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -212,12 +214,58 @@ def infer(client_module: Any, address: str, model: str,
 
 
 def _serialize(graph: onnx.GraphProto, check: bool = True) -> bytes:
+    """A checked model at an opset ONNX Runtime runs, as bytes."""
+    return _model(graph, check).SerializeToString()
+
+
+def _model(graph: onnx.GraphProto, check: bool = True) -> onnx.ModelProto:
     """A checked model at an opset ONNX Runtime runs."""
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     if check:
         onnx.checker.check_model(model)
-    return model.SerializeToString()
+    return model
+
+
+EXT_WIDTH = 256  # an external-data model's weights are EXT_WIDTH² FP32: 256 KiB a tensor
+OLD_NS = 1_000_000_000_000_000_000  # an mtime (2001) far enough back for the digest cache to trust
+
+
+def save_external(path: Path, one_file: bool = True, location: str | None = None, layers: int = 4,
+                  seed: int = 0) -> Path:
+    """y = x·W0·W1… (x FP32 [N, EXT_WIDTH], every W an initializer) saved at path with its weights as
+    external data, as models too big for one protobuf come: in `location` (default <name>.data, relative to
+    path) or one file per tensor. Returns path."""
+    rng = np.random.default_rng(seed)
+    weights = [numpy_helper.from_array((rng.standard_normal((EXT_WIDTH, EXT_WIDTH)) / 16).astype(np.float32),
+                                       f"w{i}") for i in range(layers)]
+    names = ["x", *[f"h{i}" for i in range(layers - 1)], "y"]
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", [names[i], f"w{i}"], [names[i + 1]]) for i in range(layers)], "ext",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, EXT_WIDTH])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, EXT_WIDTH])], weights,
+    )
+    where = location or f"{path.name}.data"
+    (path.parent / where).parent.mkdir(parents=True, exist_ok=True)
+    onnx.save_model(_model(graph), str(path), save_as_external_data=True, all_tensors_to_one_file=one_file,
+                    location=where if one_file else None, size_threshold=0)
+    return path
+
+
+def set_external_location(onnx_path: Path, location: str) -> None:
+    """Point every external tensor of a saved ONNX at another location (the weights stay where they were)."""
+    model = onnx.load(str(onnx_path), load_external_data=False)
+    for tensor in model.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = location
+    onnx.save_model(model, str(onnx_path))
+
+
+def age(*paths: Path) -> None:
+    """Give files an old mtime, as model files a user copied in long ago have."""
+    for path in paths:
+        os.utime(path, ns=(OLD_NS, OLD_NS))
 
 
 DENSE_CONFIG = """

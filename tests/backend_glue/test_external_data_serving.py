@@ -16,8 +16,7 @@ from tritonclient.utils import InferenceServerException
 
 from tests.backend_glue.conftest import server_env
 from tests.conftest import RunningServer, run_triton
-from tests.models import infer
-from tests.repository.extdata_models import WIDTH, save_ext
+from tests.models import EXT_WIDTH, infer, save_external
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.build import build_repository
@@ -38,10 +37,10 @@ def served(
     """A server on a built repository: one_file and several loaded; short built but not loaded."""
     root = tmp_path_factory.mktemp("extdata-serving")
     src = root / "src"
-    save_ext(src / "one.onnx", location="weights/one.data", seed=3)
+    save_external(src / "one.onnx", location="weights/one.data", seed=3)
     (src / "several").mkdir()
-    save_ext(src / "several" / "net.onnx", one_file=False, seed=4)
-    save_ext(src / "short.onnx", seed=5)
+    save_external(src / "several" / "net.onnx", one_file=False, seed=4)
+    save_external(src / "short.onnx", seed=5)
     (root / "deploy.yaml").write_text(textwrap.dedent(SPEC), encoding="utf-8")
     repo = root / "repo"
     build_repository(load_spec(root / "deploy.yaml"), repo, link=False)
@@ -73,7 +72,7 @@ def test_external_data_model_answers_like_onnx_runtime(
     served: RunningServer, model: str, source: str
 ) -> None:
     """The served model computes with its external weights: equal to ONNX Runtime on the source."""
-    x = np.random.default_rng(0).standard_normal((2, WIDTH)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((2, EXT_WIDTH)).astype(np.float32)
     path = served.src / source  # type: ignore[attr-defined]
     expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     got = infer(httpclient, served.http_hostport, model, {"x": x})["y"]

@@ -13,7 +13,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Log, Static
 
-from tests.repository.extdata_models import age, save_ext
+from tests.models import age, save_external
 from tests.waiting import until
 from triton_ge_console.console.screens.launching import LaunchingScreen
 from triton_ge_console.console.screens.repository import RepositoryScreen
@@ -42,7 +42,7 @@ async def test_launch_screen_shows_the_copy_and_the_wait_for_triton(
     step line clears the progress line."""
     monkeypatch.setattr(progress, "SHOW_AFTER_S", 0.0)
     monkeypatch.setenv("GE_CONSOLE_CACHE_DIR", str(tmp_path / "cache"))
-    save_ext(tmp_path / "m.onnx", location="m.data")
+    save_external(tmp_path / "m.onnx", location="m.data")
     os.truncate(tmp_path / "m.data", 8 << 20)
     age(tmp_path / "m.onnx", tmp_path / "m.data")
     (tmp_path / "deploy.yaml").write_text("models:\n  - {name: m, backend: ge, source: m.onnx}\n")

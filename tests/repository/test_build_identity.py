@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.repository.extdata_models import age, save_ext
+from tests.models import age, save_external
 from triton_ge_console.repository import digest_cache
 from triton_ge_console.repository.build import build_repository, folder_digest
 from triton_ge_console.repository.spec.load import load_spec
@@ -23,7 +23,7 @@ def big(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A folder with m.onnx whose weights file is padded (sparse) to IDENTITY_MIN bytes, aged, and a spec;
     the digest cache empty (its own folder)."""
     monkeypatch.setenv("GE_CONSOLE_CACHE_DIR", str(tmp_path / "cache"))
-    save_ext(tmp_path / "m.onnx", location="m.data")
+    save_external(tmp_path / "m.onnx", location="m.data")
     os.truncate(tmp_path / "m.data", digest_cache.IDENTITY_MIN)  # bytes past the tensors' end are allowed
     age(tmp_path / "m.onnx", tmp_path / "m.data")
     (tmp_path / "deploy.yaml").write_text(SPEC, encoding="utf-8")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.repository.extdata_models import age, save_ext, set_location
+from tests.models import age, save_external, set_external_location
 from triton_ge_console.model_files import onnx_io
 from triton_ge_console.repository import digest_cache
 from triton_ge_console.repository.build import BuildError, build_repository
@@ -50,9 +50,9 @@ def _write_spec(folder: Path, text: str = SPEC) -> Path:
 @pytest.fixture
 def sources(tmp_path: Path) -> Path:
     """A folder with one.onnx (weights in weights/one.data) and several/net.onnx (a file per tensor)."""
-    save_ext(tmp_path / "one.onnx", location="weights/one.data")
+    save_external(tmp_path / "one.onnx", location="weights/one.data")
     (tmp_path / "several").mkdir()
-    save_ext(tmp_path / "several" / "net.onnx", one_file=False, seed=1)
+    save_external(tmp_path / "several" / "net.onnx", one_file=False, seed=1)
     age(*[p for p in tmp_path.rglob("*") if p.is_file()])
     _write_spec(tmp_path)
     return tmp_path
@@ -131,9 +131,9 @@ def test_config_only_edit_links_the_served_weights_and_never_writes_them(sources
     report = build_repository(load_spec(spec_path), repo, link=False)
     assert report.status("one_file") == "updated"
     assert served.stat().st_ino == kept.stat().st_ino  # linked from the old folder, not copied
-    save_ext(sources / "new.onnx", location="weights/one.data.new", seed=9)
+    save_external(sources / "new.onnx", location="weights/one.data.new", seed=9)
     os.replace(sources / "weights" / "one.data.new", sources / "weights" / "one.data")  # a new file
-    set_location(sources / "new.onnx", "weights/one.data")
+    set_external_location(sources / "new.onnx", "weights/one.data")
     os.replace(sources / "new.onnx", sources / "one.onnx")
     assert build_repository(load_spec(spec_path), repo, link=False).status("one_file") == "updated"
     assert _sha(kept) == before and _sha(served) == _sha(sources / "weights" / "one.data") != before
@@ -225,7 +225,7 @@ def test_spec_reports_missing_short_and_escaping_external_data_at_its_tensor(sou
     assert any("tensor 'w1': external data 'weights/one.data' is too short" in p for p in problems)
     assert any(f"deploy.yaml:9:13 models[1].source: {sources}/several/net.onnx: tensor 'w2': external data "
                f"'w2' is missing (no file {sources}/several/w2)" in p for p in problems), problems
-    set_location(sources / "several" / "net.onnx", "../weights/one.data")
+    set_external_location(sources / "several" / "net.onnx", "../weights/one.data")
     assert any("tensor 'w0': external data '../weights/one.data' is outside the model's folder" in p
                for p in _problems(spec_path))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.repository.extdata_models import age, save_ext
+from tests.models import age, save_external
 from triton_ge_console.repository.build import build_repository
 from triton_ge_console.repository.progress import ticking
 from triton_ge_console.repository.spec.load import load_spec
@@ -22,7 +22,7 @@ def test_a_copied_build_fills_the_bar_and_a_wait_shows_its_elapsed_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GE_CONSOLE_CACHE_DIR", str(tmp_path / "cache"))
-    save_ext(tmp_path / "m.onnx", location="m.data")
+    save_external(tmp_path / "m.onnx", location="m.data")
     os.truncate(tmp_path / "m.data", 8 << 20)
     age(tmp_path / "m.onnx", tmp_path / "m.data")
     (tmp_path / "deploy.yaml").write_text("models:\n  - {name: m, backend: ge, source: m.onnx}\n")

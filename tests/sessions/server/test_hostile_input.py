@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.models import save_external, set_external_location
 from triton_ge_console.cli import main
 from triton_ge_console.console.console_cli import redact_keys
 from triton_ge_console.repository.validate import validate_path
@@ -222,30 +223,13 @@ def _env() -> dict[str, str]:
     return dict(os.environ)
 
 
-def _onnx_with_external_weights(path: Path, location: str) -> None:
-    """A one-Add ONNX whose weight lives in an external file at `location` (relative to the ONNX)."""
-    import onnx
-    from onnx import TensorProto, helper
-
-    weight = helper.make_tensor("w", TensorProto.FLOAT, [4], b"\0" * 16, raw=True)
-    onnx.external_data_helper.set_external_data(weight, location=location)
-    weight.data_location = TensorProto.EXTERNAL
-    weight.ClearField("raw_data")
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "w"], ["y"])], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [weight])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(helper.make_model(graph).SerializeToString())
-
-
 @pytest.mark.parametrize(("location", "refused"), [
     ("../../../../etc/passwd", True), ("/etc/passwd", True), ("weights.bin", False), ("../w.bin", True),
 ])
 def test_validate_refuses_onnx_external_data_leaving_the_model_folder(
         tmp_path: Path, location: str, refused: bool) -> None:
     model = tmp_path / "repo" / "m"
-    _onnx_with_external_weights(model / "1" / "model.onnx", location)
+    set_external_location(save_external(model / "1" / "model.onnx", layers=1), location)
     (model / "config.pbtxt").write_text('name: "m"\nbackend: "ge"\nmax_batch_size: 0\n', encoding="utf-8")
     said = [p for p in validate_path(model).errors if "outside the model's folder" in p.message]
     assert bool(said) == refused, validate_path(model).problems
