@@ -111,7 +111,7 @@ def _params(**values: str) -> dict[str, dict[str, str]]:
 def test_settings_resolve_paths_mode_and_reject_bad_values(tmp_path: Path) -> None:
     folder = write_model(tmp_path, "m", 'backend: "npu_ge"\nmax_batch_size: 4\n', dense_model(), "b.onnx")
     config = {"backend": "npu_ge", "max_batch_size": 4,
-              "parameters": _params(DEVICEIDS="2,3", om_model_path="model.om", intra_op_threads="2")}
+              "parameters": _params(device_ids="2,3", om_model_path="model.om", intra_op_threads="2")}
     settings = load_settings(_args(folder, "m_0_1"), config)
     assert (settings.device_id, settings.mode, settings.kind) == (3, "cpu", "cpu-emulated")
     assert settings.onnx_path == folder / "1" / "b.onnx" and settings.intra_op_threads == 2
@@ -179,6 +179,19 @@ def test_npu_ge_instances_are_charged_a_full_copy_on_every_npu_of_device_ids(tmp
     worded = {"backend": "npu_ge", "parameters": _params(device_ids="0,1", static_model="true")}
     with pytest.raises(GlueConfigError, match=r"static_model 'true': npu_ge reads it as an integer"):
         load_settings(_args(folder), worded)  # as native npu_ge's std::stoi fails its load
+
+
+def test_npu_ge_reads_device_ids_never_deviceids_while_ge_reads_both(tmp_path: Path) -> None:
+    """Native npu_ge reads its NPUs from `device_ids` alone (model_state.cpp ParseModelParametersConfig,
+    ProcessDeviceIdsConfig): DEVICEIDS, as its first examples spelt it, leaves the model on its default
+    NPUs, so the emulation does not place it on NPU 4 either; the ge glue reads both spellings."""
+    folder = write_model(tmp_path, "m", 'backend: "npu_ge"\nmax_batch_size: 4\n', dense_model(), "b.onnx")
+    spelt = load_settings(_args(folder), {"backend": "npu_ge", "parameters": _params(DEVICEIDS="4")})
+    assert (spelt.devices, spelt.device_id) == ((0,), 0)
+    both = {"backend": "npu_ge", "parameters": _params(DEVICEIDS="4", device_ids="5,6")}
+    assert load_settings(_args(folder), both).devices == (5, 6)
+    glue = load_settings(_args(folder), {"backend": "ge", "parameters": _params(DEVICEIDS="4")})
+    assert (glue.devices, glue.device_id) == ((4,), 4)
 
 
 def test_tensor_parallel_om_on_an_npu_is_refused_not_run_on_its_first_npu(tmp_path: Path,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,9 @@ from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.demo_models import demo_bytes
+from triton_ge_console.sessions.observe.metrics import parse_metrics
+from triton_ge_console.sessions.observe.snapshot import DeviceSnapshot
+from triton_ge_console.sessions.observe.telemetry.devices import devices_from_glue
 
 MODELS = ("dense", "npu_dense", "llama_model", "bert_model", "om_dense", "om_forced_cpu", "unbatched")
 UNBATCHED_CONFIG = """
@@ -57,7 +61,7 @@ def server(tmp_path_factory: pytest.TempPathFactory,
     repo = root / "repo"
     write_model(repo, "dense", DENSE_CONFIG.format(
         backend="ge", extra="instance_group [{ count: 2 }]\n" + param("device_ids", "0,1")), dense_model())
-    write_model(repo, "npu_dense", 'backend: "npu_ge"\nmax_batch_size: 8\n' + param("DEVICEIDS", "1"),
+    write_model(repo, "npu_dense", 'backend: "npu_ge"\nmax_batch_size: 8\n' + param("device_ids", "4,5"),
                 dense_model(seed=5), onnx_name="net.onnx")
     write_model(repo, "llama_model", LLAMA_CONFIG, demo_bytes("demo:llama"))
     write_model(repo, "bert_model", BERT_CONFIG, demo_bytes("demo:bert"))
@@ -117,6 +121,29 @@ def test_npu_ge_config_without_io_is_completed_from_the_onnx_and_answers(server:
         np.testing.assert_allclose(_http_infer(server, "npu_dense", {"x": x}).as_numpy("y"), y, atol=1e-5)
 
 
+def test_npu_ge_over_two_npus_shows_no_utilization_it_cannot_know(server: RunningServer) -> None:
+    """Native npu_ge runs each execution on instance_exec_blocks (1) of its GE sessions, the least loaded
+    ones over every NPU of device_ids (scheduler.cpp GetIdleInstances, inference.cpp BatchSplicTasks):
+    which NPU ran it is decided at run time, so the emulation, which cannot know, shows the utilization of
+    NPUs 4 and 5 as unknown (it used to count each execution busy on both, twice the work done), their
+    memory as the ledger has it, and a ge model's NPU its busy time."""
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    for _ in range(20):
+        _http_infer(server, "npu_dense", {"x": x})
+        _http_infer(server, "dense", {"x": x})
+
+    def devices() -> dict[str, DeviceSnapshot]:
+        with urllib.request.urlopen(server.metrics_url, timeout=5) as response:
+            table = parse_metrics(response.read().decode())
+        return {d.id: d for d in devices_from_glue(table)}
+
+    assert wait_until(lambda: model_value(server, "ge_executions_total", "npu_dense") >= 20)
+    assert wait_until(lambda: (devices()["0"].utilization or 0) > 0)
+    assert wait_until(lambda: [devices()[d].utilization for d in ("4", "5")] == [None, None], timeout=20)
+    shown = devices()
+    assert (shown["4"].memory_used_bytes or 0) > 0 and (shown["5"].memory_used_bytes or 0) > 0
+
+
 def test_seed_llama_model_over_http_and_grpc_equals_onnx_runtime(server: RunningServer) -> None:
     ids = np.random.default_rng(7).integers(0, 32000, (2, 6)).astype(np.int64)
     (expected,) = reference(demo_bytes("demo:llama"), {"input_ids": ids})
@@ -148,7 +175,8 @@ def test_om_model_runs_through_acl_when_acl_imports(server: RunningServer) -> No
     modes = {(s.labels["model"], s.labels["device"], s.labels["execution_mode"])
              for s in metric_samples(server, "ge_model_info")}
     assert {("om_dense", "2", "npu"), ("dense", "0", "cpu-emulated"), ("dense", "1", "cpu-emulated"),
-            ("npu_dense", "1", "cpu-emulated"), ("om_forced_cpu", "0", "cpu-emulated")} <= modes
+            ("npu_dense", "4", "cpu-emulated"), ("npu_dense", "5", "cpu-emulated"),
+            ("om_forced_cpu", "0", "cpu-emulated")} <= modes
     npu_total = [s.value for s in metric_samples(server, "ge_device_memory_total_bytes")
                  if s.labels == {"device": "2", "kind": "npu"}]
     assert npu_total == [32 * (1 << 30)]  # acl.rt.get_mem_info of the (fake) 32 GiB device, not the ledger

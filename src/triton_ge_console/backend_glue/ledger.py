@@ -35,6 +35,8 @@ class DeviceUsage:
     capacity_bytes: int
     busy_seconds: float  # cumulative busy time of every model on the device, only ever grows
     models: tuple[tuple[str, int], ...]  # (model, bytes) per live entry
+    unplaced_seconds: float = 0.0  # cumulative busy time of models that ran on this NPU or another, which
+    # one unknown (npu_ge over several NPUs: its scheduler picks a session per execution), only ever grows
 
 
 def human_bytes(count: int) -> str:
@@ -96,6 +98,7 @@ class DeviceLedger:
             data = {}
         data.setdefault("capacity", 0)
         data.setdefault("busy_s", 0.0)
+        data.setdefault("unplaced_s", 0.0)
         data.setdefault("entries", {})
         return data
 
@@ -126,12 +129,14 @@ class DeviceLedger:
         with self._locked() as data:
             data["entries"].pop(owner, None)
 
-    def add_busy(self, seconds: float) -> None:
-        """Add busy time to the device's cumulative counter."""
+    def add_busy(self, seconds: float, placed: bool = True) -> None:
+        """Add busy time to the device's cumulative counter, or (not placed) to the time that may have been
+        spent on this device or another."""
         if seconds <= 0:
             return
+        key = "busy_s" if placed else "unplaced_s"
         with self._locked() as data:
-            data["busy_s"] = float(data["busy_s"]) + seconds
+            data[key] = float(data[key]) + seconds
 
     def usage(self) -> DeviceUsage:
         """A consistent read of the device's figures (no lock: the file is replaced atomically)."""
@@ -142,5 +147,6 @@ class DeviceLedger:
             used_bytes=sum(int(v["memory"]) for v in live),
             capacity_bytes=int(data["capacity"]),
             busy_seconds=float(data["busy_s"]),
+            unplaced_seconds=float(data["unplaced_s"]),
             models=tuple((str(v["model"]), int(v["memory"])) for v in live),
         )

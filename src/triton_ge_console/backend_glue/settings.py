@@ -90,6 +90,13 @@ def parse_device_ids(text: str | None, where: str) -> tuple[int, ...]:
     return ids
 
 
+def device_id_keys(backend: str) -> tuple[str, ...]:
+    """The parameters a backend reads its NPUs from: native npu_ge `device_ids` alone (model_state.cpp
+    ParseModelParametersConfig, ProcessDeviceIdsConfig), the glue DEVICEIDS too (its first examples'
+    spelling)."""
+    return ("device_ids",) if backend == "npu_ge" else ("device_ids", "DEVICEIDS")
+
+
 def instance_index(instance_name: str) -> int:
     """Triton names instances `<group>_<index>`; the index spreads instances over devices."""
     match = _INSTANCE_INDEX.search(instance_name)
@@ -262,14 +269,14 @@ def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
     version_dir = model_dir / str(args.get("model_version", "1"))
     name = args.get("model_name", config.get("name", model_dir.name))
     where = f"model {name} ({model_dir / 'config.pbtxt'})"
-    device_ids = parse_device_ids(parameter(config, "device_ids", "DEVICEIDS"), where)
+    backend = str(config.get("backend", "ge"))
+    device_ids = parse_device_ids(parameter(config, *device_id_keys(backend)), where)
     om_path = resolve_path(parameter(config, "om_model_path"), version_dir, where, "om_model_path")
     onnx_path = (resolve_path(parameter(config, "onnx_model_path"), version_dir, where, "onnx_model_path")
                  or first_onnx(version_dir))
     requested = (parameter(config, "execution_mode") or "auto").lower()
     instance_name = args.get("model_instance_name", name)
     triton_device = int(args.get("model_instance_device_id", "0") or 0)
-    backend = str(config.get("backend", "ge"))
     instances, copies = instance_count(config), 1
     if backend == "npu_ge":
         devices, copies = npu_ge_placement(config, device_ids, instances, triton_device, where)

@@ -8,6 +8,7 @@ the device gauges from the shared ledger (or from AscendCL on a real NPU).
 from __future__ import annotations
 
 import collections
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,7 +24,9 @@ BATCH_BUCKETS = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
 
 # name → (kind, help); kind is "counter" | "gauge". The batch-size distribution is _BatchSizes.
 FAMILIES: dict[str, tuple[str, str]] = {
-    "ge_device_utilization_ratio": ("gauge", "Busy fraction of the device over the last seconds (0..1)"),
+    "ge_device_utilization_ratio": ("gauge", "Busy fraction of the device over the last seconds (0..1); NaN "
+                                    "while an npu_ge model over several NPUs runs in emulation (which NPU "
+                                    "ran each execution is its scheduler's choice, unknown)"),
     "ge_device_memory_used_bytes": ("gauge", "Device memory held by loaded models"),
     "ge_device_memory_total_bytes": ("gauge", "Device memory capacity (configured for an emulated device)"),
     "ge_execution_duration_us": ("counter", "Cumulative execution time of the model (microseconds)"),
@@ -85,11 +88,20 @@ class _BatchSizes:
             self._counters[size].increment(count)
 
 
-def utilization(samples: collections.deque[tuple[float, float]]) -> float | None:
-    """Busy fraction between the oldest and newest (time, cumulative busy) sample, clamped to 0..1."""
-    if len(samples) < 2:
+Sample = tuple[float, float, float]  # (time, cumulative busy, cumulative unplaced busy) of one device
+
+
+def unplaced(samples: collections.deque[Sample]) -> bool:
+    """Whether busy time that may have been this device's or another's came in over the samples."""
+    return len(samples) >= 2 and samples[-1][2] > samples[0][2]
+
+
+def utilization(samples: collections.deque[Sample]) -> float | None:
+    """Busy fraction between the oldest and newest sample, clamped to 0..1; None with fewer than two, or
+    when unplaced busy time came in between (how much of it was this device's cannot be told)."""
+    if len(samples) < 2 or unplaced(samples):
         return None
-    (t0, b0), (t1, b1) = samples[0], samples[-1]
+    (t0, b0, _), (t1, b1, _) = samples[0], samples[-1]
     if t1 <= t0:
         return None
     return min(1.0, max(0.0, (b1 - b0) / (t1 - t0)))
@@ -102,13 +114,13 @@ class _DeviceGauges:
         self.ledger = ledger
         self.gauges = gauges
         self.figures = figures  # callable returning DeviceFigures | None (AscendCL), or None
-        self.samples: collections.deque[tuple[float, float]] = collections.deque()
+        self.samples: collections.deque[Sample] = collections.deque()
 
     def refresh(self) -> None:
         """Set the gauges: AscendCL's own figures when present, else the shared ledger."""
         usage = self.ledger.usage()
         now = time.monotonic()
-        self.samples.append((now, usage.busy_seconds))
+        self.samples.append((now, usage.busy_seconds, usage.unplaced_seconds))
         while len(self.samples) > 2 and now - self.samples[1][0] >= UTILIZATION_WINDOW_S:
             self.samples.popleft()
         figures: DeviceFigures = (self.figures() if self.figures else None) or DeviceFigures()
@@ -119,14 +131,20 @@ class _DeviceGauges:
         self.gauges["ge_device_memory_total_bytes"].set(float(total))
         if util is not None:
             self.gauges["ge_device_utilization_ratio"].set(util)
+        elif unplaced(self.samples):  # unknown now: not the last figure left standing
+            self.gauges["ge_device_utilization_ratio"].set(math.nan)
 
 
 class Telemetry:
     """One instance's metrics: per-model counters, the gauges of each of its NPUs, and the flusher thread.
 
-    An npu_ge instance (or a ge one in the tensor-parallel what-if) spans several NPUs: its work keeps each
-    of them busy, each holds what GlueSettings.memory_per_device charges it
-    (the ledgers), and `ge_model_info` names every one of them, so the console shows the model on each.
+    An instance may span several NPUs: each holds what GlueSettings.memory_per_device charges it (the
+    ledgers), and `ge_model_info` names every one of them, so the console shows the model on each. A ge
+    one in the tensor-parallel what-if runs each execution on all of them: each is busy for it. An npu_ge
+    one runs each on instance_exec_blocks (1) of its GE sessions, the least loaded over its NPUs, chosen at
+    run time (hicann/triton-inference-server-ge-backend scheduler.cpp GetIdleInstances, inference.cpp
+    BatchSplicTasks): which NPU was busy is not known, so its busy time goes to each ledger as unplaced
+    and their utilization is unknown (NaN) while it runs.
     """
 
     def __init__(self, pb_utils: Any, settings: GlueSettings, ledgers: tuple[DeviceLedger, ...],
@@ -141,6 +159,7 @@ class Telemetry:
                        if name.startswith("ge_") and not name.startswith(("ge_device_", "ge_model_"))}
         self._devices = [self._device_gauges(ledger, settings.kind, device_figures if i == 0 else None)
                          for i, ledger in enumerate(ledgers)]
+        self._placed = settings.backend != "npu_ge" or len(ledgers) == 1
         self._note_failures_at_load()
         self._batch_sizes = _BatchSizes(pb_utils, model_labels)
         for ledger in ledgers:
@@ -209,7 +228,7 @@ class Telemetry:
         if pending.d2h:
             self._model["ge_d2h_bytes_total"].increment(pending.d2h)
         for device in self._devices:
-            device.ledger.add_busy(pending.busy_s)
+            device.ledger.add_busy(pending.busy_s, self._placed)
         self._batch_sizes.record(pending.batch_sizes)
 
     def refresh_device(self) -> None:

@@ -244,6 +244,18 @@ def test_merge_fills_gaps_and_names_every_source() -> None:
     assert (merged[0].npu_id, merged[0].chip_id, merged[0].bus_id) == (0, 0, "0000:C1:00.0")
 
 
+def test_a_utilization_the_glue_cannot_know_is_none_and_npu_smi_may_fill_it() -> None:
+    """NaN (prometheus-cpp writes "Nan"), as the glue sets it while an emulated npu_ge model over several
+    NPUs runs, is no figure: None, the memory figures kept, and another source's utilization used."""
+    glue = devices_from_glue(parse_metrics(GLUE_METRICS.replace("} 0.25", "} Nan")))
+    assert [(d.id, d.utilization, d.memory_used_bytes) for d in glue] == [("0", None, 1048576)]
+    chips = parse_info_table(_table("910b4"))
+    ids = {(c.npu_id, c.chip_id): c for c in parse_chip_map((NPU_SMI / "910b4" / "info_m.txt").read_text())}
+    smi = [device_from(c, None, ids[(c.npu_id, c.chip_id)], "npu-smi info -m") for c in chips]
+    merged = merge_devices(glue, smi)
+    assert merged[0].utilization == smi[0].utilization and merged[0].source == "ge-glue+npu-smi"
+
+
 def test_chip_map_gives_logical_ids_where_the_table_has_none(
     fake_npu_smi: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -37,7 +37,7 @@ def devices_from_glue(table: MetricTable | None) -> list[DeviceSnapshot]:
     for metric in (GLUE_UTILIZATION, GLUE_MEMORY_USED, GLUE_MEMORY_TOTAL):
         for sample in table.samples(metric):
             device = sample.label("device")
-            if device is None:
+            if device is None or sample.value != sample.value:  # NaN: the glue cannot know it now
                 continue
             figures.setdefault(device, {})[metric] = sample.value
             kinds.setdefault(device, sample.label("kind") or "npu")
