@@ -127,7 +127,8 @@ def _add_up(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[typ
         help="REPO only: load just this model (repeatable; default: all)",
     )
     parser.add_argument(
-        "--timeout", type=seconds, default=180.0, help="seconds to wait for READY (default 180)"
+        "--timeout", type=seconds, default=180.0,
+        help="seconds to wait for READY models and the metrics port (default 180)"
     )
     parser.set_defaults(func=run_up)
 
@@ -145,7 +146,8 @@ def _add_down(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[t
     parser.set_defaults(func=run_down)
     restart_parser = subparsers.add_parser("restart", help="stop and start a session again, same ports")
     _add_session_arguments(restart_parser)
-    restart_parser.add_argument("--timeout", type=seconds, default=180.0, help="seconds to wait for READY")
+    restart_parser.add_argument("--timeout", type=seconds, default=180.0,
+                                help="seconds to wait for READY models and the metrics port")
     restart_parser.set_defaults(func=run_restart)
 
 
