@@ -157,6 +157,16 @@ def bf16_model() -> bytes:
     return _serialize(graph)
 
 
+def string_to_bf16_model() -> bytes:
+    """s STRING [N] → n BF16 [1] (how many strings): a graph ONNX Runtime's Python API cannot run."""
+    graph = helper.make_graph(
+        [helper.make_node("Shape", ["s"], ["count"]),
+         helper.make_node("Cast", ["count"], ["n"], to=TensorProto.BFLOAT16)],
+        "string_to_bf16", [helper.make_tensor_value_info("s", TensorProto.STRING, ["N"])],
+        [helper.make_tensor_value_info("n", TensorProto.BFLOAT16, [1])])
+    return _serialize(graph)
+
+
 def unranked_model() -> bytes:
     """x FP32 [2, K] → grid, whose rank the ONNX does not say (it is [2, K, 1]), and scale FP32 [] with
     a default (an ONNX input with an initializer: optional) that multiplies it."""

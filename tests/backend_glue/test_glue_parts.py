@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import multiprocessing
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.models import dense_model, nonzero_model, token_model, write_fake_om, write_model
+from tests.models import (
+    dense_model,
+    nonzero_model,
+    string_to_bf16_model,
+    token_model,
+    write_fake_om,
+    write_model,
+)
 from triton_ge_console.backend_glue import batching
 from triton_ge_console.backend_glue.autocomplete import complete_npu_ge_config, stub_version_dir
-from triton_ge_console.backend_glue.executor import TensorInfo
+from triton_ge_console.backend_glue.executor import ExecutorError, TensorInfo
 from triton_ge_console.backend_glue.ledger import DeviceLedger, DeviceMemoryError, human_bytes
 from triton_ge_console.backend_glue.onnx_executor import OnnxRuntimeExecutor
 from triton_ge_console.backend_glue.settings import (
@@ -226,6 +234,17 @@ def test_onnx_executor_writes_into_one_buffer_per_shape_and_answers_like_onnx_ru
     # the first run of a shape answers with ORT's own output; every later one with the shape's buffer
     assert addresses[(1, 1)][1] == addresses[(1, 1)][2] != addresses[(2, 5)][1] == addresses[(2, 5)][2]
     executor.close()
+def test_onnx_executor_refuses_a_string_input_beside_a_bf16_output_at_load(tmp_path: Path) -> None:
+    """No ONNX Runtime run can take the one and give the other (a BF16 output comes back only as an
+    OrtValue, from runs taking only OrtValues, which hold no strings): one line at load, naming the file
+    and both tensors, not an error on every request."""
+    path = tmp_path / "strings.onnx"
+    path.write_bytes(string_to_bf16_model())
+    refused = rf"^{re.escape(str(path))}: input 's' is STRING and output 'n' BF16: ONNX Runtime"
+    with pytest.raises(ExecutorError, match=refused):
+        OnnxRuntimeExecutor(path)
+
+
 def test_onnx_executor_falls_back_to_plain_runs_when_output_shapes_follow_the_data(tmp_path: Path) -> None:
     path = tmp_path / "nonzero.onnx"
     path.write_bytes(nonzero_model())

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from onnx import TensorProto, helper
 
-from tests.models import batch_only_model, scalar_model, unranked_model
+from tests.models import batch_only_model, scalar_model, string_to_bf16_model, unranked_model
 from tests.repository.spec_helpers import refused
 from triton_ge_console.repository.build import build_repository
 from triton_ge_console.repository.spec.load import load_spec
@@ -217,7 +217,11 @@ def _sequence_model() -> bytes:
     (_training_model(),
      "uses ai.onnx.preview.training operators (a training graph): inference runtimes do not run them; "
      "export the inference graph"),
-], ids=("complex64", "sequence", "opset6", "training"))
+    (string_to_bf16_model(),
+     "input 's' is STRING and output 'n' BF16: ONNX Runtime, which runs the model without an NPU, hands a "
+     "BF16 output back only from a run whose inputs are all OrtValues, and an OrtValue holds no strings; "
+     "cast 'n' to FLOAT in the graph"),
+], ids=("complex64", "sequence", "opset6", "training", "string-and-bf16"))
 def test_what_triton_cannot_carry_is_refused_at_build_in_one_line(
     tmp_path: Path, model: bytes, reason: str
 ) -> None:

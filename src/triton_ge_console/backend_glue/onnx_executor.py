@@ -11,6 +11,7 @@ import numpy as np
 from triton_ge_console.backend_glue import bfloat16
 from triton_ge_console.backend_glue.executor import DeviceFigures, ExecutorError, RunStats, TensorInfo
 from triton_ge_console.model_files.external_data import external_bytes
+from triton_ge_console.model_files.onnx_io import strings_beside_bf16
 
 # ONNX Runtime's type strings → Triton data type names.
 _ORT_TO_TRITON = {
@@ -89,6 +90,9 @@ class OnnxRuntimeExecutor:
         unranked = _unranked(onnx_path)
         self.inputs = tuple(_info(n, onnx_path, unranked) for n in self._session.get_inputs())
         self.outputs = tuple(_info(n, onnx_path, unranked) for n in self._session.get_outputs())
+        problem = strings_beside_bf16(self.inputs, self.outputs)
+        if problem:
+            raise ExecutorError(f"{onnx_path}: {problem}")
         # inputs with initializers (defaults): fed only when a config declares them and a request sends them
         overridable = self._session.get_overridable_initializers()
         self.defaults = tuple(_info(n, onnx_path, unranked) for n in overridable if n.type in _ORT_TO_TRITON)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import onnx
 
@@ -54,6 +56,16 @@ TRAINING_DOMAIN = "ai.onnx.preview.training"
 MIN_OPSET = 7  # the oldest ai.onnx opset ONNX Runtime guarantees (older ones fail for want of kernels)
 
 
+class Named(Protocol):
+    """A tensor by name and Triton data type (a TensorSpec, or the glue's TensorInfo)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def data_type(self) -> str: ...
+
+
 class OnnxReadError(ValueError):
     """An ONNX file that cannot be read, or uses a type Triton cannot carry."""
 
@@ -99,6 +111,20 @@ def _names_problem(tensors: tuple[TensorSpec, ...], kind: str) -> None:
                             "name; list it once in the graph")
 
 
+def strings_beside_bf16(inputs: Sequence[Named], outputs: Sequence[Named]) -> str | None:
+    """Why ONNX Runtime's Python API cannot run a graph taking a STRING input and giving a BF16 output
+    (its numpy bridge has no bfloat16, so a BF16 output comes back only from run_with_ort_values, whose
+    inputs are all OrtValues; OrtValue.ortvalue_from_numpy refuses strings, "only supported from non-string
+    numpy arrays", and so does an IOBinding), or None."""
+    text = next((t.name for t in inputs if t.data_type == "STRING"), None)
+    half = next((t.name for t in outputs if t.data_type == "BF16"), None)
+    if text is None or half is None:
+        return None
+    return (f"input '{text}' is STRING and output '{half}' BF16: ONNX Runtime, which runs the model "
+            "without an NPU, hands a BF16 output back only from a run whose inputs are all OrtValues, and "
+            f"an OrtValue holds no strings; cast '{half}' to FLOAT in the graph")
+
+
 def graph_io(model: onnx.ModelProto) -> tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]:
     """Inputs (initializers excluded) and outputs of a model's main graph, with the batch dim included; a
     model ONNX Runtime cannot run for its opset is refused here, so no build writes it."""
@@ -115,6 +141,9 @@ def graph_io(model: onnx.ModelProto) -> tuple[tuple[TensorSpec, ...], tuple[Tens
     outputs = tuple(_tensor_spec(v) for v in model.graph.output)
     _names_problem(inputs, "input")
     _names_problem(outputs, "output")
+    problem = strings_beside_bf16(inputs, outputs)
+    if problem:
+        raise OnnxReadError(problem)
     return inputs, outputs
 
 
