@@ -13,7 +13,9 @@ Triton's streaming costs with no glue and no model). The issue's targets, per ro
 with tokens/s through Triton ÷ the direct loop beside them. Then `--streams` concurrent streams of the
 generate model: aggregate output tokens/s ÷ one stream's (continuous batching; target ≥ 3×) and every
 stream's own ITL p99, beside the floor's own `--streams` ÷ one (the floor sends from 8 threads): what
-Triton, the client and this host allow with no model at all.
+Triton, the client and this host allow with no model at all; and the CPU each side spent per token (this
+process: the client, or the in-process loops; tritonserver; its Python stubs), where a 2-core host's time
+goes.
 
 `--compare NAME=SRC` (a checkout's `src`, e.g. `git archive main src | tar -x -C DIR`; repeatable) adds
 a server whose glue imports the package from SRC, measured as variant NAME in the same interleaved
@@ -40,6 +42,7 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
+import psutil
 
 from triton_ge_console.backend_glue.distribution import ALLOCATOR_ENV, ALLOCATOR_OPT_OUT, find_distribution
 from triton_ge_console.backend_glue.generate_batch import step_feeds
@@ -285,10 +288,26 @@ def one_round(index: int, local: Local, servers: dict[str, Ports], args: argpars
     return found
 
 
-def concurrent(local: Local, servers: dict[str, Ports], args: argparse.Namespace) -> dict[str, Any]:
+def cpu_seconds(server_pid: int | None) -> dict[str, float]:
+    """CPU seconds used so far by this process (the client, or the in-process loops), and by a tritonserver
+    and its children (the models' Python stubs)."""
+    own = psutil.Process().cpu_times()
+    used = {"client": own.user + own.system}
+    if server_pid is not None:
+        server = psutil.Process(server_pid)
+        times = server.cpu_times()
+        used["tritonserver"] = times.user + times.system
+        stubs = [child.cpu_times() for child in server.children(recursive=True)]
+        used["stubs"] = sum(t.user + t.system for t in stubs)
+    return used
+
+
+def concurrent(local: Local, servers: dict[str, Ports], args: argparse.Namespace,
+               pids: dict[str, int | None]) -> dict[str, Any]:
     """`--streams` generations at once beside one alone, for each glue, the floor, the direct loop (each
     prompt prefilled alone, then batched decode steps) and the glue's scheduler in-process: aggregate
-    tokens/s and each stream's ITL p99."""
+    tokens/s, each stream's ITL p99, and the CPU each side spent per token (where a 2-core host's time
+    goes)."""
     def over_grpc(ports: Ports, model: str) -> Any:
         def run(prompts: list[tuple[int, ...]]) -> list[StreamResult]:
             results: list[StreamResult] = []
@@ -309,14 +328,21 @@ def concurrent(local: Local, servers: dict[str, Ports], args: argparse.Namespace
     targets["direct"] = lambda prompts: direct_batch(local.session, prompts, args.output)
     targets[SCHEDULER] = lambda prompts: in_process(local.executor, prompts, args.output)
     found: dict[str, dict[str, list[Any]]] = {
-        name: {"one_stream_tokens_per_s": [], "streams_tokens_per_s": [], "itl_p99_ms_per_stream": []}
+        name: {"one_stream_tokens_per_s": [], "streams_tokens_per_s": [], "itl_p99_ms_per_stream": [],
+               "one_stream_cpu_ms_per_token": [], "streams_cpu_ms_per_token": []}
         for name in targets}
+    server_of = {**{name: pids.get(name) for name in servers}, "floor": pids.get(GLUE)}
     for index in range(args.rounds):
         for name, count in round_order([(n, c) for n in targets for c in (1, args.streams)], index):
+            before = cpu_seconds(server_of.get(name))
             results = targets[name]([prompt(args.prompt, 90_000 + i) for i in range(count)])
+            after = cpu_seconds(server_of.get(name))
             elapsed = max(r.arrivals[-1] for r in results) - min(r.sent for r in results)
-            rate = sum(len(r.tokens) for r in results) / elapsed
+            tokens = sum(len(r.tokens) for r in results)
+            rate = tokens / elapsed
             figures = found[name]
+            cpu = {side: (after[side] - before[side]) * 1000 / tokens for side in after}
+            figures["one_stream_cpu_ms_per_token" if count == 1 else "streams_cpu_ms_per_token"].append(cpu)
             if count == 1:
                 figures["one_stream_tokens_per_s"].append(rate)
             else:
@@ -390,6 +416,12 @@ def print_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:
     row(f"{args.streams} streams tokens/s", lambda f: _cell(spread(f["streams_tokens_per_s"]), 0))
     row("worst stream's ITL p99 (ms)",
         lambda f: _cell(spread([max(p99) for p99 in f["itl_p99_ms_per_stream"]]), 2))
+    for side in ("client", "tritonserver", "stubs"):
+        for key, label in (("one_stream_cpu_ms_per_token", "one stream"),
+                           ("streams_cpu_ms_per_token", f"{args.streams} streams")):
+            row(f"CPU ms per token, {side if side != 'client' else 'this process'}, {label}",
+                lambda f, side=side, key=key: _cell(spread([c[side] for c in f[key]]), 3)
+                if all(side in c for c in f[key]) else "—")
     bound = figures["concurrent"]["bound_ratio"]
     print(f"\nThe glue's {args.streams} streams pay the model's batched steps and Triton's streaming on the "
           f"same 2 cores; were both CPU-bound with no overlap, 1 / (1 / direct's + 1 / floor's "
@@ -466,7 +498,8 @@ def main() -> int:
             note(f"round {index + 1} of {args.rounds}")
             rounds.append(one_round(index, local, servers, args, args.per_round))
         figures = summarize(rounds)
-        figures["concurrent"] = concurrent(local, servers, args)
+        pids = {name: process.pid for name, process in zip(servers, processes, strict=True)}
+        figures["concurrent"] = concurrent(local, servers, args, pids)
     finally:
         for process in processes:
             process.stop()
