@@ -46,7 +46,8 @@ from triton_ge_console.sessions.loadgen.generate_client import (
     http_generate,
 )
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.server.registry import Registry
+from triton_ge_console.sessions.server.registry import Registry, grpc_token_header
+from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
 SPEC = "models:" + LLAMA_GENERATE + """  - name: llama_long
     backend: ge
@@ -427,3 +428,37 @@ def test_generations_failing_mid_stream_count_as_failed_requests(server: Running
     streamer.close(cancel=True)
     wait_until(lambda: _kv_bytes(server) == 0, timeout=30)
     assert failures("llama_long") == before
+
+
+def test_a_generation_past_its_timeout_ends_as_that_error_and_is_cancelled(server: RunningServer) -> None:
+    """A stream still going at the streamer's timeout ends with the tokens so far and that error, and its
+    request is cancelled with it (the call's deadline): its KV cache is freed while the streamer is open."""
+    streamer = GrpcStreamer(server.grpc_hostport, "llama_long", timeout=2.0)
+    try:
+        result = streamer.generate(Generation(_prompt(4, 12), 1000000))
+        assert result.error == "no final response within 2 s" and result.tokens
+        wait_until(lambda: _kv_bytes(server) == 0, timeout=30)
+    finally:
+        streamer.close()
+
+
+def test_a_grpc_stream_carries_its_headers(triton_dist: TritonDistribution, tmp_path: Path) -> None:
+    """A server whose gRPC inference wants a token: a stream given the token's header streams, one without
+    it has Triton's refusal as its error (the session's token reaches bench --generate's calls so)."""
+    build_spec(tmp_path, "models:" + LLAMA_GENERATE)
+    install_backend_dir(tmp_path / "backends", triton_dist)
+    source = str(Path(__file__).resolve().parents[2] / "src")
+    restricted = (f"--grpc-restricted-protocol=inference:{TOKEN_HEADER}=s3cret",)
+    with (server_env(PYTHONPATH=source, GE_GLUE_RUN_DIR=str(tmp_path / "run")),
+          run_triton(triton_dist, tmp_path / "repo", tmp_path / "backends", models=("llama_generate",),
+                     extra=restricted) as running):
+        results = []
+        for headers in ({grpc_token_header(): "s3cret"}, {}):
+            streamer = GrpcStreamer(running.grpc_hostport, "llama_generate", headers=headers)
+            try:
+                results.append(streamer.generate(Generation((1, 2, 3), 4)))
+            finally:
+                streamer.close()
+    assert results[0].error is None and len(results[0].tokens) == 4
+    assert not results[1].tokens
+    assert f"This protocol is restricted, expecting header '{grpc_token_header()}'" in str(results[1].error)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import queue
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,69 +65,132 @@ class StreamResult:
         return self.arrivals[-1] - self.sent if self.arrivals else None
 
 
-def grpc_inputs(generation: Generation) -> list[Any]:
-    """The request's tensors for tritonclient.grpc."""
-    import tritonclient.grpc as grpcclient
+_DTYPES = {"FP32": np.float32, "INT32": np.int32, "INT64": np.int64}  # the sampling inputs' types
+# Triton's gRPC service; the stream is declared bidirectional, but one request then the client's half-close
+# is the same on the wire as a server stream, which grpcio reads on the caller's thread with no other.
+STREAM_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
+MAX_MESSAGE = 2**31 - 1  # Triton's own bound (tritonclient's channel uses it too)
 
-    tensors = []
+
+def grpc_request(model: str, generation: Generation) -> Any:
+    """The request's protobuf, its tensors as raw contents, asking for the empty final response."""
+    from tritonclient.grpc import service_pb2
+
+    request = service_pb2.ModelInferRequest(model_name=model)
+    request.parameters["triton_enable_empty_final_response"].bool_param = True
     values: dict[str, tuple[str, np.ndarray]] = {
         "input_ids": ("INT64", np.asarray(generation.prompt, np.int64)),
         "max_tokens": ("INT32", np.asarray([generation.max_tokens], np.int32))}
-    kinds = {"FP32": np.float32, "INT32": np.int32, "INT64": np.int64}
     for name, (kind, value) in generation.optional().items():
-        values[name] = (kind, np.asarray([value], kinds[kind]))
+        values[name] = (kind, np.asarray([value], _DTYPES[kind]))
     for name, (kind, array) in values.items():
-        tensor = grpcclient.InferInput(name, list(array.shape), kind)
-        tensor.set_data_from_numpy(array)
-        tensors.append(tensor)
-    return tensors
+        request.inputs.add(name=name, datatype=kind, shape=array.shape)
+        request.raw_input_contents.append(array.tobytes())
+    return request
+
+
+def _rpc_error(error: Any, timeout: float) -> str:
+    """A failed call in tritonclient's words ("[StatusCode.X] details"); a deadline as our own line."""
+    import grpc
+
+    if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return f"no final response within {timeout:g} s"
+    return f"[{error.code()}] {error.details()}"
+
+
+def _token(answer: Any) -> int | None:
+    """The token id a ModelInferResponse carries (its raw token_id output), None in the empty final one."""
+    from tritonclient.utils import triton_to_np_dtype
+
+    for index, output in enumerate(answer.outputs):
+        if output.name == "token_id" and index < len(answer.raw_output_contents):
+            token = np.frombuffer(answer.raw_output_contents[index], triton_to_np_dtype(output.datatype))
+            return int(token[0]) if token.size else None
+    return None
 
 
 class GrpcStreamer:
-    """One gRPC client and its stream; generations run one after another on it."""
+    """One gRPC channel; generations run one after another on it, each a ModelStreamInfer call of one
+    request read on the calling thread (no callback thread or queue: the client's CPU competes with
+    the server's on a small host)."""
 
     def __init__(self, url: str, model: str, timeout: float = 120.0,
                  headers: dict[str, str] | None = None) -> None:
-        import tritonclient.grpc as grpcclient
+        import grpc
+        import grpc.experimental
+        from tritonclient.grpc import service_pb2
 
         self.model = model
         self.timeout = timeout
-        self._client = grpcclient.InferenceServerClient(url)
-        self._responses: queue.Queue[tuple[Any, Any, float]] = queue.Queue()
-        self._client.start_stream(callback=lambda result, error: self._responses.put(
-            (result, error, time.perf_counter())), headers=headers)
+        self._metadata = tuple((key.lower(), value) for key, value in (headers or {}).items())
+        self._channel = grpc.insecure_channel(url, options=[
+            ("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE),
+            (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)])
+        self._stream = self._channel.unary_stream(
+            STREAM_METHOD, request_serializer=service_pb2.ModelInferRequest.SerializeToString,
+            response_deserializer=service_pb2.ModelStreamInferResponse.FromString)
+        self._calls: list[Any] = []  # the calls sent and not yet collected, for close to cancel
 
     def send(self, generation: Generation) -> StreamResult:
-        """Send one request; its responses queue up until collected."""
-        result = StreamResult(sent=time.perf_counter())
-        self._client.async_stream_infer(self.model, grpc_inputs(generation), enable_empty_final_response=True)
-        return result
+        """Send one request (cancelled if it has not ended within the timeout); its responses wait on
+        the call until collected."""
+        return self._send(generation)[0]
 
     def generate(self, generation: Generation) -> StreamResult:
         """Send one request and collect its stream up to the final response."""
-        result = self.send(generation)
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                response, error, arrived = self._responses.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                result.error = f"no final response within {self.timeout:g} s"
-                return result
-            if error is not None:
-                result.error = str(error)
-                return result
-            token = response.as_numpy("token_id")
-            if token is not None and token.size:
-                result.tokens.append(int(token.reshape(-1)[0]))
-                result.arrivals.append(arrived)
-            final = response.get_response().parameters.get(FINAL_PARAMETER)
-            if final is not None and final.bool_param:
-                return result
+        result, call = self._send(generation)
+        try:
+            self._collect(call, result)
+        finally:
+            self._calls.remove(call)
+        return result
+
+    def _send(self, generation: Generation) -> tuple[StreamResult, Any]:
+        """The result to fill, and the call carrying the request."""
+        result = StreamResult(sent=time.perf_counter())
+        call = self._stream(grpc_request(self.model, generation), timeout=self.timeout,
+                            metadata=self._metadata)
+        self._calls.append(call)
+        return result, call
+
+    def _collect(self, call: Any, result: StreamResult) -> None:
+        """Each response's token and arrival time up to the final one, or the request's error; then the
+        call's end (Triton ends it once the request has ended): read, not left for a cancel."""
+        import grpc
+
+        ended = False
+        try:
+            for response in call:
+                arrived = time.perf_counter()
+                if response.error_message:
+                    result.error, ended = response.error_message, True
+                    break
+                answer = response.infer_response
+                token = _token(answer)
+                if token is not None:
+                    result.tokens.append(token)
+                    result.arrivals.append(arrived)
+                if FINAL_PARAMETER in answer.parameters and answer.parameters[FINAL_PARAMETER].bool_param:
+                    ended = True
+                    break
+            else:
+                result.error, ended = "the stream ended before the final response", True
+            for _ in call:
+                pass
+        except grpc.RpcError as error:
+            if not ended:
+                result.error = _rpc_error(error, self.timeout)
 
     def close(self, cancel: bool = False) -> None:
-        """Close the stream (cancelling what it still carries, if asked) and the client."""
-        self._client.stop_stream(cancel_requests=cancel)
-        self._client.close()
+        """Close the channel, first cancelling the requests it still carries if asked, else letting
+        them run to their end."""
+        for call in list(self._calls):
+            if cancel:
+                call.cancel()
+            else:
+                self._collect(call, StreamResult(sent=0.0))
+        self._calls.clear()
+        self._channel.close()
 
 
 def http_body(generation: Generation) -> bytes:
