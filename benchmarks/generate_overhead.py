@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -56,7 +57,9 @@ from triton_ge_console.repository.demo_models import demo_bytes
 from triton_ge_console.repository.spec.load import load_spec
 from triton_ge_console.sessions.loadgen.generate_client import Generation, GrpcStreamer, StreamResult
 from triton_ge_console.sessions.loadgen.rounds import round_order
+from triton_ge_console.sessions.observe.health import stub_backends
 from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick_ports, server_args
+from triton_ge_console.sessions.server.shm import new_shm_prefix, remove_shm_regions, shm_arguments
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODEL, FLOOR = "llama_generate", "floor_stream"
@@ -138,8 +141,12 @@ def start(root: Path, repo: Path, backends: Path, src: Path | None = None,
           name: str = "server") -> tuple[TritonProcess, Ports]:
     """A loopback tritonserver with both models loaded; its glue imports the package from `src` if given."""
     ports = pick_ports()
-    args = server_args(repo, backends, ports, extra=(f"--load-model={MODEL}", f"--load-model={FLOOR}"))
-    process = TritonProcess(find_distribution(), args, root / f"{name}.log", root)
+    workdir = root / name
+    workdir.mkdir()
+    regions = shm_arguments(new_shm_prefix(workdir), stub_backends(backends))  # removed with the run
+    args = server_args(repo, backends, ports, extra=(f"--load-model={MODEL}", f"--load-model={FLOOR}",
+                                                     *regions))
+    process = TritonProcess(find_distribution(), args, root / f"{name}.log", workdir)
     saved = os.environ.get("PYTHONPATH")
     if src is not None:  # the child's environment is copied from ours when it starts
         os.environ["PYTHONPATH"] = str(src.absolute())
@@ -503,6 +510,9 @@ def main() -> int:
     finally:
         for process in processes:
             process.stop()
+        for name, _ in [(GLUE, None), *compared(args.compare)]:
+            remove_shm_regions(root / name)  # the floor's stubs left theirs behind (seen in /dev/shm)
+    shutil.rmtree(root, ignore_errors=True)  # kept, with the servers' logs, when the run failed
     figures.update({"rounds": rounds, "prompt": args.prompt, "output": args.output, "streams": args.streams,
                     "compared": {name: str(src) for name, src in compared(args.compare)}})
     print_tables(figures, args)
