@@ -9,9 +9,11 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.models import write_echo_model
+from triton_ge_console.cli import main
 from triton_ge_console.repository.progress import Feed
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import down
+from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.server.process import free_port, http_ok
 from triton_ge_console.sessions.server.registry import Registry
 
@@ -41,28 +43,57 @@ def test_the_wait_for_ready_models_reports_its_elapsed_time(tmp_path: Path) -> N
 
 
 @pytest.mark.server  # launches a real tritonserver
-def test_up_is_not_up_until_the_metrics_port_answers(tmp_path: Path) -> None:
-    """Triton opens its metrics port after the HTTP one, so READY models alone do not make a session up (a
-    console polling at once found "connection refused"). The window is brief; here it is made lasting: a
-    later --metrics-port (Triton's last one wins) moves the metrics away from the recorded port, so `up`
-    must time out naming that port instead of reporting the session up."""
+def test_the_last_port_given_to_triton_is_the_one_recorded(tmp_path: Path) -> None:
+    """Triton obeys the last --metrics-port / --http-port / --grpc-port of its command line, so the spec's
+    or the API's extra arguments move a port away from the one ge-console picked: the record (and the wait,
+    which named the picked metrics port and timed out) must follow Triton, in either spelling of an option.
+    Reproduced first: the record kept the picked ports and `up` timed out on the metrics port."""
     write_echo_model(tmp_path / "repo")
-    recorded, elsewhere = free_port(), free_port()
+    picked, metrics, http, grpc = free_port(), free_port(), free_port(), free_port()
     registry = Registry()
-    with pytest.raises(LaunchError, match=rf"metrics port {recorded} did not answer within 20s"):
-        launch(LaunchOptions(source=tmp_path / "repo", name="latemetrics", metrics_port=recorded, timeout=20,
-                             extra_args=(f"--metrics-port={elsewhere}",)), registry)
-    assert not registry.exists("latemetrics")  # the failed start left nothing behind
+    moved = (f"--metrics-port={metrics}", "--http-port", str(http), f"--grpc-port={grpc}")
+    record = launch(LaunchOptions(source=tmp_path / "repo", name="movedports", metrics_port=picked,
+                                  timeout=60, extra_args=moved), registry)
+    try:
+        assert [urlsplit(record.metrics_url or "").port, urlsplit(record.http_url).port] == [metrics, http]
+        assert record.grpc_url == f"127.0.0.1:{grpc}"
+        assert http_ok(record.metrics_url or "")
+        assert registry.load("movedports").metrics_url == record.metrics_url
+    finally:
+        down(record, registry)
+
+
+def test_a_port_triton_cannot_take_is_one_clear_line_before_any_start(tmp_path: Path) -> None:
+    """A non-numeric port in the extra arguments is refused up front, naming the option, nothing started."""
+    write_echo_model(tmp_path / "repo")
+    registry = Registry()
+    with pytest.raises(LaunchError) as refused:
+        launch(LaunchOptions(source=tmp_path / "repo", name="badport", timeout=20,
+                             extra_args=("--metrics-port", "80x2")), registry)
+    assert str(refused.value) == "tritonserver argument --metrics-port=80x2: not a port number (1-65535)"
+    assert not registry.exists("badport")
 
 
 @pytest.mark.server  # launches a real tritonserver
-def test_up_with_metrics_turned_off_does_not_wait_for_them(tmp_path: Path) -> None:
-    """--allow-metrics=false: Triton opens no metrics port, so `up` must not wait for one."""
+@pytest.mark.parametrize("turned_off", [("--allow-metrics=false",), ("--allow-metrics", "0")])
+def test_up_with_metrics_turned_off_records_none_and_readers_say_off(
+    tmp_path: Path, turned_off: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--allow-metrics=false: Triton opens no metrics port, so `up` must not wait for one, the record says
+    metrics are off (no URL) and its readers show that instead of polling a refused port.
+    Reproduced first: the record kept a metrics URL and a poll reported "connection refused"."""
     write_echo_model(tmp_path / "repo")
     registry = Registry()
     record = launch(LaunchOptions(source=tmp_path / "repo", name="nometrics", timeout=120,
-                                  extra_args=("--allow-metrics=false",)), registry)
+                                  extra_args=turned_off), registry)
     try:
-        assert not http_ok(record.metrics_url or "")
+        assert record.metrics_url is None
+        assert registry.load("nometrics").metrics_url is None
+        snapshot = LiveSource.from_record(record, npu_smi=None, sample_traces=False).poll()
+        assert snapshot.live and snapshot.error is None
+        capsys.readouterr()
+        assert main(["status", "nometrics"]) == 0
+        out = capsys.readouterr().out
+        assert "metrics off" in out and "refused" not in out
     finally:
         down(record, registry)

@@ -35,10 +35,14 @@ from triton_ge_console.sessions.server.access import categories_in_words, restri
 from triton_ge_console.sessions.server.process import (
     Ports,
     http_ok,
+    last_option,
+    listen_host,
     pick_ports,
     port_in_use,
+    port_option,
     server_args,
     stop_process_group,
+    switched_off,
 )
 from triton_ge_console.sessions.server.registry import (
     DEAD,
@@ -209,14 +213,15 @@ def _start(
     clear_trace_files(dirs.workdir / TRACE_FILE_NAME)  # an earlier run's figures are not this run's
     args = _arguments(plan, options, dirs.repository, dirs.backend_dir, ports, dirs.workdir)
     args += shm_arguments(new_shm_prefix(dirs.workdir), stub_backends(dirs.backend_dir))
+    served = _served(args, plan.listen)  # before the spawn: a bad port is refused with nothing started
     log_path = dirs.workdir / LOG_NAME
     env = _server_env(plan, options, dist, dirs)
     server = SupervisedServer(dist.binary, args, env, log_path, dirs.workdir)
     try:  # from the spawn on: whatever fails (even saving the record), no server is left running
         server.start()
-        record = _record(plan, options, dist, server, ports, dirs, token_ref)
+        record = _record(plan, options, dist, server, served, dirs, token_ref)
         registry.save(record)
-        _wait_ready(server, record, options, elapsed, metrics=_serves_metrics(args))
+        _wait_ready(server, record, options, elapsed)
     except BaseException:
         server.stop()
         with contextlib.suppress(OSError):  # an unwritable registry must not hide the original error
@@ -399,17 +404,19 @@ def _record(
     options: LaunchOptions,
     dist: TritonDistribution,
     server: SupervisedServer,
-    ports: Ports,
+    served: _Served,
     dirs: _Dirs,
     token_ref: str | None,
 ) -> SessionRecord:
     """The registry entry of a just-started server."""
     host = _url_host(plan.listen)
     pid = server.pid
+    ports = served.ports
+    metrics = served.metrics_host
     return SessionRecord(
         name=plan.name, pid=pid, started_at=time.time(), http_url=f"http://{host}:{ports.http}",
         grpc_url=f"{host}:{ports.grpc}",
-        metrics_url=f"http://{_url_host(_metrics_host(plan.listen))}:{ports.metrics}/metrics",
+        metrics_url=f"http://{_url_host(metrics)}:{ports.metrics}/metrics" if metrics else None,
         repository=dirs.repository, spec=plan.spec.path if plan.spec else None, backend_dir=dirs.backend_dir,
         log_path=server.log_path, token_ref=token_ref, attached=False, session_dir=dirs.workdir,
         state=STARTING, pid_create_time=process_create_time(pid) if pid else None,
@@ -419,14 +426,36 @@ def _record(
     )
 
 
+@dataclass(frozen=True)
+class _Served:
+    """Where the server listens, as its command line's last word on each has it (None: metrics off)."""
+
+    ports: Ports
+    metrics_host: str | None
+
+
+def _served(args: list[str], listen: str) -> _Served:
+    """The ports and metrics host tritonserver takes from its arguments: extra ones may override ours.
+    LaunchError in one line for a port that is no number."""
+    try:
+        http, grpc, metrics = (port_option(args, f"--{kind}-port") for kind in ("http", "grpc", "metrics"))
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
+    if http is None or grpc is None or metrics is None:
+        raise AssertionError("server_args always gives the three ports")
+    address = last_option(args, "--metrics-address")
+    host = _local_host(listen_host(address)) if address else _metrics_host(listen)
+    return _Served(Ports(http, grpc, metrics), None if switched_off(args, "--allow-metrics") else host)
+
+
 def _wait_ready(server: SupervisedServer, record: SessionRecord, options: LaunchOptions,
-                elapsed: ElapsedHook | None = None, metrics: bool = True) -> None:
+                elapsed: ElapsedHook | None = None) -> None:
     """Wait until every session model is READY and then (if Triton serves metrics) its metrics port
     answers, which Triton opens after the HTTP one: a console polling at once must find it; LaunchError
     with the cause if not, within the one --timeout."""
     deadline = time.monotonic() + options.timeout
     _wait_models(server, record, options, deadline, elapsed)
-    if metrics and record.metrics_url:
+    if record.metrics_url:
         _wait_metrics(server, record.metrics_url, options, deadline, elapsed)
 
 
@@ -470,12 +499,6 @@ def _wait_metrics(server: SupervisedServer, metrics_url: str, options: LaunchOpt
             elapsed(what, time.monotonic() - started)
         _check_running(server)
         time.sleep(0.05)
-
-
-def _serves_metrics(args: list[str]) -> bool:
-    """Whether tritonserver's command line leaves metrics on (its last --allow-metrics wins)."""
-    values = [arg.split("=", 1)[1] for arg in args if arg.startswith("--allow-metrics=")]
-    return not values or values[-1].strip().lower() not in ("false", "off", "0")
 
 
 def _check_running(server: SupervisedServer) -> None:

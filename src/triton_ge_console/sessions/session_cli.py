@@ -204,7 +204,7 @@ def run_up(args: argparse.Namespace) -> int:
         terminal.close()
     print(
         f"session '{record.name}' ready: http {record.http_url}  grpc {record.grpc_url}  "
-        f"metrics {record.metrics_url}"
+        f"metrics {record.metrics_url or 'off'}"
     )
     print(f"models: {', '.join(record.models)}; log: {record.log_path}")
     return 0
@@ -362,7 +362,8 @@ def _print_status(data: dict[str, Any]) -> None:
 
     kind = " (attached)" if data["attached"] else ""
     print(f"session {data['name']}{kind}: {data['state']}  pid {data['pid'] or '-'}")
-    print(f"  http {data['http_url']}  grpc {data['grpc_url'] or '-'}  metrics {data['metrics_url'] or '-'}")
+    print(f"  http {data['http_url']}  grpc {data['grpc_url'] or '-'}  "
+          f"metrics {data['metrics_url'] or 'off'}")
     for key in ("repository", "spec", "log_path"):
         if data[key]:
             print(f"  {key.replace('_', ' ')}: {data[key]}")
