@@ -410,3 +410,22 @@ def test_parse_spec_without_a_file() -> None:
     """parse_spec labels problems with the given name (used for the built-in seed)."""
     with pytest.raises(SpecError, match=r"^inline\.yaml:1:9 models: must be a list, not int 3$"):
         parse_spec("models: 3", "inline.yaml")
+
+
+def test_a_port_in_the_extra_args_that_is_no_number_is_named(tmp_path: Path) -> None:
+    """tritonserver would refuse it only once started; the spec names file, line and field at once."""
+    path = _write(
+        tmp_path,
+        """
+        server:
+          extra_args: [--exit-timeout-secs=5, --metrics-port, 80x2]
+        models:
+          - name: llama
+            backend: ge
+            source: demo:llama
+        """,
+    )
+    assert refused(path) == [
+        "deploy.yaml:2:15 server.extra_args: tritonserver argument --metrics-port=80x2: not a port number "
+        "(1-65535)",
+    ]

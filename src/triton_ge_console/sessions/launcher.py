@@ -35,14 +35,11 @@ from triton_ge_console.sessions.server.access import categories_in_words, restri
 from triton_ge_console.sessions.server.process import (
     Ports,
     http_ok,
-    last_option,
     listen_host,
     pick_ports,
     port_in_use,
-    port_option,
     server_args,
     stop_process_group,
-    switched_off,
 )
 from triton_ge_console.sessions.server.registry import (
     DEAD,
@@ -63,6 +60,7 @@ from triton_ge_console.sessions.server.server_log import log_cause
 from triton_ge_console.sessions.server.shm import new_shm_prefix, shm_arguments
 from triton_ge_console.sessions.server.supervise import LOG_GENERATIONS, LOG_NAME, SupervisedServer
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
+from triton_ge_console.triton_args import last_option, port_option, switched_off
 from triton_ge_console.triton_terms import MODEL_READY
 
 PORT_RACE_ATTEMPTS = 3

@@ -12,6 +12,7 @@ from triton_ge_console.repository.spec.k8s import read_kubernetes
 from triton_ge_console.repository.spec.models import model_name_problem, read_model
 from triton_ge_console.repository.spec.nodes import Problems, Reader, SpecError, SpecProblem, join, suggest
 from triton_ge_console.repository.spec.types import DeploymentSpec, KubernetesSpec, ModelSpec, ServerSpec
+from triton_ge_console.triton_args import port_problem
 
 __all__ = ["SpecError", "SpecProblem", "load_spec", "model_name_problem", "parse_spec"]
 
@@ -195,7 +196,7 @@ def _server(reader: Reader, node: yaml.Node) -> ServerSpec | None:
     if "metrics" in entries:
         fields.update(_metrics(reader, entries["metrics"][1]))
     if "extra_args" in entries:
-        fields["extra_args"] = _strings(reader, entries["extra_args"][1], "server.extra_args")
+        fields["extra_args"] = _extra_args(reader, entries["extra_args"][1])
     if any(value is None for value in fields.values()):
         return None
     return ServerSpec(**fields)  # type: ignore[arg-type]
@@ -242,6 +243,16 @@ def _backend_config(reader: Reader, node: yaml.Node) -> tuple[tuple[str, str, st
             ok = ok and value is not None
             triples.append((backend, key, value or ""))
     return tuple(triples) if ok else None
+
+
+def _extra_args(reader: Reader, node: yaml.Node) -> tuple[str, ...] | None:
+    """tritonserver's extra arguments: a port there must be one it can take (else it fails once started)."""
+    values = _strings(reader, node, "server.extra_args")
+    problem = port_problem(values) if values is not None else None
+    if problem:
+        reader.problems.add(node, "server.extra_args", problem)
+        return None
+    return values
 
 
 def _strings(reader: Reader, node: yaml.Node, path: str) -> tuple[str, ...] | None:

@@ -10,7 +10,6 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,33 +74,6 @@ def triton_address(host: str, service: str) -> str:
     if ":" not in host:
         return host
     return f"[{host}]" if service == "grpc" else f"ipv6:{host}"
-
-
-def last_option(args: Sequence[str], option: str) -> str | None:
-    """The value tritonserver takes for an option: the last one given, as `--opt=value` or `--opt value`."""
-    value = None
-    for index, arg in enumerate(args):
-        if arg.startswith(f"{option}="):
-            value = arg.split("=", 1)[1]
-        elif arg == option and index + 1 < len(args):
-            value = args[index + 1]
-    return value
-
-
-def port_option(args: Sequence[str], option: str) -> int | None:
-    """The port tritonserver takes for an option; ValueError in one line when it is no port number."""
-    value = last_option(args, option)
-    if value is None:
-        return None
-    if not value.strip().isdigit() or not 0 < int(value) < 65536:
-        raise ValueError(f"tritonserver argument {option}={value}: not a port number (1-65535)")
-    return int(value)
-
-
-def switched_off(args: Sequence[str], option: str) -> bool:
-    """Whether tritonserver's last value of a boolean option turns it off."""
-    value = last_option(args, option)
-    return value is not None and value.strip().lower() in ("false", "off", "0")  # as Triton parses it
 
 
 def listen_host(address: str) -> str:
