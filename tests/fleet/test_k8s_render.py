@@ -190,6 +190,15 @@ def test_kubectl_client_dry_run(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
 
 
+def test_a_port_the_extra_args_move_is_the_one_the_container_declares(tmp_path: Path) -> None:
+    """Triton obeys the last --metrics-port of its arguments (the extra ones come last), so the container's
+    ports, the Service's target and the ServiceMonitor follow it. Seen failing first: 8002 was declared."""
+    docs = _render(tmp_path, f"{ONE_MODEL}server: {{extra_args: [--metrics-port, '9102']}}\n")
+    server = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert [p["containerPort"] for p in server["ports"]] == [8000, 8001, 9102]
+    assert [p["port"] for p in docs["Service"]["spec"]["ports"]] == [8000, 8001, 9102]
+
+
 def test_claim_path_and_fixed_ports(tmp_path: Path) -> None:
     """A repository in a folder of the claim, and the spec's fixed ports, reach the server's arguments."""
     docs = _render(tmp_path, f"{ONE_MODEL}server: {{http_port: 9000, grpc_port: 9001}}\n"

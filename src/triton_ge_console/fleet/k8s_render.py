@@ -18,6 +18,7 @@ from triton_ge_console.repository.spec.k8s import DNS_1035_LABEL
 from triton_ge_console.repository.spec.types import DeploymentSpec, KubernetesSpec
 from triton_ge_console.sessions.server.access import restriction_argument
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
+from triton_ge_console.triton_args import port_option
 from triton_ge_console.triton_terms import DEFAULT_PORTS
 
 # Triton's own default ports, used when the spec leaves a port at 0 (pick free), which a pod cannot do.
@@ -77,10 +78,12 @@ def npu_count(spec: DeploymentSpec) -> int:
 
 
 def ports(spec: DeploymentSpec) -> dict[str, int]:
-    """Container ports: the spec's fixed ones, Triton's defaults for those left free."""
+    """Container ports: the spec's fixed ones, Triton's defaults for those left free; a port the extra
+    arguments give wins, as Triton obeys the last (the spec's loader has made sure it is a number)."""
     server = spec.server
     chosen = {"http": server.http_port, "grpc": server.grpc_port, "metrics": server.metrics_port}
-    return {kind: port or DEFAULT_PORTS[kind] for kind, port in chosen.items()}
+    return {kind: port_option(server.extra_args, f"--{kind}-port") or port or DEFAULT_PORTS[kind]
+            for kind, port in chosen.items()}
 
 
 def _metadata(k8s: KubernetesSpec, name: str) -> dict[str, Any]:
