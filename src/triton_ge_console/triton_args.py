@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 PORT_OPTIONS = ("--http-port", "--grpc-port", "--metrics-port")
+LISTEN_OPTIONS = ("--http-address", "--grpc-address")  # the metrics one ge-console follows
 
 
 def last_option(args: Sequence[str], option: str) -> str | None:
@@ -35,8 +36,13 @@ def switched_off(args: Sequence[str], option: str) -> bool:
     return value is not None and value.strip().lower() in ("false", "off", "0")  # as Triton parses it
 
 
-def port_problem(args: Sequence[str]) -> str | None:
-    """The first port option tritonserver could not take, in one line; None when all are numbers."""
+def extra_args_problem(args: Sequence[str]) -> str | None:
+    """What tritonserver's extra arguments must not do, in one line: a port it cannot take, or a listen
+    address of its own (it would skip the token guard of an exposed address and the recorded URL)."""
+    for option in LISTEN_OPTIONS:
+        if last_option(args, option) is not None:
+            return (f"tritonserver argument {option}: give the listen address as server.listen or up's "
+                    "--listen instead (ge-console records it and guards an exposed one)")
     for option in PORT_OPTIONS:
         try:
             port_option(args, option)

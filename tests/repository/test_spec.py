@@ -429,3 +429,23 @@ def test_a_port_in_the_extra_args_that_is_no_number_is_named(tmp_path: Path) -> 
         "deploy.yaml:2:15 server.extra_args: tritonserver argument --metrics-port=80x2: not a port number "
         "(1-65535)",
     ]
+
+
+def test_a_listen_address_in_the_extra_args_is_refused_for_server_listen(tmp_path: Path) -> None:
+    """Triton would listen where the last --http-address says, past the token guard of an exposed listen
+    address and away from the recorded URL: the spec says where to set it instead."""
+    path = _write(
+        tmp_path,
+        """
+        server:
+          extra_args: [--http-address=0.0.0.0]
+        models:
+          - name: llama
+            backend: ge
+            source: demo:llama
+        """,
+    )
+    assert refused(path) == [
+        "deploy.yaml:2:15 server.extra_args: tritonserver argument --http-address: give the listen address "
+        "as server.listen or up's --listen instead (ge-console records it and guards an exposed one)",
+    ]

@@ -74,6 +74,16 @@ def test_a_port_triton_cannot_take_is_one_clear_line_before_any_start(tmp_path: 
     assert not registry.exists("badport")
 
 
+def test_a_listen_address_in_the_extra_arguments_is_one_clear_line_before_any_start(tmp_path: Path) -> None:
+    """An extra --grpc-address would expose the server past the token guard; refused, nothing started."""
+    write_echo_model(tmp_path / "repo")
+    registry = Registry()
+    with pytest.raises(LaunchError, match=r"^tritonserver argument --grpc-address: give the listen address"):
+        launch(LaunchOptions(source=tmp_path / "repo", name="badaddress", timeout=20,
+                             extra_args=("--grpc-address", "0.0.0.0")), registry)
+    assert not registry.exists("badaddress")
+
+
 @pytest.mark.server  # launches a real tritonserver
 @pytest.mark.parametrize("turned_off", [("--allow-metrics=false",), ("--allow-metrics", "0")])
 def test_up_with_metrics_turned_off_records_none_and_readers_say_off(

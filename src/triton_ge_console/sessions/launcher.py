@@ -60,7 +60,7 @@ from triton_ge_console.sessions.server.server_log import log_cause
 from triton_ge_console.sessions.server.shm import new_shm_prefix, shm_arguments
 from triton_ge_console.sessions.server.supervise import LOG_GENERATIONS, LOG_NAME, SupervisedServer
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
-from triton_ge_console.triton_args import last_option, port_option, switched_off
+from triton_ge_console.triton_args import extra_args_problem, last_option, port_option, switched_off
 from triton_ge_console.triton_terms import MODEL_READY
 
 PORT_RACE_ATTEMPTS = 3
@@ -211,7 +211,7 @@ def _start(
     clear_trace_files(dirs.workdir / TRACE_FILE_NAME)  # an earlier run's figures are not this run's
     args = _arguments(plan, options, dirs.repository, dirs.backend_dir, ports, dirs.workdir)
     args += shm_arguments(new_shm_prefix(dirs.workdir), stub_backends(dirs.backend_dir))
-    served = _served(args, plan.listen)  # before the spawn: a bad port is refused with nothing started
+    served = _served(args, plan.listen)
     log_path = dirs.workdir / LOG_NAME
     env = _server_env(plan, options, dist, dirs)
     server = SupervisedServer(dist.binary, args, env, log_path, dirs.workdir)
@@ -270,6 +270,8 @@ def _plan(options: LaunchOptions) -> _Plan:
         raise LaunchError(str(exc)) from None
     server = spec.server if spec else ServerSpec()
     listen = options.listen or server.listen or "127.0.0.1"
+    if problem := extra_args_problem(options.extra_args):  # the spec's were checked at its load
+        raise LaunchError(problem)
     if options.token is not None and (problem := token_problem(options.token)):
         raise LaunchError(problem)
     if not _is_loopback(listen) and not options.token:
@@ -433,12 +435,9 @@ class _Served:
 
 
 def _served(args: list[str], listen: str) -> _Served:
-    """The ports and metrics host tritonserver takes from its arguments: extra ones may override ours.
-    LaunchError in one line for a port that is no number."""
-    try:
-        http, grpc, metrics = (port_option(args, f"--{kind}-port") for kind in ("http", "grpc", "metrics"))
-    except ValueError as exc:
-        raise LaunchError(str(exc)) from None
+    """The ports and metrics host tritonserver takes from its arguments: extra ones may override ours
+    (checked by _plan: every port a number)."""
+    http, grpc, metrics = (port_option(args, f"--{kind}-port") for kind in ("http", "grpc", "metrics"))
     if http is None or grpc is None or metrics is None:
         raise AssertionError("server_args always gives the three ports")
     address = last_option(args, "--metrics-address")

@@ -12,7 +12,7 @@ from triton_ge_console.repository.spec.k8s import read_kubernetes
 from triton_ge_console.repository.spec.models import model_name_problem, read_model
 from triton_ge_console.repository.spec.nodes import Problems, Reader, SpecError, SpecProblem, join, suggest
 from triton_ge_console.repository.spec.types import DeploymentSpec, KubernetesSpec, ModelSpec, ServerSpec
-from triton_ge_console.triton_args import port_problem
+from triton_ge_console.triton_args import extra_args_problem
 
 __all__ = ["SpecError", "SpecProblem", "load_spec", "model_name_problem", "parse_spec"]
 
@@ -246,9 +246,9 @@ def _backend_config(reader: Reader, node: yaml.Node) -> tuple[tuple[str, str, st
 
 
 def _extra_args(reader: Reader, node: yaml.Node) -> tuple[str, ...] | None:
-    """tritonserver's extra arguments: a port there must be one it can take (else it fails once started)."""
+    """tritonserver's extra arguments, refused at load for what they must not do (triton_args)."""
     values = _strings(reader, node, "server.extra_args")
-    problem = port_problem(values) if values is not None else None
+    problem = extra_args_problem(values) if values is not None else None
     if problem:
         reader.problems.add(node, "server.extra_args", problem)
         return None
