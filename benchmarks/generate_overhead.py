@@ -137,15 +137,15 @@ def build(root: Path, output: int, streams: int) -> tuple[Path, Path]:
     return repo, backends
 
 
-def start(root: Path, repo: Path, backends: Path, src: Path | None = None,
-          name: str = "server") -> tuple[TritonProcess, Ports]:
-    """A loopback tritonserver with both models loaded; its glue imports the package from `src` if given."""
+def start(root: Path, repo: Path, backends: Path, src: Path | None = None, name: str = "server",
+          models: tuple[str, ...] = (MODEL, FLOOR)) -> tuple[TritonProcess, Ports]:
+    """A loopback tritonserver with these models loaded (the generate model and the floor); its glue
+    imports the package from `src` if given."""
     ports = pick_ports()
     workdir = root / name
     workdir.mkdir()
     regions = shm_arguments(new_shm_prefix(workdir), stub_backends(backends))  # removed with the run
-    args = server_args(repo, backends, ports, extra=(f"--load-model={MODEL}", f"--load-model={FLOOR}",
-                                                     *regions))
+    args = server_args(repo, backends, ports, extra=(*(f"--load-model={m}" for m in models), *regions))
     process = TritonProcess(find_distribution(), args, root / f"{name}.log", workdir)
     saved = os.environ.get("PYTHONPATH")
     if src is not None:  # the child's environment is copied from ours when it starts

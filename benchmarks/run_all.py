@@ -50,6 +50,8 @@ BENCHMARKS = (
     Benchmark("poll_cost_ab", "What a poll costs a busy server",
               "throughput with the console's poller on vs off, 40 paired rounds, the poll amplified tenfold"),
     Benchmark("startup", "Start-up", "`ge-console up` to READY and `ge-console demo` to a live dashboard"),
+    Benchmark("stub_calls", "What a generate model's per-token calls cost",
+              "CPU per Python-backend call (is_cancelled, histogram observe, counter increment, send)"),
     Benchmark("build_scale", "Builds at LLM size",
               "a 3 GiB external-data ONNX: build vs cp -r / cp -al, no-op rebuild, reload --changed, RSS"),
 )
