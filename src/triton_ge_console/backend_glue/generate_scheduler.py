@@ -252,17 +252,17 @@ class Scheduler:
                 self._lock.notify()
         return None
 
-    def step(self, ask: bool = True) -> bool:
-        """One scheduling round; whether any sequence still runs or waits. ask=False: no stream is asked
-        whether its client left (a first step: see step_first)."""
+    def step(self, first: bool = False) -> bool:
+        """One scheduling round; whether any sequence still runs or waits. first: a newcomer's first step on
+        the caller's thread (step_first): prefills and first tokens only, no client asked, no decode."""
         self._admit()
-        if ask:
+        if not first:
             with self._lock:
                 queued = [s.stream for s in self._waiting]
             self._watch.ask([s.stream for s in self.running] + queued)
         self._prefill_next()
         self._leave_ended()
-        decoded = list(self.rows)
+        decoded = [] if first else list(self.rows)
         picked = self._decode(decoded) if decoded else []
         self._drop_cancelled(self._watch.left())
         for sequence, token in zip(decoded, picked, strict=False):
@@ -401,29 +401,30 @@ class Scheduler:
                 self.guarded_step()
 
     def step_first(self) -> None:
-        """Step once on the caller's thread while no sequence runs, then wake the stepping thread (to
-        decode on, or to admit what this could not). Requests submitted with wake=False: the newcomer's
-        prefill and first token then wait for no thread's wake-up (0.5 ms traced on a loaded host) and
-        share the CPU with no other thread of the glue. That step asks no stream whether its client left
-        (an IPC round trip on a second thread, beside the prefill): a client gone before its first token
-        is seen at the next step's end."""
+        """While no sequence runs, prefill the newcomers and send their first tokens on the caller's thread
+        (execute's), then wake the stepping thread to decode on. Requests submitted with wake=False: a first
+        token then waits for no thread's wake-up (0.5 ms traced on a loaded host) and shares the CPU with no
+        other thread of the glue. No decode step here, so execute returns and Triton hands over the next
+        request (a burst of streams joins sooner: 8 streams' tokens/s higher in 7 of 8 paired rounds); and
+        no client is asked whether it left (an IPC on a second thread beside the prefill): one gone before
+        its first token is seen at the next step's end."""
         try:
             if self.running or not self._stepping.acquire(blocking=False):
                 return
             try:
                 if not self.running and not self._stopping:
-                    self.guarded_step(ask=False)
+                    self.guarded_step(first=True)
             finally:
                 self._stepping.release()
         finally:
             with self._lock:
                 self._lock.notify()
 
-    def guarded_step(self, ask: bool = True) -> bool:
+    def guarded_step(self, first: bool = False) -> bool:
         """A step that never stops the thread: whatever a step raises ends every sequence (running and
         waiting) with it as the error, rather than leaving their clients waiting forever."""
         try:
-            return self.step(ask)
+            return self.step(first)
         except Exception as exc:  # a bug or a model answering with the wrong outputs: said, not hidden
             with self._lock:
                 left = list(self.running) + list(self._waiting)
