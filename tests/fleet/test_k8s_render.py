@@ -209,3 +209,36 @@ def test_claim_path_and_fixed_ports(tmp_path: Path) -> None:
     assert "--model-repository=/mnt/model-repository/teams/nlp" in server["args"]
     assert [p["containerPort"] for p in server["ports"]] == [9000, 9001, 8002]
     assert "initContainers" not in docs["Deployment"]["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("extra", [
+    "['--allow-metrics=false']", "[--allow-metrics, 'off']", "['--allow-metrics=0']",
+    "['--allow-metrics=true', '--allow-metrics', 'False']",  # Triton obeys the last
+])
+def test_metrics_turned_off_in_the_extra_args_declare_no_metrics_port(
+    tmp_path: Path, extra: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With metrics off Triton opens no metrics port: no container or Service port, no ServiceMonitor (even
+    when asked for), no scrape annotation; the probes stay on the http port. Seen failing first: the
+    metrics port, its Service port and the ServiceMonitor were all rendered."""
+    spec = IMAGE_SPEC + f"server: {{extra_args: {extra}}}\n"
+    docs = _render(tmp_path, spec)
+    assert set(docs) == {"Deployment", "Service"}
+    _validate(docs["Deployment"])
+    _validate(docs["Service"])
+    server = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert [p["name"] for p in server["ports"]] == ["http", "grpc"]
+    assert [p["targetPort"] for p in docs["Service"]["spec"]["ports"]] == ["http", "grpc"]
+    assert not [a for a in server["args"] if a.startswith(("--metrics-port", "--metrics-interval"))]
+    assert "prometheus" not in yaml.safe_dump(docs)
+    assert "no ServiceMonitor (kubernetes.service_monitor): server.extra_args turn" in capsys.readouterr().out
+    assert {server[p]["httpGet"]["port"] for p in ("startupProbe", "livenessProbe", "readinessProbe")} == {
+        "http"}
+
+
+def test_metrics_turned_back_on_by_a_later_argument_keep_the_metrics_port(tmp_path: Path) -> None:
+    """Only the last --allow-metrics counts: off, then on again, renders the metrics port and monitor."""
+    extra = "server: {extra_args: [--allow-metrics=false, --allow-metrics=1]}\n"
+    docs = _render(tmp_path, IMAGE_SPEC + extra)
+    assert set(docs) == {"Deployment", "Service", "ServiceMonitor"}
+    assert [p["name"] for p in docs["Service"]["spec"]["ports"]] == ["http", "grpc", "metrics"]

@@ -28,7 +28,13 @@ def register(subparsers: Any) -> None:
 
 def run_render(args: argparse.Namespace) -> int:
     """Render and write; spec problems go to stderr, one line each."""
-    from triton_ge_console.fleet.k8s_render import RenderError, render, token_secret, write_manifests
+    from triton_ge_console.fleet.k8s_render import (
+        RenderError,
+        metrics_served,
+        render,
+        token_secret,
+        write_manifests,
+    )
     from triton_ge_console.repository.spec.load import SpecError, load_spec
 
     try:
@@ -43,6 +49,8 @@ def run_render(args: argparse.Namespace) -> int:
     for path in written:
         print(f"wrote {path}")
     k8s = spec.kubernetes
+    if k8s.service_monitor and not metrics_served(spec):
+        print("no ServiceMonitor (kubernetes.service_monitor): server.extra_args turn Triton's metrics off")
     print(
         f"the servers read their token from Secret '{token_secret(spec)}' (key '{k8s.token_secret_key}'): "
         f"kubectl -n {k8s.namespace} create secret generic {token_secret(spec)} "

@@ -1,4 +1,5 @@
-"""Kubernetes manifests for a deployment spec: a Deployment, a Service and optionally a ServiceMonitor.
+"""Kubernetes manifests for a deployment spec: a Deployment, a Service and optionally a ServiceMonitor (only
+while Triton serves metrics: its extra arguments may turn them off).
 
 Plain dicts in the API's own shape (apps/v1, v1, monitoring.coreos.com/v1), written as YAML; nothing here
 talks to a cluster.
@@ -18,7 +19,7 @@ from triton_ge_console.repository.spec.k8s import DNS_1035_LABEL
 from triton_ge_console.repository.spec.types import DeploymentSpec, KubernetesSpec
 from triton_ge_console.sessions.server.access import restriction_argument
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
-from triton_ge_console.triton_args import port_option
+from triton_ge_console.triton_args import port_option, switched_off
 from triton_ge_console.triton_terms import DEFAULT_PORTS
 
 # Triton's own default ports, used when the spec leaves a port at 0 (pick free), which a pod cannot do.
@@ -48,7 +49,7 @@ def render(spec: DeploymentSpec) -> list[Manifest]:
         Manifest("deployment.yaml", deployment(spec, name)),
         Manifest("service.yaml", service(spec, name)),
     ]
-    if k8s.service_monitor:
+    if k8s.service_monitor and metrics_served(spec):
         manifests.append(Manifest("servicemonitor.yaml", service_monitor(k8s, name)))
     return manifests
 
@@ -77,11 +78,19 @@ def npu_count(spec: DeploymentSpec) -> int:
     return max(ids) + 1 if ids else 0
 
 
+def metrics_served(spec: DeploymentSpec) -> bool:
+    """Whether Triton opens its metrics port: not when the extra arguments' last --allow-metrics is off."""
+    return not switched_off(spec.server.extra_args, "--allow-metrics")
+
+
 def ports(spec: DeploymentSpec) -> dict[str, int]:
     """Container ports: the spec's fixed ones, Triton's defaults for those left free; a port the extra
-    arguments give wins, as Triton obeys the last (the spec's loader has made sure it is a number)."""
+    arguments give wins, as Triton obeys the last (the spec's loader has made sure it is a number).
+    No metrics port while metrics are off: nothing listens there."""
     server = spec.server
-    chosen = {"http": server.http_port, "grpc": server.grpc_port, "metrics": server.metrics_port}
+    chosen = {"http": server.http_port, "grpc": server.grpc_port}
+    if metrics_served(spec):
+        chosen["metrics"] = server.metrics_port
     return {kind: port_option(server.extra_args, f"--{kind}-port") or port or DEFAULT_PORTS[kind]
             for kind, port in chosen.items()}
 
@@ -172,11 +181,12 @@ def server_arguments(spec: DeploymentSpec) -> list[str]:
         "--model-control-mode=explicit",
         *[f"--load-model={model.name}" for model in spec.models],
         *[f"--{kind}-port={port}" for kind, port in chosen.items()],
-        f"--metrics-interval-ms={server.metrics_interval_ms}",
         f"--http-restricted-api={restriction}",
         f"--grpc-restricted-protocol={restriction}",
     ]
-    if server.summary_latencies:
+    if metrics_served(spec):
+        arguments.append(f"--metrics-interval-ms={server.metrics_interval_ms}")
+    if metrics_served(spec) and server.summary_latencies:
         arguments.append("--metrics-config=summary_latencies=true")
     arguments += [f"--backend-config={backend},{key}={value}"
                   for backend, key, value in server.backend_config]
@@ -218,7 +228,7 @@ def _repository_copier(k8s: KubernetesSpec) -> dict[str, Any]:
 
 
 def service(spec: DeploymentSpec, name: str) -> dict[str, Any]:
-    """A ClusterIP Service for HTTP, gRPC and metrics."""
+    """A ClusterIP Service for HTTP, gRPC and (when served) metrics."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
