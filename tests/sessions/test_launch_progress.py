@@ -3,6 +3,9 @@ says a session is up only once its metrics port answers too."""
 
 from __future__ import annotations
 
+import dataclasses
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -11,10 +14,11 @@ import pytest
 from tests.models import write_echo_model
 from triton_ge_console.cli import main
 from triton_ge_console.repository.progress import Feed
-from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, launch
+from triton_ge_console.sessions import launcher
+from triton_ge_console.sessions.launcher import PORT_RACE_ATTEMPTS, LaunchError, LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import down
 from triton_ge_console.sessions.live import LiveSource
-from triton_ge_console.sessions.server.process import free_port, http_ok
+from triton_ge_console.sessions.server.process import Ports, free_port, http_ok, pick_ports
 from triton_ge_console.sessions.server.registry import Registry
 
 
@@ -107,3 +111,66 @@ def test_up_with_metrics_turned_off_records_none_and_readers_say_off(
         assert "metrics off" in out and "refused" not in out
     finally:
         down(record, registry)
+
+
+@pytest.fixture
+def held_port() -> Iterator[int]:
+    """A loopback port this test listens on, as another program taking a picked port would."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        yield int(busy.getsockname()[1])
+
+
+def picking_taken(monkeypatch: pytest.MonkeyPatch, kind: str, port: int, times: int) -> list[Ports]:
+    """Make the launcher's first `times` port picks hand out `port` for `kind` (taken since it was found
+    free, as in a race), later picks free ones; the picks made, in order."""
+    picks: list[Ports] = []
+
+    def pick(*args: object, **kwargs: object) -> Ports:
+        chosen = pick_ports(*args, **kwargs)  # type: ignore[arg-type]
+        chosen = dataclasses.replace(chosen, **{kind: port}) if len(picks) < times else chosen
+        picks.append(chosen)
+        return chosen
+
+    monkeypatch.setattr(launcher, "pick_ports", pick)
+    return picks
+
+
+@pytest.mark.server  # launches a real tritonserver
+@pytest.mark.parametrize("kind", ["http", "grpc", "metrics"])
+def test_a_picked_port_taken_before_triton_binds_it_is_picked_again(
+    tmp_path: Path, kind: str, held_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A port picked free but taken before Triton binds it: `up` retries on fresh ports, saying so.
+    Reproduced first: Triton 2.51 says "Socket '127.0.0.1:PORT' already in use" for its HTTP and metrics
+    ports, which the retry did not recognise (it only knew gRPC's "Address already in use")."""
+    write_echo_model(tmp_path / "repo")
+    picks = picking_taken(monkeypatch, kind, held_port, times=1)
+    lines: list[str] = []
+    registry = Registry()
+    record = launch(LaunchOptions(source=tmp_path / "repo", name="raced", timeout=120), registry,
+                    lines.append)
+    try:
+        assert len(picks) == 2 and getattr(picks[1], kind) != held_port
+        assert urlsplit(record.http_url).port == picks[1].http and http_ok(record.metrics_url or "")
+        retried = [line for line in lines if "retrying" in line]
+        assert len(retried) == 1 and f"{kind} port {held_port} was taken" in retried[0], lines
+    finally:
+        down(record, registry)
+
+
+@pytest.mark.server  # launches a real tritonserver, PORT_RACE_ATTEMPTS times
+def test_a_picked_port_taken_on_every_attempt_is_one_line_naming_it_and_triton_words(
+    tmp_path: Path, held_port: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every attempt finds its picked HTTP port taken: `up` gives up in one line naming the port and
+    Triton's own words, and leaves no session behind."""
+    write_echo_model(tmp_path / "repo")
+    picks = picking_taken(monkeypatch, "http", held_port, times=PORT_RACE_ATTEMPTS)
+    assert main(["up", str(tmp_path / "repo"), "--name", "raced", "--timeout", "120"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    assert f"http port {held_port} was taken" in err and f"{PORT_RACE_ATTEMPTS} attempts" in err
+    assert f"Socket '127.0.0.1:{held_port}' already in use" in err
+    assert len(picks) == PORT_RACE_ATTEMPTS and not Registry().exists("raced")

@@ -56,7 +56,7 @@ from triton_ge_console.sessions.server.registry import (
     store_token,
     validate_name,
 )
-from triton_ge_console.sessions.server.server_log import log_cause
+from triton_ge_console.sessions.server.server_log import log_cause, port_taken, quoted_port
 from triton_ge_console.sessions.server.shm import new_shm_prefix, shm_arguments
 from triton_ge_console.sessions.server.supervise import LOG_GENERATIONS, LOG_NAME, SupervisedServer
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
@@ -177,15 +177,34 @@ def _start_retrying_port_races(
 ) -> SessionRecord:
     """Start the server; a port picked free but taken before Triton bound it is picked again."""
     for attempt in range(1, PORT_RACE_ATTEMPTS + 1):
+        ports = _ports(options, plan)
         try:
-            return _start(plan, options, dist, _ports(options, plan), dirs, token_ref, registry,
-                          hooks_of(say)[1])
+            return _start(plan, options, dist, ports, dirs, token_ref, registry, hooks_of(say)[1])
         except LaunchError as exc:
-            raced = "Address already in use" in str(exc) and not _fixed_ports(options, plan)
-            if not raced or attempt == PORT_RACE_ATTEMPTS:
+            taken = _picked_port_taken(str(exc), ports, options, plan)
+            if taken is None:
                 raise
-            say(f"a picked port was taken meanwhile; retrying with new ports ({exc})")
+            if attempt == PORT_RACE_ATTEMPTS:
+                raise LaunchError(
+                    f"{taken} was taken before tritonserver could bind it, on each of {PORT_RACE_ATTEMPTS} "
+                    f"attempts with freshly picked ports: {exc}"
+                ) from None
+            say(f"{taken} was taken before tritonserver could bind it; retrying with freshly picked ports "
+                f"(attempt {attempt + 1} of {PORT_RACE_ATTEMPTS})")
     raise AssertionError("unreachable")
+
+
+def _picked_port_taken(cause: str, ports: Ports, options: LaunchOptions, plan: _Plan) -> str | None:
+    """Which port ge-console picked (e.g. "http port 8000") Triton found taken, by its words; None when it
+    was no port, or one the operator or the spec gave (another pick cannot help)."""
+    if not port_taken(cause):
+        return None
+    port = quoted_port(cause)
+    given = _given_ports(options, plan)
+    if port is None:  # words without the port: a pick may help only if every port was picked
+        return None if any(given.values()) else "a picked port"
+    kinds = [kind for kind in given if getattr(ports, kind) == port and not given[kind]]
+    return f"{kinds[0]} port {port}" if kinds else None
 
 
 @dataclass(frozen=True)
@@ -244,11 +263,13 @@ def _server_env(plan: _Plan, options: LaunchOptions, dist: TritonDistribution, d
     return env
 
 
-def _fixed_ports(options: LaunchOptions, plan: _Plan) -> bool:
-    """Whether the operator (or the spec) chose any port."""
-    given = (options.http_port, options.grpc_port, options.metrics_port)
-    spec = (plan.server.http_port, plan.server.grpc_port, plan.server.metrics_port)
-    return any(given) or any(spec)
+def _given_ports(options: LaunchOptions, plan: _Plan) -> dict[str, int]:
+    """The port of each kind the operator (over the spec) chose; 0: ge-console picks it."""
+    return {
+        "http": options.http_port if options.http_port is not None else plan.server.http_port,
+        "grpc": options.grpc_port if options.grpc_port is not None else plan.server.grpc_port,
+        "metrics": options.metrics_port if options.metrics_port is not None else plan.server.metrics_port,
+    }
 
 
 def _plan(options: LaunchOptions) -> _Plan:
@@ -348,11 +369,7 @@ def _repository(plan: _Plan, workdir: Path, say: Notify) -> Path:
 
 def _ports(options: LaunchOptions, plan: _Plan) -> Ports:
     """Given ports (options over spec) must be free; the rest are picked free."""
-    wanted = {
-        "http": options.http_port if options.http_port is not None else plan.server.http_port,
-        "grpc": options.grpc_port if options.grpc_port is not None else plan.server.grpc_port,
-        "metrics": options.metrics_port if options.metrics_port is not None else plan.server.metrics_port,
-    }
+    wanted = _given_ports(options, plan)
     probe_host, metrics_host = _local_host(plan.listen), _metrics_host(plan.listen)
     for kind, port in wanted.items():
         host = metrics_host if kind == "metrics" else probe_host

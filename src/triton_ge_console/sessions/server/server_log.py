@@ -8,6 +8,10 @@ from pathlib import Path
 
 # Triton's glog-style prefix: level letter + MMDD, e.g. "E1130 10:55:01.123 ..."
 _LEVEL = re.compile(r"^([IWEF])\d{4} ")
+# A port tritonserver could not bind: Triton 2.51's own "Socket 'HOST:PORT' already in use" (HTTP, gRPC,
+# metrics; main.cc) or the OS's words, which gRPC's core logs first (seen by taking each port by hand).
+PORT_TAKEN = ("' already in use", "Address already in use")
+_QUOTED_PORT = re.compile(r"'[^' ]*:(\d+)'")
 _ACL_CODE = re.compile(
     r"\b(?:ACL|acl)[ _-]?(?:error|ret|ERROR)?\s*(?:code)?\s*[:=]?\s*(5\d{5}|1\d{5}|2\d{5})\b")
 
@@ -39,7 +43,7 @@ GE_FAILURES = (
 # (most telling first); FATAL lines mean the server will never get its models READY.
 FATAL = ("error while loading shared libraries",)
 EXIT_TIMEOUT = "Exit timeout expired"  # Triton's main.cc when models outlive --exit-timeout-secs
-CAUSES = ("failed to load", "Address already in use", *FATAL, "failed to start", "Internal:",
+CAUSES = ("failed to load", *PORT_TAKEN, *FATAL, "failed to start", "Internal:",
           "Invalid argument", "error:", "UNAVAILABLE")
 FAILURES = (*(f.marker for f in GE_FAILURES), "ACL error", *CAUSES, EXIT_TIMEOUT)
 
@@ -133,6 +137,17 @@ def log_cause(path: Path, max_lines: int = 400) -> str:
                 return line.strip()[:500]
     tail = lines[-3:]
     return " | ".join(tail)[:500] if tail else "(log is empty)"
+
+
+def port_taken(text: str) -> bool:
+    """Whether a server's words say a port it was to listen on is taken."""
+    return any(marker in text for marker in PORT_TAKEN)
+
+
+def quoted_port(text: str) -> int | None:
+    """The port a server's words quote ('HOST:PORT'), if they do."""
+    match = _QUOTED_PORT.search(text)
+    return int(match.group(1)) if match else None
 
 
 def is_failure(text: str) -> bool:
