@@ -22,6 +22,7 @@ from triton_ge_console.backend_glue.distribution import (
 from triton_ge_console.sessions.observe.health import stub_backends
 from triton_ge_console.sessions.server.process import Ports, TritonProcess, http_ok, pick_ports, server_args
 from triton_ge_console.sessions.server.shm import new_shm_prefix, remove_shm_regions, shm_arguments
+from triton_ge_console.triton_args import switched_off
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"  # what the project's own tests read: inside the repository
@@ -124,7 +125,9 @@ def run_triton(
     try:
         process.wait_ready(f"http://127.0.0.1:{ports.http}", timeout=timeout)
         # Triton opens its metrics port after the HTTP one: a test polling at once could find it closed
-        wait_until(lambda: http_ok(running.metrics_url), timeout=timeout, what="the metrics port answering")
+        if not switched_off(args, "--allow-metrics"):
+            wait_until(lambda: http_ok(running.metrics_url), timeout=timeout,
+                       what="the metrics port answering")
         yield running
     finally:
         process.stop()

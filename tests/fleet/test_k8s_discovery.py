@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.fleet.k8s_api import TOKEN, recorded_api
+from tests.fleet.k8s_api import RECORDED, TOKEN, recorded_api
 from tests.waiting import wait_until
 from triton_ge_console.cli import main
 from triton_ge_console.fleet.k8s_attach import RegistryMembers, session_name
-from triton_ge_console.fleet.k8s_discovery import K8sTarget, PodFollower, PodMember, api_client
+from triton_ge_console.fleet.k8s_discovery import K8sTarget, PodFollower, PodMember, api_client, member_of
 from triton_ge_console.sessions.server.registry import Registry
 
 TARGET = "k8s:serving/app.kubernetes.io/instance=seed"
@@ -132,3 +132,25 @@ def test_a_lost_api_server_keeps_the_members_and_is_asked_again(tmp_path: Path) 
     follower.stop()
     thread.join(10)
     assert not thread.is_alive()
+
+
+def test_a_pod_with_metrics_turned_off_joins_with_metrics_off(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pod whose tritonserver arguments turn metrics off (as `k8s render` writes it for
+    `--allow-metrics=false` in the extra arguments) joins with no metrics URL, so readers say 'metrics off'
+    rather than failing to connect to a port nobody opened. Seen failing first: it was given 8002."""
+    with recorded_api(tmp_path, ["pods-list-metrics-off.json"], []) as (_, kubeconfig):
+        assert main(["attach", TARGET, "--once", "--kubeconfig", str(kubeconfig)]) == 0
+    assert f"joined: {A} at http://10.244.2.17:8000" in capsys.readouterr().out
+    record = Registry().load(A)
+    assert (record.http_url, record.grpc_url, record.metrics_url) == (
+        "http://10.244.2.17:8000", "10.244.2.17:8001", None,
+    )
+    pod = json.loads((RECORDED / "pods-list-metrics-off.json").read_text())["items"][0]
+    assert member_of(pod) == PodMember(A, "10.244.2.17", PORTS[:2])
+    (container,) = pod["spec"]["containers"]
+    container["ports"].append({"name": "metrics", "containerPort": 8002, "protocol": "TCP"})
+    assert member_of(pod) == PodMember(A, "10.244.2.17", PORTS[:2])  # a port declared is not one open
+    container["args"].append("--allow-metrics=true")  # the last one counts
+    assert member_of(pod) == PodMember(A, "10.244.2.17", PORTS)

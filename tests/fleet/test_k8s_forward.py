@@ -154,6 +154,33 @@ def test_a_pod_is_polled_live_through_its_port_forwards_and_they_close_with_it(
     assert not [line for line in lines if "Traceback" in line or "Exception in thread" in line], lines
 
 
+def test_a_pod_with_metrics_off_is_polled_without_a_metrics_forward(
+    triton_factory: object, python_backends: Path, tmp_path: Path,
+    attach_lines: tuple[list[str], list[subprocess.Popen[str]]], capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A pod whose tritonserver runs with --allow-metrics=false (a real one here) is forwarded on http and
+    grpc only, and the console polls it as ready with metrics off, not a connection error on a port nobody
+    opened. Seen failing first: 8002 was forwarded and the row carried its connection error."""
+    write_echo_model(tmp_path / "repo", "echo")
+    server = triton_factory(  # type: ignore[operator]
+        tmp_path / "repo", python_backends, ("echo",), ("--exit-timeout-secs=3", "--allow-metrics=false")
+    )
+    lines, started = attach_lines
+    upstream = {A: {8000: server.ports.http, 8001: server.ports.grpc}}
+    with recorded_api(tmp_path, ["pods-list-metrics-off.json"], [], upstream=upstream) as (script, config):
+        attach = _start([TARGET, "--kubeconfig", str(config)], lines, started)
+        _line(lines, f"joined: {A} at http://127.0.0.1:")
+        routes = _line(lines, f"forwarding pod {A}: ")
+        assert "-> 8001" in routes and "metrics" not in routes, routes
+        assert Registry().load(A).metrics_url is None
+        row = _status_row(A, capsys)
+        assert (row["health"], row["models_ready"], row["error"]) == ("ready", 1, None), row
+        attach.send_signal(signal.SIGINT)
+        assert attach.wait(timeout=30) == 0
+    assert 8002 not in {port for _, asked, _, _ in script.upgrades for port in asked}
+    assert not [line for line in lines if "Traceback" in line or "Exception in thread" in line], lines
+
+
 def test_a_refused_port_forward_is_one_line_naming_the_pod_and_the_permission(tmp_path: Path) -> None:
     """403 (RBAC) and 404 (pod gone) at the upgrade: one warning line each saying which pod and why; the
     pod is not added. A pod the API server forwards is."""

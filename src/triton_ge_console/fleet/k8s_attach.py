@@ -79,7 +79,8 @@ class RegistryMembers:
         workdir = paths.session_dir(name)
         return SessionRecord(
             name=name, pid=None, started_at=time.time(), http_url=f"http://{member.url('http')}",
-            grpc_url=member.url("grpc"), metrics_url=f"http://{member.url('metrics')}/metrics",
+            grpc_url=member.url("grpc"),
+            metrics_url=f"http://{member.url('metrics')}/metrics" if member.serves("metrics") else None,
             repository=None, spec=None, backend_dir=None, log_path=None,
             token_ref=store_token(workdir, self.token) if self.token else None,
             attached=True, session_dir=workdir, state=READY, token_header=self.token_header,

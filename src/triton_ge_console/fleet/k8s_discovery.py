@@ -21,6 +21,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
+from triton_ge_console.triton_args import switched_off
 from triton_ge_console.triton_terms import DEFAULT_PORTS
 
 TARGET_PREFIX = "k8s:"
@@ -60,7 +61,11 @@ class PodMember:
 
     pod: str
     ip: str
-    ports: tuple[tuple[str, int], ...]  # ("http", 8000), ("grpc", 8001), ("metrics", 8002)
+    ports: tuple[tuple[str, int], ...]  # ("http", 8000), ("grpc", 8001), ("metrics", 8002) unless off
+
+    def serves(self, kind: str) -> bool:
+        """Whether the pod has that endpoint (metrics may be off)."""
+        return kind in dict(self.ports)
 
     def url(self, kind: str) -> str:
         """host:port of one endpoint (IPv6 pod addresses in brackets)."""
@@ -82,14 +87,23 @@ def member_of(pod: dict[str, Any]) -> PodMember | None:
 
 
 def _ports(pod: dict[str, Any]) -> tuple[tuple[str, int], ...]:
-    """The container ports named http, grpc and metrics (as `k8s render` names them), else Triton's."""
+    """The container ports named http, grpc and metrics (as `k8s render` names them), else Triton's; no
+    metrics when the container's tritonserver arguments turn them off (a declared port need not be open)."""
+    containers = (pod.get("spec") or {}).get("containers") or []
     named = {
         port.get("name"): int(port["containerPort"])
-        for container in (pod.get("spec") or {}).get("containers") or []
+        for container in containers
         for port in container.get("ports") or []
         if "containerPort" in port
     }
-    return tuple((kind, named.get(kind, default)) for kind, default in DEFAULT_PORTS.items())
+    metrics_off = any(switched_off(_command_line(container), "--allow-metrics") for container in containers)
+    return tuple((kind, named.get(kind, default)) for kind, default in DEFAULT_PORTS.items()
+                 if not (kind == "metrics" and metrics_off))
+
+
+def _command_line(container: dict[str, Any]) -> list[str]:
+    """A container's command and arguments, as its process sees them (less $(VAR) expansion)."""
+    return [str(arg) for arg in [*(container.get("command") or []), *(container.get("args") or [])]]
 
 
 def api_client(kubeconfig: Path | None = None, context: str | None = None) -> client.ApiClient:
