@@ -139,3 +139,13 @@ def listed(problems: list[str], limit: int = LISTED_PROBLEMS) -> list[str]:
 def printable_lines(text: str) -> str:
     """printable() for each line of a message that has several (the console's notifications)."""
     return "\n".join(printable(line) for line in text.split("\n"))
+
+
+def metrics_where(url: str | None, name: str, attached: bool) -> str:
+    """Where a session's metrics answer: a launched session without a URL was started with metrics turned
+    off, while an attached one's are only unknown (none was given), so it says how to give them."""
+    if url:
+        return url
+    if attached:
+        return f"not given (ge-console down {name}, then attach again with --metrics-url URL)"
+    return "off"

@@ -207,6 +207,23 @@ def test_attach_registers_the_server_and_down_only_detaches(session: SessionReco
     assert controller_for(session).live()
 
 
+def test_an_attached_session_without_a_metrics_url_reads_not_given_never_off(
+        session: SessionRecord, capsys: pytest.CaptureFixture[str]) -> None:
+    """Attached without --metrics-url (beside no default port 8000), a server's metrics are unknown, not off:
+    status says they were not given and how to give them. Reproduced first: status printed "metrics off"."""
+    assert main(["attach", session.http_url, "--name", "unmetered"]) == 0
+    try:
+        assert Registry().load("unmetered").metrics_url is None
+        capsys.readouterr()
+        assert main(["status", "unmetered"]) == 0
+        out = capsys.readouterr().out
+        assert "metrics off" not in out
+        hint = "(ge-console down unmetered, then attach again with --metrics-url URL)"
+        assert f"metrics not given {hint}" in out
+    finally:
+        assert main(["down", "unmetered"]) == 0
+
+
 def test_reload_changed_rebuilds_from_the_spec_and_reloads_what_changed(
         shared: Shared, session: SessionRecord, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["reload", "--changed"]) == 0

@@ -179,6 +179,7 @@ def token_given(args: argparse.Namespace) -> str | None:
 
 def run_up(args: argparse.Namespace) -> int:
     """Start a session and print where it answers."""
+    from triton_ge_console.display import metrics_where
     from triton_ge_console.repository.progress import Feed, TerminalProgress
     from triton_ge_console.sessions.act.act_cli import notify
     from triton_ge_console.sessions.launcher import LaunchOptions, launch
@@ -204,7 +205,7 @@ def run_up(args: argparse.Namespace) -> int:
         terminal.close()
     print(
         f"session '{record.name}' ready: http {record.http_url}  grpc {record.grpc_url}  "
-        f"metrics {record.metrics_url or 'off'}"
+        f"metrics {metrics_where(record.metrics_url, record.name, record.attached)}"
     )
     print(f"models: {', '.join(record.models)}; log: {record.log_path}")
     return 0
@@ -358,12 +359,12 @@ def run_status(args: argparse.Namespace) -> int:
 
 def _print_status(data: dict[str, Any]) -> None:
     """Human-readable status."""
-    from triton_ge_console.display import generation_line
+    from triton_ge_console.display import generation_line, metrics_where
 
     kind = " (attached)" if data["attached"] else ""
     print(f"session {data['name']}{kind}: {data['state']}  pid {data['pid'] or '-'}")
     print(f"  http {data['http_url']}  grpc {data['grpc_url'] or '-'}  "
-          f"metrics {data['metrics_url'] or 'off'}")
+          f"metrics {metrics_where(data['metrics_url'], data['name'], data['attached'])}")
     for key in ("repository", "spec", "log_path"):
         if data[key]:
             print(f"  {key.replace('_', ' ')}: {data[key]}")

@@ -63,6 +63,7 @@ def _metrics_url(args: argparse.Namespace) -> str | None:
     """The metrics URL to read glue figures from: explicit, the named session's, or the running one's."""
     if args.metrics_url:
         return str(args.metrics_url)
+    from triton_ge_console.display import metrics_where
     from triton_ge_console.sessions.server.registry import (
         READY,
         STARTING,
@@ -81,7 +82,8 @@ def _metrics_url(args: argparse.Namespace) -> str | None:
         return record.metrics_url if effective_state(record) in (READY, STARTING) else None
     record = require_running(registry.load(args.session))
     if not record.metrics_url:
-        raise ValueError(f"session {record.name} has no metrics URL")
+        raise ValueError(f"session {record.name} has no metrics URL: metrics "
+                         f"{metrics_where(None, record.name, record.attached)}")
     return record.metrics_url
 
 
