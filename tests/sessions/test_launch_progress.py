@@ -174,3 +174,45 @@ def test_a_picked_port_taken_on_every_attempt_is_one_line_naming_it_and_triton_w
     assert f"http port {held_port} was taken" in err and f"{PORT_RACE_ATTEMPTS} attempts" in err
     assert f"Socket '127.0.0.1:{held_port}' already in use" in err
     assert len(picks) == PORT_RACE_ATTEMPTS and not Registry().exists("raced")
+
+
+@pytest.mark.parametrize("listen", ["127.0.0.1", "0.0.0.0"])
+def test_an_exposed_metrics_address_in_the_extra_arguments_is_refused_before_any_start(
+    tmp_path: Path, listen: str
+) -> None:
+    """Triton's metrics port takes no token, so an extra --metrics-address off loopback would expose it
+    unguarded, exposed or not the listen address: refused in one line, as an exposed --listen without a
+    token is. Reproduced first: the server started with its metrics on every interface."""
+    write_echo_model(tmp_path / "repo")
+    registry = Registry()
+    with pytest.raises(LaunchError, match=r"^tritonserver argument --metrics-address=0\.0\.0\.0: "):
+        launch(LaunchOptions(source=tmp_path / "repo", name="openmetrics", timeout=60, listen=listen,
+                             token="metrics-s3cret", extra_args=("--metrics-address", "0.0.0.0")), registry)
+    assert not registry.exists("openmetrics")
+
+
+@pytest.mark.server  # launches a real tritonserver listening on every interface (token-locked)
+@pytest.mark.parametrize(("extra", "said"), [
+    (("--metrics-address=127.0.0.2",), "metrics stay on 127.0.0.2 (loopback only: no token guards them)"),
+    (("--allow-metrics=false",), "metrics are off"),
+])
+def test_the_exposed_listen_warning_says_where_metrics_really_listen(
+    tmp_path: Path, extra: tuple[str, ...], said: str
+) -> None:
+    """The warning for an exposed --listen follows Triton's last word on metrics in the extra arguments.
+    Reproduced first: it said "metrics stay on 127.0.0.1" whatever they said."""
+    write_echo_model(tmp_path / "repo")
+    lines: list[str] = []
+    registry = Registry()
+    record = launch(LaunchOptions(source=tmp_path / "repo", name="exposedmetrics", timeout=120,
+                                  listen="0.0.0.0", token="metrics-s3cret", extra_args=extra),
+                    registry, lines.append)
+    try:
+        warnings = [line for line in lines if line.startswith("warning: exposing Triton on 0.0.0.0")]
+        assert len(warnings) == 1 and warnings[0].endswith(f"; {said}"), lines
+        moved = "127.0.0.2" in said
+        assert record.metrics_url == (f"http://127.0.0.2:{urlsplit(record.metrics_url or '').port}/metrics"
+                                      if moved else None)
+        assert not moved or http_ok(record.metrics_url or "")
+    finally:
+        down(record, registry)

@@ -10,7 +10,7 @@ import contextlib
 import ipaddress
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -102,6 +102,7 @@ class _Plan:
     models: tuple[str, ...]
     server: ServerSpec
     listen: str
+    metrics_bind: str | None  # where Triton's metrics listen (None: turned off)
 
 
 def launch(
@@ -157,9 +158,12 @@ def _set_up_and_start(
     token_ref = store_token(workdir, options.token) if options.token else None
     paths.make_private(workdir)
     if not _is_loopback(plan.listen):
+        bind = plan.metrics_bind  # never exposed: _plan refuses that
+        metrics = (f"metrics stay on {bind} (loopback only: no token guards them)" if bind
+                   else "metrics are off")
         say(
             f"warning: exposing Triton on {plan.listen}; {categories_in_words(options.public_health)} need "
-            f"the token (header {TOKEN_HEADER}); metrics stay on {_metrics_host(plan.listen)}"
+            f"the token (header {TOKEN_HEADER}); {metrics}"
         )
     return _start_retrying_port_races(
         plan, options, dist, _Dirs(repository, backend_dir, workdir), token_ref, registry, say
@@ -300,7 +304,14 @@ def _plan(options: LaunchOptions) -> _Plan:
             f"--listen {listen} would expose the server without access control: give --token "
             f"(Triton then restricts {categories_in_words(options.public_health)})"
         )
-    return _Plan(name, spec, repository, models, server, listen)
+    metrics_bind = _metrics_bind((*server.extra_args, *options.extra_args), listen)
+    if metrics_bind is not None and not _is_loopback(metrics_bind):  # no token can lock them: refused
+        raise LaunchError(
+            f"tritonserver argument --metrics-address={metrics_bind}: would expose Triton's metrics, which "
+            f"take no token; keep them on a loopback address (default {_metrics_host(listen)}) and reach "
+            f"them through a tunnel or a proxy that checks access"
+        )
+    return _Plan(name, spec, repository, models, server, listen, metrics_bind)
 
 
 def _spec(path: Path) -> DeploymentSpec:
@@ -457,9 +468,17 @@ def _served(args: list[str], listen: str) -> _Served:
     http, grpc, metrics = (port_option(args, f"--{kind}-port") for kind in ("http", "grpc", "metrics"))
     if http is None or grpc is None or metrics is None:
         raise AssertionError("server_args always gives the three ports")
+    bind = _metrics_bind(args, listen)
+    return _Served(Ports(http, grpc, metrics), _local_host(bind) if bind else None)
+
+
+def _metrics_bind(args: Sequence[str], listen: str) -> str | None:
+    """Where Triton's metrics listen by its last word on them in args (None: turned off); without one,
+    where ge-console puts them."""
+    if switched_off(args, "--allow-metrics"):
+        return None
     address = last_option(args, "--metrics-address")
-    host = _local_host(listen_host(address)) if address else _metrics_host(listen)
-    return _Served(Ports(http, grpc, metrics), None if switched_off(args, "--allow-metrics") else host)
+    return listen_host(address) if address else _metrics_host(listen)
 
 
 def _wait_ready(server: SupervisedServer, record: SessionRecord, options: LaunchOptions,
