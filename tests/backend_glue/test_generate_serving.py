@@ -217,6 +217,29 @@ def test_a_closed_stream_frees_its_kv_cache_while_another_goes_on(server: Runnin
     assert model_value(server, "ge_generate_sequences_ended_total", "llama_long", reason="cancel") == 2
 
 
+def test_closing_without_cancel_lets_a_sent_generation_finish(server: RunningServer, direct: object) -> None:
+    """close() (no cancel) waits for a generation sent with send() and still streaming: it runs to its final
+    response, its tokens in the result send() returned, then its KV reservation is freed, ended by length,
+    not cancelled. (close(cancel=True) is test_a_closed_stream_frees_its_kv_cache_while_another_goes_on.)
+    Seen failing first: close() read the stream into a result of its own, leaving send()'s empty."""
+    def ended(reason: str) -> float:
+        return model_value(server, "ge_generate_sequences_ended_total", "llama_long", reason=reason)
+
+    before = (ended("length"), ended("cancel"))
+    prompt, tokens = _prompt(4, 13), 3000
+    streamer = GrpcStreamer(server.grpc_hostport, "llama_long")
+    try:
+        result = streamer.send(Generation(prompt, tokens))
+        wait_until(lambda: _kv_bytes(server) == (4 + tokens) * DEMO_LAYOUT.bytes_per_token, timeout=60)
+    finally:
+        streamer.close()  # what is tested: it returns once the generation has ended
+    assert result.error is None, result.error
+    assert result.tokens == direct(list(prompt), tokens)  # type: ignore[operator]
+    assert len(result.arrivals) == tokens
+    wait_until(lambda: _kv_bytes(server) == 0, timeout=30)
+    wait_until(lambda: (ended("length"), ended("cancel")) == (before[0] + 1, before[1]), timeout=10)
+
+
 def test_token_metrics_reach_triton_metrics(server: RunningServer) -> None:
     """After streams ended by length: TTFT and ITL histograms, token counters, endings and KV capacity."""
     _grpc(server, Generation(_prompt(6, 5), 9))

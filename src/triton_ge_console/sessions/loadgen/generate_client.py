@@ -129,28 +129,29 @@ class GrpcStreamer:
         self._stream = self._channel.unary_stream(
             STREAM_METHOD, request_serializer=service_pb2.ModelInferRequest.SerializeToString,
             response_deserializer=service_pb2.ModelStreamInferResponse.FromString)
-        self._calls: list[Any] = []  # the calls sent and not yet collected, for close to cancel
+        # the requests sent and not yet collected, with the result each fills: for close to end
+        self._pending: list[tuple[StreamResult, Any]] = []
 
     def send(self, generation: Generation) -> StreamResult:
         """Send one request (cancelled if it has not ended within the timeout); its responses wait on
-        the call until collected."""
+        the call until close() collects them into the result returned here."""
         return self._send(generation)[0]
 
     def generate(self, generation: Generation) -> StreamResult:
         """Send one request and collect its stream up to the final response."""
-        result, call = self._send(generation)
+        pending = self._send(generation)
         try:
-            self._collect(call, result)
+            self._collect(pending[1], pending[0])
         finally:
-            self._calls.remove(call)
-        return result
+            self._pending.remove(pending)
+        return pending[0]
 
     def _send(self, generation: Generation) -> tuple[StreamResult, Any]:
         """The result to fill, and the call carrying the request."""
         result = StreamResult(sent=time.perf_counter())
         call = self._stream(grpc_request(self.model, generation), timeout=self.timeout,
                             metadata=self._metadata)
-        self._calls.append(call)
+        self._pending.append((result, call))
         return result, call
 
     def _collect(self, call: Any, result: StreamResult) -> None:
@@ -183,13 +184,13 @@ class GrpcStreamer:
 
     def close(self, cancel: bool = False) -> None:
         """Close the channel, first cancelling the requests it still carries if asked, else letting
-        them run to their end."""
-        for call in list(self._calls):
+        them run to their end, each collected into the result send() returned."""
+        for result, call in list(self._pending):
             if cancel:
                 call.cancel()
             else:
-                self._collect(call, StreamResult(sent=0.0))
-        self._calls.clear()
+                self._collect(call, result)
+        self._pending.clear()
         self._channel.close()
 
 
