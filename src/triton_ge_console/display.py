@@ -141,11 +141,12 @@ def printable_lines(text: str) -> str:
     return "\n".join(printable(line) for line in text.split("\n"))
 
 
-def metrics_where(url: str | None, name: str, attached: bool) -> str:
+def metrics_where(url: str | None, name: str, attached: bool, discovered_by: str | None = None) -> str:
     """Where a session's metrics answer: a launched session without a URL was started with metrics turned
-    off, while an attached one's are only unknown (none was given), so it says how to give them."""
+    off, and so was a discovered pod (attach k8s: read its arguments), while the metrics of one attached by
+    hand are only unknown (none was given), so it says how to give them."""
     if url:
         return url
-    if attached:
+    if attached and not discovered_by:
         return f"not given (ge-console down {name}, then attach again with --metrics-url URL)"
     return "off"

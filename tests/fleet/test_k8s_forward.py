@@ -160,7 +160,8 @@ def test_a_pod_with_metrics_off_is_polled_without_a_metrics_forward(
 ) -> None:
     """A pod whose tritonserver runs with --allow-metrics=false (a real one here) is forwarded on http and
     grpc only, and the console polls it as ready with metrics off, not a connection error on a port nobody
-    opened. Seen failing first: 8002 was forwarded and the row carried its connection error."""
+    opened; `status` says 'metrics off'. Seen failing first: 8002 was forwarded and the row carried its
+    connection error; then status said 'not given' as for a session attached by hand."""
     write_echo_model(tmp_path / "repo", "echo")
     server = triton_factory(  # type: ignore[operator]
         tmp_path / "repo", python_backends, ("echo",), ("--exit-timeout-secs=3", "--allow-metrics=false")
@@ -175,6 +176,8 @@ def test_a_pod_with_metrics_off_is_polled_without_a_metrics_forward(
         assert Registry().load(A).metrics_url is None
         row = _status_row(A, capsys)
         assert (row["health"], row["models_ready"], row["error"]) == ("ready", 1, None), row
+        assert main(["status", A]) == 0
+        assert "  metrics off" in capsys.readouterr().out  # as Triton runs, not 'not given'
         attach.send_signal(signal.SIGINT)
         assert attach.wait(timeout=30) == 0
     assert 8002 not in {port for _, asked, _, _ in script.upgrades for port in asked}

@@ -302,6 +302,7 @@ class SessionStatus:
             "repository": _text(r.repository),
             "spec": _text(r.spec),
             "attached": r.attached,
+            "discovered_by": r.discovered_by,
             "started_at": r.started_at,
             "log_path": _text(r.log_path),
             "backend_dir": _text(r.backend_dir),

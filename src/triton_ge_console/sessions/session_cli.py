@@ -363,8 +363,8 @@ def _print_status(data: dict[str, Any]) -> None:
 
     kind = " (attached)" if data["attached"] else ""
     print(f"session {data['name']}{kind}: {data['state']}  pid {data['pid'] or '-'}")
-    print(f"  http {data['http_url']}  grpc {data['grpc_url'] or '-'}  "
-          f"metrics {metrics_where(data['metrics_url'], data['name'], data['attached'])}")
+    metrics = metrics_where(data["metrics_url"], data["name"], data["attached"], data["discovered_by"])
+    print(f"  http {data['http_url']}  grpc {data['grpc_url'] or '-'}  metrics {metrics}")
     for key in ("repository", "spec", "log_path"):
         if data[key]:
             print(f"  {key.replace('_', ' ')}: {data[key]}")

@@ -83,7 +83,7 @@ def _metrics_url(args: argparse.Namespace) -> str | None:
     record = require_running(registry.load(args.session))
     if not record.metrics_url:
         raise ValueError(f"session {record.name} has no metrics URL: metrics "
-                         f"{metrics_where(None, record.name, record.attached)}")
+                         f"{metrics_where(None, record.name, record.attached, record.discovered_by)}")
     return record.metrics_url
 
 
