@@ -222,7 +222,9 @@ def test_04_serves_an_npu_ge_repository_in_cpu_emulation(tmp_path: Path) -> None
     assert [(d["logical_id"], d["npu_id"], d["chip_id"]) for d in watch["devices"].values()] == [
         (0, None, None), (1, None, None)]
     assert all(d["id_source"].startswith("ge-glue") for d in watch["devices"].values())
-    assert watch["execution_mode"] == "cpu-emulated" and watch["peak_utilization"] > 0
+    assert watch["execution_mode"] == "cpu-emulated"
+    # npu_ge picks one of the model's NPUs per execution: which was busy is unknown, shown as such
+    assert watch["utilization_while_llama_ran"] == {"0": None, "1": None}
     assert watch["load_test"]["requests"] > 0 and watch["load_test"]["errors"] == 0
     assert watch["table"]["BACKEND"] == "npu_ge" and watch["table"]["STATE"] == "READY"
     assert facts["cleanup"] == {"state": "stopped", "ports_freed": True}
