@@ -37,8 +37,8 @@ class _ReplyReader(asyncio.Protocol):
         """Feed the parser; its callbacks do the rest."""
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            self._broken(f"bad HTTP reply: {exc}")
+        except httptools.HttpParserError as exc:  # what came, so a rare server fault can be told apart
+            self._broken(f"bad HTTP reply: {exc} (in {len(data)} bytes starting {bytes(data[:64])!r})")
 
     def on_headers_complete(self) -> None:
         """Keep the body only when it explains an error."""
