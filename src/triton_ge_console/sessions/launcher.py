@@ -234,13 +234,13 @@ def _start(
     clear_trace_files(dirs.workdir / TRACE_FILE_NAME)  # an earlier run's figures are not this run's
     args = _arguments(plan, options, dirs.repository, dirs.backend_dir, ports, dirs.workdir)
     args += shm_arguments(new_shm_prefix(dirs.workdir), stub_backends(dirs.backend_dir))
-    served = _served(args, plan.listen)
+    ports = _served_ports(args)
     log_path = dirs.workdir / LOG_NAME
     env = _server_env(plan, options, dist, dirs)
     server = SupervisedServer(dist.binary, args, env, log_path, dirs.workdir)
     try:  # from the spawn on: whatever fails (even saving the record), no server is left running
         server.start()
-        record = _record(plan, options, dist, server, served, dirs, token_ref)
+        record = _record(plan, options, dist, server, ports, dirs, token_ref)
         registry.save(record)
         _wait_ready(server, record, options, elapsed)
     except BaseException:
@@ -432,15 +432,14 @@ def _record(
     options: LaunchOptions,
     dist: TritonDistribution,
     server: SupervisedServer,
-    served: _Served,
+    ports: Ports,
     dirs: _Dirs,
     token_ref: str | None,
 ) -> SessionRecord:
     """The registry entry of a just-started server."""
     host = _url_host(plan.listen)
     pid = server.pid
-    ports = served.ports
-    metrics = served.metrics_host
+    metrics = _local_host(plan.metrics_bind) if plan.metrics_bind else None
     return SessionRecord(
         name=plan.name, pid=pid, started_at=time.time(), http_url=f"http://{host}:{ports.http}",
         grpc_url=f"{host}:{ports.grpc}",
@@ -454,22 +453,13 @@ def _record(
     )
 
 
-@dataclass(frozen=True)
-class _Served:
-    """Where the server listens, as its command line's last word on each has it (None: metrics off)."""
-
-    ports: Ports
-    metrics_host: str | None
-
-
-def _served(args: list[str], listen: str) -> _Served:
-    """The ports and metrics host tritonserver takes from its arguments: extra ones may override ours
-    (checked by _plan: every port a number)."""
+def _served_ports(args: list[str]) -> Ports:
+    """The ports tritonserver takes from its arguments: extra ones may override ours (checked by _plan:
+    every port a number)."""
     http, grpc, metrics = (port_option(args, f"--{kind}-port") for kind in ("http", "grpc", "metrics"))
     if http is None or grpc is None or metrics is None:
         raise AssertionError("server_args always gives the three ports")
-    bind = _metrics_bind(args, listen)
-    return _Served(Ports(http, grpc, metrics), _local_host(bind) if bind else None)
+    return Ports(http, grpc, metrics)
 
 
 def _metrics_bind(args: Sequence[str], listen: str) -> str | None:
