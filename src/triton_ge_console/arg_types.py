@@ -67,6 +67,11 @@ def positive_int(text: str) -> int:
     return value
 
 
+class UsageError(ValueError):
+    """What the user asked cannot be told apart or put together (options that clash, a session to name):
+    one line and exit code 2, the README's usage error."""
+
+
 def error_line(message: str, code: int = 1) -> int:
     """The one way a verb reports an error: one line on stderr; gives back the exit code to return."""
     print(f"ge-console: error: {printable(message)}", file=sys.stderr)

@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from triton_ge_console.arg_types import Handler, error_line
+from triton_ge_console.arg_types import Handler, UsageError, error_line
 from triton_ge_console.backend_glue import backend_cli
 from triton_ge_console.console import console_cli
 from triton_ge_console.fleet import fleet_cli, k8s_cli
@@ -93,6 +93,8 @@ def _run(arguments: list[str]) -> int:
         return 130
     except BrokenPipeError:
         raise  # stdout closed by the reader (`status | head -1`): main ends quietly
+    except UsageError as exc:  # which session, which options: the user's call to make
+        return error_line(str(exc).splitlines()[0], code=2)
     except Exception as exc:
         if not isinstance(exc, _user_errors()):
             raise  # a bug: its traceback

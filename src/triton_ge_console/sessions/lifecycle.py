@@ -92,7 +92,7 @@ def down(
     notes = [_exit_timeout_note(record)] if code not in (None, 0) else []
     notes += [f"removed {regions} shared-memory region(s) it left"] if regions else []
     notes += [] if freed else ["some ports are still in use"]
-    forgotten = " and forgotten" if forget else ""
+    forgotten = "" if not forget else " and forgotten" if what == "stopped" else "; forgotten now"
     message = f"session '{record.name}' {what}{forgotten}" + "".join(f"; {note}" for note in notes if note)
     return StopResult(stopped, message, code, freed)
 

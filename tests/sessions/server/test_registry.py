@@ -128,6 +128,8 @@ def test_stopped_dead_and_corrupt_sessions_leave_the_only_running_one_the_defaul
     registry.remove("broken")
     with pytest.raises(SessionNotFound, match="no session runs among crashed, old: name one"):
         registry.resolve(None)
+    with pytest.raises(SessionStopped, match=r"no session runs \(crashed is dead; old is stopped\)"):
+        registry.resolve(None, running=True)  # for a verb that needs a server, naming one is no way out
     with pytest.raises(SessionStopped, match="session 'old' is stopped"):
         require_running(registry.load("old"))
     with pytest.raises(SessionStopped, match="session 'crashed' is dead"):

@@ -53,7 +53,7 @@ def run_model_command(args: argparse.Namespace) -> int:
         error_line("reload needs MODEL or --changed")
         return 2
     registry = Registry()
-    record = require_running(registry.resolve(args.session))
+    record = require_running(registry.resolve(args.session, running=True))
     control = controller_for(record)
     if args.action == "reload" and args.changed:
         return _print_results(_reload_changed(record, control, registry))

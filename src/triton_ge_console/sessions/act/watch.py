@@ -302,7 +302,8 @@ def _watch_until_sources_change(
     for changed in watchfiles.watch(
         *folders,
         watch_filter=lambda _c, p: Path(p).resolve() in files,
-        debounce=debounce_ms,
+        debounce=10 * debounce_ms,
+        step=debounce_ms,  # one save is one batch though an editor writes it in parts some ms apart
         stop_event=stop,
         recursive=False,
     ):

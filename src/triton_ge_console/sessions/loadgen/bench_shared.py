@@ -8,9 +8,9 @@ import signal
 import threading
 from collections.abc import Iterator
 
+from triton_ge_console.arg_types import UsageError
 
-class UsageError(ValueError):
-    """Options that cannot work together; exit code 2."""
+__all__ = ["UsageError", "resolve_endpoint", "stop_on_interrupt"]
 
 
 @contextlib.contextmanager
@@ -34,7 +34,7 @@ def resolve_endpoint(session: str | None, url: str | None, protocol: str) -> tup
     from triton_ge_console.sessions.server.access import token_headers
 
     try:
-        record = registry.require_running(registry.Registry().resolve(session))
+        record = registry.require_running(registry.Registry().resolve(session, running=True))
     except registry.SessionStopped:
         raise
     except (registry.SessionNotFound, registry.RegistryError) as exc:

@@ -56,7 +56,7 @@ def vs_direct_spec(args: argparse.Namespace) -> VsDirectSpec:
     if args.url is None:
         from triton_ge_console.sessions.server import registry
 
-        record = registry.require_running(registry.Registry().resolve(args.session))
+        record = registry.require_running(registry.Registry().resolve(args.session, running=True))
         repository = repository or record.repository
         server_pid = record.pid if record.listen in ("127.0.0.1", "localhost", "::1") else None
     if repository is None:

@@ -37,6 +37,8 @@ _TOKEN_SEPARATORS = ",:="  # Triton splits its --*-restricted-* value on these
 
 def token_problem(token: str) -> str | None:
     """Why a token cannot work (Triton's argument syntax, an HTTP header value), None when it can."""
+    if not token:
+        return "the token is empty: give one of printable ASCII characters without spaces"
     if not _TOKEN_SHAPE.match(token):
         return "the token must be printable ASCII without spaces"
     if any(char in token for char in _TOKEN_SEPARATORS):

@@ -15,6 +15,7 @@ from typing import Any
 import psutil
 import yaml
 
+from triton_ge_console.arg_types import UsageError
 from triton_ge_console.files import write_atomic
 from triton_ge_console.sessions.server import paths
 from triton_ge_console.sessions.server.process import group_alive
@@ -47,6 +48,10 @@ class SessionNotFound(LookupError):
 
 class SessionStopped(SessionNotFound):
     """The session exists but its server is stopped or dead, so it cannot answer."""
+
+
+class SessionAmbiguous(SessionNotFound, UsageError):
+    """No session was named and several could be meant: a usage error (exit 2), as for `bench`."""
 
 
 class SessionBusy(RuntimeError):
@@ -255,23 +260,39 @@ class Registry:
         with contextlib.suppress(FileNotFoundError):
             self.path_for(name).unlink()
 
-    def resolve(self, name: str | None) -> SessionRecord:
-        """The named session, or when none is named the only one running (or the only one there is)."""
+    def resolve(self, name: str | None, running: bool = False) -> SessionRecord:
+        """The named session, or when none is named the only one running (or the only one there is).
+        `running`: the caller needs a server that runs (load, reload, bench), so naming a stopped one is
+        no way out when none runs."""
         if name:
             return self.load(name)
         records, errors = self.scan()
-        running = [r for r in records if effective_state(r) in (STARTING, READY)]
-        if len(running) == 1:
-            return running[0]
-        if len(records) == 1 and not errors and not running:
+        states = {r.name: effective_state(r) for r in records}
+        live = [r for r in records if states[r.name] in (STARTING, READY)]
+        if len(live) == 1:
+            return live[0]
+        if len(records) == 1 and not errors and not live:
             return records[0]
         if not records and not errors:
             raise SessionNotFound("no sessions (start one with: ge-console up SPEC)")
-        if not running and errors:
+        if not live and errors:
             raise errors[0]
-        names = ", ".join(r.name for r in running or records)
-        what = f"{len(running)} running sessions ({names})" if running else f"no session runs among {names}"
-        raise SessionNotFound(f"{what}: name one")
+        if live:
+            names = ", ".join(r.name for r in live)
+            raise SessionAmbiguous(f"{len(live)} running sessions ({names}): name one")
+        if running:
+            raise SessionStopped(f"no session runs ({_in_states(states)}): start one with "
+                                 f"ge-console restart NAME, or ge-console up SPEC")
+        raise SessionAmbiguous(f"no session runs among {', '.join(states)}: name one")
+
+
+def _in_states(states: dict[str, str]) -> str:
+    """Sessions by state in words: 'repo, t2 are stopped; old is dead'."""
+    groups: dict[str, list[str]] = {}
+    for name, state in states.items():
+        groups.setdefault(state, []).append(name)
+    return "; ".join(f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} {state}"
+                     for state, names in groups.items())
 
 
 def require_running(record: SessionRecord) -> SessionRecord:
