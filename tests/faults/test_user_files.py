@@ -81,3 +81,30 @@ def test_a_model_source_that_is_no_regular_file_is_named_for_what_it_is(
     assert main(["build", str(tmp_path / "deploy.yaml"), "-o", str(tmp_path / "repo")]) == 1
     err = capsys.readouterr().err
     assert f"models[0].source: {said}: {tmp_path / 'm.onnx'}" in err, err
+
+
+def _loose(tree: Path) -> list[str]:
+    """Entries of a session's tree open to group or others (a linked user's file keeps its own mode)."""
+    found = []
+    for entry in (tree, *tree.rglob("*")):
+        info = entry.lstat()
+        shared = not stat.S_ISDIR(info.st_mode) and info.st_nlink > 1
+        if not stat.S_ISLNK(info.st_mode) and not shared and mode(entry) & 0o077:
+            found.append(f"{oct(mode(entry))} {entry.relative_to(tree)}")
+    return found
+
+
+@pytest.mark.server
+def test_a_rebuild_after_a_spec_edit_keeps_the_repository_private(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = _spec_with_source(tmp_path)
+    assert main(["up", str(spec), "--name", "edited", "--timeout", "120"]) == 0
+    record = Registry().load("edited")
+    assert record.session_dir is not None and record.repository is not None
+    assert _loose(record.session_dir) == []
+    spec.write_text(SPEC.replace("max_batch_size: 4", "max_batch_size: 2"), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["reload", "--changed"]) == 0
+    assert "max_batch_size 4 → 2" in capsys.readouterr().out
+    assert (record.repository / "m" / "config.pbtxt").read_text(encoding="utf-8").count("max_batch_size: 2")
+    assert _loose(record.session_dir) == [], "700/600 as up made them"

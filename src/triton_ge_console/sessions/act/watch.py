@@ -27,7 +27,7 @@ from triton_ge_console.sessions.act.control import ControlError, TritonControl, 
 from triton_ge_console.sessions.observe.health import instance_watch
 from triton_ge_console.sessions.observe.source import CommandResult
 from triton_ge_console.sessions.server.access import SessionReach, session_reach
-from triton_ge_console.sessions.server.paths import open_private
+from triton_ge_console.sessions.server.paths import make_private, open_private
 from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 
 LOADED_DIGESTS = "loaded-digests.json"
@@ -157,10 +157,14 @@ class SessionControl(TritonControl):
 
 
 def rebuild(record: SessionRecord, progress: ProgressHook | None = None) -> BuildReport | None:
-    """Rebuild a spec session's repository from its spec (SpecError / BuildError on a broken edit)."""
+    """Rebuild a spec session's repository from its spec (SpecError / BuildError on a broken edit); what
+    the build wrote with the process's umask is made private again (700/600), as `up` left it."""
     if record.spec is None or record.repository is None:
         return None
-    return build_repository(load_spec(record.spec), record.repository, progress=progress)
+    report = build_repository(load_spec(record.spec), record.repository, progress=progress)
+    if record.session_dir is not None and record.repository.is_relative_to(record.session_dir):
+        make_private(record.repository)
+    return report
 
 
 def find_changes(record: SessionRecord, report: BuildReport | None = None) -> Changes:
