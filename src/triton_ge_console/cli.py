@@ -22,6 +22,7 @@ from triton_ge_console.fleet import fleet_cli, k8s_cli
 from triton_ge_console.repository import build_cli, check_cli
 from triton_ge_console.sessions import session_cli
 from triton_ge_console.sessions.act import act_cli
+from triton_ge_console.sessions.frontdoor import openai_cli
 from triton_ge_console.sessions.loadgen import bench_cli
 from triton_ge_console.sessions.observe import grafana_cli
 from triton_ge_console.sessions.observe.telemetry import devices_cli
@@ -36,6 +37,7 @@ REGISTRATIONS = (
     fleet_cli.register,  # their fleet options: status --all, reload --fleet, attach k8s:...
     devices_cli.register,  # devices
     bench_cli.register,  # bench
+    openai_cli.register,  # openai (the OpenAI-compatible front door)
     k8s_cli.register,  # k8s render
     grafana_cli.register,  # grafana
     console_cli.register,  # the console itself (default), demo, serve

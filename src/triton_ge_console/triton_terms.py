@@ -3,6 +3,9 @@ leaf: it imports nothing of the package)."""
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+
 MODEL_READY = "READY"  # a model version's state in Triton's repository index when it serves
 HELD_STATES = (MODEL_READY, "LOADING", "UNLOADING")  # a model Triton serves or is changing over
 DEFAULT_PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}  # tritonserver's own defaults
@@ -21,3 +24,11 @@ def host_port(url: str) -> str:
     """host:port of a URL or of host:port itself: the scheme and a trailing slash dropped."""
     return url.split("://", 1)[-1].rstrip("/")
 
+
+def is_loopback(address: str) -> bool:
+    """Whether an address only accepts local connections."""
+    if address == "localhost":
+        return True
+    with contextlib.suppress(ValueError):
+        return ipaddress.ip_address(address).is_loopback
+    return False

@@ -32,3 +32,14 @@ def stopping_sessions(registry: Registry) -> Iterator[Registry]:
         for record in records:
             if not record.attached and record.tritonserver is not None:  # launched, not a hand-made record
                 down(record, registry, timeout=10.0)
+
+
+@contextlib.contextmanager
+def module_state_dir(factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
+    """A state dir shared by a module's tests (its sessions outlive one test); each session started in it
+    is stopped at the end."""
+    root = factory.mktemp(name)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(STATE_DIR_ENV, str(root / "state"))
+        with stopping_sessions(Registry()):
+            yield root

@@ -16,7 +16,7 @@ import pytest
 import tritonclient.http as triton_http
 
 from tests.models import write_echo_model
-from tests.sessions.conftest import stopping_sessions
+from tests.sessions.conftest import module_state_dir
 from tests.sessions.helpers import write_ge_spec
 from tests.sessions.test_launch import bert_request, hostport
 from tests.waiting import wait_until
@@ -41,11 +41,8 @@ NAMES = itertools.count()
 @pytest.fixture(scope="module")
 def module_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A state dir for the module; every session started in it is stopped at the end."""
-    root = tmp_path_factory.mktemp("health")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(STATE_DIR_ENV, str(root / "state"))
-        with stopping_sessions(Registry()):
-            yield root
+    with module_state_dir(tmp_path_factory, "health") as root:
+        yield root
 
 
 @pytest.fixture

@@ -52,6 +52,11 @@ class TextStream:
     def piece(self, token: int, final: bool) -> str:
         """What this token adds to the text sent so far (everything left when final)."""
         self._ids.append(token)
+        return self.rest(final)
+
+    def rest(self, final: bool = True) -> str:
+        """What the ids so far add to the text sent (an incomplete character waits unless final): the
+        last piece of a stream whose end is known only after its last token (the front door's)."""
         text = self._codec.decode(self._ids)
         if not text.startswith(self._sent) or (text.endswith("\ufffd") and not final):
             return ""

@@ -7,7 +7,6 @@ On any failure the cause comes from Triton (its log or its repository index) and
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -61,7 +60,7 @@ from triton_ge_console.sessions.server.shm import new_shm_prefix, shm_arguments
 from triton_ge_console.sessions.server.supervise import LOG_GENERATIONS, LOG_NAME, SupervisedServer
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 from triton_ge_console.triton_args import extra_args_problem, last_option, port_option, switched_off
-from triton_ge_console.triton_terms import MODEL_READY
+from triton_ge_console.triton_terms import MODEL_READY, is_loopback
 
 PORT_RACE_ATTEMPTS = 3
 BACKENDS_DIR = "backends"
@@ -157,7 +156,7 @@ def _set_up_and_start(
     repository = _repository(plan, workdir, say)
     token_ref = store_token(workdir, options.token) if options.token else None
     paths.make_private(workdir)
-    if not _is_loopback(plan.listen):
+    if not is_loopback(plan.listen):
         bind = plan.metrics_bind  # never exposed: _plan refuses that
         metrics = (f"metrics stay on {bind} (loopback only: no token guards them)" if bind
                    else "metrics are off")
@@ -299,13 +298,13 @@ def _plan(options: LaunchOptions) -> _Plan:
         raise LaunchError(problem)
     if options.token is not None and (problem := token_problem(options.token)):
         raise LaunchError(problem)
-    if not _is_loopback(listen) and not options.token:
+    if not is_loopback(listen) and not options.token:
         raise LaunchError(
             f"--listen {listen} would expose the server without access control: give --token "
             f"(Triton then restricts {categories_in_words(options.public_health)})"
         )
     metrics_bind = _metrics_bind((*server.extra_args, *options.extra_args), listen)
-    if metrics_bind is not None and not _is_loopback(metrics_bind):  # no token can lock them: refused
+    if metrics_bind is not None and not is_loopback(metrics_bind):  # no token can lock them: refused
         raise LaunchError(
             f"tritonserver argument --metrics-address={metrics_bind}: would expose Triton's metrics, which "
             f"take no token; keep them on a loopback address (default {_metrics_host(listen)}) and reach "
@@ -398,7 +397,7 @@ def _local_host(listen: str) -> str:
 
 def _metrics_host(listen: str) -> str:
     """Metrics follow a loopback listen; an exposed server keeps them on 127.0.0.1 (no token guards them)."""
-    return _local_host(listen) if _is_loopback(listen) else "127.0.0.1"
+    return _local_host(listen) if is_loopback(listen) else "127.0.0.1"
 
 
 def _arguments(
@@ -532,15 +531,6 @@ def _check_running(server: SupervisedServer) -> None:
     fatal = server.fatal_line()
     if fatal:
         raise LaunchError(f"the server cannot come up: {fatal}")
-
-
-def _is_loopback(address: str) -> bool:
-    """Whether an address only accepts local connections."""
-    if address == "localhost":
-        return True
-    with contextlib.suppress(ValueError):
-        return ipaddress.ip_address(address).is_loopback
-    return False
 
 
 def _url_host(listen: str) -> str:

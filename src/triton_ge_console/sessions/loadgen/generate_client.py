@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,6 +110,26 @@ def _token(answer: Any) -> int | None:
     return None
 
 
+class TokenStream:
+    """One sent generation, read token by token on the calling thread; cancel() (from any thread) ends
+    it on the server, and the read then stops with the result's error saying so."""
+
+    def __init__(self, streamer: GrpcStreamer, result: StreamResult, call: Any) -> None:
+        self.result = result
+        self._streamer = streamer
+        self._call = call
+
+    def __iter__(self) -> Iterator[int]:
+        try:
+            yield from self._streamer._responses(self._call, self.result)
+        finally:
+            self._streamer._forget(self._call)
+
+    def cancel(self) -> None:
+        """Cancel the call (nothing when it has ended)."""
+        self._call.cancel()
+
+
 class GrpcStreamer:
     """One gRPC channel; generations run one after another on it, each a ModelStreamInfer call of one
     request read on the calling thread (no callback thread or queue: the client's CPU competes with
@@ -154,9 +175,21 @@ class GrpcStreamer:
         self._pending.append((result, call))
         return result, call
 
+    def stream(self, generation: Generation) -> TokenStream:
+        """Send one request and hand back its tokens to read one by one as they arrive (the front door's
+        way): cancellable from another thread, which ends the generation on the server."""
+        result, call = self._send(generation)
+        return TokenStream(self, result, call)
+
     def _collect(self, call: Any, result: StreamResult) -> None:
-        """Each response's token and arrival time up to the final one, or the request's error; then the
-        call's end (Triton ends it once the request has ended): read, not left for a cancel."""
+        """The call's whole stream into the result."""
+        for _ in self._responses(call, result):
+            pass
+
+    def _responses(self, call: Any, result: StreamResult) -> Iterator[int]:
+        """Each response's token (also recorded with its arrival time) up to the final one, or the
+        request's error; then the call's end (Triton ends it once the request has ended): read, not left
+        for a cancel."""
         import grpc
 
         ended = False
@@ -171,6 +204,7 @@ class GrpcStreamer:
                 if token is not None:
                     result.tokens.append(token)
                     result.arrivals.append(arrived)
+                    yield token
                 if FINAL_PARAMETER in answer.parameters and answer.parameters[FINAL_PARAMETER].bool_param:
                     ended = True
                     break
@@ -181,6 +215,10 @@ class GrpcStreamer:
         except grpc.RpcError as error:
             if not ended:
                 result.error = _rpc_error(error, self.timeout)
+
+    def _forget(self, call: Any) -> None:
+        """A call read to its end is no longer close()'s to collect."""
+        self._pending[:] = [pending for pending in self._pending if pending[1] is not call]
 
     def close(self, cancel: bool = False) -> None:
         """Close the channel, first cancelling the requests it still carries if asked, else letting

@@ -1,0 +1,219 @@
+"""The OpenAI-compatible front door over a real, token-locked session: the official `openai` client lists
+the generate models, streams a completion whose text is Triton's own generate_stream text for the same
+greedy prompt, streams a chat completion (through the default chat template) with usage; refusals come in
+OpenAI's error shape; a client that goes away cancels its generation on the server."""
+
+from __future__ import annotations
+
+import http.client
+import itertools
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.models import direct_decoder
+from tests.sessions.conftest import module_state_dir
+from tests.waiting import wait_until
+from triton_ge_console.backend_glue.generate_text import TextCodec
+from triton_ge_console.sessions.frontdoor.chat_template import DEFAULT_TEMPLATE, ChatTemplate
+from triton_ge_console.sessions.frontdoor.serve import DoorError, RunningDoor, start_openai
+from triton_ge_console.sessions.launcher import LaunchOptions, launch
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.process import free_port
+from triton_ge_console.sessions.server.registry import SessionRecord
+
+pytestmark = pytest.mark.server
+
+TOKEN = "door-token-0451"
+SPEC = """
+models:
+  - name: llama_text
+    backend: ge
+    source: demo:llama_kv
+    generate: {max_tokens: 32, kv_cache_mib: 1, tokenizer: demo:llama_kv}
+  - name: llama_long
+    backend: ge
+    source: demo:llama_kv
+    generate: {max_tokens: 20000, kv_cache_mib: 64, tokenizer: demo:llama_kv}
+"""
+PROMPT = "The console watches the cache of keys and values"
+
+
+@pytest.fixture(scope="module")
+def module_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A state dir for the module's session, stopped at the end."""
+    with module_state_dir(tmp_path_factory, "door") as root:
+        yield root
+
+
+@pytest.fixture(scope="module")
+def session(module_state: Path) -> SessionRecord:
+    """A token-locked session serving the two text generate models, launched from the spec."""
+    (module_state / "deploy.yaml").write_text(SPEC, encoding="utf-8")
+    return launch(LaunchOptions(source=module_state / "deploy.yaml", name="door", token=TOKEN, timeout=240))
+
+
+@pytest.fixture(scope="module")
+def door(session: SessionRecord) -> Iterator[RunningDoor]:
+    """The front door on its own thread (as a notebook starts it)."""
+    running = start_openai(session)
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def client(door: RunningDoor) -> openai.OpenAI:
+    """The official client, with the session's token as its API key."""
+    return openai.OpenAI(base_url=door.url, api_key=TOKEN, max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def codec(session: SessionRecord) -> TextCodec:
+    """The tokenizer the build put beside the model."""
+    assert session.repository is not None
+    return TextCodec.from_file(session.repository / "llama_text" / "1" / "tokenizer.json")
+
+
+def _generate_stream_text(session: SessionRecord, text: str, max_tokens: int) -> str:
+    """Triton's own HTTP generate_stream for a text prompt: its text_output pieces joined."""
+    host, port = session.http_url.split("://")[-1].rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=120)
+    try:
+        connection.request("POST", "/v2/models/llama_text/generate_stream",
+                           body=json.dumps({"text_input": text, "max_tokens": max_tokens}).encode(),
+                           headers={"Content-Type": "application/json", session.token_header: TOKEN})
+        response = connection.getresponse()
+        assert response.status == 200, response.read()
+        events = [json.loads(line[5:]) for line in response if line.startswith(b"data:")]
+    finally:
+        connection.close()
+    return "".join(event["text_output"] for event in events)
+
+
+def test_the_client_lists_the_generate_models(client: openai.OpenAI) -> None:
+    """/v1/models: the session's ready generate models."""
+    assert sorted(model.id for model in client.models.list()) == ["llama_long", "llama_text"]
+
+
+def test_a_streamed_completion_is_triton_s_generate_stream_text(client: openai.OpenAI, session: SessionRecord,
+                                                                codec: TextCodec) -> None:
+    """Greedy, 12 tokens: the streamed pieces joined equal generate_stream's text for the same prompt, and
+    the usage counts the prompt's tokens and the 12 generated."""
+    stream = client.completions.create(model="llama_text", prompt=PROMPT, max_tokens=12, temperature=0,
+                                       stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    text = "".join(choice.text for chunk in chunks for choice in chunk.choices)
+    assert text == _generate_stream_text(session, PROMPT, 12)
+    assert text == codec.decode(direct_decoder()(codec.encode(PROMPT), 12))
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+    usage = chunks[-1].usage
+    assert usage is not None and (usage.prompt_tokens, usage.completion_tokens) == (9, 12)
+
+
+def test_a_streamed_chat_goes_through_the_template_and_reports_usage(client: openai.OpenAI,
+                                                                      codec: TextCodec) -> None:
+    """The demo tokenizer has no chat_template: the documented default renders the messages; the reply is
+    the direct greedy loop over that prompt, and the last chunk carries the usage."""
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": PROMPT}]
+    stream = client.chat.completions.create(model="llama_text", messages=messages,  # type: ignore[arg-type]
+                                            max_tokens=10, stream=True, temperature=0,
+                                            stream_options={"include_usage": True})
+    chunks = list(stream)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    prompt = codec.encode(ChatTemplate(DEFAULT_TEMPLATE).render(messages))
+    assert text == codec.decode(direct_decoder()(prompt, 10))
+    usage = chunks[-1].usage
+    assert chunks[-1].choices == [] and usage is not None
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (len(prompt), 10,
+                                                                                   len(prompt) + 10)
+
+
+def test_a_whole_completion_stops_at_a_stop_sequence(client: openai.OpenAI, codec: TextCodec) -> None:
+    """Not streamed: the text ends before the stop sequence, finish_reason stop, usage counted."""
+    full = codec.decode(direct_decoder()(codec.encode(PROMPT), 12))
+    stop = full.split()[3]
+    reply = client.completions.create(model="llama_text", prompt=PROMPT, max_tokens=12, temperature=0,
+                                      stop=[stop])
+    assert reply.choices[0].text == full[:full.index(stop)]
+    assert reply.choices[0].finish_reason == "stop"
+    assert reply.usage is not None and reply.usage.prompt_tokens == 9
+    assert 1 <= reply.usage.completion_tokens < 12
+
+
+def test_refusals_come_in_openai_s_error_shape(door: RunningDoor) -> None:
+    """No token: 401; an unknown model: 404 naming those there are; max_tokens past the model's bound:
+    400 naming it — each the official client's own exception, its body OpenAI's error object."""
+    with pytest.raises(openai.AuthenticationError) as unauthorised:
+        openai.OpenAI(base_url=door.url, api_key="wrong", max_retries=0).models.list()
+    assert unauthorised.value.body["code"] == "invalid_api_key"  # type: ignore[index]
+    client = openai.OpenAI(base_url=door.url, api_key=TOKEN, max_retries=0)
+    with pytest.raises(openai.NotFoundError) as unknown:
+        client.completions.create(model="gpt-4", prompt="hi")
+    assert "there are: llama_long, llama_text" in unknown.value.message
+    with pytest.raises(openai.BadRequestError) as too_many:
+        client.chat.completions.create(model="llama_text", messages=[{"role": "user", "content": "hi"}],
+                                       max_tokens=33)
+    assert too_many.value.body["param"] == "max_tokens"  # type: ignore[index]
+    assert "generates at most 32 tokens" in too_many.value.message
+
+
+def _ended(session: SessionRecord, reason: str) -> float:
+    """ge_generate_sequences_ended_total for llama_long and this reason."""
+    assert session.metrics_url is not None
+    with urllib.request.urlopen(session.metrics_url, timeout=5) as response:
+        text = response.read().decode()
+    return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
+               if s.name == "ge_generate_sequences_ended_total" and s.labels.get("model") == "llama_long"
+               and s.labels.get("reason") == reason)
+
+
+def test_a_client_that_goes_away_cancels_its_generation(session: SessionRecord, module_state: Path) -> None:
+    """`ge-console openai` in the foreground: a streamed chat of up to 20,000 tokens whose client closes the
+    connection after a few chunks ends on the server by cancel, not by its length."""
+    port = free_port()
+    env = {**os.environ, STATE_DIR_ENV: str(module_state / "state")}
+    door = subprocess.Popen([sys.executable, "-m", "triton_ge_console.cli", "openai", "--session", "door",
+                             "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    base = f"http://127.0.0.1:{port}/v1"
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        wait_until(lambda: _answers(base, headers), timeout=60, what="the front door answering")
+        before = _ended(session, "cancel")
+        body = {"model": "llama_long", "stream": True, "max_tokens": 20000,
+                "messages": [{"role": "user", "content": PROMPT}]}
+        url = f"{base}/chat/completions"
+        with httpx.stream("POST", url, json=body, headers=headers, timeout=60) as reply:
+            assert reply.status_code == 200
+            assert len(list(itertools.islice(reply.iter_lines(), 6))) == 6
+        wait_until(lambda: _ended(session, "cancel") == before + 1, timeout=60, what="a cancel counted")
+        assert _ended(session, "length") == 0
+    finally:
+        door.terminate()
+        out, err = door.communicate(timeout=30)
+    assert f"at {base}" in out
+    assert "Traceback" not in err, err
+
+
+def _answers(base: str, headers: dict[str, str]) -> bool:
+    """Whether the front door lists models."""
+    try:
+        return httpx.get(f"{base}/models", headers=headers, timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_an_address_off_loopback_needs_a_token_locked_session(session: SessionRecord) -> None:
+    """Exposed means token-locked: a session without a token cannot be served on 0.0.0.0."""
+    with pytest.raises(DoorError, match="needs a token-locked session"):
+        start_openai(session.replace(token_ref=None), host="0.0.0.0")
