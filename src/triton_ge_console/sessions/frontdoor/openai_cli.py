@@ -29,7 +29,7 @@ def run_openai(args: argparse.Namespace) -> int:
     from triton_ge_console.sessions.frontdoor.serve import plan_door, serve_door
     from triton_ge_console.sessions.server.registry import Registry
 
-    plan = plan_door(Registry().resolve(args.session), args.host, args.port, args.chat_template)
+    plan = plan_door(Registry().resolve(args.session, running=True), args.host, args.port, args.chat_template)
     locked = " (clients send Authorization: Bearer <the session's token>)" if plan.token else ""
     print(f"OpenAI API for session {plan.session} at {plan.url}{locked}; Ctrl-C stops it", flush=True)
     serve_door(plan)
