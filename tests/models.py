@@ -262,13 +262,18 @@ def save_external(path: Path, one_file: bool = True, location: str | None = None
     return path
 
 
-def set_external_location(onnx_path: Path, location: str) -> None:
-    """Point every external tensor of a saved ONNX at another location (the weights stay where they were)."""
+def set_external_location(onnx_path: Path, location: str | None, keep_lengths: bool = True) -> None:
+    """Point every external tensor of a saved ONNX at another location (the weights stay where they were;
+    None: each keeps its own); without keep_lengths each names its location only (no offset, no length),
+    as some exporters write a file per tensor: ONNX Runtime then reads the bytes its dims and type need."""
     model = onnx.load(str(onnx_path), load_external_data=False)
     for tensor in model.graph.initializer:
-        for entry in tensor.external_data:
-            if entry.key == "location":
-                entry.value = location
+        kept = [(e.key, location if e.key == "location" and location is not None else e.value)
+                for e in tensor.external_data
+                if keep_lengths or e.key == "location"]
+        del tensor.external_data[:]
+        for key, value in kept:
+            tensor.external_data.add(key=key, value=value)
     onnx.save_model(model, str(onnx_path))
 
 

@@ -362,3 +362,62 @@ def test_terminal_progress_shows_a_wait_with_its_elapsed_time_on_a_terminal_only
     terminal.finish("loading big")
     terminal.close()
     assert "loading big" in screen.getvalue() and "0:00:0" in screen.getvalue()
+
+
+def _link_weights_to(sources: Path, target: Path) -> Path:
+    """one.onnx's weights file replaced by a symlink to target (the ONNX still names weights/one.data)."""
+    weights = sources / "weights" / "one.data"
+    weights.unlink()
+    weights.symlink_to(target)
+    return weights
+
+
+@pytest.mark.parametrize("target", ["secret", "/proc/self/environ"])
+def test_external_data_linked_out_of_the_model_folder_is_refused_naming_where_it_points(
+        sources: Path, tmp_path_factory: pytest.TempPathFactory, target: str) -> None:
+    """A data file that is a link out of the source folder (a secret elsewhere, /proc/self/environ whose
+    size reads 0) is refused when the spec is read, for build, naming the file and where it points; it
+    used to build ("2 files linked", or a 0-byte copy) and validate ok."""
+    real = tmp_path_factory.mktemp("elsewhere") / target if target == "secret" else Path(target)
+    if target == "secret":
+        real.write_bytes(b"\0" * 4 * 262144)  # long enough: the link alone is what is wrong
+    set_external_location(sources / "one.onnx", "weights/one.data", keep_lengths=False)
+    _link_weights_to(sources, real)
+    problems = _problems(sources / "deploy.yaml")
+    assert any(f"deploy.yaml:5:13 models[0].source: {sources}/one.onnx: tensor 'w0': external data "
+               f"'weights/one.data' is a link to {os.path.realpath(real)}, outside the model's folder "
+               f"{sources}: copy the file into the folder instead" in p for p in problems), problems
+
+
+def test_validate_refuses_external_data_linked_out_of_the_model_folder(
+        sources: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """In a repository a data file may be a link within its model's folder (Triton's), not out of it."""
+    repo = sources / "repo"
+    build_repository(load_spec(sources / "deploy.yaml"), repo, link=False)
+    shared = repo / "several" / "shared"
+    shared.mkdir()
+    (repo / "several" / "1" / "w3").rename(shared / "w3")
+    (repo / "several" / "1" / "w3").symlink_to(shared / "w3")
+    assert not validate_path(repo).errors
+    secret = tmp_path_factory.mktemp("elsewhere") / "secret"
+    (shared / "w3").rename(secret)
+    (repo / "several" / "1" / "w3").unlink()
+    (repo / "several" / "1" / "w3").symlink_to(secret)
+    errors = [str(p) for p in validate_path(repo).errors]
+    assert errors == [f"{repo}/several/config.pbtxt: {repo}/several/1/model.onnx: tensor 'w3': external data "
+                      f"'w3' is a link to {secret}, outside the model's folder {repo}/several: "
+                      "copy the file into the folder instead"]
+
+
+def test_a_data_file_shorter_than_its_tensors_dims_need_is_refused_without_a_length(sources: Path) -> None:
+    """Tensors naming only a location (no offset, no length, as ONNX Runtime allows) still need their dims
+    × type's bytes: a data file shorter than that is refused at build naming tensor and sizes (it used to
+    pass: no length, nothing needed)."""
+    set_external_location(sources / "several" / "net.onnx", None, keep_lengths=False)
+    with open(sources / "several" / "w2", "r+b") as stream:
+        stream.truncate(64)
+    with pytest.raises(SpecError) as caught:
+        build_repository(load_spec(sources / "deploy.yaml"), sources / "repo")
+    assert [str(p) for p in caught.value.problems] == [
+        f"{sources}/deploy.yaml:9:13 models[1].source: {sources}/several/net.onnx: tensor 'w2': "
+        "external data 'w2' is too short: 64 bytes, the tensor needs bytes 0..262144"]

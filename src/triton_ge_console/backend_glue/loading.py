@@ -43,7 +43,7 @@ def open_executor(settings: GlueSettings, config: dict[str, Any]) -> Executor:
                               f"{settings.version_dir} and no onnx_model_path parameter")
     if not onnx_path.is_file():
         raise GlueConfigError(f"{_where(settings)}: ONNX model {onnx_path} does not exist")
-    problems = check_external_data(onnx_path)
+    problems = check_external_data(onnx_path, settings.version_dir.parent)
     if problems:
         raise GlueConfigError(f"{_where(settings)}: {problems[0]}")
     return OnnxRuntimeExecutor(onnx_path, settings.intra_op_threads, settings.inter_op_threads,

@@ -3,6 +3,7 @@ which files, and whether each file is there, long enough and inside the model's 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ class ExternalRef:
     location: str
     offset: int
     length: int | None  # None: to the end of the file
+    size: int | None = None  # bytes its dims and type need (None: strings, whose size only the data tells)
 
 
 def _graph_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
@@ -47,8 +49,27 @@ def external_refs(model: onnx.ModelProto) -> list[ExternalRef]:
             continue
         info = ExternalDataInfo(tensor)
         length = int(info.length) if info.length not in (None, "") else None
-        refs.append(ExternalRef(tensor.name, str(info.location), int(info.offset or 0), length))
+        refs.append(ExternalRef(tensor.name, str(info.location), int(info.offset or 0), length,
+                                tensor_bytes(tensor)))
     return refs
+
+
+_SUB_BYTE = {getattr(onnx.TensorProto, name) for name in ("INT4", "UINT4", "FLOAT4E2M1")
+             if hasattr(onnx.TensorProto, name)}  # two elements a byte
+
+
+def tensor_bytes(tensor: onnx.TensorProto) -> int | None:
+    """The bytes a tensor's dims and element type take (what ONNX Runtime reads when no length is
+    given), or None for strings and types onnx does not know."""
+    count = math.prod(tensor.dims)
+    if tensor.data_type in _SUB_BYTE:
+        return (count + 1) // 2
+    if tensor.data_type == onnx.TensorProto.STRING:
+        return None
+    try:
+        return count * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return None
 
 
 def read_external_refs(onnx_path: Path) -> list[ExternalRef]:
@@ -69,31 +90,43 @@ def escapes(location: str) -> bool:
     return False
 
 
-def ref_problem(ref: ExternalRef, onnx_path: Path) -> str | None:
-    """What is wrong with one reference, in a sentence naming the tensor, or None."""
+def ref_problem(ref: ExternalRef, onnx_path: Path, root: Path | None = None) -> str | None:
+    """What is wrong with one reference, in a sentence naming the tensor, or None. `root` is the folder
+    the file must stay in, links followed (default: the ONNX's folder)."""
     said = f"{onnx_path}: tensor '{ref.tensor}': external data '{ref.location}'"
     if not ref.location or escapes(ref.location):
         return f"{said} is outside the model's folder (it must be a relative path below {onnx_path.parent})"
     target = onnx_path.parent / ref.location
+    root = onnx_path.parent if root is None else root
+    if (where := outside(target, root)) is not None:
+        return (f"{said} is a link to {where}, outside the model's folder {root}: "
+                "copy the file into the folder instead")
     try:
         size = os.stat(target).st_size
     except OSError:
         return f"{said} is missing (no file {target})"
     if not target.is_file():
         return f"{said} is not a file ({target})"
-    end = ref.offset + (ref.length or 0)
+    end = ref.offset + max(ref.length or 0, ref.size or 0)
     if size < end:
         return f"{said} is too short: {size} bytes, the tensor needs bytes {ref.offset}..{end}"
     return None
 
 
-def check_external_data(onnx_path: Path) -> list[str]:
-    """Every problem with an ONNX's external data, one sentence each (an unreadable ONNX is not one)."""
+def outside(target: Path, root: Path) -> Path | None:
+    """Where target really is (links followed) when that is not inside root, else None."""
+    real = Path(os.path.realpath(target))
+    return None if real.is_relative_to(os.path.realpath(root)) else real
+
+
+def check_external_data(onnx_path: Path, root: Path | None = None) -> list[str]:
+    """Every problem with an ONNX's external data, one sentence each (an unreadable ONNX is not one);
+    the files must stay inside `root` (default: the ONNX's folder)."""
     try:
         refs = read_external_refs(onnx_path)
     except Exception:  # not an ONNX: the graph reader reports it
         return []
-    return list(dict.fromkeys(p for ref in refs if (p := ref_problem(ref, onnx_path)) is not None))
+    return list(dict.fromkeys(p for ref in refs if (p := ref_problem(ref, onnx_path, root)) is not None))
 
 
 def external_files(onnx_path: Path) -> dict[str, Path]:

@@ -244,7 +244,7 @@ def check_ge_files(config: mc.ModelConfig, model_dir: Path, versions: list[Path]
             findings += _npu_ge_version_findings(version_dir)
         onnx_path = ge_rules_onnx.onnx_of_version(parameter(config, "onnx_model_path"), version_dir)
         if onnx_path is not None:
-            findings += ge_rules_onnx.check_external_data(onnx_path)
+            findings += ge_rules_onnx.check_external_data(onnx_path, model_dir)
             findings += (ge_rules_onnx.check_decoder(onnx_path) if config.model_transaction_policy.decoupled
                          else ge_rules_onnx.check_io_against_onnx(config, onnx_path))
         findings += _tokenizer_findings(config, version_dir)

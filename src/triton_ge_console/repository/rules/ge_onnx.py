@@ -31,9 +31,10 @@ def onnx_of_version(onnx_text: str | None, version_dir: Path) -> Path | None:
     return found[0] if found else None
 
 
-def check_external_data(onnx_path: Path) -> list[Finding]:
-    """Each external-data file the ONNX names exists, is long enough and lies inside the model's folder."""
-    return [error("", problem) for problem in external_data.check_external_data(onnx_path)]
+def check_external_data(onnx_path: Path, model_dir: Path) -> list[Finding]:
+    """Each external-data file the ONNX names exists, is long enough and lies inside the model's folder,
+    links followed (Triton's model folder: ONNX Runtime would read whatever a link points at)."""
+    return [error("", problem) for problem in external_data.check_external_data(onnx_path, model_dir)]
 
 
 def check_io_against_onnx(config: mc.ModelConfig, onnx_path: Path) -> list[Finding]:
