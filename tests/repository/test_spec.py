@@ -10,6 +10,7 @@ import pytest
 from tests.repository.spec_helpers import refused
 from triton_ge_console.model_files.tensors import TensorSpec
 from triton_ge_console.repository import demo_models
+from triton_ge_console.repository.build import build_repository
 from triton_ge_console.repository.spec.load import SpecError, load_spec, parse_spec
 from triton_ge_console.repository.spec.types import DynamicBatchingSpec, InstanceGroupSpec
 from triton_ge_console.repository.starter import STARTER_SPEC
@@ -315,6 +316,8 @@ def test_missing_and_wrong_kind_of_source(tmp_path: Path) -> None:
         (".hidden", "may hold only letters, digits, '_', '-' and '.', and must not start with '.' or '-'"),
         ("has space", "may hold only letters"),
         ("''", "must not be empty"),
+        pytest.param("m" * 256, f"'{'m' * 40}… (256 chars)' is too long: Triton serves a model from the "
+                     "folder of its name, and a folder name has at most 255 characters", id="256 characters"),
     ],
 )
 def test_model_names_must_be_safe_folder_names(tmp_path: Path, name: str, reason: str) -> None:
@@ -331,6 +334,16 @@ def test_model_names_must_be_safe_folder_names(tmp_path: Path, name: str, reason
     (problem,) = refused(path)
     assert problem.startswith("deploy.yaml:2:11 models[0].name: ")
     assert reason in problem
+
+
+def test_the_longest_name_a_folder_can_have_builds(tmp_path: Path) -> None:
+    """255 characters, the most a folder name has, pass the spec and build (300 used to pass the spec and
+    fail deep in build: 'File name too long' with the staging path)."""
+    name = "m" * 255
+    path = _write(tmp_path, f"models:\n  - name: {name}\n    backend: ge\n    source: demo:bert\n")
+    report = build_repository(load_spec(path), tmp_path / "repo")
+    assert (tmp_path / "repo" / name / "config.pbtxt").is_file()
+    assert report.lines()[0].startswith(f"added      {name}")
 
 
 def test_duplicates_versions_and_static_model(tmp_path: Path) -> None:

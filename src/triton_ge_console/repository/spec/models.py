@@ -17,7 +17,7 @@ from triton_ge_console.model_files.tensors import TensorSpec
 from triton_ge_console.repository import demo_models
 from triton_ge_console.repository.spec import options
 from triton_ge_console.repository.spec.generate import read_generate
-from triton_ge_console.repository.spec.nodes import INT32_MAX, Reader, describe, join, suggest
+from triton_ge_console.repository.spec.nodes import INT32_MAX, Reader, describe, join, short, suggest
 from triton_ge_console.repository.spec.tensors import LocatedTensor, check_against_graph, tensors
 from triton_ge_console.repository.spec.types import ModelSpec
 
@@ -38,6 +38,7 @@ MODEL_KEYS = (
 )
 # Safe as one directory name in every repository: Triton's name rules plus no separators, no dot-dirs.
 MODEL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+NAME_MAX = 255  # the longest folder name Linux filesystems take (ext4, xfs, tmpfs, overlayfs)
 GraphIO = tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]]
 
 
@@ -60,6 +61,9 @@ def model_name_problem(name: str) -> str | None:
         return "must not contain '..'"
     if not MODEL_NAME.match(name):
         return "may hold only letters, digits, '_', '-' and '.', and must not start with '.' or '-'"
+    if len(name) > NAME_MAX:  # MODEL_NAME allows ASCII only: characters are bytes
+        return (f"is too long: Triton serves a model from the folder of its name, and a folder name has at "
+                f"most {NAME_MAX} characters")
     return None
 
 
@@ -129,7 +133,7 @@ def _name(reader: Reader, node: yaml.Node | None, path: str) -> str | None:
     name = reader.text(node, path)
     problem = model_name_problem(name) if name is not None else None
     if problem:
-        reader.problems.add(node, path, f"'{name}' {problem}")
+        reader.problems.add(node, path, f"'{short(name)}' {problem}")
         return None
     return name
 
