@@ -11,7 +11,7 @@ from tests.repository.spec_helpers import refused
 from triton_ge_console.model_files.tensors import TensorSpec
 from triton_ge_console.repository import demo_models
 from triton_ge_console.repository.build import build_repository
-from triton_ge_console.repository.spec.load import SpecError, load_spec, parse_spec
+from triton_ge_console.repository.spec.load import MAX_ALIAS_NODES, SpecError, load_spec, parse_spec
 from triton_ge_console.repository.spec.types import DynamicBatchingSpec, InstanceGroupSpec
 from triton_ge_console.repository.starter import STARTER_SPEC
 
@@ -462,3 +462,49 @@ def test_a_listen_address_in_the_extra_args_is_refused_for_server_listen(tmp_pat
         "deploy.yaml:2:15 server.extra_args: tritonserver argument --http-address: give the listen address "
         "as server.listen or up's --listen instead (ge-console records it and guards an exposed one)",
     ]
+
+
+MODEL_ENTRY = "{name: m, backend: ge, source: demo:bert}"  # a mapping of 3 pairs: 7 nodes
+
+
+def test_a_spec_of_many_aliases_is_refused_at_the_alias_past_the_bound() -> None:
+    """140,000 aliases of one model (980 KB) are refused at the alias whose repeated nodes pass
+    MAX_ALIAS_NODES, before any model is read (each alias was read as a model: 85 s of CPU)."""
+    text = f"models:\n  - &m {MODEL_ENTRY}\n" + "  - *m\n" * 140_000
+    with pytest.raises(SpecError) as caught:
+        parse_spec(text)
+    past = MAX_ALIAS_NODES // 7 + 1  # the first alias whose 7 nodes take the count past the bound
+    assert [str(p) for p in caught.value.problems] == [
+        f"deploy.yaml:{2 + past}:5: aliases repeat more than {MAX_ALIAS_NODES} nodes here: not a "
+        "deployment spec (a spec shares a few settings with aliases, not thousands)"]
+
+
+def test_nested_aliases_count_every_node_they_repeat() -> None:
+    """Aliases of aliases (a billion laughs) count what they expand to, and an alias inside the node it
+    names (a recursive one) is refused."""
+    laughs = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    laughs += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    with pytest.raises(SpecError) as caught:
+        parse_spec("\n".join(laughs) + "\n")
+    # a1 and a2 repeat 10 × 11 and 10 × 111 nodes; a3's 8th alias of a2 (1111 more) passes the bound
+    assert [str(p) for p in caught.value.problems] == [
+        f"deploy.yaml:4:{10 + 5 * 7}: aliases repeat more than {MAX_ALIAS_NODES} nodes here: not a "
+        "deployment spec (a spec shares a few settings with aliases, not thousands)"]
+    with pytest.raises(SpecError) as caught:
+        parse_spec("models: &m [*m]\n")
+    assert [str(p) for p in caught.value.problems] == [
+        "deploy.yaml:1:13: alias 'm' inside the node it names: not a deployment spec"]
+
+
+def test_aliases_that_share_settings_load() -> None:
+    """Aliases are read as safe_load reads them, up to the bound and not past it."""
+    models = "".join(f"  - {{name: m{i}, backend: ge, source: demo:bert, instance_group: *ig}}\n"
+                     for i in range(1, 20))
+    first = "models:\n  - {name: m0, backend: ge, source: demo:bert, instance_group: &ig {count: 2}}\n"
+    spec = parse_spec(first + models)
+    assert [model.instance_group.count for model in spec.models] == [2] * 20
+    for extra, refused_here in ((0, False), (1, True)):  # an alias repeating exactly the bound, then one more
+        shared = "shared: &s [" + ", ".join(["x"] * (MAX_ALIAS_NODES - 1 + extra)) + "]\n"
+        with pytest.raises(SpecError) as caught:
+            parse_spec(shared + "again: *s\n")
+        assert ("aliases repeat more than" in str(caught.value)) == refused_here, str(caught.value)

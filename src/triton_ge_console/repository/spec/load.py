@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -34,6 +35,7 @@ NPU_GE_BACKEND_CONFIG = ("npu_ge reads from --backend-config only " + ", ".join(
                          + " and GE options (ge.*, session.*, graph.*); this key is ignored")
 MAX_SPEC_BYTES = 1 << 20  # a deployment spec is a page or two; anything near this is not one
 MAX_DEPTH = 32  # nesting of mappings and lists; the deepest real spec field is about 6 levels down
+MAX_ALIAS_NODES = 10_000  # nodes aliases may repeat: bounds the work a spec of aliases of aliases makes
 
 
 def load_spec(path: Path) -> DeploymentSpec:
@@ -95,7 +97,7 @@ def _check_devices(
 def yaml_root(text: str, problems: Problems) -> tuple[yaml.SafeLoader, yaml.Node | None]:
     """The document's root node (None for an empty document); a syntax error is raised as a SpecError."""
     try:
-        _check_depth(text, problems)
+        _check_events(text, problems)
         loader = yaml.SafeLoader(text)  # its reader refuses control characters already
         root = loader.get_single_node()
         if root is not None:
@@ -129,20 +131,52 @@ def too_big(size: int) -> str:
     return f"{size} bytes is too large for a deployment spec (at most {MAX_SPEC_BYTES})"
 
 
-def _check_depth(text: str, problems: Problems) -> None:
-    """Refuse nesting deeper than MAX_DEPTH before building nodes (PyYAML builds them recursively)."""
-    depth = 0
+def _check_events(text: str, problems: Problems) -> None:
+    """Refuse, before building nodes, nesting deeper than MAX_DEPTH (PyYAML builds them recursively) and
+    aliases repeating more than MAX_ALIAS_NODES nodes (every reader of the spec walks each repeat)."""
+    open_nodes: list[list[Any]] = []  # per open collection: its anchor, its node count so far
+    sizes: dict[str, int] = {}  # anchor → node count of its node, aliases in it counted expanded
+    repeated = 0
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        size = 0
         if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                mark = event.start_mark
-                line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-                problems.items.append(SpecProblem(
-                    problems.file, line, column, "", f"nested more than {MAX_DEPTH} levels deep: not a spec"))
-                problems.raise_if_any()
+            if len(open_nodes) >= MAX_DEPTH:
+                _refuse(problems, event, f"nested more than {MAX_DEPTH} levels deep: not a spec")
+            open_nodes.append([event.anchor, 1])
         elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
+            anchor, size = open_nodes.pop()
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, size = event.anchor, 1
+        elif isinstance(event, yaml.AliasEvent):
+            anchor, size = None, _alias_size(problems, event, sizes, open_nodes)
+            repeated += size
+            if repeated > MAX_ALIAS_NODES:
+                _refuse(problems, event, f"aliases repeat more than {MAX_ALIAS_NODES} nodes here: not a "
+                        "deployment spec (a spec shares a few settings with aliases, not thousands)")
+        if size:
+            if anchor is not None:
+                sizes[anchor] = size
+            if open_nodes:
+                open_nodes[-1][1] += size
+
+
+def _alias_size(problems: Problems, event: yaml.AliasEvent, sizes: dict[str, int],
+                open_nodes: list[list[Any]]) -> int:
+    """The nodes an alias repeats (0 for an unknown anchor: the composer names it); one inside the node it
+    names is refused (its expansion never ends)."""
+    if event.anchor in sizes:
+        return sizes[event.anchor]
+    if any(anchor == event.anchor for anchor, _ in open_nodes):
+        _refuse(problems, event, f"alias '{event.anchor}' inside the node it names: not a deployment spec")
+    return 0
+
+
+def _refuse(problems: Problems, event: yaml.Event, message: str) -> None:
+    """Stop with one problem at the event's position."""
+    mark = event.start_mark
+    line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+    problems.items.append(SpecProblem(problems.file, line, column, "", message))
+    problems.raise_if_any()
 
 
 def _models(reader: Reader, node: yaml.Node, base_dir: Path | None) -> tuple[ModelSpec, ...] | None:
