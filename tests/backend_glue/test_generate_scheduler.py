@@ -125,7 +125,7 @@ def test_a_bf16_cache_decodes_batched_as_the_direct_loop(bf16_executor: OnnxRunt
     loop over the same model token for token, the cache kept BF16 from step to step."""
     layout = kv_layout(bf16_executor.inputs, bf16_executor.outputs)
     assert layout.dtype == BFLOAT16 and layout.bytes_per_token == 2 * 2 * 4 * 16 * 2
-    scheduler = Scheduler(_run(bf16_executor), layout, Limits(max_tokens=16, prefill_chunk=8))
+    scheduler = Scheduler(_run(bf16_executor), layout, Limits(max_tokens=16, max_batched_tokens=8))
     requests = [GenerateRequest(_prompt(n, seed), tokens) for n, seed, tokens in ((5, 1, 10), (19, 2, 4),
                                                                                   (1, 3, 7))]
     streams = [ListStream() for _ in requests]
@@ -145,7 +145,7 @@ def test_a_long_prompt_joins_in_chunks_while_others_decode(executor: OnnxRuntime
     """A 70-token prompt arriving while a sequence decodes is prefilled 32 tokens per step: the running
     sequence gets a token every step meanwhile (not stalled for the whole prompt), and both streams
     equal the direct loop, which prefills in one run."""
-    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=16, prefill_chunk=32))
+    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=16, max_batched_tokens=32))
     running, joining = ListStream(), ListStream()
     requests = [GenerateRequest(_prompt(5, 7), 16), GenerateRequest(_prompt(70, 8), 6)]
     scheduler.submit(running, requests[0])
@@ -170,7 +170,7 @@ def test_a_chunk_shaped_like_the_last_decode_step_leaves_the_batch_cache_intact(
     decode step's outputs to the next as they are: a prefill chunk with the same shapes (one token after
     as many as the batch's past) would write into them. The batch copies its cache first, so the
     running sequence still equals the direct loop."""
-    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=8, prefill_chunk=2))
+    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=8, max_batched_tokens=2))
     running, joining = ListStream(), ListStream()
     requests = [GenerateRequest(_prompt(1, 9), 8), GenerateRequest(_prompt(3, 10), 4)]
     expected = [direct_greedy(_run(executor), DEMO_LAYOUT, list(r.prompt), r.max_tokens) for r in requests]
@@ -384,3 +384,55 @@ def test_sampling_follows_the_tempered_distribution() -> None:
     assert share_of_best(TokenSampling(temperature=1.0, top_p=0.7)) == 1.0  # 0.75 alone reaches 0.7
     assert share_of_best(TokenSampling(temperature=1.0, top_p=0.8)) == pytest.approx(0.75, abs=0.03)
     assert share_of_best(TokenSampling(temperature=0.0), draws=50) == 1.0
+
+
+def test_a_lone_long_prompt_is_prefilled_in_chunks_of_the_step_budget(executor: OnnxRuntimeExecutor) -> None:
+    """Issue 39: a long prompt arriving while nothing runs was prefilled in one run (6,000 tokens: 7.5 s
+    and 1.8 GB of attention over prompt x prompt). Every run now feeds at most max_batched_tokens tokens,
+    and the stream still equals the direct loop, which prefills in one run."""
+    fed: list[int] = []
+
+    def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        fed.append(int(feeds["input_ids"].size))
+        return executor.run_fresh(feeds)
+
+    scheduler = Scheduler(run, DEMO_LAYOUT, Limits(max_tokens=4, max_batched_tokens=16))
+    stream, prompt = ListStream(), _prompt(50, 31)
+    scheduler.submit(stream, GenerateRequest(prompt, 4), wake=False)
+    scheduler.step_first()
+    assert fed == [16] and stream.tokens == []  # execute's thread runs one chunk, not the whole prompt
+    while scheduler.step():
+        pass
+    assert fed[:4] == [16, 16, 16, 2] and max(fed) == 16
+    assert stream.tokens == direct_greedy(_run(executor), DEMO_LAYOUT, list(prompt), 4)
+
+
+def test_a_short_newcomer_gets_its_first_token_before_a_long_prefill_ends(
+        executor: OnnxRuntimeExecutor) -> None:
+    """Issue 39: a 3-token request sent while a long prompt was being prefilled waited for that whole
+    prefill. The shortest remaining prompt goes first within each step's budget: the newcomer's first
+    token comes the step after it arrives while the long prompt is still being prefilled; both streams
+    equal the direct loop."""
+    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=4, max_batched_tokens=16))
+    long, short = ListStream(), ListStream()
+    requests = [GenerateRequest(_prompt(80, 32), 4), GenerateRequest(_prompt(3, 33), 4)]
+    scheduler.submit(long, requests[0])
+    scheduler.step()
+    scheduler.submit(short, requests[1])
+    scheduler.step()
+    assert short.tokens and long.tokens == []  # its first (and a decoded) token, the long one none yet
+    while scheduler.step():
+        pass
+    for stream, request in zip((long, short), requests, strict=True):
+        assert stream.tokens == direct_greedy(_run(executor), DEMO_LAYOUT, list(request.prompt),
+                                              request.max_tokens)
+
+
+def test_a_request_beyond_the_context_is_refused_with_the_numbers(executor: OnnxRuntimeExecutor) -> None:
+    """Issue 39: nothing bounded a request's context (a 256 MiB cache admitted ~262k-token prompts). With
+    max_model_len, prompt + max_tokens beyond it is refused at once, the numbers named; at it, it runs."""
+    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=64, max_model_len=20))
+    refusal = scheduler.submit(ListStream(), GenerateRequest(_prompt(15, 0), 6))
+    assert refusal == ("15 prompt + 6 max_tokens = 21 tokens, more than the model's context of 20 "
+                       "(generate.max_model_len)")
+    assert scheduler.submit(ListStream(), GenerateRequest(_prompt(15, 0), 5)) is None

@@ -42,6 +42,7 @@ from triton_ge_console.sessions.lifecycle import attach
 from triton_ge_console.sessions.loadgen.generate_client import (
     Generation,
     GrpcStreamer,
+    StreamResult,
     http_body,
     http_generate,
 )
@@ -52,7 +53,7 @@ from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 SPEC = "models:" + LLAMA_GENERATE + """  - name: llama_long
     backend: ge
     source: demo:llama_kv
-    generate: {max_tokens: 1000000, kv_cache_mib: 2048}
+    generate: {max_tokens: 8000, kv_cache_mib: 2048}
   - name: llama_pair
     backend: ge
     source: demo:llama_kv
@@ -67,6 +68,7 @@ SPEC = "models:" + LLAMA_GENERATE + """  - name: llama_long
     source: bf16_decoder.onnx
     generate: {max_tokens: 24, max_running: 4, kv_cache_mib: 1}
 """
+LONG = 8000  # llama_long's longest stream: the demo's context is 8192 tokens (prompt + max_tokens)
 MODELS = ("llama_generate", "llama_long", "llama_pair", "decoder_failing", "decoder_bf16")
 
 
@@ -198,10 +200,10 @@ def _kv_bytes(server: RunningServer) -> float:
 def test_a_closed_stream_frees_its_kv_cache_while_another_goes_on(server: RunningServer) -> None:
     """Two long streams; the first client closes its stream (cancelling): its KV reservation is freed
     and counted as ended by cancel while the second still streams; closing that one frees the rest."""
-    per_sequence = (4 + 1000000) * DEMO_LAYOUT.bytes_per_token
+    per_sequence = (4 + LONG) * DEMO_LAYOUT.bytes_per_token
     streamers = [GrpcStreamer(server.grpc_hostport, "llama_long") for _ in range(2)]
     for index, streamer in enumerate(streamers):
-        streamer.send(Generation(_prompt(4, index), 1000000))
+        streamer.send(Generation(_prompt(4, index), LONG))
     wait_until(lambda: _kv_bytes(server) == 2 * per_sequence, timeout=60)
     streamers[0].close(cancel=True)
     wait_until(lambda: _kv_bytes(server) == per_sequence, timeout=30)
@@ -351,7 +353,7 @@ def test_a_disconnected_http_stream_frees_its_kv_cache(server: RunningServer) ->
     cancelled = model_value(server, "ge_generate_sequences_ended_total", "llama_long", reason="cancel")
     connection = http.client.HTTPConnection("127.0.0.1", server.ports.http, timeout=30)
     connection.request("POST", "/v2/models/llama_long/generate_stream",
-                       body=http_body(Generation(_prompt(4, 7), 1000000)),
+                       body=http_body(Generation(_prompt(4, 7), LONG)),
                        headers={"Content-Type": "application/json"})
     response = connection.getresponse()
     assert response.readline().startswith(b"data:")
@@ -446,7 +448,7 @@ def test_generations_failing_mid_stream_count_as_failed_requests(server: Running
                                    reason="error") == 1, timeout=10)
     before = failures("llama_long")
     streamer = GrpcStreamer(server.grpc_hostport, "llama_long")
-    streamer.send(Generation(_prompt(4, 8), 1000000))
+    streamer.send(Generation(_prompt(4, 8), LONG))
     wait_until(lambda: _kv_bytes(server) > 0, timeout=30)
     streamer.close(cancel=True)
     wait_until(lambda: _kv_bytes(server) == 0, timeout=30)
@@ -458,7 +460,7 @@ def test_a_generation_past_its_timeout_ends_as_that_error_and_is_cancelled(serve
     request is cancelled with it (the call's deadline): its KV cache is freed while the streamer is open."""
     streamer = GrpcStreamer(server.grpc_hostport, "llama_long", timeout=2.0)
     try:
-        result = streamer.generate(Generation(_prompt(4, 12), 1000000))
+        result = streamer.generate(Generation(_prompt(4, 12), LONG))
         assert result.error == "no final response within 2 s" and result.tokens
         wait_until(lambda: _kv_bytes(server) == 0, timeout=30)
     finally:
@@ -485,3 +487,68 @@ def test_a_grpc_stream_carries_its_headers(triton_dist: TritonDistribution, tmp_
     assert results[0].error is None and len(results[0].tokens) == 4
     assert not results[1].tokens
     assert f"This protocol is restricted, expecting header '{grpc_token_header()}'" in str(results[1].error)
+
+
+def _memory_kib(pid: int, field: str) -> int:
+    """A /proc/PID/status figure (VmRSS: now, VmHWM: the peak) in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="utf-8").splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} for process {pid}")
+
+
+def _executions(server: RunningServer, model: str) -> int:
+    """Triton's count of the model's execute calls (one has returned for each)."""
+    with urllib.request.urlopen(f"{server.http_url}/v2/models/{model}/stats", timeout=10) as response:
+        return int(json.load(response)["model_stats"][0]["execution_count"])
+
+
+def test_a_short_request_is_not_held_behind_a_long_prefill_whose_memory_is_bounded(
+        server: RunningServer, direct: Callable[[Sequence[int], int], list[int]]) -> None:
+    """Issue 39, reproduced: a 6,000-token prompt was prefilled in one run on execute's thread, so a 3-token
+    request sent during it had its first token only after the whole prefill, and the model's process grew
+    1.8 GB (attention over prompt x prompt). Sent once the long request's execute returned, the short
+    request's first token now comes before the long one's, both streams still equal the direct loop, and
+    the stub's peak memory grows far less than a GiB."""
+    from triton_ge_console.sessions.loadgen.pinning import stub_pids
+
+    (stub,) = stub_pids("llama_long", server.process.pid)
+    peak_before = _memory_kib(stub, "VmHWM")
+    long_prompt, short_prompt = _prompt(6000, 41), _prompt(3, 42)
+    executions = _executions(server, "llama_long")
+    results: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: results.update(long=_stream(server, Generation(long_prompt, 2))))
+    thread.start()
+    try:
+        wait_until(lambda: _executions(server, "llama_long") > executions, timeout=60, interval=0.005)
+        short = _stream(server, Generation(short_prompt, 3))
+    finally:
+        thread.join(timeout=120)
+    long = results["long"]
+    assert isinstance(long, StreamResult)
+    assert long.error is None and short.error is None, (long.error, short.error)
+    assert short.arrivals[0] < long.arrivals[0]
+    assert short.tokens == direct(short_prompt, 3) and long.tokens == direct(long_prompt, 2)
+    assert _memory_kib(stub, "VmHWM") - peak_before < 512 * 1024
+
+
+def _stream(server: RunningServer, generation: Generation) -> StreamResult:
+    """One generation on llama_long over a channel of its own, read as it arrives."""
+    streamer = GrpcStreamer(server.grpc_hostport, "llama_long")
+    try:
+        return streamer.generate(generation)
+    finally:
+        streamer.close()
+
+
+def test_a_request_beyond_the_models_context_is_refused_with_the_numbers(server: RunningServer) -> None:
+    """Issue 39: nothing bounded a request's context. The demo llama's export declares 8,192 tokens
+    (max_position_embeddings): prompt + max_tokens beyond it is refused at once, the numbers named."""
+    streamer = GrpcStreamer(server.grpc_hostport, "llama_long")
+    try:
+        result = streamer.generate(Generation(_prompt(8000, 43), 500))
+    finally:
+        streamer.close()
+    assert result.tokens == []
+    assert ("8000 prompt + 500 max_tokens = 8500 tokens, more than the model's context of 8192 "
+            "(generate.max_model_len)") in str(result.error)

@@ -193,3 +193,59 @@ def test_the_console_tells_a_generate_model_by_its_decoupled_config(tmp_path: Pa
     (tmp_path / "broken.pbtxt").write_text("model_transaction_policy { decoupled: maybe", encoding="utf-8")
     assert not inventory.decoupled(tmp_path / "broken.pbtxt")
     assert not inventory.decoupled(tmp_path / "missing.pbtxt")
+
+
+def test_the_context_and_the_step_budget_reach_the_glue(tmp_path: Path) -> None:
+    """Issue 39: generate.max_model_len (prompt + max_tokens of one request) and
+    max_num_batched_tokens (tokens one step runs), as vLLM names them, reach the config's parameters and
+    the glue's limits; a budget below max_running (every running sequence decodes each step) is refused
+    at its line."""
+    spec = load_spec(_write(tmp_path, """
+        models:
+          - name: gen
+            backend: ge
+            source: demo:llama_kv
+            generate: {max_model_len: 4096, max_num_batched_tokens: 64}
+        """))
+    parameters = {key: value.string_value for key, value in model_config(spec.models[0]).parameters.items()}
+    limits = limits_from(parameters, "here")
+    assert (limits.max_model_len, limits.max_batched_tokens) == (4096, 64)
+    assert limits_from({}, "here").max_model_len is None  # not given: the glue takes the export's
+    problems = refused(_write(tmp_path, """
+        models:
+          - name: gen
+            backend: ge
+            source: demo:llama_kv
+            generate: {max_running: 16, max_num_batched_tokens: 8}
+        """))
+    assert problems == ["deploy.yaml:6:57 models[0].generate.max_num_batched_tokens: 8 is less than "
+                        "max_running 16: each step decodes one token of every running sequence within "
+                        "this budget"]
+
+
+def test_the_context_is_the_spec_s_within_what_the_export_declares(tmp_path: Path) -> None:
+    """As vLLM settles max_model_len: the spec's, refused beyond what the export declares (ONNX metadata or
+    a config.json beside it, the smallest key); else the export's; else 2048, said so."""
+    import json
+
+    import pytest
+
+    from triton_ge_console.backend_glue.generate_protocol import with_context
+    from triton_ge_console.backend_glue.generate_scheduler import Limits
+    from triton_ge_console.model_files.context import declared_context
+
+    onnx_path = tmp_path / "model.onnx"
+    assert declared_context({}, onnx_path) is None
+    assert declared_context({"max_position_embeddings": "8192"}, onnx_path) == (
+        8192, "model.onnx metadata max_position_embeddings")
+    (tmp_path / "config.json").write_text(json.dumps({"n_positions": 1024, "seq_length": "x"}))
+    declared = declared_context({"max_position_embeddings": "8192"}, onnx_path)
+    assert declared == (1024, f"{tmp_path / 'config.json'} n_positions")
+    assert with_context(Limits(max_model_len=512), declared, "w") == (Limits(max_model_len=512),
+                                                                       "generate.max_model_len")
+    assert with_context(Limits(), declared, "w")[0].max_model_len == 1024
+    assert with_context(Limits(), None, "w") == (Limits(max_model_len=2048),
+                                                 "the default: the model declares none")
+    with pytest.raises(ValueError, match=r"^w: generate.max_model_len 2000 is more than the model's "
+                                         r"context: 1024 \(.*config.json n_positions\)$"):
+        with_context(Limits(max_model_len=2000), declared, "w")

@@ -31,6 +31,7 @@ from triton_ge_console.backend_glue.settings import (
     resolve_path,
 )
 from triton_ge_console.backend_glue.telemetry import Telemetry
+from triton_ge_console.model_files.context import declared_context
 
 SENDER_THREADS = 2  # one for each of this host's cores; each stream keeps to one
 NPU_NOT_SUPPORTED = (
@@ -217,6 +218,9 @@ class GenerateModel:
             layout = kv_layout(self.executor.inputs, self.executor.outputs)
             values = {key: parameter(config, key) for key in generate_protocol.PARAMETERS}
             limits = generate_protocol.limits_from({k: v for k, v in values.items() if v is not None}, where)
+            declared = (declared_context(getattr(self.executor, "metadata", {}), settings.onnx_path)
+                        if settings.onnx_path is not None else None)
+            limits, context_from = generate_protocol.with_context(limits, declared, where)
             self.ledgers = tuple(DeviceLedger(d) for d in settings.devices or (settings.device_id,))
             memory = self.executor.memory_bytes + limits.kv_cache_bytes
             for ledger in self.ledgers:
@@ -243,6 +247,8 @@ class GenerateModel:
         pb_utils.Logger.log_info(
             f"ge glue: model {settings.model_name} instance {settings.instance_name} generates "
             f"(execution_mode={settings.kind}, max_running={limits.max_running}, "
+            f"max_model_len={limits.max_model_len} from {context_from}, "
+            f"max_num_batched_tokens={limits.max_batched_tokens}, "
             f"kv_cache={limits.kv_cache_bytes} bytes, {layout.bytes_per_token} bytes/token) "
             f"source={settings.onnx_path}")
 

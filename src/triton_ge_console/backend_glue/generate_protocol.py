@@ -8,6 +8,7 @@ generate extension names it) and each response carries its text piece (`text_out
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import numpy as np
 
 from triton_ge_console.backend_glue.generate_batch import TokenSampling
 from triton_ge_console.backend_glue.generate_scheduler import GenerateRequest, Limits
+from triton_ge_console.model_files.context import DEFAULT_CONTEXT
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ PARAMETERS = {
     "generate_max_running": "max_running",
     "generate_max_waiting": "max_waiting",
     "generate_kv_cache_bytes": "kv_cache_bytes",
+    "generate_max_num_batched_tokens": "max_batched_tokens",
+    "generate_max_model_len": "max_model_len",
 }
 
 
@@ -91,6 +95,21 @@ def limits_from(parameters: dict[str, str], where: str) -> Limits:
         if fields[field] < (0 if field == "eos_token_id" else 1):
             raise ValueError(f"{where}: parameter {key} {text!r}: expected a positive integer")
     return Limits(**fields)  # type: ignore[arg-type]
+
+
+def with_context(limits: Limits, declared: tuple[int, str] | None, where: str) -> tuple[Limits, str]:
+    """The limits with the model's context settled as vLLM settles max_model_len (the spec's, at most what
+    the export declares; else the export's; else 2048), and where it came from; a spec's beyond the
+    export's is refused."""
+    given = limits.max_model_len
+    if declared is not None and given is not None and given > declared[0]:
+        raise ValueError(f"{where}: generate.max_model_len {given} is more than the model's context: "
+                         f"{declared[0]} ({declared[1]})")
+    if given is not None:
+        return limits, "generate.max_model_len"
+    if declared is not None:
+        return dataclasses.replace(limits, max_model_len=declared[0]), declared[1]
+    return dataclasses.replace(limits, max_model_len=DEFAULT_CONTEXT), "the default: the model declares none"
 
 
 def request_from(get: Callable[[str], np.ndarray | None], limits: Limits,

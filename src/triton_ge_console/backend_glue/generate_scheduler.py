@@ -1,9 +1,12 @@
 """Continuous batching for one generate model instance: sequences join at the next step, leave at once.
 
 Each step: admit waiting requests while running sequences and reserved KV bytes stay within bounds;
-prefill newcomers (whole while nothing decodes, else one chunk per step beside the decodes) and send each
-one's first token; then one decode step for every sequence of the batch together, whose caches stay one
-array per past input from step to step. While the model runs, a thread asks the clients whether they left
+prefill newcomers in chunks within the step's token budget (max_batched_tokens, vLLM's
+max_num_batched_tokens, less one token per decoding sequence), the shortest remaining prompt first, so a
+short newcomer never waits behind a long prompt's whole prefill and a prefill's memory is bounded by its
+chunk (attention over chunk x context, not prompt x prompt); send each one's first token once its prompt
+is in; then one decode step for every sequence of the batch together, whose caches stay one array per
+past input from step to step. While the model runs, a thread asks the clients whether they left
 (in Triton an IPC round trip per stream, which would otherwise hold the step); a sequence whose client
 left before a step began ends at that step's end (or the next one's, when asking every stream takes
 longer than a step, or when it left before its first token: that step asks nobody), its token unsent and
@@ -92,7 +95,8 @@ class Limits:
     max_running: int = 8
     max_waiting: int = 256
     kv_cache_bytes: int = 256 << 20
-    prefill_chunk: int = 32  # prompt tokens per step while other sequences decode
+    max_batched_tokens: int = 256  # tokens one step runs: decodes (one each), then prefill chunks
+    max_model_len: int | None = None  # prompt + max_tokens of one request (None: no bound)
 
 
 @dataclass(frozen=True)
@@ -221,6 +225,10 @@ class Scheduler:
         if not 1 <= request.max_tokens <= limits.max_tokens:
             return (f"max_tokens {request.max_tokens}: expected 1 to {limits.max_tokens} "
                     "(the spec's generate.max_tokens)")
+        context = len(request.prompt) + request.max_tokens
+        if limits.max_model_len is not None and context > limits.max_model_len:
+            return (f"{len(request.prompt)} prompt + {request.max_tokens} max_tokens = {context} tokens, "
+                    f"more than the model's context of {limits.max_model_len} (generate.max_model_len)")
         need = self.reservation(request)
         if need > limits.kv_cache_bytes:
             return (f"needs {need} bytes of KV cache ({len(request.prompt)} prompt + {request.max_tokens} "
@@ -260,7 +268,7 @@ class Scheduler:
             with self._lock:
                 queued = [s.stream for s in self._waiting]
             self._watch.ask([s.stream for s in self.running] + queued)
-        self._prefill_next()
+        self._prefill_next(self.limits.max_batched_tokens - (0 if first else len(self.rows)))
         self._leave_ended()
         decoded = [] if first else list(self.rows)
         picked = self._decode(decoded) if decoded else []
@@ -297,21 +305,23 @@ class Scheduler:
                 self.running.append(head)
                 self.reserved += head.reserved
 
-    def _prefill_next(self) -> None:
-        """Prompts into the batch: whole while no sequence decodes (the quickest first tokens; newcomers
-        arriving together all join the first decode step), else one chunk of the earliest newcomer per
-        step, so running sequences wait a chunk, not a whole prompt."""
-        decoding = bool(self.rows)
-        for sequence in [s for s in self.running if s.prefilled < len(s.request.prompt)]:
-            self._prefill(sequence, self.limits.prefill_chunk if decoding else None)
-            if decoding:
+    def _prefill_next(self, budget: int) -> None:
+        """Prompt chunks within this step's token budget, the shortest remaining prompt first: a short
+        newcomer's first token waits for one step, never for a long prompt's whole prefill (which goes on
+        with what the budget leaves); each chunk is one run of its own sequence."""
+        prefilling = [s for s in self.running if s.prefilled < len(s.request.prompt)]
+        for sequence in sorted(prefilling, key=lambda s: len(s.request.prompt) - s.prefilled):
+            if budget <= 0:
                 return
+            chunk = min(budget, len(sequence.request.prompt) - sequence.prefilled)
+            self._prefill(sequence, chunk)
+            budget -= chunk
 
-    def _prefill(self, sequence: Sequence, chunk: int | None) -> None:
-        """The prompt's next chunk (or all of it) in one run; after its last, the sequence joins the
-        batch and its first token is sent at once."""
+    def _prefill(self, sequence: Sequence, chunk: int) -> None:
+        """The prompt's next chunk in one run; after its last, the sequence joins the batch and its first
+        token is sent at once."""
         prompt = sequence.request.prompt
-        end = len(prompt) if chunk is None else min(len(prompt), sequence.prefilled + chunk)
+        end = min(len(prompt), sequence.prefilled + chunk)
         feeds = prefill_feeds(self.layout, prompt[sequence.prefilled:end], sequence.prefill)
         self.batch.own(feeds)
         try:

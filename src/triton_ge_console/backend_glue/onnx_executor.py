@@ -87,6 +87,7 @@ class OnnxRuntimeExecutor:
         except Exception as exc:  # ORT raises its own exception types for bad graphs
             raise ExecutorError(f"ONNX Runtime could not load {onnx_path}: {exc}") from exc
         self.path = onnx_path
+        self.metadata: dict[str, str] = dict(self._session.get_modelmeta().custom_metadata_map)
         unranked = _unranked(onnx_path)
         self.inputs = tuple(_info(n, onnx_path, unranked) for n in self._session.get_inputs())
         self.outputs = tuple(_info(n, onnx_path, unranked) for n in self._session.get_outputs())

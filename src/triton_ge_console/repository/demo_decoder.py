@@ -32,6 +32,11 @@ from triton_ge_console.repository.demo_graph import (
 # checks that both models compute the same logits).
 VOCAB, HIDDEN, HEADS, LAYERS, MLP, ROPE_BASE, SEED = 32000, 64, 4, 2, 128, 10000.0, 20240601
 HEAD_DIM = HIDDEN // HEADS
+# The context its export declares (ONNX metadata, as Hugging Face's config names it): untrained, its RoPE
+# keeps positions apart to about 2*pi*ROPE_BASE**((HEAD_DIM-2)/HEAD_DIM) = 19,870 tokens (its slowest
+# rotation's period); 8,192 as LLaMA-class exports declare, and the most a request may span in the
+# emulation within a second or so of prefill on this kind of host.
+CONTEXT = 8192
 Run = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
 
@@ -113,7 +118,9 @@ def llama_kv_model() -> onnx.ModelProto:
         inputs += [tensor_info(past_key, FLOAT, cache), tensor_info(past_value, FLOAT, cache)]
         outputs += [tensor_info(name, FLOAT, ["batch", HEADS, "total_sequence", HEAD_DIM])
                     for name in (present_key, present_value)]
-    return g.model("demo_llama_kv", inputs, outputs, final)
+    model = g.model("demo_llama_kv", inputs, outputs, final)
+    onnx.helper.set_model_props(model, {"max_position_embeddings": str(CONTEXT)})
+    return model
 
 
 def direct_greedy(run: Run, layout: KvLayout, prompt: list[int], max_tokens: int,

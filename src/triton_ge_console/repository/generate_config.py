@@ -12,7 +12,8 @@ from triton_ge_console.repository.spec.types import GenerateSpec
 def limits(spec: GenerateSpec) -> Limits:
     """The glue's bounds for one instance, from the spec."""
     return Limits(max_tokens=spec.max_tokens, eos_token_id=spec.eos_token_id, max_running=spec.max_running,
-                  max_waiting=spec.max_waiting, kv_cache_bytes=spec.kv_cache_bytes)
+                  max_waiting=spec.max_waiting, kv_cache_bytes=spec.kv_cache_bytes,
+                  max_batched_tokens=spec.max_num_batched_tokens, max_model_len=spec.max_model_len)
 
 
 def apply_generate(config: model_config_pb2.ModelConfig, spec: GenerateSpec) -> None:

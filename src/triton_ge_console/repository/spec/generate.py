@@ -15,7 +15,8 @@ from triton_ge_console.repository.demo_tokenizer import DEMO_TOKENIZER
 from triton_ge_console.repository.spec.nodes import INT32_MAX, Reader, join
 from triton_ge_console.repository.spec.types import GenerateSpec
 
-GENERATE_KEYS = ("max_tokens", "eos_token_id", "max_running", "max_waiting", "kv_cache_mib", "tokenizer")
+GENERATE_KEYS = ("max_tokens", "eos_token_id", "max_running", "max_waiting", "kv_cache_mib", "tokenizer",
+                 "max_model_len", "max_num_batched_tokens")
 # Keys of a model entry a generate model decides itself: its config declares the request's tensors,
 # and the glue batches sequences step by step instead of Triton's batcher.
 EXCLUDED_KEYS = {
@@ -48,7 +49,7 @@ def read_generate(reader: Reader, values: dict[str, yaml.Node], path: str,
     if entries is None:
         return None
     fields: dict[str, object] = {}
-    for key in ("max_tokens", "max_running", "max_waiting"):
+    for key in ("max_tokens", "max_running", "max_waiting", "max_model_len", "max_num_batched_tokens"):
         if key in entries:
             fields[key] = reader.integer(entries[key][1], join(here, key), 1, INT32_MAX)
     if "eos_token_id" in entries:
@@ -59,7 +60,14 @@ def read_generate(reader: Reader, values: dict[str, yaml.Node], path: str,
         fields["tokenizer"] = _tokenizer(reader, entries["tokenizer"][1], join(here, "tokenizer"), base_dir)
     if any(value is None for value in fields.values()):
         return None
-    return GenerateSpec(**fields)  # type: ignore[arg-type]
+    spec = GenerateSpec(**fields)  # type: ignore[arg-type]
+    if spec.max_num_batched_tokens < spec.max_running:  # as vLLM: every running sequence decodes each step
+        given = entries.get("max_num_batched_tokens") or entries["max_running"]  # one was set: defaults fit
+        reader.problems.add(given[1], join(here, "max_num_batched_tokens"),
+                            f"{spec.max_num_batched_tokens} is less than max_running {spec.max_running}: "
+                            "each step decodes one token of every running sequence within this budget")
+        return None
+    return spec
 
 
 def _tokenizer(reader: Reader, node: yaml.Node, path: str, base_dir: Path | None) -> str | None:

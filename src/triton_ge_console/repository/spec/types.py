@@ -59,6 +59,8 @@ class GenerateSpec:
     max_waiting: int = 256  # requests one instance queues beyond those; more are refused
     kv_cache_mib: float = 256.0  # KV-cache capacity of one instance
     tokenizer: str | None = None  # a tokenizer.json (absolute path) or demo:llama_kv (the built-in one)
+    max_model_len: int | None = None  # prompt + max_tokens of one request (None: what the export declares)
+    max_num_batched_tokens: int = 256  # tokens one step runs (decodes, then prefill chunks), vLLM's name
 
     @property
     def kv_cache_bytes(self) -> int:
