@@ -22,7 +22,8 @@ print("MODULES", " ".join(sorted(sys.modules)))
 
 
 HELP_COMMANDS = (["--help"], ["bench", "--help"], ["validate", "--help"], ["up", "--help"],
-                 ["devices", "--help"], ["build", "--help"], ["backend", "install", "--help"])
+                 ["devices", "--help"], ["doctor", "--help"], ["build", "--help"],
+                 ["backend", "install", "--help"])
 
 
 @pytest.mark.parametrize("argv", HELP_COMMANDS, ids=" ".join)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from triton_ge_console.arg_types import Handler, UsageError, error_line
 from triton_ge_console.backend_glue import backend_cli
 from triton_ge_console.console import console_cli
+from triton_ge_console.doctor import doctor_cli
 from triton_ge_console.fleet import fleet_cli, k8s_cli
 from triton_ge_console.repository import build_cli, check_cli
 from triton_ge_console.sessions import session_cli
@@ -36,6 +37,7 @@ REGISTRATIONS = (
     act_cli.register,  # load, unload, reload, watch
     fleet_cli.register,  # their fleet options: status --all, reload --fleet, attach k8s:...
     devices_cli.register,  # devices
+    doctor_cli.register,  # doctor
     bench_cli.register,  # bench
     openai_cli.register,  # openai (the OpenAI-compatible front door)
     k8s_cli.register,  # k8s render
