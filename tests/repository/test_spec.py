@@ -508,3 +508,23 @@ def test_aliases_that_share_settings_load() -> None:
         with pytest.raises(SpecError) as caught:
             parse_spec(shared + "again: *s\n")
         assert ("aliases repeat more than" in str(caught.value)) == refused_here, str(caught.value)
+
+
+def test_server_restart_is_read_and_a_wrong_policy_named_at_its_place(tmp_path: Path) -> None:
+    """`server.restart: on-crash` is the spec's way to `up --restart on-crash`; anything else is one line."""
+    body = """
+        server:
+          restart: {}
+        models:
+          - name: llama
+            backend: ge
+            source: demo:llama
+        """
+    assert load_spec(_write(tmp_path, body.format("on-crash"))).server.restart == "on-crash"
+    assert load_spec(_write(tmp_path, body.format("never"))).server.restart == "never"
+    assert refused(_write(tmp_path, body.format("on-crsh"))) == [
+        "deploy.yaml:2:12 server.restart: unknown policy 'on-crsh'; did you mean 'on-crash'?",
+    ]
+    assert refused(_write(tmp_path, body.format("[]"))) == [
+        "deploy.yaml:2:12 server.restart: must be a string, not a list",
+    ]

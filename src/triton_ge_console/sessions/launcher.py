@@ -55,9 +55,15 @@ from triton_ge_console.sessions.server.registry import (
     store_token,
     validate_name,
 )
+from triton_ge_console.sessions.server.restart_policy import ON_CRASH, RESTART_POLICIES
 from triton_ge_console.sessions.server.server_log import log_cause, port_taken, quoted_port
 from triton_ge_console.sessions.server.shm import new_shm_prefix, shm_arguments
-from triton_ge_console.sessions.server.supervise import LOG_GENERATIONS, LOG_NAME, SupervisedServer
+from triton_ge_console.sessions.server.supervise import (
+    LOG_GENERATIONS,
+    LOG_NAME,
+    SupervisedServer,
+    stop_supervisor,
+)
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 from triton_ge_console.triton_args import extra_args_problem, last_option, port_option, switched_off
 from triton_ge_console.triton_terms import MODEL_READY, is_loopback
@@ -89,6 +95,7 @@ class LaunchOptions:
     exit_timeout_s: int = 10  # Triton's grace for in-flight requests on SIGTERM
     extra_args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)  # extra server environment (CANN diagnostics)
+    restart: str | None = None  # "on-crash" or "never" (None: the spec's server.restart, else never)
 
 
 @dataclass(frozen=True)
@@ -102,6 +109,7 @@ class _Plan:
     server: ServerSpec
     listen: str
     metrics_bind: str | None  # where Triton's metrics listen (None: turned off)
+    restart: str  # never | on-crash
 
 
 def launch(
@@ -236,7 +244,8 @@ def _start(
     ports = _served_ports(args)
     log_path = dirs.workdir / LOG_NAME
     env = _server_env(plan, options, dist, dirs)
-    server = SupervisedServer(dist.binary, args, env, log_path, dirs.workdir)
+    watched = plan.name if plan.restart == ON_CRASH else None
+    server = SupervisedServer(dist.binary, args, env, log_path, dirs.workdir, restart_session=watched)
     try:  # from the spawn on: whatever fails (even saving the record), no server is left running
         server.start()
         record = _record(plan, options, dist, server, ports, dirs, token_ref)
@@ -310,7 +319,10 @@ def _plan(options: LaunchOptions) -> _Plan:
             f"take no token; keep them on a loopback address (default {_metrics_host(listen)}) and reach "
             f"them through a tunnel or a proxy that checks access"
         )
-    return _Plan(name, spec, repository, models, server, listen, metrics_bind)
+    restart = options.restart or server.restart
+    if restart not in RESTART_POLICIES:
+        raise LaunchError(f"--restart {restart}: must be one of {', '.join(RESTART_POLICIES)}")
+    return _Plan(name, spec, repository, models, server, listen, metrics_bind, restart)
 
 
 def _spec(path: Path) -> DeploymentSpec:
@@ -334,6 +346,8 @@ def _refuse_running(registry: Registry, name: str) -> SessionRecord | None:
     if not registry.exists(name):
         return None
     current = registry.load(name)
+    if effective_state(current) == DEAD and current.session_dir is not None:
+        stop_supervisor(current.session_dir)  # one waiting to restart its crashed server: it restarts nothing
     leftover = session_group(current) if effective_state(current) == DEAD else None
     if leftover is not None:  # a dead server's orphaned stubs: nothing of them is worth waiting for
         stop_process_group(leftover, 1.0)
@@ -449,6 +463,7 @@ def _record(
         pid_start_ticks=process_start_ticks(pid) if pid else None, models=plan.models,
         tritonserver=str(dist.binary), tritonserver_origin=dist.origin,
         explicit_tritonserver=options.tritonserver, listen=plan.listen, public_health=options.public_health,
+        restart=plan.restart,
     )
 
 

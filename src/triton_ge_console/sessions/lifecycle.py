@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import signal
+import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +21,7 @@ from triton_ge_console.sessions.observe.generation import generation_row
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
 from triton_ge_console.sessions.server import paths
 from triton_ge_console.sessions.server.access import token_problem
+from triton_ge_console.sessions.server.events import SessionEvent, read_events, restarts
 from triton_ge_console.sessions.server.process import group_alive, port_in_use, stop_process_group
 from triton_ge_console.sessions.server.registry import (
     DEAD,
@@ -28,6 +29,8 @@ from triton_ge_console.sessions.server.registry import (
     STARTING,
     STOPPED,
     Registry,
+    RegistryError,
+    SessionNotFound,
     SessionRecord,
     effective_state,
     forget_token,
@@ -38,9 +41,16 @@ from triton_ge_console.sessions.server.registry import (
     store_token,
     validate_name,
 )
+from triton_ge_console.sessions.server.restart_policy import NEVER, exit_in_words
 from triton_ge_console.sessions.server.server_log import EXIT_TIMEOUT
 from triton_ge_console.sessions.server.shm import remove_shm_regions
-from triton_ge_console.sessions.server.supervise import EXIT_FILE, PID_FILE, read_number
+from triton_ge_console.sessions.server.supervise import (
+    EXIT_FILE,
+    PID_FILE,
+    read_number,
+    stop_supervisor,
+    supervisor_running,
+)
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 from triton_ge_console.triton_terms import DEFAULT_PORTS, MODEL_READY, host_port, with_scheme
 
@@ -67,6 +77,9 @@ def down(
         forget_token(record)
         return StopResult(record, f"detached from {record.http_url} (the server keeps running)")
     code: int | None = record.exit_code
+    if record.session_dir is not None:  # first: its supervisor restarts nothing it stops
+        stop_supervisor(record.session_dir)
+        record = _following_restart(record, registry)
     state = effective_state(record)
     group = session_group(record)
     if group is not None:
@@ -95,6 +108,15 @@ def down(
     forgotten = "" if not forget else " and forgotten" if what == "stopped" else "; forgotten now"
     message = f"session '{record.name}' {what}{forgotten}" + "".join(f"; {note}" for note in notes if note)
     return StopResult(stopped, message, code, freed)
+
+
+def _following_restart(record: SessionRecord, registry: Registry) -> SessionRecord:
+    """The record as it is now: a supervisor may have restarted the server since the caller read it."""
+    with contextlib.suppress(SessionNotFound, RegistryError, OSError):
+        current = registry.load(record.name)
+        if current.pid != record.pid and current.state != STOPPED:
+            return current
+    return record
 
 
 def _exit_timeout_note(record: SessionRecord) -> str | None:
@@ -145,10 +167,18 @@ def server_exit_code(record: SessionRecord) -> int | None:
 
 
 def _wait_exit_recorded(record: SessionRecord, timeout: float) -> None:
-    """Give the supervisor a moment to record how the server ended (it exits right after)."""
+    """Give the supervisor a moment to record how the server ended (it ends what the server left first),
+    while there is a supervisor to do it."""
     deadline = time.monotonic() + timeout
-    while record.session_dir is not None and server_exit_code(record) is None and time.monotonic() < deadline:
+    while (record.session_dir is not None and server_exit_code(record) is None
+           and supervisor_running(record.session_dir) and time.monotonic() < deadline):
         time.sleep(0.02)
+
+
+def recorded_exit_code(record: SessionRecord, timeout: float = 2.0) -> int | None:
+    """How a dead server ended, once its supervisor has recorded it (None: not recorded)."""
+    _wait_exit_recorded(record, timeout)
+    return server_exit_code(record)
 
 
 def _wait_ports_free(record: SessionRecord, timeout: float) -> bool:
@@ -198,6 +228,7 @@ def restart(
         models=record.models if record.spec is None else (),
         timeout=timeout,
         env=dict(env or {}),
+        restart=record.restart,
     )
     try:
         return launch(options, registry, notify)
@@ -288,6 +319,7 @@ class SessionStatus:
     error: str | None = None
     log_tail: tuple[str, ...] = field(default=())
     exit_code: int | None = None  # how the server ended, when it has
+    events: tuple[SessionEvent, ...] = ()  # this run's crashes and restarts, oldest first
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON `status --json` prints."""
@@ -311,16 +343,26 @@ class SessionStatus:
             "models": list(self.models),
             "error": self.error,
             "log_tail": list(self.log_tail),
+            "restart": None if r.attached else r.restart or NEVER,
+            "restarts": len(restarts(self.events)),
+            "events": [event.to_dict() for event in self.events],
         }
 
 
 def session_status(record: SessionRecord, timeout: float = 5.0) -> SessionStatus:
     """State and models of a session, asking its server; a dead one comes with its log's last lines."""
+    status = _session_status(record, timeout)
+    return dataclasses.replace(status, events=read_events(None if record.attached else record.session_dir))
+
+
+def _session_status(record: SessionRecord, timeout: float) -> SessionStatus:
+    """State and models of a session, without its events."""
     state = effective_state(record)
     if state == STOPPED:
         return SessionStatus(record, state, error=record.last_error)
     if state == DEAD:
-        code = server_exit_code(record)
+        end_leftovers(record)
+        code = recorded_exit_code(record)
         return SessionStatus(
             record, state, error=_death(code), log_tail=tuple(log_tail(record)), exit_code=code
         )
@@ -334,6 +376,15 @@ def session_status(record: SessionRecord, timeout: float = 5.0) -> SessionStatus
         any(m["name"] == name and m["state"] == MODEL_READY for m in models) for name in record.models
     )
     return SessionStatus(record, READY if state == READY or wanted_ready else state, models)
+
+
+def end_leftovers(record: SessionRecord) -> bool:
+    """End what a dead server left running (Python stubs a crash orphaned, if its supervisor could not);
+    whether anything was left."""
+    leftover = session_group(record) if not record.attached else None
+    if leftover is not None:
+        stop_process_group(leftover, ORPHAN_GRACE_S)
+    return leftover is not None
 
 
 def attached_gone(record: SessionRecord, timeout: float = 5.0) -> bool:
@@ -378,10 +429,7 @@ def _death(code: int | None) -> str:
     """How a dead server ended, in words."""
     if code is None:
         return "server process is gone (exit code unknown)"
-    if code < 0:
-        with contextlib.suppress(ValueError):
-            return f"server was killed by {signal.Signals(-code).name}"
-    return f"server exited with code {code}"
+    return f"server {exit_in_words(code)}"
 
 
 def _text(path: Path | None) -> str | None:

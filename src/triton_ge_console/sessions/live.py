@@ -43,6 +43,7 @@ class LiveSource:
         history: SnapshotHistory | None = None,
         instances: InstanceWatch | None = None,
         sample_traces: bool = True,
+        events_dir: Path | None = None,
     ) -> None:
         self.name = name
         self.endpoints = endpoints
@@ -58,6 +59,7 @@ class LiveSource:
             telemetry=telemetry,
             instances=instances,
             sample_traces=sample_traces,
+            events_dir=events_dir,
         )
 
     @classmethod
@@ -83,6 +85,7 @@ class LiveSource:
             telemetry=telemetry,
             instances=instance_watch(reach),
             sample_traces=sample_traces,
+            events_dir=reach.session_dir,
         )
 
     def poll(self) -> ServerSnapshot:

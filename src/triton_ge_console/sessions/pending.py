@@ -99,17 +99,20 @@ class RecordLifecycle:
 
     def diagnose(self) -> str | None:
         """Why the server stopped answering, when it is ours: it exited (its code) and its log's cause."""
-        from triton_ge_console.sessions.lifecycle import server_exit_code
+        from triton_ge_console.sessions.lifecycle import recorded_exit_code
+        from triton_ge_console.sessions.server.events import CRASHED, GAVE_UP, read_events
         from triton_ge_console.sessions.server.registry import server_process_alive
         from triton_ge_console.sessions.server.server_log import log_cause
 
         record = self.record
         if record is None or record.attached or server_process_alive(record):
             return None
-        code = server_exit_code(record)
+        code = recorded_exit_code(record)
         how = "" if code is None else (f" (killed by signal {-code})" if code < 0 else f" (exit code {code})")
         cause = log_cause(record.log_path) if record.log_path is not None else ""
-        return f"tritonserver exited{how}" + (f"; log: {cause}" if cause else "")
+        events = read_events(record.session_dir)
+        plan = f"; {events[-1].message}" if events and events[-1].kind in (CRASHED, GAVE_UP) else ""
+        return f"tritonserver exited{how}" + (f"; log: {cause}" if cause else "") + plan
 
     def start(self, env: Mapping[str, str]) -> CommandResult:
         """Start the stopped session again, with diagnostics' environment."""

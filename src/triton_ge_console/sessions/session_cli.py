@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.arg_types import error_line, port_number, seconds
+from triton_ge_console.repository.spec.types import RESTART_POLICIES
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
 if TYPE_CHECKING:
@@ -130,6 +131,11 @@ def _add_up(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[typ
         "--timeout", type=seconds, default=180.0,
         help="seconds to wait for READY models and the metrics port (default 180)"
     )
+    parser.add_argument(
+        "--restart", choices=RESTART_POLICIES,
+        help="on-crash: restart a server that crashed (never one `down` stopped), waiting 1, 2, 4 ... 30 s, "
+             "giving up after 5 in a row (default: the spec's server.restart, else never)",
+    )
     parser.set_defaults(func=run_up)
 
 
@@ -197,6 +203,7 @@ def run_up(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         models=tuple(args.model),
         timeout=args.timeout,
+        restart=args.restart,
     )
     terminal = TerminalProgress()
     try:
@@ -381,3 +388,14 @@ def _print_status(data: dict[str, Any]) -> None:
         print(f"  error: {data['error']}")
     if data["exit_code"] is not None:
         print(f"  exit code {data['exit_code']}")
+    _print_restarts(data)
+
+
+def _print_restarts(data: dict[str, Any]) -> None:
+    """The restart policy and this run's crashes and restarts, each with its time."""
+    if data["restart"] in (None, "never") and not data["events"]:
+        return
+    print(f"  restart: {data['restart']} ({data['restarts']} restart{'s' if data['restarts'] != 1 else ''})")
+    for event in data["events"]:
+        when = time.strftime("%H:%M:%S", time.localtime(event["at"]))
+        print(f"    {when} {event['kind']}: {event['message']}")

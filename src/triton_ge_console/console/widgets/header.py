@@ -46,6 +46,7 @@ class HeaderFacts(NamedTuple):
     interval_s: float
     stale: bool
     width: int | None = None  # the terminal's columns (None: no limit)
+    restarts: int = 0  # how often the supervisor restarted the server after a crash
 
 
 def header_facts(connection: Connection, width: int | None = None) -> HeaderFacts:
@@ -61,6 +62,7 @@ def header_facts(connection: Connection, width: int | None = None) -> HeaderFact
         interval_s=connection.interval_s,
         stale=connection.stale,
         width=width,
+        restarts=snap.restarts or 0 if snap else 0,
     )
 
 
@@ -69,9 +71,12 @@ DROPPABLE = ("title", "grpc", "refresh")  # left out in this order while the lin
 
 def header_line(facts: HeaderFacts) -> Text:
     """The header line for these facts, dimmed when stale; on a narrow terminal the least telling parts go."""
+    # beside health: a server that serves again after crashing says so (its supervisor restarted it)
+    restarted = {"restarts": Text(f"restarted {facts.restarts}× after a crash", style="bold yellow")
+                 } if facts.restarts else {}
     parts = {
         "title": Text("GE Console", style="bold"), "session": Text(f"session {facts.session}"),
-        "version": Text(f"Triton {facts.version}"), "health": Text(*HEALTH_LOOKS[facts.health]),
+        "version": Text(f"Triton {facts.version}"), "health": Text(*HEALTH_LOOKS[facts.health]), **restarted,
         "uptime": Text(f"up {facts.uptime}"), "http": Text(f"http {facts.http}"),
         "refresh": Text(f"refresh {facts.interval_s:g}s"), "grpc": Text(f"grpc {facts.grpc}"),
     }

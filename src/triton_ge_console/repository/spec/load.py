@@ -12,7 +12,13 @@ from triton_ge_console.repository.spec.devices import check_devices, host_device
 from triton_ge_console.repository.spec.k8s import read_kubernetes
 from triton_ge_console.repository.spec.models import model_name_problem, read_model
 from triton_ge_console.repository.spec.nodes import Problems, Reader, SpecError, SpecProblem, join, suggest
-from triton_ge_console.repository.spec.types import DeploymentSpec, KubernetesSpec, ModelSpec, ServerSpec
+from triton_ge_console.repository.spec.types import (
+    RESTART_POLICIES,
+    DeploymentSpec,
+    KubernetesSpec,
+    ModelSpec,
+    ServerSpec,
+)
 from triton_ge_console.triton_args import extra_args_problem
 
 __all__ = ["SpecError", "SpecProblem", "load_spec", "model_name_problem", "parse_spec"]
@@ -28,6 +34,7 @@ SERVER_KEYS = (
     "log_verbose",
     "npu_memory_gib",
     "extra_args",
+    "restart",
 )
 METRICS_KEYS = ("interval_ms", "summary_latencies")
 # what npu_ge reads from --backend-config (ge_backends): its seven keys and GE's options
@@ -231,9 +238,21 @@ def _server(reader: Reader, node: yaml.Node) -> ServerSpec | None:
         fields.update(_metrics(reader, entries["metrics"][1]))
     if "extra_args" in entries:
         fields["extra_args"] = _extra_args(reader, entries["extra_args"][1])
+    if "restart" in entries:
+        fields["restart"] = _restart(reader, entries["restart"][1])
     if any(value is None for value in fields.values()):
         return None
     return ServerSpec(**fields)  # type: ignore[arg-type]
+
+
+def _restart(reader: Reader, node: yaml.Node) -> str | None:
+    """`server.restart`: whether the session's supervisor restarts a server that crashed."""
+    value = reader.text(node, "server.restart")
+    if value is not None and value not in RESTART_POLICIES:
+        hint = suggest(value, RESTART_POLICIES)
+        reader.problems.add(node, "server.restart", f"unknown policy '{value}'{hint}")
+        return None
+    return value
 
 
 def _metrics(reader: Reader, node: yaml.Node) -> dict[str, object]:

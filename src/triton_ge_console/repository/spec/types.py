@@ -8,6 +8,8 @@ from pathlib import Path
 from triton_ge_console.ge_backends import DEFAULT_DEVICE_MEMORY_GIB
 from triton_ge_console.model_files.tensors import TensorSpec
 
+RESTART_POLICIES = ("never", "on-crash")  # server.restart / up --restart: restart a server that crashed?
+
 
 @dataclass(frozen=True)
 class QueuePolicySpec:
@@ -102,6 +104,7 @@ class ServerSpec:
     log_verbose: int = 0
     npu_memory_gib: float = DEFAULT_DEVICE_MEMORY_GIB  # capacity of an emulated NPU
     extra_args: tuple[str, ...] = ()
+    restart: str = "never"  # "on-crash": the session's supervisor restarts a server that crashed
 
 
 @dataclass(frozen=True)

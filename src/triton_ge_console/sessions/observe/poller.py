@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 from triton_ge_console.sessions.observe.figures import (
     MetricViews,
@@ -42,6 +43,7 @@ from triton_ge_console.sessions.observe.stats import (
 from triton_ge_console.sessions.observe.telemetry.devices import DeviceTelemetry, devices_from_glue
 from triton_ge_console.sessions.observe.trace import TraceCollector, enable_tracing
 from triton_ge_console.sessions.observe.trace_sampling import TraceSampler
+from triton_ge_console.sessions.server.events import read_events, restarts
 from triton_ge_console.triton_terms import MODEL_READY
 
 # Families a snapshot never shows: per-stage latency summaries (5x the text when on), host and GPU figures.
@@ -71,8 +73,10 @@ class Poller:
         instances: InstanceWatch | None = None,
         moved_statistics: bool = True,
         sample_traces: bool = True,
+        events_dir: Path | None = None,
     ) -> None:
         self.name = name
+        self.events_dir = events_dir  # a launched session's folder: its supervisor's crashes and restarts
         self.statistics = MovedStatistics(moved_statistics)  # statistics only for models whose counters moved
         self.endpoints = endpoints
         self.started_at = started_at
@@ -122,7 +126,14 @@ class Poller:
         devices = self.telemetry.devices(None) if self.telemetry is not None else ()
         return ServerSnapshot(taken_at=taken_at, session=self.name, live=False, ready=False,
                               version=self._metadata.version if self._metadata else None,
-                              endpoints=self.endpoints, devices=devices, error=error)
+                              endpoints=self.endpoints, devices=devices, error=error, **self._events())
+
+    def _events(self) -> dict[str, Any]:
+        """The snapshot's restart count and newest session event (none for a server not launched here)."""
+        if self.events_dir is None:
+            return {}
+        events = read_events(self.events_dir)
+        return {"restarts": len(restarts(events)), "last_event": events[-1].message if events else None}
 
     def _poll(self, taken_at: float) -> ServerSnapshot:
         """The body of poll: each missing reading degrades to None figures plus a note in `error`."""
@@ -152,6 +163,7 @@ class Poller:
             models=models,
             devices=self._devices(readings.metrics),
             error="; ".join(problems) or None,
+            **self._events(),
         )
 
     def _read(self, http: HttpEndpoint, problems: list[str]) -> PollReadings:

@@ -126,6 +126,8 @@ class ServerSnapshot:
     models: tuple[ModelSnapshot, ...] = ()
     devices: tuple[DeviceSnapshot, ...] = ()
     error: str | None = None  # why the server could not be read, when it could not
+    restarts: int | None = None  # how often its supervisor restarted it after a crash (None: not ours)
+    last_event: str | None = None  # the newest of its session's events (a crash, a restart), in words
 
     @property
     def health(self) -> str:

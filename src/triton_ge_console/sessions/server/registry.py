@@ -92,6 +92,7 @@ class SessionRecord:
     public_health: bool = False  # the token guards every Triton API but health (liveness/readiness)
     last_error: str | None = None  # why the last (re)start failed; the session was kept, stopped
     discovered_by: str | None = None  # "k8s:NAMESPACE/SELECTOR": a pod found there (leaves with the pod)
+    restart: str | None = None  # "on-crash": its supervisor restarts a server that crashed (None: never)
 
     def replace(self, **changes: Any) -> SessionRecord:
         """A copy with some fields changed."""
@@ -124,6 +125,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "public_health": (bool,),
     "last_error": (str,),
     "discovered_by": (str,),
+    "restart": (str,),
     **{name: (str,) for name in _PATH_FIELDS},
 }
 
