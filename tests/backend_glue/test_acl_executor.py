@@ -238,3 +238,32 @@ def test_finalize_stops_telemetry_before_it_frees_the_executor() -> None:
     model.telemetry = SimpleNamespace(close=lambda: order.append("telemetry"))  # type: ignore[attr-defined]
     model.finalize()
     assert order == ["telemetry", "executor"]  # the telemetry thread reads the executor's context
+
+
+@pytest.mark.parametrize("mbatch_index", [0, 1])
+def test_inputs_are_given_in_the_oms_order_wherever_the_gear_input_is(
+        fake_acl: ModuleType, tmp_path: Path, mbatch_index: int) -> None:
+    """A dataset's buffers are matched to the OM's inputs by position; ATC's ascend_mbatch_shape_data need
+    not be last (AscendCL has its index asked with aclmdlGetInputIndexByName). With it first, the glue's
+    dataset (data inputs, then the gear input) fed the gear input's 8 bytes as x (was: ACL error 100017)."""
+    onnx = dense_model()
+    om = write_fake_om(tmp_path, onnx, gears=(1, 2, 4), mbatch_index=mbatch_index)
+    executor = AclExecutor(om, device_id=0)
+    x = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
+    outputs, _ = executor.run({"x": x})
+    np.testing.assert_allclose(outputs["y"], reference(onnx, {"x": x})[0], atol=1e-6)
+    executor.close()
+    assert _no_leaks(fake_acl)
+
+
+def test_dimension_gears_with_the_gear_input_first_run(fake_acl: ModuleType, tmp_path: Path) -> None:
+    """--dynamic_dims with ascend_mbatch_shape_data at index 0: each data input's buffer in its own place."""
+    onnx = dense_model()
+    om = write_fake_om(tmp_path, onnx, input_shape={"x": [-1, 4]}, dynamic_dims=[[1], [2], [4]],
+                       mbatch_index=0)
+    executor = AclExecutor(om, device_id=0)
+    x = np.ones((2, 4), np.float32)
+    outputs, _ = executor.run({"x": x})
+    np.testing.assert_allclose(outputs["z"], reference(onnx, {"x": x})[1], atol=1e-6)
+    executor.close()
+    assert _no_leaks(fake_acl)

@@ -235,7 +235,10 @@ class AclExecutor:
         self._refuse_aipp()
         if self.dynamic_shape:
             return  # datasets per request
-        self._in_dataset = self._dataset(self._in_slots + self._mbatch_slots, "input")
+        # in the OM's input order: buffers are matched to inputs by position, and ATC's gear input need not
+        # be last (AscendCL has its index asked: aclmdlGetInputIndexByName(ACL_DYNAMIC_TENSOR_NAME))
+        self._in_dataset = self._dataset(sorted(self._in_slots + self._mbatch_slots, key=lambda s: s.index),
+                                         "input")
         self._out_dataset = self._dataset(self._out_slots, "output")
         self._find_batch_axes()
         self._find_profile_axes()

@@ -8,7 +8,8 @@ the gear last set by `set_dynamic_batch_size` (as acl_net.py / acllite_model.py 
 
 The OM kinds ATC builds, each as AscendCL describes it (CANN AscendCL API reference; the binding's
 signatures from hicann/runtime python/pyACL/mdl/mdl_wrap.cpp):
-- "dynamic_batch" gears (--dynamic_batch_size): the batch axis is -1, `ascend_mbatch_shape_data` added.
+- "dynamic_batch" gears (--dynamic_batch_size): the batch axis is -1, `ascend_mbatch_shape_data` added
+  (last, or at "mbatch_index").
 - "dynamic_dims" (--dynamic_dims, one value per -1 of "input_shape" in each profile): -1 in the input
   dims, sizes at the largest profile, `ascend_mbatch_shape_data` added, `get_dynamic_batch` reports no
   gears; `get_input_dynamic_gear_count(desc, -1)` and `get_input_dynamic_dims(desc, -1, count)` give
@@ -162,7 +163,15 @@ def _build_batch(model: _state.Model, spec: dict[str, Any], names: list[str]) ->
     model.gears = gears
     model.kind = "batch" if gears else "static"
     if gears:
-        model.inputs.append(_tensor(MBATCH_INPUT, np.int64, [1], 1))
+        _place_mbatch(model, spec, _tensor(MBATCH_INPUT, np.int64, [1], 1))
+
+
+def _place_mbatch(model: _state.Model, spec: dict[str, Any], tensor: dict[str, Any]) -> None:
+    """Add ascend_mbatch_shape_data where the OM has it: last unless the OM spec's "mbatch_index" says
+    otherwise. AscendCL fixes no position: its reference for aclmdlSetDynamicBatchSize /
+    aclmdlSetInputDynamicDims has the caller find it with aclmdlGetInputIndexByName(ACL_DYNAMIC_TENSOR_NAME),
+    and a dataset's buffers are matched to inputs by position (aclmdlAddDatasetBuffer, in input order)."""
+    model.inputs.insert(int(spec.get("mbatch_index", len(model.inputs))), tensor)
 
 
 def _base_shapes(spec: dict[str, Any], session: Any) -> list[tuple[str, Any, list[int]]]:
@@ -203,7 +212,7 @@ def _build_profiles(model: _state.Model, spec: dict[str, Any], names: list[str])
     for index, tensor in enumerate(model.outputs):
         tensor["size"] = max(results[index].nbytes for results in runs)
     dynamic = sum(dims.count(-1) for _, _, dims in base)
-    model.inputs.append(_tensor(MBATCH_INPUT, np.int64, [dynamic if model.kind == "dims" else 2], 1))
+    _place_mbatch(model, spec, _tensor(MBATCH_INPUT, np.int64, [dynamic if model.kind == "dims" else 2], 1))
 
 
 def _run(session: Any, inputs: list[tuple[str, Any]], shapes: list[list[int]]) -> list[Any]:
@@ -577,8 +586,9 @@ def _input_shapes(model: _state.Model, dataset: _state.Dataset) -> list[list[int
     if model.kind in ("dims", "hw"):
         if dataset.profile is None:
             return None
-        profile = model.profiles[dataset.profile]
-        return [profile[i] if i < len(profile) else list(t["dims"]) for i, t in enumerate(model.inputs)]
+        shapes = iter(model.profiles[dataset.profile])  # the data inputs' shapes, in input order
+        return [list(t["dims"]) if t["name"] in (MBATCH_INPUT, AIPP_INPUT) else next(shapes)
+                for t in model.inputs]
     if model.kind == "shape":
         shapes = []
         for index, tensor in enumerate(model.inputs):
