@@ -267,3 +267,15 @@ def test_dimension_gears_with_the_gear_input_first_run(fake_acl: ModuleType, tmp
     np.testing.assert_allclose(outputs["z"], reference(onnx, {"x": x})[1], atol=1e-6)
     executor.close()
     assert _no_leaks(fake_acl)
+
+
+def test_an_om_with_more_gears_than_ascendcl_describes_fails_at_load_saying_why(
+        fake_acl: ModuleType, tmp_path: Path) -> None:
+    """129 batch gears: aclmdlGetDynamicBatch answers ACL_ERROR_STORAGE_OVER_LIMIT (model_om2.cpp), which
+    the glue names; nothing is left allocated (the fake answered 129 gears before)."""
+    om = write_fake_om(tmp_path, dense_model(), gears=tuple(range(1, 130)))
+    said = (r"acl.mdl.get_dynamic_batch failed with ACL error 300000: storage over limit "
+            r"\(ACL_ERROR_STORAGE_OVER_LIMIT\): at load, an OM with more than 128 gears")
+    with pytest.raises(AclError, match=said):
+        AclExecutor(om, device_id=0)
+    assert _no_leaks(fake_acl)

@@ -146,6 +146,33 @@ def test_gear_options_exclude_each_other_and_dims_follow_the_minus_ones() -> Non
     assert atc.check_request(image) == []
 
 
+def test_gears_ascendcl_cannot_describe_are_refused_in_its_words() -> None:
+    """ATC builds any number of gears, but AscendCL describes at most 128 (acl_mdl.h ACL_MAX_BATCH_NUM,
+    ACL_MAX_HW_NUM, ACL_MAX_DIM_CNT; hicann/ge model_om2.cpp) and a --dynamic_dims gear of at most 128 dims
+    over all inputs: refused before ATC runs, in the plog's words (passed before)."""
+    base = AtcRequest(Path("m.onnx"), "Ascend910B3", Path("out"), "ids:-1,-1")
+    gears = ",".join(str(g) for g in range(1, 130))
+    (problem,) = atc.check_request(AtcRequest(Path("m.onnx"), "Ascend910B3", Path("o"), "x:-1,4", gears))
+    assert problem == ("--dynamic_batch_size: ATC builds it, but AscendCL refuses the OM at load: "
+                       "aclmdlGetDynamicBatch: batch count[129] is larger than max batch num[128] "
+                       "(ACL_ERROR_STORAGE_OVER_LIMIT, 300000)")
+    most = gears.rsplit(",", 1)[0]
+    assert atc.check_request(AtcRequest(Path("m.onnx"), "S", Path("o"), "x:-1,4", most)) == []
+    dims = ";".join(f"{g},8" for g in range(1, 130))
+    (problem,) = atc.check_request(AtcRequest(**{**base.__dict__, "dynamic_dims": dims}))
+    assert "aclmdlGetInputDynamicGearCount: dimCnt[129] is larger than max[128]" in problem
+    wide = ";".join(f"x{i}:1,-1" for i in range(65))  # 65 inputs of 2 dims: a gear of 130 dims
+    (problem,) = atc.check_request(AtcRequest(Path("m.onnx"), "S", Path("o"), wide,
+                                              dynamic_dims="1" + ",1" * 64 + ";" + "2" + ",2" * 64))
+    assert problem.startswith("--input_shape: ATC builds it, but AscendCL refuses the OM at load: "
+                              "aclmdlGetInputDynamicDims: current dynamic dims size 130 can not be larger "
+                              "than 128")
+    sizes = ";".join(f"{h},{h}" for h in range(1, 130))
+    (problem,) = atc.check_request(AtcRequest(Path("m.onnx"), "S", Path("o"), "img:1,3,-1,-1",
+                                              dynamic_image_size=sizes))
+    assert "aclmdlGetDynamicHW: hw count[129] is larger than max[128]" in problem
+
+
 def test_request_checks_collect_every_problem() -> None:
     """Empty SoC (E10054), options outside ATC's lists (E10001), bad gears: all reported at once."""
     request = AtcRequest(Path("m.onnx"), " ", Path("o"), "x:-1,4", "9999,1,1", "NHWC",

@@ -281,6 +281,29 @@ def test_validate_says_an_om_built_for_another_soc_will_not_load(
     assert same.severity == "warning" and "the same NpuArch (DAV_2201), so AscendCL loads it" in same.message
 
 
+def test_validate_refuses_an_om_recorded_with_more_gears_than_ascendcl_reads(tmp_path: Path) -> None:
+    """An OM whose recorded ATC command (convert's .atc.json, from before convert checked this) has 129
+    batch gears: AscendCL's aclmdlGetDynamicBatch refuses it at load, so validate says so (passed before)."""
+    from triton_ge_console.repository.validate import validate_path
+
+    folder = tmp_path / "repo" / "m"
+    (folder / "1").mkdir(parents=True)
+    _onnx(folder / "1" / "model.onnx")
+    (folder / "1" / "model.om").write_bytes(b"an OM")
+    gears = ",".join(str(g) for g in range(1, 130))
+    command = ["atc", "--model=model.onnx", "--framework=5", "--output=model", "--soc_version=Ascend910B3",
+               "--input_shape=x:-1,4", f"--dynamic_batch_size={gears}"]
+    record = {"soc_version": "Ascend910B3", "atc": command}
+    (folder / "1" / "model.om.atc.json").write_text(json.dumps(record))
+    param = 'parameters { key: "om_model_path" value { string_value: "model.om" } }\n'
+    (folder / "config.pbtxt").write_text('name: "m"\nbackend: "ge"\n' + param, encoding="utf-8")
+    problems = [p for p in validate_path(folder).problems if "AscendCL refuses" in p.message]
+    assert [p.severity for p in problems] == ["error"]
+    assert "model.om (model.om.atc.json): --dynamic_batch_size: ATC builds it, but AscendCL refuses the OM " \
+           "at load: aclmdlGetDynamicBatch: batch count[129] is larger than max batch num[128]" \
+        in problems[0].message
+
+
 def test_validate_backend_dir_finds_backends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """--backend-dir: a backend with a library or a Python-based backend there passes; one with neither is
     Triton's refusal (exit 1); a library in the model folder counts, as Triton looks there too."""

@@ -33,6 +33,8 @@ MEANINGS: dict[int, str] = {
     145021: "GE: invalid shape",
     145022: "GE: invalid data type",
     245000: "GE: out of memory",
+    300000: "storage over limit (ACL_ERROR_STORAGE_OVER_LIMIT): at load, an OM with more than 128 gears, "
+            "which AscendCL cannot describe (aclmdlGetDynamicBatch, GetDynamicHW, GetInputDynamicGearCount)",
     245002: "GE: device memory operation failed",
     545000: "GE internal error",
     545001: "GE failed to load the model",

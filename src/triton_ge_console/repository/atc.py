@@ -16,6 +16,11 @@ from pathlib import Path
 FRAMEWORK_ONNX = "5"
 ONNX_INPUT_FORMATS = ("NCHW", "ND", "NCDHW")  # what ATC accepts as --input_format for ONNX models
 MIN_PROFILES = 2  # gears of --dynamic_batch_size / _image_size / _dims (CheckDynamicParams sets no maximum)
+# ...but AscendCL reads at most these from an OM (acl_mdl.h; hicann/ge api/acl/acl_model/model/model_om2.cpp):
+# aclmdlGetDynamicBatch / GetDynamicHW / GetInputDynamicGearCount answer ACL_ERROR_STORAGE_OVER_LIMIT
+# (300000) past 128 gears, and aclmdlGetInputDynamicDims ACL_ERROR_FAILURE (500001) when every input's dims
+# together (one --dynamic_dims gear, as aclmdlIODims carries it) are more than 128.
+ACL_MAX_BATCH_NUM = ACL_MAX_HW_NUM = ACL_MAX_DIM_CNT = 128
 DYNAMIC_DIM = -1
 SHAPE_SAMPLE = '"input_name1:n1,c1,h1,w1"'
 DIGITS_SAMPLE = '"input_name1:1,3,224,224"'
@@ -317,7 +322,48 @@ def _gear_problems(request: AtcRequest, shapes: list[tuple[str, list[int]]]) -> 
             check()
         except AtcArgumentError as exc:
             problems.append(str(exc))
+    return problems or acl_limit_problems(request, shapes)
+
+
+def acl_limit_problems(request: AtcRequest, shapes: list[tuple[str, list[int]]]) -> list[str]:
+    """What ATC builds but AscendCL refuses to describe at load, in AscendCL's words (its plog lines)."""
+    loaded = "ATC builds it, but AscendCL refuses the OM at load"
+    if request.dynamic_batch_size is not None:
+        count = len(parse_dynamic_batch_size(request.dynamic_batch_size))
+        if count > ACL_MAX_BATCH_NUM:
+            return [f"--dynamic_batch_size: {loaded}: aclmdlGetDynamicBatch: batch count[{count}] is larger "
+                    f"than max batch num[{ACL_MAX_BATCH_NUM}] (ACL_ERROR_STORAGE_OVER_LIMIT, 300000)"]
+    if request.dynamic_image_size is not None:
+        count = len(parse_dynamic_image_size(request.dynamic_image_size))
+        if count > ACL_MAX_HW_NUM:
+            return [f"--dynamic_image_size: {loaded}: aclmdlGetDynamicHW: hw count[{count}] is larger than "
+                    f"max[{ACL_MAX_HW_NUM}] (ACL_ERROR_STORAGE_OVER_LIMIT, 300000)"]
+    if request.dynamic_dims is not None:
+        return _dims_limit_problems(request.dynamic_dims, shapes, loaded)
+    return []
+
+
+def _dims_limit_problems(text: str, shapes: list[tuple[str, list[int]]], loaded: str) -> list[str]:
+    """--dynamic_dims: at most 128 gears, each at most 128 dims over all inputs."""
+    problems = []
+    count = len(parse_dynamic_dims(text, sum(dims.count(DYNAMIC_DIM) for _, dims in shapes)))
+    if count > ACL_MAX_DIM_CNT:
+        problems.append(f"--dynamic_dims: {loaded}: aclmdlGetInputDynamicGearCount: dimCnt[{count}] is "
+                        f"larger than max[{ACL_MAX_DIM_CNT}] (ACL_ERROR_STORAGE_OVER_LIMIT, 300000)")
+    size = sum(len(dims) for _, dims in shapes)
+    if size > ACL_MAX_DIM_CNT:
+        problems.append(f"--input_shape: {loaded}: aclmdlGetInputDynamicDims: current dynamic dims size "
+                        f"{size} can not be larger than {ACL_MAX_DIM_CNT} (a gear is every input's dims "
+                        "together; ACL_ERROR_FAILURE, 500001)")
     return problems
+
+
+def command_request(command: list[str], model: Path, soc_version: str) -> AtcRequest:
+    """The gear options of a recorded ATC command line (`--key=value` words) as a request."""
+    options = dict(word[2:].split("=", 1) for word in command if word.startswith("--") and "=" in word)
+    return AtcRequest(model, soc_version, model.with_suffix(""), options.get("input_shape"),
+                      options.get("dynamic_batch_size"), dynamic_dims=options.get("dynamic_dims"),
+                      dynamic_image_size=options.get("dynamic_image_size"))
 
 
 def _check_dynamic_dims(text: str, shapes: list[tuple[str, list[int]]]) -> None:

@@ -78,13 +78,18 @@ def write_record(om_path: Path, soc_version: str, command: list[str]) -> None:
     record_path(om_path).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 
 
-def built_for(om_path: Path) -> str | None:
-    """The SoC an OM was built for, when convert recorded it."""
+def read_record(om_path: Path) -> dict[str, object] | None:
+    """What convert recorded beside an OM (its SoC and ATC command), None without a readable record."""
     try:
         record = json.loads(record_path(om_path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    soc = record.get("soc_version") if isinstance(record, dict) else None
+    return record if isinstance(record, dict) else None
+
+
+def built_for(om_path: Path) -> str | None:
+    """The SoC an OM was built for, when convert recorded it."""
+    soc = (read_record(om_path) or {}).get("soc_version")
     return soc if isinstance(soc, str) and soc else None
 
 

@@ -409,10 +409,14 @@ def get_input_index_by_name(model_desc: int, name: str) -> tuple[int, int]:
 
 
 def get_dynamic_batch(model_desc: int) -> tuple[dict[str, Any], int]:
-    """aclmdlGetDynamicBatch: ({"batchCount", "batch"}, ret); batchCount 0 for a static OM."""
+    """aclmdlGetDynamicBatch: ({"batchCount", "batch"}, ret); batchCount 0 for a static OM; more than
+    ACL_MAX_BATCH_NUM gears is ACL_ERROR_STORAGE_OVER_LIMIT (hicann/ge model_om2.cpp,
+    aclmdlGetDynamicBatchImplOm2: "batch count[N] is larger than max batch num[128]")."""
     model = _DESC_MODELS.get(model_desc)
     if model is None:
         return {}, ACL_ERROR_INVALID_PARAM
+    if len(model.gears) > _state.ACL_MAX_BATCH_NUM:
+        return {}, _state.ACL_ERROR_STORAGE_OVER_LIMIT
     return {"batchCount": len(model.gears), "batch": list(model.gears)}, ACL_SUCCESS
 
 
@@ -463,6 +467,8 @@ def get_input_dynamic_gear_count(model_desc: int, index: int) -> tuple[int, int]
     model = _DESC_MODELS.get(model_desc)
     if model is None or index != -1:
         return 0, ACL_ERROR_INVALID_PARAM
+    if model.kind == "dims" and len(model.profiles) > _state.ACL_MAX_DIM_CNT:  # aclmdlGetInputDynamicGear-
+        return 0, _state.ACL_ERROR_STORAGE_OVER_LIMIT  # CountImplOm2: "dimCnt[N] is larger than max[128]"
     return (len(model.profiles) if model.kind == "dims" else 0), ACL_SUCCESS
 
 
@@ -471,6 +477,8 @@ def get_input_dynamic_dims(model_desc: int, index: int, gear_count: int) -> tupl
     model = _DESC_MODELS.get(model_desc)
     if model is None or index != -1 or model.kind != "dims" or gear_count != len(model.profiles):
         return [], ACL_ERROR_INVALID_PARAM
+    if sum(len(shape) for shape in model.profiles[0]) > _state.ACL_MAX_DIM_CNT:  # aclmdlGetInputDynamic-
+        return [], _state.ACL_ERROR_FAILURE  # DimsImplOm2: "current dynamic dims size N can not be larger"
     return [{"name": "", "dimCount": sum(len(s) for s in p), "dims": [d for s in p for d in s]}
             for p in model.profiles], ACL_SUCCESS
 
@@ -513,6 +521,8 @@ def get_dynamic_hw(model_desc: int, index: int) -> tuple[dict[str, Any], int]:
     model = _DESC_MODELS.get(model_desc)
     if model is None:
         return {}, ACL_ERROR_INVALID_PARAM
+    if len(model.hw) > _state.ACL_MAX_HW_NUM:  # aclmdlGetDynamicHWImplOm2: "hw count[N] is larger than max"
+        return {}, _state.ACL_ERROR_STORAGE_OVER_LIMIT
     return {"hwCount": len(model.hw), "hw": [list(p) for p in model.hw]}, ACL_SUCCESS
 
 

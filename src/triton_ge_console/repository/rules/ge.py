@@ -22,7 +22,7 @@ from triton_ge_console.ge_backends import (
     is_npu_ge_parameter_option,
     stoi,
 )
-from triton_ge_console.repository import soc
+from triton_ge_console.repository import atc, soc
 from triton_ge_console.repository.rules import ge_onnx as ge_rules_onnx
 from triton_ge_console.repository.rules.findings import Finding, error, warning
 
@@ -316,7 +316,25 @@ def _ge_version_findings(config: mc.ModelConfig, version_dir: Path) -> list[Find
             made = error(param_field("om_model_path"), message) if severity == "error" else warning(
                 param_field("om_model_path"), message)
             findings.append(made)
+    if om_path is not None and (parameter(config, "execution_mode") or "auto").lower() != "cpu":
+        findings += [error(param_field("om_model_path"), problem) for problem in _acl_limit_problems(om_path)]
     return findings
+
+
+def _acl_limit_problems(om_path: Path) -> list[str]:
+    """Gears convert recorded that AscendCL refuses at load (more than 128, or a gear of more than 128
+    dims): an OM converted before convert checked them."""
+    record = soc.read_record(om_path) or {}
+    command = record.get("atc")
+    if not isinstance(command, list):
+        return []
+    request = atc.command_request([str(word) for word in command], om_path, str(record.get("soc_version")))
+    try:
+        shapes = atc.parse_input_shape(request.input_shape) if request.input_shape else []
+        problems = atc.acl_limit_problems(request, shapes)
+    except atc.AtcArgumentError:
+        return []  # ATC itself would have refused: not an OM this command wrote
+    return [f"{om_path.name} ({soc.record_path(om_path).name}): {problem}" for problem in problems]
 
 
 def _missing_om_finding(config: mc.ModelConfig, om_text: str, version_dir: Path) -> Finding:
