@@ -119,7 +119,7 @@ def test_status_all_json_has_every_server(fleet: Registry, load_on_first: None,
     assert rows["s2"]["requests_per_s"] == 0
     assert rows["s1"]["npu_util_mean"] is None  # python-backend servers report no NPU: no figure invented
     assert rows["gone"]["health"] == "unreachable" and rows["gone"]["version"] is None
-    assert rows["mute"]["health"] == "unreachable" and "timed out" in rows["mute"]["error"]
+    assert rows["mute"]["health"] == "not answering" and "timed out" in rows["mute"]["error"]
 
 
 def test_a_silent_server_delays_no_other(fleet: Registry) -> None:
@@ -176,7 +176,7 @@ async def test_fleet_screen_shows_every_server(fleet: Registry, load_on_first: N
         now = rows()
         real = [now[name] for name in ("s1", "s2", "s3")]
         return (all(row.health == "ready" and row.requests_per_s is not None for row in real)
-                and now["gone"].health == now["mute"].health == "unreachable")
+                and now["gone"].health == "unreachable" and now["mute"].health == "not answering")
 
     try:
         async with app.run_test(size=(160, 45)) as pilot:
@@ -245,7 +245,8 @@ def test_bare_ge_console_opens_the_fleet_screen(fleet: Registry, monkeypatch: py
     async def look(pilot: Pilot[None]) -> None:
         app = pilot.app
         assert isinstance(app, FleetConsoleApp)
-        await until(pilot, lambda: all(r.health in ("ready", "unreachable") for r in app.fleet_rows),
+        await until(pilot, lambda: all(r.health in ("ready", "unreachable", "not answering")
+                                       for r in app.fleet_rows),
                     timeout=30, what="every row")
         seen["screen"] = type(app.screen).__name__
         seen["rows"] = {row.name: row.health for row in app.fleet_rows}
@@ -258,5 +259,5 @@ def test_bare_ge_console_opens_the_fleet_screen(fleet: Registry, monkeypatch: py
     monkeypatch.setattr(FleetConsoleApp, "run", headless)
     assert main(["console"]) == 0
     assert seen["screen"] == "FleetScreen"
-    assert seen["rows"] == {"gone": "unreachable", "mute": "unreachable", "s1": "ready", "s2": "ready",
+    assert seen["rows"] == {"gone": "unreachable", "mute": "not answering", "s1": "ready", "s2": "ready",
                             "s3": "ready"}

@@ -207,10 +207,11 @@ def next_connection(previous: Connection, snapshot: ServerSnapshot, options: Con
     """A good snapshot resets failures; a failed one keeps the last good figures and backs off."""
     if snapshot.error is None:
         return dataclasses.replace(previous, last_good=snapshot, error=None, failed_polls=0, retry_in_s=None,
-                                   stopped=False, diagnosis=None)
+                                   stopped=False, diagnosis=None, no_reply=False)
     failed = previous.failed_polls + 1
     backoff = min(options.interval_s * (2 ** (failed - 1)), options.max_backoff_s)
-    return dataclasses.replace(previous, error=snapshot.error, failed_polls=failed, retry_in_s=backoff)
+    return dataclasses.replace(previous, error=snapshot.error, failed_polls=failed, retry_in_s=backoff,
+                               no_reply=snapshot.no_reply)
 
 
 def create_app(

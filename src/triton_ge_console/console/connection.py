@@ -19,6 +19,7 @@ class Connection:
     retry_in_s: float | None = None
     stopped: bool = False  # the operator stopped the server on purpose
     diagnosis: str | None = None  # what happened to the server, when the console knows (it crashed, ...)
+    no_reply: bool = False  # the failing poll's server took the connection but sent no reply (hung)
 
     @property
     def stale(self) -> bool:

@@ -16,6 +16,7 @@ from triton_ge_console.sessions.observe.follow import sample
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.sessions.observe.source import SessionSource
 from triton_ge_console.sessions.server.registry import (
+    NOT_ANSWERING,
     READY,
     STARTING,
     Registry,
@@ -36,7 +37,7 @@ class FleetRow:
 
     name: str
     where: str  # host:port of its HTTP endpoint (and where it was discovered)
-    health: str  # ready | live | unreachable | no answer
+    health: str  # ready | live | unreachable | not answering (no reply in time) | no answer (no snapshot)
     version: str | None = None
     models_ready: int | None = None
     models_failing: int | None = None
@@ -85,7 +86,8 @@ def row_from(name: str, where: str, snapshots: Sequence[ServerSnapshot]) -> Flee
         return FleetRow(name, where, NO_ANSWER, error="no snapshot before the deadline")
     snapshot = snapshots[-1]
     if not snapshot.live:
-        return FleetRow(name, where, "unreachable", version=snapshot.version, error=snapshot.error)
+        health = NOT_ANSWERING if snapshot.no_reply else "unreachable"
+        return FleetRow(name, where, health, version=snapshot.version, error=snapshot.error)
     return FleetRow(
         name, where, "ready" if snapshot.ready else "live", version=snapshot.version,
         **_model_figures(snapshot.models), **_device_figures(snapshot),

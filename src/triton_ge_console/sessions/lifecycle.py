@@ -13,7 +13,15 @@ from urllib.parse import urlparse
 
 import psutil
 
-from triton_ge_console.sessions.act.control import ControlError, ModelState, TritonControl, endpoint_url
+from triton_ge_console.sessions.act.control import (
+    LIVE,
+    NO_REPLY,
+    ControlError,
+    ModelState,
+    ServerNotAnswering,
+    TritonControl,
+    endpoint_url,
+)
 from triton_ge_console.sessions.act.watch import controller_for
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
 from triton_ge_console.sessions.live import LiveSource
@@ -25,6 +33,7 @@ from triton_ge_console.sessions.server.events import SessionEvent, read_events, 
 from triton_ge_console.sessions.server.process import group_alive, port_in_use, stop_process_group
 from triton_ge_console.sessions.server.registry import (
     DEAD,
+    NOT_ANSWERING,
     READY,
     STARTING,
     STOPPED,
@@ -368,6 +377,8 @@ def _session_status(record: SessionRecord, timeout: float) -> SessionStatus:
         )
     try:
         entries = controller_for(record, timeout).index()
+    except ServerNotAnswering as exc:
+        return SessionStatus(record, NOT_ANSWERING, error=f"{exc}{_stopped_note(record)}")
     except ControlError as exc:
         # a launched server still starting may not answer yet; an attached one that is not even live is dead
         return SessionStatus(record, DEAD if attached_gone(record, timeout) else state, error=str(exc))
@@ -387,6 +398,16 @@ def end_leftovers(record: SessionRecord) -> bool:
     return leftover is not None
 
 
+def _stopped_note(record: SessionRecord) -> str:
+    """How to resume a launched server its process shows stopped (SIGSTOP, Ctrl+Z), when it is."""
+    if record.attached or record.pid is None or not server_process_alive(record):
+        return ""
+    with contextlib.suppress(psutil.Error):
+        if psutil.Process(record.pid).status() == psutil.STATUS_STOPPED:
+            return f"; its process is stopped (a SIGSTOP): kill -CONT {record.pid} resumes it"
+    return ""
+
+
 def attached_gone(record: SessionRecord, timeout: float = 5.0) -> bool:
     """Whether an attached session's server no longer answers even its liveness check (we hold no
     process of it: asking is the only way to know), so `ls` and `status` both call it dead."""
@@ -394,9 +415,15 @@ def attached_gone(record: SessionRecord, timeout: float = 5.0) -> bool:
 
 
 def listed_state(record: SessionRecord, timeout: float = 2.0) -> str:
-    """A session's state as `ls` shows it: effective_state, and dead for an attached server gone."""
+    """A session's state as `ls` shows it: effective_state, not answering for a server that sends no reply
+    within the timeout (hung), and dead for an attached server gone."""
     state = effective_state(record)
-    return DEAD if state in (STARTING, READY) and attached_gone(record, timeout) else state
+    if state not in (STARTING, READY):
+        return state
+    reply = controller_for(record, timeout).liveness()
+    if reply == NO_REPLY:
+        return NOT_ANSWERING
+    return DEAD if record.attached and reply != LIVE else state
 
 
 def observe_models(record: SessionRecord, timeout: float = 5.0,

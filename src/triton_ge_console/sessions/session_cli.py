@@ -58,7 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     attach_parser.set_defaults(func=run_attach)
     ls_parser = subparsers.add_parser("ls", help="list sessions")
     ls_parser.add_argument("--json", action="store_true", help="machine-readable output")
-    ls_parser.add_argument("--running", action="store_true", help="only sessions that are starting or ready")
+    ls_parser.add_argument("--running", action="store_true",
+                           help="only sessions that are starting, ready or not answering")
     ls_parser.set_defaults(func=run_ls)
     status_parser = subparsers.add_parser("status", help="a session's state, endpoints and models")
     _add_session_arguments(status_parser)
@@ -313,14 +314,14 @@ def run_attach(args: argparse.Namespace) -> int:
 
 def run_ls(args: argparse.Namespace) -> int:
     """List sessions; corrupt session files are reported, the rest still listed."""
-    from triton_ge_console.sessions.server.registry import READY, STARTING, Registry
+    from triton_ge_console.sessions.server.registry import NOT_ANSWERING, READY, STARTING, Registry
 
     records, errors = Registry().scan()
     for error in errors:
         error_line(str(error))
     rows = [_ls_row(record) for record in records]
     if args.running:
-        rows = [row for row in rows if row["state"] in (STARTING, READY)]
+        rows = [row for row in rows if row["state"] in (STARTING, READY, NOT_ANSWERING)]
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
@@ -351,9 +352,9 @@ def _ls_row(record: SessionRecord) -> dict[str, Any]:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    """Print one session's state and models (exit code 1 when it is dead)."""
+    """Print one session's state and models (exit code 1 when it is dead or not answering)."""
     from triton_ge_console.sessions.lifecycle import session_status
-    from triton_ge_console.sessions.server.registry import DEAD, Registry
+    from triton_ge_console.sessions.server.registry import DEAD, NOT_ANSWERING, Registry
 
     status = session_status(Registry().resolve(_named(args)))
     data = status.to_dict()
@@ -361,7 +362,7 @@ def run_status(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
     else:
         _print_status(data)
-    return 1 if status.state == DEAD else 0
+    return 1 if status.state in (DEAD, NOT_ANSWERING) else 0
 
 
 def _print_status(data: dict[str, Any]) -> None:

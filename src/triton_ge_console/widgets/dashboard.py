@@ -29,7 +29,7 @@ STALE_STYLE = f"<style>.{STALE_CLASS} {{ opacity: 0.45; filter: grayscale(1); }}
 
 # ServerSnapshot.health -> (label, colour), as the terminal console's header shows it
 HEALTH_LOOKS = {"ready": ("● ready", "green"), "live": ("● live", "darkorange"),
-                "down": ("○ down", "firebrick")}
+                "down": ("○ down", "firebrick"), "not answering": ("○ not answering", "firebrick")}
 
 
 def header_html(snapshot: ServerSnapshot, interval: float | None = None) -> str:

@@ -25,7 +25,7 @@ SERVER_COLUMNS = ("NAME", "WHERE", "HEALTH", "TRITON", "MODELS r/f/t", "REQ/S", 
                   "NPU max", "NPU memory")
 MODEL_COLUMNS = ("MODEL", "REPLICAS", "REQ/S", "WORST P99 ms", "VERSIONS")
 HEALTH_COLOURS = {"ready": "green", "live": "darkorange", "unreachable": "firebrick",
-                  "no answer": "firebrick"}
+                  "not answering": "firebrick", "no answer": "firebrick"}
 
 
 def server_values(row: FleetRow) -> dict[str, str]:

@@ -28,7 +28,7 @@ SERVER_COLUMNS = ("NAME", "WHERE", "HEALTH", "TRITON", "MODELS r/f/t", "REQ/S", 
                   "NPU max", "NPU MEM GiB")
 MODEL_COLUMNS = ("MODEL", "REPLICAS", "REQ/S", "WORST P99 ms", "VERSIONS")
 HEALTH_STYLES = {"ready": "bold green", "live": "bold yellow", "unreachable": "bold red",
-                 "no answer": "bold red"}
+                 "not answering": "bold red", "no answer": "bold red"}
 Cells = tuple[Text, ...]
 
 

@@ -20,15 +20,18 @@ HEALTH_LOOKS = {  # health -> its mark and colour in the header
     "down": ("● down", "bold red"),
     "ready": ("● ready", "bold green"),
     "live": ("● live", "bold yellow"),
+    "not answering": ("● not answering", "bold red"),
 }
 
 
 def health_of(snapshot: ServerSnapshot | None, connection: Connection) -> str:
-    """stopped / starting / down / ready / live (a HEALTH_LOOKS key)."""
+    """stopped / starting / down / not answering / ready / live (a HEALTH_LOOKS key)."""
     if connection.stopped:
         return "stopped"
     if connection.error == STARTING_MESSAGE:
         return "starting"
+    if connection.stale and connection.no_reply:
+        return "not answering"
     if connection.stale or snapshot is None:
         return "down"
     return snapshot.health

@@ -43,6 +43,13 @@ class ServerUnreachable(ControlError):
     """No answer from the server at all (down, or stopped in the middle of a call)."""
 
 
+class ServerNotAnswering(ServerUnreachable):
+    """The server took the connection but sent no reply within the timeout (hung, or stopped by SIGSTOP)."""
+
+
+LIVE, NOT_LIVE, NO_REPLY = "live", "not live", "no reply"  # what a liveness check found
+
+
 @dataclass(frozen=True)
 class ModelState:
     """One model version as the repository index reports it."""
@@ -197,7 +204,7 @@ class TritonControl:
         except InferenceServerException as exc:
             raise ControlError(f"{self.http_url}: {self._message(exc)}") from None
         except (OSError, ValueError) as exc:
-            raise ServerUnreachable(f"{self.http_url}: server unreachable: {one_line(str(exc))}") from None
+            raise self._unreachable(exc) from None
         return [_model_state(entry) for entry in entries]
 
     def model_config(self, model: str) -> dict[str, Any]:
@@ -208,16 +215,29 @@ class TritonControl:
         except InferenceServerException as exc:
             raise ControlError(f"{model}: {self._message(exc)}") from None
         except OSError as exc:
-            raise ServerUnreachable(f"{self.http_url}: server unreachable: {one_line(str(exc))}") from None
+            raise self._unreachable(exc) from None
         return dict(config)
+
+    def _unreachable(self, exc: Exception) -> ServerUnreachable:
+        """The error of a call the server did not answer: no reply in time is told apart from a refusal."""
+        if isinstance(exc, TimeoutError):
+            return ServerNotAnswering(f"{self.http_url}: not answering: no reply within {self.timeout:g} s")
+        return ServerUnreachable(f"{self.http_url}: server unreachable: {one_line(str(exc))}")
 
     def live(self) -> bool:
         """Whether the server answers its liveness check."""
+        return self.liveness() == LIVE
+
+    def liveness(self) -> str:
+        """LIVE, NOT_LIVE (refused, or not live), or NO_REPLY within the timeout (a hung server keeps its
+        port: its connections are taken, never answered)."""
         try:
             with self._client() as client:
-                return bool(client.is_server_live(headers=self._headers))
+                return LIVE if client.is_server_live(headers=self._headers) else NOT_LIVE
+        except TimeoutError:
+            return NO_REPLY
         except (InferenceServerException, OSError, ValueError):
-            return False
+            return NOT_LIVE
 
     def access_problem(self) -> str | None:
         """Why the server refuses us ("token refused" / "token required"), None when it does not."""

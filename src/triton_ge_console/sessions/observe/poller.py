@@ -119,14 +119,15 @@ class Poller:
             if endpoint is not None:
                 endpoint.close()
 
-    def _down(self, taken_at: float, error: str) -> ServerSnapshot:
+    def _down(self, taken_at: float, error: str, no_reply: bool = False) -> ServerSnapshot:
         """The snapshot of a server that could not be read (a restarted one counts afresh: no glue failures
         carried over)."""
         self._glue_failures = {}
         devices = self.telemetry.devices(None) if self.telemetry is not None else ()
         return ServerSnapshot(taken_at=taken_at, session=self.name, live=False, ready=False,
                               version=self._metadata.version if self._metadata else None,
-                              endpoints=self.endpoints, devices=devices, error=error, **self._events())
+                              endpoints=self.endpoints, devices=devices, error=error, no_reply=no_reply,
+                              **self._events())
 
     def _events(self) -> dict[str, Any]:
         """The snapshot's restart count and newest session event (none for a server not launched here)."""
@@ -142,7 +143,7 @@ class Poller:
         try:
             live, ready = fetch_health(self.http)
         except EndpointError as exc:
-            return self._down(taken_at, str(exc))
+            return self._down(taken_at, str(exc), exc.timed_out)
         problems: list[str] = []
         http = self.http
         if self._metadata is None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from triton_ge_console.sessions.observe.generation import GenerationFigures
 from triton_ge_console.sessions.observe.health import FAILING
+from triton_ge_console.sessions.server.registry import NOT_ANSWERING
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,12 +129,15 @@ class ServerSnapshot:
     error: str | None = None  # why the server could not be read, when it could not
     restarts: int | None = None  # how often its supervisor restarted it after a crash (None: not ours)
     last_event: str | None = None  # the newest of its session's events (a crash, a restart), in words
+    no_reply: bool = False  # it took the connection but sent no reply within the poll's timeout (hung)
 
     @property
     def health(self) -> str:
-        """ready / live / down: what Triton's health endpoints said at this instant."""
+        """ready / live / down / not answering: what Triton's health endpoints said at this instant."""
         if self.ready:
             return "ready"
+        if self.no_reply:
+            return NOT_ANSWERING
         return "live" if self.live else "down"
 
     def model(self, name: str) -> ModelSnapshot | None:

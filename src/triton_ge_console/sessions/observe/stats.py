@@ -20,7 +20,12 @@ NS_PER_US = 1000.0
 
 
 class EndpointError(RuntimeError):
-    """The server could not be reached or answered something unusable."""
+    """The server could not be reached or answered something unusable; `timed_out`: it took the connection
+    but sent no reply in time (hung, or stopped by SIGSTOP)."""
+
+    def __init__(self, message: str, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 class HttpEndpoint:
@@ -62,7 +67,8 @@ class HttpEndpoint:
                 except (OSError, http.client.HTTPException) as exc:
                     self._drop()
                     if attempt == 2 or isinstance(exc, ConnectionRefusedError | TimeoutError):
-                        raise EndpointError(f"{self.base_url}{path}: {_describe(exc)}") from exc
+                        raise EndpointError(f"{self.base_url}{path}: {_describe(exc)}",
+                                            timed_out=isinstance(exc, TimeoutError)) from exc
         raise AssertionError("unreachable")
 
     def json(self, method: str, path: str, payload: Any = None) -> Any:

@@ -24,6 +24,8 @@ from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
 # Recorded states; "dead" is never written: a starting/ready session whose process is gone reads so.
 STARTING, READY, DEAD, STOPPED = "starting", "ready", "dead", "stopped"
+# a running server that sent no reply within the asker's timeout (hung, or stopped by SIGSTOP): never "ready"
+NOT_ANSWERING = "not answering"
 SESSION_STATES = (STARTING, READY, DEAD, STOPPED)
 
 # Triton checks a restricted gRPC protocol's header under this prefix (HTTP uses the key as given).
