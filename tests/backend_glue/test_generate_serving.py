@@ -415,7 +415,7 @@ def test_bench_generate_rate_sweep(server: RunningServer, capsys: pytest.Capture
                "--output-tokens", "3:7", "--requests", "6", "--json", "-"]
     assert main(command) == 0
     first = json.loads(capsys.readouterr().out)
-    assert first["load"]["output_tokens"] == [3, 7]
+    assert first["context"]["arguments"]["output_tokens"] == [3, 7]
     rows = first["rows"]
     assert [row["rate"] for row in rows] == [50.0, 200.0]
     for row in rows:

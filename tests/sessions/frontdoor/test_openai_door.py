@@ -24,6 +24,7 @@ from tests.models import direct_decoder
 from tests.sessions.conftest import module_state_dir
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.generate_text import TextCodec
+from triton_ge_console.cli import main
 from triton_ge_console.sessions.frontdoor.chat_template import DEFAULT_TEMPLATE, ChatTemplate
 from triton_ge_console.sessions.frontdoor.serve import DoorError, RunningDoor, start_openai
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
@@ -217,3 +218,48 @@ def test_an_address_off_loopback_needs_a_token_locked_session(session: SessionRe
     """Exposed means token-locked: a session without a token cannot be served on 0.0.0.0."""
     with pytest.raises(DoorError, match="needs a token-locked session"):
         start_openai(session.replace(token_ref=None), host="0.0.0.0")
+
+
+def test_bench_generate_drives_the_front_door_and_triton_alike(
+        door: RunningDoor, module_state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`bench --generate --endpoint openai` through the front door (its key from $OPENAI_API_KEY) and the
+    same load over Triton's gRPC stream: every generation's lengths in the rows and the export, the
+    context naming the endpoint, and Triton's config digest where Triton is asked."""
+    monkeypatch.setenv(STATE_DIR_ENV, str(module_state / "state"))
+    monkeypatch.setenv("OPENAI_API_KEY", TOKEN)
+    common = ["bench", "llama_text", "--generate", "--prompt-tokens", "8", "--output-tokens", "6",
+              "--requests", "5", "--quiet", "--json", "-"]
+    runs = {}
+    for endpoint, where in (("openai", ["--url", door.url]), ("triton", ["--session", "door"])):
+        export = tmp_path / f"{endpoint}.jsonl"
+        assert main([*common, "--endpoint", endpoint, *where, "--export", str(export)]) == 0
+        runs[endpoint] = json.loads(capsys.readouterr().out)
+        (row,) = runs[endpoint]["rows"]
+        assert (row["requests"], row["errors"], row["output_tokens"]) == (5, 0, 30)
+        assert row["input_tokens"]["avg"] == 8 and row["output_tokens_each"]["p50"] == 6
+        assert row["itl_ms"]["p25"] > 0 and row["ttft_ms"]["std"] >= 0
+        lines = [json.loads(line) for line in export.read_text(encoding="utf-8").splitlines()]
+        assert len(lines) == 5 and all(len(line["itls_ms"]) == 5 and line["status"] == "ok" for line in lines)
+        assert runs[endpoint]["context"]["endpoint"] == endpoint
+        assert any("p99 needs 100" in warning for warning in runs[endpoint]["warnings"])
+    assert runs["openai"]["context"]["url"].endswith("/v1")
+    assert runs["openai"]["context"]["config_digest"] is None
+    assert len(runs["triton"]["context"]["config_digest"]) == 64
+    assert runs["triton"]["context"]["server_version"]
+
+
+def test_an_open_loop_rate_the_server_cannot_keep_up_with_warns(
+        session: SessionRecord, module_state: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """1,000 arrivals a second of 16-token generations on two shared cores: far fewer complete a second,
+    and the run says so (on stderr and in the JSON) instead of printing figures as if at that rate.
+    Seen failing first: a Poisson 20/s run completing 10.1/s warned nothing."""
+    monkeypatch.setenv(STATE_DIR_ENV, str(module_state / "state"))
+    assert main(["bench", "llama_text", "--generate", "--session", "door", "--rate", "1000",
+                 "--distribution", "poisson", "--prompt-tokens", "4", "--output-tokens", "16",
+                 "--requests", "30", "--quiet", "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    (warning,) = [w for w in json.loads(captured.out)["warnings"] if "keep up" in w]
+    assert warning.startswith("1000/s (≤") and "the server did not keep up" in warning
+    assert f"warning: {warning}" in captured.err

@@ -1,9 +1,11 @@
 """`ge-console bench --generate`: stream generations at fixed prompt and output lengths, a concurrency sweep
-(closed loop) or a request-rate sweep (open loop, constant or Poisson arrivals), and report token-level
-figures per step: TTFT, ITL and end-to-end percentiles, output tokens/s, requests/s and goodput
-(requests/s meeting the SLO on TTFT and on ITL). TTFT, ITL and goodput are genai-perf's: ITL is one figure
-per generation, (e2e - TTFT) / (tokens - 1), and its percentiles are over generations; the worst stream's
-own p99 of the intervals between its tokens is reported beside them."""
+(closed loop) or a request-rate sweep (open loop, constant or Poisson arrivals), over Triton's gRPC stream
+or HTTP generate_stream, or an OpenAI-compatible API, and report token-level figures per step: TTFT, ITL,
+end-to-end latency and the input and output sequence lengths (avg, min, max, std and percentiles p25 to
+p99), output tokens/s, requests/s and goodput (requests/s meeting the SLO on TTFT and on ITL). TTFT, ITL
+and goodput are genai-perf's: ITL is one figure per generation, (e2e - TTFT) / (tokens - 1), and its
+statistics are over generations; the worst stream's own p99 of the intervals between its tokens is
+reported beside them."""
 
 from __future__ import annotations
 
@@ -23,10 +25,12 @@ from triton_ge_console.sessions.loadgen.generate_client import (
     GrpcStreamer,
     StreamResult,
     http_generate,
+    openai_generate,
 )
+from triton_ge_console.sessions.loadgen.generate_stats import distribution
 
 MS_PER_S = 1000.0
-PERCENTILES = (50, 90, 99)
+DEFAULT_REQUESTS = 100  # generations a step measures by default: enough for its p99 to rest on a sample
 
 
 class SloError(ValueError):
@@ -76,7 +80,7 @@ class GenerateLoad:
     model: str
     host: str
     port: int
-    protocol: str  # grpc | http
+    protocol: str  # grpc | http (Triton's endpoints); with endpoint openai, the API's HTTP
     prompt_tokens: tuple[int, int]  # (low, high): each generation's length drawn uniformly, fixed if equal
     output_tokens: tuple[int, int]
     concurrency: tuple[int, ...]
@@ -86,10 +90,26 @@ class GenerateLoad:
     headers: tuple[tuple[str, str], ...] = ()
     rates: tuple[float, ...] = ()  # requests per second, one step each (instead of concurrency)
     distribution: str = "constant"  # rate steps' inter-arrival times: constant | poisson
+    endpoint: str = "triton"  # triton (gRPC stream / generate_stream) | openai (/v1/completions)
+    base_path: str = ""  # the OpenAI API's path prefix (/v1)
 
     def requests_at(self, concurrency: int) -> int:
         """How many generations a step measures (a rate step: `concurrency` is its rate, rounded up)."""
-        return self.requests if self.requests is not None else max(8, 4 * concurrency)
+        return self.requests if self.requests is not None else max(DEFAULT_REQUESTS, 4 * concurrency)
+
+    def generate(self, generation: Generation, streamer: GrpcStreamer | None) -> StreamResult:
+        """One generation over the load's endpoint (gRPC through the stream given)."""
+        headers = dict(self.headers)
+        if self.endpoint == "openai":
+            return openai_generate(self.host, self.port, self.base_path, self.model, generation,
+                                   headers=headers)
+        if streamer is not None:
+            return streamer.generate(generation)
+        return http_generate(self.host, self.port, self.model, generation, headers=headers)
+
+    def streams(self) -> bool:
+        """Whether generations go over a gRPC stream (else one HTTP request each)."""
+        return self.endpoint == "triton" and self.protocol == "grpc"
 
 
 @dataclass(frozen=True)
@@ -110,22 +130,17 @@ class GenerateRow:
     itl_ms: dict[str, float | None]
     e2e_ms: dict[str, float | None]
     itl_p99_worst_stream_ms: float | None  # the highest of each generation's own ITL p99
+    input_tokens: dict[str, float | None]  # input sequence length (the prompt's tokens)
+    output_tokens_each: dict[str, float | None]  # output sequence length
     rate: float | None = None  # a rate step's requests per second (its concurrency: the most in flight)
-
-
-def percentiles(values: list[float]) -> dict[str, float | None]:
-    """p50/p90/p99 in milliseconds of seconds values (None each when there are none)."""
-    if not values:
-        return {f"p{p}": None for p in PERCENTILES}
-    found = np.percentile(np.asarray(values) * MS_PER_S, PERCENTILES)
-    return {f"p{p}": float(v) for p, v in zip(PERCENTILES, found, strict=True)}
+    offered_per_s: float | None = None  # a rate step's arrivals as drawn: sent ÷ the schedule's span
 
 
 def summarize(concurrency: int, results: list[StreamResult], duration_s: float, slo: Slo) -> GenerateRow:
     """A step's row from its generations."""
     done = [r for r in results if r.error is None]
     failed = [r for r in results if r.error is not None]
-    tokens = sum(len(r.tokens) for r in done)
+    tokens = sum(r.output_tokens for r in done)
     per_s = (lambda count: count / duration_s) if duration_s > 0 else (lambda count: None)
     judged = slo.ttft_ms is not None or slo.itl_ms is not None
     good = sum(slo.met(r) for r in done)
@@ -136,10 +151,12 @@ def summarize(concurrency: int, results: list[StreamResult], duration_s: float, 
         output_tokens_per_s=per_s(tokens), requests_per_s=per_s(len(done)),
         goodput_per_s=per_s(good) if judged else None,
         goodput_share=(good / len(results) if results else None) if judged else None,
-        ttft_ms=percentiles([r.ttft for r in done if r.ttft is not None]),
-        itl_ms=percentiles([r.itl for r in done if r.itl is not None]),
-        e2e_ms=percentiles([r.e2e for r in done if r.e2e is not None]),
+        ttft_ms=distribution([r.ttft for r in done if r.ttft is not None], MS_PER_S),
+        itl_ms=distribution([r.itl for r in done if r.itl is not None], MS_PER_S),
+        e2e_ms=distribution([r.e2e for r in done if r.e2e is not None], MS_PER_S),
         itl_p99_worst_stream_ms=max(worst) if worst else None,
+        input_tokens=distribution([float(r.prompt_tokens) for r in done]),
+        output_tokens_each=distribution([float(r.output_tokens) for r in done]),
     )
 
 
@@ -158,12 +175,10 @@ def _worker(load: GenerateLoad, take: Callable[[], int | None], results: list[St
     that cannot be opened or fails counts as a failed generation, never a lost thread."""
     streamer: GrpcStreamer | None = None
     try:
-        if load.protocol == "grpc":
+        if load.streams():
             streamer = GrpcStreamer(f"{load.host}:{load.port}", load.model, headers=dict(load.headers))
         while not stop.is_set() and (index := take()) is not None:
-            generation = _generation(load, index)
-            results.append(streamer.generate(generation) if streamer is not None else http_generate(
-                load.host, load.port, load.model, generation, headers=dict(load.headers)))
+            results.append(load.generate(_generation(load, index), streamer))
     except Exception as exc:  # tritonclient's and grpc's own error types: reported, not raised
         results.append(StreamResult(time.perf_counter(), error=f"{type(exc).__name__}: {exc}"))
     finally:
@@ -202,8 +217,17 @@ def _phase(load: GenerateLoad, concurrency: int, tickets: _Tickets, stop: thread
     return results, time.perf_counter() - started
 
 
+Measured = tuple[GenerateRow, list[StreamResult]]  # a step's row and the generations behind it
+
+
 def run_step(load: GenerateLoad, concurrency: int, stop: threading.Event,
              measuring: Callable[[list[StreamResult], float], None] | None = None) -> GenerateRow:
+    """One concurrency step's row (see measure_step)."""
+    return measure_step(load, concurrency, stop, measuring)[0]
+
+
+def measure_step(load: GenerateLoad, concurrency: int, stop: threading.Event,
+                 measuring: Callable[[list[StreamResult], float], None] | None = None) -> Measured:
     """One concurrency step: a warm-up generation per stream (not measured), then the measured ones;
     `measuring` is handed the measured results' list and start time as they begin."""
     _phase(load, concurrency, _Tickets(concurrency, 0), stop)
@@ -211,7 +235,7 @@ def run_step(load: GenerateLoad, concurrency: int, stop: threading.Event,
     if measuring is not None:
         measuring(results, time.perf_counter())
     _, duration = _phase(load, concurrency, _Tickets(load.requests_at(concurrency), 10_000), stop, results)
-    return summarize(concurrency, results, duration, load.slo)
+    return summarize(concurrency, results, duration, load.slo), results
 
 
 UNBOUNDED = 1_000_000  # generations a timed run may send: its duration ends it first
@@ -273,13 +297,12 @@ class _OpenLoop:
             self.peak = max(self.peak, self.in_flight)
         generation = _generation(load, index)
         try:
-            if load.protocol == "grpc":
+            if load.streams():
                 streamer = self._streamer()
-                self.results.append(streamer.generate(generation))
+                self.results.append(load.generate(generation, streamer))
                 self._pool.put(streamer)
             else:
-                self.results.append(http_generate(load.host, load.port, load.model, generation,
-                                                  headers=dict(load.headers)))
+                self.results.append(load.generate(generation, None))
         except Exception as exc:  # tritonclient's and grpc's own error types: reported, not raised
             self.results.append(StreamResult(time.perf_counter(), error=f"{type(exc).__name__}: {exc}"))
         finally:
@@ -303,7 +326,7 @@ class _OpenLoop:
             streamer.close(cancel=True)
 
 
-def run_rate_step(load: GenerateLoad, rate: float, stop: threading.Event) -> GenerateRow:
+def measure_rate_step(load: GenerateLoad, rate: float, stop: threading.Event) -> Measured:
     """One rate step: a warm-up generation, then arrivals at `rate` per second (constant gaps or
     exponential ones), however many are in flight."""
     loop = _OpenLoop(load)
@@ -323,22 +346,29 @@ def run_rate_step(load: GenerateLoad, rate: float, stop: threading.Event) -> Gen
     duration = time.perf_counter() - started
     loop.close()
     row = summarize(loop.peak, loop.results, duration, load.slo)
-    return dataclasses.replace(row, rate=rate)
+    offered = len(threads) / (due - started) if threads and due > started else None
+    return dataclasses.replace(row, rate=rate, offered_per_s=offered), loop.results
 
 
 def run_generate_load(load: GenerateLoad, stop: threading.Event,
-                      on_row: Callable[[GenerateRow], None] | None = None) -> list[GenerateRow]:
-    """Every step of the sweep (its rates, else its concurrencies), in order, until done or stopped."""
+                      on_row: Callable[[GenerateRow], None] | None = None,
+                      on_results: Callable[[GenerateRow, list[StreamResult]], None] | None = None,
+                      ) -> list[GenerateRow]:
+    """Every step of the sweep (its rates, else its concurrencies), in order, until done or stopped;
+    `on_results` hears each step's generations (the per-request export)."""
     rows: list[GenerateRow] = []
-    steps: list[tuple[Callable[..., GenerateRow], float]] = (
-        [(run_rate_step, rate) for rate in load.rates] if load.rates
-        else [(run_step, concurrency) for concurrency in load.concurrency])
+    steps: list[tuple[Callable[..., Measured], float]] = (
+        [(measure_rate_step, rate) for rate in load.rates] if load.rates
+        else [(measure_step, concurrency) for concurrency in load.concurrency])
     for run, level in steps:
         if stop.is_set():
             break
-        rows.append(run(load, level, stop))
+        row, results = run(load, level, stop)
+        rows.append(row)
+        if on_results is not None:
+            on_results(row, results)
         if on_row is not None:
-            on_row(rows[-1])
+            on_row(row)
     return rows
 
 
@@ -367,7 +397,8 @@ def read_baseline(text: str, where: str) -> dict[StepKey, dict[str, Any]]:
     """An earlier run's rows by step."""
     try:
         data = json.loads(text)
-        rows = data["rows"] if data.get("kind") == "generate" else None
+        kind = (data.get("context") or {}).get("kind", data.get("kind"))  # before the context: top-level
+        rows = data["rows"] if kind == "generate" else None
     except (ValueError, AttributeError, KeyError, TypeError):
         rows = None
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "concurrency" in r for r in rows):
@@ -396,13 +427,3 @@ def compare(rows: list[GenerateRow], baseline: dict[StepKey, dict[str, Any]]) ->
             ratios[figure] = new / old if new is not None and old else None
         found.append(ratios)
     return found
-
-
-def generate_json(load: GenerateLoad, rows: list[GenerateRow],
-                  compared: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """--json: the sweep's setting, its rows, and the ratios to a baseline when one was given."""
-    setting = {key: value for key, value in asdict(load).items() if key != "headers"}
-    data: dict[str, Any] = {"kind": "generate", "load": setting, "rows": [asdict(row) for row in rows]}
-    if compared is not None:
-        data["compared"] = compared
-    return data

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -31,8 +33,16 @@ def add_generate_options(parser: argparse.ArgumentParser) -> None:
                        help="tokens asked of each generation (max_tokens), or drawn uniformly from "
                             "LOW..HIGH (default: 128)")
     group.add_argument("--requests", type=positive_int, metavar="N",
-                       help="generations measured per step (default: 4 per stream, at least 8); with "
-                            "--vs-direct, timed requests per path, batch and round (default: 20)")
+                       help="generations measured per step (default: 4 per stream, at least 100, so p99 "
+                            "rests on a sample); with --vs-direct, timed requests per path, batch and "
+                            "round (default: 20)")
+    group.add_argument("--endpoint", choices=("triton", "openai"), default="triton",
+                       help="triton: the gRPC stream or HTTP generate_stream (default); openai: an "
+                            "OpenAI-compatible API's /v1/completions, streamed (--url http://HOST:PORT/v1, "
+                            "e.g. `ge-console openai`'s; its key from $OPENAI_API_KEY)")
+    group.add_argument("--export", metavar="FILE",
+                       help="write every measured generation as a JSON line: send time, TTFT, each "
+                            "inter-token interval, e2e, input and output tokens, status")
     group.add_argument("--slo", metavar="ttft=MS,itl=MS",
                        help="objectives for goodput: time to first token and mean inter-token latency")
     group.add_argument("--vocab", type=positive_int, default=32000, metavar="N",
@@ -64,42 +74,71 @@ def _host_port(address: str, protocol: str) -> tuple[str, int]:
 
 def load_from_args(args: argparse.Namespace) -> GenerateLoad:
     """The sweep the options ask for; ValueError names a bad one."""
-    from triton_ge_console.sessions.loadgen.bench_shared import resolve_endpoint
+    from triton_ge_console.sessions.loadgen.bench_shared import UsageError, resolve_endpoint
     from triton_ge_console.sessions.loadgen.generate_bench import GenerateLoad, parse_slo
 
-    address, headers = resolve_endpoint(args.session, args.url, args.protocol)
-    host, port = _host_port(address, args.protocol)
+    base_path = ""
+    if args.endpoint == "openai":
+        if not args.url:
+            raise UsageError("--endpoint openai: give the API's base URL, --url http://HOST:PORT/v1")
+        host, port = _host_port(args.url, "OpenAI API")
+        base_path = urlparse(with_scheme(args.url)).path.rstrip("/") or "/v1"
+        key = os.environ.get("OPENAI_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+    else:
+        address, headers = resolve_endpoint(args.session, args.url, args.protocol)
+        host, port = _host_port(address, args.protocol)
     return GenerateLoad(model=args.model, host=host, port=port, protocol=args.protocol,
                         prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
                         concurrency=tuple(args.concurrency or (1,)), requests=args.requests,
                         slo=parse_slo(args.slo), vocab=args.vocab, headers=tuple(headers.items()),
-                        rates=tuple(args.rate or ()), distribution=args.distribution)
+                        rates=tuple(args.rate or ()), distribution=args.distribution,
+                        endpoint=args.endpoint, base_path=base_path)
 
 
 def run_generate_bench(args: argparse.Namespace) -> int:
     """Handler of `bench --generate`: run the sweep, print the table and/or JSON; exit codes as bench's."""
     from triton_ge_console.sessions.loadgen.bench_shared import UsageError, stop_on_interrupt
-    from triton_ge_console.sessions.loadgen.generate_bench import (
-        compare,
+    from triton_ge_console.sessions.loadgen.generate_bench import compare, read_baseline, run_generate_load
+    from triton_ge_console.sessions.loadgen.generate_report import (
+        RequestExport,
+        generate_context,
         generate_json,
-        read_baseline,
-        run_generate_load,
+        generate_warnings,
+        level,
+        server_facts,
     )
+    from triton_ge_console.sessions.loadgen.report import client_facts
     from triton_ge_console.sessions.server import registry
 
     try:
         load = load_from_args(args)
         baseline = None if args.compare is None else read_baseline(_read(args.compare), args.compare)
+        export = None if args.export is None else RequestExport(Path(args.export))
     except (ValueError, UsageError) as exc:
         return error_line(str(exc), EXIT_USAGE)
+    except OSError as exc:
+        return error_line(f"--export {args.export}: cannot write it ({exc.strerror or exc})", EXIT_USAGE)
     except registry.SessionStopped as exc:
         return error_line(str(exc), EXIT_FAILURE)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    client_before, server = client_facts(), server_facts(load)
     stop = threading.Event()
-    with stop_on_interrupt(stop):
-        rows = run_generate_load(load, stop, None if args.quiet else _progress)
+    try:
+        with stop_on_interrupt(stop):
+            rows = run_generate_load(load, stop, None if args.quiet else _progress,
+                                     None if export is None else export.step)
+    finally:
+        if export is not None:
+            export.close()
     compared = None if baseline is None else compare(rows, baseline)
+    warnings = generate_warnings(rows)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     if args.json is not None:
-        text = json.dumps(generate_json(load, rows, compared), indent=2) + "\n"
+        client = {**client_before, "load_average_after": client_facts()["load_average"]}
+        context = generate_context(load, started_at, server, client)
+        text = json.dumps(generate_json(context, warnings, rows, compared), indent=2) + "\n"
         if args.json == "-":
             sys.stdout.write(text)
         else:
@@ -114,53 +153,47 @@ def run_generate_bench(args: argparse.Namespace) -> int:
     failed = next((row for row in rows if row.errors or row.requests == 0), None)
     if failed is not None:
         return error_line(f"{failed.errors} of {failed.errors + failed.requests} generations failed at "
-                     f"{_level(failed)}: {failed.first_error}", EXIT_FAILURE)
+                     f"{level(failed)}: {failed.first_error}", EXIT_FAILURE)
     return EXIT_OK
 
 
 def _progress(row: GenerateRow) -> None:
     """One line on stderr per finished step."""
     from triton_ge_console.display import number
+    from triton_ge_console.sessions.loadgen.generate_report import level
 
-    print(f"{_level(row)}: {row.requests} generations, "
+    print(f"{level(row)}: {row.requests} generations, "
           f"{number(row.output_tokens_per_s)} output tokens/s", file=sys.stderr, flush=True)
 
 
+FIGURES = (("TTFT (ms)", "ttft_ms", 2), ("ITL (ms)", "itl_ms", 3), ("e2e latency (ms)", "e2e_ms", 1),
+           ("input tokens", "input_tokens", 1), ("output tokens", "output_tokens_each", 1))
+
+
 def _print_table(load: GenerateLoad, rows: list[GenerateRow]) -> None:
-    """The sweep as a table on stdout."""
+    """Each step as a table of its figures' statistics (as AIPerf prints them), then its rates."""
     from rich.console import Console
     from rich.table import Table
 
     from triton_ge_console.display import number
+    from triton_ge_console.sessions.loadgen.generate_report import level
+    from triton_ge_console.sessions.loadgen.generate_stats import STATISTICS
 
-    title = (f"{load.model} over {load.protocol} at {load.host}:{load.port}: prompt "
-             f"{_span(load.prompt_tokens)}, output {_span(load.output_tokens)} tokens (ms; p50/p90/p99)")
-    table = Table(title=title)
-    for header in ("load", "ok", "err", "TTFT", "ITL", "e2e", "out tok/s", "req/s", "goodput/s",
-                   "worst ITL p99"):
-        table.add_column(header, justify="right")
-
-    def spread(figures: dict[str, Any]) -> str:
-        return "/".join(number(figures[key], 2) for key in ("p50", "p90", "p99"))
-
+    where = f"{load.endpoint} {load.protocol}" if load.endpoint == "triton" else "the OpenAI API"
+    console = Console(width=None if sys.stdout.isatty() else 200)
     for row in rows:
-        table.add_row(_level(row), str(row.requests), str(row.errors), spread(row.ttft_ms),
-                      spread(row.itl_ms), spread(row.e2e_ms), number(row.output_tokens_per_s),
-                      number(row.requests_per_s, 2), number(row.goodput_per_s, 2),
-                      number(row.itl_p99_worst_stream_ms, 2))
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
-
-
-def _span(bounds: tuple[int, int]) -> str:
-    """A length as given: N, or LOW–HIGH."""
-    return str(bounds[0]) if bounds[0] == bounds[1] else f"{bounds[0]}–{bounds[1]}"
-
-
-def _level(row: GenerateRow) -> str:
-    """A step as the table names it: its rate (with the most in flight) or its concurrency."""
-    if row.rate is not None:
-        return f"{row.rate:g}/s (≤{row.concurrency} in flight)"
-    return f"conc {row.concurrency}"
+        table = Table(title=f"{load.model} over {where} at {load.host}:{load.port}{load.base_path}, "
+                            f"{level(row)}: {row.requests} ok, {row.errors} failed")
+        table.add_column("figure")
+        for name in STATISTICS:
+            table.add_column(name, justify="right")
+        for title, key, digits in FIGURES:
+            figures = getattr(row, key)
+            table.add_row(title, *(number(figures[name], digits) for name in STATISTICS))
+        console.print(table)
+        console.print(f"  output tokens/s {number(row.output_tokens_per_s)} · requests/s "
+                      f"{number(row.requests_per_s, 2)} · goodput/s {number(row.goodput_per_s, 2)} · "
+                      f"worst stream's ITL p99 {number(row.itl_p99_worst_stream_ms, 2)} ms")
 
 
 def _read(path: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,13 @@ class StreamResult:
     tokens: list[int] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)
     error: str | None = None
+    prompt_tokens: int = 0
+    counted: int | None = None  # output tokens as the server counted them (OpenAI's usage), when it says
+
+    @property
+    def output_tokens(self) -> int:
+        """Tokens generated: the server's count when it gave one (an OpenAI chunk may carry several)."""
+        return self.counted if self.counted is not None else len(self.tokens)
 
     @property
     def ttft(self) -> float | None:
@@ -56,9 +63,9 @@ class StreamResult:
     def itl(self) -> float | None:
         """Inter-token latency as genai-perf counts it: (e2e - TTFT) / (tokens - 1), one per generation;
         None with fewer than two tokens."""
-        if len(self.arrivals) < 2:
+        if len(self.arrivals) < 2 or self.output_tokens < 2:
             return None
-        return (self.arrivals[-1] - self.arrivals[0]) / (len(self.arrivals) - 1)
+        return (self.arrivals[-1] - self.arrivals[0]) / (self.output_tokens - 1)
 
     @property
     def e2e(self) -> float | None:
@@ -169,7 +176,7 @@ class GrpcStreamer:
 
     def _send(self, generation: Generation) -> tuple[StreamResult, Any]:
         """The result to fill, and the call carrying the request."""
-        result = StreamResult(sent=time.perf_counter())
+        result = StreamResult(sent=time.perf_counter(), prompt_tokens=len(generation.prompt))
         call = self._stream(grpc_request(self.model, generation), timeout=self.timeout,
                             metadata=self._metadata)
         self._pending.append((result, call))
@@ -239,32 +246,76 @@ def http_body(generation: Generation) -> bytes:
     return json.dumps(body).encode()
 
 
-def http_generate(host: str, port: int, model: str, generation: Generation,
-                  timeout: float = 120.0, headers: dict[str, str] | None = None) -> StreamResult:
-    """One generation over HTTP generate_stream: a server-sent event per token."""
+def _sse_generation(host: str, port: int, path: str, body: bytes, generation: Generation, timeout: float,
+                    headers: dict[str, str] | None, on_event: Callable[[dict[str, Any], StreamResult], bool],
+                    ) -> StreamResult:
+    """POST a streamed request and hand each server-sent event (its JSON) to on_event, which records it
+    and says whether the stream goes on; an HTTP error or a broken stream is the result's error."""
     connection = http.client.HTTPConnection(host, port, timeout=timeout)
-    result = StreamResult(sent=time.perf_counter())
+    result = StreamResult(sent=time.perf_counter(), prompt_tokens=len(generation.prompt))
     try:
-        connection.request("POST", f"/v2/models/{model}/generate_stream", body=http_body(generation),
-                           headers={"Content-Type": "application/json", "Accept": "text/event-stream",
-                                    **(headers or {})})
+        connection.request("POST", path, body=body, headers={
+            "Content-Type": "application/json", "Accept": "text/event-stream", **(headers or {})})
         response = connection.getresponse()
         if response.status != 200:
             result.error = f"HTTP {response.status}: {response.read().decode(errors='replace')[:300]}"
             return result
         for raw in response:
             line = raw.strip()
-            if not line.startswith(b"data:"):
-                continue
-            event = json.loads(line[5:])
-            if "error" in event:
-                result.error = str(event["error"])
-                return result
-            token = event.get("token_id")
-            result.tokens.append(int(token[0] if isinstance(token, list) else token))
-            result.arrivals.append(time.perf_counter())
-    except (OSError, http.client.HTTPException, ValueError) as exc:
+            if line.startswith(b"data:") and line[5:].strip() != b"[DONE]" and \
+                    not on_event(json.loads(line[5:]), result):
+                break
+    except (OSError, http.client.HTTPException, ValueError, KeyError, TypeError) as exc:
         result.error = f"{type(exc).__name__}: {exc}"
     finally:
         connection.close()
     return result
+
+
+def _generate_stream_event(event: dict[str, Any], result: StreamResult) -> bool:
+    """One generate_stream event: a token, or the error that ends the stream."""
+    if "error" in event:
+        result.error = str(event["error"])
+        return False
+    token = event["token_id"]
+    result.tokens.append(int(token[0] if isinstance(token, list) else token))
+    result.arrivals.append(time.perf_counter())
+    return True
+
+
+def http_generate(host: str, port: int, model: str, generation: Generation,
+                  timeout: float = 120.0, headers: dict[str, str] | None = None) -> StreamResult:
+    """One generation over HTTP generate_stream: a server-sent event per token."""
+    return _sse_generation(host, port, f"/v2/models/{model}/generate_stream", http_body(generation),
+                           generation, timeout, headers, _generate_stream_event)
+
+
+def openai_body(model: str, generation: Generation) -> bytes:
+    """A streamed /v1/completions request for the generation: its prompt as token ids, usage asked for
+    (top_k has no OpenAI field and is left out)."""
+    body: dict[str, Any] = {"model": model, "prompt": list(generation.prompt),
+                            "max_tokens": generation.max_tokens, "stream": True,
+                            "stream_options": {"include_usage": True}}
+    body.update({name: value for name, (_, value) in generation.optional().items() if name != "top_k"})
+    return json.dumps(body).encode()
+
+
+def _openai_event(event: dict[str, Any], result: StreamResult) -> bool:
+    """One OpenAI chunk: a piece of text (its arrival timed; ids are not in OpenAI's chunks), the usage's
+    count, or the error that ends the stream."""
+    if "error" in event:
+        result.error = str((event["error"] or {}).get("message", event["error"]))
+        return False
+    if any(choice.get("text") for choice in event.get("choices") or ()):
+        result.tokens.append(-1)
+        result.arrivals.append(time.perf_counter())
+    if event.get("usage"):
+        result.counted = int(event["usage"]["completion_tokens"])
+    return True
+
+
+def openai_generate(host: str, port: int, base_path: str, model: str, generation: Generation,
+                    timeout: float = 120.0, headers: dict[str, str] | None = None) -> StreamResult:
+    """One generation through an OpenAI-compatible API's /v1/completions (`ge-console openai`'s)."""
+    return _sse_generation(host, port, f"{base_path.rstrip('/')}/completions", openai_body(model, generation),
+                           generation, timeout, headers, _openai_event)
