@@ -44,7 +44,7 @@ models:
   - name: llama_long
     backend: ge
     source: demo:llama_kv
-    generate: {max_tokens: 20000, kv_cache_mib: 64, tokenizer: demo:llama_kv}
+    generate: {max_tokens: 8000, kv_cache_mib: 64, tokenizer: demo:llama_kv}
 """
 PROMPT = "The console watches the cache of keys and values"
 
@@ -179,7 +179,7 @@ def _ended(session: SessionRecord, reason: str) -> float:
 
 
 def test_a_client_that_goes_away_cancels_its_generation(session: SessionRecord, module_state: Path) -> None:
-    """`ge-console openai` in the foreground: a streamed chat of up to 20,000 tokens whose client closes the
+    """`ge-console openai` in the foreground: a streamed chat of up to 8,000 tokens whose client closes the
     connection after a few chunks ends on the server by cancel, not by its length."""
     port = free_port()
     env = {**os.environ, STATE_DIR_ENV: str(module_state / "state")}
@@ -191,7 +191,7 @@ def test_a_client_that_goes_away_cancels_its_generation(session: SessionRecord, 
     try:
         wait_until(lambda: _answers(base, headers), timeout=60, what="the front door answering")
         before = _ended(session, "cancel")
-        body = {"model": "llama_long", "stream": True, "max_tokens": 20000,
+        body = {"model": "llama_long", "stream": True, "max_tokens": 8000,
                 "messages": [{"role": "user", "content": PROMPT}]}
         url = f"{base}/chat/completions"
         with httpx.stream("POST", url, json=body, headers=headers, timeout=60) as reply:

@@ -31,6 +31,7 @@ class DoorModel:
     codec: TextCodec | None
     template: ChatTemplate
     why_no_text: str | None = None  # when codec is None: why, for the error a text request gets
+    context: int | None = None  # prompt + max_tokens of one request, when the config says (max_model_len)
 
 
 class Catalog:
@@ -72,11 +73,12 @@ class Catalog:
 
     def _model(self, name: str, version: str, config: dict[str, Any]) -> DoorModel:
         """A generate model's bound, tokenizer and template."""
-        limit = limits_from({key: value for key in (config.get("parameters") or {})
-                             if (value := parameter(config, key)) is not None}, name).max_tokens
+        limits = limits_from({key: value for key in (config.get("parameters") or {})
+                              if (value := parameter(config, key)) is not None}, name)
         tokenizer, why = self._tokenizer(name, version, config)
         codec = None if tokenizer is None else TextCodec.from_file(tokenizer)
-        return DoorModel(name, limit, codec, template_for(tokenizer, self._chat_template), why)
+        return DoorModel(name, limits.max_tokens, codec, template_for(tokenizer, self._chat_template), why,
+                         limits.max_model_len)
 
     def _tokenizer(self, name: str, version: str, config: dict[str, Any]) -> tuple[Path | None, str | None]:
         """The model's tokenizer.json in the session's repository, or why there is none."""

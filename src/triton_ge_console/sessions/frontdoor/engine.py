@@ -58,7 +58,8 @@ def prepare(model: DoorModel, request: DoorRequest) -> Prepared:
     if asked is not None and asked > limit:
         raise bad(f"max_tokens {asked}: model {model.name!r} generates at most {limit} tokens a request",
                   "max_tokens")
-    default = limit if request.chat else min(COMPLETION_DEFAULT_TOKENS, limit)
+    room = limit if model.context is None else max(1, min(limit, model.context - len(ids)))
+    default = room if request.chat else min(COMPLETION_DEFAULT_TOKENS, room)
     wanted = asked if asked is not None else default
     return Prepared(model, Generation(ids, wanted, temperature=request.temperature, top_p=request.top_p,
                                       seed=request.seed))
