@@ -279,3 +279,26 @@ def test_an_om_with_more_gears_than_ascendcl_describes_fails_at_load_saying_why(
     with pytest.raises(AclError, match=said):
         AclExecutor(om, device_id=0)
     assert _no_leaks(fake_acl)
+
+
+def test_tensor_names_longer_than_an_iodims_holds_keep_their_real_names(
+        fake_acl: ModuleType, tmp_path: Path) -> None:
+    """Output names over 127 bytes: aclmdlIODims carries `acl_modelId_<id>_output_<i>` instead (hicann/ge
+    model_common.cpp GetTensorDescNameToDims), get_tensor_real_name maps it back, and the glue, which names
+    tensors by get_output_name_by_index (the full name), serves them under the graph's names."""
+    long_y, long_z = "y" * 140, "z" * 140
+    om = write_fake_om(tmp_path, dense_model(), output_names=[f"Gemm_0:0:{long_y}", f"Relu_1:0:{long_z}"])
+    executor = AclExecutor(om, device_id=0)
+    assert [o.name for o in executor.outputs] == [long_y, long_z]
+    outputs, _ = executor.run({"x": np.ones((1, 4), np.float32)})
+    assert set(outputs) == {long_y, long_z}
+    mdl = fake_acl.mdl
+    desc = mdl.create_desc()
+    assert mdl.get_desc(desc, executor._model_id) == 0
+    dims, _ = mdl.get_output_dims(desc, 1)
+    assert dims["name"] == f"acl_modelId_{executor._model_id}_output_1"
+    assert mdl.get_tensor_real_name(desc, dims["name"]) == f"Relu_1:0:{long_z}"
+    assert mdl.get_output_name_by_index(desc, 1) == f"Relu_1:0:{long_z}"
+    mdl.destroy_desc(desc)
+    executor.close()
+    assert _no_leaks(fake_acl)

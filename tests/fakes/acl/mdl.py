@@ -56,6 +56,7 @@ from ._state import (
 )
 
 MBATCH_INPUT = "ascend_mbatch_shape_data"
+MAX_TENSOR_NAME_LEN = 128  # acl_mdl.h ACL_MAX_TENSOR_NAME_LEN: aclmdlIODims.name's bytes
 AIPP_INPUT = "ascend_dynamic_aipp_data"
 AIPP_TYPES = {"static": 1, "dynamic": 2}  # aclmdlInputAippType of the data input
 ACL_DYNAMIC_AIPP_NODE = 3
@@ -361,7 +362,29 @@ def _dims(desc: int, side: str, index: int) -> tuple[dict[str, Any], int]:
     if tensor is None:
         return {}, ACL_ERROR_INVALID_PARAM
     dims = list(tensor["dims"])
-    return {"name": tensor["name"], "dimCount": len(dims), "dims": dims}, ACL_SUCCESS
+    return {"name": _dims_name(desc, side, index), "dimCount": len(dims), "dims": dims}, ACL_SUCCESS
+
+
+def _dims_name(desc: int, side: str, index: int) -> str:
+    """The name an aclmdlIODims carries: the tensor's own when it fits its 128-byte field
+    (ACL_MAX_TENSOR_NAME_LEN, with the NUL), else `acl_modelId_<id>_input|output_<index>` (hicann/ge
+    api/acl/acl_model/model/model_common.cpp GetTensorDescNameToDims / GetConvertTensorName);
+    get_input_name_by_index and get_output_name_by_index give the full name (model_om2.cpp
+    aclmdlGetNameByIndex), as get_tensor_real_name does from the converted one."""
+    name = str((_at(desc, side, index) or {"name": ""})["name"])
+    if len(name.encode()) + 1 <= MAX_TENSOR_NAME_LEN:
+        return name
+    return f"acl_modelId_{_state.STATE.descs.get(desc)}_{'input' if side == 'in' else 'output'}_{index}"
+
+
+def get_tensor_real_name(model_desc: int, name: str) -> str:
+    """aclmdlGetTensorRealName: a tensor's own name from itself or from its converted name (model_om2.cpp
+    aclmdlGetTensorRealNameImplOm2); None (NULL) for a name the model has not."""
+    for side in ("in", "out"):
+        for index, tensor in enumerate(_side(model_desc, side)):
+            if name in (tensor["name"], _dims_name(model_desc, side, index)):
+                return str(tensor["name"])
+    return None  # type: ignore[return-value]
 
 
 def get_input_dims(model_desc: int, index: int) -> tuple[dict[str, Any], int]:
