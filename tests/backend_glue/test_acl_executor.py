@@ -119,7 +119,7 @@ def test_acl_errors_name_the_call_and_code_and_leave_nothing(fake_acl: ModuleTyp
                        "model file does not exist"):
         AclExecutor(tmp_path / "missing.om", device_id=0)
     assert _no_leaks(fake_acl)
-    with pytest.raises(AclError, match=r"acl\.rt\.set_device failed with ACL error 107001"):
+    with pytest.raises(AclError, match=r"acl\.rt\.set_device\(42\) failed with ACL error 107001"):
         AclExecutor(write_fake_om(tmp_path, dense_model()), device_id=42)
     (tmp_path / "garbage.om").write_bytes(b"\x00not an om")
     with pytest.raises(AclError, match="ACL error 100006"):
@@ -300,5 +300,26 @@ def test_tensor_names_longer_than_an_iodims_holds_keep_their_real_names(
     assert mdl.get_tensor_real_name(desc, dims["name"]) == f"Relu_1:0:{long_z}"
     assert mdl.get_output_name_by_index(desc, 1) == f"Relu_1:0:{long_z}"
     mdl.destroy_desc(desc)
+    executor.close()
+    assert _no_leaks(fake_acl)
+
+
+def test_npu_smi_ids_become_the_user_ids_acl_sets_under_visible_devices(
+        fake_acl: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ASCEND_RT_VISIBLE_DEVICES=4,5: aclrtSetDevice takes user ids 0 and 1 (CANN runtime reference), so
+    NPU 5 (npu-smi's logical id, what device_ids name) is set as 1; the executor still reports 5 for its
+    figures (was: set_device(5) refused, ACL error 107001). An NPU the variable leaves out is named."""
+    monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "4,5")
+    om = write_fake_om(tmp_path, dense_model(), static_batch=1)
+    executor = AclExecutor(om, device_id=5)
+    assert executor.device_id == 5 and dict(fake_acl._state.STATE.devices_set) == {1: 1}
+    executor.run({"x": np.ones((1, 4), np.float32)})
+    executor.close()
+    with pytest.raises(ExecutorError, match=r"NPU 3 \(npu-smi's logical id\) is not visible to this process "
+                                            r"\(ASCEND_RT_VISIBLE_DEVICES=4,5\)"):
+        AclExecutor(om, device_id=3)
+    monkeypatch.delattr(fake_acl.rt, "get_user_dev_id_by_logic_dev_id")  # a pyACL without it: worked out
+    executor = AclExecutor(om, device_id=4)
+    assert dict(fake_acl._state.STATE.devices_set) == {0: 1}
     executor.close()
     assert _no_leaks(fake_acl)

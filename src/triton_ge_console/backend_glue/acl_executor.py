@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ ACL_ERROR_REPEAT_INITIALIZE = 100002
 ACL_FORMAT_ND = 2  # aclFormat
 AIPP_KINDS = {1: "static AIPP", 2: "dynamic AIPP", 3: "the dynamic AIPP parameters"}  # aclmdlInputAippType
 DYNAMIC_BATCH_INPUT = "ascend_mbatch_shape_data"
+VISIBLE_DEVICES = "ASCEND_RT_VISIBLE_DEVICES"
 ACL_TYPES = {0: "FP32", 1: "FP16", 2: "INT8", 3: "INT32", 4: "UINT8", 6: "INT16", 7: "UINT16",
              8: "UINT32", 9: "INT64", 10: "UINT64", 11: "FP64", 12: "BOOL",
              27: "BF16"}  # CANN acl_base.h aclDataType: ACL_BF16 = 27
@@ -90,6 +92,27 @@ def acl_init(acl: Any) -> None:
         if ret == 0:
             atexit.register(acl.finalize)
         _initialized = True
+
+
+def user_device_id(acl: Any, logical: int) -> int:
+    """The id aclrtSetDevice takes for NPU `logical` (npu-smi's Chip Logic ID, what device_ids name): its
+    place in ASCEND_RT_VISIBLE_DEVICES when that is set (CANN runtime reference, "user device ID"), asked
+    of acl.rt.get_user_dev_id_by_logic_dev_id where pyACL has it (rt/pyrt_methods.cpp), else worked out."""
+    convert = getattr(acl.rt, "get_user_dev_id_by_logic_dev_id", None)
+    visible_text = os.environ.get(VISIBLE_DEVICES, "").strip()
+    said = f"{VISIBLE_DEVICES}={visible_text}" if visible_text else f"{VISIBLE_DEVICES} unset"
+    if convert is not None:
+        user, ret = convert(logical)
+        if ret != 0:
+            raise ExecutorError(f"NPU {logical} (npu-smi's logical id) is not visible to this process "
+                                f"({said}): acl.rt.get_user_dev_id_by_logic_dev_id answered ACL error {ret}")
+        return int(user)
+    if not visible_text:
+        return logical
+    visible = [int(part) for part in visible_text.split(",") if part.strip().lstrip("-").isdigit()]
+    if logical not in visible:
+        raise ExecutorError(f"NPU {logical} (npu-smi's logical id) is not visible to this process ({said})")
+    return visible.index(logical)
 
 
 def pick_gear(batch: int, gears: tuple[int, ...]) -> int:
@@ -216,9 +239,10 @@ class AclExecutor:
 
     def _open(self) -> None:
         """Device, context, model, description, buffers and datasets."""
-        acl, dev = self._acl, self.device_id
+        acl = self._acl
         acl_init(acl)
-        check("acl.rt.set_device", acl.rt.set_device(dev))
+        dev = self._user_id = user_device_id(acl, self.device_id)  # device_id stays npu-smi's, for figures
+        check(f"acl.rt.set_device({dev})", acl.rt.set_device(dev))
         self._later(DEVICE, "acl.rt.reset_device", lambda: acl.rt.reset_device(dev))
         self._context, ret = acl.rt.create_context(dev)
         check("acl.rt.create_context", ret)
@@ -665,7 +689,7 @@ class AclExecutor:
                 return None
             used, total = self._memory()
             util_fn = getattr(acl.rt, "get_device_utilization_rate", None)  # absent from older pyacl
-            info, util_ret = util_fn(self.device_id) if util_fn else ({}, -1)
+            info, util_ret = util_fn(self._user_id) if util_fn else ({}, -1)
         rates = [v for k, v in info.items() if k in ("cube_utilization", "vector_utilization") and v >= 0]
         return DeviceFigures(used_bytes=used, total_bytes=total,
                              utilization=max(rates) / 100.0 if util_ret == 0 and rates else None)

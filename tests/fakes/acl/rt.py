@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 
 from . import _state
 from ._state import (
@@ -20,8 +21,50 @@ from ._state import (
 )
 
 
+def _visible() -> list[int] | None:
+    """ASCEND_RT_VISIBLE_DEVICES as logical ids (None: unset, every device visible)."""
+    text = os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "").strip()
+    return [int(part) for part in text.split(",") if part.strip()] if text else None
+
+
 def _device_ok(device_id: int) -> bool:
-    return 0 <= device_id < _state.DEVICE_COUNT
+    """A user device id this process may set: aclrtSetDevice takes user ids, 0 .. the number of devices
+    ASCEND_RT_VISIBLE_DEVICES lists (CANN runtime API reference, aclrtGetLogicDevIdByUserDevId: "user id N
+    is the N-th id the variable sets"), every device without it."""
+    visible = _visible()
+    return 0 <= device_id < (len(visible) if visible is not None else _state.DEVICE_COUNT)
+
+
+def get_user_dev_id_by_logic_dev_id(logic_id: int) -> tuple[int, int]:
+    """aclrtGetUserDevIdByLogicDevId: (user id, ret) (pyACL rt_device.cpp WrapAclRtGetUserDevIdByLogicDevId);
+    a logical id the variable does not list answers ACL_ERROR_RT_INVALID_DEVICEID (the fake's choice: the
+    reference names no code)."""
+    visible = _visible()
+    if visible is None:  # "without the variable the user id is the logical id": set_device judges it
+        return logic_id, ACL_SUCCESS
+    if logic_id not in visible:
+        return 0, ACL_ERROR_RT_INVALID_DEVICEID
+    return visible.index(logic_id), ACL_SUCCESS
+
+
+def get_logic_dev_id_by_user_dev_id(user_id: int) -> tuple[int, int]:
+    """aclrtGetLogicDevIdByUserDevId: (logical id, ret)."""
+    if not _device_ok(user_id):
+        return 0, ACL_ERROR_RT_INVALID_DEVICEID
+    visible = _visible()
+    return (visible[user_id] if visible is not None else user_id), ACL_SUCCESS
+
+
+def get_logic_dev_id_by_phy_dev_id(phy_id: int) -> tuple[int, int]:
+    """aclrtGetLogicDevIdByPhyDevId: (id, ret). Outside a container the physical id is the logical one, and
+    what this call answers is in fact the user id (CANN 9.1 runtime reference: "the logical device ID in
+    this API is actually the user device ID")."""
+    return get_user_dev_id_by_logic_dev_id(phy_id)
+
+
+def get_phy_dev_id_by_logic_dev_id(user_id: int) -> tuple[int, int]:
+    """aclrtGetPhyDevIdByLogicDevId: (physical id, ret); its "logical" id is the user id (as above)."""
+    return get_logic_dev_id_by_user_dev_id(user_id)
 
 
 def set_device(device_id: int) -> int:
