@@ -75,6 +75,12 @@ class StopResult:
     message: str
     exit_code: int | None = None
     ports_freed: bool = True
+    recorded: bool = True  # the registry says what happened (a full or read-only state dir may not let it)
+
+    @property
+    def ok(self) -> bool:
+        """Whether everything `down` does was done: ports free, the outcome recorded."""
+        return self.ports_freed and self.recorded
 
 
 def down(
@@ -106,17 +112,33 @@ def down(
     regions = remove_shm_regions(record.session_dir) if record.session_dir is not None else 0
     forget_token(record)
     stopped = record.replace(state=STOPPED, stopped_at=time.time(), exit_code=code)
-    if forget:
-        registry.remove(record.name)
-    else:
-        registry.save(stopped)
+    recorded, record_note = _record_stopped(stopped, registry, forget)
     what = "was already stopped" if state == STOPPED else "was dead" if state == DEAD else "stopped"
     notes = [_exit_timeout_note(record)] if code not in (None, 0) else []
     notes += [f"removed {regions} shared-memory region(s) it left"] if regions else []
     notes += [] if freed else ["some ports are still in use"]
+    notes += [record_note]
     forgotten = "" if not forget else " and forgotten" if what == "stopped" else "; forgotten now"
     message = f"session '{record.name}' {what}{forgotten}" + "".join(f"; {note}" for note in notes if note)
-    return StopResult(stopped, message, code, freed)
+    return StopResult(stopped, message, code, freed, recorded)
+
+
+def _record_stopped(stopped: SessionRecord, registry: Registry, forget: bool) -> tuple[bool, str | None]:
+    """Record the stop (or forget the session): (whether the registry now says what is true, a note).
+    A full state dir still gets the record; one that takes no write at all is said, with what it reads."""
+    try:
+        if forget:
+            registry.remove(stopped.name)
+            return True, None
+        return True, registry.save_ended(stopped)
+    except OSError as exc:
+        where = registry.path_for(stopped.name)
+        if forget:
+            return False, f"its record {where} could not be removed ({exc.strerror or exc})"
+        if not where.exists():
+            return False, f"its record could not be written ({exc.strerror or exc}), so it is forgotten"
+        return False, (f"its record {where} could not be updated ({exc.strerror or exc}): status reads it "
+                       f"dead until ge-console down {stopped.name} runs again with room to write")
 
 
 def _following_restart(record: SessionRecord, registry: Registry) -> SessionRecord:

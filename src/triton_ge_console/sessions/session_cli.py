@@ -242,7 +242,7 @@ def run_down(args: argparse.Namespace) -> int:
 def _print_down(result: StopResult) -> int:
     """What `down` did, one line; 1 when ports stayed busy."""
     print(result.message + (f" (exit code {result.exit_code})" if result.exit_code not in (None, 0) else ""))
-    return 0 if result.ports_freed else 1
+    return 0 if result.ok else 1
 
 
 def _forget_stopped(registry: Registry, timeout: float) -> int:

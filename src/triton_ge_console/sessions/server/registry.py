@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import os
 import re
@@ -203,6 +204,21 @@ class Registry:
         text = yaml.safe_dump(record_to_dict(record), sort_keys=False)
         write_atomic(target, text)
         return target
+
+    def save_ended(self, record: SessionRecord) -> str | None:
+        """Save the record of a server that no longer runs, even on a full disk: the old record's own blocks
+        make room for it (unlinked first, so a reader finds it absent for a moment, never torn or false).
+        A note when room had to be made; OSError when even that failed (the session is then unrecorded)."""
+        try:
+            self.save(record)
+            return None
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not self.exists(record.name):
+                raise
+            full = f"{self.root} is full ({exc.strerror})"
+        self.remove(record.name)
+        self.save(record)
+        return f"{full}: its record took the place of the old one"
 
     @contextlib.contextmanager
     def name_lock(self, name: str) -> Iterator[None]:
