@@ -139,9 +139,10 @@ class Engine:
         cut = StopCut(request.stop)
         try:
             while (item := await arrived.get()) is not _END:
-                assert isinstance(item, str)
-                outcome.completion_tokens = len(stream.result.tokens)
-                sendable = cut.add(item)
+                assert isinstance(item, tuple)
+                is_token, piece = item
+                outcome.completion_tokens += is_token  # the tokens the text holds (the pump reads ahead)
+                sendable = cut.add(piece)
                 if sendable:
                     outcome.text.append(sendable)
                     yield sendable
@@ -153,7 +154,6 @@ class Engine:
             if rest:
                 outcome.text.append(rest)
                 yield rest
-            outcome.completion_tokens = len(stream.result.tokens)
             outcome.error = _error(stream.result.error)
             if outcome.error is None:
                 full = outcome.completion_tokens >= prepared.generation.max_tokens
@@ -163,13 +163,14 @@ class Engine:
 
     def _pump(self, stream: TokenStream, prepared: Prepared, streamer: GrpcStreamer,
               loop: asyncio.AbstractEventLoop, arrived: asyncio.Queue[object]) -> None:
-        """On its own thread: each token's text piece into the queue, then what the ids still owed."""
+        """On its own thread: each token's text piece into the queue, (True, piece), then what the ids still
+        owed, (False, piece)."""
         assert prepared.model.codec is not None
         text = prepared.model.codec.stream()
         try:
             for token in stream:
-                loop.call_soon_threadsafe(arrived.put_nowait, text.piece(token, final=False))
-            loop.call_soon_threadsafe(arrived.put_nowait, text.rest())
+                loop.call_soon_threadsafe(arrived.put_nowait, (True, text.piece(token, final=False)))
+            loop.call_soon_threadsafe(arrived.put_nowait, (False, text.rest()))
         finally:
             self._free.put(streamer)
             if not loop.is_closed():
