@@ -9,6 +9,7 @@ import ipaddress
 MODEL_READY = "READY"  # a model version's state in Triton's repository index when it serves
 HELD_STATES = (MODEL_READY, "LOADING", "UNLOADING")  # a model Triton serves or is changing over
 DEFAULT_PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}  # tritonserver's own defaults
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # TYPE_INT64, and Triton's int64 config fields
 
 # A config parameter a reload sets to a fresh value, so Triton loads new instances (backends ignore it).
 RELOAD_PARAMETER = "ge_console_reload_id"

@@ -193,6 +193,35 @@ def test_refusals_are_one_clear_error(server: RunningServer) -> None:
     assert "top_p 0.0" in str(bad_top_p.error)
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_numbers_arrive_as_sent_or_are_refused_naming_the_field(server: RunningServer, protocol: str) -> None:
+    """Over HTTP JSON Triton casts a number to the input's declared type without a range check (its
+    src/http_server.cc, ReadDataFromJsonHelper): declared INT32, max_tokens 4294967301 arrived as 5 and
+    streamed 5 tokens, 2**31 as -2147483648, top_k 2**32 + 1 as 1 (greedy). Declared INT64 they arrive as
+    sent, and the glue's range check names the field."""
+    host, port = server.http_hostport.split(":")
+
+    def run(generation: Generation) -> tuple[list[int], str | None]:
+        if protocol == "http":
+            result = http_generate(host, int(port), "llama_generate", generation)
+        else:
+            streamer = GrpcStreamer(server.grpc_hostport, "llama_generate")
+            try:
+                result = streamer.generate(generation)
+            finally:
+                streamer.close()
+        return result.tokens, result.error
+
+    for asked in (2**32 + 5, 2**31):
+        tokens, error = run(Generation((1, 2), asked))
+        assert tokens == [] and f"max_tokens {asked}: expected 1 to 48" in str(error), (tokens, error)
+    sampled = Generation(_prompt(5, 3), 10, temperature=0.8, top_k=0, seed=7)
+    every_token, error = run(sampled)
+    assert error is None and len(every_token) == 10
+    assert run(dataclasses.replace(sampled, top_k=2**32 + 1)) == (every_token, None)  # more than the vocab
+    assert run(dataclasses.replace(sampled, top_k=1))[0] != every_token  # so a wrapped top_k would show
+
+
 def _kv_bytes(server: RunningServer) -> float:
     return model_value(server, "ge_generate_kv_cache_bytes", "llama_long")
 

@@ -61,8 +61,8 @@ def _grpc_text(server: RunningServer, text: str, max_tokens: int) -> list[tuple[
     client = grpcclient.InferenceServerClient(server.grpc_hostport)
     prompt = grpcclient.InferInput("text_input", [1], "BYTES")
     prompt.set_data_from_numpy(np.array([text.encode()], dtype=np.object_))
-    tokens = grpcclient.InferInput("max_tokens", [1], "INT32")
-    tokens.set_data_from_numpy(np.array([max_tokens], np.int32))
+    tokens = grpcclient.InferInput("max_tokens", [1], "INT64")
+    tokens.set_data_from_numpy(np.array([max_tokens], np.int64))
     pieces: list[tuple[int, str]] = []
     try:
         client.start_stream(callback=lambda result, error: received.put(error or result))

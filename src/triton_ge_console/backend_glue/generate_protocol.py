@@ -31,15 +31,19 @@ class GenerateTensor:
     optional: bool = False
 
 
+# Integers are INT64: over HTTP JSON Triton casts a number to the declared type unchecked (its
+# src/http_server.cc, ReadDataFromJsonHelper: `(int32_t)si` of an int64), so INT32 would turn 4294967301
+# into 5; an INT64 number arrives as sent (one past int64 Triton refuses) and request_from range-checks it.
 INPUTS = (
     GenerateTensor("input_ids", "INT64", (-1,)),
-    GenerateTensor("max_tokens", "INT32", (1,), optional=True),
+    GenerateTensor("max_tokens", "INT64", (1,), optional=True),
     GenerateTensor("temperature", "FP32", (1,), optional=True),  # 0 (the default): greedy
-    GenerateTensor("top_k", "INT32", (1,), optional=True),  # 0 (the default): every token
+    GenerateTensor("top_k", "INT64", (1,), optional=True),  # 0 (the default): every token
     GenerateTensor("top_p", "FP32", (1,), optional=True),  # 1 (the default): every token
     GenerateTensor("seed", "INT64", (1,), optional=True),
 )
 OUTPUTS = (GenerateTensor("token_id", "INT64", (1,)),)
+DATA_TYPES = {tensor.name: tensor.data_type for tensor in INPUTS}  # what a client sends each input as
 TEXT_INPUT = GenerateTensor("text_input", "STRING", (1,), optional=True)  # UTF-8: the prompt as text
 TEXT_OUTPUT = GenerateTensor("text_output", "STRING", (1,))  # UTF-8: what this token adds to the text
 TOKENIZER_PARAMETER = "generate_tokenizer"  # the tokenizer.json, relative to the version folder

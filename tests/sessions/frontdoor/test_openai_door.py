@@ -166,6 +166,10 @@ def test_refusals_come_in_openai_s_error_shape(door: RunningDoor) -> None:
                                        max_tokens=33)
     assert too_many.value.body["param"] == "max_tokens"  # type: ignore[index]
     assert "generates at most 32 tokens" in too_many.value.message
+    with pytest.raises(openai.BadRequestError) as past_int64:  # the model's seed is INT64
+        client.completions.create(model="llama_text", prompt="hi", max_tokens=2, seed=2**63)
+    assert past_int64.value.body["param"] == "seed"  # type: ignore[index]
+    assert f"seed: expected an integer from 0 to {2**63 - 1}, got {2**63}" in past_int64.value.message
 
 
 def _ended(session: SessionRecord, reason: str) -> float:

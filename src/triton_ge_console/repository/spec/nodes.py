@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from triton_ge_console.display import printable
+from triton_ge_console.triton_terms import INT64_MAX, INT64_MIN
 
 
 @dataclass(frozen=True)
@@ -195,7 +196,6 @@ class Reader:
 
 
 INT32_MAX = 2**31 - 1
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 EXCERPT_CHARS = 40  # how much of an offending value a message quotes
 MAX_MESSAGE_CHARS = 400
 

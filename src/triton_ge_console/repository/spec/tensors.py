@@ -9,7 +9,8 @@ import yaml
 
 from triton_ge_console.model_files.onnx_io import TRITON_DATA_TYPES, for_config, how_served
 from triton_ge_console.model_files.tensors import TensorSpec
-from triton_ge_console.repository.spec.nodes import INT64_MAX, Reader, join, short, suggest
+from triton_ge_console.repository.spec.nodes import Reader, join, short, suggest
+from triton_ge_console.triton_terms import INT64_MAX
 
 TENSOR_KEYS = ("name", "data_type", "dims")
 MAX_ELEMENTS = INT64_MAX // 16  # so elements x the widest type x a batch still has room in an int64

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from triton_ge_console.triton_terms import INT64_MAX
+
 OWNER = "triton-ge-console"
 COMPLETION_DEFAULT_TOKENS = 16  # OpenAI's default max_tokens for /v1/completions
 MAX_STOPS = 4  # OpenAI's bound on stop sequences
@@ -69,12 +71,12 @@ def _number(body: Mapping[str, Any], key: str, low: float, high: float) -> float
 
 
 def _integer(body: Mapping[str, Any], key: str, low: int) -> int | None:
-    """An optional integer of at least low."""
+    """An optional integer of at least low that the model's INT64 input holds as sent."""
     value = body.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise bad(f"{key}: expected an integer of at least {low}, got {value!r}", key)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= INT64_MAX:
+        raise bad(f"{key}: expected an integer from {low} to {INT64_MAX}, got {value!r}", key)
     return value
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from triton_ge_console.backend_glue.generate_protocol import DATA_TYPES
+
 FINAL_PARAMETER = "triton_final_response"  # what Triton's gRPC stream adds with enable_empty_final_response
 
 
@@ -28,9 +30,8 @@ class Generation:
 
     def optional(self) -> dict[str, tuple[str, int | float]]:
         """The sampling inputs given: name → (Triton type, value)."""
-        given = {"temperature": ("FP32", self.temperature), "top_k": ("INT32", self.top_k),
-                 "top_p": ("FP32", self.top_p), "seed": ("INT64", self.seed)}
-        return {name: (kind, value) for name, (kind, value) in given.items() if value is not None}
+        given = {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p, "seed": self.seed}
+        return {name: (DATA_TYPES[name], value) for name, value in given.items() if value is not None}
 
 
 @dataclass
@@ -73,7 +74,7 @@ class StreamResult:
         return self.arrivals[-1] - self.sent if self.arrivals else None
 
 
-_DTYPES = {"FP32": np.float32, "INT32": np.int32, "INT64": np.int64}  # the sampling inputs' types
+_DTYPES = {"FP32": np.float32, "INT64": np.int64}  # the types generate_protocol declares
 # Triton's gRPC service; the stream is declared bidirectional, but one request then the client's half-close
 # is the same on the wire as a server stream, which grpcio reads on the caller's thread with no other.
 STREAM_METHOD = "/inference.GRPCInferenceService/ModelStreamInfer"
@@ -88,7 +89,7 @@ def grpc_request(model: str, generation: Generation) -> Any:
     request.parameters["triton_enable_empty_final_response"].bool_param = True
     values: dict[str, tuple[str, np.ndarray]] = {
         "input_ids": ("INT64", np.asarray(generation.prompt, np.int64)),
-        "max_tokens": ("INT32", np.asarray([generation.max_tokens], np.int32))}
+        "max_tokens": (DATA_TYPES["max_tokens"], np.asarray([generation.max_tokens], np.int64))}
     for name, (kind, value) in generation.optional().items():
         values[name] = (kind, np.asarray([value], _DTYPES[kind]))
     for name, (kind, array) in values.items():
