@@ -169,3 +169,30 @@ def test_ensemble_over_a_model_without_declared_io(tmp_path: Path) -> None:
         (str(tmp_path / "e_gone" / "config.pbtxt"), 6,
          "ensemble e_gone contains models that are not available or ambiguous: gone"),
     ]  # fmt: skip
+
+
+def test_inputs_whose_json_numbers_triton_would_wrap_are_named(tmp_path: Path) -> None:
+    """Over HTTP JSON Triton casts each number to the input's declared type unchecked (its
+    src/http_server.cc, ReadDataFromJsonHelper): validate says so at each narrower-than-64-bit integer
+    input, and only there (INT64, UINT64 and floats arrive as sent or are refused)."""
+    inputs = ", ".join(f'{{ name: "{kind.lower()}" data_type: TYPE_{kind} dims: [ 1 ] }}'
+                       for kind in ("INT32", "INT64", "UINT8", "FP32", "INT8", "UINT64", "BOOL"))
+    output = 'output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'  # Triton writes it as sent
+    _model(tmp_path, "m", GOOD + f"input [ {inputs} ]\n" + output)
+    report = validate_path(tmp_path)
+    wrapped = [(p.severity, p.line, p.field, p.message) for p in report.problems
+               if "JSON" in p.message]
+    said = ("over HTTP/REST JSON Triton reads each number as {read} and casts it to {kind} unchecked "
+            "(its src/http_server.cc, ReadDataFromJsonHelper): a number {outside} arrives wrapped "
+            "({example} as 5). Send it as binary data or over gRPC, or declare TYPE_INT64")
+    signed = "a 64-bit integer"
+    assert wrapped == [
+        ("warning", 4, "input[0].data_type", said.format(
+            read=signed, kind="TYPE_INT32", outside=f"outside {-(2**31)}..{2**31 - 1}", example=2**32 + 5)),
+        ("warning", 4, "input[2].data_type", said.format(
+            read="an unsigned 64-bit integer (a negative one is refused)", kind="TYPE_UINT8",
+            outside="above 255", example=261)),
+        ("warning", 4, "input[4].data_type", said.format(
+            read=signed, kind="TYPE_INT8", outside="outside -128..127", example=261)),
+    ]
+    assert report.ok

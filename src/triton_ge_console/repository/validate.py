@@ -20,6 +20,7 @@ from triton_ge_console.repository.rules import ge_devices as ge_rules_devices
 from triton_ge_console.repository.rules import triton as triton_rules
 from triton_ge_console.repository.rules import triton_autocomplete as triton_rules_autocomplete
 from triton_ge_console.repository.rules import triton_backends as triton_rules_backends
+from triton_ge_console.repository.rules import triton_json
 from triton_ge_console.repository.rules import triton_repository as triton_rules_repository
 from triton_ge_console.repository.rules import triton_state as triton_rules_state
 from triton_ge_console.repository.rules import triton_warmup as triton_rules_warmup
@@ -288,6 +289,7 @@ def _judge(
     if model_dir is not None and auto_complete:
         findings += _auto_complete(config, model_dir, search)
     findings += triton_rules.check_config(config)
+    findings += triton_json.check_json_numbers(config)
     findings += ge_rules.check_ge_config(config)
     versions = version_folders(model_dir) if model_dir is not None else []
     findings += triton_rules_backends.check_backend_exists(config, search, model_dir, versions)
