@@ -421,3 +421,15 @@ def test_a_data_file_shorter_than_its_tensors_dims_need_is_refused_without_a_len
     assert [str(p) for p in caught.value.problems] == [
         f"{sources}/deploy.yaml:9:13 models[1].source: {sources}/several/net.onnx: tensor 'w2': "
         "external data 'w2' is too short: 64 bytes, the tensor needs bytes 0..262144"]
+
+
+def test_a_version_folder_linked_from_elsewhere_keeps_its_data_files(
+        sources: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A version folder that is a link to a folder elsewhere (Triton follows it) holds its ONNX and data
+    files together: they are inside the ONNX's own folder, so validate passes them."""
+    repo = sources / "repo"
+    build_repository(load_spec(sources / "deploy.yaml"), repo, link=False)
+    elsewhere = tmp_path_factory.mktemp("versions") / "1"
+    shutil.move(repo / "several" / "1", elsewhere)
+    (repo / "several" / "1").symlink_to(elsewhere)
+    assert not validate_path(repo).errors, [str(p) for p in validate_path(repo).errors]

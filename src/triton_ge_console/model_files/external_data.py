@@ -91,14 +91,14 @@ def escapes(location: str) -> bool:
 
 
 def ref_problem(ref: ExternalRef, onnx_path: Path, root: Path | None = None) -> str | None:
-    """What is wrong with one reference, in a sentence naming the tensor, or None. `root` is the folder
-    the file must stay in, links followed (default: the ONNX's folder)."""
+    """What is wrong with one reference, in a sentence naming the tensor, or None. The file must stay in
+    `root` (default: the ONNX's folder) or in the ONNX's own folder, links followed."""
     said = f"{onnx_path}: tensor '{ref.tensor}': external data '{ref.location}'"
     if not ref.location or escapes(ref.location):
         return f"{said} is outside the model's folder (it must be a relative path below {onnx_path.parent})"
     target = onnx_path.parent / ref.location
     root = onnx_path.parent if root is None else root
-    if (where := outside(target, root)) is not None:
+    if (where := outside(target, (root, onnx_path.parent))) is not None:
         return (f"{said} is a link to {where}, outside the model's folder {root}: "
                 "copy the file into the folder instead")
     try:
@@ -113,10 +113,11 @@ def ref_problem(ref: ExternalRef, onnx_path: Path, root: Path | None = None) -> 
     return None
 
 
-def outside(target: Path, root: Path) -> Path | None:
-    """Where target really is (links followed) when that is not inside root, else None."""
+def outside(target: Path, roots: tuple[Path, ...]) -> Path | None:
+    """Where target really is (links followed) when that is inside none of the roots (links followed: a
+    version folder may be a link to where its files are), else None."""
     real = Path(os.path.realpath(target))
-    return None if real.is_relative_to(os.path.realpath(root)) else real
+    return None if any(real.is_relative_to(os.path.realpath(root)) for root in roots) else real
 
 
 def check_external_data(onnx_path: Path, root: Path | None = None) -> list[str]:
