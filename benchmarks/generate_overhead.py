@@ -56,7 +56,7 @@ from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT
 from triton_ge_console.repository.demo_models import demo_bytes
 from triton_ge_console.repository.spec.load import load_spec
 from triton_ge_console.sessions.loadgen.generate_client import Generation, GrpcStreamer, StreamResult
-from triton_ge_console.sessions.loadgen.rounds import round_order
+from triton_ge_console.sessions.loadgen.rounds import Spread, round_order
 from triton_ge_console.sessions.observe.health import stub_backends
 from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick_ports, server_args
 from triton_ge_console.sessions.server.shm import new_shm_prefix, remove_shm_regions, shm_arguments
@@ -370,6 +370,14 @@ def spread(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
+def cost(values: list[float]) -> dict[str, Any]:
+    """An added cost's median and range, and whether every round saw it above zero (else this host's
+    noise hides it: unresolved, never a negative overhead)."""
+    found: dict[str, Any] = spread(values)
+    found["resolved"] = Spread(found["median"], found["min"], found["max"]).resolved
+    return found
+
+
 def summarize(rounds: list[dict[str, dict[str, float]]]) -> dict[str, Any]:
     """Per round the targets' differences, then their medians and ranges (per glue server)."""
     per_variant = {name: {figure: spread([r[name][figure] for r in rounds])
@@ -380,17 +388,19 @@ def summarize(rounds: list[dict[str, dict[str, float]]]) -> dict[str, Any]:
         ttft_added = [r[glue]["ttft_ms"] - r["direct"]["ttft_ms"] - r["floor"]["ttft_ms"] for r in rounds]
         ratio = [r[glue]["tokens_per_s"] / r["direct"]["tokens_per_s"] for r in rounds]
         prefix = "" if glue == GLUE else f"{glue}_"
-        figures.update({f"{prefix}itl_beyond_direct_and_floor_ms": spread(itl_added),
-                        f"{prefix}ttft_beyond_direct_and_floor_ms": spread(ttft_added),
+        figures.update({f"{prefix}itl_beyond_direct_and_floor_ms": cost(itl_added),
+                        f"{prefix}ttft_beyond_direct_and_floor_ms": cost(ttft_added),
                         f"{prefix}tokens_per_s_ratio": spread(ratio)})
     for figure in ("itl_ms", "ttft_ms"):  # the glue's own cost, no Triton
-        figures[f"{SCHEDULER}_{figure}_beyond_direct"] = spread(
+        figures[f"{SCHEDULER}_{figure}_beyond_direct"] = cost(
             [r[SCHEDULER][figure] - r["direct"][figure] for r in rounds])
     return figures
 
 
 def _cell(figures: dict[str, float], digits: int = 3) -> str:
-    return f"{figures['median']:.{digits}f} ({figures['min']:.{digits}f}–{figures['max']:.{digits}f})"
+    """median (low–high); an added cost (one with "resolved") only when every round saw it above zero."""
+    found = Spread(figures["median"], figures["min"], figures["max"])
+    return found.cost_text(f"{{:.{digits}f}}") if "resolved" in figures else found.text(f"{{:.{digits}f}}")
 
 
 def print_tables(figures: dict[str, Any], args: argparse.Namespace) -> None:

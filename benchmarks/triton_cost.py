@@ -414,8 +414,8 @@ def glue_part(ports: Ports, repo: Path, server_pid: int, args: argparse.Namespac
 
 
 def _signed(figure: dict[str, float]) -> str:
-    """median (low…high), signed."""
-    return Spread(**figure).text("{:+.2f}", "…")
+    """median (low…high), signed; "unresolved" with the noise when a round saw no cost."""
+    return Spread(**figure).cost_text("{:+.2f}", "…")
 
 
 def parse_args() -> argparse.Namespace:

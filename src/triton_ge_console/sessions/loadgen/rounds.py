@@ -36,3 +36,17 @@ class Spread:
     def text(self, fmt: str = "{:.2f}", between: str = "–") -> str:
         """'median (low–high)', each figure in `fmt`."""
         return f"{fmt.format(self.median)} ({fmt.format(self.low)}{between}{fmt.format(self.high)})"
+
+    @property
+    def resolved(self) -> bool:
+        """Whether, as an added cost, every round saw it above zero: a range reaching zero or below is
+        this host's noise, not a cost (nor a saving) the run can tell."""
+        return self.low > 0
+
+    def cost_text(self, fmt: str = "{:.2f}", between: str = "–") -> str:
+        """An added cost as a result when resolved, else "unresolved" with the noise the rounds saw (never
+        a negative overhead printed as if measured)."""
+        if self.resolved:
+            return self.text(fmt, between)
+        return (f"unresolved (rounds {fmt.format(self.low)}{between}{fmt.format(self.high)}, "
+                f"median {fmt.format(self.median)})")

@@ -30,8 +30,8 @@ def _ms(spread: Spread) -> str:
 
 
 def _added(spread: Spread) -> str:
-    """What Triton adds: the median and the rounds' range, signed."""
-    return spread.text("{:+.2f}", "…")
+    """What Triton adds: the median and the rounds' range, signed; unresolved when a round saw none."""
+    return spread.cost_text("{:+.2f}", "…")
 
 
 def _ranged(spread: Spread, fmt: str) -> str:
