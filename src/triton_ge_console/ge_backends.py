@@ -12,6 +12,12 @@ and src/model_instance_state.cpp):
   sets `graph.ge.inputShape` so).
 - `--backend-config=npu_ge,<key>=<value>`: the same seven keys, and GE's options: `ge.*` for
   GEInitialize (read only here), `session.*` and `graph.*` as above (ModelState::ParseCmdlineConfig).
+  There the switches are read otherwise: `static_model`, `dump_graph` and `dump_data` are on for the string
+  "1" alone (no std::stoi), `profiling` for any value (SetProfiling(value)); the block counts go through
+  std::stoi (ProcessDeviceExecBlocksConfig, ProcessInstanceExecBlocksConfig).
+- `device_exec_blocks` other than -1 is taken as given, even 0 or below, and `instance_exec_blocks` enters
+  ceil(instances x blocks / NPUs) (ModelInstanceState::CalculateDeviceExecBlock): a count that opens no GE
+  session leaves every request waiting (npu_ge_blocks_problem).
 - NPUs: the model's first instance sets up every NPU of `device_ids` (all NPUs aclrtGetDeviceCount sees
   when none are given: ModelInstanceState::InitDevices) and on each it opens `device_exec_blocks`
   sessions (by default ceil(instances x instance_exec_blocks / NPUs): CalculateDeviceExecBlock), each
@@ -62,6 +68,40 @@ def ge_option_reason(key: str) -> str:
     return (f"GE option '{key}' as a model parameter is read by neither backend: npu_ge takes ge.* "
             f"(GEInitialize's options) only from --backend-config=npu_ge,{key}=<value> (in a spec: "
             "server.backend_config.npu_ge), and the ge glue runs an OM already compiled by ATC")
+
+
+def npu_ge_blocks_problem(key: str, value: int) -> str | None:
+    """Why a block count makes npu_ge open no GE session (None when it opens some): device_exec_blocks is
+    taken as given unless it is -1, instance_exec_blocks enters ceil(instances x blocks / NPUs)
+    (model_instance_state.cpp CalculateDeviceExecBlock); with no session, CreateSessions and CreateThreads
+    make nothing and every request waits forever (scheduler.cpp GetIdleInstances finds no idle one)."""
+    if key == "device_exec_blocks" and value <= 0 and value != -1:
+        return (f"npu_ge opens device_exec_blocks GE sessions on each NPU as given (-1: its default): "
+                f"{value} opens none, so requests wait forever; use a positive count or -1")
+    if key == "instance_exec_blocks" and value <= 0:
+        return (f"npu_ge opens ceil(instances x instance_exec_blocks / NPUs) GE sessions on each NPU: "
+                f"{value} opens none, so requests wait forever; use a positive count")
+    return None
+
+
+def npu_ge_cmdline_problem(key: str, value: str) -> str | None:
+    """What npu_ge makes of one of its keys given through --backend-config, where it reads them otherwise
+    than as model parameters (model_state.cpp ParseCmdlineConfig): static_model is compared with the string
+    "1" (no std::stoi), profiling is handed to GE for any value (SetProfiling sets PROFILING_MODE to it and
+    PROFILING_OPTIONS), the block counts go through std::stoi (ProcessDeviceExecBlocksConfig)."""
+    if key == "static_model" and value != "1" and stoi(value) == 1:
+        return (f"npu_ge compares static_model from --backend-config with the string '1' (no integer "
+                f"reading there): '{value}' leaves the static graph off; write 1")
+    if key == "profiling" and value.strip().lower() in ("0", "false", "off", "no", ""):
+        return (f"npu_ge hands any profiling value from --backend-config to GE as PROFILING_MODE, with "
+                f"PROFILING_OPTIONS set (a model parameter counts only as 'dynamic' or 'true'): '{value}' "
+                "does not keep it off; leave the key out")
+    if key in ("device_exec_blocks", "instance_exec_blocks"):
+        number = stoi(value)
+        if number is None:
+            return f"npu_ge reads {key} with std::stoi: '{value}' fails its load"
+        return npu_ge_blocks_problem(key, number)
+    return None
 
 
 def npu_ge_sessions_per_npu(instances: int, npus: int, device_exec_blocks: int | None,

@@ -14,6 +14,7 @@ from triton_ge_console.display import GIB
 from triton_ge_console.ge_backends import (
     DEFAULT_DEVICE_MEMORY_GIB,
     EXECUTION_MODES,
+    npu_ge_blocks_problem,
     npu_ge_sessions_per_npu,
     stoi,
 )
@@ -222,6 +223,9 @@ def npu_ge_placement(config: dict[str, Any], device_ids: tuple[int, ...], instan
         if value is None:  # native npu_ge's std::stoi throws and its load fails: so does the emulation's
             raise GlueConfigError(f"{where}: parameter {key} {text!r}: npu_ge reads it as an integer "
                                   "(std::stoi), which fails its load")
+        problem = npu_ge_blocks_problem(key, value)
+        if problem is not None:  # native npu_ge would load and then never answer: refused instead
+            raise GlueConfigError(f"{where}: parameter {key}: {problem}")
         return value
 
     copies = npu_ge_sessions_per_npu(instances, len(devices), integer("device_exec_blocks"),

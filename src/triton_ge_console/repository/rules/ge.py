@@ -20,6 +20,7 @@ from triton_ge_console.ge_backends import (
     ge_option_reason,
     is_ge_option,
     is_npu_ge_parameter_option,
+    npu_ge_blocks_problem,
     stoi,
 )
 from triton_ge_console.repository import atc, soc
@@ -223,6 +224,11 @@ def _npu_ge_value_findings(config: mc.ModelConfig) -> list[Finding]:
             advice = "; use 1 or 0" if key == "static_model" else ""
             findings.append(error(param_field(key), f"npu_ge reads {key} as an integer (std::stoi): "
                                                     f"'{value}' fails the model's load{advice}"))
+    for key in ("device_exec_blocks", "instance_exec_blocks"):
+        number = stoi(parameter(config, key) or "")
+        problem = npu_ge_blocks_problem(key, number) if number is not None else None
+        if problem is not None:
+            findings.append(error(param_field(key), problem))
     for key, values in NPU_GE_SWITCH_VALUES.items():
         value = parameter(config, key)
         if value is not None and value not in values and value != "0":

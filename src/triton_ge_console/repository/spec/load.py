@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from triton_ge_console.ge_backends import NPU_GE_PARAMETERS, is_ge_option
+from triton_ge_console.ge_backends import NPU_GE_PARAMETERS, is_ge_option, npu_ge_cmdline_problem
 from triton_ge_console.repository.spec.devices import check_devices, host_device_count
 from triton_ge_console.repository.spec.k8s import read_kubernetes
 from triton_ge_console.repository.spec.models import model_name_problem, read_model
@@ -293,7 +293,11 @@ def _backend_config(reader: Reader, node: yaml.Node) -> tuple[tuple[str, str, st
                 ok = False
                 continue
             value = reader.scalar_text(value_node, join(path, key))
-            ok = ok and value is not None
+            problem = (npu_ge_cmdline_problem(key, value) if backend == "npu_ge" and value is not None
+                       else None)
+            if problem is not None:
+                reader.problems.add(value_node, join(path, key), problem)
+            ok = ok and value is not None and problem is None
             triples.append((backend, key, value or ""))
     return tuple(triples) if ok else None
 

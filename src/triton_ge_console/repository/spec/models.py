@@ -105,6 +105,7 @@ def _fields(reader: Reader, values: dict[str, yaml.Node], path: str, base_dir: P
     parameters = options.read_parameters(reader, values.get("parameters"), join(path, "parameters"),
                                          backend)
     options.check_static(reader, parameters, values, path, backend)
+    options.check_blocks(reader, parameters, values, path, backend)
     options.check_npu_ge_group(reader, values, path, backend)
     return {
         "name": _name(reader, values.get("name"), join(path, "name")),

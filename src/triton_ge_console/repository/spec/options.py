@@ -11,6 +11,7 @@ from triton_ge_console.ge_backends import (
     ge_option_reason,
     is_ge_option,
     is_npu_ge_parameter_option,
+    npu_ge_blocks_problem,
     stoi,
 )
 from triton_ge_console.repository.spec.nodes import (
@@ -203,6 +204,19 @@ def check_static(reader: Reader, parameters: dict[str, str], values: dict[str, y
             join(path, "dynamic_batching"),
             "cannot be used with parameters.static_model (GE's static graph needs fixed shapes)",
         )
+
+
+def check_blocks(reader: Reader, parameters: dict[str, str], values: dict[str, yaml.Node], path: str,
+                 backend: str | None) -> None:
+    """npu_ge's block counts that open no GE session (ge_backends.npu_ge_blocks_problem)."""
+    if backend != "npu_ge":
+        return
+    for key in ("device_exec_blocks", "instance_exec_blocks"):
+        value = stoi(parameters[key]) if key in parameters else None
+        problem = npu_ge_blocks_problem(key, value) if value is not None else None
+        if problem is not None:
+            node = _parameter_value(values.get("parameters"), key)
+            reader.problems.add(node, join(path, f"parameters.{key}"), problem)
 
 
 def check_npu_ge_group(reader: Reader, values: dict[str, yaml.Node], path: str, backend: str | None) -> None:

@@ -1,0 +1,86 @@
+"""npu_ge's block counts and --backend-config switches as its source reads them (hicann's
+triton-inference-server-ge-backend: model_instance_state.cpp CalculateDeviceExecBlock, model_state.cpp
+ParseCmdlineConfig): what would leave every request waiting, or read otherwise than it looks, is refused at
+load with file, line and field, by validate, and by the glue's npu_ge emulation."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.repository.spec_helpers import refused
+from triton_ge_console.backend_glue.settings import GlueConfigError, npu_ge_placement
+from triton_ge_console.repository.rules.ge import check_ge_config
+from triton_ge_console.repository.spec.load import load_spec
+
+
+def _spec(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "deploy.yaml"
+    path.write_text("name: lab\n" + textwrap.dedent(body).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_device_exec_blocks_that_open_no_session_are_refused_at_load(tmp_path: Path, value: str) -> None:
+    """device_exec_blocks 0 or below (other than -1, npu_ge's default) opens no GE session: refused (loaded
+    before, and npu_ge would have waited forever)."""
+    path = _spec(tmp_path, f"""
+        models:
+          - name: m
+            backend: npu_ge
+            source: "demo:bert"
+            parameters: {{device_exec_blocks: "{value}"}}
+        """)
+    (problem,) = refused(path)
+    assert problem.startswith("deploy.yaml:6:38 ") and "models[0].parameters.device_exec_blocks" in problem
+    assert (f"npu_ge opens device_exec_blocks GE sessions on each NPU as given (-1: its default): {value} "
+            "opens none, so requests wait forever") in problem
+
+
+def test_minus_one_is_npu_ges_default_and_loads(tmp_path: Path) -> None:
+    path = _spec(tmp_path, """
+        models:
+          - {name: m, backend: npu_ge, source: "demo:bert", parameters: {device_exec_blocks: "-1"}}
+        """)
+    assert load_spec(path).models[0].parameters == (("device_exec_blocks", "-1"),)
+
+
+def test_backend_config_switches_are_read_as_npu_ge_reads_its_command_line(tmp_path: Path) -> None:
+    """Through --backend-config static_model is compared with "1" (so "01" leaves it off), profiling is
+    handed to GE for any value ("false" does not keep it off), device_exec_blocks 0 opens no session."""
+    path = _spec(tmp_path, """
+        server:
+          backend_config:
+            npu_ge: {static_model: "01", profiling: "false", device_exec_blocks: "0", ge.graphRunMode: "0"}
+        models:
+          - {name: m, backend: npu_ge, source: "demo:bert"}
+        """)
+    problems = refused(path)
+    assert len(problems) == 3
+    assert "server.backend_config.npu_ge.static_model: npu_ge compares static_model from --backend-config " \
+           "with the string '1'" in problems[0]
+    assert "'false' does not keep it off; leave the key out" in problems[1]
+    assert "GE sessions on each NPU as given (-1: its default): 0 opens none" in problems[2]
+
+
+def test_validate_refuses_blocks_that_open_no_session() -> None:
+    """A hand-written config.pbtxt gets the same refusal from validate."""
+    from tritonclient.grpc import model_config_pb2 as mc
+
+    config = mc.ModelConfig(name="m", backend="npu_ge")
+    config.parameters["instance_exec_blocks"].string_value = "0"
+    messages = [f.message for f in check_ge_config(config) if f.severity == "error"]
+    assert any("ceil(instances x instance_exec_blocks / NPUs) GE sessions on each NPU: 0 opens none" in m
+               for m in messages), messages
+
+
+def test_the_npu_ge_emulation_refuses_them_too() -> None:
+    """The glue's npu_ge emulation refuses a count native npu_ge would load and never answer with (it
+    charged the default number of copies before)."""
+    config = {"parameters": {"device_exec_blocks": {"string_value": "0"}}}
+    with pytest.raises(GlueConfigError, match="parameter device_exec_blocks: npu_ge opens device_exec_bl"):
+        npu_ge_placement(config, (0, 1), 2, 0, "m")
+    assert npu_ge_placement({"parameters": {"device_exec_blocks": {"string_value": "-1"}}}, (0, 1), 4, 0,
+                            "m") == ((0, 1), 2)
