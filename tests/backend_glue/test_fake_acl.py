@@ -145,8 +145,9 @@ def test_dims_structs_and_tensor_descriptions_are_taken_as_the_binding_takes_the
         fake_acl: ModuleType, tmp_path: Path) -> None:
     """set_input_dynamic_dims parses its dims as mdl_wrap.cpp's WrapAclMdlSetInputDynamicDims does (a dict
     whose "dims" is a list of int: a tuple or numpy integers raise TypeError) and AscendCL refuses a
-    dimCount of 0; create_tensor_desc wants a list (acl.cpp WrapAclCreateTensorDesc); set_dataset_tensor_desc
-    describes only a buffer already added (aclmdlSetDatasetTensorDesc: index < the dataset's buffers)."""
+    dimCount of 0; create_tensor_desc wants a list (py_init_acl.cpp WrapAclCreateTensorDesc);
+    set_dataset_tensor_desc describes only a buffer already added (aclmdlSetDatasetTensorDesc: index < the
+    dataset's buffers)."""
     import pytest
 
     from tests.models import token_model

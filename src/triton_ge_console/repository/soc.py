@@ -5,8 +5,11 @@ The value is "Ascend" + the chip name `npu-smi info` shows (Ascend910B3, Ascend3
 value is Chip Name + "_" + NPU Name from `npu-smi info -t board`, which this module does not guess; the
 950 series likewise (the table shows "Ascend950PR", the SoC is e.g. Ascend950PR_9579 on a board whose NPU
 Name is 9579).
-`ge-console convert` records the SoC beside the OM it wrote (`<om>.atc.json`), since an OM's header does
-not carry it.
+`ge-console convert` records the SoC beside the OM it wrote (`<om>.atc.json`). The OM carries it too, as its
+model's `soc_version` attribute, which GE checks at load (hicann/ge base/common/helper/om_file_helper.cc
+OmFileLoadHelper::CheckModelCompatibility → aclrtCheckArchCompatibility); reading it means parsing the OM's
+model partition (GE's ModelDef protobuf), which this module does not do, so an OM ATC wrote without convert
+has no SoC here and is not judged.
 
 AscendCL loads an OM on any SoC of the NpuArch it was built for (an OM for Ascend910B3 runs on a 910B4);
 another NpuArch fails at load with 500002 (ACL_ERROR_GE_FAILURE). The NpuArch of each SoC family is as

@@ -3,7 +3,8 @@
 Mirrors the documented pyacl API: `ret = acl.init()`, `ptr, ret = acl.rt.malloc(size, policy)`,
 `model_id, ret = acl.mdl.load_from_file(path)`, `ret = acl.mdl.execute(model_id, in_ds, out_ds)`, ...;
 tensor descriptions and empty data buffers for dynamic-shape OMs as acl's own module has them
-(hicann/runtime python/pyACL/acl.cpp: create_tensor_desc, get_tensor_desc_dim_v2, update_data_buffer).
+(hicann/runtime python/pyACL/py_init_acl.cpp, where pyACL's top-level functions live: WrapAclCreateTensorDesc,
+WrapAclGetTensorDescDimV2, WrapAclUpdateDataBuffer).
 A "fake OM" is a JSON file: {"fake_om": 1, "onnx": "<path, relative to the .om>",
 "dynamic_batch": [1, 2, 4, 8]} (batch gears, adds the `ascend_mbatch_shape_data` input) or
 {"fake_om": 1, "onnx": ..., "static_batch": 1}, or with "dynamic_dims", "dynamic_image_size",
@@ -12,10 +13,12 @@ A "fake OM" is a JSON file: {"fake_om": 1, "onnx": "<path, relative to the .om>"
 `acl._state.STATE.misuse` lists calls the real runtime would crash on (a destroyed context made current).
 `acl._versions.apply(name)` imitates an older CANN or another card (FAKE_ACL_CANN for a whole process).
 
-Checked against the real binding's source (hicann/runtime python/pyACL/: mdl/mdl_wrap.cpp,
-rt/rt_device.cpp, util/*.cpp), CANN's pyacl API reference and Ascend/samples acl_net.py /
-acllite_model.py. None of pyacl's wrappers release the GIL (no Py_BEGIN_ALLOW_THREADS in mdl_wrap.cpp):
-`acl.mdl.execute` holds it for the whole execution (this fake cannot hold it; it serialises on its lock).
+Checked against the real binding's source (hicann/runtime python/pyACL/: py_init_acl.cpp for the top-level
+functions, mdl/mdl_wrap.cpp and mdl/pymdl_methods.cpp, rt/rt_device.cpp and rt/pyrt_methods.cpp, util/*.cpp),
+AscendCL's own (hicann/ge api/acl/acl_model/model/model_om2.cpp, model_common.cpp), CANN's pyacl API reference
+and Ascend/samples acl_net.py / acllite_model.py. None of pyacl's wrappers release the GIL (no
+Py_BEGIN_ALLOW_THREADS in mdl_wrap.cpp): `acl.mdl.execute` holds it for the whole execution (this fake
+cannot hold it; it serialises on its lock).
 """
 
 from __future__ import annotations
@@ -92,7 +95,7 @@ def update_data_buffer(data_buffer: int, ptr: int, size: int) -> int:
 
 
 def create_tensor_desc(data_type: int, dims: list[int], fmt: int) -> int:
-    """aclCreateTensorDesc(type, dims, format): a handle the caller destroys; dims a list (acl.cpp
+    """aclCreateTensorDesc(type, dims, format): a handle the caller destroys; dims a list (py_init_acl.cpp
     WrapAclCreateTensorDesc: "argument 2 is not list")."""
     if not isinstance(dims, list):
         raise TypeError("argument 2 is not list")

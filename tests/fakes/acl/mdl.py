@@ -27,8 +27,9 @@ signatures from hicann/runtime python/pyACL/mdl/mdl_wrap.cpp):
   and the attached input; a static YUV420SP AIPP input takes H*W*3/2 bytes, not what its dims say; a
   dynamic one adds the input `ascend_dynamic_aipp_data` (the name acl.mdl.set_input_aipp's reference gives
   the one dynamic AIPP input; ATC's guide calls it AippData).
-An OM whose "soc_version" has another NpuArch than the card fails to load with ACL_ERROR_GE_FAILURE
-(500002); one of the same NpuArch (Ascend910B3 on a 910B4) loads (_state.npu_arch).
+An OM whose "soc_version" (the model attribute GE reads at load: hicann/ge base/common/helper/
+om_file_helper.cc OmFileLoadHelper::CheckModelCompatibility) has another NpuArch than the card fails to load
+with ACL_ERROR_GE_FAILURE (500002); one of the same NpuArch (Ascend910B3 on a 910B4) loads (_state.npu_arch).
 """
 
 from __future__ import annotations
