@@ -500,3 +500,91 @@ def bf16_kv_decoder(logits: bool = True) -> bytes:
             value.type.tensor_type.elem_type = TensorProto.BFLOAT16
     onnx.checker.check_model(model)
     return model.SerializeToString()
+
+
+def batch_at_model(position: int) -> bytes:
+    """x FP32 [N, 2, 3] → y = 2x with the batch moved to dim `position` (Transpose), as exporters write
+    time-major or channel-first outputs: y [N, 2, 3], [2, N, 3] or [2, 3, N]."""
+    perm = [1, 2]
+    perm.insert(position, 0)
+    dims: list[str | int] = [2, 3]
+    dims.insert(position, "N")
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "two"], ["x2"]),
+         helper.make_node("Transpose", ["x2"], ["y"], perm=perm)],
+        f"batch_at_{position}",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)], [two],
+    )
+    return _serialize(graph)
+
+
+def time_major_model(hidden: int = 5, seed: int = 0) -> bytes:
+    """A recurrent model whose outputs are time-major, as the issue's: x FP32 [batch, 100, time] →
+    logits and probs FP32 [time, batch, 4] (an LSTM over x's last dim, a projection, a softmax)."""
+    rng = np.random.default_rng(seed)
+    arrays = {"W": rng.standard_normal((1, 4 * hidden, 100)) / 10,
+              "R": rng.standard_normal((1, 4 * hidden, hidden)), "P": rng.standard_normal((hidden, 4))}
+    weights = [numpy_helper.from_array(a.astype(np.float32), name) for name, a in arrays.items()]
+    weights.append(numpy_helper.from_array(np.array([1], np.int64), "dirs"))
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["x"], ["xt"], perm=[2, 0, 1]),
+         helper.make_node("LSTM", ["xt", "W", "R"], ["Y"], hidden_size=hidden),
+         helper.make_node("Squeeze", ["Y", "dirs"], ["h"]),
+         helper.make_node("MatMul", ["h", "P"], ["logits"]),
+         helper.make_node("Softmax", ["logits"], ["probs"], axis=-1)],
+        "time_major",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 100, "time"])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["time", "batch", 4])
+         for n in ("logits", "probs")],
+        weights,
+    )
+    return _serialize(graph)
+
+
+def _across_batch_nodes(op: str) -> list[onnx.NodeProto]:
+    """Nodes computing y [N, 4] from x [N, 4] with one op working across the batch (CROSS_BATCH_OPS)."""
+    made = {
+        "batch_mean": [helper.make_node("ReduceMean", ["x"], ["m"], axes=[0], keepdims=1),
+                       helper.make_node("Sub", ["x", "m"], ["y"])],
+        "softmax_over_batch": [helper.make_node("Softmax", ["x"], ["y"], axis=0)],
+        "gram": [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
+                 helper.make_node("MatMul", ["x", "xt"], ["g"]),
+                 helper.make_node("MatMul", ["g", "x"], ["y"])],
+        "concat_batch": [helper.make_node("Slice", ["x", "one", "big", "zero"], ["rest"]),
+                         helper.make_node("Slice", ["x", "zero", "one", "zero"], ["head"]),
+                         helper.make_node("Concat", ["rest", "head"], ["y"], axis=0)],
+        "gather_batch": [helper.make_node("Gather", ["x", "zero_scalar"], ["row"], axis=0),
+                         helper.make_node("Add", ["x", "row"], ["y"])],
+        "cumsum_batch": [helper.make_node("CumSum", ["x", "zero_scalar"], ["y"])],
+        "batchnorm_training": [helper.make_node("BatchNormalization",
+                                                ["x", "ones4", "zeros4", "zeros4", "ones4"],
+                                                ["y", "mean_out", "var_out"], training_mode=1)],
+        "reshape_interleave": [helper.make_node("Reshape", ["x", "four_neg"], ["r"]),
+                               helper.make_node("Transpose", ["r"], ["y"], perm=[1, 0])],
+    }
+    return made[op]
+
+
+CROSS_BATCH_OPS = ("batch_mean", "softmax_over_batch", "gram", "concat_batch", "gather_batch",
+                   "cumsum_batch", "batchnorm_training", "reshape_interleave")
+
+
+def across_batch_model(op: str) -> bytes:
+    """x FP32 [N, 4] → y [N, 4] through an op that mixes samples along the batch (CROSS_BATCH_OPS): the
+    batch mean subtracted, a softmax over the batch, a Gram matrix of the samples, rows rotated by
+    Slice+Concat, row 0 added to each, a running sum over the batch, BatchNorm in training mode, and a
+    Reshape to [4, N] transposed back to [N, 4] (samples interleaved)."""
+    consts = {"zero": np.array([0], np.int64), "one": np.array([1], np.int64),
+              "big": np.array([2**62], np.int64), "zero_scalar": np.array(0, np.int64),
+              "ones4": np.ones(4, np.float32), "zeros4": np.zeros(4, np.float32),
+              "four_neg": np.array([4, -1], np.int64)}
+    nodes = _across_batch_nodes(op)
+    used = {name for node in nodes for name in node.input}
+    graph = helper.make_graph(
+        nodes, op, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        [numpy_helper.from_array(a, name) for name, a in consts.items() if name in used],
+    )
+    return _serialize(graph)

@@ -8,7 +8,7 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_ge_console.backend_glue.settings import model_file_candidates
-from triton_ge_console.model_files import external_data
+from triton_ge_console.model_files import batch_axis, external_data
 from triton_ge_console.model_files.onnx_io import (
     OnnxReadError,
     for_config,
@@ -17,10 +17,11 @@ from triton_ge_console.model_files.onnx_io import (
     how_served,
     load_graph,
     read_onnx_io,
+    serving_problem,
     triton_dims,
 )
 from triton_ge_console.model_files.tensors import TensorSpec
-from triton_ge_console.repository.rules.findings import WILDCARD_DIM, Finding, error
+from triton_ge_console.repository.rules.findings import WILDCARD_DIM, Finding, error, warning
 
 
 def onnx_of_version(onnx_text: str | None, version_dir: Path) -> Path | None:
@@ -69,6 +70,25 @@ def check_io_against_onnx(config: mc.ModelConfig, onnx_path: Path) -> list[Findi
                                       "(max_batch_size: 0)"))
                 continue
             findings += _tensor_findings(f"{kind}[{i}]", kind, io, tensor, config.max_batch_size, onnx_path)
+    return findings
+
+
+def check_batching(config: mc.ModelConfig, onnx_path: Path) -> list[Finding]:
+    """With max_batch_size > 0 Triton joins requests along dim 0 and splits the answers so: the graph
+    must keep them apart (batch_axis). Only once every tensor has a variable leading dim (said elsewhere)."""
+    if config.max_batch_size <= 0:
+        return []
+    try:
+        model = load_graph(onnx_path)
+        inputs, outputs = graph_io(model)
+    except OnnxReadError:
+        return []  # said by check_io_against_onnx
+    if any(serving_problem(t, "tensor", config.max_batch_size) for t in (*inputs, *outputs)):
+        return []  # said by check_io_against_onnx
+    found = batch_axis.check_batching(model, onnx_path, config.max_batch_size)
+    findings = [error("max_batch_size", f"{onnx_path}: {problem}") for problem in found.problems]
+    if found.not_checked:
+        findings.append(warning("max_batch_size", f"{onnx_path}: {found.not_checked}"))
     return findings
 
 

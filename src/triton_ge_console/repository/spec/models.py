@@ -12,7 +12,7 @@ import yaml
 
 from triton_ge_console.files import not_a_file
 from triton_ge_console.ge_backends import GE_BACKENDS
-from triton_ge_console.model_files import external_data, onnx_io
+from triton_ge_console.model_files import batch_axis, external_data, onnx_io
 from triton_ge_console.model_files.tensors import TensorSpec
 from triton_ge_console.repository import demo_models
 from triton_ge_console.repository.spec import options
@@ -269,8 +269,8 @@ def _io(
                                 defaults)
             graph = (*graph, *(d for d in defaults if d.name in {t.spec.name for t in declared}))
         sides.append(_side(reader, values, path, key, declared, graph, max_batch, source))
-    if graph_batch_problem := _batch_dim_problem(source, max_batch):
-        reader.problems.add(values.get("max_batch_size"), join(path, "max_batch_size"), graph_batch_problem)
+    for problem in _batch_dim_problems(source, max_batch):
+        reader.problems.add(values.get("max_batch_size"), join(path, "max_batch_size"), problem)
     return (sides[0], sides[1]) if source is not None and max_batch is not None else None
 
 
@@ -306,13 +306,23 @@ def _as_served(declared: TensorSpec, graph: TensorSpec | None) -> TensorSpec:
     return dataclasses.replace(declared, reshape=graph.reshape, optional=graph.optional)
 
 
-def _batch_dim_problem(source: Source | None, max_batch: int | None) -> str | None:
-    """With max_batch_size > 0 every ONNX input and output needs a variable leading (batch) dim."""
+def _batch_dim_problems(source: Source | None, max_batch: int | None) -> tuple[str, ...]:
+    """With max_batch_size > 0 every ONNX input and output needs a variable leading (batch) dim, and the
+    graph must keep joined requests apart along it (batch_axis)."""
     if source is None or source.graph is None or not max_batch:
-        return None
+        return ()
     for kind, side in zip(("input", "output"), source.graph, strict=True):
         for tensor in side:
             problem = onnx_io.serving_problem(tensor, kind, max_batch)
             if problem:
-                return problem
-    return None
+                return (problem,)
+    if demo_models.is_demo(source.source):
+        model, runnable = demo_models.demo_proto(source.source), demo_models.demo_bytes(source.source)
+        return batch_axis.check_batching(model, runnable, max_batch).problems
+    if source.onnx_path is None:
+        return ()
+    try:
+        model = onnx_io.load_graph(source.onnx_path)
+    except onnx_io.OnnxReadError:
+        return ()  # said where the graph was read
+    return batch_axis.check_batching(model, source.onnx_path, max_batch).problems

@@ -1,0 +1,96 @@
+"""Whether Triton may batch a model: the batch dim followed through the graph (batch_axis), and where the
+graph cannot tell, the model run on the CPU with two samples joined against each alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+
+from tests.models import (
+    CROSS_BATCH_OPS,
+    across_batch_model,
+    batch_at_model,
+    dense_model,
+    image_model,
+    save_external,
+    time_major_model,
+    token_model,
+    types_model,
+)
+from triton_ge_console.model_files import batch_axis
+from triton_ge_console.repository import demo_models
+
+
+def _check(model: bytes) -> batch_axis.Batching:
+    """The verdict for a model served with max_batch_size 4."""
+    return batch_axis.check_batching(onnx.load_from_string(model), model, 4)
+
+
+@pytest.mark.parametrize("source", ("demo:llama", "demo:bert", "demo:llama_kv"))
+def test_the_demo_models_batch_along_dim_0_by_their_graph_alone(source: str) -> None:
+    """The demos keep their samples apart, and the graph says so without running them (build stays fast)."""
+    assert batch_axis.graph_verdict(demo_models.demo_proto(source)) == batch_axis.Verdict()
+
+
+@pytest.mark.parametrize("make", (dense_model, token_model, types_model, image_model,
+                                  lambda: batch_at_model(0)))
+def test_models_that_batch_along_dim_0_pass(make: object) -> None:
+    """The suite's batching test models pass by the graph alone."""
+    model = make()  # type: ignore[operator]
+    assert batch_axis.graph_verdict(onnx.load_from_string(model)) == batch_axis.Verdict()
+    assert batch_axis.probe(model) == batch_axis.Probe()  # and running them agrees
+
+
+@pytest.mark.parametrize("position", (1, 2))
+def test_an_output_with_the_batch_elsewhere_than_dim_0_is_refused(position: int) -> None:
+    """y [2, N, 3] or [2, 3, N]: named, with the dim, and what to do."""
+    (problem,) = _check(batch_at_model(position)).problems
+    dims = ["2", "3"]
+    dims.insert(position, "batch")
+    assert f"output 'y' [{', '.join(dims)}]" in problem
+    assert f"carries the batch in dim {position}, not dim 0" in problem
+    assert "max_batch_size: 0" in problem and "re-export" in problem
+
+
+def test_time_major_outputs_of_a_recurrent_model_are_refused() -> None:
+    """The issue's recurrent model: logits and probs [time, batch, 4] are each refused."""
+    problems = _check(time_major_model()).problems
+    assert [p.split(": ")[2].split(" carries")[0] for p in problems] == [
+        "output 'logits' [time, batch, 4]", "output 'probs' [time, batch, 4]"]
+
+
+@pytest.mark.parametrize("op", CROSS_BATCH_OPS)
+def test_an_op_across_the_batch_is_refused(op: str) -> None:
+    """Each op mixing samples along the batch is refused, by the graph or by running the model."""
+    (problem,) = _check(across_batch_model(op)).problems
+    assert problem.startswith("max_batch_size 4: Triton cannot batch this model: output 'y'")
+    assert "max_batch_size: 0" in problem
+
+
+def test_the_graph_names_the_node_and_why() -> None:
+    """The batch mean: the ReduceMean is named, over dim 0."""
+    (problem,) = _check(across_batch_model("batch_mean")).problems
+    assert "output 'y' mixes the requests Triton joins: node 'm' (ReduceMean) works across dim 0" in problem
+
+
+def test_where_the_graph_cannot_tell_the_model_is_run() -> None:
+    """A Reshape to [4, N]: shape inference loses the batch, so the model is run, and the mixing found so."""
+    (problem,) = _check(across_batch_model("reshape_interleave")).problems
+    assert "a request joined with another answers differently than alone" in problem
+    assert "run on the CPU, a random sample alone and joined with others, as node 'r' (Reshape)" in problem
+
+
+def test_a_model_over_the_size_limit_is_not_run_and_says_so(tmp_path: Path) -> None:
+    """The probe is bounded by the model's size (external data included) and says why it was skipped."""
+    path = save_external(tmp_path / "ext.onnx")  # 4 × 256 KiB of weights
+    skipped = batch_axis.probe(path, limit=512 << 10)
+    assert skipped.skipped is not None and "1.0 MiB, over the 0.5 MiB this check runs" in skipped.skipped
+    assert batch_axis.probe(path) == batch_axis.Probe()  # under the limit it runs, and the samples stay apart
+
+
+def test_a_model_that_does_not_run_on_random_inputs_is_not_checked_and_says_so() -> None:
+    """The check cannot be made: said, never taken as passed."""
+    found = batch_axis.probe(b"not an onnx")
+    assert found.skipped is not None and found.skipped.startswith("the model did not run on random inputs")

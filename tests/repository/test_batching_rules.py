@@ -1,0 +1,54 @@
+"""build and validate refuse max_batch_size > 0 for a model Triton cannot batch (its batch not in dim 0 of
+an output, or an op across the batch), naming the tensor or node and what to do; unbatched they serve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.models import across_batch_model, time_major_model, write_model
+from tests.repository.spec_helpers import refused
+from triton_ge_console.repository.spec.load import load_spec
+from triton_ge_console.repository.validate import validate_path
+
+SPEC = "models:\n  - name: m\n    backend: ge\n    source: model.onnx\n    max_batch_size: {mbs}\n"
+MODELS = {"time_major": time_major_model, "batch_mean": lambda: across_batch_model("batch_mean")}
+HAND_WRITTEN = ('backend: "ge"\nmax_batch_size: {mbs}\n'
+                'dynamic_batching {{ max_queue_delay_microseconds: 1000 }}\n')
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_build_refuses_batching_a_model_that_would_mix_requests(tmp_path: Path, model: str) -> None:
+    """One line per output at the spec's max_batch_size, naming it and the way out."""
+    (tmp_path / "model.onnx").write_bytes(MODELS[model]())
+    (tmp_path / "deploy.yaml").write_text(SPEC.format(mbs=4), encoding="utf-8")
+    problems = refused(tmp_path / "deploy.yaml")
+    assert problems
+    assert all(p.startswith("deploy.yaml:5:") and "models[0].max_batch_size" in p for p in problems)
+    expected = {"time_major": ("output 'logits' [time, batch, 4] carries the batch in dim 1",
+                               "output 'probs' [time, batch, 4] carries the batch in dim 1"),
+                "batch_mean": ("output 'y' mixes the requests Triton joins: node 'm' (ReduceMean)",)}[model]
+    assert len(problems) == len(expected)
+    for problem, said in zip(problems, expected, strict=True):
+        assert said in problem and "use max_batch_size: 0" not in problem and "max_batch_size: 0 (" in problem
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_the_same_model_unbatched_builds(tmp_path: Path, model: str) -> None:
+    """max_batch_size 0: each request whole, as sent; nothing to refuse."""
+    (tmp_path / "model.onnx").write_bytes(MODELS[model]())
+    (tmp_path / "deploy.yaml").write_text(SPEC.format(mbs=0), encoding="utf-8")
+    assert load_spec(tmp_path / "deploy.yaml").models[0].max_batch_size == 0
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_validate_refuses_a_hand_written_batching_config(tmp_path: Path, model: str) -> None:
+    """The same refusal for a config.pbtxt written by hand, at its max_batch_size line."""
+    write_model(tmp_path, model, HAND_WRITTEN.format(mbs=4), MODELS[model]())
+    report = validate_path(tmp_path)
+    errors = [p for p in report.errors if "Triton cannot batch this model" in p.message]
+    assert errors and all(p.line == 2 for p in errors), [str(p) for p in report.problems]
+    unbatched = HAND_WRITTEN.format(mbs=0).replace("dynamic_batching", "# ")
+    write_model(tmp_path, model, unbatched, MODELS[model]())
+    assert validate_path(tmp_path).errors == ()
