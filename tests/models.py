@@ -503,18 +503,18 @@ def bf16_kv_decoder(logits: bool = True) -> bytes:
 
 
 def batch_at_model(position: int) -> bytes:
-    """x FP32 [N, 2, 3] → y = 2x with the batch moved to dim `position` (Transpose), as exporters write
-    time-major or channel-first outputs: y [N, 2, 3], [2, N, 3] or [2, 3, N]."""
+    """x FP32 [N, S, 3] → y = 2x with the batch moved to dim `position` (Transpose), as exporters write
+    time-major or channel-last outputs: y [N, S, 3], [S, N, 3] or [S, 3, N] (a variable leading dim each)."""
     perm = [1, 2]
     perm.insert(position, 0)
-    dims: list[str | int] = [2, 3]
+    dims: list[str | int] = ["S", 3]
     dims.insert(position, "N")
     two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
     graph = helper.make_graph(
         [helper.make_node("Mul", ["x", "two"], ["x2"]),
          helper.make_node("Transpose", ["x2"], ["y"], perm=perm)],
         f"batch_at_{position}",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 3])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "S", 3])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)], [two],
     )
     return _serialize(graph)

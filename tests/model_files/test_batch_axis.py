@@ -45,9 +45,9 @@ def test_models_that_batch_along_dim_0_pass(make: object) -> None:
 
 @pytest.mark.parametrize("position", (1, 2))
 def test_an_output_with_the_batch_elsewhere_than_dim_0_is_refused(position: int) -> None:
-    """y [2, N, 3] or [2, 3, N]: named, with the dim, and what to do."""
+    """y [S, N, 3] or [S, 3, N]: named, with the dim, and what to do."""
     (problem,) = _check(batch_at_model(position)).problems
-    dims = ["2", "3"]
+    dims = ["S", "3"]
     dims.insert(position, "batch")
     assert f"output 'y' [{', '.join(dims)}]" in problem
     assert f"carries the batch in dim {position}, not dim 0" in problem

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.models import across_batch_model, time_major_model, write_model
+from tests.models import across_batch_model, batch_at_model, time_major_model, write_model
 from tests.repository.spec_helpers import refused
 from triton_ge_console.repository.spec.load import load_spec
 from triton_ge_console.repository.validate import validate_path
@@ -52,3 +52,16 @@ def test_validate_refuses_a_hand_written_batching_config(tmp_path: Path, model: 
     unbatched = HAND_WRITTEN.format(mbs=0).replace("dynamic_batching", "# ")
     write_model(tmp_path, model, unbatched, MODELS[model]())
     assert validate_path(tmp_path).errors == ()
+
+
+@pytest.mark.parametrize("position", (0, 1, 2))
+def test_generated_graphs_with_the_batch_at_each_position(tmp_path: Path, position: int) -> None:
+    """y with the batch in dim 0 builds batched (tests/backend_glue/test_batching_invariant.py serves it);
+    in dim 1 or 2 the build is refused naming the dim."""
+    (tmp_path / "model.onnx").write_bytes(batch_at_model(position))
+    (tmp_path / "deploy.yaml").write_text(SPEC.format(mbs=4), encoding="utf-8")
+    if position == 0:
+        assert load_spec(tmp_path / "deploy.yaml").models[0].max_batch_size == 4
+        return
+    (problem,) = refused(tmp_path / "deploy.yaml")
+    assert f"carries the batch in dim {position}, not dim 0" in problem

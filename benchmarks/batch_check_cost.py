@@ -1,0 +1,106 @@
+"""What the batching check (model_files/batch_axis.py) costs build and validate of the demo llama served
+with batching: `build` of a one-model spec into a fresh repository then `validate` of it, with the check
+and with it switched off (batch_axis.check_batching answering "fine" at once), each step in its own fresh
+process (imports done before the clock starts, the demo's generation included as `ge-console build` pays
+it), the two alternating in ABBA rounds.
+
+    python3 benchmarks/batch_check_cost.py [--rounds 8]
+
+Prints a markdown table and writes benchmarks/results/batch_check_cost.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from triton_ge_console.sessions.loadgen.rounds import Spread, round_order
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+SPEC = """models:
+  - name: llama_model
+    backend: ge
+    source: demo:llama
+    max_batch_size: 8
+    dynamic_batching: {max_queue_delay_microseconds: 2000}
+"""
+VARIANTS = ("with", "without")
+
+
+def _step(variant: str, work: Path) -> dict[str, float]:
+    """Build then validate here, the check on or off; the seconds of each."""
+    from triton_ge_console.model_files import batch_axis
+    from triton_ge_console.repository.build import build_repository
+    from triton_ge_console.repository.spec.load import load_spec
+    from triton_ge_console.repository.validate import validate_path
+
+    if variant == "without":
+        batch_axis.check_batching = lambda *_args, **_kw: batch_axis.Batching()  # type: ignore[assignment]
+    (work / "deploy.yaml").write_text(SPEC, encoding="utf-8")
+    started = time.perf_counter()
+    build_repository(load_spec(work / "deploy.yaml"), work / "repo")
+    built = time.perf_counter()
+    report = validate_path(work / "repo")
+    validated = time.perf_counter()
+    assert report.errors == (), [str(p) for p in report.errors]
+    return {"build_s": built - started, "validate_s": validated - built, "total_s": validated - started}
+
+
+def run_step(variant: str) -> dict[str, float]:
+    """One step in a fresh process, in a fresh folder."""
+    with tempfile.TemporaryDirectory(prefix="ge-batch-check-") as folder:
+        done = subprocess.run([sys.executable, __file__, "--step", variant, "--work", folder],
+                              capture_output=True, text=True, check=True)
+    return dict(json.loads(done.stdout.splitlines()[-1]))
+
+
+def measure(rounds: int) -> list[dict[str, dict[str, float]]]:
+    """Each round: both variants, in round_order (ABBA BAAB ...)."""
+    found = []
+    for index in range(rounds):
+        found.append({variant: run_step(variant) for variant in round_order(VARIANTS, index)})
+    return found
+
+
+def table(found: list[dict[str, dict[str, float]]]) -> str:
+    """Median (range) of each figure with and without the check, and their ratio per round."""
+    lines = ["| step | with the check, s | without, s | with ÷ without (per round) |", "|---|---|---|---|"]
+    for key, label in (("build_s", "build"), ("validate_s", "validate"), ("total_s", "build + validate")):
+        with_check = Spread.of(r["with"][key] for r in found)
+        without = Spread.of(r["without"][key] for r in found)
+        ratio = Spread.of(r["with"][key] / r["without"][key] for r in found)
+        lines.append(f"| {label} | {with_check.text('{:.3f}')} | {without.text('{:.3f}')} | "
+                     f"{ratio.text('{:.2f}')} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    """Run the rounds (or, with --step, one measured step) and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--step", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.step:
+        print(json.dumps(_step(args.step, args.work)))
+        return 0
+    found = measure(args.rounds)
+    text = table(found)
+    print(text)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {"machine": platform.node(), "cpus": platform.machine(), "rounds": found,
+                              "table": text, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    (RESULTS / "batch_check_cost.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
