@@ -223,6 +223,34 @@ def infer(client_module: Any, address: str, model: str,
         return {name: result.as_numpy(name) for name in names}
 
 
+def _counts(client_module: Any, address: str, model: str) -> tuple[int, int]:
+    """Triton's inference_count and execution_count for a model."""
+    with client_module.InferenceServerClient(address) as client:
+        if client_module.__name__.endswith("grpc"):
+            stats = client.get_inference_statistics(model, as_json=True)["model_stats"][0]
+        else:
+            stats = client.get_inference_statistics(model)["model_stats"][0]
+    return int(stats.get("inference_count", 0)), int(stats.get("execution_count", 0))
+
+
+def infer_joined(client_module: Any, address: str, model: str,
+                 requests: Sequence[Mapping[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    """The requests sent at once (each its own connection) to a model whose batcher waits for them all;
+    their answers. Triton's statistics must show them joined (fewer executions than requests), else this
+    fails saying the test tested nothing."""
+    import concurrent.futures
+
+    before = _counts(client_module, address, model)
+    with concurrent.futures.ThreadPoolExecutor(len(requests)) as pool:
+        answers = list(pool.map(lambda feeds: infer(client_module, address, model, feeds, 120.0), requests))
+    after = _counts(client_module, address, model)
+    inferences, executions = after[0] - before[0], after[1] - before[1]
+    assert inferences == len(requests), (inferences, len(requests))
+    assert executions < inferences, (f"{model}: Triton ran the {inferences} requests in {executions} "
+                                     "executions: they were not joined, so this tested nothing")
+    return answers
+
+
 def _serialize(graph: onnx.GraphProto, check: bool = True) -> bytes:
     """A checked model at an opset ONNX Runtime runs, as bytes."""
     return _model(graph, check).SerializeToString()
@@ -561,6 +589,7 @@ def _across_batch_nodes(op: str) -> list[onnx.NodeProto]:
         "batchnorm_training": [helper.make_node("BatchNormalization",
                                                 ["x", "ones4", "zeros4", "zeros4", "ones4"],
                                                 ["y", "mean_out", "var_out"], training_mode=1)],
+        "einsum_batch": [helper.make_node("Einsum", ["x", "x"], ["y"], equation="ni,mi->ni")],
         "reshape_interleave": [helper.make_node("Reshape", ["x", "four_neg"], ["r"]),
                                helper.make_node("Transpose", ["r"], ["y"], perm=[1, 0])],
     }
@@ -568,14 +597,15 @@ def _across_batch_nodes(op: str) -> list[onnx.NodeProto]:
 
 
 CROSS_BATCH_OPS = ("batch_mean", "softmax_over_batch", "gram", "concat_batch", "gather_batch",
-                   "cumsum_batch", "batchnorm_training", "reshape_interleave")
+                   "cumsum_batch", "batchnorm_training", "einsum_batch", "reshape_interleave")
 
 
 def across_batch_model(op: str) -> bytes:
     """x FP32 [N, 4] → y [N, 4] through an op that mixes samples along the batch (CROSS_BATCH_OPS): the
     batch mean subtracted, a softmax over the batch, a Gram matrix of the samples, rows rotated by
-    Slice+Concat, row 0 added to each, a running sum over the batch, BatchNorm in training mode, and a
-    Reshape to [4, N] transposed back to [N, 4] (samples interleaved)."""
+    Slice+Concat, row 0 added to each, a running sum over the batch, BatchNorm in training mode, each
+    sample times the batch's sum (an Einsum), and a Reshape to [4, N] transposed back to [N, 4] (samples
+    interleaved)."""
     consts = {"zero": np.array([0], np.int64), "one": np.array([1], np.int64),
               "big": np.array([2**62], np.int64), "zero_scalar": np.array(0, np.int64),
               "ones4": np.ones(4, np.float32), "zeros4": np.zeros(4, np.float32),
@@ -586,5 +616,17 @@ def across_batch_model(op: str) -> bytes:
         nodes, op, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
         [numpy_helper.from_array(a, name) for name, a in consts.items() if name in used],
+    )
+    return _serialize(graph)
+
+
+def six_wide_model() -> bytes:
+    """x FP32 [N, S] → y = x reshaped to [-1, 6]: it runs only when S is a multiple of 6 (random sizes
+    fail), and only a run could tell whether the reshape keeps samples apart."""
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="six_wide")], "six_wide",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "S"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6])],
+        [numpy_helper.from_array(np.array([-1, 6], np.int64), "shape")],
     )
     return _serialize(graph)

@@ -6,7 +6,6 @@ validate's refusal, shows the check can fail."""
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from tests.models import (
     batch_at_model,
     dense_model,
     image_model,
-    infer,
+    infer_joined,
     reference,
     token_model,
     write_model,
@@ -82,31 +81,6 @@ def server(tmp_path_factory: pytest.TempPathFactory,
         yield running
 
 
-def _counts(client_module: Any, address: str, model: str) -> tuple[int, int]:
-    """Triton's inference_count and execution_count for a model."""
-    with client_module.InferenceServerClient(address) as client:
-        if client_module is grpcclient:
-            stats = client.get_inference_statistics(model, as_json=True)["model_stats"][0]
-        else:
-            stats = client.get_inference_statistics(model)["model_stats"][0]
-    return int(stats.get("inference_count", 0)), int(stats.get("execution_count", 0))
-
-
-def _joined_answers(client_module: Any, address: str, model: str, requests: list[Feeds]) -> list[Feeds]:
-    """The requests sent at once (each its own connection); their answers, and proof that Triton joined
-    them (fewer executions than requests), else the test fails saying it tested nothing."""
-    before = _counts(client_module, address, model)
-    with concurrent.futures.ThreadPoolExecutor(len(requests)) as pool:
-        answers = list(pool.map(lambda feeds: infer(client_module, address, model, feeds, 120.0), requests))
-    inferences, executions = (after - first for after, first in zip(_counts(client_module, address, model),
-                                                                    before, strict=True))
-    assert inferences == len(requests), (inferences, len(requests))
-    if executions >= inferences:
-        pytest.fail(f"{model}: Triton ran the {inferences} requests in {executions} executions: they were "
-                    "not joined, so this tested nothing")
-    return answers
-
-
 def _mixed(solo: list[list[np.ndarray]], joined: list[Feeds], names: list[str]) -> list[str]:
     """Which requests' joined answers are not their solo answers (ORT on each alone)."""
     wrong = []
@@ -130,7 +104,7 @@ def test_joined_requests_answer_as_each_alone(server: RunningServer, model: str,
     for the request alone, up to float rounding of a batch's kernels)."""
     make, feeds = SOURCES[model]
     requests = [feeds() for _ in range(JOINED)]
-    joined = _joined_answers(client_module, server.hostport(client_module), model, requests)
+    joined = infer_joined(client_module, server.hostport(client_module), model, requests)
     onnx = make()
     names = [o.name for o in onnx_lib.load_from_string(onnx).graph.output]
     assert _mixed(_solo(onnx, requests), joined, names) == []
@@ -141,6 +115,6 @@ def test_the_check_finds_a_model_that_mixes_requests(server: RunningServer, clie
     """batch_mean (its batch mean subtracted), served past validate's refusal: joined, every request's
     answer is wrong, and the check above says so."""
     requests = [{"x": RNG.standard_normal((1, 4)).astype(np.float32)} for _ in range(JOINED)]
-    joined = _joined_answers(client_module, server.hostport(client_module), "batch_mean", requests)
+    joined = infer_joined(client_module, server.hostport(client_module), "batch_mean", requests)
     assert _mixed(_solo(across_batch_model("batch_mean"), requests), joined, ["y"]) == [
         f"request {i}: output y" for i in range(JOINED)]

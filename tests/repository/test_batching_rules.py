@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.models import across_batch_model, batch_at_model, time_major_model, write_model
+from tests.models import across_batch_model, batch_at_model, six_wide_model, time_major_model, write_model
 from tests.repository.spec_helpers import refused
+from triton_ge_console.cli import main
 from triton_ge_console.repository.spec.load import load_spec
 from triton_ge_console.repository.validate import validate_path
 
@@ -65,3 +66,20 @@ def test_generated_graphs_with_the_batch_at_each_position(tmp_path: Path, positi
         return
     (problem,) = refused(tmp_path / "deploy.yaml")
     assert f"carries the batch in dim {position}, not dim 0" in problem
+
+
+def test_build_and_validate_say_when_batching_could_not_be_checked(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A graph the check cannot follow, which does not run on random inputs: built (nothing proved wrong),
+    with a note on stderr naming the model and why; validate warns the same at max_batch_size."""
+    (tmp_path / "model.onnx").write_bytes(six_wide_model())
+    (tmp_path / "deploy.yaml").write_text(SPEC.format(mbs=4), encoding="utf-8")
+    assert main(["build", str(tmp_path / "deploy.yaml"), "-o", str(tmp_path / "repo")]) == 0
+    err = capsys.readouterr().err
+    assert "ge-console build: note: model m: max_batch_size 4: whether joined requests stay apart was not " \
+           "checked: node 'six_wide' (Reshape) reshapes" in err
+    assert "and the model did not run on random inputs" in err and "serve it with max_batch_size: 0" in err
+    report = validate_path(tmp_path / "repo")
+    assert report.errors == ()
+    (said,) = [w for w in report.warnings if "was not checked" in w.message]
+    assert said.line == 2 and "the model did not run on random inputs" in said.message

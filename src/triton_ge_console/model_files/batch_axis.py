@@ -123,6 +123,7 @@ def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
         if value.type.HasField("tensor_type") and dims:
             dims[0].Clear()
             dims[0].dim_param = BATCH
+    del skeleton.graph.value_info[:]  # an exporter's shapes (often batch 1) would stand over the inferred
     for value in skeleton.graph.output:  # inferred afresh: an exporter's own names would stay otherwise
         if value.type.HasField("tensor_type"):
             value.type.tensor_type.ClearField("shape")
@@ -317,10 +318,14 @@ def _batched(node: onnx.NodeProto, inputs: list[State], graph: _Graph, where: st
                 "GatherElements": [0], "TopK": [-1], "LpNormalization": [-1], "Trilu": [-2, -1],
                 "MeanVarianceNormalization": [0, 2, 3], "CumSum": None, "Flatten": [1],
                 **{r: None for r in REDUCTIONS}}
+    if op in ("Resize", "Upsample"):  # scaled by 1 along the batch when its dim stays the batch
+        kept = first.kind == "batched" and first.axis < len(graph.shapes.get(node.output[0], ())) and \
+            graph.shapes[node.output[0]][first.axis] == BATCH
+        return None if kept else State("unknown", why=f"{where} may scale the batch dim")
     if op not in defaults and op not in ("Reshape", "Slice", "Pad", "Tile"):
         return State("unknown", why=f"{where}: an op this check does not follow")
     if op == "Reshape" or op == "Flatten":
-        return _reshape(node, first, graph.shapes, where)
+        return _reshape(node, first, graph, where)
     if op in ("Slice", "Pad", "Tile"):
         return _slice_like(node, first, graph, where)
     if op == "Gather" and first.kind != "batched":
@@ -351,11 +356,15 @@ def _matmul(node: onnx.NodeProto, inputs: list[State], graph: _Graph, where: str
     return None
 
 
-def _reshape(node: onnx.NodeProto, first: State, shapes: dict[str, tuple[str | int | None, ...]],
-             where: str) -> State | None:
+def _reshape(node: onnx.NodeProto, first: State, graph: _Graph, where: str) -> State | None:
     """A reshape keeps each sample's values apart when as many values precede the batch dim before as
     after (one at dim 0, as a batch dim 0 stays dim 0)."""
-    before, after = shapes.get(node.input[0]), shapes.get(node.output[0])
+    before, after = graph.shapes.get(node.input[0]), graph.shapes.get(node.output[0])
+    if BATCH not in (after or ()) and before is not None and first.kind == "batched":
+        after = _reshaped(before, first.axis, graph.consts.get(node.input[1]) if node.op_type == "Reshape"
+                          else None) or after
+        if after is not None:
+            graph.shapes[node.output[0]] = after  # where ONNX's inference stopped
     found = [i for i, d in enumerate(after or ()) if d == BATCH]
     if first.kind != "batched" or before is None or len(found) != 1:
         return State("unknown", why=f"{where} reshapes the batch dim (shape inference cannot tell whether "
@@ -368,6 +377,21 @@ def _reshape(node: onnx.NodeProto, first: State, shapes: dict[str, tuple[str | i
         return State("mixed", why=f"{where} reshapes dim {first.axis}, the batch, into dim {found[0]}, "
                                   "interleaving the samples")
     return State("unknown", why=f"{where} reshapes around the batch dim by sizes known only at run time")
+
+
+def _reshaped(before: tuple[str | int | None, ...], axis: int, target: np.ndarray | None
+              ) -> tuple[str | int | None, ...] | None:
+    """A constant reshape's result where the one -1 stands for exactly the batch (every other size known
+    and equal in number), e.g. [N, 2048] to [-1, 2048, 1]; else None."""
+    if target is None or list(target.reshape(-1)).count(-1) != 1:
+        return None
+    dims = [before[i] if t == 0 and i < len(before) else int(t) for i, t in enumerate(target.reshape(-1))]
+    known = [d for i, d in enumerate(before) if i != axis]
+    if not all(isinstance(d, int) for d in (*known, *dims)):
+        return None
+    if math.prod(int(d) for d in known if d is not None) != -math.prod(int(d) for d in dims if d is not None):
+        return None
+    return tuple(BATCH if d == -1 else d for d in dims)
 
 
 def _slice_like(node: onnx.NodeProto, first: State, graph: _Graph, where: str) -> State | None:
@@ -505,7 +529,7 @@ class Batching:
 
 def check_batching(model: onnx.ModelProto, source: Path | bytes, max_batch_size: int) -> Batching:
     """The graph's verdict, and where it cannot tell, the probe's: for a model served with max_batch_size."""
-    said = f"max_batch_size {max_batch_size}: Triton cannot batch this model"
+    said = f"is {max_batch_size} but Triton cannot batch this model"
     verdict = graph_verdict(model)
     if verdict.problems:
         return Batching(tuple(f"{said}: {problem}; {ADVICE}" for problem in verdict.problems))

@@ -93,6 +93,9 @@ def run_build(args: argparse.Namespace) -> int:
         return _fail(args, [str(exc)], [{"message": str(exc)}])
     finally:
         progress.close()
+    for model in spec.models:
+        for note in model.notes:
+            print(printable(f"ge-console build: note: model {model.name}: {note}"), file=sys.stderr)
     if args.json:
         print(json.dumps({"ok": True, **report.to_dict()}, indent=2))
     else:

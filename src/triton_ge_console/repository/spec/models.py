@@ -124,6 +124,7 @@ def _fields(reader: Reader, values: dict[str, yaml.Node], path: str, base_dir: P
         "thresholds": options.read_thresholds(reader, values.get("thresholds"), join(path, "thresholds")),
         "generate": read_generate(reader, values, path, source.graph if source is not None else None,
                                   base_dir),
+        "notes": _batching_notes(reader, values, path, source, max_batch),
     }
 
 
@@ -269,8 +270,6 @@ def _io(
                                 defaults)
             graph = (*graph, *(d for d in defaults if d.name in {t.spec.name for t in declared}))
         sides.append(_side(reader, values, path, key, declared, graph, max_batch, source))
-    for problem in _batch_dim_problems(source, max_batch):
-        reader.problems.add(values.get("max_batch_size"), join(path, "max_batch_size"), problem)
     return (sides[0], sides[1]) if source is not None and max_batch is not None else None
 
 
@@ -306,23 +305,32 @@ def _as_served(declared: TensorSpec, graph: TensorSpec | None) -> TensorSpec:
     return dataclasses.replace(declared, reshape=graph.reshape, optional=graph.optional)
 
 
-def _batch_dim_problems(source: Source | None, max_batch: int | None) -> tuple[str, ...]:
+def _batching_notes(reader: Reader, values: dict[str, yaml.Node], path: str, source: Source | None,
+                    max_batch: int | None) -> tuple[str, ...]:
+    """Refuse max_batch_size > 0 for a graph Triton cannot batch; a note when that could not be checked."""
+    found = _batching(source, max_batch)
+    for problem in found.problems:
+        reader.problems.add(values.get("max_batch_size"), join(path, "max_batch_size"), problem)
+    return (found.not_checked,) if found.not_checked else ()
+
+
+def _batching(source: Source | None, max_batch: int | None) -> batch_axis.Batching:
     """With max_batch_size > 0 every ONNX input and output needs a variable leading (batch) dim, and the
     graph must keep joined requests apart along it (batch_axis)."""
     if source is None or source.graph is None or not max_batch:
-        return ()
+        return batch_axis.Batching()
     for kind, side in zip(("input", "output"), source.graph, strict=True):
         for tensor in side:
             problem = onnx_io.serving_problem(tensor, kind, max_batch)
             if problem:
-                return (problem,)
+                return batch_axis.Batching((problem,))
     if demo_models.is_demo(source.source):
         model, runnable = demo_models.demo_proto(source.source), demo_models.demo_bytes(source.source)
-        return batch_axis.check_batching(model, runnable, max_batch).problems
+        return batch_axis.check_batching(model, runnable, max_batch)
     if source.onnx_path is None:
-        return ()
+        return batch_axis.Batching()
     try:
         model = onnx_io.load_graph(source.onnx_path)
     except onnx_io.OnnxReadError:
-        return ()  # said where the graph was read
-    return batch_axis.check_batching(model, source.onnx_path, max_batch).problems
+        return batch_axis.Batching()  # said where the graph was read
+    return batch_axis.check_batching(model, source.onnx_path, max_batch)

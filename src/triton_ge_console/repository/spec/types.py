@@ -88,6 +88,7 @@ class ModelSpec:
     parameters: tuple[tuple[str, str], ...] = ()  # GE parameters, in spec order, values as strings
     thresholds: tuple[tuple[str, float], ...] = ()  # console colouring: ("queue_depth", 8), ("p99_ms", 50)
     generate: GenerateSpec | None = None  # a token-generating (decoupled) model, spec `generate:`
+    notes: tuple[str, ...] = ()  # what build says beside the config: a check it could not make, and why
 
 
 @dataclass(frozen=True)
