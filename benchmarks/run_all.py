@@ -54,6 +54,8 @@ BENCHMARKS = (
               "CPU per Python-backend call (is_cancelled, histogram observe, counter increment, send)"),
     Benchmark("build_scale", "Builds at LLM size",
               "a 3 GiB external-data ONNX: build vs cp -r / cp -al, no-op rebuild, reload --changed, RSS"),
+    Benchmark("batch_check_cost", "What the batching check costs build and validate",
+              "the demo llama served batched: build and validate with the check vs without, ABBA rounds"),
 )
 
 

@@ -109,21 +109,25 @@ def graph_verdict(model: onnx.ModelProto) -> Verdict:
 
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
     """ONNX shape inference (with shape data propagated) after naming every input's dim 0 BATCH, so the
-    batch can be found by name in every inferred shape; the weights are not copied."""
-    skeleton = onnx.ModelProto()
-    skeleton.CopyFrom(model)
-    for init in skeleton.graph.initializer:  # shape inference reads no weight values; keep the small ones
-        if init.data_location != onnx.TensorProto.EXTERNAL and _size(init) > 64:
-            init.ClearField("raw_data")
-            for field in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
-                init.ClearField(field)
-            init.data_location = onnx.TensorProto.DEFAULT
+    batch can be found by name in every inferred shape. Neither the weights nor an exporter's value_info
+    (often batch 1, which would stand over the inferred shapes) are copied."""
+    skeleton = onnx.ModelProto(ir_version=model.ir_version)
+    skeleton.opset_import.extend(model.opset_import)
+    skeleton.functions.extend(model.functions)
+    graph = skeleton.graph
+    graph.node.extend(model.graph.node)
+    graph.input.extend(model.graph.input)
+    graph.output.extend(model.graph.output)
+    for init in model.graph.initializer:  # shape inference reads no weight values; the small ones are kept
+        if init.data_location == onnx.TensorProto.EXTERNAL or _size(init) <= 64:
+            graph.initializer.append(init)
+        else:
+            graph.initializer.add(name=init.name, data_type=init.data_type, dims=init.dims)
     for value in skeleton.graph.input:
         dims = value.type.tensor_type.shape.dim
         if value.type.HasField("tensor_type") and dims:
             dims[0].Clear()
             dims[0].dim_param = BATCH
-    del skeleton.graph.value_info[:]  # an exporter's shapes (often batch 1) would stand over the inferred
     for value in skeleton.graph.output:  # inferred afresh: an exporter's own names would stay otherwise
         if value.type.HasField("tensor_type"):
             value.type.tensor_type.ClearField("shape")

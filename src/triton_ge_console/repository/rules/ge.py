@@ -252,8 +252,7 @@ def check_ge_files(config: mc.ModelConfig, model_dir: Path, versions: list[Path]
         if onnx_path is not None:
             findings += ge_rules_onnx.check_external_data(onnx_path, model_dir)
             findings += (ge_rules_onnx.check_decoder(onnx_path) if config.model_transaction_policy.decoupled
-                         else ge_rules_onnx.check_io_against_onnx(config, onnx_path)
-                         + ge_rules_onnx.check_batching(config, onnx_path))
+                         else ge_rules_onnx.check_graph(config, onnx_path))
         findings += _tokenizer_findings(config, version_dir)
     return list(dict.fromkeys(findings))
 

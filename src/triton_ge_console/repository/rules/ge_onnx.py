@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import onnx
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_ge_console.backend_glue.settings import model_file_candidates
@@ -38,15 +39,26 @@ def check_external_data(onnx_path: Path, model_dir: Path) -> list[Finding]:
     return [error("", problem) for problem in external_data.check_external_data(onnx_path, model_dir)]
 
 
-def check_io_against_onnx(config: mc.ModelConfig, onnx_path: Path) -> list[Finding]:
-    """Declared inputs/outputs exist in the graph with the same data type and compatible dims."""
-    if not config.input and not config.output:
+def check_graph(config: mc.ModelConfig, onnx_path: Path) -> list[Finding]:
+    """The config against its ONNX graph, read once: declared inputs and outputs, then batching."""
+    if not config.input and not config.output and config.max_batch_size <= 0:
         return []  # both backends read them from the ONNX
     try:
         model = load_graph(onnx_path)
-        (graph_inputs, graph_outputs), defaults = graph_io(model), graph_defaults(model)
-    except OnnxReadError as exc:
-        return [error("backend", str(exc))]
+        graph = graph_io(model)
+    except OnnxReadError as exc:  # said here for a config that declares what the graph should have
+        return [error("backend", str(exc))] if config.input or config.output else []
+    findings = check_io_against_onnx(config, model, onnx_path)
+    if not findings or all(f.severity != "error" for f in findings):
+        findings += _batching(config, model, graph, onnx_path)
+    return findings
+
+
+def check_io_against_onnx(config: mc.ModelConfig, model: onnx.ModelProto, onnx_path: Path) -> list[Finding]:
+    """Declared inputs/outputs exist in the graph with the same data type and compatible dims."""
+    if not config.input and not config.output:
+        return []  # both backends read them from the ONNX
+    (graph_inputs, graph_outputs), defaults = graph_io(model), graph_defaults(model)
     findings = []
     for kind, declared, graph, extra in (
         ("input", config.input, graph_inputs, defaults),  # an input with a default may be declared
@@ -73,17 +85,13 @@ def check_io_against_onnx(config: mc.ModelConfig, onnx_path: Path) -> list[Findi
     return findings
 
 
-def check_batching(config: mc.ModelConfig, onnx_path: Path) -> list[Finding]:
+def _batching(config: mc.ModelConfig, model: onnx.ModelProto,
+              graph: tuple[tuple[TensorSpec, ...], tuple[TensorSpec, ...]], onnx_path: Path) -> list[Finding]:
     """With max_batch_size > 0 Triton joins requests along dim 0 and splits the answers so: the graph
     must keep them apart (batch_axis). Only once every tensor has a variable leading dim (said elsewhere)."""
     if config.max_batch_size <= 0:
         return []
-    try:
-        model = load_graph(onnx_path)
-        inputs, outputs = graph_io(model)
-    except OnnxReadError:
-        return []  # said by check_io_against_onnx
-    if any(serving_problem(t, "tensor", config.max_batch_size) for t in (*inputs, *outputs)):
+    if any(serving_problem(t, "tensor", config.max_batch_size) for t in (*graph[0], *graph[1])):
         return []  # said by check_io_against_onnx
     found = batch_axis.check_batching(model, onnx_path, config.max_batch_size)
     findings = [error("max_batch_size", f"{onnx_path}: {problem}") for problem in found.problems]
