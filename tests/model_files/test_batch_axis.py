@@ -15,6 +15,7 @@ from tests.models import (
     dense_model,
     image_model,
     save_external,
+    set_external_location,
     time_major_model,
     token_model,
     types_model,
@@ -101,3 +102,38 @@ def test_a_model_that_does_not_run_on_random_inputs_is_not_checked_and_says_so()
     """The check cannot be made: said, never taken as passed."""
     found = batch_axis.probe(b"not an onnx")
     assert found.skipped is not None and found.skipped.startswith("the model did not run on random inputs")
+
+
+def _one_node(node: onnx.NodeProto, opset: int = 17, domain: str = "") -> onnx.ModelProto:
+    """x FP32 [N, 4] → y [N, 4] through one node."""
+    graph = onnx.helper.make_graph([node], "one", [onnx.helper.make_tensor_value_info("x", 1, ["N", 4])],
+                                   [onnx.helper.make_tensor_value_info("y", 1, ["N", 4])])
+    more = [onnx.helper.make_opsetid(domain, 1)] if domain else []
+    imports = [onnx.helper.make_opsetid("", opset), *more]
+    return onnx.helper.make_model(graph, opset_imports=imports)
+
+
+def test_an_op_of_another_domain_is_not_taken_for_the_standard_one() -> None:
+    """Another domain's 'Add' may do anything: the graph cannot tell, so the model must be run."""
+    node = onnx.helper.make_node("Add", ["x", "x"], ["y"], domain="com.example")
+    model = _one_node(node, domain="com.example")
+    verdict = batch_axis.graph_verdict(model)
+    assert verdict.problems == () and "an op of domain com.example" in (verdict.unsure or "")
+
+
+@pytest.mark.parametrize(("opset", "axis", "mixes"), ((11, None, False), (11, 0, True), (13, 0, True),
+                                                      (13, None, False)))
+def test_softmax_follows_its_opset(opset: int, axis: int | None, mixes: bool) -> None:
+    """Softmax's default axis is 1 (and every dim after it) before opset 13, -1 from 13: never the batch."""
+    attrs = {} if axis is None else {"axis": axis}
+    node = onnx.helper.make_node("Softmax", ["x"], ["y"], **attrs)
+    verdict = batch_axis.graph_verdict(_one_node(node, opset))
+    assert bool(verdict.problems) is mixes
+
+
+def test_a_model_whose_external_data_has_problems_is_not_run(tmp_path: Path) -> None:
+    """Its data file is not loaded by the check: the problem is said where external data is checked."""
+    path = save_external(tmp_path / "ext.onnx")
+    set_external_location(path, "missing.data")
+    found = batch_axis.probe(path)
+    assert found.skipped is not None and found.skipped.startswith("its external data has problems")

@@ -30,7 +30,7 @@ ELEMENTWISE = frozenset({
     "BitwiseNot", "BitwiseOr", "BitwiseXor", "Cast", "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh",
     "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "Floor", "Gelu", "Greater", "GreaterOrEqual",
     "HardSigmoid", "HardSwish", "Identity", "IsInf", "IsNaN", "LeakyRelu", "Less", "LessOrEqual", "Log",
-    "Max", "Mean", "Min", "Mish", "Mod", "Mul", "Neg", "Not", "Or", "PRelu", "Pow", "QuickGelu",
+    "Max", "Mean", "Min", "Mish", "Mod", "Mul", "Neg", "Not", "Or", "PRelu", "Pow",
     "Reciprocal", "Relu", "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus",
     "Softsign", "Sqrt", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu", "Where", "Xor"})
 # ops that need the batch in dim 0 (N of NCHW) and work across every other dim of their first input
@@ -290,6 +290,8 @@ def _batched(node: onnx.NodeProto, inputs: list[State], graph: _Graph, where: st
     """A mixed or unknown state when the op works across the batch or cannot be followed; None when the
     samples stay apart (their axis is then read from the output's inferred shape)."""
     op = node.op_type
+    if node.domain not in ("", "ai.onnx"):  # another domain's op of the same name may do anything
+        return State("unknown", why=f"{where}: an op of domain {node.domain}, not followed by this check")
     rank = graph.rank(node.input[0]) if node.input else 0
     first = inputs[0]
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
@@ -317,7 +319,9 @@ def _batched(node: onnx.NodeProto, inputs: list[State], graph: _Graph, where: st
             if state.kind == "batched" and state.axis == axis:
                 return State("mixed", why=f"{where} sums over the batch (contracting dim {axis})")
         return None
-    defaults = {"Softmax": [-1], "LogSoftmax": [-1], "Hardmax": [-1], "LayerNormalization": [-1],
+    coerced_default = [-1] if graph.opset >= 13 else [1]  # opset < 13: axis 1 and every dim after it
+    defaults = {"Softmax": coerced_default, "LogSoftmax": coerced_default, "Hardmax": coerced_default,
+                "LayerNormalization": [-1],
                 "ArgMax": [0], "ArgMin": [0], "Concat": None, "Split": [0], "Gather": [0],
                 "GatherElements": [0], "TopK": [-1], "LpNormalization": [-1], "Trilu": [-2, -1],
                 "MeanVarianceNormalization": [0, 2, 3], "CumSum": None, "Flatten": [1],
@@ -448,6 +452,9 @@ def probe(source: Path | bytes, limit: int = PROBE_LIMIT_BYTES) -> Probe:
     answer must sit in dim 0 of every output, the same beside either partner at either place, and the
     answer alone up to batch-size numerics (kernels for one row and for two differ in rounding). Skipped
     (said why) above `limit` bytes of model and external data, or when it does not run on random inputs."""
+    if isinstance(source, Path) and external_data.check_external_data(source):
+        return Probe(skipped="its external data has problems (said where the files are checked); it is not "
+                             "loaded")
     size = len(source) if isinstance(source, bytes) else _model_bytes(source)
     if size > limit:
         return Probe(skipped=f"the model is {size / 2**20:.1f} MiB, over the {limit / 2**20:.1f} MiB this "
