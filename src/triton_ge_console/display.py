@@ -94,6 +94,14 @@ def threshold_level(value: float | int | None, limit: float | None) -> str:
 GenerationPart = tuple[str, str | None, float | None]  # text, the spec threshold it answers to, its value
 
 
+def kv_text(held: str, share: float | None) -> str:
+    """KV use: the bytes held with their share, or the share alone where a server gives only that (vLLM,
+    MindIE report a 0..1 usage and no bytes)."""
+    if held == MISSING and share is not None:
+        return percent(share)
+    return f"{held} ({percent(share)})"
+
+
 def generation_parts(figures: dict[str, Any]) -> list[GenerationPart]:
     """A generate model's token figures (a `generation_row`) as text pieces, those a spec threshold can
     colour (ttft_p99_ms, itl_p99_ms, kv_cache_share) marked with it: status, console, notebooks."""
@@ -106,10 +114,18 @@ def generation_parts(figures: dict[str, Any]) -> list[GenerationPart]:
         (f" ms  ITL p50 {number(get('itl_p50_ms'), 2)} p99 ", None, None),
         (number(get("itl_p99_ms"), 2), "itl_p99_ms", get("itl_p99_ms")),
         (f" ms  running {number(get('running'))} waiting {number(get('waiting'))}  KV ", None, None),
-        (f"{kv} ({percent(get('kv_cache_share'))})", "kv_cache_share", get("kv_cache_share")),
+        (kv_text(kv, get("kv_cache_share")), "kv_cache_share", get("kv_cache_share")),
         (f"  tokens {number(get('prompt_tokens_total'))} in {number(get('generated_tokens_total'))} out"
          f" ({number(get('output_tokens_per_s'), 1)}/s)  ended: {ended}", None, None),
     ]
+
+
+def engine_requests_line(row: dict[str, Any]) -> str:
+    """A vLLM or MindIE model's requests (a `status` row): succeeded, failed, per second, e2e latency."""
+    get = row.get
+    return (f"requests {number(get('success_total'))} ok {number(get('failure_total'))} failed "
+            f"({number(get('request_rate'), 1)}/s)  e2e p50 {number(get('latency_p50_ms'), 1)} "
+            f"p99 {number(get('latency_p99_ms'), 1)} ms")
 
 
 def generation_line(figures: dict[str, Any]) -> str:

@@ -83,7 +83,12 @@ class ActionHandlers(PlainToasts[None]):
             self.run_command("unload", model)
 
     def run_command(self, verb: str, model: str) -> None:
-        """Send one controller command in a worker, showing that it is under way."""
+        """Send one controller command in a worker, showing that it is under way; a server whose engine
+        takes no model commands (vLLM, MindIE) says why instead."""
+        disabled = getattr(self.source.controller, "disabled_reason", None)
+        if disabled:
+            self.notify(f"{verb} {model}: {disabled}", title=f"{verb} disabled", severity="warning")
+            return
         self.notify(f"{verb} {model}…", timeout=2)
         self._command_worker(verb, model)
 

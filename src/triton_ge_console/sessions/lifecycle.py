@@ -30,6 +30,8 @@ from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
 from triton_ge_console.sessions.server import paths
 from triton_ge_console.sessions.server.access import token_problem
 from triton_ge_console.sessions.server.events import SessionEvent, read_events, restarts
+from triton_ge_console.sessions.server.engines import ATTACHABLE, TRITON, default_metrics_url
+from triton_ge_console.sessions.server.engines import label as engine_label
 from triton_ge_console.sessions.server.process import group_alive, port_in_use, stop_process_group
 from triton_ge_console.sessions.server.registry import (
     DEAD,
@@ -284,9 +286,14 @@ def attach(
     grpc_url: str | None = None,
     token: str | None = None,
     token_header: str = TOKEN_HEADER,
+    engine: str = TRITON,
+    ca_file: Path | None = None,
 ) -> SessionRecord:
     """Register a running server we did not start; it is watched and controlled, never killed."""
     validate_name(name)
+    if engine != TRITON:
+        return attach_engine(url, name, registry, engine, metrics_url=metrics_url, token=token,
+                             ca_file=ca_file)
     if registry.exists(name) and effective_state(registry.load(name)) not in (DEAD, STOPPED):
         raise LaunchError(
             f"session '{name}' already exists; ge-console down {name} first or pick another --name"
@@ -316,6 +323,39 @@ def attach(
         models=models,
         token_header=token_header,
     )
+    registry.save(record)
+    return record
+
+
+def attach_engine(url: str, name: str, registry: Registry, engine: str, metrics_url: str | None = None,
+                  token: str | None = None, ca_file: Path | None = None) -> SessionRecord:
+    """Register a running vLLM or MindIE server: watched (its health, models and metrics), never
+    controlled; LaunchError when it does not answer as one."""
+    if engine not in ATTACHABLE:
+        raise LaunchError(f"--engine {engine!r}: expected one of {', '.join((TRITON, *ATTACHABLE))}")
+    if registry.exists(name) and effective_state(registry.load(name)) not in (DEAD, STOPPED):
+        raise LaunchError(
+            f"session '{name}' already exists; ge-console down {name} first or pick another --name")
+    if ca_file is not None and not ca_file.is_file():
+        raise LaunchError(f"--ca {ca_file}: no such file")
+    http_url = endpoint_url(url, "URL").rstrip("/")
+    given = endpoint_url(metrics_url, "--metrics-url", path_allowed=True) if metrics_url else None
+    workdir = paths.session_dir(name)
+    record = SessionRecord(
+        name=name, pid=None, started_at=time.time(), http_url=http_url, grpc_url=None,
+        metrics_url=given or default_metrics_url(engine, http_url), repository=None, spec=None,
+        backend_dir=None, log_path=None, attached=True, session_dir=workdir, state=READY,
+        token_header="Authorization", engine=engine, ca_file=ca_file.resolve() if ca_file else None,
+        token_ref=store_token(workdir, token) if token else None)  # vLLM's --api-key: a Bearer token
+    source = LiveSource.from_record(record, npu_smi=None, sample_traces=False)
+    try:
+        snapshot = source.poll()
+    finally:
+        source.close()
+    if not snapshot.live:
+        forget_token(record)
+        raise LaunchError(f"{http_url}: no {engine_label(engine)} server answers there ({snapshot.error})")
+    record = record.replace(models=tuple(m.name for m in snapshot.models))
     registry.save(record)
     return record
 
@@ -366,6 +406,8 @@ class SessionStatus:
             "spec": _text(r.spec),
             "attached": r.attached,
             "discovered_by": r.discovered_by,
+            "engine": r.engine,
+            "ca_file": _text(r.ca_file),
             "started_at": r.started_at,
             "log_path": _text(r.log_path),
             "backend_dir": _text(r.backend_dir),
@@ -397,6 +439,8 @@ def _session_status(record: SessionRecord, timeout: float) -> SessionStatus:
         return SessionStatus(
             record, state, error=_death(code), log_tail=tuple(log_tail(record)), exit_code=code
         )
+    if record.engine != TRITON:
+        return _engine_status(record, state)
     try:
         entries = controller_for(record, timeout).index()
     except ServerNotAnswering as exc:
@@ -430,9 +474,31 @@ def _stopped_note(record: SessionRecord) -> str:
     return ""
 
 
+def _engine_status(record: SessionRecord, state: str, window_s: float = HEALTH_WINDOW_S) -> SessionStatus:
+    """A vLLM or MindIE session's status: two polls a window apart, so tokens/s and requests/s (counter
+    deltas) are known; dead when it does not answer; the reason its figures are missing, if they are."""
+    source = LiveSource.from_record(record, npu_smi=None, sample_traces=False)
+    try:
+        snapshot = source.poll()
+        if snapshot.live:
+            time.sleep(window_s)  # the window itself: a counter rate needs time to pass
+            snapshot = source.poll()
+    finally:
+        source.close()
+    if not snapshot.live:
+        return SessionStatus(record, DEAD, error=snapshot.error)
+    return SessionStatus(record, state, tuple(_status_row(m) for m in snapshot.models), error=snapshot.error)
+
+
 def attached_gone(record: SessionRecord, timeout: float = 5.0) -> bool:
     """Whether an attached session's server no longer answers even its liveness check (we hold no
     process of it: asking is the only way to know), so `ls` and `status` both call it dead."""
+    if record.attached and record.engine != TRITON:
+        source = LiveSource.from_record(record, npu_smi=None, sample_traces=False)
+        try:
+            return not source.poll().live
+        finally:
+            source.close()
     return record.attached and not controller_for(record, timeout).live()
 
 
@@ -467,10 +533,15 @@ def _status_row(model: ModelSnapshot | ModelState) -> dict[str, Any]:
     """One model for `status`: its state and health, why it is not serving (if it is not), and its failed
     requests by Triton's reason with those that timed out in the queue (None: not read)."""
     row: dict[str, Any] = {"name": model.name, "version": model.version, "state": model.state, "health": None,
-           "reason": model.reason, "failures_by_reason": None, "timed_out_total": None, "generation": None}
+           "reason": model.reason, "failures_by_reason": None, "timed_out_total": None, "generation": None,
+           "success_total": None, "failure_total": None, "request_rate": None, "latency_p50_ms": None,
+           "latency_p99_ms": None}
     if isinstance(model, ModelSnapshot):
         row.update(health=model.health, failures_by_reason=[list(pair) for pair in model.failures_by_reason],
-                   timed_out_total=model.timed_out_total, generation=generation_row(model.generation))
+                   timed_out_total=model.timed_out_total, generation=generation_row(model.generation),
+                   success_total=model.success_total, failure_total=model.failure_total,
+                   request_rate=model.request_rate,
+                   latency_p50_ms=model.latency.p50_ms, latency_p99_ms=model.latency.p99_ms)
     return row
 
 

@@ -6,7 +6,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triton_ge_console.sessions.act.engine_control import EngineControl
 from triton_ge_console.sessions.act.watch import controller_for
+from triton_ge_console.sessions.observe.engine_poller import EnginePoller
 from triton_ge_console.sessions.observe.health import InstanceWatch, instance_watch
 from triton_ge_console.sessions.observe.history import SnapshotHistory
 from triton_ge_console.sessions.observe.poller import Poller
@@ -16,6 +18,7 @@ from triton_ge_console.sessions.observe.stats import EndpointError
 from triton_ge_console.sessions.observe.telemetry.devices import DeviceTelemetry
 from triton_ge_console.sessions.observe.trace import TRACE_FILE_NAME, TraceCollector, enable_tracing
 from triton_ge_console.sessions.server.access import SessionReach, session_reach
+from triton_ge_console.sessions.server.engines import TRITON, on_this_host
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
 if TYPE_CHECKING:
@@ -44,6 +47,7 @@ class LiveSource:
         instances: InstanceWatch | None = None,
         sample_traces: bool = True,
         events_dir: Path | None = None,
+        poller: Poller | EnginePoller | None = None,
     ) -> None:
         self.name = name
         self.endpoints = endpoints
@@ -52,7 +56,7 @@ class LiveSource:
         self._token = token
         self._token_header = token_header
         self._controller = controller
-        self.poller = Poller(
+        self.poller = poller or Poller(
             name, endpoints, started_at=started_at,
             headers={token_header: token} if token else None,
             trace=TraceCollector(trace_file) if trace_file is not None else None,
@@ -72,7 +76,11 @@ class LiveSource:
         """
         reach = session_reach(record)
         exporter = exporter_url or os.environ.get(EXPORTER_ENV) or None
-        telemetry = DeviceTelemetry(npu_smi=npu_smi if reach.local else None, exporter_url=exporter)
+        # an engine on this host (it binds loopback by default) has its NPUs read by npu-smi here, as Triton
+        local = reach.local or (reach.engine != TRITON and on_this_host(reach.http_url))
+        telemetry = DeviceTelemetry(npu_smi=npu_smi if local else None, exporter_url=exporter)
+        if reach.engine != TRITON:
+            return cls._of_engine(reach, telemetry)
         return cls(
             reach.name,
             Endpoints(reach.http_url, reach.grpc_url, reach.metrics_url),
@@ -87,6 +95,16 @@ class LiveSource:
             sample_traces=sample_traces,
             events_dir=reach.session_dir,
         )
+
+    @classmethod
+    def _of_engine(cls, reach: SessionReach, telemetry: DeviceTelemetry) -> LiveSource:
+        """The live source of an attached vLLM or MindIE server: its own poller, a controller that refuses
+        model commands with the reason."""
+        endpoints = Endpoints(reach.http_url, None, reach.metrics_url)
+        headers = {"Authorization": f"Bearer {reach.token}"} if reach.token else None
+        poller = EnginePoller(reach.name, reach.engine, endpoints, headers=headers, ca_file=reach.ca_file,
+                              telemetry=telemetry)
+        return cls(reach.name, endpoints, controller=EngineControl(reach.engine), poller=poller)
 
     def poll(self) -> ServerSnapshot:
         """Take one snapshot and keep it in the history."""

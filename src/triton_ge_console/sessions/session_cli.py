@@ -41,13 +41,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     _add_down(subparsers)
     _add_validate_session(subparsers.choices["validate"])
     attach_parser = subparsers.add_parser(
-        "attach", help="register a running Triton server, or the ready pods of k8s:NAMESPACE/SELECTOR"
+        "attach",
+        help="register a running Triton, vLLM or MindIE server, or the ready pods of k8s:NAMESPACE/SELECTOR"
     )
     attach_parser.add_argument(
         "url", metavar="URL", help="its HTTP endpoint, e.g. http://npu-host:8000, or k8s:NAMESPACE/SELECTOR"
     )
     attach_parser.add_argument("--name", help="session name (k8s: a prefix for the pods' names)")
-    attach_parser.add_argument("--metrics-url", help="its /metrics URL (default: port 8002 beside port 8000)")
+    attach_parser.add_argument(
+        "--engine", choices=("triton", "vllm", "mindie"), default="triton",
+        help="what serves there (default triton); vllm and mindie are watched only (no load/unload/reload)",
+    )
+    attach_parser.add_argument(
+        "--metrics-url", help="its /metrics URL (default: Triton port 8002 beside port 8000; "
+        "vLLM URL/metrics; MindIE https://127.0.0.2:1027/metrics)")
+    attach_parser.add_argument("--ca", type=Path, metavar="FILE",
+                               help="the CA certificate an HTTPS server's is checked against (MindIE's own)")
     attach_parser.add_argument("--grpc-url", help="its gRPC host:port")
     _add_token_options(attach_parser)
     attach_parser.add_argument(
@@ -305,10 +314,13 @@ def run_attach(args: argparse.Namespace) -> int:
         grpc_url=args.grpc_url,
         token=token_given(args),
         token_header=args.token_header,
+        engine=args.engine,
+        ca_file=args.ca,
     )
-    print(
-        f"attached '{record.name}' to {record.http_url} (models: {', '.join(record.models) or 'none loaded'})"
-    )
+    engine = "" if args.engine == "triton" else \
+        f" ({args.engine}: watched only, metrics {record.metrics_url})"
+    print(f"attached '{record.name}' to {record.http_url}{engine} "
+          f"(models: {', '.join(record.models) or 'none loaded'})")
     return 0
 
 
@@ -329,9 +341,10 @@ def run_ls(args: argparse.Namespace) -> int:
     else:
         print(f"{'NAME':<20} {'STATE':<9} {'PID':>8}  {'HTTP':<28} MODELS")
         for row in rows:
+            engine = "" if row["engine"] == "triton" else f" ({row['engine']})"
             print(
                 f"{row['name']:<20} {row['state']:<9} {row['pid'] or '-':>8}  {row['http_url']:<28} "
-                f"{', '.join(row['models'])}"
+                f"{', '.join(row['models'])}{engine}"
             )
     return 1 if errors else 0
 
@@ -347,6 +360,7 @@ def _ls_row(record: SessionRecord) -> dict[str, Any]:
         "pid": record.pid,
         "http_url": record.http_url,
         "attached": record.attached,
+        "engine": record.engine,
         "models": list(record.models),
     }
 
@@ -367,9 +381,10 @@ def run_status(args: argparse.Namespace) -> int:
 
 def _print_status(data: dict[str, Any]) -> None:
     """Human-readable status."""
-    from triton_ge_console.display import generation_line, metrics_where
+    from triton_ge_console.display import engine_requests_line, generation_line, metrics_where
 
-    kind = " (attached)" if data["attached"] else ""
+    engine = data.get("engine", "triton")
+    kind = (" (attached)" if engine == "triton" else f" (attached {engine})") if data["attached"] else ""
     print(f"session {data['name']}{kind}: {data['state']}  pid {data['pid'] or '-'}")
     metrics = metrics_where(data["metrics_url"], data["name"], data["attached"], data["discovered_by"])
     print(f"  http {data['http_url']}  grpc {data['grpc_url'] or '-'}  metrics {metrics}")
@@ -382,9 +397,12 @@ def _print_status(data: dict[str, Any]) -> None:
         reason = f"  ({model['reason']})" if model.get("reason") else ""
         failures = ", ".join(f"{why} {count}" for why, count in model.get("failures_by_reason") or ())
         failed = f"  failed: {failures}" if failures else ""
-        print(f"  model {model['name']} v{model['version']}: {model['state']}{reason}{failed}")
+        version = f" v{model['version']}" if model["version"] else ""
+        print(f"  model {model['name']}{version}: {model['state']}{reason}{failed}")
         if model.get("generation"):
             print(f"    {generation_line(model['generation'])}")
+        if engine != "triton":
+            print(f"    {engine_requests_line(model)}")
     if data["error"]:
         print(f"  error: {data['error']}")
     if data["exit_code"] is not None:

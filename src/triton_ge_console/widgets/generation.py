@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import ipywidgets as w
 
-from triton_ge_console.display import MISSING, memory, number, percent, threshold_level
+from triton_ge_console.display import MISSING, kv_text, memory, number, threshold_level
 from triton_ge_console.sessions.observe.generation import GenerationFigures
 from triton_ge_console.sessions.observe.history import newest_versions
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
@@ -41,7 +41,7 @@ def generation_cells(name: str, figures: GenerationFigures) -> dict[str, str]:
         "ITL p50 ms": number(figures.itl_p50_ms, 2), "ITL p99 ms": number(figures.itl_p99_ms, 2),
         "OUT TOK/S": number(figures.output_tokens_per_s, 1),
         "RUNNING": number(figures.running), "WAITING": number(figures.waiting),
-        "KV": kv if share is None else f"{kv} ({percent(share)})",
+        "KV": kv if share is None else kv_text(kv, share),
     }
 
 

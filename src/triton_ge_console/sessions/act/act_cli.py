@@ -47,6 +47,7 @@ def register(subparsers: Any) -> None:
 def run_model_command(args: argparse.Namespace) -> int:
     """load / unload / reload [--changed]: print what Triton did, one line per model."""
     from triton_ge_console.sessions.act.watch import controller_for
+    from triton_ge_console.sessions.server.engines import control_refusal
     from triton_ge_console.sessions.server.registry import Registry, require_running
 
     if not args.model and not getattr(args, "changed", False):
@@ -54,6 +55,9 @@ def run_model_command(args: argparse.Namespace) -> int:
         return 2
     registry = Registry()
     record = require_running(registry.resolve(args.session, running=True))
+    refused = control_refusal(record.engine)
+    if refused is not None:  # vLLM, MindIE: their APIs load nothing at run time
+        raise ValueError(f"{args.action} {args.model or '--changed'} on '{record.name}': {refused}")
     control = controller_for(record)
     if args.action == "reload" and args.changed:
         return _print_results(_reload_changed(record, control, registry))

@@ -33,13 +33,14 @@ class GenerationFigures:
     kv_cache_capacity_bytes: int | None = None
     ended_by_reason: tuple[tuple[str, int], ...] = ()  # (length | stop | cancel | error, count)
     output_tokens_per_s: float | None = None  # generated tokens per second since the previous poll
+    kv_cache_usage: float | None = None  # the KV share (0..1) as a server reports it (vLLM, MindIE: no bytes)
 
     @property
     def kv_cache_share(self) -> float | None:
         """The part of the KV capacity the running sequences hold (0..1)."""
         used, capacity = self.kv_cache_bytes, self.kv_cache_capacity_bytes
         if used is None or not capacity:
-            return None
+            return self.kv_cache_usage
         return used / capacity
 
 

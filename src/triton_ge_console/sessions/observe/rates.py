@@ -100,3 +100,11 @@ def _per_request_ms(total_us: float, requests: float) -> float | None:
     if requests <= 0 or total_us <= 0:
         return None
     return total_us / requests / US_PER_MS
+
+
+def rate(before: float | None, now: float | None, elapsed_s: float) -> float | None:
+    """A counter's per-second rate over an interval (None without two readings; a counter gone back, a
+    restarted server, counts from zero as `deltas` does)."""
+    if before is None or now is None or elapsed_s <= 0:
+        return None
+    return (now - before if now >= before else now) / elapsed_s

@@ -130,6 +130,7 @@ class ServerSnapshot:
     restarts: int | None = None  # how often its supervisor restarted it after a crash (None: not ours)
     last_event: str | None = None  # the newest of its session's events (a crash, a restart), in words
     no_reply: bool = False  # it took the connection but sent no reply within the poll's timeout (hung)
+    engine: str | None = None  # None: Triton; "vllm" | "mindie" for an engine ge-console only watches
 
     @property
     def health(self) -> str:

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 import threading
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from triton_ge_console.sessions.observe.rates import ModelCounters
@@ -31,7 +33,8 @@ class EndpointError(RuntimeError):
 class HttpEndpoint:
     """One kept-alive HTTP(S) connection to a base URL, reopened once when the server dropped it."""
 
-    def __init__(self, base_url: str, timeout: float = 2.0, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, base_url: str, timeout: float = 2.0, headers: dict[str, str] | None = None,
+                 ca_file: str | Path | None = None) -> None:
         parsed = urllib.parse.urlsplit(with_scheme(base_url))
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
@@ -44,12 +47,18 @@ class HttpEndpoint:
         self._headers = dict(headers or {})
         self._conn: http.client.HTTPConnection | None = None
         self._lock = threading.Lock()
+        # HTTPS checked against the system's CAs, or only against ca_file (a server's own self-signed CA)
+        self._ssl = ssl.create_default_context(cafile=str(ca_file)) if ca_file and self._scheme == "https" \
+            else None
 
     def _connection(self) -> http.client.HTTPConnection:
         """The open connection, creating it if needed."""
         if self._conn is None:
-            cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
-            self._conn = cls(self._host, self._port, timeout=self._timeout)
+            if self._scheme == "https":
+                self._conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout,
+                                                         context=self._ssl)
+            else:
+                self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
         return self._conn
 
     def request(self, method: str, path: str = "", body: bytes | None = None) -> tuple[int, bytes]:
@@ -113,6 +122,8 @@ def _describe(exc: BaseException) -> str:
         return "connection refused"
     if isinstance(exc, TimeoutError):
         return "timed out"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"{exc.verify_message}: its certificate is signed by no CA trusted here (give --ca FILE)"
     return str(exc) or type(exc).__name__
 
 

@@ -95,6 +95,8 @@ class SessionReach:
     session_dir: Path | None  # local only
     pid: int | None  # local only: the server as launched (a restart's supervisor records the new one)
     backend_dir: Path | None
+    engine: str = "triton"  # sessions.server.engines
+    ca_file: Path | None = None  # the CA an HTTPS server's certificate is checked against
 
     def headers(self, protocol: str = "http") -> dict[str, str]:
         """The header (gRPC: metadata key) carrying the session's token, empty when it has none."""
@@ -125,4 +127,6 @@ def session_reach(record: SessionRecord) -> SessionReach:
         session_dir=record.session_dir if local else None,
         pid=record.pid if local else None,
         backend_dir=record.backend_dir,
+        engine=record.engine,
+        ca_file=record.ca_file,
     )

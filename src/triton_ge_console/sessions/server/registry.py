@@ -19,6 +19,7 @@ import yaml
 from triton_ge_console.arg_types import UsageError
 from triton_ge_console.files import write_atomic
 from triton_ge_console.sessions.server import paths
+from triton_ge_console.sessions.server.engines import ATTACHABLE, TRITON
 from triton_ge_console.sessions.server.process import group_alive
 from triton_ge_console.sessions.server.server_log import last_lines
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
@@ -96,13 +97,15 @@ class SessionRecord:
     last_error: str | None = None  # why the last (re)start failed; the session was kept, stopped
     discovered_by: str | None = None  # "k8s:NAMESPACE/SELECTOR": a pod found there (leaves with the pod)
     restart: str | None = None  # "on-crash": its supervisor restarts a server that crashed (None: never)
+    engine: str = TRITON  # triton | vllm | mindie (the last two only attached: sessions.server.engines)
+    ca_file: Path | None = None  # the CA that signs an HTTPS server's certificate (attach --ca)
 
     def replace(self, **changes: Any) -> SessionRecord:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)
 
 
-_PATH_FIELDS = ("repository", "spec", "backend_dir", "log_path", "session_dir")
+_PATH_FIELDS = ("repository", "spec", "backend_dir", "log_path", "session_dir", "ca_file")
 _REQUIRED = ("name", "started_at", "http_url")
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "name": (str,),
@@ -129,6 +132,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "last_error": (str,),
     "discovered_by": (str,),
     "restart": (str,),
+    "engine": (str,),
     **{name: (str,) for name in _PATH_FIELDS},
 }
 
@@ -165,6 +169,8 @@ def record_from_dict(data: Any, source: Path) -> SessionRecord:
         values[key] = _field_value(key, value)
     if values.get("state", STARTING) not in (STARTING, READY, STOPPED):
         raise RegistryError(f"{source}: field 'state' must be one of starting, ready, stopped")
+    if values.get("engine", TRITON) not in (TRITON, *ATTACHABLE):
+        raise RegistryError(f"{source}: field 'engine' must be one of {', '.join((TRITON, *ATTACHABLE))}")
     for optional in ("pid", "grpc_url", "metrics_url", "token_ref", *_PATH_FIELDS):
         values.setdefault(optional, None)
     values.setdefault("attached", False)

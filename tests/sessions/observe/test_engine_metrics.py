@@ -1,0 +1,57 @@
+"""vLLM's and MindIE's /metrics read into per-model figures (recordings in tests/data/, each citing its
+source): running/waiting, TTFT/ITL percentiles, token counters, KV use, success/failure; None when absent."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.engine_standins import MINDIE_METRICS, MONITOR_OFF, VLLM_METRICS, VLLM_METRICS_GPU_CACHE
+from triton_ge_console.sessions.observe.engine_metrics import engine_figures
+from triton_ge_console.sessions.observe.engine_poller import monitoring_off
+from triton_ge_console.sessions.observe.metrics import parse_metrics
+
+
+@pytest.mark.parametrize(("recording", "kv_name"), [
+    (VLLM_METRICS, "vllm:kv_cache_usage_perc"), (VLLM_METRICS_GPU_CACHE, "vllm:gpu_cache_usage_perc")])
+def test_vllm_figures_read_under_the_new_and_the_deprecated_kv_name(recording, kv_name) -> None:
+    figures = engine_figures("vllm", parse_metrics(recording.read_text()))
+    model = figures["qwen2.5-7b-instruct"]
+    g = model.generation
+    assert (g.running, g.waiting) == (3, 2)
+    assert g.kv_cache_share == pytest.approx(0.42)
+    assert kv_name in model.names_read
+    assert g.ttft_p50_ms == pytest.approx(85.0) and g.ttft_p99_ms == pytest.approx(242.5)
+    assert g.itl_p50_ms == pytest.approx(25.0) and g.itl_p99_ms == pytest.approx(72.5)
+    assert (g.prompt_tokens_total, g.generated_tokens_total) == (52340, 18872)
+    assert g.ended_by_reason == (("abort", 2), ("length", 8), ("stop", 90))
+    assert model.success_total == 100
+    assert model.failure_total is None  # vLLM counts no failed requests: unknown, never 0
+    assert model.e2e_p50_ms == pytest.approx(1875.0)
+
+
+def test_mindie_figures_come_from_its_own_names() -> None:
+    figures = engine_figures("mindie", parse_metrics(MINDIE_METRICS.read_text()))
+    model = figures["llama3-8b"]
+    g = model.generation
+    assert (g.running, g.waiting) == (4, 1)
+    assert g.kv_cache_share == pytest.approx(0.35)
+    assert g.ttft_p50_ms == pytest.approx(95.0) and g.ttft_p99_ms == pytest.approx(246.25)
+    assert g.itl_p50_ms == pytest.approx(54.1667, rel=1e-4)
+    assert (g.prompt_tokens_total, g.generated_tokens_total) == (41216, 12416)
+    assert (model.success_total, model.failure_total) == (97, 3)
+
+
+def test_a_figure_the_text_lacks_stays_none() -> None:
+    text = 'vllm:num_requests_running{model_name="m",engine="0"} 1.0\n'
+    g = engine_figures("vllm", parse_metrics(text))["m"].generation
+    assert g.running == 1
+    assert (g.waiting, g.kv_cache_share, g.ttft_p50_ms, g.itl_p99_ms, g.generated_tokens_total) == (None,) * 5
+
+
+def test_mindie_with_its_monitoring_switch_off_is_said_plainly() -> None:
+    body = MONITOR_OFF
+    said = monitoring_off("mindie", 500, body)
+    assert said is not None and "MIES_SERVICE_MONITOR_MODE=1" in said
+    assert monitoring_off("mindie", 200, b"") is not None  # an empty answer: nothing to read either
+    assert monitoring_off("mindie", 200, MINDIE_METRICS.read_bytes()) is None
+    assert monitoring_off("vllm", 200, b"") is None

@@ -1,0 +1,101 @@
+"""`attach URL --engine vllm|mindie`: a vLLM stand-in (HTTP) and a MindIE stand-in (HTTPS, its own CA
+given with --ca) join as watched sessions; status, ls and the model verbs say what they carry and refuse."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.engine_standins import GENERATED_PER_SCRAPE, mindie_standin, vllm_standin
+from triton_ge_console.cli import main
+
+
+def _status(name: str, capsys: pytest.CaptureFixture[str]) -> dict:
+    capsys.readouterr()
+    assert main(["status", name, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_vllm_server_attaches_and_status_shows_its_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    with vllm_standin() as server:
+        assert main(["attach", server.url, "--engine", "vllm", "--name", "vl"]) == 0
+        assert "qwen2.5-7b-instruct" in capsys.readouterr().out
+        data = _status("vl", capsys)
+        assert (data["engine"], data["state"]) == ("vllm", "ready")
+        assert data["metrics_url"] == f"{server.url}/metrics"
+        [model] = data["models"]
+        g = model["generation"]
+        assert model["name"] == "qwen2.5-7b-instruct" and model["state"] == "READY"
+        assert (g["running"], g["waiting"]) == (3, 2)
+        assert g["ttft_p50_ms"] == pytest.approx(85.0) and g["itl_p50_ms"] == pytest.approx(25.0)
+        assert g["kv_cache_share"] == pytest.approx(0.42)
+        assert g["output_tokens_per_s"] > 0  # the counter moved GENERATED_PER_SCRAPE between the two polls
+        assert g["output_tokens_per_s"] < GENERATED_PER_SCRAPE * 1000
+        assert model["success_total"] >= 100 and model["failure_total"] is None
+        capsys.readouterr()
+        assert main(["status", "vl"]) == 0
+        text = capsys.readouterr().out
+        assert "(attached vllm)" in text and "running 3 waiting 2" in text and "KV 42%" in text
+        assert main(["ls", "--json"]) == 0
+        [row] = json.loads(capsys.readouterr().out)
+        assert (row["name"], row["engine"], row["state"]) == ("vl", "vllm", "ready")
+
+
+def test_reload_on_an_engine_session_is_refused_with_the_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    with vllm_standin() as server:
+        assert main(["attach", server.url, "--engine", "vllm", "--name", "vl"]) == 0
+        capsys.readouterr()
+        assert main(["reload", "qwen2.5-7b-instruct", "-s", "vl"]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "ge-console: error:" in err
+        assert "its API cannot load, unload or reload one" in err
+        assert main(["unload", "qwen2.5-7b-instruct", "-s", "vl"]) == 1
+
+
+def test_a_mindie_server_over_https_attaches_with_its_ca(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    with mindie_standin(tmp_path) as mindie:
+        assert main(["attach", mindie.business.url, "--engine", "mindie", "--name", "mi",
+                     "--metrics-url", mindie.metrics_url, "--ca", str(mindie.ca)]) == 0
+        data = _status("mi", capsys)
+        assert data["engine"] == "mindie" and data["error"] is None
+        [model] = data["models"]
+        g = model["generation"]
+        assert model["name"] == "llama3-8b"
+        assert (g["running"], g["waiting"]) == (4, 1)
+        assert g["ttft_p50_ms"] == pytest.approx(95.0) and g["kv_cache_share"] == pytest.approx(0.35)
+        assert g["output_tokens_per_s"] > 0
+        assert (model["success_total"] >= 97, model["failure_total"]) == (True, 3)
+
+
+def test_a_mindie_server_without_its_ca_is_refused_in_one_line(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    with mindie_standin(tmp_path) as mindie:
+        assert main(["attach", mindie.business.url, "--engine", "mindie", "--name", "mi",
+                     "--metrics-url", mindie.metrics_url]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--ca FILE" in err
+
+
+def test_a_mindie_with_monitoring_off_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with mindie_standin(tmp_path, monitoring=False) as mindie:
+        assert main(["attach", mindie.business.url, "--engine", "mindie", "--name", "mi",
+                     "--metrics-url", mindie.metrics_url, "--ca", str(mindie.ca)]) == 0
+        data = _status("mi", capsys)
+        assert data["state"] == "ready"
+        assert "MindIE monitoring is off" in data["error"] and "MIES_SERVICE_MONITOR_MODE=1" in data["error"]
+        [model] = data["models"]
+        assert model["name"] == "llama3-8b" and model["generation"] is None  # nothing invented
+        capsys.readouterr()
+        assert main(["status", "mi"]) == 0
+        assert "MIES_SERVICE_MONITOR_MODE=1" in capsys.readouterr().out
+
+
+def test_an_engine_that_stopped_answering_reads_dead(capsys: pytest.CaptureFixture[str]) -> None:
+    with vllm_standin() as server:
+        assert main(["attach", server.url, "--engine", "vllm", "--name", "vl"]) == 0
+    capsys.readouterr()
+    assert main(["status", "vl", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["state"] == "dead"
