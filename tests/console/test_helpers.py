@@ -74,7 +74,8 @@ def test_config_checks_and_diff(tmp_path: Path) -> None:
 
 
 def test_a_narrow_header_leaves_out_the_title_then_grpc_then_the_refresh_interval() -> None:
-    facts = HeaderFacts("demo", "2.51.0", "ready", "13m", "127.0.0.1:8000", "127.0.0.1:8001", 1.0, False)
+    facts = HeaderFacts("demo", "Triton 2.51.0", "ready", "13m", "127.0.0.1:8000", "127.0.0.1:8001", 1.0,
+                        False)
     wide = header_line(facts).plain
     assert wide.split(" ─ ")[0] == " GE Console" and wide.endswith("grpc 127.0.0.1:8001")
     for width in (len(wide), 100, 80, 60):

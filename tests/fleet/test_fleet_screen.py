@@ -10,7 +10,7 @@ from tests.waiting import until
 from triton_ge_console.console.fleet_app import FleetConsoleApp
 from triton_ge_console.console.options import FleetOptions
 from triton_ge_console.console.screens.confirm import ConfirmScreen
-from triton_ge_console.console.screens.fleet import FleetScreen, MemberDashboard
+from triton_ge_console.console.screens.fleet import MODEL_COLUMNS, FleetScreen, MemberDashboard
 from triton_ge_console.console.screens.help import HelpScreen
 from triton_ge_console.sessions.observe.recorded import RecordedController
 
@@ -72,8 +72,8 @@ async def test_models_across_servers() -> None:
         assert dict(llama.versions) == {"alpha": ("1",), "beta": (), "gamma": ("2",)}
         assert (bert.replicas, bert.servers, bert.versions_differ) == (3, 3, False)
         table = screen.query_one("#fleet-models", DataTable)
-        assert "v1: alpha" in str(table.get_row("llama_model")[4])
-        assert "v2: gamma" in str(table.get_row("llama_model")[4])
+        assert "v1: alpha" in str(table.get_row("llama_model")[MODEL_COLUMNS.index("VERSIONS")])
+        assert "v2: gamma" in str(table.get_row("llama_model")[MODEL_COLUMNS.index("VERSIONS")])
 
 
 async def test_enter_opens_a_server_and_esc_returns() -> None:

@@ -24,7 +24,7 @@ def test_a_row_per_server_and_models_across_them() -> None:
     assert list(state["servers"]) == ["alpha", "beta", "gamma", "delta"]
     assert state["polls"] == {"alpha": POLLS, "beta": POLLS, "gamma": POLLS, "delta": POLLS}
     alpha = state["servers"]["alpha"]
-    assert (alpha["HEALTH"], alpha["TRITON"], alpha["MODELS r/f/t"]) == ("ready", "2.51.0", "2/0/2")
+    assert (alpha["HEALTH"], alpha["SERVER"], alpha["MODELS r/f/t"]) == ("ready", "Triton 2.51.0", "2/0/2")
     assert alpha["REQ/S"] == "51.1" and alpha["NPU max"] == "40%"
     assert state["servers"]["beta"]["MODELS r/f/t"] == "2/1/2"
     assert state["servers"]["delta"]["HEALTH"] == "unreachable"

@@ -19,7 +19,7 @@ from triton_ge_console.console.toasts import PlainToasts
 from triton_ge_console.repository import inventory
 from triton_ge_console.repository.progress import SHOW_AFTER_S, elapsed_line
 from triton_ge_console.sessions.act.probe import send_test_request, session_headers
-from triton_ge_console.sessions.observe.source import CommandResult, SessionSource
+from triton_ge_console.sessions.observe.source import CommandResult, SessionSource, commands_disabled
 from triton_ge_console.sessions.server.debug_env import diagnostic_env
 from triton_ge_console.triton_terms import host_port
 
@@ -85,7 +85,7 @@ class ActionHandlers(PlainToasts[None]):
     def run_command(self, verb: str, model: str) -> None:
         """Send one controller command in a worker, showing that it is under way; a server whose engine
         takes no model commands (vLLM, MindIE) says why instead."""
-        disabled = getattr(self.source.controller, "disabled_reason", None)
+        disabled = commands_disabled(self.source.controller)
         if disabled:
             self.notify(f"{verb} {model}: {disabled}", title=f"{verb} disabled", severity="warning")
             return

@@ -15,6 +15,7 @@ from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe.follow import sample
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.sessions.observe.source import SessionSource
+from triton_ge_console.sessions.server.engines import label
 from triton_ge_console.sessions.server.registry import (
     NOT_ANSWERING,
     READY,
@@ -49,6 +50,14 @@ class FleetRow:
     npu_memory_used_bytes: int | None = None
     npu_memory_total_bytes: int | None = None
     error: str | None = None
+    engine: str | None = None  # None: Triton; vllm | mindie (sessions.server.engines)
+
+    @property
+    def server(self) -> str | None:
+        """What serves there: "Triton 2.51.0", "vLLM", "MindIE" (None: not known)."""
+        if self.engine is not None:
+            return label(self.engine)
+        return f"Triton {self.version}" if self.version else None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON."""
@@ -87,9 +96,10 @@ def row_from(name: str, where: str, snapshots: Sequence[ServerSnapshot]) -> Flee
     snapshot = snapshots[-1]
     if not snapshot.live:
         health = NOT_ANSWERING if snapshot.no_reply else "unreachable"
-        return FleetRow(name, where, health, version=snapshot.version, error=snapshot.error)
+        return FleetRow(name, where, health, version=snapshot.version, error=snapshot.error,
+                        engine=snapshot.engine)
     return FleetRow(
-        name, where, "ready" if snapshot.ready else "live", version=snapshot.version,
+        name, where, "ready" if snapshot.ready else "live", version=snapshot.version, engine=snapshot.engine,
         **_model_figures(snapshot.models), **_device_figures(snapshot),
         error=snapshot.error,
     )

@@ -10,7 +10,7 @@ from triton_ge_console.fleet.status import FleetRow, fleet_rows, running_records
 from triton_ge_console.sessions.server.registry import Registry
 
 HEADINGS = (
-    "NAME", "WHERE", "HEALTH", "VERSION", "MODELS r/f/t", "REQ/S", "P99 ms", "NPU mean/max", "NPU MEM GiB",
+    "NAME", "WHERE", "HEALTH", "SERVER", "MODELS r/f/t", "REQ/S", "P99 ms", "NPU mean/max", "NPU MEM GiB",
 )
 
 
@@ -34,7 +34,7 @@ def _cells(row: FleetRow) -> tuple[str, ...]:
     """A row as table cells; missing figures read as the missing mark."""
     models = "/".join(number(n) for n in (row.models_ready, row.models_failing, row.models_total))
     return (
-        row.name, row.where, row.health, row.version or MISSING, models,
+        row.name, row.where, row.health, row.server or MISSING, models,
         number(row.requests_per_s), number(row.worst_p99_ms),
         f"{percent(row.npu_util_mean)}/{percent(row.npu_util_max)}",
         f"{gib(row.npu_memory_used_bytes)}/{gib(row.npu_memory_total_bytes)}",

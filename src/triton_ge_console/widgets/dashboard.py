@@ -36,7 +36,7 @@ def header_html(snapshot: ServerSnapshot, interval: float | None = None) -> str:
     """Session, health, version, uptime and endpoints; a red banner when the server is unreadable."""
     health, colour = HEALTH_LOOKS[snapshot.health]
     parts = [f"<b>GE Console</b> ─ session {html.escape(snapshot.session)}",
-             f"Triton {html.escape(snapshot.version or '?')}",
+             html.escape(snapshot.server_name),
              f"<span style='color:{colour}'>{health}</span>", f"up {duration(snapshot.uptime_s)}"]
     if snapshot.endpoints.http_url:
         parts.append(f"http {html.escape(snapshot.endpoints.http_url)}")

@@ -15,15 +15,16 @@ import ipywidgets as w
 from triton_ge_console.display import MISSING, memory, number, percent
 from triton_ge_console.fleet.figures import FleetFigures
 from triton_ge_console.fleet.members import FleetSource
-from triton_ge_console.fleet.models import FleetModelRow, versions_text
+from triton_ge_console.fleet.models import FleetModelRow, token_texts, versions_text
 from triton_ge_console.fleet.rolling import RollingResult
 from triton_ge_console.fleet.status import FleetRow
 from triton_ge_console.sessions.observe.follow import Follower
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 
-SERVER_COLUMNS = ("NAME", "WHERE", "HEALTH", "TRITON", "MODELS r/f/t", "REQ/S", "P99 ms", "NPU mean",
+SERVER_COLUMNS = ("NAME", "WHERE", "HEALTH", "SERVER", "MODELS r/f/t", "REQ/S", "P99 ms", "NPU mean",
                   "NPU max", "NPU memory")
-MODEL_COLUMNS = ("MODEL", "REPLICAS", "REQ/S", "WORST P99 ms", "VERSIONS")
+MODEL_COLUMNS = ("MODEL", "REPLICAS", "REQ/S", "WORST P99 ms", "RUN/WAIT", "TTFT/ITL p99 ms", "TOK/S", "KV",
+                 "VERSIONS")
 HEALTH_COLOURS = {"ready": "green", "live": "darkorange", "unreachable": "firebrick",
                   "not answering": "firebrick", "no answer": "firebrick"}
 
@@ -31,7 +32,7 @@ HEALTH_COLOURS = {"ready": "green", "live": "darkorange", "unreachable": "firebr
 def server_values(row: FleetRow) -> dict[str, str]:
     """A server's row as column -> text; a missing figure reads as the missing mark."""
     models = "/".join(number(n) for n in (row.models_ready, row.models_failing, row.models_total))
-    values = (row.name, row.where, row.health, row.version or MISSING, models, number(row.requests_per_s),
+    values = (row.name, row.where, row.health, row.server or MISSING, models, number(row.requests_per_s),
               number(row.worst_p99_ms, 2), percent(row.npu_util_mean), percent(row.npu_util_max),
               memory(row.npu_memory_used_bytes, row.npu_memory_total_bytes))
     return dict(zip(SERVER_COLUMNS, values, strict=True))
@@ -40,7 +41,7 @@ def server_values(row: FleetRow) -> dict[str, str]:
 def model_values(row: FleetModelRow) -> dict[str, str]:
     """A model's row across the fleet as column -> text."""
     values = (row.name, f"{row.replicas}/{row.servers}", number(row.requests_per_s),
-              number(row.worst_p99_ms, 2), versions_text(row))
+              number(row.worst_p99_ms, 2), *token_texts(row), versions_text(row))
     return dict(zip(MODEL_COLUMNS, values, strict=True))
 
 

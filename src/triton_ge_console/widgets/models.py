@@ -9,7 +9,7 @@ import ipywidgets as w
 
 from triton_ge_console.display import MISSING, number
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
-from triton_ge_console.sessions.observe.source import CommandResult, Controller
+from triton_ge_console.sessions.observe.source import CommandResult, Controller, commands_disabled
 from triton_ge_console.triton_terms import HELD_STATES, MODEL_READY
 from triton_ge_console.widgets.command_runner import CommandRunner
 
@@ -115,6 +115,8 @@ class ModelsPanel:
 
     def __init__(self, controller: Controller, runner: CommandRunner | None = None) -> None:
         self.controller = controller
+        # a server whose engine takes no model commands (vLLM, MindIE): every button off, the reason shown
+        self.disabled = commands_disabled(controller)
         self.runner = runner or CommandRunner()
         self.rows: dict[tuple[str, str], ModelRow] = {}
         self.snapshot: ServerSnapshot | None = None
@@ -138,10 +140,13 @@ class ModelsPanel:
             self.grid.children = [*self.header, *(c for row in self.rows.values() for c in row.widgets())]
         for model in snapshot.models:
             self.rows[(model.name, model.version)].update(model)
-        self.reasons.value = "<br>".join(
-            f"<span style='color:firebrick'>{html.escape(m.name)}: {html.escape(m.serving_state)}: "
-            f"{html.escape(m.reason)}</span>"
-            for m in snapshot.models if m.reason and (m.state != MODEL_READY or m.failing))
+        lines = [f"<span style='color:firebrick'>{html.escape(m.name)}: {html.escape(m.serving_state)}: "
+                 f"{html.escape(m.reason)}</span>"
+                 for m in snapshot.models if m.reason and (m.state != MODEL_READY or m.failing)]
+        if self.disabled:
+            lines.append(f"<span style='color:gray'>load, unload, reload: {html.escape(self.disabled)}"
+                         "</span>")
+        self.reasons.value = "<br>".join(lines)
         self.refresh_buttons()
 
     def refresh_buttons(self) -> None:
@@ -150,7 +155,8 @@ class ModelsPanel:
         server_up = server_up and self.server_up is not False
         for row in self.rows.values():
             if row.model is not None:
-                row.set_enabled(enabled_actions(row.model, server_up, self.runner.busy(row.name)))
+                row.set_enabled(set() if self.disabled else
+                                enabled_actions(row.model, server_up, self.runner.busy(row.name)))
 
     def act(self, action: str, model: str) -> bool:
         """Send one command (what a button click does); the outcome shows in the status label."""

@@ -20,13 +20,14 @@ from triton_ge_console.console.host import FleetHost
 from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.display import MISSING, gib, number
-from triton_ge_console.fleet.models import FleetModelRow, versions_text
+from triton_ge_console.fleet.models import FleetModelRow, token_texts, versions_text
 from triton_ge_console.fleet.rolling import RollingResult
 from triton_ge_console.fleet.status import FleetRow
 
-SERVER_COLUMNS = ("NAME", "WHERE", "HEALTH", "TRITON", "MODELS r/f/t", "REQ/S", "P99 ms", "NPU mean",
+SERVER_COLUMNS = ("NAME", "WHERE", "HEALTH", "SERVER", "MODELS r/f/t", "REQ/S", "P99 ms", "NPU mean",
                   "NPU max", "NPU MEM GiB")
-MODEL_COLUMNS = ("MODEL", "REPLICAS", "REQ/S", "WORST P99 ms", "VERSIONS")
+MODEL_COLUMNS = ("MODEL", "REPLICAS", "REQ/S", "WORST P99 ms", "RUN/WAIT", "TTFT/ITL p99 ms", "TOK/S", "KV",
+                 "VERSIONS")
 HEALTH_STYLES = {"ready": "bold green", "live": "bold yellow", "unreachable": "bold red",
                  "not answering": "bold red", "no answer": "bold red"}
 Cells = tuple[Text, ...]
@@ -40,7 +41,7 @@ def server_cells(row: FleetRow) -> Cells:
     return (
         Text(row.name, style="bold"), Text(row.where),
         Text(row.health, style=HEALTH_STYLES.get(row.health, "dim")),
-        Text(row.version or MISSING), Text(models, style=failing, justify="right"),
+        Text(row.server or MISSING), Text(models, style=failing, justify="right"),
         _right(number(row.requests_per_s)), _right(number(row.worst_p99_ms, 2)),
         _right(fmt.percent_cell(row.npu_util_mean)), _right(fmt.percent_cell(row.npu_util_max)),
         _right(memory),
@@ -54,6 +55,7 @@ def model_cells(row: FleetModelRow) -> Cells:
         Text(row.name, style="bold"),
         Text(replicas, style="" if row.replicas == row.servers else "bold red", justify="right"),
         _right(number(row.requests_per_s)), _right(number(row.worst_p99_ms, 2)),
+        *(_right(text) for text in token_texts(row)),
         Text(versions_text(row), style="bold yellow" if row.versions_differ else ""),
     )
 

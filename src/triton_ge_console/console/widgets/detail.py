@@ -131,7 +131,7 @@ class DetailPane(Vertical):
             info.update(Text("select a model in the table", style="dim"))
             return
         model = detail.model
-        retitle(self, printable(f"{model.name} v{model.version}"))
+        retitle(self, printable(f"{model.name} v{model.version}" if model.version else model.name))
         info.update(self._info(detail), layout=False)  # a fixed three lines: no layout pass
         if charts:
             self._draw_latency(detail)

@@ -41,7 +41,7 @@ class HeaderFacts(NamedTuple):
     """What the header line shows, as plain values: equal facts draw the same line."""
 
     session: str
-    version: str
+    server: str  # "Triton 2.51.0", "vLLM", "MindIE"
     health: str
     uptime: str
     http: str
@@ -57,7 +57,7 @@ def header_facts(connection: Connection, width: int | None = None) -> HeaderFact
     snap = connection.last_good
     return HeaderFacts(
         session=connection.session,
-        version=snap.version if snap and snap.version else MISSING,
+        server=snap.server_name if snap and (snap.version or snap.engine) else f"Triton {MISSING}",
         health=health_of(snap, connection),
         uptime=age(snap.uptime_s if snap else None),  # minutes, not seconds: no repaint every refresh
         http=fmt.url_hostport(snap.endpoints.http_url if snap else None),
@@ -79,7 +79,7 @@ def header_line(facts: HeaderFacts) -> Text:
                  } if facts.restarts else {}
     parts = {
         "title": Text("GE Console", style="bold"), "session": Text(f"session {facts.session}"),
-        "version": Text(f"Triton {facts.version}"), "health": Text(*HEALTH_LOOKS[facts.health]), **restarted,
+        "version": Text(facts.server), "health": Text(*HEALTH_LOOKS[facts.health]), **restarted,
         "uptime": Text(f"up {facts.uptime}"), "http": Text(f"http {facts.http}"),
         "refresh": Text(f"refresh {facts.interval_s:g}s"), "grpc": Text(f"grpc {facts.grpc}"),
     }

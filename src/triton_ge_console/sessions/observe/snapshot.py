@@ -11,6 +11,7 @@ from typing import Any
 
 from triton_ge_console.sessions.observe.generation import GenerationFigures
 from triton_ge_console.sessions.observe.health import FAILING
+from triton_ge_console.sessions.server.engines import label
 from triton_ge_console.sessions.server.registry import NOT_ANSWERING
 
 
@@ -140,6 +141,13 @@ class ServerSnapshot:
         if self.no_reply:
             return NOT_ANSWERING
         return "live" if self.live else "down"
+
+    @property
+    def server_name(self) -> str:
+        """What serves: "Triton 2.51.0" (its version, ? when unknown), "vLLM", "MindIE"."""
+        if self.engine is not None:
+            return label(self.engine)
+        return f"Triton {self.version or '?'}"
 
     def model(self, name: str) -> ModelSnapshot | None:
         """The snapshot of the model named so (its newest version), if present."""

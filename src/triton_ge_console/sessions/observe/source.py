@@ -69,3 +69,10 @@ class SessionSource(Pollable, Protocol):
     def close(self) -> None:
         """Release connections (never stops a server it did not start)."""
         ...
+
+
+def commands_disabled(controller: object) -> str | None:
+    """Why a controller takes no model commands at all (a vLLM or MindIE server: EngineControl), None when
+    it takes them; views check it before offering load, unload or reload."""
+    reason = getattr(controller, "disabled_reason", None)
+    return reason if isinstance(reason, str) and reason else None

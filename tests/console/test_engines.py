@@ -1,0 +1,55 @@
+"""The console on an attached vLLM server (a stand-in serving a recording of vLLM's /metrics): its model
+with running/waiting, TTFT/ITL, tokens/s and KV use; reload is refused with the reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.engine_standins import vllm_standin
+from tests.waiting import until
+from triton_ge_console.console.app import create_app
+from triton_ge_console.console.launch_session import open_record
+from triton_ge_console.console.screens.dashboard import DashboardScreen
+from triton_ge_console.console.widgets.models import ModelsTable
+from triton_ge_console.sessions.lifecycle import attach
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import Registry
+
+from .conftest import SIZE
+from .notices import notified
+
+MODEL = "qwen2.5-7b-instruct"
+
+
+def _rates_known(app) -> bool:  # type: ignore[no-untyped-def]
+    """Two polls taken: the model's tokens/s known."""
+    snapshot = app.connection.last_good
+    model = snapshot.model(MODEL) if snapshot is not None else None
+    return model is not None and model.generation is not None and model.generation.output_tokens_per_s
+
+
+async def test_the_console_shows_a_vllm_model_and_refuses_to_reload_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    registry = Registry()
+    with vllm_standin() as server:
+        record = attach(server.url, "vl", registry, engine="vllm")
+        opened = open_record(record, registry, 0.2)
+        app = create_app(opened.source, options=opened.options)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, DashboardScreen) and _rates_known(app),
+                        what="two polls of the vLLM stand-in")
+            table = app.screen.query_one(ModelsTable)
+            assert table.row_keys == [f"{MODEL}/"]
+            await until(pilot, lambda: app.selected_model == MODEL, what="the model selected")
+            info = str(app.screen.query_one("#detail-info").render())
+            assert "running 3 waiting 2" in info and "KV 42%" in info
+            assert "TTFT p50 85.00" in info and "ITL p50 25.00" in info
+            assert "out (" in info and "(—/s)" not in info  # tokens/s from the counter's delta
+            await pilot.press("r")
+            await until(pilot, lambda: notified(app, "reload disabled"), what="the refusal")
+            [notice] = notified(app, "reload disabled")
+            assert "its API cannot load, unload or reload one" in notice.message
+            assert notice.severity == "warning"

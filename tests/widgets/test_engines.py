@@ -1,0 +1,38 @@
+"""The notebooks' dashboard over an attached vLLM server (a stand-in serving a recording of its /metrics):
+its model with its token figures, and no model command offered, with the reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.engine_standins import vllm_standin
+from triton_ge_console.sessions.lifecycle import attach
+from triton_ge_console.sessions.live import LiveSource
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import Registry
+from triton_ge_console.widgets import Dashboard
+
+MODEL = "qwen2.5-7b-instruct"
+
+
+def test_the_dashboard_shows_a_vllm_model_with_commands_off(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    with vllm_standin() as server:
+        record = attach(server.url, "vl", Registry(), engine="vllm")
+        board = Dashboard(LiveSource.from_record(record, npu_smi=None), autostart=False, background=False)
+        try:
+            board.refresh()
+            board.refresh()  # two readings: tokens/s from the counter's delta
+            state = board.state()
+        finally:
+            board.close()
+    assert "vLLM" in board.header.value and "Triton" not in board.header.value
+    row = state["generation"][MODEL]
+    assert (row["RUNNING"], row["WAITING"], row["KV"]) == ("3", "2", "42%")
+    assert (row["TTFT p50 ms"], row["ITL p50 ms"]) == ("85.00", "25.00")
+    assert row["OUT TOK/S"] != "—"
+    assert state["buttons"][f"{MODEL}:"] == []
+    assert "its API cannot load, unload or reload one" in board.models.reasons.value
