@@ -9,16 +9,11 @@ import pytest
 from textual.widgets import DataTable
 
 from tests.engine_standins import mindie_standin, vllm_standin
+from tests.fleet.live_fleet import live_fleet_app
 from tests.waiting import until
-from triton_ge_console.console.fleet_app import FleetConsoleApp
-from triton_ge_console.console.launch_session import record_options
-from triton_ge_console.console.options import ConsoleOptions, FleetOptions
 from triton_ge_console.console.screens.fleet import MODEL_COLUMNS
-from triton_ge_console.fleet.members import FleetMember, LiveFleet
 from triton_ge_console.fleet.models import FleetModelRow
-from triton_ge_console.fleet.status import running_records
 from triton_ge_console.sessions.lifecycle import attach
-from triton_ge_console.sessions.pending import RecordLifecycle
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.server.registry import Registry
 
@@ -34,12 +29,7 @@ async def test_the_fleet_screen_shows_vllm_and_mindie_models(tmp_path: Path,
         attach(mindie.business.url, "mi", registry, engine="mindie", metrics_url=mindie.metrics_url,
                ca_file=mindie.ca)
 
-        def options_for(member: FleetMember) -> ConsoleOptions:
-            assert member.record is not None
-            return record_options(member.record, RecordLifecycle(registry, member.record), INTERVAL_S)
-
-        live = LiveFleet(running_records(registry))
-        app = FleetConsoleApp(live, options_for, FleetOptions(interval_s=INTERVAL_S, backoff_s=5.0))
+        app, live = live_fleet_app(registry, INTERVAL_S)
 
         def models() -> dict[str, FleetModelRow]:
             return {row.name: row for row in app.fleet_models}

@@ -154,20 +154,11 @@ def test_status_all_table_marks_missing_figures(fleet: Registry, capsys: pytest.
 async def test_fleet_screen_shows_every_server(fleet: Registry, load_on_first: None) -> None:
     """`ge-console` with several sessions: the fleet screen has a row per server, the three real ones ready
     with their figures, the dead ones unreachable; Enter opens s1's dashboard on its models, Esc returns."""
+    from tests.fleet.live_fleet import live_fleet_app
     from tests.waiting import until
-    from triton_ge_console.console.fleet_app import FleetConsoleApp
-    from triton_ge_console.console.launch_session import record_options
-    from triton_ge_console.console.options import FleetOptions
     from triton_ge_console.console.screens.fleet import FleetScreen, MemberDashboard
-    from triton_ge_console.fleet.members import FleetMember, LiveFleet
-    from triton_ge_console.sessions.pending import RecordLifecycle
 
-    def options_for(member: FleetMember) -> ConsoleOptions:
-        assert member.record is not None
-        return record_options(member.record, RecordLifecycle(fleet, member.record), INTERVAL_S)
-
-    live = LiveFleet(running_records(fleet))
-    app = FleetConsoleApp(live, options_for, FleetOptions(interval_s=INTERVAL_S, backoff_s=5.0))
+    app, live = live_fleet_app(fleet, INTERVAL_S)
 
     def rows() -> dict[str, FleetRow]:
         return {row.name: row for row in app.fleet_rows}
