@@ -14,7 +14,7 @@ MAPS = ("CONTRIBUTING.md", "docs/architecture.md", "benchmarks/README.md")
 # Documents for users also name paths of other things (Triton's folders, a pod's subresource): there only
 # names that start at one of the repository's own top-level folders are checked.
 FOR_USERS = ("README.md", "docs/backend.md", "docs/openai.md", "docs/ascend.md", "docs/sessions.md",
-             "notebooks/README.md")
+             "docs/engines.md", "notebooks/README.md")
 TOP = ("src/", "tests/", "benchmarks/", "docs/", "examples/", "notebooks/", ".ci/")
 NAMED = re.compile(r"`([^`\s]+)`|\]\(([^)\s#]+)")
 PATHLIKE = re.compile(r"^\.?[\w\-]+(\.[\w\-]+)*(/[\w.\-]+)*/?$")

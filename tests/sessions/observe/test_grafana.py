@@ -7,14 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.engine_standins import MINDIE_METRICS, VLLM_METRICS, VLLM_METRICS_GPU_CACHE
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.observe.grafana import queried_metrics
+from triton_ge_console.sessions.observe.grafana import dashboard, queried_metrics
 from triton_ge_console.sessions.observe.metrics import parse_metrics, scrape_metrics
 from triton_ge_console.sessions.observe.stats import HttpEndpoint
 from triton_ge_console.sessions.server.registry import Registry
 
 pytestmark = pytest.mark.timeout(300)
 
+ENGINE_TITLES = {"vllm": "vLLM: ", "mindie": "MindIE: "}
 EXPORTER_PAGE = Path(__file__).resolve().parents[2] / "data" / "telemetry" / "npu_exporter_910a.txt"
 SPEC = """\
 name: graf
@@ -31,6 +33,24 @@ models:
     source: demo:llama_kv
     generate: {max_tokens: 8}
 """
+
+
+def _recorded(*recordings: Path) -> frozenset[str]:
+    """Every sample name of recorded /metrics texts."""
+    return frozenset().union(*(parse_metrics(r.read_text(encoding="utf-8")).names() for r in recordings))
+
+
+@pytest.mark.parametrize(("engine", "recordings"), [
+    ("vllm", (VLLM_METRICS, VLLM_METRICS_GPU_CACHE)), ("mindie", (MINDIE_METRICS,))])
+def test_every_engine_panel_reads_what_the_engine_exposes(engine: str, recordings: tuple[Path, ...]) -> None:
+    wanted = {title: names for title, names in queried_metrics(dashboard()).items()
+              if title.startswith(ENGINE_TITLES[engine])}
+    assert len(wanted) == 6 and all(wanted.values()), wanted
+    newest = _recorded(recordings[0])
+    assert {title: names - newest for title, names in wanted.items() if names - newest} == {}
+    for older in recordings[1:]:  # an older vLLM: KV use under its deprecated name, read as a fallback
+        kv = wanted["vLLM: KV cache use"]
+        assert kv & _recorded(older) and "vllm:kv_cache_usage_perc" in kv
 
 
 @pytest.mark.server
@@ -54,7 +74,7 @@ def test_every_panel_reads_metrics_a_live_server_exposes(tmp_path: Path,
     exporter = parse_metrics(EXPORTER_PAGE.read_text(encoding="utf-8")).names()
     wanted = queried_metrics(board)
     assert len(wanted) >= 12 and all(wanted.values()), wanted
-    known = served | exporter
+    known = served | exporter | _recorded(VLLM_METRICS, MINDIE_METRICS)  # engines: their recordings
     assert {title: names - known for title, names in wanted.items() if names - known} == {}
     from_exporter = {title for title, names in wanted.items() if names <= exporter}
     assert from_exporter == {title for title in wanted if "npu-exporter" in title}

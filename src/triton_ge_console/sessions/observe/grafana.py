@@ -1,7 +1,8 @@
 """A Grafana dashboard over the Prometheus metrics the console reads, with the console's panels.
 
-Triton's `nv_*` (per model), the GE glue's `ge_*` (per device and model) and a MindX DL npu-exporter's
-`npu_chip_info_*` (per chip, label `id`). The dashboard asks for a Prometheus data source when imported.
+Triton's `nv_*` (per model), the GE glue's `ge_*` (per device and model), a MindX DL npu-exporter's
+`npu_chip_info_*` (per chip, label `id`), and a vLLM's or MindIE Server's own names (per `model_name`, as
+engine_metrics reads them). The dashboard asks for a Prometheus data source when imported.
 """
 
 from __future__ import annotations
@@ -11,10 +12,22 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from triton_ge_console.sessions.observe.engine_metrics import NAMES
+from triton_ge_console.sessions.server.engines import MINDIE, VLLM, label
+
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 MODEL = 'model=~"$model"'
 RATE = "[$__rate_interval]"
-METRIC_NAME = re.compile(r"\b((?:nv|ge|npu_chip_info)_[a-zA-Z0-9_]+)\b")
+SERVED = 'model_name=~"$served"'  # vLLM and MindIE label their series with the served model's name
+ENGINE_METRIC_NAMES = frozenset(  # histograms as their queries name them: by their buckets
+    name for names in NAMES.values()
+    for name in (names.running, names.waiting, *names.kv_usage, names.prompt_tokens, names.generation_tokens,
+                 names.success, names.failure, *(f"{h}_bucket" for h in (names.ttft, *names.itl, names.e2e)))
+    if name)
+METRIC_NAME = re.compile(r"(?<![\w:])((?:nv|ge|npu_chip_info)_[a-zA-Z0-9_]+|vllm:[a-zA-Z0-9_:]+|"
+                         + "|".join(sorted((re.escape(n) for n in ENGINE_METRIC_NAMES if ":" not in n),
+                                           key=len, reverse=True))
+                         + r")(?![\w:])")
 SCHEMA_VERSION = 39
 
 
@@ -115,6 +128,45 @@ GENERATE_PANELS = (
 )
 
 
+def _served_quantile(histogram: str, quantile: float) -> str:
+    """A quantile in ms of an engine's seconds histogram over the rate interval, per served model."""
+    return (f"histogram_quantile({quantile}, sum by (le, model_name) "
+            f"(rate({histogram}_bucket{{{SERVED}}}{RATE}))) * 1000")
+
+
+def _served_rate(metric: str, by: str = "model_name") -> str:
+    """Per-second rate of an engine's counter, per served model."""
+    return f"sum by ({by}) (rate({metric}{{{SERVED}}}{RATE}))"
+
+
+def engine_panels(engine: str) -> tuple[Panel, ...]:
+    """The panels of a vLLM or MindIE server, from the names engine_metrics reads (one list of names)."""
+    names, who = NAMES[engine], label(engine)
+    kv = " or ".join(f"{name}{{{SERVED}}}" for name in names.kv_usage)  # the newest name first, then older
+    itl = names.itl[-1]  # the name every release of the engine has
+    finished = [(_served_rate(names.success, f"model_name, {names.ended_label}"),
+                 f"{{{{model_name}}}} {{{{{names.ended_label}}}}}")] if names.ended_label else \
+        [(_served_rate(names.success), "{{model_name}} succeeded")]
+    if names.failure:
+        finished.append((_served_rate(names.failure), "{{model_name}} failed"))
+    return (
+        Panel(f"{who}: running / waiting requests", "short",
+              ((f"sum by (model_name) ({names.running}{{{SERVED}}})", "{{model_name}} running"),
+               (f"sum by (model_name) ({names.waiting}{{{SERVED}}})", "{{model_name}} waiting"))),
+        Panel(f"{who}: time to first token / between tokens p99 (ms)", "ms",
+              ((_served_quantile(names.ttft, 0.99), "{{model_name}} TTFT p99"),
+               (_served_quantile(itl, 0.99), "{{model_name}} ITL p99"))),
+        Panel(f"{who}: tokens / s", "short",
+              ((_served_rate(names.generation_tokens), "{{model_name}} generated"),
+               (_served_rate(names.prompt_tokens), "{{model_name}} prompt"))),
+        Panel(f"{who}: KV cache use", "percentunit", ((f"max by (model_name) ({kv})", "{{model_name}}"),)),
+        Panel(f"{who}: requests finished / s", "reqps", tuple(finished)),
+        Panel(f"{who}: end-to-end latency p50 / p99 (ms)", "ms",
+              ((_served_quantile(names.e2e, 0.5), "{{model_name}} p50"),
+               (_served_quantile(names.e2e, 0.99), "{{model_name}} p99"))),
+    )
+
+
 def _panel(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
     """One panel's JSON, 12 columns wide, 8 high."""
     return {
@@ -140,6 +192,10 @@ def _templating() -> dict[str, Any]:
          "query": {"query": "label_values(nv_inference_count, model)", "refId": "models"},
          "definition": "label_values(nv_inference_count, model)", "refresh": 2,
          "includeAll": True, "multi": True, "allValue": ".*", "current": {"text": "All", "value": "$__all"}},
+        {"name": "served", "type": "query", "label": "vLLM / MindIE model", "datasource": DATASOURCE,
+         "query": {"query": "label_values(model_name)", "refId": "served"},
+         "definition": "label_values(model_name)", "refresh": 2,
+         "includeAll": True, "multi": True, "allValue": ".*", "current": {"text": "All", "value": "$__all"}},
     ]}
 
 
@@ -148,7 +204,9 @@ def dashboard(title: str = "Triton GE Console", refresh: str = "5s") -> dict[str
     panels: list[dict[str, Any]] = []
     y = 0
     for heading, group in (("NPUs", DEVICE_PANELS), ("Models", MODEL_PANELS),
-                           ("Generation (generate models)", GENERATE_PANELS)):
+                           ("Generation (generate models)", GENERATE_PANELS),
+                           ("vLLM / vllm-ascend", engine_panels(VLLM)),
+                           ("MindIE Server", engine_panels(MINDIE))):
         panels.append(_row(heading, len(panels) + 1, y))
         y += 1
         for index, panel in enumerate(group):

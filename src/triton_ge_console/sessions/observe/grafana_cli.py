@@ -14,8 +14,9 @@ def register(subparsers: Any) -> None:
     """Add `grafana` to the ge-console parser."""
     parser = subparsers.add_parser(
         "grafana", help="write a Grafana dashboard (JSON) over the metrics the console reads",
-        description="A dashboard with the console's panels over Triton's nv_*, the GE glue's ge_* and "
-                    "npu-exporter's npu_chip_info_* metrics; import it in Grafana with a Prometheus source.")
+        description="A dashboard with the console's panels over Triton's nv_*, the GE glue's ge_*, "
+                    "npu-exporter's npu_chip_info_*, vLLM's vllm:* and MindIE Server's metrics; import it "
+                    "in Grafana with a Prometheus source.")
     parser.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
     parser.add_argument("--title", default="Triton GE Console", help="the dashboard's title")
     parser.set_defaults(func=run_grafana)
