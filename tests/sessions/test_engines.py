@@ -99,3 +99,16 @@ def test_an_engine_that_stopped_answering_reads_dead(capsys: pytest.CaptureFixtu
     capsys.readouterr()
     assert main(["status", "vl", "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["state"] == "dead"
+
+
+def test_a_rolling_reload_leaves_an_engine_out_and_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    from triton_ge_console.fleet.rolling import rolling_reload
+    from triton_ge_console.sessions.server.registry import Registry
+
+    with vllm_standin() as server:
+        assert main(["attach", server.url, "--engine", "vllm", "--name", "vl"]) == 0
+        said: list[str] = []
+        result = rolling_reload([Registry().load("vl")], "qwen2.5-7b-instruct", said.append)
+    assert result.servers == [] and result.ok
+    [line] = said
+    assert line.startswith("vl: left out: vLLM serves the model it was started with")

@@ -10,6 +10,7 @@ from triton_ge_console.sessions.act.control import ControlError, TritonControl
 from triton_ge_console.sessions.act.probe import ProbeResult, send_test_request
 from triton_ge_console.sessions.act.watch import controller_for
 from triton_ge_console.sessions.server.access import token_headers
+from triton_ge_console.sessions.server.engines import control_refusal
 from triton_ge_console.sessions.server.registry import SessionRecord
 from triton_ge_console.triton_terms import MODEL_READY
 
@@ -58,10 +59,15 @@ def _probe(http_url: str, model: str, headers: dict[str, str]) -> ProbeResult:
 
 def rolling_reload(records: Sequence[SessionRecord], model: str, say: Say, config: str | None = None,
                    probe: Probe = _probe) -> RollingResult:
-    """Reload `model` on each server that has it loaded, in name order, stopping at the first failure."""
+    """Reload `model` on each server that has it loaded, in name order, stopping at the first failure; a
+    vLLM or MindIE server is left out, with the reason said (their APIs reload nothing)."""
     result = RollingResult(model)
     stopped = False
     for record in sorted(records, key=lambda r: r.name):
+        refused = control_refusal(record.engine)
+        if refused is not None:  # a vLLM or MindIE server: watched only, left out of the roll
+            say(f"{record.name}: left out: {refused}")
+            continue
         control = controller_for(record)
         if stopped:
             result.servers.append(_outcome(record, control, model, "untouched"))

@@ -29,9 +29,9 @@ from triton_ge_console.sessions.observe.generation import generation_row
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
 from triton_ge_console.sessions.server import paths
 from triton_ge_console.sessions.server.access import token_problem
-from triton_ge_console.sessions.server.events import SessionEvent, read_events, restarts
 from triton_ge_console.sessions.server.engines import ATTACHABLE, TRITON, default_metrics_url
 from triton_ge_console.sessions.server.engines import label as engine_label
+from triton_ge_console.sessions.server.events import SessionEvent, read_events, restarts
 from triton_ge_console.sessions.server.process import group_alive, port_in_use, stop_process_group
 from triton_ge_console.sessions.server.registry import (
     DEAD,
@@ -508,6 +508,8 @@ def listed_state(record: SessionRecord, timeout: float = 2.0) -> str:
     state = effective_state(record)
     if state not in (STARTING, READY):
         return state
+    if record.engine != TRITON:  # a vLLM or MindIE server: its own health, not Triton's
+        return DEAD if attached_gone(record, timeout) else state
     reply = controller_for(record, timeout).liveness()
     if reply == NO_REPLY:
         return NOT_ANSWERING
