@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_standins import vllm_standin
+from tests.engine_standins import mindie_standin, vllm_standin
 from tests.waiting import until
 from triton_ge_console.console.app import create_app
 from triton_ge_console.console.launch_session import open_record
@@ -53,3 +53,20 @@ async def test_the_console_shows_a_vllm_model_and_refuses_to_reload_it(
             [notice] = notified(app, "reload disabled")
             assert "its API cannot load, unload or reload one" in notice.message
             assert notice.severity == "warning"
+
+
+async def test_the_console_says_plainly_when_mindie_s_monitoring_is_off(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    registry = Registry()
+    with mindie_standin(tmp_path, monitoring=False) as mindie:
+        record = attach(mindie.business.url, "mi", registry, engine="mindie", metrics_url=mindie.metrics_url,
+                        ca_file=mindie.ca)
+        opened = open_record(record, registry, 0.2)
+        app = create_app(opened.source, options=opened.options)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: notified(app, "no figures from this server"), what="the note")
+            [notice] = notified(app, "no figures from this server")
+            assert "MIES_SERVICE_MONITOR_MODE=1" in notice.message
+            assert not app.connection.stale  # it answers: its model shows, figures —
+            assert app.screen.query_one(ModelsTable).row_keys == ["llama3-8b/"]

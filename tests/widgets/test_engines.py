@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_standins import vllm_standin
+from tests.engine_standins import mindie_standin, vllm_standin
 from triton_ge_console.sessions.lifecycle import attach
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
@@ -36,3 +36,20 @@ def test_the_dashboard_shows_a_vllm_model_with_commands_off(tmp_path: Path,
     assert row["OUT TOK/S"] != "—"
     assert state["buttons"][f"{MODEL}:"] == []
     assert "its API cannot load, unload or reload one" in board.models.reasons.value
+
+
+def test_the_dashboard_says_when_mindie_s_monitoring_is_off(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    with mindie_standin(tmp_path, monitoring=False) as mindie:
+        record = attach(mindie.business.url, "mi", Registry(), engine="mindie",
+                        metrics_url=mindie.metrics_url, ca_file=mindie.ca)
+        board = Dashboard(LiveSource.from_record(record, npu_smi=None), autostart=False, background=False)
+        try:
+            board.refresh()
+            state, header = board.state(), board.header.value
+        finally:
+            board.close()
+    assert "MIES_SERVICE_MONITOR_MODE=1" in header and "firebrick" not in header  # a note, not a failure
+    assert not state["stale"] and list(state["models"]) == ["llama3-8b:"]
+    assert state["generation"] == {}  # no figure invented

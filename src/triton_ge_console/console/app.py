@@ -49,6 +49,7 @@ class GEConsoleApp(ActionHandlers):
         self.source = source
         self.options = options or ConsoleOptions()
         self.polls_done = 0
+        self.last_note: str | None = None  # the last poll's note (a MindIE with its monitoring off)
         self.poll_stop = threading.Event()
         self.lifeline: lifeline.Lifeline | None = None
         self.set_reactive(ActionHandlers.connection, Connection(source.name, self.options.interval_s))
@@ -99,6 +100,10 @@ class GEConsoleApp(ActionHandlers):
     def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
         """Fold the snapshot into the connection state."""
         self.polls_done += 1
+        note = message.snapshot.note
+        if note and note != self.last_note:  # what the server does not give: said once, plainly
+            self.notify(note, title="no figures from this server", severity="warning", timeout=30)
+        self.last_note = note
         was_stale = self.connection.stale
         self.connection = next_connection(self.connection, message.snapshot, self.options)
         if self.connection.stale and not was_stale and self.options.server is not None:

@@ -391,6 +391,7 @@ class SessionStatus:
     log_tail: tuple[str, ...] = field(default=())
     exit_code: int | None = None  # how the server ended, when it has
     events: tuple[SessionEvent, ...] = ()  # this run's crashes and restarts, oldest first
+    note: str | None = None  # what the server does not give, in words (MindIE's monitoring off)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON `status --json` prints."""
@@ -415,6 +416,7 @@ class SessionStatus:
             "exit_code": self.exit_code if self.exit_code is not None else r.exit_code,
             "models": list(self.models),
             "error": self.error,
+            "note": self.note,
             "log_tail": list(self.log_tail),
             "restart": None if r.attached else r.restart or NEVER,
             "restarts": len(restarts(self.events)),
@@ -487,7 +489,8 @@ def _engine_status(record: SessionRecord, state: str, window_s: float = HEALTH_W
         source.close()
     if not snapshot.live:
         return SessionStatus(record, DEAD, error=snapshot.error)
-    return SessionStatus(record, state, tuple(_status_row(m) for m in snapshot.models), error=snapshot.error)
+    return SessionStatus(record, state, tuple(_status_row(m) for m in snapshot.models), error=snapshot.error,
+                         note=snapshot.note)
 
 
 def attached_gone(record: SessionRecord, timeout: float = 5.0) -> bool:

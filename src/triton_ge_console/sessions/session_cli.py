@@ -405,6 +405,8 @@ def _print_status(data: dict[str, Any]) -> None:
             print(f"    {engine_requests_line(model)}")
     if data["error"]:
         print(f"  error: {data['error']}")
+    if data.get("note"):
+        print(f"  note: {data['note']}")
     if data["exit_code"] is not None:
         print(f"  exit code {data['exit_code']}")
     _print_restarts(data)

@@ -46,6 +46,8 @@ def header_html(snapshot: ServerSnapshot, interval: float | None = None) -> str:
     if snapshot.error:
         banner = html.escape(snapshot.error)
         line += f"<br><span style='color:white; background:firebrick'>&nbsp;{banner}&nbsp;</span>"
+    if snapshot.note:
+        line += f"<br><span style='color:darkorange'>{html.escape(snapshot.note)}</span>"
     return line
 
 

@@ -87,7 +87,8 @@ class EnginePoller:
         except (EndpointError, ValueError) as exc:
             return self._down(taken_at, f"{label(self.engine)}: {exc}")
         problems: list[str] = []
-        figures = self._figures(problems)
+        notes: list[str] = []
+        figures = self._figures(problems, notes)
         self._first_seen = self._first_seen or taken_at
         now = time.monotonic()
         snapshots = tuple(self._model(name, figures.get(name), now) for name in self._names(models, figures))
@@ -95,7 +96,8 @@ class EnginePoller:
         return ServerSnapshot(
             taken_at=taken_at, session=self.name, live=True, ready=True, version=None,
             uptime_s=max(0.0, taken_at - (self.started_at or self._first_seen)), endpoints=self.endpoints,
-            models=snapshots, devices=devices, error="; ".join(problems) or None, engine=self.engine)
+            models=snapshots, devices=devices, error="; ".join(problems) or None, engine=self.engine,
+            note="; ".join(notes) or None)
 
     def _models(self) -> tuple[str, ...]:
         """The served models; EndpointError when the server is not healthy or not there."""
@@ -109,10 +111,11 @@ class EnginePoller:
         answer = self._api.decoded(MODELS_PATH, status, body)
         return served_models(answer)
 
-    def _figures(self, problems: list[str]) -> dict[str, EngineModelFigures]:
-        """Per model_name, what /metrics carries ({} with the reason in `problems` when it carries none)."""
+    def _figures(self, problems: list[str], notes: list[str]) -> dict[str, EngineModelFigures]:
+        """Per model_name, what /metrics carries ({} with the reason in `problems` when reading it failed,
+        in `notes` when the server gives none: no metrics URL, MindIE's monitoring off)."""
         if self._metrics is None:
-            problems.append(f"{label(self.engine)} metrics not given (attach again with --metrics-url URL)")
+            notes.append(f"{label(self.engine)} metrics not given (attach again with --metrics-url URL)")
             return {}
         try:
             status, body = self._metrics.request("GET", "")
@@ -121,7 +124,7 @@ class EnginePoller:
             return {}
         off = monitoring_off(self.engine, status, body)
         if off is not None:
-            problems.append(off)
+            notes.append(off)
             return {}
         if status != 200:
             problems.append(f"{self._metrics.base_url}: HTTP {status}")

@@ -132,6 +132,9 @@ class ServerSnapshot:
     last_event: str | None = None  # the newest of its session's events (a crash, a restart), in words
     no_reply: bool = False  # it took the connection but sent no reply within the poll's timeout (hung)
     engine: str | None = None  # None: Triton; "vllm" | "mindie" for an engine ge-console only watches
+    # what a server that answers does not give, in words (a MindIE with its monitoring switch off): not a
+    # failed poll, so its models still show, with their figures None
+    note: str | None = None
 
     @property
     def health(self) -> str:
