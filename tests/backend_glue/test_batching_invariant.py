@@ -21,11 +21,13 @@ from tests.conftest import RunningServer, run_triton
 from tests.models import (
     across_batch_model,
     batch_at_model,
+    batch_only_model,
     dense_model,
     image_model,
     infer_joined,
     reference,
     token_model,
+    types_model,
     write_model,
 )
 from triton_ge_console.backend_glue.distribution import TritonDistribution
@@ -46,6 +48,12 @@ SOURCES: dict[str, tuple[Callable[[], bytes], Callable[[], Feeds]]] = {
     "image": (image_model, lambda: {"x": RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)}),
     "llama": (lambda: demo_models.demo_bytes("demo:llama"),
               lambda: {"input_ids": RNG.integers(0, 32000, (1, 6)).astype(np.int64)}),
+    "types": (types_model, lambda: {  # every type the glue carries; flags_set is batch-only ([N] → [N, 1])
+        "half": RNG.standard_normal((1, 3)).astype(np.float16),
+        "flag": RNG.integers(0, 2, (1, 4)).astype(bool),
+        "byte": RNG.integers(0, 255, (1, 2)).astype(np.uint8),
+        "text": np.array([[f"w{RNG.integers(99)}", "é"]], dtype=object)}),
+    "batch_only": (batch_only_model, lambda: {"score": RNG.standard_normal((1, 1)).astype(np.float32)}),
     "bert": (lambda: demo_models.demo_bytes("demo:bert"),
              lambda: {"input_ids": RNG.integers(0, 30522, (1, 6)).astype(np.int64),
                       "attention_mask": np.array([[1, 1, 1, 1, 0, 0]], np.int64)}),
@@ -83,18 +91,30 @@ def server(tmp_path_factory: pytest.TempPathFactory,
 
 def _mixed(solo: list[list[np.ndarray]], joined: list[Feeds], names: list[str]) -> list[str]:
     """Which requests' joined answers are not their solo answers (ORT on each alone)."""
-    wrong = []
-    for index, (alone, got) in enumerate(zip(solo, joined, strict=True)):
-        for name, expected in zip(names, alone, strict=True):
-            close = np.allclose(got[name], expected, rtol=1e-5, atol=1e-5)
-            if got[name].shape != expected.shape or not close:
-                wrong.append(f"request {index}: output {name}")
-    return wrong
+    return [f"request {index}: output {name}"
+            for index, (alone, got) in enumerate(zip(solo, joined, strict=True))
+            for name, expected in zip(names, alone, strict=True) if not _same(got[name], expected)]
+
+
+def _same(got: np.ndarray, expected: np.ndarray) -> bool:
+    """Triton's answer is ORT's: floats up to a batch's rounding, everything else exactly (text as UTF-8
+    bytes); a batch-only output ORT gives as [1] comes back as [1, 1] (Triton's reshape)."""
+    if got.size != expected.size or (got.shape != expected.shape and got.shape != (*expected.shape, 1)):
+        return False
+    expected = expected.reshape(got.shape)
+    if expected.dtype == object:
+        return got.tolist() == [[s.encode() for s in row] for row in expected.tolist()]
+    if expected.dtype.kind == "f":
+        return bool(np.allclose(got, expected, rtol=1e-5, atol=1e-5))
+    return bool(np.array_equal(got, expected))
 
 
 def _solo(onnx: bytes, requests: list[Feeds]) -> list[list[np.ndarray]]:
-    """Each request's answer alone: ONNX Runtime in this process, one request at a time."""
-    return [reference(onnx, feeds) for feeds in requests]
+    """Each request's answer alone: ONNX Runtime in this process, one request at a time (a batch-only
+    input sent as [1, 1] handed over as the ONNX's [1], as Triton's reshape does)."""
+    ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in onnx_lib.load_from_string(onnx).graph.input}
+    return [reference(onnx, {name: array.reshape(array.shape[:ranks[name]]) for name, array in feeds.items()})
+            for feeds in requests]
 
 
 @pytest.mark.parametrize("client_module", CLIENTS, ids=("http", "grpc"))
