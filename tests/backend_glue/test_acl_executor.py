@@ -4,6 +4,7 @@ batch gears, ATC's output names, ACL and GE codes, device figures, shutdown orde
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -12,9 +13,12 @@ import numpy as np
 import pytest
 
 from tests.models import bf16_model, dense_model, mixed_model, reference, token_model, write_fake_om
+from tests.waiting import wait_until
 from triton_ge_console.backend_glue.acl_executor import AclError, AclExecutor
 from triton_ge_console.backend_glue.executor import ExecutorError, TensorInfo
+from triton_ge_console.backend_glue.ledger import DeviceLedger
 from triton_ge_console.backend_glue.loading import match_outputs_by_index
+from triton_ge_console.backend_glue.telemetry import _DeviceGauges
 from triton_ge_console.backend_glue.triton_model import TritonPythonModel
 
 ALLOCATING_CALLS = ("rt.malloc", "rt.malloc_host", "create_data_buffer", "mdl.load_from_file")
@@ -106,8 +110,8 @@ def test_runs_from_another_thread_by_setting_its_context(any_cann: ModuleType, t
     # the card's main memory: HBM, or DDR on a 310 whose HBM answers 0/0
     assert figures is not None and figures.total_bytes == fake_acl._state.DEVICE_MEMORY
     assert figures.used_bytes and figures.used_bytes > 0
-    if fake_acl._state.PROFILE.utilization:  # snake-case keys, as the binding builds the dict
-        assert figures.utilization is not None and 0 < figures.utilization <= 1
+    if fake_acl._state.PROFILE.utilization:  # asked between executions (the GIL): the device is idle then
+        assert figures.utilization == 0.0
     else:  # older pyacl: no figure rather than an invented one
         assert figures.utilization is None
     executor.close()
@@ -322,4 +326,86 @@ def test_npu_smi_ids_become_the_user_ids_acl_sets_under_visible_devices(
     executor = AclExecutor(om, device_id=4)
     assert dict(fake_acl._state.STATE.devices_set) == {0: 1}
     executor.close()
+    assert _no_leaks(fake_acl)
+
+
+def test_an_execution_holds_the_gil_as_pyacl_does(fake_acl: ModuleType, tmp_path: Path) -> None:
+    """pyACL's WrapAclMdlExecute never releases the GIL (mdl_wrap.cpp): while one runs, no other Python
+    thread of the process does. A thread ticking every 2 ms makes no tick inside a 300 ms execution, and
+    the run reports that device time (the fake let threads run and took no time before)."""
+    om = write_fake_om(tmp_path, dense_model(), static_batch=1, execute_ms=300)
+    executor = AclExecutor(om, device_id=0)
+    ticks: list[float] = []
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.002)
+
+    thread = threading.Thread(target=tick)
+    thread.start()
+    wait_until(lambda: len(ticks) >= 3, timeout=10, interval=0.001)
+    started = time.perf_counter()
+    _, stats = executor.run({"x": np.ones((1, 4), np.float32)})
+    ended = time.perf_counter()
+    stop.set()
+    thread.join()
+    assert ended - started >= 0.3 and stats.device_seconds is not None and stats.device_seconds >= 0.3
+    assert [t for t in ticks if started + 0.05 < t < ended - 0.05] == []
+    executor.close()
+    assert _no_leaks(fake_acl)
+
+
+class _Gauge:
+    """A Triton gauge's set(), remembered."""
+
+    def __init__(self) -> None:
+        self.value: float | None = None
+
+    def set(self, value: float) -> None:
+        self.value = value
+
+
+def test_utilization_under_the_gil_comes_from_busy_time_at_executes_edges(
+        fake_acl: ModuleType, tmp_path: Path) -> None:
+    """Back-to-back 100 ms executions: AscendCL's utilization can only be read between them (the GIL), so
+    it reads the idle device (0); the gauge comes from the device time measured at execute's edges
+    instead (it showed AscendCL's 0 before)."""
+    om = write_fake_om(tmp_path, dense_model(), static_batch=1, execute_ms=100)
+    executor = AclExecutor(om, device_id=0)
+    ledger = DeviceLedger(0, tmp_path / "run")
+    gauges = {name: _Gauge() for name in ("ge_device_memory_used_bytes", "ge_device_memory_total_bytes",
+                                          "ge_device_utilization_ratio")}
+    device = _DeviceGauges(ledger, gauges, executor.device_figures)  # type: ignore[arg-type]
+    device.refresh()
+    for _ in range(5):
+        _, stats = executor.run({"x": np.ones((1, 4), np.float32)})
+        ledger.add_busy(stats.device_seconds or 0.0)
+        device.refresh()  # where the flusher thread gets to run: between executions
+    figures = executor.device_figures()
+    assert figures is not None and figures.utilization == 0.0
+    assert (gauges["ge_device_utilization_ratio"].value or 0.0) > 0.8
+    executor.close()
+    assert _no_leaks(fake_acl)
+
+
+def test_a_dynamic_shape_oms_memory_is_measured_at_load_and_said_to_be_an_estimate(
+        fake_acl: ModuleType, tmp_path: Path) -> None:
+    """aclmdlQuerySize answers a dynamic-shape OM with work size 0 (model_manager.cc
+    GetModelMemAndWeightSize): its working memory comes per execution. The glue charges what the load took
+    of the device's free memory (at least the weights) and says the figure leaves that out; a static OM's
+    figure is query_size's, with no note (the fake answered 1 MiB of work for both, and nothing said so)."""
+    onnx = dense_model()
+    dynamic = AclExecutor(write_fake_om(tmp_path / "d", onnx, input_shape={"x": [-1, 4]}, dynamic_shape=True),
+                          device_id=0)
+    weight = (tmp_path / "d" / "model.source.onnx").stat().st_size
+    assert fake_acl.mdl.query_size(str(dynamic.path)) == (0, weight, 0)
+    assert dynamic.memory_bytes == weight  # buffers of a dynamic shape come per request
+    assert dynamic.memory_note.startswith("an estimate: a dynamic-shape OM's working memory is allocated per "
+                                          "execution and not counted")
+    static = AclExecutor(write_fake_om(tmp_path / "s", onnx, static_batch=2), device_id=0)
+    assert static.memory_note == "" and static.memory_bytes == weight + (1 << 20) + 2 * 4 * 4 + 2 * 2 * 3 * 4
+    dynamic.close()
+    static.close()
     assert _no_leaks(fake_acl)

@@ -28,6 +28,7 @@ import atexit
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,6 +227,8 @@ class AclExecutor:
         self._life = threading.Lock()  # open/closed: device_figures against close, never against run
         self._undo: list[tuple[int, str, Callable[[], int]]] = []
         self._closed = False
+        self._device_s = 0.0  # the current run's time inside acl.mdl.execute
+        self._load_bytes: int | None = None  # free device memory the load took, where AscendCL says
         try:
             self._open()
         except BaseException:
@@ -247,8 +250,12 @@ class AclExecutor:
         self._context, ret = acl.rt.create_context(dev)
         check("acl.rt.create_context", ret)
         self._later(CONTEXT, "acl.rt.destroy_context", lambda: acl.rt.destroy_context(self._context))
+        free_before = self._free()
         self._model_id, ret = acl.mdl.load_from_file(str(self.path))
         check(f"acl.mdl.load_from_file({self.path})", ret)
+        free_after = self._free()
+        self._load_bytes = (free_before - free_after if free_before is not None and free_after is not None
+                            and free_before > free_after else None)
         self._later(UNLOAD, "acl.mdl.unload", lambda: acl.mdl.unload(self._model_id))
         self._desc = acl.mdl.create_desc()
         if not self._desc:
@@ -380,10 +387,32 @@ class AclExecutor:
             raise ExecutorError(f"{self.path}: the OM has {DYNAMIC_BATCH_INPUT} but neither batch, dimension "
                                 "nor image-size gears this pyacl can read")
         self.max_batch: int | None = self.gears[-1] if self.gears else self._profile_max_batch()
-        # query_size refuses OMs with fully dynamic shapes: the OM file's size stands in for its weights then
-        work, weight, ret = acl.mdl.query_size(str(self.path))
-        model_bytes = int(work) + int(weight) if ret == 0 else self.path.stat().st_size
-        self.memory_bytes = model_bytes + sum(s.size for s in ins + self._out_slots)
+        self.memory_bytes, self.memory_note = self._model_bytes()
+        self.memory_bytes += sum(s.size for s in ins + self._out_slots)
+
+    def _model_bytes(self) -> tuple[int, str]:
+        """What the loaded model holds on the device, and a note when that is only an estimate: query_size's
+        work + weight sizes, else what the load itself took of the device's free memory, else the file's
+        size. A dynamic-shape OM's query answers work size 0 (its working memory is allocated at run time:
+        hicann/ge model_manager.cc GetModelMemAndWeightSize), so its figure leaves that out, and says so."""
+        work, weight, ret = self._acl.mdl.query_size(str(self.path))
+        queried = int(work) + int(weight) if ret == 0 else None
+        measured = self._load_bytes
+        found = max(queried or 0, measured or 0) or self.path.stat().st_size
+        if self.dynamic_shape:
+            return found, ("an estimate: a dynamic-shape OM's working memory is allocated per execution and "
+                           "not counted (query_size answers work size 0 for it)")
+        if queried is None and measured is None:
+            return found, "an estimate: the OM file's size (query_size failed, the load took no free memory)"
+        return found, ""
+
+    def _free(self) -> int | None:
+        """Free bytes of the device's main memory (HBM, else DDR), None where AscendCL cannot say."""
+        for attr in (ACL_HBM_MEM, ACL_DDR_MEM):
+            free, total, ret = self._acl.rt.get_mem_info(attr)
+            if ret == 0 and total > 0:
+                return int(free)
+        return None
 
     def _read_profiles(self) -> tuple[str, tuple[Profile, ...]]:
         """The OM's dimension gears (every input's shape concatenated, split by input) or image sizes."""
@@ -490,18 +519,25 @@ class AclExecutor:
             if self._closed:  # closed while this run waited for the lock
                 raise ExecutorError(f"{self.path}: run after close")
             check("acl.rt.set_context", self._acl.rt.set_context(self._context))
+            self._device_s = 0.0
             if self.dynamic_shape:
                 outputs, h2d = self._run_dynamic_shape(feeds)
             elif self.profiles:
                 outputs, h2d = self._run_profile(feeds)
             else:
                 outputs, h2d = self._run_gear(feeds)
+            device_s = self._device_s
         d2h = sum(int(a.nbytes) for a in outputs.values())
-        return outputs, RunStats(h2d_bytes=h2d, d2h_bytes=d2h)
+        return outputs, RunStats(h2d_bytes=h2d, d2h_bytes=d2h, device_seconds=device_s)
 
     def _execute(self, in_dataset: int, out_dataset: int) -> None:
-        """acl.mdl.execute, checked."""
-        check("acl.mdl.execute", self._acl.mdl.execute(self._model_id, in_dataset, out_dataset))
+        """acl.mdl.execute, checked, timed at its edges: pyACL holds the GIL for the whole call (mdl_wrap.cpp
+        WrapAclMdlExecute), so no thread of this process can watch the device meanwhile; the device's busy
+        time is what this measures."""
+        started = time.perf_counter()
+        ret = self._acl.mdl.execute(self._model_id, in_dataset, out_dataset)
+        self._device_s += time.perf_counter() - started
+        check("acl.mdl.execute", ret)
 
     def _run_gear(self, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], int]:
         """A static OM, or batch gears: the batch padded to the next gear and sliced back."""
@@ -678,10 +714,13 @@ class AclExecutor:
         return array.reshape(shape) if known else array
 
     def device_figures(self) -> DeviceFigures | None:
-        """Memory and AICore utilization from AscendCL, without waiting for (or holding up) an execution.
+        """Memory and AICore utilization from AscendCL, without taking the execution lock.
 
-        Contexts are per thread: the caller's thread makes ours current for itself, so the execution
-        lock is not needed; the lifecycle lock keeps close from destroying the context meanwhile.
+        pyACL holds the GIL for a whole acl.mdl.execute (mdl_wrap.cpp WrapAclMdlExecute releases it
+        nowhere), so on a real NPU this runs only between executions: its utilization reads the device
+        while this process is not executing on it (telemetry takes busy time measured at execute's
+        edges first). Contexts are per thread: the caller's thread makes ours current for itself; the
+        lifecycle lock keeps close from destroying the context meanwhile.
         """
         acl = self._acl
         with self._life:

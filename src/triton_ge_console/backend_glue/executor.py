@@ -36,10 +36,13 @@ class TensorInfo:
 
 @dataclass(frozen=True)
 class RunStats:
-    """Bytes moved by one execution (host→device, device→host; zero for CPU emulation)."""
+    """Bytes moved by one execution (host→device, device→host; zero for CPU emulation), and the time the
+    device itself ran (AscendCL's execute alone, measured at its edges; None where only the whole run is
+    known)."""
 
     h2d_bytes: int = 0
     d2h_bytes: int = 0
+    device_seconds: float | None = None
 
 
 @dataclass(frozen=True)

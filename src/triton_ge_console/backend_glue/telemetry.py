@@ -126,7 +126,10 @@ class _DeviceGauges:
         figures: DeviceFigures = (self.figures() if self.figures else None) or DeviceFigures()
         used = usage.used_bytes if figures.used_bytes is None else figures.used_bytes
         total = usage.capacity_bytes if figures.total_bytes is None else figures.total_bytes
-        util = utilization(self.samples) if figures.utilization is None else figures.utilization
+        # busy time measured at execute's edges first: AscendCL's own rate can only be read between this
+        # process's executions (pyACL holds the GIL through each), so under load it misses them
+        measured = utilization(self.samples)
+        util = measured if measured is not None or unplaced(self.samples) else figures.utilization
         self.gauges["ge_device_memory_used_bytes"].set(float(used))
         self.gauges["ge_device_memory_total_bytes"].set(float(total))
         if util is not None:
@@ -196,7 +199,8 @@ class Telemetry:
             pending.duration_us += seconds * 1e6
             pending.h2d += stats.h2d_bytes
             pending.d2h += stats.d2h_bytes
-            pending.busy_s += seconds
+            # the device's own time where the executor measured it at execute's edges (AscendCL), else the run
+            pending.busy_s += seconds if stats.device_seconds is None else stats.device_seconds
             pending.batch_sizes.append(batch_size)
 
     def _note_failures_at_load(self) -> None:

@@ -116,9 +116,11 @@ class TritonPythonModel:
         s = self.settings
         source = s.om_path if s.mode == "npu" else s.onnx_path
         devices = ",".join(str(d) for d in s.devices or (s.device_id,))
+        said = getattr(self.executor, "memory_note", "")  # the AscendCL executor's, when only an estimate
+        note = f" ({said})" if said else ""
         return (f"ge glue: model {s.model_name} instance {s.instance_name} execution_mode={s.kind} "
                 f"(requested {s.requested_mode}) device={devices} "
-                f"memory={self.executor.memory_bytes} bytes source={source}")
+                f"memory={self.executor.memory_bytes} bytes{note} source={source}")
 
     def execute(self, requests: list[Any]) -> list[Any]:
         """Run every runnable request, grouped into as few executions as their shapes allow."""

@@ -9,6 +9,7 @@ addresses and memcpy really copies bytes. `PROFILE` is the CANN version and card
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import itertools
 import os
 import re
@@ -103,6 +104,8 @@ class Model:
     profiles: list[list[list[int]]] = field(default_factory=list)  # dims/hw: each input's shape per profile
     hw: list[list[int]] = field(default_factory=list)  # hw: (height, width) per profile
     aipp: list[tuple[int, int]] = field(default_factory=list)  # per input: (aclmdlInputAippType, index)
+    execute_s: float | None = None  # the device time of one execution (OM spec "execute_ms")
+    held: list[int] = field(default_factory=list)  # device memory the load took (weights, work)
 
 
 @dataclass
@@ -120,6 +123,7 @@ class State:
     models: dict[int, Model] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
     busy_executions: Counter[int] = field(default_factory=Counter)
+    in_flight: Counter[int] = field(default_factory=Counter)  # executions running now, per device
     misuse: list[str] = field(default_factory=list)  # calls the real runtime would crash or corrupt on
     tensor_descs: dict[int, TensorDesc] = field(default_factory=dict)
 
@@ -186,11 +190,14 @@ def allocate(size: int, device: int | None, context: int | None) -> int:
 
 
 def leaks() -> dict[str, int]:
-    """What is still allocated or loaded: every count must be zero after a clean teardown."""
+    """What is still allocated or loaded: every count must be zero after a clean teardown (a loaded model's
+    own memory counts as the model)."""
+    held = {ptr for model in STATE.models.values() for ptr in model.held}
     return {
         "devices": sum(STATE.devices_set.values()),
         "contexts": len(STATE.contexts),
-        "device_memory": sum(1 for a in STATE.allocs.values() if a.device is not None),
+        "device_memory": sum(1 for ptr, a in STATE.allocs.items()
+                             if a.device is not None and ptr not in held),
         "host_memory": sum(1 for a in STATE.allocs.values() if a.device is None),
         "data_buffers": len(STATE.data_buffers),
         "datasets": len(STATE.datasets),
@@ -207,3 +214,14 @@ def reset() -> None:
         STATE = State()
         PROFILE = PROFILES_DEFAULT
         set_current_context(None)
+
+
+_LIBC = ctypes.PyDLL(ctypes.util.find_library("c") or "libc.so.6")  # PyDLL: its calls keep the GIL
+
+
+def hold_gil(seconds: float) -> None:
+    """Block in C for `seconds` without releasing the GIL, as pyACL's wrappers do around every AscendCL
+    call (hicann/runtime python/pyACL/mdl/mdl_wrap.cpp WrapAclMdlExecute: no Py_BEGIN_ALLOW_THREADS), so
+    no other Python thread of the process runs meanwhile."""
+    if seconds > 0:
+        _LIBC.usleep(ctypes.c_uint(int(seconds * 1e6)))

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -278,24 +279,41 @@ def load_from_file(model_path: str) -> tuple[int, int]:
         if refused:
             return 0, refused
         model_id = _state.new_handle()
-        _state.STATE.models[model_id] = _build(spec, path, context)
+        model = _state.STATE.models[model_id] = _build(spec, path, context)
+        # the load takes device memory for the weights and a static OM's working memory
+        model.held = [_state.allocate(size, model.device, context)
+                      for size in (model.weight_size, _work_size(spec)) if size]
+        if "execute_ms" in spec:
+            _state.STATE.models[model_id].execute_s = float(spec["execute_ms"]) / 1000.0
         return model_id, ACL_SUCCESS
 
 
+WORK_SIZE = 1 << 20  # the working memory a static OM's load takes (a dynamic-shape one's comes per execution)
+
+
 def query_size(model_path: str) -> tuple[int, int, int]:
-    """aclmdlQuerySize: (work_size, weight_size, ret)."""
+    """aclmdlQuerySize: (work_size, weight_size, ret); a dynamic-shape OM answers work size 0 with success
+    (hicann/ge runtime/v1/graph/load/model_manager/model_manager.cc GetModelMemAndWeightSize: "query size for
+    dynamic model", its working memory being allocated at run time)."""
     path = Path(model_path)
     spec = _read_om(path) if path.is_file() else None
     if spec is None:
         return 0, 0, ACL_ERROR_INVALID_FILE
-    return 1 << 20, (path.parent / spec["onnx"]).stat().st_size, ACL_SUCCESS
+    return _work_size(spec), (path.parent / spec["onnx"]).stat().st_size, ACL_SUCCESS
+
+
+def _work_size(spec: dict[str, Any]) -> int:
+    return 0 if spec.get("dynamic_shape") else WORK_SIZE
 
 
 def unload(model_id: int) -> int:
     """aclmdlUnload."""
     with _state.LOCK:
-        if _state.STATE.models.pop(model_id, None) is None:
+        model = _state.STATE.models.pop(model_id, None)
+        if model is None:
             return ACL_ERROR_INVALID_MODEL_ID
+        for ptr in model.held:
+            _state.STATE.allocs.pop(ptr, None)
         return ACL_SUCCESS
 
 
@@ -635,7 +653,25 @@ def _input_shapes(model: _state.Model, dataset: _state.Dataset) -> list[list[int
 
 
 def execute(model_id: int, input_dataset: int, output_dataset: int) -> int:
-    """aclmdlExecute (synchronous), in the model's context, reading and writing device memory."""
+    """aclmdlExecute (synchronous), in the model's context, reading and writing device memory, holding the
+    GIL throughout as pyACL's WrapAclMdlExecute does (mdl_wrap.cpp: it never releases it): ONNX Runtime
+    computes the outputs (it lets the GIL go), then the device's time is spent in C with the GIL held: the
+    OM spec's "execute_ms", else as long as ONNX Runtime took (`_state.hold_gil`)."""
+    model = _state.STATE.models.get(model_id)
+    device = model.device if model is not None else -1
+    _state.STATE.in_flight[device] += 1
+    started = time.perf_counter()
+    try:
+        ret = _execute(model_id, input_dataset, output_dataset)
+        if ret == ACL_SUCCESS and model is not None:
+            _state.hold_gil(model.execute_s if model.execute_s is not None else time.perf_counter() - started)
+        return ret
+    finally:
+        _state.STATE.in_flight[device] -= 1
+
+
+def _execute(model_id: int, input_dataset: int, output_dataset: int) -> int:
+    """The execution's work."""
     with _state.LOCK:
         _state.STATE.calls["mdl.execute"] += 1
         model = _state.STATE.models.get(model_id)

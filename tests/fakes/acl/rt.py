@@ -232,6 +232,8 @@ def get_device_utilization_rate(device_id: int) -> tuple[dict[str, int], int]:
     """
     if not _device_ok(device_id):
         return {}, ACL_ERROR_RT_INVALID_DEVICEID
-    busy = min(100, _state.STATE.busy_executions[device_id])
+    # the device's load at the moment asked (the fake's reading: 100 while one of its executions runs);
+    # a thread of the executing process can only ask between executions (the GIL, _state.hold_gil)
+    busy = 100 if _state.STATE.in_flight[device_id] > 0 else 0
     return {"cube_utilization": busy, "vector_utilization": -1, "aicpu_utilization": 0,
             "memory_utilization": -1, "utilization_extend": 0}, ACL_SUCCESS
