@@ -36,6 +36,7 @@ MINDIE_METRICS = DATA / "mindie_metrics.txt"
 GENERATED_PER_SCRAPE = 500
 _COUNTER = re.compile(r"^((?:vllm:)?(?:generation_tokens|request_success)_total\{[^}]*\}) (\S+)$", re.M)
 Answer = tuple[int, str, bytes]  # status, content type, body
+UNAUTHORIZED: Answer = (401, "application/json", b'{"error":"Unauthorized"}')  # vLLM's api_server middleware
 
 
 def advanced(text: str, scrapes: int) -> str:
@@ -58,17 +59,22 @@ class StandIn:
 
     routes: dict[str, Callable[[], Answer]]
     context: ssl.SSLContext | None = None
+    api_key: str | None = None  # vLLM's --api-key: /v1 routes want "Authorization: Bearer KEY"
     server: ThreadingHTTPServer = field(init=False)
     thread: threading.Thread = field(init=False)
 
     def __post_init__(self) -> None:
-        routes = self.routes
+        routes, api_key = self.routes, self.api_key
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                route = routes.get(self.path.split("?")[0])
+                path = self.path.split("?")[0]
+                route = routes.get(path)
                 missing = (404, "application/json", b'{"detail":"Not Found"}')
                 status, kind, body = route() if route else missing
+                if api_key and path.startswith("/v1") and \
+                        self.headers.get("Authorization") != f"Bearer {api_key}":
+                    status, kind, body = UNAUTHORIZED
                 self.send_response(status)
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))
@@ -125,10 +131,13 @@ def _models(ids: list[str], owner: str) -> Callable[[], Answer]:
 
 
 @contextlib.contextmanager
-def vllm_standin(recording: Path = VLLM_METRICS, model: str = "qwen2.5-7b-instruct") -> Iterator[StandIn]:
-    """A vLLM OpenAI server serving `model`, its /metrics the recording."""
+def vllm_standin(recording: Path = VLLM_METRICS, model: str = "qwen2.5-7b-instruct",
+                 api_key: str | None = None) -> Iterator[StandIn]:
+    """A vLLM OpenAI server serving `model`, its /metrics the recording (with `api_key`, as `vllm serve
+    --api-key KEY`: its /v1 routes answer 401 {"error": "Unauthorized"} without the key)."""
     server = StandIn({"/health": lambda: (200, "application/json", b""),
-                      "/v1/models": _models([model], "vllm"), "/metrics": Metrics(recording)})
+                      "/v1/models": _models([model], "vllm"), "/metrics": Metrics(recording)},
+                     api_key=api_key)
     try:
         yield server
     finally:

@@ -53,6 +53,9 @@ async def test_the_console_shows_a_vllm_model_and_refuses_to_reload_it(
             [notice] = notified(app, "reload disabled")
             assert "its API cannot load, unload or reload one" in notice.message
             assert notice.severity == "warning"
+            await pilot.press("u")  # unload asks no confirmation for a command that is off: it says why
+            await until(pilot, lambda: notified(app, "unload disabled"), what="the unload refusal")
+            assert isinstance(app.screen, DashboardScreen)
 
 
 async def test_the_console_says_plainly_when_mindie_s_monitoring_is_off(

@@ -112,3 +112,15 @@ def test_a_rolling_reload_leaves_an_engine_out_and_says_why(capsys: pytest.Captu
     assert result.servers == [] and result.ok
     [line] = said
     assert line.startswith("vl: left out: vLLM serves the model it was started with")
+
+
+def test_a_vllm_with_an_api_key_takes_the_token_from_the_environment(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    with vllm_standin(api_key="sk-local") as server:
+        assert main(["attach", server.url, "--engine", "vllm", "--name", "vl"]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "HTTP 401" in err and "Unauthorized" in err
+        monkeypatch.setenv("VLLM_KEY", "sk-local")
+        assert main(["attach", server.url, "--engine", "vllm", "--name", "vl",
+                     "--token-env", "VLLM_KEY"]) == 0
+        assert _status("vl", capsys)["models"][0]["name"] == "qwen2.5-7b-instruct"

@@ -31,7 +31,7 @@ from triton_ge_console.display import printable, printable_lines
 from triton_ge_console.repository import inventory
 from triton_ge_console.sessions.observe.follow import Follower
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
-from triton_ge_console.sessions.observe.source import SessionSource
+from triton_ge_console.sessions.observe.source import SessionSource, commands_disabled
 from triton_ge_console.sessions.server.server_log import LogTail
 
 
@@ -138,7 +138,8 @@ class GEConsoleApp(ActionHandlers):
         """Run a registered action, asking first when it is destructive."""
         action = actions.find(action_id)
         handler = self._notifying_on_error(action.id, getattr(self, f"action_{action.id}"))
-        if not action.destructive:
+        refused = action.group == "model" and commands_disabled(self.source.controller)
+        if not action.destructive or refused:  # nothing to confirm: the command only says why it is off
             handler()
             return
         target = self.selected_model if action.group == "model" else f"session {self.source.name}"

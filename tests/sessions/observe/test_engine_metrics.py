@@ -55,3 +55,14 @@ def test_mindie_with_its_monitoring_switch_off_is_said_plainly() -> None:
     assert monitoring_off("mindie", 200, b"") is not None  # an empty answer: nothing to read either
     assert monitoring_off("mindie", 200, MINDIE_METRICS.read_bytes()) is None
     assert monitoring_off("vllm", 200, b"") is None
+
+
+def test_mindie_s_joined_model_label_lands_on_its_one_model_or_on_a_row_of_its_own() -> None:
+    from triton_ge_console.sessions.observe.engine_poller import EnginePoller
+
+    text = MINDIE_METRICS.read_text().replace('model_name="llama3-8b"', 'model_name="base & lora-a"')
+    figures = engine_figures("mindie", parse_metrics(text))
+    one = dict(figures)
+    assert EnginePoller._names(("base",), one) == ("base",) and one["base"].success_total == 97
+    both = dict(figures)  # several served models: the figures are all of them together, shown as such
+    assert EnginePoller._names(("base", "lora-a"), both) == ("base", "lora-a", "base & lora-a")
