@@ -401,3 +401,24 @@ async def test_load_test_of_a_generate_model_streams_tokens_and_shows_their_figu
         assert screen.query_one(ProgressBar).percentage == 1.0
         await pilot.press("escape")
         await _until(pilot, lambda: isinstance(app.screen, DashboardScreen), what="dialog closed")
+
+
+async def test_the_openai_action_serves_the_generate_models_until_toggled_off(
+        generate_session: SessionRecord, state: tuple[Registry, Path]) -> None:
+    """The palette's openai action starts `ge-console openai`'s front door for the session (its URL in a
+    notice), which lists the generate model; the action again stops it, and so would quitting."""
+    import httpx
+
+    registry, _ = state
+    app = _app(generate_session, registry)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.run_action("toggle_openai")
+        await _until(pilot, lambda: _titled(app, "openai on"), what="the front door started")
+        door = app.openai_door
+        assert door is not None and notified(app, "openai on", text=door.url)
+        listed = httpx.get(f"{door.url}/models", timeout=10).json()
+        assert [model["id"] for model in listed["data"]] == ["llama_generate"]
+        await app.run_action("toggle_openai")
+        assert app.openai_door is None and _titled(app, "openai off")
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{door.url}/models", timeout=5)

@@ -24,6 +24,7 @@ from triton_ge_console.sessions.server.debug_env import diagnostic_env
 from triton_ge_console.triton_terms import host_port
 
 if TYPE_CHECKING:
+    from triton_ge_console.sessions.frontdoor.serve import RunningDoor
     from triton_ge_console.sessions.loadgen.vs_direct import VsDirectSpec
 
 
@@ -42,6 +43,7 @@ class ActionHandlers(PlainToasts[None]):
         self.running: dict[str, float] = {}  # "reloading m" → when it started (screens show the long ones)
         self.diagnostics: set[str] = set()
         self.watch_stop: threading.Event | None = None
+        self.openai_door: RunningDoor | None = None  # `ge-console openai`'s front door, started here
 
     def repository_path(self) -> Path | None:
         """The session's repository: given up front, or known once the console launched the server."""
@@ -164,6 +166,37 @@ class ActionHandlers(PlainToasts[None]):
             return
         for model in message.models:
             self.run_command("reload", model)
+
+    def action_toggle_openai(self) -> None:
+        """Start the OpenAI-compatible front door over the session's generate models, or stop it."""
+        if self.openai_door is None:
+            self.notify("starting the OpenAI-compatible API…", timeout=2)
+            self._openai_worker(self.source.name)
+            return
+        self.stop_openai()
+        self.notify("the OpenAI-compatible API stopped", title="openai off")
+
+    @work(thread=True, group="openai", exit_on_error=False)
+    def _openai_worker(self, session: str) -> None:
+        """Start it as `ge-console openai` does (a free loopback port), then say where it listens."""
+        from triton_ge_console.sessions.frontdoor.serve import start_openai
+        from triton_ge_console.sessions.server.registry import Registry
+
+        try:
+            door = start_openai(Registry().load(session))
+        except (ValueError, LookupError, OSError) as exc:
+            self.call_from_thread(self.notify, str(exc), title="openai", severity="error")
+            return
+        self.openai_door = door
+        locked = " (Authorization: Bearer <the session's token>)" if door.plan.token else ""
+        self.call_from_thread(self.notify, f"OpenAI API at {door.url}{locked}", title="openai on",
+                              timeout=30)
+
+    def stop_openai(self) -> None:
+        """Stop the front door this console started, if any."""
+        door, self.openai_door = self.openai_door, None
+        if door is not None:
+            door.stop()
 
     def action_test_request(self) -> None:
         """Send one request with generated inputs to the selected model."""

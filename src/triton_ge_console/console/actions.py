@@ -36,6 +36,8 @@ ACTIONS: tuple[ConsoleAction, ...] = (
     ConsoleAction("show_logs", "o", "logs", "Open the server log", group="view"),
     ConsoleAction("filter_models", "slash", "filter", "Filter models by name", footer=False, group="view"),
     ConsoleAction("sort_models", "s", "sort", "Sort models by the next column", footer=False, group="view"),
+    ConsoleAction("toggle_openai", None, "openai", "Serve the generate models as an OpenAI API (again: stop)",
+                  group="server"),
     ConsoleAction("start_server", None, "start", "Start the server", group="server"),
     ConsoleAction("stop_server", None, "stop", "Stop the server", destructive=True, group="server"),
     ConsoleAction("restart_server", None, "restart", "Restart the server", destructive=True, group="server"),

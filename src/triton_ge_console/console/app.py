@@ -66,6 +66,7 @@ class GEConsoleApp(ActionHandlers):
         self.poll_stop.set()
         if self.watch_stop is not None:
             self.watch_stop.set()
+        self.stop_openai()
         if self.lifeline is not None:
             self.lifeline.release()
         long_lived.hand_back_start_up_objects()
