@@ -32,7 +32,9 @@ LLAMA = """
     output [{ name: "logits" data_type: TYPE_FP32 dims: [-1, 32000] }]
     instance_group [{ count: 1 kind: KIND_CPU }]
 """ + param("intra_op_threads", "1")
-BERT = 'backend: "ge"\nmax_batch_size: 8\ninstance_group [{ count: 1 }]\n'  # I/O completed from the ONNX
+# I/O completed from the ONNX; batched dynamically with the seed's delay for bert
+BERT = ('backend: "ge"\nmax_batch_size: 8\ninstance_group [{ count: 1 }]\n'
+        "dynamic_batching { max_queue_delay_microseconds: 200 }\n")
 NPU_GE = 'backend: "npu_ge"\nmax_batch_size: 4\n' + param("DEVICEIDS", "0")
 QUICK = ["--rounds", "1", "--requests", "3", "--window-ms", "150", "--quiet"]
 
@@ -112,6 +114,7 @@ def test_llama_over_both_protocols_of_a_session_as_json(session: str,
     assert document["concurrency"] == 2  # two per served instance, by default
     assert "share this host's" in document["notes"][0] and document["pinned"] == []
     assert document["context"]["client"]["cores"] == os.cpu_count()
+    assert document["queue_delay_us"] is None  # served without dynamic batching
 
 
 def test_bert_table_has_the_seeds_shape(session: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -120,6 +123,8 @@ def test_bert_table_has_the_seeds_shape(session: str, capsys: pytest.CaptureFixt
                            "--requests", "3", "--window-ms", "150", "--quiet")
     assert code == 0, err
     assert "bert_model: latency ms, p50 (p99), median of 2 round(s)" in out
+    # the seed's delay is in every latency through Triton at concurrency 1: the table says which it is
+    assert "dynamic batching delay 200 µs" in " ".join(out.split())
     for header in ("direct (cpu-emulated)", "through Triton, gRPC", "Triton adds, HTTP (range)",
                    "maximum throughput", "gRPC ÷ direct", "HTTP ÷ direct"):
         assert header in out

@@ -106,6 +106,9 @@ class VsDirectReport:
     notes: tuple[str, ...]
     latency: tuple[LatencyRow, ...]
     throughput: tuple[ThroughputRow, ...]
+    # the served model's dynamic batching delay (µs), which a lone request through Triton waits for others
+    # in its latency above direct; None without dynamic batching
+    queue_delay_us: int | None = None
 
 
 Feeds = dict[str, np.ndarray]
@@ -124,6 +127,15 @@ def host_note(executor_kind: str, cpus: set[int], pinned: tuple[int, ...], stubs
     rest = ",".join(str(c) for c in sorted(cpus - set(pinned)))
     return (f"the executor ran on CPU {','.join(map(str, pinned))} (in-process, and the served model's "
             f"{stubs} stub process{'es' if stubs != 1 else ''}); the client and tritonserver on CPU {rest}",)
+
+
+def queue_delay_us(config: Mapping[str, Any]) -> int | None:
+    """The dynamic batching delay of a served config (Triton's JSON gives its uint64 as a string), None
+    when the model does not batch dynamically."""
+    batching = config.get("dynamic_batching")
+    if not isinstance(batching, Mapping):
+        return None
+    return int(batching.get("max_queue_delay_microseconds", 0) or 0)
 
 
 def latest_version(model_dir: Path) -> Path:
@@ -340,7 +352,8 @@ async def measure_vs_direct(spec: VsDirectSpec, progress: Callable[[str], None] 
             model=spec.model, executor=kind, instances=instances, concurrency=in_flight,
             input_shapes={t.name: tuple(int(d) for d in t.array.shape) for t in inputs[batches[0]]},
             rounds=spec.rounds, cpus=len(cpus), pinned=spec.pin,
-            notes=host_note(kind, cpus, spec.pin, stubs), latency=latency, throughput=throughput)
+            notes=host_note(kind, cpus, spec.pin, stubs), latency=latency, throughput=throughput,
+            queue_delay_us=queue_delay_us(config))
     except InferenceFailed as exc:
         raise LoadError(f"a request to {spec.model} failed: {exc}") from None
     finally:

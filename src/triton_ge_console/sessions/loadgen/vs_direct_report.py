@@ -46,7 +46,16 @@ def latency_title(report: VsDirectReport) -> str:
     """What the latency table shows, and the inputs it was measured with."""
     shapes = ", ".join(f"{name} {list(dims)}" for name, dims in report.input_shapes.items())
     return (f"{report.model}: latency ms, p50 (p99), median of {report.rounds} round(s); "
-            f"inputs at batch 1: {shapes}")
+            f"inputs at batch 1: {shapes}; {delay_text(report.queue_delay_us)}")
+
+
+def delay_text(delay_us: int | None) -> str:
+    """The batching delay the model is served with, which a lone request through Triton may wait."""
+    if delay_us is None:
+        return "no dynamic batching"
+    if delay_us == 0:
+        return "dynamic batching, no queue delay"
+    return f"dynamic batching delay {delay_us} µs (in each latency through Triton; a lone request waits it)"
 
 
 def latency_cells(report: VsDirectReport) -> Cells:
