@@ -26,9 +26,10 @@ from triton_ge_console.sessions.act.watch import controller_for
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe.generation import generation_row
+from triton_ge_console.sessions.observe.health import Instance, ModelKey, instance_watch, leaked_in_words
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
 from triton_ge_console.sessions.server import paths
-from triton_ge_console.sessions.server.access import token_problem
+from triton_ge_console.sessions.server.access import session_reach, token_problem
 from triton_ge_console.sessions.server.engines import ATTACHABLE, TRITON, default_metrics_url
 from triton_ge_console.sessions.server.engines import label as engine_label
 from triton_ge_console.sessions.server.events import SessionEvent, read_events, restarts
@@ -99,9 +100,11 @@ def down(
         record = _following_restart(record, registry)
     state = effective_state(record)
     group = session_group(record)
+    leaked: list[tuple[ModelKey, Instance]] = []
     if group is not None:
         # with the server gone, its orphaned stubs (they ignore SIGTERM) have nothing to finish: kill soon
         alive = server_process_alive(record)
+        leaked = end_leaked_stubs(record) if alive else []  # else Triton waits out its exit timeout for them
         grace = timeout if alive else ORPHAN_GRACE_S
         if alive and record.stop_requested_at is None:  # noted first: we may be killed before the end
             record = record.replace(stop_requested_at=time.time())
@@ -118,6 +121,8 @@ def down(
     what = "was already stopped" if state == STOPPED else "was dead" if state == DEAD else "stopped"
     notes = [_exit_timeout_note(record)] if code not in (None, 0) else []
     notes += [f"removed {regions} shared-memory region(s) it left"] if regions else []
+    notes += [f"ended {len(leaked)} leaked stub process(es) of model instances Triton no longer served: "
+              f"{leaked_in_words(leaked)}"] if leaked else []
     notes += [] if freed else ["some ports are still in use"]
     notes += [record_note]
     forgotten = "" if not forget else " and forgotten" if what == "stopped" else "; forgotten now"
@@ -141,6 +146,13 @@ def _record_stopped(stopped: SessionRecord, registry: Registry, forget: bool) ->
             return False, f"its record could not be written ({exc.strerror or exc}), so it is forgotten"
         return False, (f"its record {where} could not be updated ({exc.strerror or exc}): status reads it "
                        f"dead until ge-console down {stopped.name} runs again with room to write")
+
+
+def end_leaked_stubs(record: SessionRecord) -> list[tuple[ModelKey, Instance]]:
+    """End the Python stubs of model generations the session's server no longer serves (a reload of a
+    model one of whose instances had died leaves the others running for good); those ended."""
+    watch = instance_watch(session_reach(record))
+    return watch.end_leaked() if watch is not None else []
 
 
 def _following_restart(record: SessionRecord, registry: Registry) -> SessionRecord:

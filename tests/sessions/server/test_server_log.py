@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 
-from triton_ge_console.sessions.server.server_log import LogTail, is_failure, last_lines, log_cause, log_size
+import pytest
+
+from triton_ge_console.sessions.server.server_log import (
+    LoadTimes,
+    LogTail,
+    is_failure,
+    last_lines,
+    log_cause,
+    log_size,
+)
 
 
 def test_a_large_backlog_is_read_from_its_end_without_a_cut_line(tmp_path: Path) -> None:
@@ -51,3 +61,24 @@ def test_failures_are_error_lines_or_known_markers() -> None:
     assert is_failure("aclmdlLoadFromFile ACL error code 500002")
     assert not is_failure("I1201 10:00:00.000 1 model_lifecycle.cc:1] loading: m:1")
     assert not is_failure("Everything fine")
+
+
+def test_load_times_follow_the_load_triton_serves(tmp_path: Path) -> None:
+    """Lines as Triton 2.51 wrote them in this suite's runs (times are UTC): a served load's start counts,
+    a failed one's does not, and a later success moves it."""
+    log = tmp_path / "server.log"
+    log.write_text(
+        'I1207 16:31:13.501880 11046 model_lifecycle.cc:472] "loading: echo:1"\n'
+        "I1207 16:31:17.448945 11046 model_lifecycle.cc:839] \"successfully loaded 'echo'\"\n"
+        'I1207 16:31:19.853932 11046 model_lifecycle.cc:472] "loading: echo:1"\n'
+        "E1207 16:31:20.000001 11046 model_lifecycle.cc:641] \"failed to load 'echo' version 1: x\"\n",
+        encoding="utf-8")
+    loads = LoadTimes(log)
+    first = loads.served_since()[("echo", "1")]
+    moment = datetime.datetime.fromtimestamp(first, datetime.timezone.utc)
+    assert (moment.month, moment.day, moment.hour, moment.minute, moment.second, moment.microsecond) == (
+        12, 7, 16, 31, 13, 501880)
+    with log.open("a", encoding="utf-8") as out:
+        out.write('I1207 16:31:25.000000 11046 model_lifecycle.cc:472] "loading: echo:1"\n'
+                  "I1207 16:31:27.000000 11046 model_lifecycle.cc:839] \"successfully loaded 'echo'\"\n")
+    assert loads.served_since()[("echo", "1")] - first == pytest.approx(11.498120)

@@ -22,7 +22,7 @@ import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
 from triton_ge_console.display import printable
-from triton_ge_console.sessions.observe.health import InstanceWatch
+from triton_ge_console.sessions.observe.health import InstanceWatch, leaked_in_words
 from triton_ge_console.sessions.observe.source import CommandResult
 from triton_ge_console.sessions.server.access import explain, refusal
 from triton_ge_console.sessions.server.server_log import LogTail, log_size
@@ -32,6 +32,7 @@ from triton_ge_console.triton_terms import MODEL_READY, RELOAD_PARAMETER, with_s
 CLOSED_MIDWAY = "the server closed the connection (stopped or restarted meanwhile?)"
 MAX_FIELDS_SHOWN = 4  # config changes named in a message; the rest are counted
 DEAD_UNLOAD_WAIT_S = 5.0  # how long unload waits for a model whose instance died before saying so
+LEAK_GRACE_S = 5.0  # how long a reload lets the replaced instances' stubs end on their own (1-2 s when whole)
 _POLL_FAILED = re.compile(r"Poll failed for model directory '(?P<model>[^']+)': (?P<why>.*?)\"?$")
 
 
@@ -295,6 +296,22 @@ class TritonControl:
         """
         if not any(entry.state == MODEL_READY for entry in self._known(model)):
             return False, f"reload {model}: not loaded (use load)"
+        short = self._dead_instance(model) is not None  # Triton never finishes unloading such a generation
+        ok, message = self._reloaded(model, config)
+        return ok, message + (self._leaked_note(model) if ok and short else "")
+
+    def _leaked_note(self, model: str) -> str:
+        """End the stubs of the replaced generation that outlive its unload; what was ended, in words."""
+        if self.instances is None:
+            return ""
+        leaked = self.instances.end_leaked(model, grace_s=LEAK_GRACE_S)
+        if not leaked:
+            return ""
+        return (f"; ended {len(leaked)} leaked stub process(es) of the instances it replaced, which Triton "
+                f"never finished unloading: {leaked_in_words(leaked)}")
+
+    def _reloaded(self, model: str, config: str | None) -> tuple[bool, str]:
+        """The reload itself (see _reload)."""
         override = parse_config(config)
         before = self.model_config(model)
         base = before

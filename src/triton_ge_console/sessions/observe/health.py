@@ -8,11 +8,16 @@ processes can be seen) or when it failed every request over the last poll interv
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from triton_ge_console.sessions.server.server_log import LoadTimes
 from triton_ge_console.sessions.server.supervise import PID_FILE, read_number
 from triton_ge_console.triton_terms import MODEL_READY
 
@@ -91,9 +96,10 @@ class InstanceWatch:
     """
 
     def __init__(self, server_pid: Callable[[], int | None],
-                 stub_backends: frozenset[str] = frozenset({"python"})) -> None:
+                 stub_backends: frozenset[str] = frozenset({"python"}), log_path: Path | None = None) -> None:
         self.server_pid = server_pid  # asked at every look: a restarted session has a new server
         self.stub_backends = stub_backends
+        self._loads = LoadTimes(log_path) if log_path is not None else None  # which generation serves
         self._asked: dict[ModelKey, int] = {}  # stub processes the running config asks for
         self._listed: dict[ModelKey, frozenset[int]] = {}  # the pids its count was last checked against
         self._whole: dict[ModelKey, frozenset[str]] = {}  # instance names when it last had them all
@@ -105,13 +111,13 @@ class InstanceWatch:
         if pid is None:
             return {}
         ready = list(ready)
-        alive = stub_instances(pid)
+        alive = self._serving(pid)
         listed = {key: _pids(alive, key) for key in ready}
         changed = [key for key in ready if key not in self._asked or self._listed.get(key) != listed[key]]
         self._listed.update(listed)  # before asking: a change after it is seen at the next look
         if changed:
             self._ask(changed, config_of)
-            alive = stub_instances(pid)
+            alive = self._serving(pid)
         self._forget(set(ready))
         reasons = {}
         for key in ready:
@@ -119,6 +125,44 @@ class InstanceWatch:
             if reason is not None:
                 reasons[key] = reason
         return reasons
+
+    def _serving(self, pid: int) -> dict[ModelKey, tuple[Instance, ...]]:
+        """The stub processes of the generation Triton serves now, by model version."""
+        return self._split(stub_instances(pid))[0]
+
+    def _split(self, alive: Mapping[ModelKey, tuple[Instance, ...]]
+               ) -> tuple[dict[ModelKey, tuple[Instance, ...]], list[tuple[ModelKey, Instance]]]:
+        """The stubs of the generation Triton serves, and those of earlier generations (leaked, or ending):
+        a stub started before the load Triton serves began (its log says when) belongs to an earlier one."""
+        since = self._loads.served_since() if self._loads is not None else {}
+        serving: dict[ModelKey, tuple[Instance, ...]] = {}
+        earlier: list[tuple[ModelKey, Instance]] = []
+        for key, instances in alive.items():
+            began = since.get(key)
+            current = tuple(i for i in instances if began is None or not _started_before(i.pid, began))
+            serving[key] = current
+            earlier += [(key, instance) for instance in instances if instance not in current]
+        return serving, earlier
+
+    def earlier_generations(self, model: str | None = None) -> list[tuple[ModelKey, Instance]]:
+        """Stub processes of model generations Triton no longer serves (all models', or one's)."""
+        pid = self.server_pid()
+        if pid is None:
+            return []
+        return [(key, i) for key, i in self._split(stub_instances(pid))[1] if model in (None, key[0])]
+
+    def end_leaked(self, model: str | None = None, grace_s: float = 0.0) -> list[tuple[ModelKey, Instance]]:
+        """End the stubs of earlier generations still running after grace_s (Triton ends those of a
+        generation it unloads within a second or two; one of a generation whose unload hangs, never)."""
+        deadline = time.monotonic() + grace_s
+        leaked = self.earlier_generations(model)
+        while leaked and time.monotonic() < deadline:
+            time.sleep(0.1)
+            leaked = self.earlier_generations(model)
+        for _key, instance in leaked:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(instance.pid, signal.SIGKILL)
+        return leaked
 
     def _ask(self, keys: list[ModelKey], config_of: ConfigOf) -> None:
         """Learn how many stub processes each model's running config asks for now (one ask per model)."""
@@ -151,6 +195,23 @@ class InstanceWatch:
         return f"{len(running)} of {asked} instance processes running (killed or crashed)"
 
 
+def _started_before(pid: int, moment: float) -> bool:
+    """Whether process pid started before `moment` (epoch seconds), from its start in clock ticks since boot
+    (exact, unlike a create time over /proc/stat's btime) and the boot clock now."""
+    from triton_ge_console.sessions.server.registry import process_start_ticks  # here: as psutil above
+
+    ticks = process_start_ticks(pid)
+    if ticks is None:
+        return False
+    booted_at = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+    return booted_at + ticks / os.sysconf("SC_CLK_TCK") < moment
+
+
+def leaked_in_words(leaked: Iterable[tuple[ModelKey, Instance]]) -> str:
+    """'echo_0_0 (pid 123) of echo version 1', for messages."""
+    return ", ".join(f"{i.name} (pid {i.pid}) of {key[0]} version {key[1]}" for key, i in leaked)
+
+
 def _pids(alive: Mapping[ModelKey, tuple[Instance, ...]], key: ModelKey) -> frozenset[int]:
     """The pids of a version's instance processes."""
     return frozenset(instance.pid for instance in alive.get(key, ()))
@@ -176,7 +237,7 @@ def instance_watch(reach: SessionReach) -> InstanceWatch | None:
         recorded = read_number(folder / PID_FILE) if folder is not None else None
         return recorded if recorded is not None else launched_pid
 
-    return InstanceWatch(server_pid, stub_backends(reach.backend_dir))
+    return InstanceWatch(server_pid, stub_backends(reach.backend_dir), reach.log_path)
 
 
 def model_health(state: str, dead: str | None, request_rate: float | None,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,3 +169,53 @@ def matches(line: LogLine, level: str | None, search: str) -> bool:
 def _rank(level: str | None) -> int:
     """Severity order I < W < E < F; unlevelled continuation lines rank as info."""
     return "IWEF".index(level) if level in ("I", "W", "E", "F") else 0
+
+
+# Triton's model_lifecycle.cc at the start of a load, and once it serves it; its log time is UTC (common's
+# logging.cc: gmtime_r), month and day without a year, to the microsecond.
+_LOG_TIME = r"^[IWE](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) \d+ model_lifecycle\.cc:\d+\] "
+_LOADING = re.compile(_LOG_TIME + r'"loading: (.+):(\d+)"')
+_LOADED = re.compile(r"^I\d{4} .* model_lifecycle\.cc:\d+\] \"successfully loaded '(.+)'\"")
+_LOAD_FAILED = re.compile(r"^E\d{4} .* model_lifecycle\.cc:\d+\] \"failed to load '(.+)' version (\d+)")
+FULL_LOG_BYTES = 64 << 20  # a log read whole for its loads: more than any session writes without verbose
+
+
+class LoadTimes:
+    """When the load Triton serves each model version from began (epoch seconds), by its log: a Python stub
+    started before it belongs to an earlier generation of that version, which Triton no longer serves."""
+
+    def __init__(self, path: Path | None) -> None:
+        self._tail = LogTail(path, backlog=FULL_LOG_BYTES, start=0)
+        self._loading: dict[tuple[str, str], float] = {}  # loads begun, not yet served or failed
+        self._served: dict[tuple[str, str], float] = {}
+
+    def served_since(self) -> dict[tuple[str, str], float]:
+        """(model, version) → when the load now served began (read incrementally)."""
+        lines = self._tail.read_lines()
+        if self._tail.truncated:  # a new log: what the old one said is gone with it
+            self._loading, self._served = {}, {}
+        for line in lines:
+            self._take(line)
+        return dict(self._served)
+
+    def _take(self, line: str) -> None:
+        """Follow one log line's load, success or failure."""
+        if match := _LOADING.match(line):
+            self._loading[(match[7], match[8])] = _utc_epoch(*(int(part) for part in match.groups()[:6]))
+        elif match := _LOADED.match(line):
+            for key in [key for key in self._loading if key[0] == match[1]]:
+                self._served[key] = self._loading.pop(key)
+        elif match := _LOAD_FAILED.match(line):
+            self._loading.pop((match[1], match[2]), None)
+
+
+def _utc_epoch(month: int, day: int, hour: int, minute: int, second: int, micros: int) -> float:
+    """A log time (no year: this year's, or last year's when that would be in the future) as epoch seconds."""
+    utc = datetime.timezone.utc
+    now = datetime.datetime.now(utc)
+    for year in (now.year, now.year - 1):
+        with contextlib.suppress(ValueError):  # 29 February of a year without it
+            moment = datetime.datetime(year, month, day, hour, minute, second, micros, tzinfo=utc)
+            if moment <= now + datetime.timedelta(days=1):
+                return moment.timestamp()
+    return 0.0
