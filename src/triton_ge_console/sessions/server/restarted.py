@@ -49,9 +49,10 @@ def _wait_serving(record: SessionRecord, server: subprocess.Popen[bytes],
     token = resolve_token(record.token_ref)
     while server.poll() is None and time.monotonic() - started < SERVING_TIMEOUT_S:
         if models_ready(record, token):
-            if _update(record.name, lambda r: r.replace(state=READY) if r.pid == server.pid else r):
+            if _following(record.name, server.pid):  # said first: a reader who sees it ready finds it said
                 serving(f"server serves again after {time.monotonic() - started:.1f}s "
                         f"({', '.join(record.models) or 'no models'} READY)")
+                _update(record.name, lambda r: r.replace(state=READY) if r.pid == server.pid else r)
             return
         time.sleep(POLL_S)
 
@@ -69,6 +70,14 @@ def models_ready(record: SessionRecord, token: str | None) -> bool:
     ready = {entry.get("name") for entry in index
              if isinstance(entry, dict) and entry.get("state") == MODEL_READY}
     return all(model in ready for model in record.models)
+
+
+def _following(session: str, pid: int) -> bool:
+    """Whether the session's record still follows the server pid (not stopped, forgotten or restarted)."""
+    with contextlib.suppress(SessionNotFound, RegistryError, OSError):
+        record = Registry().load(session)
+        return record.pid == pid and record.state != STOPPED and record.stop_requested_at is None
+    return False
 
 
 def _update(session: str, change: Callable[[SessionRecord], SessionRecord]) -> SessionRecord | None:
