@@ -20,7 +20,7 @@ from tests.models import (
     token_model,
     types_model,
 )
-from triton_ge_console.model_files import batch_axis
+from triton_ge_console.model_files import batch_axis, batch_probe
 from triton_ge_console.repository import demo_models
 
 
@@ -41,7 +41,7 @@ def test_models_that_batch_along_dim_0_pass(make: object) -> None:
     """The suite's batching test models pass by the graph alone."""
     model = make()  # type: ignore[operator]
     assert batch_axis.graph_verdict(onnx.load_from_string(model)) == batch_axis.Verdict()
-    assert batch_axis.probe(model) == batch_axis.Probe()  # and running them agrees
+    assert batch_probe.probe(model) == batch_probe.Probe()  # and running them agrees
 
 
 @pytest.mark.parametrize("position", (1, 2))
@@ -93,14 +93,14 @@ def test_where_the_graph_cannot_tell_the_model_is_run() -> None:
 def test_a_model_over_the_size_limit_is_not_run_and_says_so(tmp_path: Path) -> None:
     """The probe is bounded by the model's size (external data included) and says why it was skipped."""
     path = save_external(tmp_path / "ext.onnx")  # 4 × 256 KiB of weights
-    skipped = batch_axis.probe(path, limit=512 << 10)
+    skipped = batch_probe.probe(path, limit=512 << 10)
     assert skipped.skipped is not None and "1.0 MiB, over the 0.5 MiB this check runs" in skipped.skipped
-    assert batch_axis.probe(path) == batch_axis.Probe()  # under the limit it runs, and the samples stay apart
+    assert batch_probe.probe(path) == batch_probe.Probe()  # under the limit it runs: samples stay apart
 
 
 def test_a_model_that_does_not_run_on_random_inputs_is_not_checked_and_says_so() -> None:
     """The check cannot be made: said, never taken as passed."""
-    found = batch_axis.probe(b"not an onnx")
+    found = batch_probe.probe(b"not an onnx")
     assert found.skipped is not None and found.skipped.startswith("the model did not run on random inputs")
 
 
@@ -135,5 +135,5 @@ def test_a_model_whose_external_data_has_problems_is_not_run(tmp_path: Path) -> 
     """Its data file is not loaded by the check: the problem is said where external data is checked."""
     path = save_external(tmp_path / "ext.onnx")
     set_external_location(path, "missing.data")
-    found = batch_axis.probe(path)
+    found = batch_probe.probe(path)
     assert found.skipped is not None and found.skipped.startswith("its external data has problems")

@@ -3,12 +3,12 @@ output. Triton joins requests along dim 0 of every input and splits the answer a
 so an output whose batch lies elsewhere (time-major) or nowhere, and any op that works across the batch
 (a reduction, softmax or normalisation over it, a MatMul contracting it, a Concat, Split, Gather or Slice
 along it, training-mode BatchNorm) would hand one request another's answer. Where the graph cannot tell,
-`probe` runs the model on the CPU: two random samples joined against each alone."""
+batch_probe runs the model on the CPU."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,13 +17,11 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from triton_ge_console.model_files import external_data
+from triton_ge_console.model_files import batch_probe
 
 BATCH = "__ge_console_batch__"  # the one name every input's dim 0 is given before shape inference
 ADVICE = ("serve it with max_batch_size: 0 (each request whole, as sent), or re-export it with the batch in "
           "dim 0 of every input and output and no op across it")
-PROBE_LIMIT_BYTES = 256 << 20  # the ONNX and its external data: a larger model is not run at build/validate
-PROBE_DIM = 32  # a symbolic non-batch dim's size in the probe (a multiple of a CNN's usual strides)
 
 ELEMENTWISE = frozenset({
     "Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "Atan", "Atanh", "BitShift", "BitwiseAnd",
@@ -289,61 +287,77 @@ def _axes(node: onnx.NodeProto, rank: int, consts: dict[str, np.ndarray], defaul
 def _batched(node: onnx.NodeProto, inputs: list[State], graph: _Graph, where: str) -> State | None:
     """A mixed or unknown state when the op works across the batch or cannot be followed; None when the
     samples stay apart (their axis is then read from the output's inferred shape)."""
-    op = node.op_type
     if node.domain not in ("", "ai.onnx"):  # another domain's op of the same name may do anything
         return State("unknown", why=f"{where}: an op of domain {node.domain}, not followed by this check")
-    rank = graph.rank(node.input[0]) if node.input else 0
-    first = inputs[0]
-    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-    if op in ELEMENTWISE or op in MOVERS:
+    if node.op_type in ELEMENTWISE or node.op_type in MOVERS:
         return None  # broadcasting two batch dims against each other shows as BATCH twice in the result
-    if op in SAMPLE_OPS:
-        if op == "BatchNormalization" and (attrs.get("training_mode", 0) or
-                                           sum(bool(o) for o in node.output) > 1):
-            return State("mixed", why=f"{where} normalises in training mode, over the batch")
-        if first.kind != "batched" or first.axis != 0 or any(s.kind == "batched" for s in inputs[1:]):
-            return State("mixed", why=f"{where} works across dim {first.axis} of its input, where the batch "
-                                      "is (it needs the batch in dim 0)")
+    rule = RULES.get(node.op_type)
+    if rule is not None:
+        return rule(node, inputs, graph, where)
+    if node.op_type in AXIS_DEFAULTS:
+        return _along_axes(node, inputs, graph, where)
+    return State("unknown", why=f"{where}: an op this check does not follow")
+
+
+def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
+    """A node's attributes by name, as Python values."""
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _sample_op(node: onnx.NodeProto, inputs: list[State], graph: _Graph, where: str) -> State | None:
+    """Conv, pooling, inference-mode normalisation: each sample on its own when the batch is dim 0 (N)."""
+    first = inputs[0]
+    if node.op_type == "BatchNormalization" and (_attrs(node).get("training_mode", 0) or
+                                                 sum(bool(o) for o in node.output) > 1):
+        return State("mixed", why=f"{where} normalises in training mode, over the batch")
+    if first.kind != "batched" or first.axis != 0 or any(s.kind == "batched" for s in inputs[1:]):
+        return State("mixed", why=f"{where} works across dim {first.axis} of its input, where the batch "
+                                  "is (it needs the batch in dim 0)")
+    return None
+
+
+def _recurrent(node: onnx.NodeProto, inputs: list[State], graph: _Graph, where: str) -> State | None:
+    """LSTM, GRU, RNN step along their time dim (0, or 1 with layout 1): the batch must not be it."""
+    time_axis = 1 if _attrs(node).get("layout", 0) else 0
+    if inputs[0].kind == "batched" and inputs[0].axis == time_axis:
+        return State("mixed", why=f"{where} runs its recurrence along dim {time_axis}, where the batch "
+                                  "is: each sample's state would carry into the next")
+    return None
+
+
+def _gemm(node: onnx.NodeProto, inputs: list[State], graph: _Graph, where: str) -> State | None:
+    """Gemm sums over A's dim 1 and B's dim 0 (swapped by transA, transB): the batch must be in neither."""
+    attrs = _attrs(node)
+    contracted = [1 - attrs.get("transA", 0), attrs.get("transB", 0)]
+    for state, axis in zip(inputs[:2], contracted, strict=True):
+        if state.kind == "batched" and state.axis == axis:
+            return State("mixed", why=f"{where} sums over the batch (contracting dim {axis})")
+    return None
+
+
+def _resize(node: onnx.NodeProto, inputs: list[State], graph: _Graph, where: str) -> State | None:
+    """Resize scales the batch dim by 1 when that dim is still the batch in its result."""
+    first, after = inputs[0], graph.shapes.get(node.output[0], ())
+    if first.kind == "batched" and first.axis < len(after) and after[first.axis] == BATCH:
         return None
-    if op in RECURRENT:
-        time_axis = 1 if attrs.get("layout", 0) else 0
-        if first.kind == "batched" and first.axis == time_axis:
-            return State("mixed", why=f"{where} runs its recurrence along dim {time_axis}, where the batch "
-                                      "is: each sample's state would carry into the next")
-        return None
-    if op == "MatMul":
-        return _matmul(node, inputs, graph, where)
-    if op == "Gemm":
-        contracted = [1 - attrs.get("transA", 0), attrs.get("transB", 0)]
-        for state, axis in zip(inputs[:2], contracted, strict=True):
-            if state.kind == "batched" and state.axis == axis:
-                return State("mixed", why=f"{where} sums over the batch (contracting dim {axis})")
-        return None
-    coerced_default = [-1] if graph.opset >= 13 else [1]  # opset < 13: axis 1 and every dim after it
-    defaults = {"Softmax": coerced_default, "LogSoftmax": coerced_default, "Hardmax": coerced_default,
-                "LayerNormalization": [-1],
-                "ArgMax": [0], "ArgMin": [0], "Concat": None, "Split": [0], "Gather": [0],
-                "GatherElements": [0], "TopK": [-1], "LpNormalization": [-1], "Trilu": [-2, -1],
-                "MeanVarianceNormalization": [0, 2, 3], "CumSum": None, "Flatten": [1],
-                **{r: None for r in REDUCTIONS}}
-    if op in ("Resize", "Upsample"):  # scaled by 1 along the batch when its dim stays the batch
-        kept = first.kind == "batched" and first.axis < len(graph.shapes.get(node.output[0], ())) and \
-            graph.shapes[node.output[0]][first.axis] == BATCH
-        return None if kept else State("unknown", why=f"{where} may scale the batch dim")
-    if op not in defaults and op not in ("Reshape", "Slice", "Pad", "Tile"):
-        return State("unknown", why=f"{where}: an op this check does not follow")
-    if op == "Reshape" or op == "Flatten":
-        return _reshape(node, first, graph, where)
-    if op in ("Slice", "Pad", "Tile"):
-        return _slice_like(node, first, graph, where)
+    return State("unknown", why=f"{where} may scale the batch dim")
+
+
+def _along_axes(node: onnx.NodeProto, inputs: list[State], graph: _Graph, where: str) -> State | None:
+    """Ops working along some axes (AXIS_DEFAULTS: attribute, input, or the op's default): mixed when the
+    batch is one of them."""
+    op, first = node.op_type, inputs[0]
     if op == "Gather" and first.kind != "batched":
         return None  # a table looked up by batched indices: each sample its own rows
-    axes = _axes(node, rank, graph.consts, defaults[op])
+    rank = graph.rank(node.input[0])
+    default = AXIS_DEFAULTS[op]
+    if op in COERCED and graph.opset < 13:
+        default = [1]  # opset < 13: axis 1 and every dim after it
+    axes = _axes(node, rank, graph.consts, default)
     if axes is None:
         return State("unknown", why=f"{where}: its axes are computed in the graph")
-    if op in ("Softmax", "LogSoftmax", "Hardmax", "LayerNormalization") and axes:
-        coerced = op == "LayerNormalization" or graph.opset < 13  # opset < 13: axis and every dim after it
-        axes = list(range(axes[0], rank)) if coerced else axes
+    if axes and (op == "LayerNormalization" or (op in COERCED and graph.opset < 13)):
+        axes = list(range(axes[0], rank))  # the axis and every dim after it
     batched_axes = {s.axis for s in inputs if s.kind == "batched"}
     across = sorted(batched_axes & set(axes)) if first.kind == "batched" or op == "Concat" else []
     if across:
@@ -364,9 +378,10 @@ def _matmul(node: onnx.NodeProto, inputs: list[State], graph: _Graph, where: str
     return None
 
 
-def _reshape(node: onnx.NodeProto, first: State, graph: _Graph, where: str) -> State | None:
+def _reshape(node: onnx.NodeProto, inputs: list[State], graph: _Graph, where: str) -> State | None:
     """A reshape keeps each sample's values apart when as many values precede the batch dim before as
     after (one at dim 0, as a batch dim 0 stays dim 0)."""
+    first = inputs[0]
     before, after = graph.shapes.get(node.input[0]), graph.shapes.get(node.output[0])
     if BATCH not in (after or ()) and before is not None and first.kind == "batched":
         after = _reshaped(before, first.axis, graph.consts.get(node.input[1]) if node.op_type == "Reshape"
@@ -402,8 +417,9 @@ def _reshaped(before: tuple[str | int | None, ...], axis: int, target: np.ndarra
     return tuple(BATCH if d == -1 else d for d in dims)
 
 
-def _slice_like(node: onnx.NodeProto, first: State, graph: _Graph, where: str) -> State | None:
+def _slice_like(node: onnx.NodeProto, inputs: list[State], graph: _Graph, where: str) -> State | None:
     """Slice, Pad or Tile leave the batch alone when its dim is sliced whole, padded by 0 or repeated once."""
+    first = inputs[0]
     if first.kind != "batched":
         return State("unknown", why=f"{where} is shaped by batched values")
     given = [graph.consts.get(name) if name else None for name in node.input[1:]]
@@ -439,94 +455,19 @@ def _slice_like(node: onnx.NodeProto, first: State, graph: _Graph, where: str) -
     return None
 
 
-@dataclass(frozen=True)
-class Probe:
-    """What running the model said: problems (each names an output), or why it was not run."""
-
-    problems: tuple[str, ...] = ()
-    skipped: str | None = None
-
-
-def probe(source: Path | bytes, limit: int = PROBE_LIMIT_BYTES) -> Probe:
-    """Run the model on the CPU: a random sample a alone, joined with b ([a, b]) and with c ([c, a]). Its
-    answer must sit in dim 0 of every output, the same beside either partner at either place, and the
-    answer alone up to batch-size numerics (kernels for one row and for two differ in rounding). Skipped
-    (said why) above `limit` bytes of model and external data, or when it does not run on random inputs."""
-    if isinstance(source, Path) and external_data.check_external_data(source):
-        return Probe(skipped="its external data has problems (said where the files are checked); it is not "
-                             "loaded")
-    size = len(source) if isinstance(source, bytes) else _model_bytes(source)
-    if size > limit:
-        return Probe(skipped=f"the model is {size / 2**20:.1f} MiB, over the {limit / 2**20:.1f} MiB this "
-                             "check runs at build/validate")
-    import onnxruntime as ort
-
-    try:
-        options = ort.SessionOptions()
-        options.log_severity_level = 4
-        options.intra_op_num_threads = 1
-        session = ort.InferenceSession(source if isinstance(source, bytes) else str(source), options,
-                                       providers=["CPUExecutionProvider"])
-        a, b, c = (_random_feeds(session.get_inputs(), seed) for seed in (1, 2, 3))
-        alone = session.run(None, a)
-        first, second = (session.run(None, {k: np.concatenate([x[k], y[k]]) for k in a})
-                         for x, y in ((a, b), (c, a)))
-    except Exception as exc:
-        said = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        return Probe(skipped=f"the model did not run on random inputs ({type(exc).__name__}: {said})")
-    names = [o.name for o in session.get_outputs()]
-    problems = tuple(f"output '{name}': {why}" for name, solo, ab, ca in zip(names, alone, first, second,
-                                                                            strict=True)
-                     if (why := _differs(solo, ab, ca)))
-    return Probe(problems)
-
-
-def _model_bytes(path: Path) -> int:
-    """The ONNX file and its external data."""
-    try:
-        return path.stat().st_size + external_data.external_bytes(path)
-    except OSError:
-        return 0
-
-
-def _random_feeds(inputs: Sequence[Any], seed: int) -> dict[str, np.ndarray]:
-    """One sample (batch 1) for every input: symbolic dims PROBE_DIM, small integers (valid ids, masks)."""
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for value in inputs:
-        shape = [1] + [d if isinstance(d, int) and d > 0 else PROBE_DIM for d in value.shape[1:]]
-        kind = value.type
-        if "string" in kind:
-            feeds[value.name] = rng.integers(0, 9, shape).astype(str).astype(object)
-        elif "bool" in kind:
-            feeds[value.name] = rng.integers(0, 2, shape).astype(bool)
-        elif "int" in kind:
-            dtype = np.dtype(kind.removeprefix("tensor(").removesuffix(")"))
-            feeds[value.name] = rng.integers(0, 2, shape).astype(dtype)
-        else:
-            floats = {"tensor(float16)": np.float16, "tensor(double)": np.float64}.get(kind, np.float32)
-            feeds[value.name] = rng.standard_normal(shape).astype(floats)
-    return feeds
-
-
-def _differs(alone: np.ndarray, ab: np.ndarray, ca: np.ndarray) -> str | None:
-    """Why sample a's answers alone, in [a, b] and in [c, a] are not one answer along dim 0, or None."""
-    if ab.ndim == 0 or ab.shape[0] != 2 or alone.shape[:1] != (1,) or ab.shape[1:] != alone.shape[1:]:
-        return (f"two requests joined answer shape {list(ab.shape)}, one alone {list(alone.shape)}: dim 0 is "
-                "not the batch")
-    mixed = "a request joined with another answers differently than alone (samples are mixed)"
-    if not _close(ab[0:1], ca[1:2], rtol=1e-5, atol=1e-6):
-        return mixed + ": its answer changes with the request beside it"
-    if not _close(ab[0:1], alone, rtol=1e-2, atol=1e-2):
-        return mixed + ": its answer changes with the number of requests joined"
-    return None
-
-
-def _close(got: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> bool:
-    """Equal integers, strings and booleans; floats within tolerance (NaN equal to NaN)."""
-    if got.dtype.kind in "fc":
-        return bool(np.allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True))
-    return bool(np.array_equal(got, expected))
+Rule = Callable[[onnx.NodeProto, list[State], _Graph, str], State | None]
+RULES: dict[str, Rule] = {
+    **{op: _sample_op for op in SAMPLE_OPS}, **{op: _recurrent for op in RECURRENT},
+    "MatMul": _matmul, "Gemm": _gemm, "Reshape": _reshape, "Flatten": _reshape, "Resize": _resize,
+    "Upsample": _resize, "Slice": _slice_like, "Pad": _slice_like, "Tile": _slice_like,
+}
+COERCED = frozenset({"Softmax", "LogSoftmax", "Hardmax"})  # before opset 13: axis 1 and every dim after it
+AXIS_DEFAULTS: dict[str, list[int] | None] = {  # None: every axis, or those an input gives
+    "Softmax": [-1], "LogSoftmax": [-1], "Hardmax": [-1], "LayerNormalization": [-1], "ArgMax": [0],
+    "ArgMin": [0], "Concat": None, "Split": [0], "Gather": [0], "GatherElements": [0], "TopK": [-1],
+    "LpNormalization": [-1], "Trilu": [-2, -1], "MeanVarianceNormalization": [0, 2, 3], "CumSum": None,
+    **{r: None for r in REDUCTIONS},
+}
 
 
 @dataclass(frozen=True)
@@ -546,7 +487,7 @@ def check_batching(model: onnx.ModelProto, source: Path | bytes, max_batch_size:
         return Batching(tuple(f"{said}: {problem}; {ADVICE}" for problem in verdict.problems))
     if verdict.unsure is None:
         return Batching()
-    found = probe(source)
+    found = batch_probe.probe(source)
     how = f"(run on the CPU, a random sample alone and joined with others, as {verdict.unsure})"
     if found.skipped:
         return Batching(not_checked=f"max_batch_size {max_batch_size}: whether joined requests stay apart "
