@@ -267,3 +267,16 @@ def test_an_open_loop_rate_the_server_cannot_keep_up_with_warns(
     (warning,) = [w for w in json.loads(captured.out)["warnings"] if "keep up" in w]
     assert warning.startswith("1000/s (≤") and "the server did not keep up" in warning
     assert f"warning: {warning}" in captured.err
+
+
+def test_a_whole_completion_s_client_that_goes_away_cancels_it_too(session: SessionRecord,
+                                                                    door: RunningDoor) -> None:
+    """Not streamed: a client that gives up (its 3 s timeout, then its connection closed) before 8,000
+    tokens are generated ends the generation by cancel, not by its length."""
+    before = _ended(session, "cancel")
+    body = {"model": "llama_long", "prompt": PROMPT, "max_tokens": 8000}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{door.url}/completions", json=body, headers={"Authorization": f"Bearer {TOKEN}"},
+                   timeout=httpx.Timeout(60, read=3))
+    wait_until(lambda: _ended(session, "cancel") == before + 1, timeout=60, what="a cancel counted")
+    assert _ended(session, "length") == 0

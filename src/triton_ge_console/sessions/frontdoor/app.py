@@ -3,6 +3,8 @@ session has a token), JSON or server-sent events, and every failure in OpenAI's 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import json
 import time
@@ -89,8 +91,8 @@ class FrontDoor:
         first = await _first(pieces, outcome)  # an error before any token is still an HTTP error
         reply = Reply(asked)
         if not asked.stream:
-            async for _ in pieces:
-                pass
+            if not await _whole(pieces, request):
+                return Response(status_code=499)  # nobody reads it: the client went away
             if outcome.error is not None:
                 raise outcome.error
             used = usage(prepared.prompt_tokens, outcome.completion_tokens)
@@ -124,6 +126,29 @@ async def _first(pieces: AsyncIterator[str], outcome: Outcome) -> str | None:
     if outcome.error is not None:
         raise outcome.error
     return first
+
+
+DISCONNECT_CHECK_S = 0.5  # how often a whole (not streamed) request looks whether its client is still there
+
+
+async def _whole(pieces: AsyncIterator[str], request: Request) -> bool:
+    """Read every piece; False when the client went away first, which cancels the generation (the task
+    reading the pieces is cancelled, and closing them cancels the stream)."""
+    async def drain() -> None:
+        async for _ in pieces:
+            pass
+
+    reading = asyncio.ensure_future(drain())
+    while not reading.done():
+        await asyncio.wait({reading}, timeout=DISCONNECT_CHECK_S)
+        if not reading.done() and await request.is_disconnected():
+            reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reading
+            await pieces.aclose()  # type: ignore[attr-defined]
+            return False
+    reading.result()
+    return True
 
 
 def _sse(data: dict[str, Any] | str) -> bytes:
