@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ from tests.models import DENSE_CONFIG, dense_model, infer, param, write_model
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.sessions.observe.poller import Poller
+from triton_ge_console.sessions.observe.snapshot import Endpoints
 
 WRONG_INPUT = DENSE_CONFIG.replace('name: "x"', 'name: "pixels"')
 
@@ -98,7 +101,51 @@ def test_reload_gives_the_old_instances_memory_back(server: RunningServer) -> No
         return sum(s.value for s in metric_samples(server, "ge_device_memory_used_bytes")
                    if s.labels["device"] == "0")
 
+    unloaded = "successfully unloaded 'reloaded' version 1"
+    before = server.log().count(unloaded)
     with httpclient.InferenceServerClient(server.http_hostport) as client:
         client.load_model("reloaded")
         one_instance = len(dense_model()) + 8 * (4 + 3 + 3) * 4  # ONNX bytes + I/O buffers at max batch
+        assert wait_until(lambda: server.log().count(unloaded) > before)  # the old instance has ended
         assert wait_until(lambda: used() == one_instance)
+    # the old instance, ending after the new one started, leaves the series at what the new one holds
+    assert model_value(server, "ge_model_memory_bytes", "reloaded") == one_instance
+
+
+def test_an_unloaded_model_frees_its_share_of_the_device_figures(
+        tmp_path: Path, triton_dist: TritonDistribution) -> None:
+    """`kept` and `dropped` share NPU 0, `alone` has NPU 1 to itself: once unloaded, a model's
+    ge_model_memory_bytes reads 0 and each NPU's ge_device_memory_used_bytes what the others still hold
+    (Triton keeps a series an ended stub held, at its last value, for as long as it runs)."""
+    install_backend_dir(tmp_path / "backends", triton_dist)
+    repo = tmp_path / "repo"
+    for name, device in (("kept", "0"), ("dropped", "0"), ("alone", "1")):
+        write_model(repo, name, DENSE_CONFIG.format(backend="ge", extra=param("device_ids", device)),
+                    dense_model())
+    share = len(dense_model()) + 8 * (4 + 3 + 3) * 4  # ONNX bytes + I/O buffers at max batch
+
+    models = ("kept", "dropped", "alone")
+    with (server_env(GE_GLUE_RUN_DIR=str(tmp_path / "run")),
+          run_triton(triton_dist, repo, tmp_path / "backends", models=models) as server):
+        def used(device: str) -> float:
+            return sum(s.value for s in metric_samples(server, "ge_device_memory_used_bytes")
+                       if s.labels["device"] == device)
+
+        assert wait_until(lambda: (used("0"), used("1")) == (2 * share, share))
+        with httpclient.InferenceServerClient(server.http_hostport) as client:
+            client.unload_model("dropped")
+            client.unload_model("alone")
+        for model in ("dropped", "alone"):
+            assert wait_until(lambda m=model: _index_entry(server, m)["state"] == "UNAVAILABLE")
+        assert wait_until(lambda: (used("0"), used("1")) == (share, 0), timeout=10)
+        assert model_value(server, "ge_model_memory_bytes", "dropped") == 0
+        assert model_value(server, "ge_model_memory_bytes", "alone") == 0
+        assert model_value(server, "ge_model_memory_bytes", "kept") == share
+        poller = Poller("unloaded", Endpoints(server.http_url, None, server.metrics_url))
+        try:
+            snapshot = poller.poll()
+        finally:
+            poller.close()
+    dropped = snapshot.model("dropped")
+    assert dropped is not None and dropped.state == "UNAVAILABLE" and dropped.memory_by_device == ()
+    assert snapshot.models_by_device() == {"0": [("kept", share)]}  # an unloaded model is on no NPU

@@ -149,6 +149,9 @@ def test_03_reloads_tunes_and_survives_a_broken_reload(tmp_path: Path) -> None:
     cycle = facts["unload_load"]
     assert cycle["unload"] == "unload bert_model: unloaded" and cycle["state_after_unload"] == "UNAVAILABLE"
     assert cycle["buttons_after_unload"] == ["load"]
+    # the unload frees bert_model's share: its NPU uses that much less, and it is on no NPU any more
+    assert cycle["bert_share"] > 0 and cycle["bert_on_npus_after_unload"] == []
+    assert cycle["npu_used_before"] - cycle["npu_used_after_unload"] == cycle["bert_share"]
     assert cycle["load"] == "load bert_model: version 1 READY"
     assert cycle["buttons_after_load"] == ["reload", "unload"]
     tune = facts["tune"]

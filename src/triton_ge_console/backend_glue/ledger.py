@@ -106,8 +106,10 @@ class DeviceLedger:
         """Replace the file atomically."""
         write_atomic(self.path, json.dumps(data))
 
-    def reserve(self, owner: str, model: str, nbytes: int, capacity: int) -> DeviceUsage:
-        """Claim nbytes for owner, or raise DeviceMemoryError naming what already uses the device."""
+    def reserve(self, owner: str, model: str, nbytes: int, capacity: int,
+                instance: str | None = None) -> DeviceUsage:
+        """Claim nbytes for owner (an instance of model), or raise DeviceMemoryError naming what already uses
+        the device."""
         with self._locked() as data:
             entries = {k: v for k, v in data["entries"].items() if _pid_alive(int(v["pid"]))}
             entries.pop(owner, None)
@@ -119,7 +121,7 @@ class DeviceLedger:
                     f"model {model} does not fit in device {self.device} memory: it needs "
                     f"{human_bytes(nbytes)}, {human_bytes(max(0, capacity - used))} of "
                     f"{human_bytes(capacity)} are free" + (f" (in use: {holders})" if holders else ""))
-            entries[owner] = {"pid": os.getpid(), "model": model, "memory": nbytes}
+            entries[owner] = {"pid": os.getpid(), "model": model, "memory": nbytes, "instance": instance}
             data["entries"] = entries
             data["capacity"] = capacity
         return self.usage()
@@ -128,6 +130,13 @@ class DeviceLedger:
         """Give back owner's memory."""
         with self._locked() as data:
             data["entries"].pop(owner, None)
+
+    def held(self, model: str, instance: str | None) -> int:
+        """What live instances of this name hold of the device now: a reload's new instance, loaded before
+        the old one ends, under the same name (0 once the model is unloaded)."""
+        entries = self._read()["entries"].values()
+        return sum(int(v["memory"]) for v in entries
+                   if v["model"] == model and v.get("instance") == instance and _pid_alive(int(v["pid"])))
 
     def add_busy(self, seconds: float, placed: bool = True) -> None:
         """Add busy time to the device's cumulative counter, or (not placed) to the time that may have been

@@ -116,14 +116,15 @@ class _DeviceGauges:
         self.figures = figures  # callable returning DeviceFigures | None (AscendCL), or None
         self.samples: collections.deque[Sample] = collections.deque()
 
-    def refresh(self) -> None:
-        """Set the gauges: AscendCL's own figures when present, else the shared ledger."""
+    def refresh(self, own_figures: bool = True) -> None:
+        """Set the gauges: AscendCL's own figures when present (and asked for), else the shared ledger."""
         usage = self.ledger.usage()
         now = time.monotonic()
         self.samples.append((now, usage.busy_seconds, usage.unplaced_seconds))
         while len(self.samples) > 2 and now - self.samples[1][0] >= UTILIZATION_WINDOW_S:
             self.samples.popleft()
-        figures: DeviceFigures = (self.figures() if self.figures else None) or DeviceFigures()
+        asked = self.figures() if self.figures and own_figures else None
+        figures: DeviceFigures = asked or DeviceFigures()
         used = usage.used_bytes if figures.used_bytes is None else figures.used_bytes
         total = usage.capacity_bytes if figures.total_bytes is None else figures.total_bytes
         # busy time measured at execute's edges first: AscendCL's own rate can only be read between this
@@ -165,13 +166,16 @@ class Telemetry:
         self._placed = settings.backend != "npu_ge" or len(ledgers) == 1
         self._note_failures_at_load()
         self._batch_sizes = _BatchSizes(pb_utils, model_labels)
+        self._named = (settings.model_name, settings.instance_name)
+        self._memory: list[tuple[DeviceLedger, Any]] = []  # each NPU's ledger and ge_model_memory_bytes
         for ledger in ledgers:
             info_labels = {**model_labels, "device": str(ledger.device), "backend": settings.backend,
                            "execution_mode": settings.kind}
             self._metric("ge_model_info", info_labels).set(1.0)
             if memory_share is not None:
                 labels = {**model_labels, "device": str(ledger.device), "instance": settings.instance_name}
-                self._metric("ge_model_memory_bytes", labels).set(float(memory_share))
+                self._memory.append((ledger, self._metric("ge_model_memory_bytes", labels)))
+                self._memory[-1][1].set(float(memory_share))
         self.refresh_device()
         self._flusher = MetricFlusher(pb_utils.Logger, "telemetry", self._step, self.flush, "ge-telemetry")
 
@@ -246,5 +250,15 @@ class Telemetry:
         self.refresh_device()
 
     def close(self) -> None:
-        """Stop the flusher after a last flush."""
+        """Stop the flusher after a last flush, then say what the NPUs hold without this instance (its
+        ledger entries were released first). Triton keeps every series an ended stub held, at its last
+        value, for as long as it runs (deleting a stub's family instead crashed Triton 2.51: "malloc():
+        unaligned fastbin chunk detected"), so an unloaded model's memory would read held forever."""
         self._flusher.close()
+        try:
+            for ledger, metric in self._memory:  # 0, or what a reload's new instance of this name holds
+                metric.set(float(ledger.held(*self._named)))
+            for device in self._devices:  # the other models' share; AscendCL's figure still counts ours
+                device.refresh(own_figures=False)
+        except Exception as exc:  # telemetry must never keep a model from unloading
+            self._pb.Logger.log_warn(f"ge glue telemetry: {exc}")

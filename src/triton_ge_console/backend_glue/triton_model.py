@@ -96,7 +96,7 @@ class TritonPythonModel:
             capacity = figures.total_bytes
         share = self.memory_share()
         for ledger in self.ledgers:
-            ledger.reserve(self.owner, self.settings.model_name, share, capacity)
+            ledger.reserve(self.owner, self.settings.model_name, share, capacity, self.settings.instance_name)
 
     def memory_share(self) -> int:
         """What the instance is charged on each of its NPUs (npu_ge: its part of a full copy per NPU)."""

@@ -12,6 +12,7 @@ from triton_ge_console.sessions.observe.metrics import MetricTable, ModelKey
 from triton_ge_console.sessions.observe.rates import ModelCounters, ModelRates
 from triton_ge_console.sessions.observe.snapshot import Latency, ModelSnapshot
 from triton_ge_console.sessions.observe.stats import IndexEntry, ModelStatistics
+from triton_ge_console.triton_terms import HELD_STATES
 
 US_PER_MS = 1000.0
 COUNTER_METRICS = {  # in ModelCounters' order, failures aside
@@ -221,6 +222,7 @@ def build_model(inputs: ModelInputs) -> ModelSnapshot:
         last_inference=inputs.last_inference,
         devices=devices,
         execution_mode=mode,
-        memory_by_device=inputs.memory,
+        # a model Triton no longer holds holds no memory, whatever series an ended stub left behind
+        memory_by_device=inputs.memory if entry.state in HELD_STATES else (),
         generation=inputs.generation,
     )

@@ -13,6 +13,7 @@ from triton_ge_console.sessions.observe.generation import GenerationFigures
 from triton_ge_console.sessions.observe.health import FAILING
 from triton_ge_console.sessions.server.engines import label
 from triton_ge_console.sessions.server.registry import NOT_ANSWERING
+from triton_ge_console.triton_terms import HELD_STATES
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,9 +160,10 @@ class ServerSnapshot:
 
     def models_by_device(self) -> dict[str, list[tuple[str, int | None]]]:
         """Per NPU id, the models running on it and the bytes each holds there (None: not reported); an
-        npu_ge model is on every NPU of its device_ids, with a full copy on each."""
+        npu_ge model is on every NPU of its device_ids, with a full copy on each. An unloaded model is on
+        none."""
         held: dict[str, list[tuple[str, int | None]]] = {}
-        for model in self.models:
+        for model in (m for m in self.models if m.state in HELD_STATES):
             memory = dict(model.memory_by_device)
             for device in model.devices:
                 entry = (model.name, memory.get(device))
