@@ -409,3 +409,28 @@ def test_a_dynamic_shape_oms_memory_is_measured_at_load_and_said_to_be_an_estima
     dynamic.close()
     static.close()
     assert _no_leaks(fake_acl)
+
+
+@pytest.mark.parametrize("kind", ["static", "dynamic_shape"])
+def test_an_output_is_copied_once_from_the_device_into_the_array_served(
+        any_cann: ModuleType, tmp_path: Path, kind: str) -> None:
+    """Each output crosses from the device once, into the array the response is made of: no pinned staging
+    buffer per output (nor per request for a dynamic-shape OM) and no second copy out of one (ptr_to_bytes /
+    ptr_to_numpy) (was: memcpy into malloc_host memory, then ptr_to_bytes, on every CANN version)."""
+    fake_acl = any_cann
+    onnx = dense_model(outputs=64)
+    extra: dict[str, object] = ({"input_shape": {"x": [-1, 4]}, "dynamic_shape": True} if kind != "static"
+                                else {"static_batch": 8})
+    executor = AclExecutor(write_fake_om(tmp_path, onnx, **extra), device_id=0)  # type: ignore[arg-type]
+    calls = fake_acl._state.STATE.calls
+    before = {name: calls[name] for name in ("rt.malloc_host", "util.ptr_to_bytes", "util.ptr_to_numpy",
+                                             "rt.memcpy d2h bytes")}
+    x = np.random.default_rng(3).standard_normal((8, 4)).astype(np.float32)
+    outputs, stats = executor.run({"x": x})
+    y, z = reference(onnx, {"x": x})
+    np.testing.assert_allclose(outputs["y"], y, atol=1e-5)
+    np.testing.assert_allclose(outputs["z"], z, atol=1e-5)
+    assert [calls[name] - before[name] for name in before] == [0, 0, 0, y.nbytes + z.nbytes]
+    assert stats.d2h_bytes == y.nbytes + z.nbytes
+    executor.close()
+    assert _no_leaks(fake_acl)

@@ -205,7 +205,6 @@ class _Slot:
     size: int  # bytes at the largest gear
     index: int = 0  # in the model description
     device_ptr: int = 0
-    host_ptr: int = 0
     batch_axis: int | None = None  # outputs with gears: the axis a gear pads
     # outputs with dimension/image gears: per axis, the dynamic input axes it follows (() fixed); None for
     # an axis that varies with the gear but follows no input axis (then only exact gears run)
@@ -374,8 +373,6 @@ class AclExecutor:
         self._out_slots = [self._slot("output", i) for i in range(acl.mdl.get_num_outputs(desc))]
         # size 0: a -1 dim (gert ModelIoDesc::GetSize), on an input or on an output shaped by the data alone
         self.dynamic_shape = any(s.size == 0 for s in self._in_slots + self._out_slots)
-        for slot in self._out_slots:
-            slot.host_ptr = self._malloc_host(slot.size) if slot.size else 0
         self.inputs = tuple(s.info for s in self._in_slots)
         self.outputs = tuple(s.info for s in self._out_slots)
         self.profiles: tuple[Profile, ...] = ()
@@ -486,13 +483,6 @@ class AclExecutor:
         ptr, ret = self._acl.rt.malloc(size, ACL_MEM_MALLOC_HUGE_FIRST)
         check(f"acl.rt.malloc({size})", ret)
         self._later(FREE, "acl.rt.free", lambda: self._acl.rt.free(ptr))
-        return int(ptr)
-
-    def _malloc_host(self, size: int) -> int:
-        """Host staging memory for device→host copies, freed at close."""
-        ptr, ret = self._acl.rt.malloc_host(size)
-        check(f"acl.rt.malloc_host({size})", ret)
-        self._later(FREE, "acl.rt.free_host", lambda: self._acl.rt.free_host(ptr))
         return int(ptr)
 
     def _dataset(self, slots: list[_Slot], side: str) -> int:
@@ -672,10 +662,10 @@ class AclExecutor:
         if not size:
             ptr, size = acl.get_data_buffer_addr(buffer), acl.get_data_buffer_size_v2(buffer)
         nbytes = int(np.prod(shape)) * slot.dtype.itemsize
-        host, ret = acl.rt.malloc_host(max(1, nbytes))
-        check(f"acl.rt.malloc_host({nbytes})", ret)
-        undo.append(_bound(acl.rt.free_host, host))
-        return self._read(host, ptr, size, nbytes, shape, slot)
+        if nbytes > size:
+            raise ExecutorError(f"output {slot.info.name}: its description says {nbytes} bytes, its buffer "
+                                f"holds {size}")
+        return self._read(ptr, nbytes, shape, slot)
 
     def _copy_in(self, device_ptr: int, size: int, name: str, array: np.ndarray) -> int:
         """Host→device for one input (contiguous, of its dtype); returns bytes copied."""
@@ -696,22 +686,19 @@ class AclExecutor:
         """Device→host for one output at these dims (its whole buffer when a dim is unknown)."""
         known = all(d >= 0 for d in shape)
         nbytes = int(np.prod(shape)) * slot.dtype.itemsize if known else slot.size
-        array = self._read(slot.host_ptr, slot.device_ptr, slot.size, nbytes, shape, slot)
-        return array.reshape(shape) if known else array
+        return self._read(slot.device_ptr, nbytes, shape, slot)
 
-    def _read(self, host_ptr: int, device_ptr: int, size: int, nbytes: int, shape: tuple[int, ...],
-              slot: _Slot) -> np.ndarray:
-        """nbytes of an output from the device through a host staging buffer, as an array we own."""
-        check(f"acl.rt.memcpy(device→host, {slot.info.name})", self._acl.rt.memcpy(
-            host_ptr, max(size, nbytes), device_ptr, nbytes, ACL_MEMCPY_DEVICE_TO_HOST))
-        util = self._acl.util
-        if hasattr(util, "ptr_to_bytes"):  # CANN >= 6.0.1
-            array = np.frombuffer(util.ptr_to_bytes(host_ptr, nbytes), dtype=slot.dtype)
-        else:  # older pyacl: a view of the staging buffer, reused by the next run: copy it
-            count = nbytes // slot.dtype.itemsize
-            array = util.ptr_to_numpy(host_ptr, (count,), slot.dtype.num).copy()
+    def _read(self, device_ptr: int, nbytes: int, shape: tuple[int, ...], slot: _Slot) -> np.ndarray:
+        """nbytes of an output copied once, from the device straight into the array the response is made
+        of (a new one each time: it leaves with the response). aclrtMemcpy puts no condition on the host
+        memory (CANN AscendCL reference; this glue's host→device copies already read a Python bytes buffer):
+        no pinned staging buffer, no second copy out of it (ptr_to_bytes / ptr_to_numpy)."""
         known = all(d >= 0 for d in shape)
-        return array.reshape(shape) if known else array
+        array = np.empty(shape if known else (nbytes // slot.dtype.itemsize,), dtype=slot.dtype)
+        if nbytes:
+            check(f"acl.rt.memcpy(device→host, {slot.info.name})", self._acl.rt.memcpy(
+                int(array.ctypes.data), nbytes, device_ptr, nbytes, ACL_MEMCPY_DEVICE_TO_HOST))
+        return array
 
     def device_figures(self) -> DeviceFigures | None:
         """Memory and AICore utilization from AscendCL, without taking the execution lock.

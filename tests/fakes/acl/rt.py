@@ -197,6 +197,8 @@ def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int) -> int:
             alloc = _state.STATE.allocs.get(ptr)
             if alloc is not None and count > alloc.size:
                 return ACL_ERROR_INVALID_PARAM
+        if kind == ACL_MEMCPY_DEVICE_TO_HOST:
+            _state.STATE.calls["rt.memcpy d2h bytes"] += count
         ctypes.memmove(dst, src, count)
         return ACL_SUCCESS
 

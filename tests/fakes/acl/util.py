@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from . import _state
+
 _NPY_TYPES = {np.dtype(t).num: np.dtype(t) for t in (
     np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
     np.float16, np.float32, np.float64)}
@@ -26,6 +28,7 @@ def bytes_to_ptr(data: bytes) -> int:
 
 def ptr_to_bytes(ptr: int, size: int) -> bytes:
     """A copy of size bytes of host memory at ptr."""
+    _state.STATE.calls["util.ptr_to_bytes"] += 1
     return ctypes.string_at(ptr, size)
 
 
@@ -38,6 +41,7 @@ def numpy_to_ptr(array: Any) -> int:
 
 def ptr_to_numpy(ptr: int, shape: tuple[int, ...], npy_type: int) -> np.ndarray:
     """An ndarray over the memory at ptr (PyArray_NewFromDescr on ptr): it changes when that memory does."""
+    _state.STATE.calls["util.ptr_to_numpy"] += 1
     dtype = _NPY_TYPES[npy_type]
     count = int(np.prod(shape)) if shape else 1
     raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(ptr)
