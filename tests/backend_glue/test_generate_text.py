@@ -130,3 +130,31 @@ def test_text_refusals_are_one_clear_error(server: RunningServer) -> None:
         connection.close()
     assert "give input_ids or text_input, not both" in errors[0]
     assert "text_input: the text holds no token" in errors[1]
+
+
+def _generate_error(server: RunningServer, body: dict[str, Any], model: str = "llama_text") -> str:
+    """The error /generate answers for this body."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.ports.http, timeout=120)
+    try:
+        connection.request("POST", f"/v2/models/{model}/generate", body=json.dumps(body).encode(),
+                           headers={"Content-Type": "application/json"})
+        return str(json.loads(connection.getresponse().read())["error"])
+    finally:
+        connection.close()
+
+
+def test_a_text_too_long_for_the_context_is_refused_before_it_is_tokenized(server: RunningServer) -> None:
+    """Issue 39: a 10 MB text_input was tokenized before any size check (11-14 s on the request path,
+    stalling others), then refused for its KV cache. Now its length is checked against the context first:
+    refused naming its bytes, the context and the bound (8,192 tokens x 32 bytes)."""
+    error = _generate_error(server, {"text_input": "the cache " * 1_000_000, "max_tokens": 4})
+    assert ("text_input: 10000000 bytes cannot fit the model's context of 8192 tokens (at most 262144 "
+            "bytes are tokenized: 32 a token)") in error
+
+
+def test_a_misspelt_field_is_refused_naming_it_with_the_one_meant(server: RunningServer) -> None:
+    """Issue 39: Triton's generate endpoint passes a JSON field naming no input as a request parameter, so
+    max_new_tokens was ignored (128 tokens came back). It is refused, naming the field and the one meant."""
+    error = _generate_error(server, {"text_input": PROMPT, "max_new_tokens": 4})
+    assert "unknown field max_new_tokens (did you mean max_tokens?): this model takes input_ids, " \
+           "text_input, max_tokens, temperature, top_k, top_p, seed" in error

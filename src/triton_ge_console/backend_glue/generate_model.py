@@ -10,6 +10,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from triton_ge_console.backend_glue.generate_scheduler import Events, NoEvents, 
 from triton_ge_console.backend_glue.generate_text import TextCodec, TextStream
 from triton_ge_console.backend_glue.ledger import DeviceLedger
 from triton_ge_console.backend_glue.loading import open_executor
-from triton_ge_console.backend_glue.onnx_executor import OnnxRuntimeExecutor
+from triton_ge_console.backend_glue.onnx_executor import OnnxRuntimeExecutor, trim_heap
 from triton_ge_console.backend_glue.settings import (
     GlueConfigError,
     GlueSettings,
@@ -121,6 +122,35 @@ class Responder:
             responses.put(None)
         for thread in self._threads:
             thread.join(timeout=10)
+
+
+Admitted = tuple["TritonStream", dict[str, np.ndarray], dict[str, Any]]
+
+
+class Intake:
+    """Text prompts tokenized and queued on a thread of their own, in the order they came: on execute's
+    thread a long text would hold every request behind it (and, before the first step, their first
+    tokens); the tokenizer lets go of the GIL, so the stepping thread goes on meanwhile."""
+
+    def __init__(self, admit: Callable[[TritonStream, dict[str, np.ndarray], dict[str, Any]], None]) -> None:
+        self._admit = admit
+        self._queue: queue.SimpleQueue[Admitted | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="ge-generate-text", daemon=True)
+        self._thread.start()
+
+    def put(self, item: Admitted) -> None:
+        """Tokenize and queue this request next."""
+        self._queue.put(item)
+
+    def _loop(self) -> None:
+        """Admit until closed."""
+        while (item := self._queue.get()) is not None:
+            self._admit(*item)
+
+    def close(self) -> None:
+        """Admit what is queued, then stop."""
+        self._queue.put(None)
+        self._thread.join(timeout=10)
 
 
 class TritonStream:
@@ -232,10 +262,13 @@ class GenerateModel:
             self.metrics = self._optional(lambda: GenerateMetrics(pb_utils, labels, settings.instance_name,
                                                                   limits.kv_cache_bytes))
             self.codec = self._codec(config, where)
+            self.tokenizer = (generate_protocol.Tokenizer(self.codec.encode, self.codec.longest_token_bytes)
+                              if self.codec is not None else None)
+            self.intake = Intake(self._admit) if self.codec is not None else None
             self.responder = Responder(pb_utils, settings.model_name)
             self.endings = Endings(self.metrics, self.telemetry)
             self.scheduler = Scheduler(self._run, layout, limits, self.endings,
-                                       vocab=vocab_size(self.executor.outputs))
+                                       vocab=vocab_size(self.executor.outputs), idle=trim_heap)
         except LayoutError as exc:
             self.finalize()
             raise GlueConfigError(f"{where}: {settings.onnx_path}: {exc}") from None
@@ -282,22 +315,31 @@ class GenerateModel:
 
     def execute(self, requests: list[Any]) -> None:
         """Queue each request with the scheduler (or refuse it at once); responses follow from its thread,
-        but for the first step's when nothing was running: this thread runs it (first tokens sooner)."""
-        scheduler = self.scheduler
+        but for the first step's when nothing was running: this thread runs it (first tokens sooner). A
+        text prompt goes to the intake's thread to be tokenized, so requests behind it wait for none."""
         for request in requests:
             codec = self.codec
             stream = TritonStream(self.responder, request.get_response_sender(),
                                   codec.stream() if codec is not None else None)
-            try:
-                wanted = generate_protocol.request_from(_inputs(request).get, scheduler.limits,
-                                                        codec.encode if codec else None)
-            except ValueError as exc:
-                self._refuse(stream, str(exc))
-                continue
-            refusal = scheduler.submit(stream, wanted, wake=False)
-            if refusal is not None:
-                self._refuse(stream, refusal)
-        scheduler.step_first()
+            inputs, parameters = _inputs(request), _parameters(request)
+            if self.intake is not None and generate_protocol.TEXT_INPUT.name in inputs:
+                self.intake.put((stream, inputs, parameters))
+            else:
+                self._admit(stream, inputs, parameters, wake=False)
+        self.scheduler.step_first()
+
+    def _admit(self, stream: TritonStream, inputs: dict[str, np.ndarray], parameters: dict[str, Any],
+               wake: bool = True) -> None:
+        """Check a request and queue it with the scheduler, or refuse it."""
+        try:
+            wanted = generate_protocol.request_from(inputs.get, self.scheduler.limits, self.tokenizer,
+                                                    parameters)
+        except ValueError as exc:
+            self._refuse(stream, str(exc))
+            return
+        refusal = self.scheduler.submit(stream, wanted, wake=wake)
+        if refusal is not None:
+            self._refuse(stream, refusal)
 
     def _refuse(self, stream: TritonStream, message: str) -> None:
         """Answer a request that will not run with one clear error (counted as ended by error)."""
@@ -306,6 +348,9 @@ class GenerateModel:
 
     def finalize(self) -> None:
         """End every sequence, stop the metrics, give the memory back, free the executor."""
+        intake = getattr(self, "intake", None)
+        if intake is not None:
+            intake.close()
         scheduler = getattr(self, "scheduler", None)
         if scheduler is not None:
             scheduler.stop()
@@ -324,10 +369,18 @@ class GenerateModel:
 
 def step_run(executor: Executor, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], RunStats]:
     """A prefill or decode step as the generate model runs it: on ONNX Runtime a plain run (the past grows
-    every step: output buffers kept per input shapes would never be reused), else the executor's run."""
+    every step: output buffers kept per input shapes would never be reused), a prefill chunk's memory
+    given back after it (a long prompt's otherwise stays held), else the executor's run."""
     if isinstance(executor, OnnxRuntimeExecutor):
-        return executor.run_fresh(feeds), RunStats()
+        return executor.run_fresh(feeds, release=feeds["input_ids"].shape[1] > 1), RunStats()
     return executor.run(feeds)
+
+
+def _parameters(request: Any) -> dict[str, Any]:
+    """The request's parameters (Triton's generate endpoint puts each JSON field naming no input there)."""
+    text = request.parameters()
+    values = json.loads(text) if text else {}
+    return values if isinstance(values, dict) else {}
 
 
 def _inputs(request: Any) -> dict[str, np.ndarray]:

@@ -9,6 +9,7 @@ generate extension names it) and each response carries its text piece (`text_out
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -116,11 +117,45 @@ def with_context(limits: Limits, declared: tuple[int, str] | None, where: str) -
     return dataclasses.replace(limits, max_model_len=DEFAULT_CONTEXT), "the default: the model declares none"
 
 
+# Bytes of text one token may stand for, at least: a text longer than the context times this (or the
+# tokenizer's longest token) is refused before it is tokenized (a 10 MB text took 11-14 s to tokenize).
+TEXT_BYTES_PER_TOKEN = 32
+TRITON_PARAMETER_PREFIX = "triton_"  # Triton's own request parameters (triton_enable_empty_final_response)
+
+
+@dataclass(frozen=True)
+class Tokenizer:
+    """What request_from needs of a model's tokenizer: its encoding, and the most bytes one token spans."""
+
+    encode: Callable[[str], tuple[int, ...]]
+    longest_token_bytes: int = 1
+
+
+def unknown_fields(parameters: dict[str, Any], text: bool) -> str | None:
+    """Why a request's parameters are wrong, or None. Triton's generate endpoint passes a JSON field that
+    names no input as a request parameter, so a misspelt field (max_new_tokens) would be ignored."""
+    names = [t.name for t in inputs(text)]
+    for name in parameters:
+        if name.startswith(TRITON_PARAMETER_PREFIX):
+            continue
+        if name == TEXT_INPUT.name:
+            return ("text_input: this model has no tokenizer (spec generate.tokenizer), so it takes the "
+                    "prompt as input_ids only")
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        return f"unknown field {name}{hint}: this model takes {', '.join(names)}"
+    return None
+
+
 def request_from(get: Callable[[str], np.ndarray | None], limits: Limits,
-                 encode: Callable[[str], tuple[int, ...]] | None = None) -> GenerateRequest:
-    """A request's tensors (by name, None where absent) as what to generate; bad values name the tensor.
-    `encode` (a tokenizer's) lets the prompt come as text_input instead of input_ids."""
-    prompt = _prompt(get, encode)
+                 tokenizer: Tokenizer | None = None,
+                 parameters: dict[str, Any] | None = None) -> GenerateRequest:
+    """A request's tensors (by name, None where absent) and parameters as what to generate; bad values name
+    the tensor or field. With a tokenizer the prompt may come as text_input instead of input_ids."""
+    problem = unknown_fields(parameters or {}, tokenizer is not None)
+    if problem is not None:
+        raise ValueError(problem)
+    prompt = _prompt(get, tokenizer, limits.max_model_len)
     max_tokens = _scalar(get, "max_tokens", limits.max_tokens, int)
     sampling = TokenSampling(temperature=_scalar(get, "temperature", 0.0, float),
                         top_k=_scalar(get, "top_k", 0, int),
@@ -137,9 +172,10 @@ def request_from(get: Callable[[str], np.ndarray | None], limits: Limits,
     return GenerateRequest(prompt, max_tokens, sampling)
 
 
-def _prompt(get: Callable[[str], np.ndarray | None],
-            encode: Callable[[str], tuple[int, ...]] | None) -> tuple[int, ...]:
-    """The prompt's ids: input_ids as given, or text_input through the tokenizer."""
+def _prompt(get: Callable[[str], np.ndarray | None], tokenizer: Tokenizer | None,
+            context: int | None) -> tuple[int, ...]:
+    """The prompt's ids: input_ids as given, or text_input through the tokenizer (a text too long for the
+    context refused before it is tokenized)."""
     ids, text = get("input_ids"), get("text_input")
     if ids is not None and text is not None:
         raise ValueError("give input_ids or text_input, not both")
@@ -147,21 +183,34 @@ def _prompt(get: Callable[[str], np.ndarray | None],
         return tuple(int(t) for t in np.asarray(ids).reshape(-1))
     if text is None:
         raise ValueError("input_ids is required: the prompt's token ids"
-                         + (" (or text_input: the prompt as text)" if encode is not None else ""))
-    if encode is None:
+                         + (" (or text_input: the prompt as text)" if tokenizer is not None else ""))
+    if tokenizer is None:
         raise ValueError("text_input needs a tokenizer: give the model one (spec generate: {tokenizer: …})")
     values = np.asarray(text, dtype=object).reshape(-1)
     if values.size != 1:
         raise ValueError(f"text_input: expected one text, got {values.size}")
     value = values[0]
+    _check_text_length(len(value) if isinstance(value, bytes) else len(str(value).encode("utf-8")),
+                       tokenizer, context)
     try:
         prompt = value.decode("utf-8") if isinstance(value, bytes) else str(value)
     except UnicodeDecodeError as exc:
         raise ValueError(f"text_input: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    ids_of_text = encode(prompt)
+    ids_of_text = tokenizer.encode(prompt)
     if not ids_of_text:
         raise ValueError("text_input: the text holds no token")
     return ids_of_text
+
+
+def _check_text_length(size: int, tokenizer: Tokenizer, context: int | None) -> None:
+    """Refuse a text that cannot fit the context whatever its tokens (before it is tokenized)."""
+    if context is None:
+        return
+    most = context * max(TEXT_BYTES_PER_TOKEN, tokenizer.longest_token_bytes)
+    if size > most:
+        raise ValueError(f"text_input: {size} bytes cannot fit the model's context of {context} tokens "
+                         f"(at most {most} bytes are tokenized: "
+                         f"{max(TEXT_BYTES_PER_TOKEN, tokenizer.longest_token_bytes)} a token)")
 
 
 def _scalar(get: Callable[[str], np.ndarray | None], name: str, default: Any, kind: type) -> Any:

@@ -195,8 +195,10 @@ class Scheduler:
     """The waiting queue and the running batch of one instance, stepped by its own thread."""
 
     def __init__(self, run: Run, layout: KvLayout, limits: Limits, events: Events | None = None,
-                 clock: Callable[[], float] = time.perf_counter, vocab: int | None = None) -> None:
+                 clock: Callable[[], float] = time.perf_counter, vocab: int | None = None,
+                 idle: Callable[[], None] | None = None) -> None:
         self._run = run
+        self._idle = idle  # called when the last sequence has left: the memory they used can go back
         self.layout = layout
         self.limits = limits
         self.vocab = vocab  # token ids run 0 to vocab - 1 (None: the model does not say)
@@ -280,7 +282,10 @@ class Scheduler:
         with self._lock:
             waiting = len(self._waiting)
         self._events.occupancy(len(self.running), waiting, self.reserved)
-        return bool(self.running) or waiting > 0
+        busy = bool(self.running) or waiting > 0
+        if not busy and self._idle is not None:
+            self._idle()
+        return busy
 
     def _drop_cancelled(self, left: set[Stream]) -> None:
         """End the sequences, running or waiting, whose clients left (a waiting one gives up its place)."""
