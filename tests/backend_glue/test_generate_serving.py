@@ -604,3 +604,23 @@ def test_text_to_a_model_without_a_tokenizer_says_it_has_none(server: RunningSer
     for error in errors:
         assert "text_input: this model has no tokenizer (spec generate.tokenizer), so it takes the prompt " \
                "as input_ids only" in str(error)
+
+
+def test_a_refused_request_is_counted_rejected_not_as_a_failing_model(server: RunningServer) -> None:
+    """Issue 39: refusals (the client's mistakes) counted as the model's failures (ge_request_failures_total:
+    'FAIL 37' in the console) and as sequences ended by error. They are counted apart, as rejected."""
+    model = "llama_generate"
+
+    def counts() -> tuple[float, float, float]:
+        return (model_value(server, "ge_request_failures_total", model),
+                model_value(server, "ge_generate_sequences_ended_total", model, reason="error"),
+                model_value(server, "ge_generate_requests_rejected_total", model))
+
+    failures, errors, rejected = counts()
+    streamer = GrpcStreamer(server.grpc_hostport, model)
+    try:
+        result = streamer.generate(Generation((1, 2, 3), 49))  # beyond generate.max_tokens 48
+    finally:
+        streamer.close()
+    assert "max_tokens 49: expected 1 to 48" in str(result.error)
+    wait_until(lambda: counts() == (failures, errors, rejected + 1), timeout=10)

@@ -25,6 +25,8 @@ COUNTERS = {
     "ge_generate_prompt_tokens_total": "Prompt tokens of the sequences that ended",
     "ge_generate_generation_tokens_total": "Tokens generated and streamed",
     "ge_generate_sequences_ended_total": "Sequences ended, by reason (length, stop, cancel, error)",
+    "ge_generate_requests_rejected_total": "Requests refused before they ran (bad fields, beyond the "
+                                           "context or the KV capacity, a full queue): not model failures",
 }
 GAUGES = {  # per instance: each sets its own
     "ge_generate_running_sequences": "Sequences decoding together now",
@@ -44,6 +46,7 @@ class _PendingTokens:
     generated: int = 0
     ended: dict[str, int] = field(default_factory=dict)
     occupancy: tuple[int, int, int] | None = None
+    rejected: int = 0
 
 
 class GenerateMetrics:
@@ -65,6 +68,7 @@ class GenerateMetrics:
             self._families[name] = family(name=name, description=text, kind=family.COUNTER)
         self._prompt = self._families["ge_generate_prompt_tokens_total"].Metric(labels=labels)
         self._generated = self._families["ge_generate_generation_tokens_total"].Metric(labels=labels)
+        self._rejected = self._families["ge_generate_requests_rejected_total"].Metric(labels=labels)
         ended = self._families["ge_generate_sequences_ended_total"]
         self._ended = {reason: ended.Metric(labels={**labels, "reason": reason}) for reason in ENDINGS}
         gauge_labels = {**labels, "instance": instance}
@@ -94,6 +98,11 @@ class GenerateMetrics:
             self._pending.prompt_tokens += prompt_tokens
             self._pending.ended[reason] = self._pending.ended.get(reason, 0) + 1
 
+    def rejected(self) -> None:
+        """A request was refused before it ran."""
+        with self._lock:
+            self._pending.rejected += 1
+
     def occupancy(self, running: int, waiting: int, kv_bytes: int) -> None:
         """Where the instance stands after a step."""
         with self._lock:
@@ -111,6 +120,8 @@ class GenerateMetrics:
             self._prompt.increment(float(pending.prompt_tokens))
         if pending.generated:
             self._generated.increment(float(pending.generated))
+        if pending.rejected:
+            self._rejected.increment(float(pending.rejected))
         for reason, count in pending.ended.items():
             self._ended[reason].increment(float(count))
         if pending.occupancy is not None:

@@ -34,6 +34,9 @@ from triton_ge_console.backend_glue.settings import (
 from triton_ge_console.backend_glue.telemetry import Telemetry
 from triton_ge_console.model_files.context import declared_context
 
+# Context (tokens) past which a prefill chunk's memory is handed back after its run: attention over it
+# takes tens of MiB a chunk; below it, giving back only makes the next runs fault the pages in again.
+RELEASE_AFTER = 1024
 SENDER_THREADS = 2  # one for each of this host's cores; each stream keeps to one
 NPU_NOT_SUPPORTED = (
     "generation runs in CPU emulation only for now: driving an OM's dynamic sequence dims (past length "
@@ -203,10 +206,11 @@ class Endings:
     """The scheduler's events, passed on to the token metrics; a sequence ended by an error also counts as
     a failed request in the glue's telemetry: Triton counted it a success when execute returned (python
     backend r24.06 on, see sessions/glue_failures), so without this a model whose every generation fails
-    would read healthy. A cancel is the client's doing, not a failure."""
+    would read healthy. A cancel or a refused request is the client's doing, not a failure."""
 
-    def __init__(self, metrics: Events | None, telemetry: Telemetry | None) -> None:
+    def __init__(self, metrics: GenerateMetrics | None, telemetry: Telemetry | None) -> None:
         self._metrics: Events = metrics or NoEvents()
+        self._counted = metrics
         self._telemetry = telemetry
 
     def first_token(self, seconds: float) -> None:
@@ -226,6 +230,12 @@ class Endings:
     def occupancy(self, running: int, waiting: int, kv_bytes: int) -> None:
         """Passed on."""
         self._metrics.occupancy(running, waiting, kv_bytes)
+
+    def rejected(self) -> None:
+        """A request refused before it ran (its fields, its size, a full queue): counted apart, as vLLM
+        counts rejected requests, never as a failed request of the model."""
+        if self._counted is not None:
+            self._counted.rejected()
 
 
 class GenerateModel:
@@ -342,9 +352,10 @@ class GenerateModel:
             self._refuse(stream, refusal)
 
     def _refuse(self, stream: TritonStream, message: str) -> None:
-        """Answer a request that will not run with one clear error (counted as ended by error)."""
+        """Answer a request that will not run with one clear error (counted as rejected: the client's
+        mistake or the model's bounds, not a failure of the model)."""
         stream.fail(message)
-        self.endings.ended("error", 0, 0)
+        self.endings.rejected()
 
     def finalize(self) -> None:
         """End every sequence, stop the metrics, give the memory back, free the executor."""
@@ -369,10 +380,12 @@ class GenerateModel:
 
 def step_run(executor: Executor, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], RunStats]:
     """A prefill or decode step as the generate model runs it: on ONNX Runtime a plain run (the past grows
-    every step: output buffers kept per input shapes would never be reused), a prefill chunk's memory
-    given back after it (a long prompt's otherwise stays held), else the executor's run."""
+    every step: output buffers kept per input shapes would never be reused), the memory of a prefill
+    chunk over a long context given back after it (a long prompt's otherwise stays held), else the
+    executor's run."""
     if isinstance(executor, OnnxRuntimeExecutor):
-        return executor.run_fresh(feeds, release=feeds["input_ids"].shape[1] > 1), RunStats()
+        long_prefill = feeds["input_ids"].shape[1] > 1 and feeds["attention_mask"].shape[1] > RELEASE_AFTER
+        return executor.run_fresh(feeds, release=long_prefill), RunStats()
     return executor.run(feeds)
 
 
