@@ -19,7 +19,7 @@ from triton_ge_console.backend_glue import generate_protocol
 from triton_ge_console.backend_glue.executor import Executor, RunStats
 from triton_ge_console.backend_glue.generate_batch import LayoutError, kv_layout, vocab_size
 from triton_ge_console.backend_glue.generate_metrics import GenerateMetrics
-from triton_ge_console.backend_glue.generate_scheduler import Events, NoEvents, Scheduler
+from triton_ge_console.backend_glue.generate_scheduler import Events, Lifetime, NoEvents, Scheduler
 from triton_ge_console.backend_glue.generate_text import TextCodec, TextStream
 from triton_ge_console.backend_glue.ledger import DeviceLedger
 from triton_ge_console.backend_glue.loading import open_executor
@@ -213,23 +213,23 @@ class Endings:
         self._counted = metrics
         self._telemetry = telemetry
 
-    def first_token(self, seconds: float) -> None:
+    def first_token(self, seconds: float, prompt_tokens: int) -> None:
         """Passed on."""
-        self._metrics.first_token(seconds)
+        self._metrics.first_token(seconds, prompt_tokens)
 
     def next_token(self, seconds: float) -> None:
         """Passed on."""
         self._metrics.next_token(seconds)
 
-    def ended(self, reason: str, prompt_tokens: int, generated: int) -> None:
+    def ended(self, reason: str, lifetime: Lifetime) -> None:
         """Passed on; an error counted as a failed request too."""
         if reason == "error" and self._telemetry is not None:
             self._telemetry.failed()
-        self._metrics.ended(reason, prompt_tokens, generated)
+        self._metrics.ended(reason, lifetime)
 
-    def occupancy(self, running: int, waiting: int, kv_bytes: int) -> None:
+    def occupancy(self, running: int, waiting: int, kv_bytes: int, kv_used: int) -> None:
         """Passed on."""
-        self._metrics.occupancy(running, waiting, kv_bytes)
+        self._metrics.occupancy(running, waiting, kv_bytes, kv_used)
 
     def rejected(self) -> None:
         """A request refused before it ran (its fields, its size, a full queue): counted apart, as vLLM

@@ -61,28 +61,41 @@ class Stream(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Lifetime:
+    """When one sequence went through each phase (the scheduler's clock), for vLLM's request figures:
+    queued from arrival to admission, prefilled to its first token, decoded to its last."""
+
+    arrived: float
+    admitted: float | None  # None: it ended while waiting
+    first_token: float | None
+    last_token: float | None
+    prompt_tokens: int
+    generated: int
+
+
 class Events(Protocol):
     """Where the scheduler reports what happened (metrics)."""
 
-    def first_token(self, seconds: float) -> None: ...
+    def first_token(self, seconds: float, prompt_tokens: int) -> None: ...
     def next_token(self, seconds: float) -> None: ...
-    def ended(self, reason: str, prompt_tokens: int, generated: int) -> None: ...
-    def occupancy(self, running: int, waiting: int, kv_bytes: int) -> None: ...
+    def ended(self, reason: str, lifetime: Lifetime) -> None: ...
+    def occupancy(self, running: int, waiting: int, kv_bytes: int, kv_used: int) -> None: ...
 
 
 class NoEvents:
     """Reports go nowhere (tests, or a Triton without custom metrics)."""
 
-    def first_token(self, seconds: float) -> None:
+    def first_token(self, seconds: float, prompt_tokens: int) -> None:
         """Ignored."""
 
     def next_token(self, seconds: float) -> None:
         """Ignored."""
 
-    def ended(self, reason: str, prompt_tokens: int, generated: int) -> None:
+    def ended(self, reason: str, lifetime: Lifetime) -> None:
         """Ignored."""
 
-    def occupancy(self, running: int, waiting: int, kv_bytes: int) -> None:
+    def occupancy(self, running: int, waiting: int, kv_bytes: int, kv_used: int) -> None:
         """Ignored."""
 
 
@@ -122,6 +135,8 @@ class Sequence:
     generated: int = 0
     last_token: int = 0
     last_time: float = 0.0
+    admitted: float | None = None
+    first_time: float | None = None
     ended: str | None = None
     tokens: list[int] = field(default_factory=list)
 
@@ -238,6 +253,11 @@ class Scheduler:
                     f"capacity of {limits.kv_cache_bytes} bytes (generate.kv_cache_mib): it can never fit")
         return None
 
+    def kv_used(self) -> int:
+        """KV bytes the running sequences' tokens take now (each reserves room for all it may hold)."""
+        held = sum(s.prefilled + s.generated for s in self.running)
+        return held * self.layout.bytes_per_token
+
     def reservation(self, request: GenerateRequest) -> int:
         """KV bytes a request holds while it runs: room for every token it may cache."""
         return (len(request.prompt) + request.max_tokens) * self.layout.bytes_per_token
@@ -281,7 +301,7 @@ class Scheduler:
         self._leave_ended()
         with self._lock:
             waiting = len(self._waiting)
-        self._events.occupancy(len(self.running), waiting, self.reserved)
+        self._events.occupancy(len(self.running), waiting, self.reserved, self.kv_used())
         busy = bool(self.running) or waiting > 0
         if not busy and self._idle is not None:
             self._idle()
@@ -307,6 +327,7 @@ class Scheduler:
                 if self.reserved + head.reserved > self.limits.kv_cache_bytes:
                     break
                 self._waiting.popleft()
+                head.admitted = self._clock()
                 self.running.append(head)
                 self.reserved += head.reserved
 
@@ -366,7 +387,8 @@ class Scheduler:
         """Stream one token; end the sequence on its stop token, its length, or a client gone."""
         now = self._clock()
         if sequence.generated == 0:
-            self._events.first_token(now - sequence.arrived)
+            sequence.first_time = now
+            self._events.first_token(now - sequence.arrived, len(sequence.request.prompt))
         else:
             self._events.next_token(now - sequence.last_time)
         sequence.generated += 1
@@ -396,7 +418,10 @@ class Scheduler:
         if sequence in self.running:
             self.running.remove(sequence)
             self.reserved -= sequence.reserved
-        self._events.ended(reason, len(sequence.request.prompt), sequence.generated)
+        self._events.ended(reason, Lifetime(
+            sequence.arrived, sequence.admitted, sequence.first_time,
+            sequence.last_time if sequence.generated else None, len(sequence.request.prompt),
+            sequence.generated))
 
     def start(self) -> None:
         """Step on a thread of its own whenever there is work."""
@@ -446,7 +471,7 @@ class Scheduler:
                 self._waiting.clear()
             self._fail(left, f"generation failed: {type(exc).__name__}: {exc}")
             self._leave_ended()
-            self._events.occupancy(len(self.running), 0, self.reserved)
+            self._events.occupancy(len(self.running), 0, self.reserved, self.kv_used())
             return False
 
     def stop(self, message: str = "the model is unloading") -> None:
