@@ -252,3 +252,21 @@ def test_onnx_executor_falls_back_to_plain_runs_when_output_shapes_follow_the_da
     for x in ([0, 1, 2, 0], [0, 0, 3, 0], [5, 6, 7, 8], [0, 0, 3, 0]):
         where = executor.run({"x": np.array(x, dtype=np.float32)})[0]["where"]
         np.testing.assert_array_equal(where, np.nonzero(np.array(x))[0][None, :])
+
+
+def test_npu_ge_without_device_ids_is_charged_on_every_visible_npu_or_said_unknown(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Native npu_ge with no device_ids runs on every NPU the process sees (ModelInstanceState::InitDevices,
+    aclrtGetDeviceCount): the emulation charges each NPU ASCEND_RT_VISIBLE_DEVICES lists, and without it
+    charges its one device and marks the count unknown, so its utilization reads unknown (it charged one
+    and said nothing before)."""
+    folder = write_model(tmp_path, "m", 'backend: "npu_ge"\n', dense_model(), "b.onnx")
+    config = {"backend": "npu_ge", "parameters": {}}
+    monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "0,1,2,3")
+    settings = load_settings(_args(folder), config)
+    assert settings.devices == (0, 1, 2, 3) and not settings.npus_unknown
+    monkeypatch.delenv("ASCEND_RT_VISIBLE_DEVICES")
+    settings = load_settings(_args(folder), config)
+    assert settings.devices == (0,) and settings.npus_unknown
+    named = load_settings(_args(folder), {"backend": "npu_ge", "parameters": _params(device_ids="1")})
+    assert named.devices == (1,) and not named.npus_unknown

@@ -50,6 +50,7 @@ class GlueSettings:
     ort_spinning: bool = False  # ORT's pool threads spin-wait for work (CPU emulation)
     instances: int = 1  # the model's instances (config instance_group counts)
     npu_copies: int = 1  # npu_ge: full copies of the model on each NPU (one per GE session there)
+    npus_unknown: bool = False  # npu_ge naming no NPU: it runs on every one, how many is unknown here
 
     def memory_per_device(self, model_bytes: int) -> int:
         """What this instance is charged on each of its NPUs: npu_ge's copies on every NPU of device_ids,
@@ -203,6 +204,15 @@ def no_tensor_parallel_on_npu(where: str, devices: tuple[int, ...]) -> str:
             "execution_mode cpu")
 
 
+def every_visible_npu() -> tuple[int, ...]:
+    """The NPUs native npu_ge runs a model on when it names no device_ids: every device the process sees
+    (ModelInstanceState::InitDevices, aclrtGetDeviceCount), which here is known only from
+    ASCEND_RT_VISIBLE_DEVICES (npu-smi's logical ids); () when it is unset: how many is unknown."""
+    text = os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "").strip()
+    ids = [int(part) for part in text.split(",") if part.strip().isdigit()] if text else []
+    return tuple(dict.fromkeys(ids))
+
+
 def npu_ge_placement(config: dict[str, Any], device_ids: tuple[int, ...], instances: int,
                      triton_device_id: int, where: str) -> tuple[tuple[int, ...], int]:
     """npu_ge's NPUs (every one of device_ids, as the native backend sets each up) and its full copies per
@@ -211,7 +221,7 @@ def npu_ge_placement(config: dict[str, Any], device_ids: tuple[int, ...], instan
         raise GlueConfigError(f"{where}: tensor_parallel: npu_ge does not read it: it runs a full copy of "
                               "the model on every NPU of device_ids (no part of CANN splits one model over "
                               "NPUs); remove it")
-    devices = tuple(dict.fromkeys(device_ids)) or (triton_device_id,)
+    devices = tuple(dict.fromkeys(device_ids)) or every_visible_npu() or (triton_device_id,)
 
     def integer(key: str) -> int | None:
         params = config.get("parameters") or {}
@@ -281,10 +291,11 @@ def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
     requested = (parameter(config, "execution_mode") or "auto").lower()
     instance_name = args.get("model_instance_name", name)
     triton_device = int(args.get("model_instance_device_id", "0") or 0)
-    instances, copies = instance_count(config), 1
+    instances, copies, npus_unknown = instance_count(config), 1, False
     if backend == "npu_ge":
         devices, copies = npu_ge_placement(config, device_ids, instances, triton_device, where)
         device_id = pick_device(devices, instance_name, triton_device)
+        npus_unknown = not device_ids and not every_visible_npu()
     else:
         devices = pick_devices(device_ids, instance_name, triton_device,
                                tensor_parallel(config, device_ids, where))
@@ -311,4 +322,5 @@ def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
         ort_spinning=_bool_param(config, "ort_spinning", where),
         instances=instances,
         npu_copies=copies,
+        npus_unknown=npus_unknown,
     )

@@ -163,7 +163,8 @@ class Telemetry:
                        if name.startswith("ge_") and not name.startswith(("ge_device_", "ge_model_"))}
         self._devices = [self._device_gauges(ledger, settings.kind, device_figures if i == 0 else None)
                          for i, ledger in enumerate(ledgers)]
-        self._placed = settings.backend != "npu_ge" or len(ledgers) == 1
+        # npu_ge over several NPUs, or over every NPU without knowing how many: whose busy time is unknown
+        self._placed = settings.backend != "npu_ge" or (len(ledgers) == 1 and not settings.npus_unknown)
         self._note_failures_at_load()
         self._batch_sizes = _BatchSizes(pb_utils, model_labels)
         self._named = (settings.model_name, settings.instance_name)

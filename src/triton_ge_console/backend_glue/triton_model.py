@@ -117,6 +117,9 @@ class TritonPythonModel:
         source = s.om_path if s.mode == "npu" else s.onnx_path
         devices = ",".join(str(d) for d in s.devices or (s.device_id,))
         said = getattr(self.executor, "memory_note", "")  # the AscendCL executor's, when only an estimate
+        if s.npus_unknown:
+            devices += (" (npu_ge names no device_ids: it runs on every NPU the process sees, how many is "
+                        "unknown here, so only this one is charged and its utilization reads unknown)")
         note = f" ({said})" if said else ""
         return (f"ge glue: model {s.model_name} instance {s.instance_name} execution_mode={s.kind} "
                 f"(requested {s.requested_mode}) device={devices} "
