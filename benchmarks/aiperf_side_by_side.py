@@ -2,6 +2,7 @@
 
     python3 benchmarks/aiperf_side_by_side.py [--aiperf /tmp/aiperf-venv/bin/aiperf] [--rounds 3]
                                               [--requests 100] [--prompt 32] [--output 32] [--concurrency 1]
+                                              [--server-cpus 0 --client-cpus 1]
 
 AIPerf (PyPI `aiperf`) is heavy; it lives in a venv of its own: `python3 -m venv /tmp/aiperf-venv &&
 /tmp/aiperf-venv/bin/pip install aiperf`. One session (`ge-console up`, the demo llama as a generate model
@@ -11,8 +12,9 @@ demo tokenizer, --output tokens asked) and `bench --generate --endpoint openai` 
 --output tokens) one after the other in rotating order (ABBA), each in its own process, at --concurrency,
 --requests generations after one warm-up. Both count ITL per request as (e2e - TTFT) / (tokens - 1). The
 table gives each tool's p50 TTFT and ITL per round and the rounds' median of ge-console ÷ AIPerf; the
-target is within 15 %. Writes benchmarks/results/aiperf_side_by_side.json (each tool's full statistics
-per round).
+target is within 15 %. Beside them, what the server's own histograms saw during each tool's runs and the
+CPU each tool spent; --server-cpus / --client-cpus (taskset) keep the tools off the server's CPUs.
+Writes benchmarks/results/aiperf_side_by_side.json (each tool's full statistics per round).
 """
 
 from __future__ import annotations
@@ -64,6 +66,11 @@ def cli(*arguments: str) -> list[str]:
     return [sys.executable, "-m", "triton_ge_console.cli", *arguments]
 
 
+def pinned(command: list[str], cpus: str | None) -> list[str]:
+    """The command on these CPUs (taskset; its children inherit them), or as it is."""
+    return ["taskset", "-c", cpus, *command] if cpus else command
+
+
 def tokenizer_dir(root: Path, repository: Path) -> Path:
     """The demo tokenizer as transformers loads one from a folder (AIPerf counts tokens with it)."""
     folder = root / "tokenizer"
@@ -98,7 +105,8 @@ def run_aiperf(aiperf: str, url: str, tokenizer: Path, out: Path, args: argparse
                "--prompt-input-tokens-stddev", "0", "--prompt-output-tokens-mean", str(args.output),
                "--prompt-output-tokens-stddev", "0", "--random-seed", "1", "--output-artifact-dir", str(out),
                "--no-auto-plot", "--ui-type", "none", "--workers-max", "1", "--record-processors", "1"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    done = subprocess.run(pinned(command, args.client_cpus), capture_output=True, text=True, timeout=900,
+                          check=False)
     if done.returncode != 0:
         raise RuntimeError(f"aiperf exited {done.returncode}: {done.stderr[-2000:] or done.stdout[-2000:]}")
     data = json.loads((out / "profile_export_aiperf.json").read_text(encoding="utf-8"))
@@ -114,7 +122,8 @@ def run_ours(url: str, env: dict[str, str], args: argparse.Namespace) -> dict[st
                   "--concurrency", str(args.concurrency), "--requests", str(args.requests),
                   "--prompt-tokens", str(args.prompt), "--output-tokens", str(args.output), "--quiet",
                   "--json", "-")
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env, check=False)
+    done = subprocess.run(pinned(command, args.client_cpus), capture_output=True, text=True, timeout=900,
+                          env=env, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"bench exited {done.returncode}: {done.stderr[-2000:]}")
     (row,) = json.loads(done.stdout)["rows"]
@@ -171,8 +180,10 @@ def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
 
 def print_table(summary: dict[str, Any], args: argparse.Namespace) -> None:
     """Markdown: p50 each way (median of rounds, range) and the ratio."""
+    pins = (f", server on CPUs {args.server_cpus}, tools on CPUs {args.client_cpus}"
+            if args.server_cpus or args.client_cpus else "")
     print(f"\n### {MODEL} through `ge-console openai`: {args.prompt} prompt + {args.output} output tokens, "
-          f"concurrency {args.concurrency}, {args.requests} requests a run, {args.rounds} rounds\n")
+          f"concurrency {args.concurrency}, {args.requests} requests a run, {args.rounds} rounds{pins}\n")
     print("| p50 | AIPerf | bench --generate --endpoint openai | ge-console ÷ AIPerf | within 15 % |")
     print("|---|---|---|---|---|")
     for figure, label in (("ttft_ms", "TTFT ms"), ("itl_ms", "ITL ms"), ("e2e_ms", "e2e ms")):
@@ -199,6 +210,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--prompt", type=int, default=32)
     parser.add_argument("--output", type=int, default=32)
     parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--server-cpus", metavar="CPUS",
+                        help="run tritonserver, its stubs and the front door on these CPUs (taskset -c)")
+    parser.add_argument("--client-cpus", metavar="CPUS", help="run both tools on these CPUs (taskset -c)")
     parser.add_argument("--json", type=Path, default=RESULTS / "aiperf_side_by_side.json")
     return parser.parse_args()
 
@@ -214,12 +228,13 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="ge-aiperf-"))
     env = {**os.environ, STATE_DIR_ENV: str(root / "state")}
     (root / "deploy.yaml").write_text(SPEC, encoding="utf-8")
-    subprocess.run(cli("up", str(root / "deploy.yaml"), "--name", SESSION, "--timeout", "240"), env=env,
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(pinned(cli("up", str(root / "deploy.yaml"), "--name", SESSION, "--timeout", "240"),
+                          args.server_cpus), env=env, check=True, stdout=subprocess.DEVNULL)
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
-    door = subprocess.Popen(cli("openai", "--session", SESSION, "--port", str(port)), env=env,
-                            stdout=subprocess.DEVNULL, stderr=(root / "door.log").open("w"))
+    serve = cli("openai", "--session", SESSION, "--port", str(port))
+    door = subprocess.Popen(pinned(serve, args.server_cpus), env=env, stdout=subprocess.DEVNULL,
+                            stderr=(root / "door.log").open("w"))
     failed = True
     try:
         wait_for(url)
