@@ -158,3 +158,17 @@ def test_a_misspelt_field_is_refused_naming_it_with_the_one_meant(server: Runnin
     error = _generate_error(server, {"text_input": PROMPT, "max_new_tokens": 4})
     assert "unknown field max_new_tokens (did you mean max_tokens?): this model takes input_ids, " \
            "text_input, max_tokens, temperature, top_k, top_p, seed" in error
+
+
+def test_the_consoles_test_request_streams_a_prompt_and_shows_its_text(server: RunningServer,
+                                                                       codec: TextCodec) -> None:
+    """Issue 39: the console's `t` on a generate model said "[501] HTTP end point doesn't support models
+    with decoupled transaction policy". Its test request now streams a test prompt over generate_stream
+    and its line shows the text that came, the direct loop's decoded."""
+    from triton_ge_console.sessions.act.probe import send_test_request
+
+    probe = send_test_request(server.http_url, "llama_text")
+    expected = codec.decode(direct_decoder()(codec.encode("the cache of keys and values"), 16))
+    assert probe.ok, probe.message
+    assert probe.message.startswith("llama_text streamed 16 tokens in ")
+    assert probe.message.endswith(f"): {expected!r}") and probe.latency_ms is not None

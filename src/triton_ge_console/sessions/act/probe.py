@@ -7,8 +7,11 @@ import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from triton_ge_console.backend_glue.generate_protocol import TEXT_INPUT, is_generate
 from triton_ge_console.sessions.act.control import client_url
+from triton_ge_console.sessions.loadgen.generate_client import Generation, http_generate, http_generate_text
 from triton_ge_console.sessions.loadgen.inputs import (
     LoadSpecError,
     ModelSignature,
@@ -17,6 +20,10 @@ from triton_ge_console.sessions.loadgen.inputs import (
 )
 from triton_ge_console.sessions.observe.stats import EndpointError, HttpEndpoint, fetch_model_config
 from triton_ge_console.sessions.server.access import explain
+
+TEST_TEXT = "the cache of keys and values"  # a generate model's test prompt (words of the demo vocabulary)
+TEST_IDS = (1, 450, 4996, 17354, 1701)  # the same as ids, for a model without a tokenizer
+TEST_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -29,23 +36,26 @@ class ProbeResult:
     latency_ms: float | None = None
 
 
-def _signature(endpoint: HttpEndpoint, model: str) -> ModelSignature:
+def _signature(endpoint: HttpEndpoint, model: str, config: dict[str, Any]) -> ModelSignature:
     """The model's inputs and outputs, from its metadata and loaded config."""
     quoted = urllib.parse.quote(model, safe="")
     metadata = endpoint.json("GET", f"/v2/models/{quoted}")
-    return signature_from_metadata(metadata if isinstance(metadata, dict) else {},
-                                   fetch_model_config(endpoint, model))
+    return signature_from_metadata(metadata if isinstance(metadata, dict) else {}, config)
 
 
 def send_test_request(http_url: str, model: str, timeout: float = 30.0,
                       headers: Mapping[str, str] | None = None) -> ProbeResult:
-    """Ask the model's metadata, build random inputs of the right shapes, infer once over HTTP(S)."""
+    """Ask the model's metadata, build random inputs of the right shapes, infer once over HTTP(S); a
+    generate model (decoupled: Triton's infer endpoint refuses it) streams a test prompt instead."""
     import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException
 
     endpoint = HttpEndpoint(http_url, timeout, dict(headers or {}))
     try:
-        signature = _signature(endpoint, model)
+        config = fetch_model_config(endpoint, model)
+        if is_generate(config):
+            return _stream_test(http_url, model, config, timeout, dict(headers or {}))
+        signature = _signature(endpoint, model, config)
         tensors = build_inputs(signature)
         hostport, ssl = client_url(http_url)
     except (EndpointError, LoadSpecError, ValueError) as exc:
@@ -69,6 +79,32 @@ def send_test_request(http_url: str, model: str, timeout: float = 30.0,
     shapes = ", ".join(f"{o.name}{list(getattr(result.as_numpy(o.name), 'shape', ()))}"
                        for o in signature.outputs)
     return ProbeResult(model, True, f"{model} answered in {elapsed:.1f} ms: {shapes}", elapsed)
+
+
+def _stream_test(http_url: str, model: str, config: dict[str, Any], timeout: float,
+                 headers: dict[str, str]) -> ProbeResult:
+    """A test prompt streamed from a generate model over generate_stream: text with a tokenizer, else
+    token ids; the line says what came and how soon."""
+    hostport, ssl = client_url(http_url)
+    if ssl:
+        return ProbeResult(model, False, f"{model}: a generate model's test streams over plain HTTP only")
+    host, _, port = hostport.rpartition(":")
+    limit = (config.get("parameters") or {}).get("generate_max_tokens", {}).get("string_value", "")
+    tokens = min(TEST_TOKENS, int(limit)) if limit.isdigit() else TEST_TOKENS
+    inputs = {tensor.get("name") for tensor in config.get("input") or ()}
+    host, text = host.strip("[]"), TEXT_INPUT.name in inputs
+    if text:
+        result = http_generate_text(host, int(port), model, TEST_TEXT, tokens, timeout, headers)
+    else:
+        result = http_generate(host, int(port), model, Generation(TEST_IDS, tokens), timeout, headers)
+    if result.error is not None:
+        return ProbeResult(model, False, f"{model}: {explain(result.error, token_sent=bool(headers))}")
+    if result.ttft is None or result.e2e is None:
+        return ProbeResult(model, False, f"{model}: the stream ended with no token")
+    said = repr(result.text) if text else f"ids {result.tokens}"
+    return ProbeResult(model, True, f"{model} streamed {len(result.tokens)} tokens in "
+                                    f"{result.e2e * 1000:.0f} ms (first after {result.ttft * 1000:.0f} ms): "
+                                    f"{said}", result.e2e * 1000)
 
 
 def session_headers(source: object) -> dict[str, str]:

@@ -44,6 +44,7 @@ class StreamResult:
     error: str | None = None
     prompt_tokens: int = 0
     counted: int | None = None  # output tokens as the server counted them (OpenAI's usage), when it says
+    text: str = ""  # the text_output pieces joined, from a model with a tokenizer
 
     @property
     def output_tokens(self) -> int:
@@ -281,6 +282,9 @@ def _generate_stream_event(event: dict[str, Any], result: StreamResult) -> bool:
     token = event["token_id"]
     result.tokens.append(int(token[0] if isinstance(token, list) else token))
     result.arrivals.append(time.perf_counter())
+    piece = event.get("text_output")
+    if piece is not None:
+        result.text += str(piece[0] if isinstance(piece, list) else piece)
     return True
 
 
@@ -289,6 +293,15 @@ def http_generate(host: str, port: int, model: str, generation: Generation,
     """One generation over HTTP generate_stream: a server-sent event per token."""
     return _sse_generation(host, port, f"/v2/models/{model}/generate_stream", http_body(generation),
                            generation, timeout, headers, _generate_stream_event)
+
+
+def http_generate_text(host: str, port: int, model: str, text: str, max_tokens: int, timeout: float = 120.0,
+                       headers: dict[str, str] | None = None) -> StreamResult:
+    """One generation from a text prompt (a model with a tokenizer) over HTTP generate_stream, its text
+    pieces joined into the result's text."""
+    body = json.dumps({"text_input": text, "max_tokens": max_tokens}).encode()
+    return _sse_generation(host, port, f"/v2/models/{model}/generate_stream", body,
+                           Generation((), max_tokens), timeout, headers, _generate_stream_event)
 
 
 def openai_body(model: str, generation: Generation) -> bytes:
