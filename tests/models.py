@@ -592,6 +592,9 @@ def _across_batch_nodes(op: str) -> list[onnx.NodeProto]:
         "einsum_batch": [helper.make_node("Einsum", ["x", "x"], ["y"], equation="ni,mi->ni")],
         "reshape_interleave": [helper.make_node("Reshape", ["x", "four_neg"], ["r"]),
                                helper.make_node("Transpose", ["r"], ["y"], perm=[1, 0])],
+        "times_batch_size": [helper.make_node("Shape", ["x"], ["shape"], end=1),
+                             helper.make_node("Cast", ["shape"], ["n"], to=TensorProto.FLOAT),
+                             helper.make_node("Mul", ["x", "n"], ["y"])],
     }
     return made[op]
 
@@ -605,7 +608,8 @@ def across_batch_model(op: str) -> bytes:
     batch mean subtracted, a softmax over the batch, a Gram matrix of the samples, rows rotated by
     Slice+Concat, row 0 added to each, a running sum over the batch, BatchNorm in training mode, each
     sample times the batch's sum (an Einsum), and a Reshape to [4, N] transposed back to [N, 4] (samples
-    interleaved)."""
+    interleaved); or, outside CROSS_BATCH_OPS, each sample times the batch's size (no partner changes it,
+    only how many are joined)."""
     consts = {"zero": np.array([0], np.int64), "one": np.array([1], np.int64),
               "big": np.array([2**62], np.int64), "zero_scalar": np.array(0, np.int64),
               "ones4": np.ones(4, np.float32), "zeros4": np.zeros(4, np.float32),

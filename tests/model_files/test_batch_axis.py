@@ -90,6 +90,21 @@ def test_where_the_graph_cannot_tell_the_model_is_run() -> None:
     assert "run on the CPU, a random sample alone and joined with others, as node 'y' (Einsum)" in problem
 
 
+def test_a_run_names_an_answer_that_follows_the_number_joined_without_calling_it_mixed() -> None:
+    """Each sample times the batch's size: no partner changes its answer, how many are joined does; the
+    run says that, and not that samples are mixed (they are not)."""
+    (problem,) = _check(across_batch_model("times_batch_size")).problems
+    assert "its answer changes with the number of requests joined" in problem
+    assert "mixed" not in problem and "beside it" not in problem
+
+
+def test_a_run_names_an_output_whose_dim_0_is_not_the_batch() -> None:
+    """Run directly (the graph would say it first): [S, N, 3] joined is [S, 2, 3], shapes named."""
+    (problem,) = batch_probe.probe(batch_at_model(1)).problems
+    assert problem == ("output 'y': two requests joined answer shape [32, 2, 3], one alone [32, 1, 3]: "
+                       "dim 0 is not the batch")
+
+
 def test_a_model_over_the_size_limit_is_not_run_and_says_so(tmp_path: Path) -> None:
     """The probe is bounded by the model's size (external data included) and says why it was skipped."""
     path = save_external(tmp_path / "ext.onnx")  # 4 × 256 KiB of weights

@@ -91,11 +91,11 @@ def _differs(alone: np.ndarray, ab: np.ndarray, ca: np.ndarray) -> str | None:
     if ab.ndim == 0 or ab.shape[0] != 2 or alone.shape[:1] != (1,) or ab.shape[1:] != alone.shape[1:]:
         return (f"two requests joined answer shape {list(ab.shape)}, one alone {list(alone.shape)}: dim 0 is "
                 "not the batch")
-    mixed = "a request joined with another answers differently than alone (samples are mixed)"
+    differs = "a request joined with another answers differently than alone"
     if not _close(ab[0:1], ca[1:2], rtol=1e-5, atol=1e-6):
-        return mixed + ": its answer changes with the request beside it"
+        return differs + ": its answer changes with the request beside it (samples are mixed)"
     if not _close(ab[0:1], alone, rtol=1e-2, atol=1e-2):
-        return mixed + ": its answer changes with the number of requests joined"
+        return differs + ": its answer changes with the number of requests joined"
     return None
 
 
