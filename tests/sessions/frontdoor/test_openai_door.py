@@ -280,3 +280,23 @@ def test_a_whole_completion_s_client_that_goes_away_cancels_it_too(session: Sess
                    timeout=httpx.Timeout(60, read=3))
     wait_until(lambda: _ended(session, "cancel") == before + 1, timeout=60, what="a cancel counted")
     assert _ended(session, "length") == 0
+
+
+def test_bench_keeps_its_connection_from_one_generation_to_the_next(door: RunningDoor) -> None:
+    """As AIPerf and OpenAI clients pool theirs: a generation read to its end leaves bench's connection
+    open for the next (its TTFT then holds no connect), both generations whole."""
+    from triton_ge_console.sessions.loadgen.generate_client import Generation, HttpStreamer, openai_generate
+
+    host, port = door.plan.host, door.plan.port
+    kept = HttpStreamer(host, port)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        first = openai_generate(host, port, "/v1", "llama_text", Generation((5, 6, 7), 4), headers=headers,
+                                kept=kept)
+        opened = kept.connection.sock
+        second = openai_generate(host, port, "/v1", "llama_text", Generation((8, 9), 5), headers=headers,
+                                 kept=kept)
+        assert opened is not None and kept.connection.sock is opened
+    finally:
+        kept.close()
+    assert (first.error, first.output_tokens, second.error, second.output_tokens) == (None, 4, None, 5)

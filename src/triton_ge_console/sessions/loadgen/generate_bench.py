@@ -23,6 +23,7 @@ import numpy as np
 from triton_ge_console.sessions.loadgen.generate_client import (
     Generation,
     GrpcStreamer,
+    HttpStreamer,
     StreamResult,
     http_generate,
     openai_generate,
@@ -30,6 +31,7 @@ from triton_ge_console.sessions.loadgen.generate_client import (
 from triton_ge_console.sessions.loadgen.generate_stats import distribution
 
 MS_PER_S = 1000.0
+Streamer = GrpcStreamer | HttpStreamer
 DEFAULT_REQUESTS = 100  # generations a step measures by default: enough for its p99 to rest on a sample
 
 
@@ -97,19 +99,21 @@ class GenerateLoad:
         """How many generations a step measures (a rate step: `concurrency` is its rate, rounded up)."""
         return self.requests if self.requests is not None else max(DEFAULT_REQUESTS, 4 * concurrency)
 
-    def generate(self, generation: Generation, streamer: GrpcStreamer | None) -> StreamResult:
-        """One generation over the load's endpoint (gRPC through the stream given)."""
+    def generate(self, generation: Generation, streamer: Streamer) -> StreamResult:
+        """One generation over the load's endpoint, on the stream (gRPC) or kept connection (HTTP) given."""
         headers = dict(self.headers)
+        if isinstance(streamer, GrpcStreamer):
+            return streamer.generate(generation)
         if self.endpoint == "openai":
             return openai_generate(self.host, self.port, self.base_path, self.model, generation,
-                                   headers=headers)
-        if streamer is not None:
-            return streamer.generate(generation)
-        return http_generate(self.host, self.port, self.model, generation, headers=headers)
+                                   headers=headers, kept=streamer)
+        return http_generate(self.host, self.port, self.model, generation, headers=headers, kept=streamer)
 
-    def streams(self) -> bool:
-        """Whether generations go over a gRPC stream (else one HTTP request each)."""
-        return self.endpoint == "triton" and self.protocol == "grpc"
+    def open_streamer(self) -> Streamer:
+        """What one stream of generations goes over: a gRPC stream, or a kept-alive HTTP connection."""
+        if self.endpoint == "triton" and self.protocol == "grpc":
+            return GrpcStreamer(f"{self.host}:{self.port}", self.model, headers=dict(self.headers))
+        return HttpStreamer(self.host, self.port)
 
 
 @dataclass(frozen=True)
@@ -173,10 +177,9 @@ def _worker(load: GenerateLoad, take: Callable[[], int | None], results: list[St
             stop: threading.Event) -> None:
     """One stream: generations one after another until the step has sent all it measures; a stream
     that cannot be opened or fails counts as a failed generation, never a lost thread."""
-    streamer: GrpcStreamer | None = None
+    streamer: Streamer | None = None
     try:
-        if load.streams():
-            streamer = GrpcStreamer(f"{load.host}:{load.port}", load.model, headers=dict(load.headers))
+        streamer = load.open_streamer()
         while not stop.is_set() and (index := take()) is not None:
             results.append(load.generate(_generation(load, index), streamer))
     except Exception as exc:  # tritonclient's and grpc's own error types: reported, not raised
@@ -284,8 +287,8 @@ class _OpenLoop:
     def __init__(self, load: GenerateLoad) -> None:
         self.load = load
         self.results: list[StreamResult] = []
-        self._pool: queue.SimpleQueue[GrpcStreamer] = queue.SimpleQueue()
-        self._opened: list[GrpcStreamer] = []
+        self._pool: queue.SimpleQueue[Streamer] = queue.SimpleQueue()
+        self._opened: list[Streamer] = []
         self._lock = threading.Lock()
         self.in_flight = self.peak = 0
 
@@ -297,25 +300,21 @@ class _OpenLoop:
             self.peak = max(self.peak, self.in_flight)
         generation = _generation(load, index)
         try:
-            if load.streams():
-                streamer = self._streamer()
-                self.results.append(load.generate(generation, streamer))
-                self._pool.put(streamer)
-            else:
-                self.results.append(load.generate(generation, None))
+            streamer = self._streamer()
+            self.results.append(load.generate(generation, streamer))
+            self._pool.put(streamer)
         except Exception as exc:  # tritonclient's and grpc's own error types: reported, not raised
             self.results.append(StreamResult(time.perf_counter(), error=f"{type(exc).__name__}: {exc}"))
         finally:
             with self._lock:
                 self.in_flight -= 1
 
-    def _streamer(self) -> GrpcStreamer:
+    def _streamer(self) -> Streamer:
         """A free stream, or a new one."""
         try:
             return self._pool.get_nowait()
         except queue.Empty:
-            streamer = GrpcStreamer(f"{self.load.host}:{self.load.port}", self.load.model,
-                                    headers=dict(self.load.headers))
+            streamer = self.load.open_streamer()
             with self._lock:
                 self._opened.append(streamer)
             return streamer

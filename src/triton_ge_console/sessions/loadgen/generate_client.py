@@ -250,11 +250,14 @@ def http_body(generation: Generation) -> bytes:
 
 def _sse_generation(host: str, port: int, path: str, body: bytes, generation: Generation, timeout: float,
                     headers: dict[str, str] | None, on_event: Callable[[dict[str, Any], StreamResult], bool],
-                    ) -> StreamResult:
+                    kept: http.client.HTTPConnection | None = None) -> StreamResult:
     """POST a streamed request and hand each server-sent event (its JSON) to on_event, which records it
-    and says whether the stream goes on; an HTTP error or a broken stream is the result's error."""
-    connection = http.client.HTTPConnection(host, port, timeout=timeout)
+    and says whether the stream goes on; an HTTP error or a broken stream is the result's error. On a
+    `kept` connection (keep-alive, as OpenAI clients and AIPerf pool theirs) a generation read to its end
+    leaves it open for the next; otherwise, and after any failure, the connection is closed."""
+    connection = kept if kept is not None else http.client.HTTPConnection(host, port, timeout=timeout)
     result = StreamResult(sent=time.perf_counter(), prompt_tokens=len(generation.prompt))
+    whole = False
     try:
         connection.request("POST", path, body=body, headers={
             "Content-Type": "application/json", "Accept": "text/event-stream", **(headers or {})})
@@ -267,11 +270,25 @@ def _sse_generation(host: str, port: int, path: str, body: bytes, generation: Ge
             if line.startswith(b"data:") and line[5:].strip() != b"[DONE]" and \
                     not on_event(json.loads(line[5:]), result):
                 break
+        else:
+            whole = True
     except (OSError, http.client.HTTPException, ValueError, KeyError, TypeError) as exc:
         result.error = f"{type(exc).__name__}: {exc}"
     finally:
-        connection.close()
+        if kept is None or not whole:
+            connection.close()  # a kept one reconnects on its next request
     return result
+
+
+class HttpStreamer:
+    """One kept-alive HTTP connection for a stream of generations, one after another."""
+
+    def __init__(self, host: str, port: int, timeout: float = 120.0) -> None:
+        self.connection = http.client.HTTPConnection(host, port, timeout=timeout)
+
+    def close(self, cancel: bool = False) -> None:
+        """Close the connection (a generation still reading ends with an error)."""
+        self.connection.close()
 
 
 def _generate_stream_event(event: dict[str, Any], result: StreamResult) -> bool:
@@ -288,11 +305,12 @@ def _generate_stream_event(event: dict[str, Any], result: StreamResult) -> bool:
     return True
 
 
-def http_generate(host: str, port: int, model: str, generation: Generation,
-                  timeout: float = 120.0, headers: dict[str, str] | None = None) -> StreamResult:
+def http_generate(host: str, port: int, model: str, generation: Generation, timeout: float = 120.0,
+                  headers: dict[str, str] | None = None, kept: HttpStreamer | None = None) -> StreamResult:
     """One generation over HTTP generate_stream: a server-sent event per token."""
     return _sse_generation(host, port, f"/v2/models/{model}/generate_stream", http_body(generation),
-                           generation, timeout, headers, _generate_stream_event)
+                           generation, timeout, headers, _generate_stream_event,
+                           None if kept is None else kept.connection)
 
 
 def http_generate_text(host: str, port: int, model: str, text: str, max_tokens: int, timeout: float = 120.0,
@@ -329,7 +347,9 @@ def _openai_event(event: dict[str, Any], result: StreamResult) -> bool:
 
 
 def openai_generate(host: str, port: int, base_path: str, model: str, generation: Generation,
-                    timeout: float = 120.0, headers: dict[str, str] | None = None) -> StreamResult:
+                    timeout: float = 120.0, headers: dict[str, str] | None = None,
+                    kept: HttpStreamer | None = None) -> StreamResult:
     """One generation through an OpenAI-compatible API's /v1/completions (`ge-console openai`'s)."""
     return _sse_generation(host, port, f"{base_path.rstrip('/')}/completions", openai_body(model, generation),
-                           generation, timeout, headers, _openai_event)
+                           generation, timeout, headers, _openai_event,
+                           None if kept is None else kept.connection)
