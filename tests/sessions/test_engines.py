@@ -4,12 +4,15 @@ given with --ca) join as watched sessions; status, ls and the model verbs say wh
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from tests.engine_standins import GENERATED_PER_SCRAPE, mindie_standin, vllm_standin
 from triton_ge_console.cli import main
+
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
 
 
 def _status(name: str, capsys: pytest.CaptureFixture[str]) -> dict:
@@ -124,3 +127,23 @@ def test_a_vllm_with_an_api_key_takes_the_token_from_the_environment(
         assert main(["attach", server.url, "--engine", "vllm", "--name", "vl",
                      "--token-env", "VLLM_KEY"]) == 0
         assert _status("vl", capsys)["models"][0]["name"] == "qwen2.5-7b-instruct"
+
+
+def test_a_vllm_on_this_host_has_its_npus_read_by_npu_smi(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither engine reports NPU utilization: npu-smi on the host does (here the replayed fake)."""
+    from tests.waiting import wait_until
+    from triton_ge_console.sessions.live import LiveSource
+    from triton_ge_console.sessions.server.registry import Registry
+
+    monkeypatch.setenv("PATH", f"{FAKES}:{os.environ['PATH']}")
+    with vllm_standin() as server:
+        assert main(["attach", server.url, "--engine", "vllm", "--name", "vl"]) == 0
+        source = LiveSource.from_record(Registry().load("vl"))
+        try:
+            snapshot = wait_until(lambda: (s := source.poll()).devices and s, timeout=30,
+                                  what="npu-smi's NPUs")
+        finally:
+            source.close()
+    assert all(d.source == "npu-smi" for d in snapshot.devices)
+    assert any(d.utilization is not None for d in snapshot.devices)
+    assert snapshot.models[0].generation is not None  # and the engine's own figures beside them
