@@ -184,7 +184,8 @@ def test_inputs_whose_json_numbers_triton_would_wrap_are_named(tmp_path: Path) -
                if "JSON" in p.message]
     said = ("over HTTP/REST JSON Triton reads each number as {read} and casts it to {kind} unchecked "
             "(its src/http_server.cc, ReadDataFromJsonHelper): a number {outside} arrives wrapped "
-            "({example} as 5). Send it as binary data or over gRPC, or declare TYPE_INT64")
+            "({example} as 5). Send it as binary data or over gRPC, or export the model with an INT64 input "
+            "(the declared type must be the model's)")
     signed = "a 64-bit integer"
     assert wrapped == [
         ("warning", 4, "input[0].data_type", said.format(

@@ -37,4 +37,5 @@ def _wrapped(data_type: int) -> str:
     outside = f"outside {low}..{high}" if signed else f"above {high}"
     return (f"over HTTP/REST JSON Triton reads each number as {read} and casts it to {kind} unchecked "
             f"(its src/http_server.cc, ReadDataFromJsonHelper): a number {outside} arrives wrapped "
-            f"({2**bits + 5} as 5). Send it as binary data or over gRPC, or declare TYPE_INT64")
+            f"({2**bits + 5} as 5). Send it as binary data or over gRPC, or export the model with an INT64 "
+            "input (the declared type must be the model's)")
