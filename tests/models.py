@@ -624,6 +624,15 @@ def across_batch_model(op: str) -> bytes:
     return _serialize(graph)
 
 
+def one_node_model(node: onnx.NodeProto, opset: int = 17, domain: str = "") -> onnx.ModelProto:
+    """x FP32 [N, 4] → y [N, 4] through one node, at `opset` (and `domain`'s opset 1 for its own ops):
+    for the batching check's judgement of a single op."""
+    tensors = [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["N", 4]) for name in ("x", "y")]
+    graph = helper.make_graph([node], "one", tensors[:1], tensors[1:])
+    more = [helper.make_opsetid(domain, 1)] if domain else []
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), *more])
+
+
 def six_wide_model() -> bytes:
     """x FP32 [N, S] → y = x reshaped to [-1, 6]: it runs only when S is a multiple of 6 (random sizes
     fail), and only a run could tell whether the reshape keeps samples apart."""

@@ -14,6 +14,7 @@ from tests.models import (
     batch_at_model,
     dense_model,
     image_model,
+    one_node_model,
     save_external,
     set_external_location,
     time_major_model,
@@ -119,19 +120,10 @@ def test_a_model_that_does_not_run_on_random_inputs_is_not_checked_and_says_so()
     assert found.skipped is not None and found.skipped.startswith("the model did not run on random inputs")
 
 
-def _one_node(node: onnx.NodeProto, opset: int = 17, domain: str = "") -> onnx.ModelProto:
-    """x FP32 [N, 4] → y [N, 4] through one node."""
-    graph = onnx.helper.make_graph([node], "one", [onnx.helper.make_tensor_value_info("x", 1, ["N", 4])],
-                                   [onnx.helper.make_tensor_value_info("y", 1, ["N", 4])])
-    more = [onnx.helper.make_opsetid(domain, 1)] if domain else []
-    imports = [onnx.helper.make_opsetid("", opset), *more]
-    return onnx.helper.make_model(graph, opset_imports=imports)
-
-
 def test_an_op_of_another_domain_is_not_taken_for_the_standard_one() -> None:
     """Another domain's 'Add' may do anything: the graph cannot tell, so the model must be run."""
     node = onnx.helper.make_node("Add", ["x", "x"], ["y"], domain="com.example")
-    model = _one_node(node, domain="com.example")
+    model = one_node_model(node, domain="com.example")
     verdict = batch_axis.graph_verdict(model)
     assert verdict.problems == () and "an op of domain com.example" in (verdict.unsure or "")
 
@@ -142,7 +134,7 @@ def test_softmax_follows_its_opset(opset: int, axis: int | None, mixes: bool) ->
     """Softmax's default axis is 1 (and every dim after it) before opset 13, -1 from 13: never the batch."""
     attrs = {} if axis is None else {"axis": axis}
     node = onnx.helper.make_node("Softmax", ["x"], ["y"], **attrs)
-    verdict = batch_axis.graph_verdict(_one_node(node, opset))
+    verdict = batch_axis.graph_verdict(one_node_model(node, opset))
     assert bool(verdict.problems) is mixes
 
 
