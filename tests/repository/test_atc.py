@@ -324,13 +324,13 @@ def test_fake_atc_accepts_what_atc_accepts(fake_atc_on_path: Path, tmp_path: Pat
 
 
 def test_the_readme_convert_example_passes_its_own_pre_check() -> None:
-    """The README's `convert` line: a current SoC value, and an --input-shape its gears need."""
+    """The docs' `convert` line (docs/commands.md): a current SoC, and an --input-shape its gears need."""
     import argparse
     import shlex
 
     from triton_ge_console.repository import check_cli as check_commands
 
-    readme = Path(__file__).resolve().parents[2] / "README.md"
+    readme = Path(__file__).resolve().parents[2] / "docs" / "commands.md"
     line = next(text for text in readme.read_text(encoding="utf-8").splitlines()
                 if text.startswith("ge-console convert "))
     parser = argparse.ArgumentParser()
