@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -127,8 +128,10 @@ def main() -> int:
     text = table(found)
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    result: dict[str, Any] = {"machine": platform.node(), "cpus": platform.machine(), "rounds": found,
-                              "table": text, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    machine = {"cpu": platform.machine(), "cores": os.cpu_count(), "load_average": os.getloadavg(),
+               "python": platform.python_version()}
+    result: dict[str, Any] = {"machine": machine, "rounds": found, "table": text,
+                              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     (RESULTS / "batch_check_cost.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0
 
