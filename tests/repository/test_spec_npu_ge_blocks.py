@@ -81,6 +81,6 @@ def test_the_npu_ge_emulation_refuses_them_too() -> None:
     charged the default number of copies before)."""
     config = {"parameters": {"device_exec_blocks": {"string_value": "0"}}}
     with pytest.raises(GlueConfigError, match="parameter device_exec_blocks: npu_ge opens device_exec_bl"):
-        npu_ge_placement(config, (0, 1), 2, 0, "m")
-    assert npu_ge_placement({"parameters": {"device_exec_blocks": {"string_value": "-1"}}}, (0, 1), 4, 0,
-                            "m") == ((0, 1), 2)
+        npu_ge_placement(config, {"device_ids": "0,1"}, 2, 0, "m")
+    default = {"parameters": {"device_exec_blocks": {"string_value": "-1"}}}
+    assert npu_ge_placement(default, {"device_ids": "0,1"}, 4, 0, "m") == ((0, 1), 2)

@@ -6,6 +6,7 @@ import importlib.util
 import os
 import re
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from triton_ge_console.display import GIB
 from triton_ge_console.ge_backends import (
     DEFAULT_DEVICE_MEMORY_GIB,
     EXECUTION_MODES,
+    NPU_GE_PARAMETERS,
     npu_ge_blocks_problem,
     npu_ge_sessions_per_npu,
     stoi,
@@ -21,6 +23,7 @@ from triton_ge_console.ge_backends import (
 
 MEMORY_ENV = "GE_NPU_MEMORY_GIB"
 RUN_DIR_ENV = "GE_GLUE_RUN_DIR"
+BACKEND_CONFIG_FLAG = "--backend-config"
 _INSTANCE_INDEX = re.compile(r"_(\d+)$")
 
 
@@ -213,33 +216,84 @@ def every_visible_npu() -> tuple[int, ...]:
     return tuple(dict.fromkeys(ids))
 
 
-def npu_ge_placement(config: dict[str, Any], device_ids: tuple[int, ...], instances: int,
+def npu_ge_command_line(argv: Sequence[str]) -> dict[str, str]:
+    """npu_ge's own keys among tritonserver's `--backend-config=npu_ge,KEY=VALUE` arguments, split as
+    Triton splits them (at the first comma, then the first '=': device_ids keep their commas); GE's ge.*
+    options are GE's, not the emulation's."""
+    found: dict[str, str] = {}
+    for flag, value in zip(argv, [*argv[1:], ""], strict=True):
+        text = flag.removeprefix(f"{BACKEND_CONFIG_FLAG}=") if flag.startswith(f"{BACKEND_CONFIG_FLAG}=") \
+            else value if flag == BACKEND_CONFIG_FLAG else ""
+        backend, _, setting = text.partition(",")
+        key, equals, setting_value = setting.partition("=")
+        if backend == "npu_ge" and equals and key in NPU_GE_PARAMETERS:
+            found[key] = setting_value
+    return found
+
+
+def server_command_line() -> list[str]:
+    """The command line of the tritonserver this stub serves: the Python backend forks the stub from it
+    (python_backend src/stub_launcher.cc, StubLauncher::Launch: fork, then bash `exec` of the stub), so it
+    is the parent's; [] where it cannot be read. npu_ge's --backend-config values reach no stub otherwise
+    (the Python backend hands a stub only its shared-memory settings)."""
+    try:
+        raw = Path(f"/proc/{os.getppid()}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def npu_ge_value(config: dict[str, Any], cmdline: Mapping[str, str], key: str) -> tuple[str, str] | None:
+    """(where it was given, its text) of one of npu_ge's keys: the model's parameter over the command
+    line's value (ParseModelParametersConfig runs after DisposeConfig); None when neither gives it."""
+    params = config.get("parameters") or {}
+    if key in params:
+        entry = params[key]
+        return f"parameter {key}", str(entry.get("string_value", "") if isinstance(entry, dict) else entry)
+    if key in cmdline:
+        return f"{BACKEND_CONFIG_FLAG}=npu_ge,{key}={cmdline[key]}", cmdline[key]
+    return None
+
+
+def npu_ge_device_ids(config: dict[str, Any], cmdline: Mapping[str, str], where: str) -> tuple[int, ...]:
+    """The NPUs npu_ge names: the model's device_ids, which replace the command line's (ParseParameterValue
+    clears the list before filling it, so the two are never appended), else the command line's."""
+    found = npu_ge_value(config, cmdline, "device_ids")
+    return tuple(dict.fromkeys(parse_device_ids(found[1] if found else None, where)))
+
+
+def npu_ge_placement(config: dict[str, Any], cmdline: Mapping[str, str], instances: int,
                      triton_device_id: int, where: str) -> tuple[tuple[int, ...], int]:
     """npu_ge's NPUs (every one of device_ids, as the native backend sets each up) and its full copies per
-    NPU; tensor_parallel, which it does not read, is refused rather than emulated."""
+    NPU, read in native npu_ge's order (model_state.cpp, ModelState::ModelState): --backend-config first
+    (ParseCmdlineConfig, DisposeConfig), then the model's parameters over it (ParseModelParametersConfig:
+    its device_ids replace the command line's list, ParseParameterValue clears it first; its block counts
+    replace the command line's; static_model is on when either turns it on). tensor_parallel, which npu_ge
+    does not read, is refused rather than emulated."""
     if _int_param(config, ("tensor_parallel",), 1, where) != 1:
         raise GlueConfigError(f"{where}: tensor_parallel: npu_ge does not read it: it runs a full copy of "
                               "the model on every NPU of device_ids (no part of CANN splits one model over "
                               "NPUs); remove it")
-    devices = tuple(dict.fromkeys(device_ids)) or every_visible_npu() or (triton_device_id,)
+    params = config.get("parameters") or {}
 
     def integer(key: str) -> int | None:
-        params = config.get("parameters") or {}
-        if key not in params:
+        found = npu_ge_value(config, cmdline, key)
+        if found is None:
             return None
-        entry = params[key]
-        text = str(entry.get("string_value", "") if isinstance(entry, dict) else entry)
+        source, text = found
         value = stoi(text)
         if value is None:  # native npu_ge's std::stoi throws and its load fails: so does the emulation's
-            raise GlueConfigError(f"{where}: parameter {key} {text!r}: npu_ge reads it as an integer "
-                                  "(std::stoi), which fails its load")
+            raise GlueConfigError(f"{where}: {source} {text!r}: npu_ge reads it as an integer (std::stoi), "
+                                  "which fails its load")
         problem = npu_ge_blocks_problem(key, value)
         if problem is not None:  # native npu_ge would load and then never answer: refused instead
-            raise GlueConfigError(f"{where}: parameter {key}: {problem}")
+            raise GlueConfigError(f"{where}: {source}: {problem}")
         return value
 
+    devices = npu_ge_device_ids(config, cmdline, where) or every_visible_npu() or (triton_device_id,)
+    static = cmdline.get("static_model") == "1" or ("static_model" in params and integer("static_model") == 1)
     copies = npu_ge_sessions_per_npu(instances, len(devices), integer("device_exec_blocks"),
-                                     integer("instance_exec_blocks"), integer("static_model") == 1)
+                                     integer("instance_exec_blocks"), static)
     return devices, copies
 
 
@@ -284,7 +338,7 @@ def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
     name = args.get("model_name", config.get("name", model_dir.name))
     where = f"model {name} ({model_dir / 'config.pbtxt'})"
     backend = str(config.get("backend", "ge"))
-    device_ids = parse_device_ids(parameter(config, *device_id_keys(backend)), where)
+    device_ids = parse_device_ids(parameter(config, *device_id_keys(backend)), where)  # ge's; npu_ge's below
     om_path = resolve_path(parameter(config, "om_model_path"), version_dir, where, "om_model_path")
     onnx_path = (resolve_path(parameter(config, "onnx_model_path"), version_dir, where, "onnx_model_path")
                  or first_onnx(version_dir))
@@ -293,9 +347,10 @@ def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
     triton_device = int(args.get("model_instance_device_id", "0") or 0)
     instances, copies, npus_unknown = instance_count(config), 1, False
     if backend == "npu_ge":
-        devices, copies = npu_ge_placement(config, device_ids, instances, triton_device, where)
+        cmdline = npu_ge_command_line(server_command_line())
+        devices, copies = npu_ge_placement(config, cmdline, instances, triton_device, where)
         device_id = pick_device(devices, instance_name, triton_device)
-        npus_unknown = not device_ids and not every_visible_npu()
+        npus_unknown = not npu_ge_device_ids(config, cmdline, where) and not every_visible_npu()
     else:
         devices = pick_devices(device_ids, instance_name, triton_device,
                                tensor_parallel(config, device_ids, where))
