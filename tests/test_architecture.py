@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # the test extra installs tomli there
@@ -45,10 +47,11 @@ def test_no_two_classes_share_a_name() -> None:
     assert shared == {}, shared
 
 
-def imported_top_level_modules() -> dict[str, set[str]]:
-    """Every top-level module an absolute import in src names (lazy imports too), with the files naming it."""
+def imported_top_level_modules(root: Path = SRC) -> dict[str, set[str]]:
+    """Every top-level module an absolute import below root names (lazy imports too), with the files naming
+    it."""
     found: dict[str, set[str]] = {}
-    for path in SRC.rglob("*.py"):
+    for path in root.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -57,7 +60,7 @@ def imported_top_level_modules() -> dict[str, set[str]]:
             else:
                 continue
             for name in names:
-                found.setdefault(name.split(".")[0], set()).add(str(path.relative_to(SRC)))
+                found.setdefault(name.split(".")[0], set()).add(str(path.relative_to(root)))
     return found
 
 
@@ -74,15 +77,19 @@ def _normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def test_every_imported_third_party_package_is_declared() -> None:
-    """Each third-party module src imports comes from a distribution pyproject.toml declares."""
+@pytest.mark.parametrize("root", (SRC, ROOT / "tests", ROOT / "benchmarks"), ids=lambda root: root.name)
+def test_every_imported_third_party_package_is_declared(root: Path) -> None:
+    """Each third-party module src, the tests or the benchmarks import comes from a distribution
+    pyproject.toml declares (the tests' and benchmarks' in the test extra), not one that happens to come
+    with another."""
     distributions = importlib.metadata.packages_distributions()
     declared = declared_distributions()
+    own = {SRC.name, "tests", *(path.stem for path in root.glob("*.py"))}  # a benchmark imports its sibling
     missing = []
-    for module, files in sorted(imported_top_level_modules().items()):
-        if module in sys.stdlib_module_names or module in PROVIDED_BY_THE_RUNTIME or module == SRC.name:
+    for module, files in sorted(imported_top_level_modules(root).items()):
+        if module in sys.stdlib_module_names or module in PROVIDED_BY_THE_RUNTIME or module in own:
             continue
-        providers = {_normalized(d) for d in distributions.get(module, [])}
+        providers = {_normalized(d) for d in distributions.get(module, [])} or {_normalized(module)}
         if not providers & declared:
             missing.append(f"{module} (from {sorted(providers) or 'no installed distribution'}; "
                            f"imported by {', '.join(sorted(files)[:3])})")
