@@ -98,5 +98,16 @@ def acl_codes() -> str:
     return "\n".join(["| code | meaning |", "|---:|---|", *rows])
 
 
-GENERATORS = {"cli": cli_reference, "spec-keys": spec_keys, "seed-spec": seed_spec,
+def readme() -> str:
+    """The README, the site's first page (it is the quickstart): its links made relative to docs/."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return re.sub(r"\]\((?!https?:|#)([^)\s]+)\)", lambda match: f"]({_from_docs(match.group(1))})", text)
+
+
+def _from_docs(target: str) -> str:
+    """A README link's target as seen from docs/."""
+    return target.removeprefix("docs/") if target.startswith("docs/") else f"../{target}"
+
+
+GENERATORS = {"readme": readme, "cli": cli_reference, "spec-keys": spec_keys, "seed-spec": seed_spec,
               "glue-metrics": glue_metrics, "acl-codes": acl_codes}
