@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -111,3 +112,22 @@ def test_the_readme_is_a_quickstart() -> None:
     numbers = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
     count = len(list((ROOT / "notebooks").glob("*.ipynb")))
     assert f"{numbers[count]} notebooks" in readme.lower()
+
+
+def test_the_spec_reference_lists_every_key_list_of_the_spec_reader() -> None:
+    """Each `*_KEYS` tuple a spec module reads by is a section of the generated spec-keys page (QUEUE_KEYS is
+    within BATCHING_KEYS; EXCLUDED_KEYS are keys refused with their reason), so a new section shows up."""
+    import triton_ge_console.repository.spec as spec_package
+
+    loader = importlib.util.spec_from_file_location("docs_hook", ROOT / "docs" / "hooks" / "generated.py")
+    assert loader is not None and loader.loader is not None
+    hook = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(hook)
+    shown = [keys for _section, keys in hook.spec_sections()]
+    lists = {}
+    for path in Path(spec_package.__file__).parent.glob("*.py"):
+        module = importlib.import_module(f"triton_ge_console.repository.spec.{path.stem}")
+        lists.update({f"{path.stem}.{name}": value for name, value in vars(module).items()
+                      if name.endswith("_KEYS") and isinstance(value, tuple)})
+    missing = [name for name, keys in lists.items() if keys not in shown and not name.endswith(".QUEUE_KEYS")]
+    assert lists and missing == [], f"key lists the spec reference does not show: {missing}"

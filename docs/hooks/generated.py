@@ -60,21 +60,28 @@ def _help_block(title: str, text: str) -> str:
     return f"## `{title}`\n\n```text\n{text.rstrip()}\n```"
 
 
-def spec_keys() -> str:
-    """Every key the spec reader accepts, section by section (an unknown key is refused: did-you-mean)."""
+def spec_sections() -> list[tuple[str, tuple[str, ...]]]:
+    """Each spec section and the keys its reader takes (tests/test_docs.py checks none is left out)."""
     from triton_ge_console.repository.spec import generate, k8s, load, models, options, queue_policy, tensors
 
-    rows = [
+    return [
         ("(top level)", load.TOP_KEYS), ("server", load.SERVER_KEYS), ("server.metrics", load.METRICS_KEYS),
         ("models[]", models.MODEL_KEYS), ("models[].inputs[] / outputs[]", tensors.TENSOR_KEYS),
         ("models[].dynamic_batching", options.BATCHING_KEYS),
         ("models[].dynamic_batching.default_queue_policy / priority_queue_policy", queue_policy.POLICY_KEYS),
-        ("models[].instance_group", options.INSTANCE_KEYS), ("models[].thresholds", options.THRESHOLD_KEYS),
+        ("models[].instance_group", options.INSTANCE_KEYS),
+        ("models[].parameters", options.MODEL_PATH_KEYS),
+        ("models[].thresholds", options.THRESHOLD_KEYS),
         ("models[].generate", generate.GENERATE_KEYS), ("kubernetes", k8s.KUBERNETES_KEYS),
         ("kubernetes.repository", k8s.REPOSITORY_KEYS), ("kubernetes.resources", k8s.RESOURCE_KEYS),
     ]
+
+
+def spec_keys() -> str:
+    """Every key the spec reader accepts, section by section (an unknown key is refused: did-you-mean)."""
     lines = ["| section | keys |", "|---|---|"]
-    lines += [f"| `{section}` | {', '.join(f'`{key}`' for key in keys)} |" for section, keys in rows]
+    for section, keys in spec_sections():
+        lines.append(f"| `{section}` | {', '.join(f'`{key}`' for key in keys)} |")
     return "\n".join(lines)
 
 
