@@ -260,7 +260,7 @@ def _axes(node: onnx.NodeProto, rank: int, consts: dict[str, np.ndarray], defaul
           ) -> list[int] | None:
     """The axes a node works along (attribute `axis`/`axes`, else its axes input), normalised; None when
     they are not known without running the graph."""
-    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    attrs = _attrs(node)
     if "axes" in attrs:
         found = list(attrs["axes"])
     elif "axis" in attrs:
