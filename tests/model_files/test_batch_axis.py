@@ -138,6 +138,15 @@ def test_softmax_follows_its_opset(opset: int, axis: int | None, mixes: bool) ->
     assert bool(verdict.problems) is mixes
 
 
+@pytest.mark.parametrize(("noop", "mixes"), ((1, False), (0, True)))
+def test_a_reduction_without_axes_follows_noop_with_empty_axes(noop: int, mixes: bool) -> None:
+    """ReduceSum (opset 18) given no axes reduces every dim, the batch among them, unless
+    noop_with_empty_axes makes it the identity (ONNX's operator spec), which keeps the samples apart."""
+    node = onnx.helper.make_node("ReduceSum", ["x"], ["y"], noop_with_empty_axes=noop)
+    verdict = batch_axis.graph_verdict(one_node_model(node, 18))
+    assert bool(verdict.problems) is mixes
+
+
 def test_a_model_whose_external_data_has_problems_is_not_run(tmp_path: Path) -> None:
     """Its data file is not loaded by the check: the problem is said where external data is checked."""
     path = save_external(tmp_path / "ext.onnx")

@@ -272,6 +272,8 @@ def _axes(node: onnx.NodeProto, rank: int, consts: dict[str, np.ndarray], defaul
         found = [int(a) for a in given.reshape(-1)]
         if not found and attrs.get("noop_with_empty_axes", 0):
             return []
+    elif node.op_type in REDUCTIONS and attrs.get("noop_with_empty_axes", 0):
+        return []  # no axes given, and told to be the identity then
     elif node.op_type in ("CumSum",):
         given = consts.get(node.input[1])
         if given is None:
