@@ -102,6 +102,11 @@ def kv_text(held: str, share: float | None) -> str:
     return f"{held} ({percent(share)})"
 
 
+def window_label(window_s: float | None) -> str:
+    """What a generate model's percentiles cover: the last seconds, or all since the model loaded."""
+    return "since load" if window_s is None else f"last {window_s:.0f} s"
+
+
 def generation_parts(figures: dict[str, Any]) -> list[GenerationPart]:
     """A generate model's token figures (a `generation_row`) as text pieces, those a spec threshold can
     colour (ttft_p99_ms, itl_p99_ms, kv_cache_share) marked with it: status, console, notebooks."""
@@ -113,7 +118,9 @@ def generation_parts(figures: dict[str, Any]) -> list[GenerationPart]:
         (number(get("ttft_p99_ms"), 2), "ttft_p99_ms", get("ttft_p99_ms")),
         (f" ms  ITL p50 {number(get('itl_p50_ms'), 2)} p99 ", None, None),
         (number(get("itl_p99_ms"), 2), "itl_p99_ms", get("itl_p99_ms")),
-        (f" ms  running {number(get('running'))} waiting {number(get('waiting'))}  KV ", None, None),
+        (f" ms  e2e p50 {number(get('e2e_p50_ms'), 1)} p99 {number(get('e2e_p99_ms'), 1)} ms "
+         f"({window_label(get('window_s'))})", None, None),
+        (f"  running {number(get('running'))} waiting {number(get('waiting'))}  KV ", None, None),
         (kv_text(kv, get("kv_cache_share")), "kv_cache_share", get("kv_cache_share")),
         (f"  tokens {number(get('prompt_tokens_total'))} in {number(get('generated_tokens_total'))} out"
          f" ({number(get('output_tokens_per_s'), 1)}/s)  ended: {ended}", None, None),

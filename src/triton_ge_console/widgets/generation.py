@@ -1,5 +1,6 @@
-"""The token figures of a session's generate models: TTFT and ITL p50/p99, output tokens/s, running and
-waiting sequences, KV-cache use; hidden while the session has no generate model."""
+"""The token figures of a session's generate models: TTFT and ITL p50/p99 (over the last polls' window, or
+since load, as the OVER column says), output tokens/s, running and waiting sequences, KV-cache use;
+hidden while the session has no generate model."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from collections.abc import Mapping
 
 import ipywidgets as w
 
-from triton_ge_console.display import MISSING, kv_text, memory, number, threshold_level
+from triton_ge_console.display import MISSING, kv_text, memory, number, threshold_level, window_label
 from triton_ge_console.sessions.observe.generation import GenerationFigures
 from triton_ge_console.sessions.observe.history import newest_versions
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
 
-GENERATION_COLUMNS = ("MODEL", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms", "OUT TOK/S",
+GENERATION_COLUMNS = ("MODEL", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms", "OVER", "OUT TOK/S",
                       "RUNNING", "WAITING", "KV")
 
 
@@ -39,6 +40,7 @@ def generation_cells(name: str, figures: GenerationFigures) -> dict[str, str]:
         "MODEL": name,
         "TTFT p50 ms": number(figures.ttft_p50_ms, 2), "TTFT p99 ms": number(figures.ttft_p99_ms, 2),
         "ITL p50 ms": number(figures.itl_p50_ms, 2), "ITL p99 ms": number(figures.itl_p99_ms, 2),
+        "OVER": window_label(figures.window_s),  # the span the percentiles cover
         "OUT TOK/S": number(figures.output_tokens_per_s, 1),
         "RUNNING": number(figures.running), "WAITING": number(figures.waiting),
         "KV": kv if share is None else kv_text(kv, share),

@@ -86,3 +86,26 @@ def test_each_version_has_its_own_figures() -> None:
     assert figures[("llama_generate", "1")] == figures[("llama_generate", "2")]
     assert figures[("llama_generate", "1")].generated_tokens_total == 171
     assert dict(figures[("llama_generate", "2")].ended_by_reason)["length"] == 9
+
+
+def test_percentiles_cover_the_recent_window_labelled_so() -> None:
+    """Issue 39: the percentiles were since load, shown as now (status said TTFT p99 4,375 ms during a run
+    whose p99 was 422 ms). Over a window they are those of what the histograms gained in it, the line says
+    which: 10 first tokens between 250 and 500 ms in the last 10 s read p50 375 ms (262.5 since load);
+    no token interval in the window reads —; a first reading is since load."""
+    import re
+
+    from triton_ge_console.sessions.observe.generation import over_window
+
+    key = ("llama_generate", "1")
+    before = generation_figures(parse_metrics(RECORDED))[key]
+    bucket = r'(ge_generate_time_to_first_token_seconds_bucket\{[^}]*le="(0\.5|1|2\.5|5|10|\+Inf)"\}) 9'
+    grown = re.sub(bucket, r"\1 19", RECORDED)
+    now = generation_figures(parse_metrics(grown))[key]
+    assert now.ttft_p50_ms == pytest.approx(262.5)  # since load
+    windowed = over_window(now, before, 10.0)
+    assert windowed.window_s == 10.0 and windowed.ttft_p50_ms == pytest.approx(375.0)
+    assert windowed.itl_p50_ms is None and windowed.itl_p99_ms is None
+    assert "ms (last 10 s)" in generation_line(generation_row(windowed) or {})
+    assert over_window(now, None, 10.0) == now
+    assert "ms (since load)" in generation_line(generation_row(now) or {})

@@ -1,6 +1,7 @@
 """A generate model's token-level figures from the glue's `ge_generate_*` metrics (backend_glue's
-generate_metrics): time to first token and between tokens (percentiles of the histograms since load),
-tokens, running and waiting sequences, KV-cache use, and how sequences ended."""
+generate_metrics): time to first token, between tokens and end to end (percentiles of the histograms
+since load, or of what they gained over a recent window: `over_window`), tokens, running and waiting
+sequences, KV-cache use, and how sequences ended."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ if TYPE_CHECKING:  # snapshots import this module, and `--help` must not load th
 PREFIX = "ge_generate_"
 TTFT = "ge_generate_time_to_first_token_seconds"
 ITL = "ge_generate_inter_token_latency_seconds"
+E2E = "ge_generate_e2e_request_latency_seconds"
 MS_PER_S = 1000.0
+Buckets = tuple[tuple[float, float], ...]  # cumulative (upper bound, count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +37,10 @@ class GenerationFigures:
     ended_by_reason: tuple[tuple[str, int], ...] = ()  # (length | stop | cancel | error, count)
     output_tokens_per_s: float | None = None  # generated tokens per second since the previous poll
     kv_cache_usage: float | None = None  # the KV share (0..1) as a server reports it (vLLM, MindIE: no bytes)
+    e2e_p50_ms: float | None = None
+    e2e_p99_ms: float | None = None
+    window_s: float | None = None  # the span the percentiles cover, up to now (None: since the model loaded)
+    histograms: tuple[tuple[str, Buckets], ...] = ()  # the since-load buckets they come from (not shown)
 
     @property
     def kv_cache_share(self) -> float | None:
@@ -56,11 +63,36 @@ def with_token_rate(figures: GenerationFigures, previous: GenerationFigures | No
     return dataclasses.replace(figures, output_tokens_per_s=delta / elapsed_s)
 
 
+def over_window(figures: GenerationFigures, earlier: GenerationFigures | None,
+                window_s: float) -> GenerationFigures:
+    """The figures with their percentiles over what the histograms gained since `earlier` (window_s ago):
+    what happened now, not since load; None where nothing was observed in the window. Without an earlier
+    reading they stay since load (window_s None); a histogram that went backwards (a reload) counts from
+    zero."""
+    if earlier is None or not figures.histograms or window_s <= 0:
+        return figures
+    before = dict(earlier.histograms)
+    now = {name: _gained(buckets, before.get(name, ())) for name, buckets in figures.histograms}
+    return dataclasses.replace(
+        figures, window_s=window_s,
+        ttft_p50_ms=_ms(list(now.get(TTFT, ())), 0.5), ttft_p99_ms=_ms(list(now.get(TTFT, ())), 0.99),
+        itl_p50_ms=_ms(list(now.get(ITL, ())), 0.5), itl_p99_ms=_ms(list(now.get(ITL, ())), 0.99),
+        e2e_p50_ms=_ms(list(now.get(E2E, ())), 0.5), e2e_p99_ms=_ms(list(now.get(E2E, ())), 0.99))
+
+
+def _gained(buckets: Buckets, before: Buckets) -> Buckets:
+    """Each bucket's count less its earlier one (all of it when any went backwards: a reload)."""
+    earlier = dict(before)
+    gained = tuple((bound, count - earlier.get(bound, 0.0)) for bound, count in buckets)
+    return buckets if any(count < 0 for _, count in gained) else gained
+
+
 def generation_row(figures: GenerationFigures | None) -> dict[str, Any] | None:
     """A generate model's token figures as plain data, its KV share included (None: not a generate model)."""
     if figures is None:
         return None
     row = dataclasses.asdict(figures)
+    del row["histograms"]
     row["ended_by_reason"] = [list(pair) for pair in figures.ended_by_reason]
     row["kv_cache_share"] = figures.kv_cache_share
     return row
@@ -119,7 +151,7 @@ def generation_figures(table: MetricTable | None) -> dict[ModelKey, GenerationFi
     models without `ge_generate_*` metrics are absent."""
     if table is None or not any(name.startswith(PREFIX) for name in table.names()):
         return {}
-    ttft, itl = _buckets(table, TTFT), _buckets(table, ITL)
+    ttft, itl, e2e = _buckets(table, TTFT), _buckets(table, ITL), _buckets(table, E2E)
     totals = {key: _sums(table, f"{PREFIX}{key}") for key in (
         "prompt_tokens_total", "generation_tokens_total", "running_sequences", "waiting_sequences",
         "kv_cache_bytes", "kv_cache_capacity_bytes")}
@@ -139,4 +171,7 @@ def generation_figures(table: MetricTable | None) -> dict[ModelKey, GenerationFi
         kv_cache_bytes=_count(totals["kv_cache_bytes"], model),
         kv_cache_capacity_bytes=_count(totals["kv_cache_capacity_bytes"], model),
         ended_by_reason=tuple(sorted(ended.get(model, {}).items())),
+        e2e_p50_ms=_ms(e2e.get(model), 0.5), e2e_p99_ms=_ms(e2e.get(model), 0.99),
+        histograms=tuple((name, tuple(sorted(found[model]))) for name, found in
+                         ((TTFT, ttft), (ITL, itl), (E2E, e2e)) if model in found),
     ) for model in sorted(models)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from triton_ge_console.sessions.observe.figures import (
     model_counters,
     model_inputs,
 )
-from triton_ge_console.sessions.observe.generation import with_token_rate
+from triton_ge_console.sessions.observe.generation import GenerationFigures, over_window, with_token_rate
 from triton_ge_console.sessions.observe.glue_failures import GlueFailures
 from triton_ge_console.sessions.observe.health import InstanceWatch
 from triton_ge_console.sessions.observe.metrics import MetricTable, ModelKey, PlainLines, scrape_metrics
@@ -55,6 +56,8 @@ UNUSED_METRICS = (
 # Backends that report no statistics to Triton: traced even where the server keeps latency summaries.
 TRACE_BACKENDS = ("npu_ge",)
 T = TypeVar("T")
+
+WINDOW_S = 30.0  # a generate model's percentiles cover about the last this many seconds of polls
 
 
 class Poller:
@@ -96,6 +99,8 @@ class Poller:
         self._glue_failures: dict[ModelKey, float] = {}  # the last known (see figures.model_counters)
         self._index = IndexReader()  # the previous poll's index, decoded
         self._built: dict[ModelKey, tuple[ModelInputs, ModelSnapshot]] = {}
+        # per generate model, its figures as read over the last WINDOW_S (percentiles over what changed)
+        self._recent: dict[ModelKey, collections.deque[tuple[float, GenerationFigures]]] = {}
         self._backends: dict[ModelKey, str] = {}
         self._lock = threading.Lock()
 
@@ -257,13 +262,23 @@ class Poller:
             if inputs.generation is not None:
                 known_figures = self._built.get(key)
                 before = known_figures[1].generation if known_figures is not None else None
-                inputs = inputs._replace(generation=with_token_rate(inputs.generation, before, elapsed))
+                figures = with_token_rate(inputs.generation, before, elapsed)
+                inputs = inputs._replace(generation=self._windowed(key, figures, now))
             known = self._built.get(key)
             model = known[1] if known is not None and known[0] == inputs else build_model(inputs)
             built[key] = (inputs, model)
             models.append(model)
         self._previous, self._previous_at, self._built = counters, now, built
         return tuple(models)
+
+    def _windowed(self, key: ModelKey, figures: GenerationFigures, now: float) -> GenerationFigures:
+        """The figures' percentiles over the last WINDOW_S seconds of readings (since load at first)."""
+        recent = self._recent.setdefault(key, collections.deque())
+        while recent and now - recent[0][0] > WINDOW_S:
+            recent.popleft()
+        windowed = over_window(figures, recent[0][1], now - recent[0][0]) if recent else figures
+        recent.append((now, figures))
+        return windowed
 
     def _devices(self, table: MetricTable | None) -> tuple[DeviceSnapshot, ...]:
         """Merged device telemetry (glue metrics only, when no telemetry object is attached)."""
