@@ -2,7 +2,8 @@
 
 Each script prints a markdown table and writes its JSON under benchmarks/results/; this keeps each
 table as results/<name>.table.md and writes results/PERFORMANCE.md (machine, date, every table) for the
-README's figures. Benchmarks are slow and the machine's load matters: run them on a quiet machine, not in CI.
+docs' figures (docs/benchmarks.md). Benchmarks are slow and the machine's load matters: run them on a quiet
+machine, not in CI.
 
     python3 benchmarks/run_all.py                 # run all, then assemble
     python3 benchmarks/run_all.py --only startup  # run some (the others' saved tables are reused)
@@ -143,7 +144,7 @@ def _version(package: str) -> str:
 
 
 def assemble(tables: dict[str, str], load: str | None) -> str:
-    """The README's Performance section."""
+    """The performance page's section (docs/benchmarks.md)."""
     today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     busy = f" Other work shared the machine: {load}." if load else ""
     parts = ["## Performance", "",

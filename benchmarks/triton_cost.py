@@ -8,7 +8,7 @@ and a no-work Python model answering llama's logits (`zeros(batch, tokens, 32000
 each interleaved in rounds (sessions/loadgen/rounds.py's order), figures the rounds' median and range:
 
 - table: `ge-console bench --vs-direct`'s own measurement (the library) for llama and bert at 1 and 16
-  tokens, batch 1/4/8, shared CPUs and with the executor pinned to `--pin` (the README's table).
+  tokens, batch 1/4/8, shared CPUs and with the executor pinned to `--pin` (docs/benchmarks.md's table).
 - grpc: the 16 MB answer (llama's floor at 16 tokens × batch 8) fetched one at a time by the load
   generator over HTTP and gRPC (raw bytes, as now), gRPC parsed into a protobuf (as before), tritonclient's
   gRPC client, and a bare synchronous grpc call: wall p50 and the CPU per request of the client and of

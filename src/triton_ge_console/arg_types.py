@@ -69,7 +69,7 @@ def positive_int(text: str) -> int:
 
 class UsageError(ValueError):
     """What the user asked cannot be told apart or put together (options that clash, a session to name):
-    one line and exit code 2, the README's usage error."""
+    one line and exit code 2, a usage error (docs/reference/errors.md)."""
 
 
 def error_line(message: str, code: int = 1) -> int:

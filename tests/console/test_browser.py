@@ -2,7 +2,7 @@
 
 Needs Chromium (`apt-get install chromium`, as .ci/run does) and Playwright for Python (the `test` extra);
 without them these tests are reported skipped, with the reason. Set GE_SCREENSHOTS_DIR to keep a
-screenshot of the page (docs/img/ holds the README's).
+screenshot of the page (docs/img/ holds the docs').
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The words of `reload`, `down --forget`, `watch` and `--token` say what is true and exit as the README's
-0/1/2 rule says (0 ok, 1 failure, 2 usage)."""
+"""The words of `reload`, `down --forget`, `watch` and `--token` say what is true and exit as the 0/1/2 rule
+of docs/reference/errors.md says (0 ok, 1 failure, 2 usage)."""
 
 from __future__ import annotations
 

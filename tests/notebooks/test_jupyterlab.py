@@ -9,7 +9,7 @@ One JupyterLab for the module runs on a free loopback port with a token, in a te
 (the repository's are never written), its settings, workspaces and runtime files in the module's folder.
 Needs Chromium (`apt-get install chromium`, as .ci/run does), Playwright for Python and JupyterLab (the
 `test` and `notebooks` extras); without them the tests are reported skipped, with the reason. Set
-GE_SCREENSHOTS_DIR to keep a screenshot of the dashboard (docs/img/ holds the READMEs').
+GE_SCREENSHOTS_DIR to keep a screenshot of the dashboard (docs/img/ holds the docs').
 
 Where the time goes (measured on a shared 2-core machine): JupyterLab answers its API 10-32 s after it is
 started (once for the module); the first page waits for JupyterLab's build check, so the notebook is drawn
@@ -327,7 +327,7 @@ def click_row_button(board: Any, model: str, action: str) -> None:
 
 
 def keep_screenshot(browser: Browser, board: Any, name: str) -> None:
-    """Keep a screenshot of the dashboard where GE_SCREENSHOTS_DIR says (docs/img/ holds the READMEs'), the
+    """Keep a screenshot of the dashboard where GE_SCREENSHOTS_DIR says (docs/img/ holds the docs'), the
     window made tall enough to hold all of it."""
     folder = os.environ.get("GE_SCREENSHOTS_DIR")
     if folder:
