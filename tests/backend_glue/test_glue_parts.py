@@ -270,3 +270,36 @@ def test_npu_ge_without_device_ids_is_charged_on_every_visible_npu_or_said_unkno
     assert settings.devices == (0,) and settings.npus_unknown
     named = load_settings(_args(folder), {"backend": "npu_ge", "parameters": _params(device_ids="1")})
     assert named.devices == (1,) and not named.npus_unknown
+
+
+def _add_busy_in_child(run_dir: Path, times: int) -> None:
+    """Another stub adding busy time to the same device."""
+    ledger = DeviceLedger(0, run_dir)
+    for _ in range(times):
+        ledger.add_busy(0.125)
+
+
+def test_busy_time_is_added_in_place_and_adds_up_across_processes(tmp_path: Path) -> None:
+    """The flusher adds busy time every half second: replacing the whole ledger for it (a rename) cost
+    0.45 ms of CPU and 4 ms wall each on this host's ext4, 0.22 ms per request at 16 x 8 (issue 44)."""
+    ledger = DeviceLedger(0, tmp_path)
+    ledger.reserve("parent", "parent_model", 600, capacity=1000)
+    before = ledger.path.stat()
+    ledger.add_busy(0.5)
+    ledger.add_busy(0.25, placed=False)
+    after = ledger.path.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not rewritten
+    context = multiprocessing.get_context("spawn")
+    children = [context.Process(target=_add_busy_in_child, args=(tmp_path, 40)) for _ in range(2)]
+    for child in children:
+        child.start()
+    for _ in range(40):
+        ledger.add_busy(0.125)
+    for child in children:
+        child.join(timeout=60)
+        assert child.exitcode == 0
+    usage = ledger.usage()
+    assert usage.busy_seconds == pytest.approx(0.5 + 3 * 40 * 0.125)
+    assert usage.unplaced_seconds == pytest.approx(0.25)
+    assert usage.used_bytes == 600 and usage.capacity_bytes == 1000
+    assert oct(ledger.busy_path.stat().st_mode & 0o777) == "0o600"

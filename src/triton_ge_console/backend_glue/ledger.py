@@ -4,6 +4,10 @@ Each model instance of a Python-based backend is its own process, so the "shared
 lives in a small JSON file per device under a run directory (one per tritonserver: `ge-glue-<pid>` in the
 temp dir, or $GE_GLUE_RUN_DIR), updated under an exclusive `flock` and replaced atomically so readers
 never see half a file. Entries of processes that died are pruned.
+
+The busy time, added by every instance's flusher twice a second, is two doubles in a file of their own,
+written in place under the same lock and read under a shared one: replacing the JSON for it (a rename)
+cost 0.45 ms of CPU each on ext4 here, a fifth of a millisecond per request at 16 x 8 (issue 44).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import contextlib
 import fcntl
 import json
 import os
+import struct
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +25,8 @@ from typing import Any
 
 from triton_ge_console.backend_glue.settings import RUN_DIR_ENV
 from triton_ge_console.files import write_atomic
+
+BUSY = struct.Struct("<dd")  # cumulative busy seconds, cumulative unplaced seconds
 
 
 class DeviceMemoryError(RuntimeError):
@@ -77,6 +84,7 @@ class DeviceLedger:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.path = self.run_dir / f"device-{device}.json"
         self._lock_path = self.run_dir / f"device-{device}.lock"
+        self.busy_path = self.run_dir / f"device-{device}.busy"
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[dict[str, Any]]:
@@ -97,8 +105,6 @@ class DeviceLedger:
         except (OSError, ValueError):
             data = {}
         data.setdefault("capacity", 0)
-        data.setdefault("busy_s", 0.0)
-        data.setdefault("unplaced_s", 0.0)
         data.setdefault("entries", {})
         return data
 
@@ -140,22 +146,58 @@ class DeviceLedger:
 
     def add_busy(self, seconds: float, placed: bool = True) -> None:
         """Add busy time to the device's cumulative counter, or (not placed) to the time that may have been
-        spent on this device or another."""
+        spent on this device or another: in place, under the lock."""
         if seconds <= 0:
             return
-        key = "busy_s" if placed else "unplaced_s"
-        with self._locked() as data:
-            data[key] = float(data[key]) + seconds
+        with open(self._lock_path, "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                fd = os.open(self.busy_path, os.O_RDWR | os.O_CREAT, 0o600)
+                try:
+                    busy, unplaced = _busy_in(fd)
+                    if placed:
+                        busy += seconds
+                    else:
+                        unplaced += seconds
+                    os.pwrite(fd, BUSY.pack(busy, unplaced), 0)
+                finally:
+                    os.close(fd)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _busy(self) -> tuple[float, float]:
+        """(busy, unplaced) seconds, read under a shared lock (never half a write); zeros before any."""
+        try:
+            with open(self._lock_path, "a+") as lock:
+                fcntl.flock(lock, fcntl.LOCK_SH)
+                try:
+                    fd = os.open(self.busy_path, os.O_RDONLY)
+                except FileNotFoundError:
+                    return 0.0, 0.0
+                try:
+                    return _busy_in(fd)
+                finally:
+                    os.close(fd)
+        except OSError:
+            return 0.0, 0.0
 
     def usage(self) -> DeviceUsage:
-        """A consistent read of the device's figures (no lock: the file is replaced atomically)."""
+        """A consistent read of the device's figures (the JSON is replaced atomically; the busy counters are
+        read under a shared lock)."""
         data = self._read()
         live = [v for v in data["entries"].values() if _pid_alive(int(v["pid"]))]
+        busy, unplaced = self._busy()
         return DeviceUsage(
             device=self.device,
             used_bytes=sum(int(v["memory"]) for v in live),
             capacity_bytes=int(data["capacity"]),
-            busy_seconds=float(data["busy_s"]),
-            unplaced_seconds=float(data["unplaced_s"]),
+            busy_seconds=busy,
+            unplaced_seconds=unplaced,
             models=tuple((str(v["model"]), int(v["memory"])) for v in live),
         )
+
+
+def _busy_in(fd: int) -> tuple[float, float]:
+    """The two counters of an open busy file (zeros while it is empty)."""
+    raw = os.pread(fd, BUSY.size, 0)
+    return BUSY.unpack(raw) if len(raw) == BUSY.size else (0.0, 0.0)
