@@ -42,6 +42,8 @@ class Benchmark:
 BENCHMARKS = (
     Benchmark("triton_cost", "What Triton costs the demo models",
               "direct vs through Triton (bench --vs-direct), gRPC vs HTTP for 16 MB, the glue's own share"),
+    Benchmark("glue_cpu", "The glue's own CPU per request",
+              "the llama stub's CPU − direct ONNX Runtime's − a no-work stub's, at 1x1, 16x1, 16x8, HTTP"),
     Benchmark("glue_overhead", "GE glue overhead",
               "the same model called directly vs through Triton and the `ge` backend"),
     Benchmark("response_path", "Where a served request's CPU goes",
