@@ -84,6 +84,13 @@ def npu_ge_blocks_problem(key: str, value: int) -> str | None:
     return None
 
 
+def npu_ge_id_list(text: str) -> tuple[int, ...] | None:
+    """The NPU ids npu_ge reads from a device_ids text (Split at ',', empty parts skipped, std::stoi each:
+    model_state.cpp ProcessDeviceIdsConfig), None where std::stoi throws and its load fails."""
+    ids = [stoi(part) for part in text.split(",") if part]
+    return None if None in ids else tuple(i for i in ids if i is not None)
+
+
 def npu_ge_cmdline_problem(key: str, value: str) -> str | None:
     """What npu_ge makes of one of its keys given through --backend-config, where it reads them otherwise
     than as model parameters (model_state.cpp ParseCmdlineConfig): static_model is compared with the string
@@ -96,6 +103,12 @@ def npu_ge_cmdline_problem(key: str, value: str) -> str | None:
         return (f"npu_ge hands any profiling value from --backend-config to GE as PROFILING_MODE, with "
                 f"PROFILING_OPTIONS set (a model parameter counts only as 'dynamic' or 'true'): '{value}' "
                 "does not keep it off; leave the key out")
+    if key == "device_ids":
+        ids = npu_ge_id_list(value)
+        if ids is None:
+            return f"npu_ge reads each id of device_ids with std::stoi: '{value}' fails its load"
+        if any(i < 0 for i in ids):
+            return f"'{value}': NPU ids are >= 0"
     if key in ("device_exec_blocks", "instance_exec_blocks"):
         number = stoi(value)
         if number is None:

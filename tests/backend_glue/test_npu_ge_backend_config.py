@@ -7,21 +7,36 @@ ParseParameterValue clears the list first)."""
 from __future__ import annotations
 
 import os
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from tests.backend_glue.conftest import server_env
 from tests.backend_glue.metrics import metric_samples
 from tests.conftest import RunningServer, run_triton
 from tests.models import dense_model, param, write_model
+from tests.sessions.conftest import stopping_sessions
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.backend_glue.settings import GlueConfigError, npu_ge_command_line, npu_ge_placement
+from triton_ge_console.sessions.launcher import LaunchOptions, launch
+from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
+from triton_ge_console.sessions.server.registry import Registry
 
 NPU_GE = 'backend: "npu_ge"\nmax_batch_size: 8\n'
+SPEC = """\
+name: npugecmdline
+server:
+  backend_config:
+    npu_ge: {device_ids: "6,7"}
+models:
+  - {name: from_cmdline, backend: npu_ge, source: "demo:bert", max_batch_size: 4}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +63,37 @@ def server(tmp_path_factory: pytest.TempPathFactory,
 
 def _model_devices(server: RunningServer, model: str) -> set[str]:
     """The NPUs the glue charges a model's memory on (ge_model_memory_bytes, label device)."""
-    return {s.labels["device"] for s in metric_samples(server, "ge_model_memory_bytes")
-            if s.labels.get("model") == model and s.value > 0}
+    return _charged(metric_samples(server, "ge_model_memory_bytes"), model)
+
+
+def _charged(samples: list[Sample], model: str) -> set[str]:
+    """The devices of a model's ge_model_memory_bytes samples above zero."""
+    return {s.labels["device"] for s in samples if s.labels.get("model") == model and s.value > 0}
+
+
+@pytest.mark.server
+def test_a_spec_naming_npus_only_in_backend_config_serves_its_npu_ge_model_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`up` of a spec whose npu_ge model names no NPUs and whose server.backend_config.npu_ge names 6,7:
+    the emulated model is charged on 6 and 7 (the build wrote device_ids 0 into its config, which on native
+    npu_ge replaces the command line's list, so it ran on NPU 0)."""
+    spec = tmp_path / "deploy.yaml"
+    spec.write_text(SPEC, encoding="utf-8")
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    monkeypatch.delenv("ASCEND_RT_VISIBLE_DEVICES", raising=False)
+    with stopping_sessions(Registry()) as registry:
+        record = launch(LaunchOptions(source=spec, timeout=240, exit_timeout_s=2), registry)
+        assert record.metrics_url is not None
+        url = record.metrics_url
+
+        def charged() -> set[str]:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                text = response.read().decode()
+            samples = [s for family in text_string_to_metric_families(text) for s in family.samples
+                       if s.name == "ge_model_memory_bytes"]
+            return _charged(samples, "from_cmdline")
+
+        assert wait_until(lambda: charged() == {"6", "7"}, timeout=20)
 
 
 @pytest.mark.server

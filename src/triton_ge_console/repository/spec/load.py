@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from triton_ge_console.ge_backends import NPU_GE_PARAMETERS, is_ge_option, npu_ge_cmdline_problem
+from triton_ge_console.ge_backends import (
+    NPU_GE_PARAMETERS,
+    is_ge_option,
+    npu_ge_cmdline_problem,
+    npu_ge_id_list,
+)
 from triton_ge_console.repository.spec.devices import check_devices, host_device_count
 from triton_ge_console.repository.spec.k8s import read_kubernetes
 from triton_ge_console.repository.spec.models import model_name_problem, read_model
@@ -87,9 +93,22 @@ def parse_spec(
         problems.add(root, "models", "is required: list at least one model")
     problems.raise_if_any()
     assert server is not None and models is not None and kubernetes is not None
+    models = _npu_ge_command_line_npus(models, server)
     _check_devices(problems, entries["models"][1], models, server)
     path = None if base_dir is None else base_dir / Path(file).name
     return DeploymentSpec(name=name, path=path, server=server, models=models, kubernetes=kubernetes)
+
+
+def _npu_ge_command_line_npus(models: tuple[ModelSpec, ...], server: ServerSpec) -> tuple[ModelSpec, ...]:
+    """npu_ge models naming no NPUs, placed on server.backend_config.npu_ge.device_ids: native npu_ge reads
+    the command line's list and a model's device_ids over it (model_state.cpp DisposeConfig, then
+    ParseModelParametersConfig), so the build writes those NPUs where it would write the default 0."""
+    text = next((v for b, k, v in server.backend_config if (b, k) == ("npu_ge", "device_ids")), None)
+    ids = tuple(dict.fromkeys(npu_ge_id_list(text) or ())) if text is not None else ()
+    if not ids:
+        return models
+    return tuple(dataclasses.replace(m, instance_group=dataclasses.replace(m.instance_group, device_ids=ids))
+                 if m.backend == "npu_ge" and not m.instance_group.named_devices else m for m in models)
 
 
 def _check_devices(

@@ -111,7 +111,7 @@ def read_instance_group(reader: Reader, node: yaml.Node | None, path: str) -> In
     parallel = _tensor_parallel(reader, entries, path, device_ids)
     if count is None or device_ids is None or parallel is None:
         return None
-    return InstanceGroupSpec(count, device_ids, parallel)
+    return InstanceGroupSpec(count, device_ids, parallel, named_devices="device_ids" in entries)
 
 
 def _tensor_parallel(

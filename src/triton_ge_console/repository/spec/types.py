@@ -42,6 +42,7 @@ class InstanceGroupSpec:
     count: int = 1
     device_ids: tuple[int, ...] = (0,)
     tensor_parallel: int = 1
+    named_devices: bool = field(default=False, compare=False)  # device_ids written in the spec (not default)
 
     def instance_devices(self) -> tuple[tuple[int, ...], ...]:
         """The NPUs of each instance, in instance order (what the glue picks for instance i)."""
