@@ -79,7 +79,7 @@ backend: "floor_stream"
 max_batch_size: 0
 model_transaction_policy { decoupled: true }
 input [{ name: "input_ids" data_type: TYPE_INT64 dims: [-1] },
-       { name: "max_tokens" data_type: TYPE_INT32 dims: [1] optional: true }]
+       { name: "max_tokens" data_type: TYPE_INT64 dims: [1] optional: true }]
 output [{ name: "token_id" data_type: TYPE_INT64 dims: [1] }]
 """
 # Streams max_tokens token ids as soon as a request arrives, from one of WORKERS threads fed by a queue
