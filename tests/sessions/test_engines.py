@@ -147,3 +147,23 @@ def test_a_vllm_on_this_host_has_its_npus_read_by_npu_smi(monkeypatch: pytest.Mo
     assert all(d.source == "npu-smi" for d in snapshot.devices)
     assert any(d.utilization is not None for d in snapshot.devices)
     assert snapshot.models[0].generation is not None  # and the engine's own figures beside them
+
+
+def test_bench_and_probe_send_a_keyed_vllm_its_bearer_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The headers every caller takes from the session (bench's endpoint, a rolling reload's probe) carry
+    vLLM's key as `Authorization: Bearer KEY`, as the console's own poller does."""
+    from urllib.request import Request, urlopen
+
+    from triton_ge_console.sessions.loadgen.bench_shared import resolve_endpoint
+    from triton_ge_console.sessions.server.access import token_headers
+    from triton_ge_console.sessions.server.registry import Registry
+
+    with vllm_standin(api_key="sk-local") as server:
+        monkeypatch.setenv("VLLM_KEY", "sk-local")
+        assert main(["attach", server.url, "--engine", "vllm", "--name", "vl",
+                     "--token-env", "VLLM_KEY"]) == 0
+        address, bench_headers = resolve_endpoint("vl", None, "http")
+        probe_headers = token_headers(Registry().load("vl"))
+        assert bench_headers == probe_headers == {"Authorization": "Bearer sk-local"}
+        with urlopen(Request(f"{address}/v1/models", headers=bench_headers), timeout=5) as reply:
+            assert reply.status == 200

@@ -358,7 +358,7 @@ def attach_engine(url: str, name: str, registry: Registry, engine: str, metrics_
         metrics_url=given or default_metrics_url(engine, http_url), repository=None, spec=None,
         backend_dir=None, log_path=None, attached=True, session_dir=workdir, state=READY,
         token_header="Authorization", engine=engine, ca_file=ca_file.resolve() if ca_file else None,
-        token_ref=store_token(workdir, token) if token else None)  # vLLM's --api-key: a Bearer token
+        token_ref=store_token(workdir, token) if token else None)  # its form: engines.token_header
     source = LiveSource.from_record(record, npu_smi=None, sample_traces=False)
     try:
         snapshot = source.poll()

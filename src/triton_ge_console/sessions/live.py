@@ -101,9 +101,8 @@ class LiveSource:
         """The live source of an attached vLLM or MindIE server: its own poller, a controller that refuses
         model commands with the reason."""
         endpoints = Endpoints(reach.http_url, None, reach.metrics_url)
-        headers = {"Authorization": f"Bearer {reach.token}"} if reach.token else None
-        poller = EnginePoller(reach.name, reach.engine, endpoints, headers=headers, ca_file=reach.ca_file,
-                              telemetry=telemetry)
+        poller = EnginePoller(reach.name, reach.engine, endpoints, headers=reach.headers() or None,
+                              ca_file=reach.ca_file, telemetry=telemetry)
         return cls(reach.name, endpoints, controller=EngineControl(reach.engine), poller=poller)
 
     def poll(self) -> ServerSnapshot:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from triton_ge_console.sessions.server.engines import token_header
 from triton_ge_console.sessions.server.registry import SessionRecord, grpc_token_header, resolve_token
 
 TRITON_CATEGORIES = (
@@ -102,8 +103,9 @@ class SessionReach:
         """The header (gRPC: metadata key) carrying the session's token, empty when it has none."""
         if not self.token:
             return {}
+        header, value = token_header(self.engine, self.token_header, self.token)
         # Triton's restricted gRPC protocols read the token from a prefixed metadata key.
-        return {grpc_token_header(self.token_header) if protocol == "grpc" else self.token_header: self.token}
+        return {grpc_token_header(header) if protocol == "grpc" else header: value}
 
 
 def token_headers(record: SessionRecord, protocol: str = "http") -> dict[str, str]:

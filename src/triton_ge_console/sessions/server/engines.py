@@ -39,6 +39,15 @@ def default_metrics_url(engine: str, http_url: str) -> str | None:
     return None
 
 
+def token_header(engine: str, header: str, token: str) -> tuple[str, str]:
+    """The (header, value) a session's calls carry its token in, decided here for every engine: vLLM's
+    --api-key and MindIE's key as `Authorization: Bearer KEY` (vLLM refuses the bare key), Triton's in the
+    session's own header as is."""
+    if engine in ATTACHABLE:
+        return "Authorization", f"Bearer {token}"
+    return header, token
+
+
 def label(engine: str) -> str:
     """The engine's name as operators write it."""
     return LABELS.get(engine, engine)
