@@ -509,7 +509,7 @@ def attached_gone(record: SessionRecord, timeout: float = 5.0) -> bool:
     """Whether an attached session's server no longer answers even its liveness check (we hold no
     process of it: asking is the only way to know), so `ls` and `status` both call it dead."""
     if record.attached and record.engine != TRITON:
-        source = LiveSource.from_record(record, npu_smi=None, sample_traces=False)
+        source = LiveSource.from_record(record, npu_smi=None, sample_traces=False, engine_timeout=timeout)
         try:
             return not source.poll().live
         finally:

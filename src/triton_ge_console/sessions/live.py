@@ -68,11 +68,13 @@ class LiveSource:
 
     @classmethod
     def from_record(cls, record: SessionRecord, *, npu_smi: Path | str | None = "auto",
-                    exporter_url: str | None = None, sample_traces: bool = True) -> LiveSource:
+                    exporter_url: str | None = None, sample_traces: bool = True,
+                    engine_timeout: float = 2.0) -> LiveSource:
         """The live source of a registered session (launched or attached).
 
         npu-smi is only asked about servers on this machine; the trace file is the session's own.
         `sample_traces=False` for a one-shot look: it reads traces there are, and arms no tracing.
+        `engine_timeout`: how long a vLLM or MindIE server's each reply is waited for.
         """
         reach = session_reach(record)
         exporter = exporter_url or os.environ.get(EXPORTER_ENV) or None
@@ -80,7 +82,7 @@ class LiveSource:
         local = reach.local or (reach.engine != TRITON and on_this_host(reach.http_url))
         telemetry = DeviceTelemetry(npu_smi=npu_smi if local else None, exporter_url=exporter)
         if reach.engine != TRITON:
-            return cls._of_engine(reach, telemetry)
+            return cls._of_engine(reach, telemetry, engine_timeout)
         return cls(
             reach.name,
             Endpoints(reach.http_url, reach.grpc_url, reach.metrics_url),
@@ -97,12 +99,12 @@ class LiveSource:
         )
 
     @classmethod
-    def _of_engine(cls, reach: SessionReach, telemetry: DeviceTelemetry) -> LiveSource:
+    def _of_engine(cls, reach: SessionReach, telemetry: DeviceTelemetry, timeout: float) -> LiveSource:
         """The live source of an attached vLLM or MindIE server: its own poller, a controller that refuses
         model commands with the reason."""
         endpoints = Endpoints(reach.http_url, None, reach.metrics_url)
         poller = EnginePoller(reach.name, reach.engine, endpoints, headers=reach.headers() or None,
-                              ca_file=reach.ca_file, telemetry=telemetry)
+                              ca_file=reach.ca_file, timeout=timeout, telemetry=telemetry)
         return cls(reach.name, endpoints, controller=EngineControl(reach.engine), poller=poller)
 
     def poll(self) -> ServerSnapshot:

@@ -326,12 +326,16 @@ def run_attach(args: argparse.Namespace) -> int:
 
 def run_ls(args: argparse.Namespace) -> int:
     """List sessions; corrupt session files are reported, the rest still listed."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from triton_ge_console.sessions.server.registry import NOT_ANSWERING, READY, STARTING, Registry
 
     records, errors = Registry().scan()
     for error in errors:
         error_line(str(error))
-    rows = [_ls_row(record) for record in records]
+    # each running session is asked for its liveness: all at once, so N hung servers cost one timeout
+    with ThreadPoolExecutor(max_workers=max(1, min(32, len(records)))) as pool:
+        rows = list(pool.map(_ls_row, records))
     if args.running:
         rows = [row for row in rows if row["state"] in (STARTING, READY, NOT_ANSWERING)]
     if args.json:
@@ -339,11 +343,12 @@ def run_ls(args: argparse.Namespace) -> int:
     elif not rows:
         print(f"no {'running ' if args.running else ''}sessions (start one with: ge-console up SPEC)")
     else:
-        print(f"{'NAME':<20} {'STATE':<9} {'PID':>8}  {'HTTP':<28} MODELS")
+        width = max(len("STATE"), *(len(row["state"]) for row in rows))  # "not answering" is 13
+        print(f"{'NAME':<20} {'STATE':<{width}} {'PID':>8}  {'HTTP':<28} MODELS")
         for row in rows:
             engine = "" if row["engine"] == "triton" else f" ({row['engine']})"
             print(
-                f"{row['name']:<20} {row['state']:<9} {row['pid'] or '-':>8}  {row['http_url']:<28} "
+                f"{row['name']:<20} {row['state']:<{width}} {row['pid'] or '-':>8}  {row['http_url']:<28} "
                 f"{', '.join(row['models'])}{engine}"
             )
     return 1 if errors else 0
