@@ -79,3 +79,25 @@ def test_a_stop_sequence_is_held_back_until_told_apart_then_cut() -> None:
     assert cut.met and cut.text == "abc Ex "
     free = StopCut(())
     assert free.add("anything") == "anything" and free.flush() == ""
+
+
+def test_a_template_syntax_error_names_its_line(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.jinja"
+    broken.write_text("{% for message in messages %}\n{{ message['content'] }}\n{% endfro %}\n",
+                      encoding="utf-8")
+    with pytest.raises(ChatTemplateError) as caught:
+        template_for(None, broken).render([{"role": "user", "content": "hi"}])
+    assert str(caught.value).startswith(f"chat template {broken}, line 3: ")
+
+
+def test_openai_refuses_a_broken_chat_template_when_it_starts(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Found when `ge-console openai` starts, in one line naming file and line, not at the first chat."""
+    from triton_ge_console.cli import main
+
+    broken = tmp_path / "broken.jinja"
+    broken.write_text("{{ messages[0]['content'] }}\n{% if add_generation_prompt %}assistant:\n",
+                      encoding="utf-8")
+    assert main(["openai", "--chat-template", str(broken)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{broken}, line " in err, err

@@ -38,7 +38,7 @@ class ChatTemplate:
     @cached_property
     def _compiled(self) -> Any:
         """The template compiled once in transformers' environment."""
-        from jinja2 import TemplateError
+        from jinja2 import TemplateError, TemplateSyntaxError
         from jinja2.ext import loopcontrols
         from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -57,8 +57,17 @@ class ChatTemplate:
         environment.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
         try:
             return environment.from_string(self.source)
+        except TemplateSyntaxError as exc:  # Jinja knows the line: say it
+            raise ChatTemplateError(
+                f"chat template {self.origin}, line {exc.lineno}: {exc.message}") from None
         except TemplateError as exc:
-            raise ChatTemplateError(f"chat template ({self.origin}): {exc}") from None
+            raise ChatTemplateError(f"chat template {self.origin}: {exc}") from None
+
+    def compile(self) -> ChatTemplate:
+        """This template, compiled now (ChatTemplateError names the file and line of a syntax error), so a
+        broken one is refused where it is given rather than at the first chat."""
+        _ = self._compiled
+        return self
 
     def render(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True) -> str:
         """The prompt for these messages (ChatTemplateError: the template refused or is broken)."""
@@ -68,7 +77,7 @@ class ChatTemplate:
             return str(self._compiled.render(messages=list(messages),
                                              add_generation_prompt=add_generation_prompt, **self.specials))
         except TemplateError as exc:
-            raise ChatTemplateError(f"chat template ({self.origin}): {exc}") from None
+            raise ChatTemplateError(f"chat template {self.origin}: {exc}") from None
 
 
 def _token_text(value: Any) -> str | None:

@@ -26,9 +26,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run_openai(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C; the base URL printed first."""
+    from triton_ge_console.sessions.frontdoor.chat_template import template_for
     from triton_ge_console.sessions.frontdoor.serve import plan_door, serve_door
     from triton_ge_console.sessions.server.registry import Registry
 
+    if args.chat_template is not None:  # a broken one is refused now, not at the first chat request
+        template_for(None, args.chat_template).compile()
     plan = plan_door(Registry().resolve(args.session, running=True), args.host, args.port, args.chat_template)
     locked = " (clients send Authorization: Bearer <the session's token>)" if plan.token else ""
     print(f"OpenAI API for session {plan.session} at {plan.url}{locked}; Ctrl-C stops it", flush=True)
