@@ -107,6 +107,17 @@ def window_label(window_s: float | None) -> str:
     return "since load" if window_s is None else f"last {window_s:.0f} s"
 
 
+def token_latency_cells(ttft_p50_ms: float | None, itl_p50_ms: float | None) -> tuple[str, str]:
+    """A generate model's two latency cells in the models tables: its TTFT and ITL p50, tagged T and I
+    (Triton's request duration of a decoupled model ends when its execute returns, before the first token)."""
+    return f"T {number(ttft_p50_ms, 2)}", f"I {number(itl_p50_ms, 2)}"
+
+
+def token_latency_legend(window_s: float | None) -> str:
+    """What a generate model's tagged latency cells (token_latency_cells) read, and over what span."""
+    return f"T/I: generate models' TTFT/ITL p50 ms ({window_label(window_s)})"
+
+
 def generation_parts(figures: dict[str, Any]) -> list[GenerationPart]:
     """A generate model's token figures (a `generation_row`) as text pieces, those a spec threshold can
     colour (ttft_p99_ms, itl_p99_ms, kv_cache_share) marked with it: status, console, notebooks."""

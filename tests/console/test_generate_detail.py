@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from tests.conftest import DATA
 from tests.waiting import until
 from triton_ge_console.console.app import create_app, next_connection
 from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.detail import DetailPane, ModelDetail, SeriesChart
+from triton_ge_console.console.widgets.models import ModelsTable
 from triton_ge_console.sessions.observe.generation import GenerationFigures, generation_figures
 from triton_ge_console.sessions.observe.metrics import parse_metrics
 from triton_ge_console.sessions.observe.recorded import RecordedSource
-from triton_ge_console.sessions.observe.snapshot import Endpoints, ModelSnapshot, ServerSnapshot
+from triton_ge_console.sessions.observe.snapshot import Endpoints, Latency, ModelSnapshot, ServerSnapshot
 
 
 def _detail(model: ModelSnapshot) -> ModelDetail:
@@ -79,3 +82,38 @@ async def test_a_generate_model_s_charts_are_its_token_latency_and_tokens_per_se
         assert [v for _, v in latency[1][0].points][-1] == 14.0  # the peak of the newest point
         assert [s.label for s in throughput[1]] == ["tok/s", "req/s"]
         assert max(v for _, v in throughput[1][0].points if v is not None) > 0
+
+
+def _recorded_generate_session() -> ServerSnapshot:
+    """A generate model whose Triton request duration (1 ms: the call returns before its stream ends) is far
+    below its recorded TTFT, beside a plain model."""
+    recorded = parse_metrics((DATA / "generate_metrics.prom").read_text(encoding="utf-8"))
+    figures = dataclasses.replace(generation_figures(recorded)[("llama_generate", "1")], window_s=30.0)
+    request_duration = Latency(p50_ms=1.0, p99_ms=1.0, avg_ms=1.0, source="summary")
+    llama = ModelSnapshot("llama_generate", "1", "READY", backend="python", latency=request_duration,
+                          generation=figures)
+    bert = ModelSnapshot("bert_model", "1", "READY", backend="onnxruntime",
+                         latency=Latency(p50_ms=2.5, p99_ms=4.0, source="summary"))
+    return ServerSnapshot(1_790_000_000.0, "t", True, True, "2.51.0", 1.0,
+                          Endpoints("http://127.0.0.1:1", "127.0.0.1:2"), (bert, llama), ())
+
+
+async def test_a_generate_model_s_row_shows_ttft_and_itl_not_request_duration() -> None:
+    """The models table's latency cells of a generate model read its TTFT and ITL p50 (tagged T and I,
+    the box title saying so and over what window), not Triton's request duration, plain models' as before."""
+    snapshot = _recorded_generate_session()
+    figures = snapshot.models[1].generation
+    assert figures is not None and figures.ttft_p50_ms is not None and figures.itl_p50_ms is not None
+    app = create_app(RecordedSource([snapshot], name="t"), max_polls=1)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, DashboardScreen)
+                    and len(app.screen.query_one(ModelsTable).row_keys) == 2, what="the models")
+        table = app.screen.query_one(ModelsTable)
+        lines = {table.render_line(y).text.split()[0]: table.render_line(y).text for y in (1, 2)}
+        generate, plain = lines["llama_generate"].split(), lines["bert_model"].split()
+        assert f"T {figures.ttft_p50_ms:.2f}" in lines["llama_generate"]
+        assert f"I {figures.itl_p50_ms:.2f}" in lines["llama_generate"]
+        assert "1.00" not in generate
+        assert "2.50" in plain and "4.00" in plain
+        title = str(app.screen.query_one("#models-box").border_title)
+        assert "T/I: generate models' TTFT/ITL p50 ms (last 30 s)" in title

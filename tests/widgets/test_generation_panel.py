@@ -4,14 +4,17 @@ runner for a generate model."""
 from __future__ import annotations
 
 import dataclasses
+import html
 from typing import Any
 
 from tests.conftest import DATA
 from triton_ge_console.sessions.observe.generation import GenerationFigures, generation_figures
 from triton_ge_console.sessions.observe.metrics import parse_metrics
-from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
+from triton_ge_console.sessions.observe.recorded import RecordedController
+from triton_ge_console.sessions.observe.snapshot import Latency, ModelSnapshot, ServerSnapshot
 from triton_ge_console.widgets import GenerationPanel, LoadTestControl
 from triton_ge_console.widgets.loadtest import generate_fields
+from triton_ge_console.widgets.models import ModelsPanel
 
 
 def _snapshot(**figures: Any) -> ServerSnapshot:
@@ -80,3 +83,23 @@ def test_load_test_runs_a_generate_model_with_the_generate_runner() -> None:
         control.start()
     assert called == [("generate", "llama_generate"), ("plain", "bert_model")]
     assert control.results[0] == {"requests": 2, "ttft_p50_ms": 1.5, "ttft_p99_ms": 3.0}
+
+
+def test_a_generate_model_s_row_in_the_models_table_shows_ttft_and_itl() -> None:
+    """Triton's request duration of a decoupled model (1 ms, below its TTFT) is not its latency: the row's
+    P50/P99 cells read its TTFT and ITL p50 (tagged T and I, the title saying so), its AVG —; a plain model's
+    row is unchanged."""
+    snapshot = _snapshot(window_s=30.0)
+    llama, bert = (dataclasses.replace(m, latency=Latency(avg_ms=1.0, p50_ms=1.0, p99_ms=1.0))
+                   for m in snapshot.models)
+    figures = llama.generation
+    assert figures is not None and figures.ttft_p50_ms is not None and figures.itl_p50_ms is not None
+    panel = ModelsPanel(RecordedController())
+    panel.update(dataclasses.replace(snapshot, models=(llama, bert)))
+    row = panel.row("llama_generate").values
+    assert row["P50 ms"] == f"T {figures.ttft_p50_ms:.2f}" and row["P99 ms"] == f"I {figures.itl_p50_ms:.2f}"
+    assert row["AVG ms"] == "—"
+    assert panel.row("bert_model").values["P50 ms"] == "1.00"
+    assert "T/I: generate models' TTFT/ITL p50 ms (last 30 s)" in html.unescape(panel.title.value)
+    panel.update(dataclasses.replace(snapshot, models=(bert,)))
+    assert "T/I" not in panel.title.value

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import ipywidgets as w
 
-from triton_ge_console.display import MISSING, number
+from triton_ge_console.display import MISSING, number, token_latency_cells, token_latency_legend
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.sessions.observe.source import CommandResult, Controller, commands_disabled
 from triton_ge_console.triton_terms import HELD_STATES, MODEL_READY
@@ -31,7 +31,7 @@ MODELS_STYLE = (f"<style>.{MODELS_CLASS} {{ --jp-widgets-font-size: 12px; }} "
 def cells_for(model: ModelSnapshot) -> dict[str, str]:
     """The table's text for one model version."""
     failures = model.failure_total
-    return {
+    return {**{
         "MODEL": model.name, "VER": model.version, "STATE": model.serving_state,
         "BACKEND": model.backend or MISSING,
         "QUEUE": number(model.queue_depth), "REQ/S": number(model.request_rate),
@@ -40,7 +40,25 @@ def cells_for(model: ModelSnapshot) -> dict[str, str]:
         "P50 ms": number(model.latency.p50_ms, 2), "P99 ms": number(model.latency.p99_ms, 2),
         "FAIL": number(failures), "T/O": number(model.timed_out_total),
         "MODE": model.execution_mode or MISSING,
-    }
+    }, **latency_cells(model)}
+
+
+def latency_cells(model: ModelSnapshot) -> dict[str, str]:
+    """A generate model's latency cells: its TTFT and ITL p50 (tagged), no average (Triton's request duration
+    of a decoupled model ends before its first token); none for other models."""
+    if model.generation is None:
+        return {}
+    ttft, itl = token_latency_cells(model.generation.ttft_p50_ms, model.generation.itl_p50_ms)
+    return {"AVG ms": MISSING, "P50 ms": ttft, "P99 ms": itl}
+
+
+def title_html(models: tuple[ModelSnapshot, ...]) -> str:
+    """The table's title, with what a generate model's latency cells read when it shows one."""
+    generating = next((m.generation for m in models if m.generation is not None), None)
+    legend = "" if generating is None else (
+        f" <span style='font-size:11px; color:gray'>{html.escape(token_latency_legend(generating.window_s))}"
+        "</span>")
+    return f"{MODELS_STYLE}<b>Models</b>{legend}"
 
 
 def offered_actions(model: ModelSnapshot) -> set[str]:
@@ -126,8 +144,8 @@ class ModelsPanel:
                                                            grid_gap="0 4px"))
         self.grid.add_class(MODELS_CLASS)
         self.reasons = w.HTML("")
-        title = w.HTML(MODELS_STYLE + "<b>Models</b>")
-        self.box = w.VBox([title, self.grid, self.reasons, self.runner.status])
+        self.title = w.HTML(title_html(()))
+        self.box = w.VBox([self.title, self.grid, self.reasons, self.runner.status])
 
     def update(self, snapshot: ServerSnapshot, server_up: bool | None = None) -> None:
         """Show the snapshot's models, adding and dropping rows as the repository changes; `server_up`
@@ -147,6 +165,7 @@ class ModelsPanel:
             lines.append(f"<span style='color:gray'>load, unload, reload: {html.escape(self.disabled)}"
                          "</span>")
         self.reasons.value = "<br>".join(lines)
+        self.title.value = title_html(snapshot.models)
         self.refresh_buttons()
 
     def refresh_buttons(self) -> None:

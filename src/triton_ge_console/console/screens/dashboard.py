@@ -25,6 +25,7 @@ from triton_ge_console.console.widgets.header import (
 )
 from triton_ge_console.console.widgets.models import ModelsTable
 from triton_ge_console.console.widgets.titles import retitle
+from triton_ge_console.display import token_latency_legend
 from triton_ge_console.sessions.observe.history import SnapshotHistory
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
 from triton_ge_console.triton_terms import HELD_STATES
@@ -151,7 +152,9 @@ class DashboardScreen(Screen[None]):
         shown = f"{len(table.row_keys)} of {count}" if table.needle else str(count)
         needle = f" ─ filter '{table.needle}'" if table.needle else " ─ / filter"
         sort = table.sort_key.label
-        retitle(self.query_one("#models-box"), f"Models ({shown}){needle} ─ s sort: {sort}")
+        generating = next((m.generation for m in table.models if m.generation is not None), None)
+        legend = "" if generating is None else f" ─ {token_latency_legend(generating.window_s)}"
+        retitle(self.query_one("#models-box"), f"Models ({shown}){needle} ─ s sort: {sort}{legend}")
 
     def _select_from_cursor(self) -> None:
         """Make the model under the cursor the app's selected model."""

@@ -18,7 +18,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from triton_ge_console.display import MISSING, number, printable, threshold_level
+from triton_ge_console.display import MISSING, number, printable, threshold_level, token_latency_cells
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
 from triton_ge_console.triton_terms import MODEL_READY
 
@@ -80,7 +80,6 @@ def timed_out_style(count: int | None, limits: Mapping[str, float]) -> str:
 
 def model_fields(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Cell, ...]:
     """The row for one model version as plain cells (cheap: a refresh builds one per model)."""
-    latency = model.latency
     failures = model.failure_total
     return (
         (printable(model.name), "bold", False),
@@ -91,13 +90,22 @@ def model_fields(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Cel
         (number(model.request_rate), "", True),
         (number(model.inference_rate), "", True),
         (number(model.avg_batch), "", True),
-        (number(latency.p50_ms, 2), threshold_style(latency.p50_ms, limits.get("p50_ms")), True),
-        (number(latency.p99_ms, 2), threshold_style(latency.p99_ms, limits.get("p99_ms")), True),
+        *latency_fields(model, limits),
         (number(failures), "bold red" if failures else "", True),
         (number(model.timed_out_total), timed_out_style(model.timed_out_total, limits), True),
         (model.execution_mode or MISSING, "", False),
         (",".join(f"NPU{d}" for d in model.devices) or MISSING, "", False),
     )
+
+
+def latency_fields(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Cell, Cell]:
+    """The P50 and P99 cells: Triton's request duration, or a generate model's TTFT and ITL p50 (tagged)."""
+    if model.generation is not None:
+        ttft, itl = token_latency_cells(model.generation.ttft_p50_ms, model.generation.itl_p50_ms)
+        return (ttft, "", True), (itl, "", True)
+    latency = model.latency
+    return ((number(latency.p50_ms, 2), threshold_style(latency.p50_ms, limits.get("p50_ms")), True),
+            (number(latency.p99_ms, 2), threshold_style(latency.p99_ms, limits.get("p99_ms")), True))
 
 
 def model_cells(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Text, ...]:
