@@ -13,7 +13,9 @@ in-process with the served options (one thread: this one). Beside it, the same a
 caches (32 MiB walked and 0.5 ms slept before each run, as the stub finds its caches after tritonserver
 and the client ran), and the split of the stub's CPU into its main thread (execute) and its other threads
 (the glue's metric flusher, whose work for a window's requests is waited for inside the window; the
-Python backend's own threads, which the no-work stub has too). A figure
+Python backend's own threads, which the no-work stub has too). And executor.run's own time inside the stub,
+as the glue times it (ge_execution_duration_us ÷ ge_executions_total: wall, one thread at concurrency 1),
+beside direct's: where the stub's main thread spends what the glue's Python does not. A figure
 is a result only when every round saw it above zero, else "unresolved" with the rounds' range: on a
 loaded host the noise can exceed what is measured, and the table says so.
 
@@ -35,10 +37,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 
 from triton_cost import EVICT, SHAPES, _ids, build, start, stub_pid
 from triton_ge_console.backend_glue.flusher import FLUSH_INTERVAL_S
@@ -76,6 +80,21 @@ def thread_cpu_ns(pid: int) -> tuple[int, int]:
     return main, rest
 
 
+def run_totals(metrics: str) -> tuple[float, float]:
+    """The llama instance's (ge_execution_duration_us, ge_executions_total) from /metrics: the glue's own
+    timing of executor.run inside the stub (wall; at concurrency 1 one thread runs it)."""
+    with urllib.request.urlopen(metrics, timeout=10) as response:
+        text = response.read().decode()
+    found = {"ge_execution_duration_us": 0.0, "ge_executions_total": 0.0}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            # the parser names a counter's sample NAME_total even where Triton's line has no suffix
+            name = sample.name if sample.name in found else sample.name.removesuffix("_total")
+            if name in found and sample.labels.get("model") == SERVED["ge"]:
+                found[name] += sample.value
+    return found["ge_execution_duration_us"], found["ge_executions_total"]
+
+
 def _direct_cpu_ms(executor: Any, ids: np.ndarray, count: int, cold: bool) -> float:
     """CPU ms per run of the glue's executor in this thread; cold: caches evicted before each run."""
     feeds = {"input_ids": ids}
@@ -91,7 +110,8 @@ def _direct_cpu_ms(executor: Any, ids: np.ndarray, count: int, cold: bool) -> fl
     return cpu / 1e6 / count
 
 
-async def one_round(http: str, repo: Path, server_pid: int, count: int, index: int) -> dict[str, float]:
+async def one_round(http: str, metrics: str, repo: Path, server_pid: int, count: int, index: int
+                    ) -> dict[str, float]:
     """Per size and path: CPU ms per request (stubs: main thread and other threads; tritonserver)."""
     transport = open_transport("http", http)
     signature = await transport.signature(SERVED["ge"])
@@ -111,6 +131,7 @@ async def one_round(http: str, repo: Path, server_pid: int, count: int, index: i
                     await transport.infer()
                 await asyncio.sleep(SETTLE_S)  # the warm-up's figures flushed before the window opens
                 stub, server = thread_cpu_ns(stubs[path]), sum(thread_cpu_ns(server_pid))
+                runs = run_totals(metrics)
                 for _ in range(count):
                     await transport.infer()
                 await asyncio.sleep(SETTLE_S)  # the window's figures flushed inside it
@@ -120,6 +141,9 @@ async def one_round(http: str, repo: Path, server_pid: int, count: int, index: i
                 found[f"{key}/main"] = main / 1e6 / count
                 found[f"{key}/other"] = rest / 1e6 / count
                 found[f"{key}/server"] = (sum(thread_cpu_ns(server_pid)) - server) / 1e6 / count
+                if path == "ge":
+                    took, executions = (a - b for a, b in zip(run_totals(metrics), runs, strict=True))
+                    found[f"{key}/run"] = took / 1e3 / max(executions, 1.0)
     finally:
         executor.close()
         await transport.close()
@@ -145,7 +169,8 @@ DERIVED = {
 MEASURED = {"direct_cpu_ms": "direct", "direct_cold_cpu_ms": "cold", "ge_stub_cpu_ms": "ge",
             "floor_stub_cpu_ms": "floor", "ge_main_thread_ms": "ge/main", "ge_other_threads_ms": "ge/other",
             "floor_main_thread_ms": "floor/main", "floor_other_threads_ms": "floor/other",
-            "ge_server_cpu_ms": "ge/server", "floor_server_cpu_ms": "floor/server"}
+            "ge_server_cpu_ms": "ge/server", "floor_server_cpu_ms": "floor/server",
+            "ge_run_in_stub_ms": "ge/run"}
 
 
 def figures(rounds: list[dict[str, float]]) -> dict[str, dict[str, Any]]:
@@ -176,10 +201,12 @@ def print_tables(found: dict[str, dict[str, Any]], rounds: int, requests: int) -
               f"| {f['glue_own_vs_cold_cpu_ms'].cost_text('{:+.3f}', '…')} |")
     print("\n#### Where it went: the stub's main thread (execute) and its other threads, ms per request\n")
     print("| tokens × batch | ge main − direct − no-work main | ge other threads − no-work other threads "
-          "| direct with cold caches | tritonserver, ge / no-work |\n|---|---:|---:|---:|---:|")
+          "| executor.run in the stub (glue's timing, wall) | direct | direct with cold caches "
+          "| tritonserver, ge / no-work |\n|---|---:|---:|---:|---:|---:|---:|")
     for size, f in found.items():
         print(f"| {size.replace('x', ' × ')} | {f['glue_main_thread_ms'].cost_text('{:+.3f}', '…')} "
               f"| {f['glue_other_threads_ms'].cost_text('{:+.3f}', '…')} "
+              f"| {f['ge_run_in_stub_ms'].text('{:.3f}')} | {f['direct_cpu_ms'].text('{:.3f}')} "
               f"| {f['direct_cold_cpu_ms'].text('{:.3f}')} "
               f"| {f['ge_server_cpu_ms'].median:.3f} / {f['floor_server_cpu_ms'].median:.3f} |")
 
@@ -188,6 +215,7 @@ CHILD = """
 import os, sys, tempfile
 from pathlib import Path
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 from triton_ge_console.backend_glue.onnx_executor import OnnxRuntimeExecutor
 from triton_ge_console.repository.demo_models import demo_bytes
 folder = Path(tempfile.mkdtemp()); (folder / "m.onnx").write_bytes(demo_bytes("demo:llama"))
@@ -246,8 +274,9 @@ def main() -> int:
     rounds = []
     try:
         for index in range(args.rounds):
-            rounds.append(asyncio.run(one_round(f"127.0.0.1:{ports.http}", repo, process.pid or 0,
-                                                args.requests, index)))
+            rounds.append(asyncio.run(one_round(f"127.0.0.1:{ports.http}",
+                                                f"http://127.0.0.1:{ports.metrics}/metrics", repo,
+                                                process.pid or 0, args.requests, index)))
             note(f"round {index + 1}/{args.rounds}")
     finally:
         process.stop()
