@@ -74,7 +74,9 @@ def test_charts_plot_latency_and_throughput_history_with_gaps(dashboard: Dashboa
     assert math.isnan(latency["p50"][0]) and latency["p50"][1:] == [3.0, 6.0, 9.0]
     assert latency["p99"][1:] == [9.0, 18.0, 27.0]
     assert all(math.isnan(v) for v in latency["p90"])
-    assert charts.throughput.plotted == {"req/s": [0.0, 10.0, 20.0, 30.0], "inf/s": [0.0, 30.0, 60.0, 90.0]}
+    throughput = charts.throughput.plotted
+    assert throughput["req/s"] == [0.0, 10.0, 20.0, 30.0] and throughput["inf/s"] == [0.0, 30.0, 60.0, 90.0]
+    assert all(math.isnan(v) for v in throughput["tok/s"])  # not a generate model: no tokens line
     assert charts.queue.plotted == {"queue depth": [0.0, 2.0, 4.0, 6.0]}
     assert "queue 25% │ compute 75%" in charts.caption.value
     assert "latency from summary" in charts.caption.value

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import math
 from typing import Any
 
 from tests.conftest import DATA
+from tests.widgets.recording import snapshot as demo_snapshot
 from triton_ge_console.sessions.observe.generation import GenerationFigures, generation_figures
 from triton_ge_console.sessions.observe.metrics import parse_metrics
-from triton_ge_console.sessions.observe.recorded import RecordedController
+from triton_ge_console.sessions.observe.recorded import RecordedController, RecordedSource
 from triton_ge_console.sessions.observe.snapshot import Latency, ModelSnapshot, ServerSnapshot
-from triton_ge_console.widgets import GenerationPanel, LoadTestControl
+from triton_ge_console.widgets import Dashboard, GenerationPanel, LoadTestControl
 from triton_ge_console.widgets.loadtest import generate_fields
 from triton_ge_console.widgets.models import ModelsPanel
 
@@ -103,3 +105,29 @@ def test_a_generate_model_s_row_in_the_models_table_shows_ttft_and_itl() -> None
     assert "T/I: generate models' TTFT/ITL p50 ms (last 30 s)" in html.unescape(panel.title.value)
     panel.update(dataclasses.replace(snapshot, models=(bert,)))
     assert "T/I" not in panel.title.value
+
+
+def test_the_notebook_charts_plot_a_generate_model_s_tokens_per_second() -> None:
+    """The dashboard's throughput chart has a tok/s line beside req/s and inf/s: a generate model's output
+    tokens per second over the recorded polls; hidden (no point) for a model that generates nothing."""
+    figures = [GenerationFigures(output_tokens_per_s=None if step == 0 else 40.0 * step) for step in range(4)]
+    snapshots = [dataclasses.replace(
+        demo_snapshot(step), models=(*demo_snapshot(step).models,
+                                ModelSnapshot("llama_generate", "1", "READY", request_rate=2.0 * step,
+                                              generation=figures[step])))
+        for step in range(4)]
+    board = Dashboard(RecordedSource(snapshots), autostart=False, background=False)
+    try:
+        for _ in snapshots:
+            board.refresh()
+        charts = board.charts
+        charts.picker.value = "llama_generate"
+        plotted = charts.throughput.plotted
+        assert math.isnan(plotted["tok/s"][0]) and plotted["tok/s"][1:] == [40.0, 80.0, 120.0]
+        assert plotted["req/s"] == [0.0, 2.0, 4.0, 6.0]
+        marks = {mark.labels[0]: mark for mark in charts.throughput.marks}
+        assert marks["tok/s"].visible and list(marks["tok/s"].y) == [40.0, 80.0, 120.0]
+        charts.picker.value = "llama_model"
+        assert not {mark.labels[0]: mark for mark in charts.throughput.marks}["tok/s"].visible
+    finally:
+        board.close()

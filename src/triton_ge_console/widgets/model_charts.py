@@ -15,12 +15,14 @@ from triton_ge_console.widgets.static_charts import image_html, images_row
 
 # each chart's lines: label -> the figure's name in the history (sessions.observe.history.MODEL_FIGURES)
 LATENCY = {"p50": "p50_ms", "p90": "p90_ms", "p99": "p99_ms", "avg": "avg_ms"}
-THROUGHPUT = {"req/s": "request_rate", "inf/s": "inference_rate"}
+# tok/s: a generate model's output tokens per second (no line for a model that generates nothing)
+THROUGHPUT = {"req/s": "request_rate", "inf/s": "inference_rate", "tok/s": "output_tokens_per_s"}
 QUEUE = {"queue depth": "queue_depth"}
 
 
 class ModelCharts:
-    """Latency (p50/p90/p99/avg), throughput and queue depth over the last minutes for one model."""
+    """Latency (p50/p90/p99/avg), throughput (a generate model's tokens/s too) and queue depth over the last
+    minutes for one model."""
 
     def __init__(self, model: str | None = None, history_seconds: float = 300.0) -> None:
         self.history_seconds = history_seconds
