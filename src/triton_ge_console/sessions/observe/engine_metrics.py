@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from triton_ge_console.sessions.observe.generation import GenerationFigures, histogram_quantile
+from triton_ge_console.sessions.observe.generation import GenerationFigures, count_of, quantile_ms
 from triton_ge_console.sessions.observe.metrics import MetricTable
 from triton_ge_console.sessions.server.engines import MINDIE, VLLM
 
 MODEL_LABEL = "model_name"
-MS_PER_S = 1000.0
 
 
 @dataclass(frozen=True)
@@ -109,18 +108,6 @@ def _buckets(table: MetricTable, names: tuple[str, ...]) -> tuple[Buckets, str |
     return {}, None
 
 
-def _ms(buckets: list[tuple[float, float]] | None, quantile: float) -> float | None:
-    """A quantile of a seconds histogram in ms (None: no observations yet)."""
-    seconds = histogram_quantile(buckets, quantile) if buckets else None
-    return None if seconds is None else seconds * MS_PER_S
-
-
-def _int(values: dict[str, float], model: str) -> int | None:
-    """An integer figure of one model, None when absent."""
-    value = values.get(model)
-    return None if value is None else int(value)
-
-
 def _ended(table: MetricTable, names: EngineNames) -> dict[str, dict[str, int]]:
     """Per model_name, finished requests by how they ended (vLLM's finished_reason: stop, length, abort)."""
     ended: dict[str, dict[str, int]] = {}
@@ -150,15 +137,15 @@ def engine_figures(engine: str, table: MetricTable) -> dict[str, EngineModelFigu
     models = set(running) | set(waiting) | set(kv) | set(ttft) | set(success) | set(generated)
     return {model: EngineModelFigures(
         generation=GenerationFigures(
-            ttft_p50_ms=_ms(ttft.get(model), 0.5), ttft_p99_ms=_ms(ttft.get(model), 0.99),
-            itl_p50_ms=_ms(itl.get(model), 0.5), itl_p99_ms=_ms(itl.get(model), 0.99),
-            prompt_tokens_total=_int(prompt, model), generated_tokens_total=_int(generated, model),
-            running=_int(running, model), waiting=_int(waiting, model),
+            ttft_p50_ms=quantile_ms(ttft.get(model), 0.5), ttft_p99_ms=quantile_ms(ttft.get(model), 0.99),
+            itl_p50_ms=quantile_ms(itl.get(model), 0.5), itl_p99_ms=quantile_ms(itl.get(model), 0.99),
+            prompt_tokens_total=count_of(prompt, model), generated_tokens_total=count_of(generated, model),
+            running=count_of(running, model), waiting=count_of(waiting, model),
             ended_by_reason=tuple(sorted(ended.get(model, {}).items())),
             kv_cache_usage=kv.get(model),
         ),
-        success_total=_int(success, model),
-        failure_total=_int(failure, model) if names.failure else None,
-        e2e_p50_ms=_ms(e2e.get(model), 0.5), e2e_p99_ms=_ms(e2e.get(model), 0.99),
+        success_total=count_of(success, model),
+        failure_total=count_of(failure, model) if names.failure else None,
+        e2e_p50_ms=quantile_ms(e2e.get(model), 0.5), e2e_p99_ms=quantile_ms(e2e.get(model), 0.99),
         names_read=read,
     ) for model in sorted(models)}

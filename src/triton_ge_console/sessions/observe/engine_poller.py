@@ -12,7 +12,13 @@ from triton_ge_console.sessions.observe.engine_metrics import EngineModelFigures
 from triton_ge_console.sessions.observe.generation import GenerationFigures, with_token_rate
 from triton_ge_console.sessions.observe.metrics import PlainLines, parse_metrics
 from triton_ge_console.sessions.observe.rates import rate
-from triton_ge_console.sessions.observe.snapshot import Endpoints, Latency, ModelSnapshot, ServerSnapshot
+from triton_ge_console.sessions.observe.snapshot import (
+    Endpoints,
+    Latency,
+    ModelSnapshot,
+    ServerSnapshot,
+    guarded_poll,
+)
 from triton_ge_console.sessions.observe.stats import EndpointError, HttpEndpoint
 from triton_ge_console.sessions.observe.telemetry.devices import DeviceTelemetry
 from triton_ge_console.sessions.server.engines import MINDIE, MINDIE_MONITOR_SWITCH, VLLM, label
@@ -65,12 +71,7 @@ class EnginePoller:
 
     def poll(self) -> ServerSnapshot:
         """One snapshot now; an unreachable or broken server gives `live=False` and `error`."""
-        with self._lock:
-            taken_at = time.time()
-            try:
-                return self._poll(taken_at)
-            except Exception as exc:  # the contract: a poll never raises, whatever the server sent
-                return self._down(taken_at, f"poll failed: {type(exc).__name__}: {exc}")
+        return guarded_poll(self._lock, self._poll, self._down)
 
     def _down(self, taken_at: float, error: str) -> ServerSnapshot:
         """The snapshot of a server that could not be read."""

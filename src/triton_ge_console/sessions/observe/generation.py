@@ -6,8 +6,9 @@ sequences, KV-cache use, and how sequences ended."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # snapshots import this module, and `--help` must not load the metrics parser's imports
     from triton_ge_console.sessions.observe.metrics import MetricTable, ModelKey
@@ -18,6 +19,7 @@ ITL = "ge_generate_inter_token_latency_seconds"
 E2E = "ge_generate_e2e_request_latency_seconds"
 MS_PER_S = 1000.0
 Buckets = tuple[tuple[float, float], ...]  # cumulative (upper bound, count)
+K = TypeVar("K")  # a model's key: Triton's (name, version), an engine's model name
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +74,13 @@ def over_window(figures: GenerationFigures, earlier: GenerationFigures | None,
     if earlier is None or not figures.histograms or window_s <= 0:
         return figures
     before = dict(earlier.histograms)
-    now = {name: _gained(buckets, before.get(name, ())) for name, buckets in figures.histograms}
+    now = {name: list(_gained(buckets, before.get(name, ()))) for name, buckets in figures.histograms}
+    ttft, itl, e2e = now.get(TTFT), now.get(ITL), now.get(E2E)
     return dataclasses.replace(
         figures, window_s=window_s,
-        ttft_p50_ms=_ms(list(now.get(TTFT, ())), 0.5), ttft_p99_ms=_ms(list(now.get(TTFT, ())), 0.99),
-        itl_p50_ms=_ms(list(now.get(ITL, ())), 0.5), itl_p99_ms=_ms(list(now.get(ITL, ())), 0.99),
-        e2e_p50_ms=_ms(list(now.get(E2E, ())), 0.5), e2e_p99_ms=_ms(list(now.get(E2E, ())), 0.99))
+        ttft_p50_ms=quantile_ms(ttft, 0.5), ttft_p99_ms=quantile_ms(ttft, 0.99),
+        itl_p50_ms=quantile_ms(itl, 0.5), itl_p99_ms=quantile_ms(itl, 0.99),
+        e2e_p50_ms=quantile_ms(e2e, 0.5), e2e_p99_ms=quantile_ms(e2e, 0.99))
 
 
 def _gained(buckets: Buckets, before: Buckets) -> Buckets:
@@ -134,14 +137,15 @@ def _sums(table: MetricTable, name: str) -> dict[ModelKey, float]:
     return table.by_model(name)
 
 
-def _ms(buckets: list[tuple[float, float]] | None, quantile: float) -> float | None:
-    """A quantile of a seconds histogram, in milliseconds."""
+def quantile_ms(buckets: list[tuple[float, float]] | None, quantile: float) -> float | None:
+    """A quantile of a seconds histogram, in milliseconds (None: no observations yet); Triton's and the
+    engines' figures alike."""
     seconds = histogram_quantile(buckets, quantile) if buckets else None
     return None if seconds is None else seconds * MS_PER_S
 
 
-def _count(values: dict[ModelKey, float], model: ModelKey) -> int | None:
-    """An integer figure of one model, None when absent."""
+def count_of(values: Mapping[K, float], model: K) -> int | None:
+    """An integer figure of one model, None when absent; Triton's and the engines' figures alike."""
     value = values.get(model)
     return None if value is None else int(value)
 
@@ -162,16 +166,16 @@ def generation_figures(table: MetricTable | None) -> dict[ModelKey, GenerationFi
             ended.setdefault(model, {})[reason] = ended.get(model, {}).get(reason, 0) + int(sample.value)
     models = set(ttft) | set(ended) | set().union(*(set(v) for v in totals.values()))
     return {model: GenerationFigures(
-        ttft_p50_ms=_ms(ttft.get(model), 0.5), ttft_p99_ms=_ms(ttft.get(model), 0.99),
-        itl_p50_ms=_ms(itl.get(model), 0.5), itl_p99_ms=_ms(itl.get(model), 0.99),
-        prompt_tokens_total=_count(totals["prompt_tokens_total"], model),
-        generated_tokens_total=_count(totals["generation_tokens_total"], model),
-        running=_count(totals["running_sequences"], model),
-        waiting=_count(totals["waiting_sequences"], model),
-        kv_cache_bytes=_count(totals["kv_cache_bytes"], model),
-        kv_cache_capacity_bytes=_count(totals["kv_cache_capacity_bytes"], model),
+        ttft_p50_ms=quantile_ms(ttft.get(model), 0.5), ttft_p99_ms=quantile_ms(ttft.get(model), 0.99),
+        itl_p50_ms=quantile_ms(itl.get(model), 0.5), itl_p99_ms=quantile_ms(itl.get(model), 0.99),
+        prompt_tokens_total=count_of(totals["prompt_tokens_total"], model),
+        generated_tokens_total=count_of(totals["generation_tokens_total"], model),
+        running=count_of(totals["running_sequences"], model),
+        waiting=count_of(totals["waiting_sequences"], model),
+        kv_cache_bytes=count_of(totals["kv_cache_bytes"], model),
+        kv_cache_capacity_bytes=count_of(totals["kv_cache_capacity_bytes"], model),
         ended_by_reason=tuple(sorted(ended.get(model, {}).items())),
-        e2e_p50_ms=_ms(e2e.get(model), 0.5), e2e_p99_ms=_ms(e2e.get(model), 0.99),
+        e2e_p50_ms=quantile_ms(e2e.get(model), 0.5), e2e_p99_ms=quantile_ms(e2e.get(model), 0.99),
         histograms=tuple((name, tuple(sorted(found[model]))) for name, found in
                          ((TTFT, ttft), (ITL, itl), (E2E, e2e)) if model in found),
     ) for model in sorted(models)}

@@ -30,6 +30,7 @@ from triton_ge_console.sessions.observe.snapshot import (
     Latency,
     ModelSnapshot,
     ServerSnapshot,
+    guarded_poll,
 )
 from triton_ge_console.sessions.observe.stats import (
     EndpointError,
@@ -106,15 +107,15 @@ class Poller:
 
     def poll(self) -> ServerSnapshot:
         """One snapshot now; an unreachable or broken server gives `live=False` and `error`, never raises."""
-        with self._lock:
-            taken_at = time.time()
-            try:
-                return self._poll(taken_at)
-            except Exception as exc:  # the contract: a poll never raises, whatever the server sent
-                return self._down(taken_at, f"poll failed: {type(exc).__name__}: {exc}")
-            finally:
-                if self.http is not None:
-                    self.http.close()
+        return guarded_poll(self._lock, self._poll_and_close, self._down)
+
+    def _poll_and_close(self, taken_at: float) -> ServerSnapshot:
+        """_poll, its HTTP connection closed after it whatever happened (see _hang_up)."""
+        try:
+            return self._poll(taken_at)
+        finally:
+            if self.http is not None:
+                self.http.close()
 
     def _hang_up(self) -> None:
         """Close every connection. The HTTP port's is closed after each poll too (reused within a poll): an

@@ -6,6 +6,9 @@ Every figure a source could not obtain is `None`; nothing here raises for a miss
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -208,3 +211,15 @@ def _generation_from_dict(data: dict[str, Any]) -> GenerationFigures:
 def version_key(version: str) -> tuple[int, str]:
     """Sort versions numerically where they are numbers."""
     return (int(version), "") if version.isdigit() else (-1, version)
+
+
+def guarded_poll(lock: threading.Lock, poll: Callable[[float], ServerSnapshot],
+                 down: Callable[[float, str], ServerSnapshot]) -> ServerSnapshot:
+    """One poll at a time, taken now, that never raises: whatever the server sent, a failure is the `down`
+    snapshot saying so (Triton's poller and the engines' alike)."""
+    with lock:
+        taken_at = time.time()
+        try:
+            return poll(taken_at)
+        except Exception as exc:  # the contract: a poll never raises, whatever the server sent
+            return down(taken_at, f"poll failed: {type(exc).__name__}: {exc}")
