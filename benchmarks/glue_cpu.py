@@ -19,8 +19,9 @@ beside direct's: where the stub's main thread spends what the glue's Python does
 is a result only when every round saw it above zero, else "unresolved" with the rounds' range: on a
 loaded host the noise can exceed what is measured, and the table says so.
 
---instructions: also the instructions per direct run at each size under callgrind (load-independent; a
-few minutes under valgrind), against which the CPU figures can be read: the same instructions take
+--instructions: also the instructions per direct run at each size under callgrind (load-independent, but
+slow: 20 runs of each size took over 20 minutes on the loaded 2-core host), against which the CPU figures
+can be read: the same instructions take
 longer in the stub when its caches are cold.
 """
 
