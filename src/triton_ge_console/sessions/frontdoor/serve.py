@@ -53,7 +53,7 @@ def plan_door(record: SessionRecord, host: str = "127.0.0.1", port: int | None =
     if not is_loopback(host) and not reach.token:
         raise DoorError(f"--host {host}: an address off loopback needs a token-locked session "
                         f"(ge-console up ... --token), whose token the front door then asks of every client")
-    return DoorPlan(record.name, host, port or free_port(host if is_loopback(host) else "127.0.0.1"),
+    return DoorPlan(record.name, host, port or free_port(host),
                     record.http_url, host_port(record.grpc_url), reach.token, reach.headers("http"),
                     reach.headers("grpc"), record.repository if reach.local else None, chat_template)
 
