@@ -196,10 +196,12 @@ def check_devices(host: Host, facts: Facts) -> Check:
 
 
 def _ids(values: list[int]) -> str:
+    """Device ids as one comma list for a check's line ("none" so an empty list still reads)."""
     return ",".join(str(v) for v in values) or "none"
 
 
 def _phys(ids: list[ChipIds]) -> str:
+    """The logical→physical chip map where npu-smi gave one, so the ids match the host's own tools."""
     pairs = [f"{c.logical_id}→{c.phy_id}" for c in ids if c.phy_id is not None]
     return f"; logical→physical {', '.join(pairs)}" if pairs else ""
 
@@ -281,6 +283,7 @@ def check_shm(host: Host, facts: Facts) -> Check:
 
 
 def _mib(count: int) -> str:
+    """Bytes as whole MiB, the unit docker's --shm-size and the tmpfs sizes are read in."""
     return f"{count / (1 << 20):,.0f} MiB"
 
 
@@ -305,6 +308,7 @@ def check_limits(host: Host, facts: Facts) -> list[Check]:
 
 
 def _limit(value: int) -> str:
+    """A resource limit as ulimit writes it: unlimited, a count, or MiB when it is a size that large."""
     if value == resource.RLIM_INFINITY:
         return "unlimited"
     return f"{value}" if value < 1 << 20 else _mib(value)

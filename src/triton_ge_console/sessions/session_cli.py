@@ -58,7 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     attach_parser.add_argument("--ca", type=Path, metavar="FILE",
                                help="the CA certificate an HTTPS server's is checked against (MindIE's own)")
     attach_parser.add_argument("--grpc-url", help="its gRPC host:port")
-    _add_token_options(attach_parser)
+    _add_token_options(attach_parser, "the server's token: Triton's for its restricted APIs, with --engine "
+                                      "the engine's API key (vLLM --api-key)")
     attach_parser.add_argument(
         "--token-header",
         default=TOKEN_HEADER,
@@ -173,10 +174,11 @@ def _add_session_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", "-s", metavar="NAME", help="the same as NAME")
 
 
-def _add_token_options(parser: argparse.ArgumentParser) -> None:
-    """--token / --token-env."""
+def _add_token_options(parser: argparse.ArgumentParser,
+                       what: str = "access token for Triton's restricted APIs") -> None:
+    """--token / --token-env, `what` saying whose token it is (attach's may be an engine's API key)."""
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--token", help="access token for Triton's restricted APIs (kept in a 0600 file)")
+    group.add_argument("--token", help=f"{what} (kept in a 0600 file)")
     group.add_argument(
         "--token-env", metavar="VAR", help="read the access token from this environment variable"
     )

@@ -40,6 +40,7 @@ def _guarded(token: str | None, handler: Handler) -> Handler:
     """The handler behind the session's token (none: open), every failure in OpenAI's shape."""
 
     async def guarded(request: Request) -> Response:
+        """The token checked in constant time, then the handler, its errors as OpenAI's JSON."""
         if token is not None:
             given = request.headers.get("authorization", "")
             scheme, _, value = given.partition(" ")
@@ -135,6 +136,7 @@ async def _whole(pieces: AsyncIterator[str], request: Request) -> bool:
     """Read every piece; False when the client went away first, which cancels the generation (the task
     reading the pieces is cancelled, and closing them cancels the stream)."""
     async def drain() -> None:
+        """Read the pieces to their end, as its own task so a client gone can cancel it."""
         async for _ in pieces:
             pass
 

@@ -80,6 +80,7 @@ class RequestExport:
     def record(self, row: GenerateRow, result: StreamResult) -> dict[str, Any]:
         """One generation: when it was sent, TTFT, every inter-token interval, e2e, lengths, status."""
         def ms(seconds: float | None) -> float | None:
+            """Seconds as the report's milliseconds, None (not measured) kept."""
             return None if seconds is None else seconds * MS_PER_S
 
         return {"step": level(row), "concurrency": row.concurrency, "rate": row.rate,
