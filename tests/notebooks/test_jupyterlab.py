@@ -1,7 +1,8 @@
 """Notebooks 02 and 03 as a Jupyter user sees them: JupyterLab 4 in Debian's Chromium, driven by Playwright.
 
-The window is 1400 px wide with JupyterLab's file browser open, so the notebook panel is about 1000 px wide:
-no control of the dashboard may reach past its output's edge, and no text be cut inside its box. Run All
+The window is 1400 px wide with JupyterLab's file browser open, so the notebook panel is about 1000 px wide,
+and is then narrowed to a 672 px panel (a 1000 px window): no control of the dashboard may reach past its
+output's edge, and no text be cut inside its box. Run All
 leaves the dashboard live; the user then runs `stop()` (the last cell says so), saves, and the notebook,
 reopened on a fresh kernel, shows no widget error, its charts as images.
 
@@ -45,7 +46,7 @@ from tests.notebooks.harness import NOTEBOOKS, kernel_env, stop_leftover_session
 from tests.notebooks.test_notebooks import no_tritonserver_under
 from tests.waiting import wait_until
 from triton_ge_console.sessions.server.registry import READY, STARTING, Registry, effective_state
-from triton_ge_console.widgets.models import COLUMNS
+from triton_ge_console.widgets.models import GRID_ORDER
 
 CHROMIUM = os.environ.get("GE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -56,7 +57,7 @@ RUN_S = 300.0  # Run All of a whole notebook: tritonserver start, requests, load
 LIVE_S = 120.0  # the dashboard drawn live, from the start of Run All
 WINDOW = {"width": 1400, "height": 1000}  # with the file browser open: a notebook panel ~1000 px wide
 PANEL_MAX_PX = 1100  # the notebook panel is no wider (the file browser takes the rest)
-NARROW_PANEL_PX = 1000  # and the dashboard fits a panel this wide
+NARROW_PANEL_PX = 672  # and the dashboard fits a panel this wide (a 1000 px window, file browser open)
 PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the notebook shown
 WIDGET = ".jupyter-widgets"  # what JupyterLab draws a widget output into
 
@@ -316,14 +317,14 @@ def row_cells(board: Any, model: str) -> tuple[Any, int]:
 def row_state(board: Any, model: str) -> str:
     """The STATE a model's row shows."""
     cells, first = row_cells(board, model)
-    return str(cells.nth(first + COLUMNS.index("STATE")).inner_text())
+    return str(cells.nth(first + GRID_ORDER.index("STATE")).inner_text())
 
 
 def click_row_button(board: Any, model: str, action: str) -> None:
     """Click a model row's button in the dashboard's table, as a person would."""
     cells, first = row_cells(board, model)
-    buttons = cells.nth(first + len(COLUMNS))  # one cell holds the row's buttons
-    buttons.get_by_role("button", name=action, exact=True).click()
+    buttons = cells.nth(first + len(GRID_ORDER))  # one cell holds the row's buttons
+    buttons.locator(f"button[title='{action}']").click()  # an icon, named by its tooltip
 
 
 def keep_screenshot(browser: Browser, board: Any, name: str) -> None:
@@ -374,6 +375,12 @@ def clipped(output: Any) -> list[str]:
         }
         return found;
     }"""))
+
+
+def fits(browser: Browser, output: Any) -> None:
+    """Assert that clipped_at_both_widths() finds nothing, listing all it found."""
+    found = clipped_at_both_widths(browser, output)
+    assert found == [], "\n".join(found)
 
 
 def clipped_at_both_widths(browser: Browser, output: Any) -> list[str]:
@@ -449,9 +456,9 @@ def test_02_in_jupyterlab_the_live_dashboard_fits_acts_and_leaves_its_charts_aft
     assert error_outputs(browser) == []
     assert board.locator(WIDGET).count() > 0  # Run All left it live
     board.scroll_into_view_if_needed()
-    assert clipped_at_both_widths(browser, board) == []
+    fits(browser, board)
     show_tab(board, "server log")
-    assert clipped_at_both_widths(browser, board) == []
+    fits(browser, board)
     show_tab(board, "load test")
     first, second = changing_screenshots(browser, board, name)
     assert first != second
@@ -477,13 +484,65 @@ def test_02_in_jupyterlab_the_live_dashboard_fits_acts_and_leaves_its_charts_aft
               "throughput of llama_model", "queue depth of llama_model"]
     assert images(board) == charts and unloaded_images(board) == []
     board.scroll_into_view_if_needed()
-    assert clipped_at_both_widths(browser, board) == []
+    fits(browser, board)
     assert browser.errors == []
     save_and_reopen(browser, lab, name, saved="dashboard closed at")
     assert widget_errors(browser) == []
     board = dashboard(browser, session)
     board.scroll_into_view_if_needed()
     assert images(board) == charts and unloaded_images(board) == []
+
+
+def close_and_reopen(browser: Browser, lab: Lab, name: str, saved: str) -> None:
+    """Save the notebook, close its tab (its kernel keeps running) and open it again from the file
+    browser: a new page on the same kernel."""
+    page = browser.page
+    page.keyboard.press("Control+s")
+    wait_until(lambda: saved in (lab.root / name).read_text(encoding="utf-8"), 30,
+               what=f"{name} saved with {saved!r}", pause=browser.tick)
+    menu(browser, "File", "Close Tab")
+    wait_until(lambda: page.locator(PANEL).count() == 0, 30, what=f"{name} closed", pause=browser.tick)
+    assert lab.api("/api/kernels"), "closing the tab shut its kernel down"
+    page.locator(".jp-DirListing-item", has_text=name).dblclick()
+    cells = len(json.loads((lab.root / name).read_text(encoding="utf-8"))["cells"])
+    wait_until(lambda: page.locator(f"{PANEL} .jp-Cell").count() == cells, PAGE_S,
+               what=f"{name}: reopened, its {cells} cells drawn", pause=browser.tick)
+    wait_until(lambda: finished(browser), PAGE_S, what=f"{name}: reopened, its kernel idle",
+               pause=browser.tick)
+
+
+def static_copies(browser: Browser) -> Any:
+    """The outputs holding a closed dashboard's static copy."""
+    return browser.page.locator(".jp-OutputArea-output", has_text="dashboard closed at")
+
+
+def test_02_stop_after_the_notebook_was_closed_and_reopened_leaves_its_static_copy(
+        lab: Lab, browser: Browser) -> None:
+    # issue 41, 7: stop() in a reopened notebook left the dashboard cell blank, and the saved file showed
+    # "Error displaying widget: model not found" with no copy of the last figures anywhere
+    name, session = "02_launch_and_watch.ipynb", "nb02-launch-and-watch"
+    open_notebook(browser, lab, name)
+    menu(browser, "Run", "Run All Cells")
+    dashboard(browser, session, live=True).wait_for(timeout=LIVE_S * 1000)
+    lab.note_processes()
+    wait_until(lambda: finished(browser), RUN_S, what=f"{name}: Run All", pause=browser.tick)
+    close_and_reopen(browser, lab, name, saved="The dashboard stays live")
+    dashboard(browser, session, live=True).wait_for(timeout=LIVE_S * 1000)  # restored from the kernel
+    run_new_cell(browser, "stop()")
+    wait_until(lambda: static_copies(browser).count() > 0, 120, what="the dashboard closed",
+               pause=browser.tick)
+    wait_until(lambda: finished(browser), RUN_S, what=f"{name}: stop()", pause=browser.tick)
+    assert error_outputs(browser) == [] and widget_errors(browser) == []
+    assert "dashboard closed at" in dashboard(browser, session).inner_text()  # its own cell is not blank
+    charts = ["NPU0 utilization history", "NPU1 utilization history", "latency of llama_model",
+              "throughput of llama_model", "queue depth of llama_model"]
+    kept = static_copies(browser).and_(browser.page.locator("[data-mime-type='text/html']"))
+    assert kept.count() == 1 and images(kept.first) == charts
+    keep_screenshot(browser, dashboard(browser, session), "reopened-stop.png")
+    save_and_reopen(browser, lab, name, saved="dashboard closed at")  # on a fresh kernel: nothing in one
+    kept = static_copies(browser).first
+    kept.scroll_into_view_if_needed()
+    assert images(kept) == charts and unloaded_images(kept) == []
 
 
 def test_03_in_jupyterlab_run_all_leaves_the_dashboard_live_and_its_bar_charts_reopen_as_images(
@@ -501,12 +560,12 @@ def test_03_in_jupyterlab_run_all_leaves_the_dashboard_live_and_its_bar_charts_r
     assert error_outputs(browser) == []
     assert board.locator(WIDGET).count() > 0
     board.scroll_into_view_if_needed()
-    assert clipped_at_both_widths(browser, board) == []
+    fits(browser, board)
     bars = ["throughput (req/s), 8 clients", "client latency (ms)"]
     shown = bar_charts(browser)
     shown.scroll_into_view_if_needed()
     assert images(shown) == bars and unloaded_images(shown) == []
-    assert clipped_at_both_widths(browser, shown) == []
+    fits(browser, shown)
     run_new_cell(browser, "stop()")
     board = dashboard(browser, session)
     wait_until(lambda: "dashboard closed at" in board.inner_text(), RUN_S,

@@ -133,7 +133,8 @@ def test_02_launches_watches_load_and_stops(tmp_path: Path) -> None:
     assert all("<polyline" in svg for _, svg in charts)
     headers = [v for v in widget_values(run, "HTMLModel") if "session nb02-launch-and-watch" in (v or "")]
     assert any("● ready" in h and "Triton 2." in h for h in headers)
-    buttons = set(widget_values(run, "ButtonModel", "description"))
+    named = ("description", "tooltip")  # a row's buttons are icons named by their tooltips
+    buttons = {v for key in named for v in widget_values(run, "ButtonModel", key)}
     assert {"reload", "load", "unload", "run load test"} <= buttons
     assert 8 in widget_values(run, "IntSliderModel")
 

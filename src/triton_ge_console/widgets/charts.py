@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 
@@ -29,6 +30,13 @@ def window(series: Series, now: float, seconds: float) -> list[tuple[float, floa
     """The points of a series taken within the last `seconds` before `now`."""
     return [(t, v) for t, v in series if now - t <= seconds]
 
+def legend_html(labels: Sequence[str], colours: Sequence[str]) -> str:
+    """One coloured swatch and name per line, in a row that wraps."""
+    return " ".join(f"<span style='white-space:nowrap; font-size:11px'>"
+                    f"<span style='color:{colours[i % len(colours)]}'>━━</span> {html.escape(label)}</span>"
+                    for i, label in enumerate(labels))
+
+
 COUNT_TICKS = 4  # a short chart of whole numbers has room for about this many labels
 
 
@@ -51,8 +59,7 @@ class TimeChart:
         colours = bqplot.CATEGORY10
         self.marks = [
             bqplot.Lines(x=np.zeros(0), y=np.zeros(0), labels=[label], colors=[colours[i % len(colours)]],
-                         scales={"x": self.x_scale, "y": self.y_scale}, display_legend=len(self.labels) > 1,
-                         visible=False)
+                         scales={"x": self.x_scale, "y": self.y_scale}, visible=False)
             for i, label in enumerate(self.labels)
         ]
         self._plotted: dict[str, list[float]] = {label: [] for label in self.labels}
@@ -64,7 +71,10 @@ class TimeChart:
         ]
         self.figure = bqplot.Figure(marks=self.marks, axes=axes, title=title, animation_duration=0,
                                     fig_margin={"top": 40, "bottom": 40, "left": 55, "right": 20},
-                                    layout=w.Layout(height=height, width="100%"))
+                                    layout=w.Layout(height=height, width="auto"))
+        # the legend above the plot, not over its lines; charts side by side wrap under each other
+        self.legend = w.HTML(legend_html(self.labels, colours) if len(self.labels) > 1 else "")
+        self.box = w.VBox([self.legend, self.figure], layout=w.Layout(flex="1 1 300px", min_width="0"))
 
     def plot(self, x: np.ndarray, ys: Sequence[np.ndarray]) -> None:
         """Replace the plotted data (one y array per label, NaN where missing)."""

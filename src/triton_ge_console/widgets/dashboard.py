@@ -19,7 +19,7 @@ from triton_ge_console.widgets.generation import GenerationPanel
 from triton_ge_console.widgets.loadtest import LoadRunner, LoadTestControl, generate_runner, loadgen_runner
 from triton_ge_console.widgets.logtail import FilteredLogTail
 from triton_ge_console.widgets.model_charts import ModelCharts
-from triton_ge_console.widgets.models import COLUMNS, ModelsPanel, cells_for
+from triton_ge_console.widgets.models import COLUMNS, ModelsPanel, cells_for, table_lines
 from triton_ge_console.widgets.poller import BackgroundPoller
 
 STALE_CLASS = "ge-console-stale"
@@ -56,10 +56,8 @@ def static_html(snapshot: ServerSnapshot, closed_at: float, sparklines: Mapping[
     """The last state as plain HTML (header, devices with their utilization history, models table, the
     charted model's charts as images): what a closed dashboard leaves behind, readable without a kernel."""
     when = time.strftime("%H:%M:%S", time.localtime(closed_at))
-    head = "".join(f"<th style='padding:0 6px'>{html.escape(c)}</th>" for c in COLUMNS)
-    cells = ("".join(f"<td style='padding:0 6px'>{html.escape(t)}</td>" for t in cells_for(m).values())
-             for m in snapshot.models)
-    rows = "".join(f"<tr>{row}</tr>" for row in cells)
+    head = table_lines({c: c for c in COLUMNS}, "th")
+    rows = "".join(table_lines(cells_for(m)) for m in snapshot.models)
     devices = "".join(
         f"<div style='display:flex; flex-wrap:wrap; align-items:center; gap:0 12px'>"
         f"<span><b>NPU{html.escape(d.id)}</b> <i>{html.escape(d.kind)}</i></span>"
@@ -68,8 +66,20 @@ def static_html(snapshot: ServerSnapshot, closed_at: float, sparklines: Mapping[
         f"<span>{html.escape(device_extras(d))}</span></div>"
         for d in snapshot.devices)
     return (f"{header_html(snapshot)}<br><i>dashboard closed at {when}: the last figures it showed</i><br>"
-            f"{devices}<div style='overflow-x:auto'><table style='font-family:monospace; font-size:12px'>"
-            f"<tr>{head}</tr>{rows}</table></div>{charts}")
+            f"{devices}<table style='font-size:11px; table-layout:fixed; width:100%'>{head}{rows}</table>"
+            f"{charts}")
+
+
+def frontend_session() -> str | None:
+    """The client session (one per open notebook page) of the request the kernel runs now; None outside
+    a kernel."""
+    from IPython import get_ipython
+
+    kernel = getattr(get_ipython(), "kernel", None)
+    if kernel is None:
+        return None
+    session = kernel.get_parent("shell").get("header", {}).get("session")
+    return str(session) if session else None
 
 
 def follow(dropdown: w.Dropdown, value: object) -> None:
@@ -107,7 +117,8 @@ class Dashboard:
         self.views = w.VBox([self.devices.box, self.models.box, self.generation.box, self.charts.box, extras])
         self.box = w.VBox([w.HTML(STALE_STYLE), self.header, self.problem, self.views])
         self.closed = False
-        self.displays: list[Any] = []  # IPython display handles of where the dashboard is shown
+        # IPython display handles of where the dashboard is shown, with the page (client session) showing it
+        self.displays: list[tuple[Any, str | None]] = []
         if autostart:
             self.start()
 
@@ -223,20 +234,28 @@ class Dashboard:
         found")."""
         if not self.displays:
             return
-        from IPython.display import HTML
+        from IPython.display import HTML, display
 
-        for handle in self.displays:
-            handle.update(HTML(static))
+        here = frontend_session()
+        for handle, session in self.displays:
+            if session == here:
+                handle.update(HTML(static))
+        if any(session != here for _handle, session in self.displays):
+            # a page that showed it was closed or reloaded since: JupyterLab routes an update only to the
+            # page that ran the display, so the copy goes here, and the dashboard's own cell (restored
+            # from the kernel in the page open now) keeps showing it as a widget
+            display(HTML(static))
+            return
         for view in (*self.box.children, self.box):
             view.close()
 
     def _ipython_display_(self) -> None:
-        """Display the composite widget under a display id, which `close()` updates."""
+        """Display the composite widget under a display id, which `close()` updates, noting the page."""
         from IPython.display import display
 
         handle = display(self.box, display_id=True)
         if handle is not None:
-            self.displays.append(handle)
+            self.displays.append((handle, frontend_session()))
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """Display as the composite widget in Jupyter."""

@@ -37,8 +37,8 @@ class ModelCharts:
         self.picker.observe(lambda _change: self.redraw(), names="value")
         wrap = w.Layout(flex_flow="row wrap", align_items="center")
         self.box = w.VBox([w.HBox([self.picker, self.caption], layout=wrap),
-                           w.HBox([self.latency.figure, self.throughput.figure]),
-                           w.HBox([self.queue.figure])])  # in a box as the others: no wider than the output
+                           w.HBox([self.latency.box, self.throughput.box], layout=wrap),
+                           w.HBox([self.queue.box])])  # in a box as the others: no wider than the output
 
     @property
     def model(self) -> str | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import ipywidgets as w
 
@@ -20,12 +20,34 @@ STATE_COLOURS = {"READY": "green", "UNAVAILABLE": "firebrick", "LOADING": "darko
                  "UNLOADING": "darkorange", "FAILING": "white; background-color:firebrick"}
 
 ActionHandler = Callable[[str, str], object]
-# the table fits a notebook panel 1000 px wide (JupyterLab with its file browser open, in a 1400 px window):
-# a smaller font, tight gaps, and only the buttons that apply to a model's state in its row
-GRID_COLUMNS = "minmax(80px, 1.5fr) 28px 84px 62px repeat(9, minmax(42px, 1fr)) 84px 110px"
+ACTION_ICONS = {"reload": "refresh", "load": "play", "unload": "eject"}  # named by their tooltips
+# the table fits a notebook panel 672 px wide (JupyterLab with its file browser open, in a 1000 px window):
+# each model takes two lines of ten equal columns, its names first, then its figures and its buttons
+NAMES = ("MODEL", "VER", "STATE", "BACKEND", "MODE")
+GRID_ORDER = (*NAMES, *(c for c in COLUMNS if c not in NAMES))  # the cells of a row, left to right
+SPANS = {"MODEL": 3, "STATE": 2, "BACKEND": 2, "MODE": 2}  # columns a name takes (one each figure)
+GRID_COLUMNS = "repeat(10, minmax(0, 1fr))"
 MODELS_CLASS = "ge-console-models"
-MODELS_STYLE = (f"<style>.{MODELS_CLASS} {{ --jp-widgets-font-size: 12px; }} "
-                f".{MODELS_CLASS} .jupyter-button {{ padding: 0 4px; }}</style>")
+_GROUP = len(GRID_ORDER) + 1  # the buttons' cell ends a row
+SPAN_STYLE = "".join(f".{MODELS_CLASS} > :nth-child({_GROUP}n+{GRID_ORDER.index(c) + 1}) "
+                     f"{{ grid-column: span {n}; }} " for c, n in SPANS.items())
+MODELS_STYLE = (f"<style>.{MODELS_CLASS} {{ --jp-widgets-font-size: 11px; }} {SPAN_STYLE}"
+                f".{MODELS_CLASS} .widget-html-content {{ white-space: nowrap; overflow: hidden; "
+                "text-overflow: ellipsis; } "
+                f".{MODELS_CLASS} .jupyter-button {{ padding: 0 2px; }}</style>")
+
+
+def table_lines(texts: Mapping[str, str], tag: str = "td") -> str:
+    """One model's (or, with th, the header's) two lines of an HTML table, laid out as the live table:
+    what a closed dashboard leaves behind, cut to its column with the whole text in a tooltip."""
+    def cell(column: str) -> str:
+        text = html.escape(texts[column])
+        return (f"<{tag} colspan='{SPANS.get(column, 1)}' title='{text}' style='padding:0 4px; "
+                "text-align:left; overflow:hidden; text-overflow:ellipsis; white-space:nowrap'>"
+                f"{text}</{tag}>")
+    names, figures = GRID_ORDER[:len(NAMES)], GRID_ORDER[len(NAMES):]
+    return (f"<tr>{''.join(cell(c) for c in names)}</tr>"
+            f"<tr>{''.join(cell(c) for c in figures)}<{tag}></{tag}></tr>")
 
 
 def cells_for(model: ModelSnapshot) -> dict[str, str]:
@@ -79,7 +101,8 @@ class ModelRow:
     def __init__(self, name: str, version: str, on_action: ActionHandler) -> None:
         self.name, self.version = name, version
         self.cells = {column: w.HTML(MISSING) for column in COLUMNS}
-        self.buttons = {action: w.Button(description=action, layout=w.Layout(width="52px"),
+        self.buttons = {action: w.Button(icon=ACTION_ICONS[action], tooltip=action,
+                                         layout=w.Layout(width="24px"),
                                          button_style="warning" if action == "unload" else "")
                         for action in ACTIONS}
         for action, button in self.buttons.items():
@@ -88,17 +111,18 @@ class ModelRow:
         self.model: ModelSnapshot | None = None
 
     def widgets(self) -> list[w.Widget]:
-        """Grid children, left to right: the figures, then the buttons in one cell."""
-        return [*self.cells.values(), self.actions]
+        """Grid children in GRID_ORDER, then the buttons in one cell."""
+        return [*(self.cells[column] for column in GRID_ORDER), self.actions]
 
     def update(self, model: ModelSnapshot) -> None:
         """Show the model's figures."""
         self.model = model
         for column, text in cells_for(model).items():
             self.cells[column].value = html.escape(text)
+            self.cells[column].tooltip = text  # the whole text where a narrow column cuts it
         colour = STATE_COLOURS.get(model.serving_state, "gray")
         self.cells["STATE"].value = f'<span style="color:{colour}">{html.escape(model.serving_state)}</span>'
-        self.cells["STATE"].tooltip = model.reason or None
+        self.cells["STATE"].tooltip = model.reason or model.serving_state
         if model.timed_out_total:  # rejected at their queue timeout: coloured, as the console does
             self.cells["T/O"].value = f'<span style="color:darkorange">{model.timed_out_total}</span>'
         offered = offered_actions(model)
@@ -139,7 +163,7 @@ class ModelsPanel:
         self.rows: dict[tuple[str, str], ModelRow] = {}
         self.snapshot: ServerSnapshot | None = None
         self.server_up: bool | None = None  # False while the last figures are shown for a silent server
-        self.header = [w.HTML(f"<b style='font-size:11px'>{column}</b>") for column in (*COLUMNS, "")]
+        self.header = [w.HTML(f"<b style='font-size:11px'>{column}</b>") for column in (*GRID_ORDER, "")]
         self.grid = w.GridBox(self.header, layout=w.Layout(grid_template_columns=GRID_COLUMNS,
                                                            grid_gap="0 4px"))
         self.grid.add_class(MODELS_CLASS)
