@@ -17,6 +17,7 @@ import tritonclient.grpc as grpcclient
 from tests.backend_glue.conftest import server_env
 from tests.conftest import RunningServer, run_triton
 from tests.models import build_spec, direct_decoder
+from tests.waiting import until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.generate_text import TextCodec
 from triton_ge_console.backend_glue.installer import install_backend_dir
@@ -172,3 +173,32 @@ def test_the_consoles_test_request_streams_a_prompt_and_shows_its_text(server: R
     assert probe.ok, probe.message
     assert probe.message.startswith("llama_text streamed 16 tokens in ")
     assert probe.message.endswith(f"): {expected!r}") and probe.latency_ms is not None
+
+
+async def test_the_consoles_load_panel_shows_one_stream_s_text_as_it_arrives(server: RunningServer) -> None:
+    """Issue 39: the load panel (b) on a generate model showed figures but not the streamed text. One
+    stream's text now shows as its tokens arrive (gRPC's text_output pieces), growing while the run goes."""
+    from textual.app import App
+    from textual.widgets import Input, Log, Static
+
+    from triton_ge_console.console.screens.loadtest import STREAM_TEXT, LoadTestScreen
+
+    screen = LoadTestScreen("llama_text", server.grpc_hostport, generate=True)
+    seen: list[str] = []
+    async with App().run_test(size=(140, 45)) as pilot:
+        await pilot.app.push_screen(screen)
+        screen.query_one("#concurrency", Input).value = "2"
+        screen.query_one("#duration", Input).value = "3"
+        screen.start()
+        log = screen.query_one(Log)
+
+        def finished() -> bool:
+            seen.append(str(screen.query_one("#stream-text", Static).render()))
+            return any(line.startswith("run done") for line in log.lines)
+
+        await until(pilot, finished, timeout=120, step=0.05, what="run done")
+        watched = screen.watched
+        assert watched is not None and watched.tokens and watched.text, log.lines
+        assert seen[-1] == f"one stream's text: {watched.text[-STREAM_TEXT:]}"
+        texts = [shown for shown in seen if shown.startswith("one stream's text: ")]
+        assert len(set(texts)) >= 3  # it grew as the tokens came, not once at the end

@@ -365,10 +365,11 @@ async def test_vs_direct_key_shows_the_seeds_tables_for_the_selected_model(
 async def test_load_test_of_a_generate_model_streams_tokens_and_shows_their_figures(
         generate_session: SessionRecord, state: tuple[Registry, Path]) -> None:
     """b on a generate model streams generations (bench --generate's engine) and fills the token figures'
-    table as it runs and at the end."""
-    from textual.widgets import Button, DataTable, Input, Label, Log, ProgressBar
+    table as it runs and at the end; one stream's tokens show as they arrive (ids: this model has no
+    tokenizer)."""
+    from textual.widgets import Button, DataTable, Input, Label, Log, ProgressBar, Static
 
-    from triton_ge_console.console.screens.loadtest import STREAM_COLUMNS, LoadTestScreen
+    from triton_ge_console.console.screens.loadtest import STREAM_COLUMNS, STREAM_IDS, LoadTestScreen
 
     registry, _ = state
     app = _app(generate_session, registry)
@@ -399,6 +400,9 @@ async def test_load_test_of_a_generate_model_streams_tokens_and_shows_their_figu
         assert figures["TTFT p50 ms"] <= figures["TTFT p99 ms"]
         assert figures["ITL p50 ms"] <= figures["ITL p99 ms"]
         assert screen.query_one(ProgressBar).percentage == 1.0
+        shown = str(screen.query_one("#stream-text", Static).render())  # issue 39: one stream as it arrives
+        assert shown.startswith("one stream: llama_generate has no tokenizer, so token ids: "), shown
+        assert shown.split(": ")[-1].split() == [str(t) for t in screen.watched.tokens[-STREAM_IDS:]]
         await pilot.press("escape")
         await _until(pilot, lambda: isinstance(app.screen, DashboardScreen), what="dialog closed")
 

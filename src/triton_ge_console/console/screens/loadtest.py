@@ -1,5 +1,6 @@
 """A load test on one model (concurrency, duration) with live progress, run by the sessions load generator;
-for a generate model, token streams (`bench --generate`'s engine) with their figures in a table."""
+for a generate model, token streams (`bench --generate`'s engine) with their figures in a table and one
+stream's text as it arrives."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Button, DataTable, Input, Label, Log, ProgressBar
+from textual.widgets import Button, DataTable, Input, Label, Log, ProgressBar, Static
 
 from triton_ge_console.display import number
 
 if TYPE_CHECKING:
     from triton_ge_console.sessions.loadgen.generate_bench import GenerateLoad, GenerateRow
+    from triton_ge_console.sessions.loadgen.generate_client import StreamResult
     from triton_ge_console.sessions.loadgen.run import LoadRun
     from triton_ge_console.sessions.loadgen.types import BenchRow, Progress
     from triton_ge_console.sessions.loadgen.vs_direct import VsDirectReport, VsDirectSpec
@@ -29,6 +31,9 @@ HINT = "Enter or Start runs the test · vs direct compares it with its own execu
 STREAM_HINT = "Enter or Start streams generations on that many streams · Esc stops and closes"
 STREAM_COLUMNS = ("", "seconds", "requests", "errors", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms",
                   "ITL p99 ms", "output tok/s", "req/s")
+
+STREAM_TEXT = 400  # the end of one stream's text shown (its newest characters)
+STREAM_IDS = 24  # or of its token ids, from a model without a tokenizer
 
 
 class StreamFigures(Message):
@@ -46,6 +51,21 @@ def stream_cells(row: GenerateRow, label: str) -> tuple[str, ...]:
             number(row.ttft_ms["p50"], 2), number(row.ttft_ms["p99"], 2),
             number(row.itl_ms["p50"], 2), number(row.itl_ms["p99"], 2),
             number(row.output_tokens_per_s, 1), number(row.requests_per_s, 2))
+
+
+class StreamText(Message):
+    """One stream's generation gained tokens (from its worker thread)."""
+
+
+def stream_text_line(result: StreamResult | None, model: str) -> str:
+    """What one stream has received so far: the end of its text, or of its ids when the model has no
+    tokenizer (its responses carry no text_output)."""
+    if result is None or not result.tokens:
+        return "one stream: waiting for its first token"
+    if result.with_text:
+        return f"one stream's text: {result.text[-STREAM_TEXT:]}"
+    ids = " ".join(str(token) for token in result.tokens[-STREAM_IDS:])
+    return f"one stream: {model} has no tokenizer, so token ids: {ids}"
 
 
 class VsDirectProgress(Message):
@@ -99,6 +119,8 @@ class LoadTestScreen(ModalScreen[None]):
         self.headers = dict(headers or {})  # gRPC metadata: the session's token, if it has one
         self.vs_direct_spec = vs_direct  # None when the served repository is not known here
         self.run: LoadRun | None = None
+        self.watched: StreamResult | None = None  # the generation whose tokens show as they arrive
+        self._text_due = threading.Event()  # a StreamText is posted and not yet shown: no other is posted
 
     def compose(self) -> ComposeResult:
         """Options, start button, progress, log."""
@@ -121,6 +143,9 @@ class LoadTestScreen(ModalScreen[None]):
             figures: DataTable[Text] = DataTable(id="stream-figures", show_cursor=False)
             figures.display = self.generate
             yield figures
+            text = Static("", id="stream-text", markup=False)
+            text.display = self.generate
+            yield text
             yield Log(id="loadtest-log")
             yield Label("", id="vs-direct-latency-title", classes="vs-direct")
             yield DataTable(id="vs-direct-latency", classes="vs-direct", show_cursor=False)
@@ -277,8 +302,20 @@ class LoadTestScreen(ModalScreen[None]):
         def figures(so_far: GenerateRow) -> None:
             self.post_message(StreamFigures(so_far))
 
-        row = run_timed(load, seconds, stop, figures)
+        row = run_timed(load, seconds, stop, figures, watch=self._watch)
         self.post_message(StreamFigures(row, final=True))
+
+    def _watch(self, result: StreamResult) -> None:
+        """A token of the watched stream arrived (its reading thread): show it, at most one message queued."""
+        self.watched = result
+        if not self._text_due.is_set():
+            self._text_due.set()
+            self.post_message(StreamText())
+
+    def on_stream_text(self, _message: StreamText) -> None:
+        """The watched stream's text (or ids) so far."""
+        self._text_due.clear()
+        self.query_one("#stream-text", Static).update(Text(stream_text_line(self.watched, self.model)))
 
     def on_stream_figures(self, message: StreamFigures) -> None:
         """A row of figures in the table, the bar moved; at the end, the first error if any."""

@@ -32,6 +32,7 @@ from triton_ge_console.sessions.loadgen.generate_stats import distribution
 
 MS_PER_S = 1000.0
 Streamer = GrpcStreamer | HttpStreamer
+Watch = Callable[[StreamResult], None]  # handed a generation as each of its tokens arrives (a live view)
 DEFAULT_REQUESTS = 100  # generations a step measures by default: enough for its p99 to rest on a sample
 
 
@@ -109,10 +110,12 @@ class GenerateLoad:
                                    headers=headers, kept=streamer)
         return http_generate(self.host, self.port, self.model, generation, headers=headers, kept=streamer)
 
-    def open_streamer(self) -> Streamer:
-        """What one stream of generations goes over: a gRPC stream, or a kept-alive HTTP connection."""
+    def open_streamer(self, watch: Watch | None = None) -> Streamer:
+        """What one stream of generations goes over: a gRPC stream (`watch` handed each generation as its
+        tokens arrive), or a kept-alive HTTP connection."""
         if self.endpoint == "triton" and self.protocol == "grpc":
-            return GrpcStreamer(f"{self.host}:{self.port}", self.model, headers=dict(self.headers))
+            return GrpcStreamer(f"{self.host}:{self.port}", self.model, headers=dict(self.headers),
+                                on_token=watch)
         return HttpStreamer(self.host, self.port)
 
 
@@ -174,12 +177,12 @@ def _generation(load: GenerateLoad, index: int) -> Generation:
 
 
 def _worker(load: GenerateLoad, take: Callable[[], int | None], results: list[StreamResult],
-            stop: threading.Event) -> None:
+            stop: threading.Event, watch: Watch | None = None) -> None:
     """One stream: generations one after another until the step has sent all it measures; a stream
     that cannot be opened or fails counts as a failed generation, never a lost thread."""
     streamer: Streamer | None = None
     try:
-        streamer = load.open_streamer()
+        streamer = load.open_streamer(watch)
         while not stop.is_set() and (index := take()) is not None:
             results.append(load.generate(_generation(load, index), streamer))
     except Exception as exc:  # tritonclient's and grpc's own error types: reported, not raised
@@ -214,13 +217,15 @@ class _Tickets:
 
 
 def _phase(load: GenerateLoad, concurrency: int, tickets: _Tickets, stop: threading.Event,
-           results: list[StreamResult] | None = None) -> tuple[list[StreamResult], float]:
+           results: list[StreamResult] | None = None,
+           watch: Watch | None = None) -> tuple[list[StreamResult], float]:
     """`concurrency` streams working through the tickets; their results (into `results` if given, so
-    a watcher sees them arrive) and the wall time."""
+    a watcher sees them arrive) and the wall time; the first stream's tokens to `watch` as they arrive."""
     results = [] if results is None else results
     started = time.perf_counter()
-    threads = [threading.Thread(target=_worker, args=(load, tickets.take, results, stop), daemon=True)
-               for _ in range(concurrency)]
+    threads = [threading.Thread(target=_worker, args=(load, tickets.take, results, stop,
+                                                      watch if index == 0 else None), daemon=True)
+               for index in range(concurrency)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -232,20 +237,24 @@ Measured = tuple[GenerateRow, list[StreamResult]]  # a step's row and the genera
 
 
 def run_step(load: GenerateLoad, concurrency: int, stop: threading.Event,
-             measuring: Callable[[list[StreamResult], float], None] | None = None) -> GenerateRow:
+             measuring: Callable[[list[StreamResult], float], None] | None = None,
+             watch: Watch | None = None) -> GenerateRow:
     """One concurrency step's row (see measure_step)."""
-    return measure_step(load, concurrency, stop, measuring)[0]
+    return measure_step(load, concurrency, stop, measuring, watch)[0]
 
 
 def measure_step(load: GenerateLoad, concurrency: int, stop: threading.Event,
-                 measuring: Callable[[list[StreamResult], float], None] | None = None) -> Measured:
+                 measuring: Callable[[list[StreamResult], float], None] | None = None,
+                 watch: Watch | None = None) -> Measured:
     """One concurrency step: a warm-up generation per stream (not measured), then the measured ones;
-    `measuring` is handed the measured results' list and start time as they begin."""
-    _phase(load, concurrency, _Tickets(concurrency, 0), stop)
+    `measuring` is handed the measured results' list and start time as they begin, `watch` one stream's
+    generations (over gRPC) as their tokens arrive."""
+    _phase(load, concurrency, _Tickets(concurrency, 0), stop, watch=watch)
     results: list[StreamResult] = []
     if measuring is not None:
         measuring(results, time.perf_counter())
-    _, duration = _phase(load, concurrency, _Tickets(load.requests_at(concurrency), 10_000), stop, results)
+    _, duration = _phase(load, concurrency, _Tickets(load.requests_at(concurrency), 10_000), stop, results,
+                         watch)
     return summarize(concurrency, results, duration, load.slo), results
 
 
@@ -264,9 +273,11 @@ def timed_load(model: str, url: str, concurrency: int, protocol: str = "grpc",
 
 
 def run_timed(load: GenerateLoad, duration_s: float, stop: threading.Event,
-              progress: Callable[[GenerateRow], None] | None = None, every_s: float = 1.0) -> GenerateRow:
+              progress: Callable[[GenerateRow], None] | None = None, every_s: float = 1.0,
+              watch: Watch | None = None) -> GenerateRow:
     """`load`'s first concurrency as streams for `duration_s` (or until `stop` is set, which the duration
-    also sets); the figures so far every `every_s` while it measures, to `progress`."""
+    also sets); the figures so far every `every_s` while it measures, to `progress`; one stream's
+    generations to `watch` as their tokens arrive."""
     concurrency = load.concurrency[0]
     measured: list[tuple[list[StreamResult], float]] = []
     finished = threading.Event()
@@ -282,7 +293,8 @@ def run_timed(load: GenerateLoad, duration_s: float, stop: threading.Event,
     timer.start()
     reporter.start()
     try:
-        return run_step(load, concurrency, stop, lambda results, started: measured.append((results, started)))
+        return run_step(load, concurrency, stop, lambda results, started: measured.append((results, started)),
+                        watch)
     finally:
         timer.cancel()
         finished.set()

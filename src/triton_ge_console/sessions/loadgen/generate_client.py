@@ -45,6 +45,7 @@ class StreamResult:
     prompt_tokens: int = 0
     counted: int | None = None  # output tokens as the server counted them (OpenAI's usage), when it says
     text: str = ""  # the text_output pieces joined, from a model with a tokenizer
+    with_text: bool = False  # its responses carried text_output: the model has a tokenizer
 
     @property
     def output_tokens(self) -> int:
@@ -108,15 +109,20 @@ def _rpc_error(error: Any, timeout: float) -> str:
     return f"[{error.code()}] {error.details()}"
 
 
-def _token(answer: Any) -> int | None:
-    """The token id a ModelInferResponse carries (its raw token_id output), None in the empty final one."""
-    from tritonclient.utils import triton_to_np_dtype
+def _token(answer: Any) -> tuple[int | None, str | None]:
+    """The token id a ModelInferResponse carries (its raw token_id output) and its text piece (text_output,
+    from a model with a tokenizer): None, None in the empty final one."""
+    from tritonclient.utils import deserialize_bytes_tensor, triton_to_np_dtype
 
-    for index, output in enumerate(answer.outputs):
-        if output.name == "token_id" and index < len(answer.raw_output_contents):
-            token = np.frombuffer(answer.raw_output_contents[index], triton_to_np_dtype(output.datatype))
-            return int(token[0]) if token.size else None
-    return None
+    token, piece = None, None
+    for output, raw in zip(answer.outputs, answer.raw_output_contents, strict=False):
+        if output.name == "token_id":
+            ids = np.frombuffer(raw, triton_to_np_dtype(output.datatype))
+            token = int(ids[0]) if ids.size else None
+        elif output.name == "text_output":
+            pieces = deserialize_bytes_tensor(raw)
+            piece = bytes(pieces[0]).decode("utf-8", "replace") if pieces.size else None
+    return token, piece
 
 
 class TokenStream:
@@ -145,12 +151,14 @@ class GrpcStreamer:
     the server's on a small host)."""
 
     def __init__(self, url: str, model: str, timeout: float = 120.0,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None,
+                 on_token: Callable[[StreamResult], None] | None = None) -> None:
         import grpc
         import grpc.experimental
         from tritonclient.grpc import service_pb2
 
         self.model = model
+        self.on_token = on_token  # called (on the reading thread) as each token arrives: a live view of it
         self.timeout = timeout
         self._metadata = tuple((key.lower(), value) for key, value in (headers or {}).items())
         self._channel = grpc.insecure_channel(url, options=[
@@ -209,10 +217,15 @@ class GrpcStreamer:
                     result.error, ended = response.error_message, True
                     break
                 answer = response.infer_response
-                token = _token(answer)
+                token, piece = _token(answer)
                 if token is not None:
                     result.tokens.append(token)
                     result.arrivals.append(arrived)
+                    if piece is not None:
+                        result.text += piece
+                        result.with_text = True
+                    if self.on_token is not None:
+                        self.on_token(result)
                     yield token
                 if FINAL_PARAMETER in answer.parameters and answer.parameters[FINAL_PARAMETER].bool_param:
                     ended = True
@@ -303,6 +316,7 @@ def _generate_stream_event(event: dict[str, Any], result: StreamResult) -> bool:
     piece = event.get("text_output")
     if piece is not None:
         result.text += str(piece[0] if isinstance(piece, list) else piece)
+        result.with_text = True
     return True
 
 
