@@ -15,6 +15,7 @@ from triton_ge_console.sessions.observe.metrics import parse_metrics
 from triton_ge_console.sessions.observe.recorded import RecordedController, RecordedSource
 from triton_ge_console.sessions.observe.snapshot import Latency, ModelSnapshot, ServerSnapshot
 from triton_ge_console.widgets import Dashboard, GenerationPanel, LoadTestControl
+from triton_ge_console.widgets.dashboard import static_html
 from triton_ge_console.widgets.loadtest import generate_fields
 from triton_ge_console.widgets.models import ModelsPanel
 
@@ -131,3 +132,15 @@ def test_the_notebook_charts_plot_a_generate_model_s_tokens_per_second() -> None
         assert not {mark.labels[0]: mark for mark in charts.throughput.marks}["tok/s"].visible
     finally:
         board.close()
+
+
+def test_a_closed_dashboard_s_table_says_what_a_generate_model_s_latency_cells_read() -> None:
+    """The plain HTML a closed dashboard leaves keeps the tagged cells and the legend that explains them."""
+    snapshot = _snapshot(window_s=30.0)
+    figures = snapshot.models[0].generation
+    assert figures is not None and figures.ttft_p50_ms is not None
+    left = html.unescape(static_html(snapshot, 0.0))
+    assert f"T {figures.ttft_p50_ms:.2f}" in left
+    assert "T/I: generate models' TTFT/ITL p50 ms (last 30 s)" in left
+    plain = dataclasses.replace(snapshot, models=snapshot.models[1:])
+    assert "T/I" not in static_html(plain, 0.0)

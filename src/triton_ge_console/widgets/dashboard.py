@@ -19,7 +19,7 @@ from triton_ge_console.widgets.generation import GenerationPanel
 from triton_ge_console.widgets.loadtest import LoadRunner, LoadTestControl, generate_runner, loadgen_runner
 from triton_ge_console.widgets.logtail import FilteredLogTail
 from triton_ge_console.widgets.model_charts import ModelCharts
-from triton_ge_console.widgets.models import COLUMNS, ModelsPanel, cells_for, table_lines
+from triton_ge_console.widgets.models import COLUMNS, ModelsPanel, cells_for, legend_html, table_lines
 from triton_ge_console.widgets.poller import BackgroundPoller
 
 STALE_CLASS = "ge-console-stale"
@@ -66,7 +66,8 @@ def static_html(snapshot: ServerSnapshot, closed_at: float, sparklines: Mapping[
         f"<span>{html.escape(device_extras(d))}</span></div>"
         for d in snapshot.devices)
     return (f"{header_html(snapshot)}<br><i>dashboard closed at {when}: the last figures it showed</i><br>"
-            f"{devices}<table style='font-size:11px; table-layout:fixed; width:100%'>{head}{rows}</table>"
+            f"{devices}{legend_html(snapshot.models)}"
+            f"<table style='font-size:11px; table-layout:fixed; width:100%'>{head}{rows}</table>"
             f"{charts}")
 
 

@@ -74,13 +74,17 @@ def latency_cells(model: ModelSnapshot) -> dict[str, str]:
     return {"AVG ms": MISSING, "P50 ms": ttft, "P99 ms": itl}
 
 
-def title_html(models: tuple[ModelSnapshot, ...]) -> str:
-    """The table's title, with what a generate model's latency cells read when it shows one."""
+def legend_html(models: tuple[ModelSnapshot, ...]) -> str:
+    """What a generate model's latency cells read, when the table shows one ("" otherwise)."""
     generating = next((m.generation for m in models if m.generation is not None), None)
-    legend = "" if generating is None else (
+    return "" if generating is None else (
         f" <span style='font-size:11px; color:gray'>{html.escape(token_latency_legend(generating.window_s))}"
         "</span>")
-    return f"{MODELS_STYLE}<b>Models</b>{legend}"
+
+
+def title_html(models: tuple[ModelSnapshot, ...]) -> str:
+    """The table's title, with what a generate model's latency cells read when it shows one."""
+    return f"{MODELS_STYLE}<b>Models</b>{legend_html(models)}"
 
 
 def offered_actions(model: ModelSnapshot) -> set[str]:
