@@ -124,11 +124,15 @@ def test_restart_on_crash_restarts_a_segfaulted_server_that_then_serves(
     first_pid = watched.pid
     send_crashing_body(watched)
 
-    def restarted_and_ready() -> dict[str, object] | None:
+    def restarted_and_said_serving() -> dict[str, object] | None:
+        # status reads ready as soon as the models answer READY; the supervisor says "serving" at its next
+        # poll (0.2 s later), so the event is waited for too, never assumed at the first ready reading
         data = status_json("watched", capsys)
-        return data if data["state"] == "ready" and data["pid"] != first_pid else None
+        said = [event["kind"] for event in data["events"]]  # type: ignore[attr-defined]
+        return data if data["state"] == "ready" and data["pid"] != first_pid and "serving" in said else None
 
-    data = wait_until(restarted_and_ready, timeout=120, interval=0.2, what="the server restarted and ready")
+    data = wait_until(restarted_and_said_serving, timeout=120, interval=0.2,
+                      what="the server restarted, ready and said serving")
     assert data["restart"] == "on-crash" and data["restarts"] == 1
     kinds = [event["kind"] for event in data["events"]]  # type: ignore[attr-defined]
     assert kinds == ["crashed", "restarted", "serving"], data["events"]
