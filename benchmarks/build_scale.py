@@ -94,10 +94,10 @@ def _step(name: str, work: Path, source: Path) -> dict[str, Any]:
     """Run one measured step here and return its figures (time of the work only, imports done first)."""
     from triton_ge_console.repository import build, digest_cache
     from triton_ge_console.repository.spec import load as spec
-    from triton_ge_console.sessions.act import watch
+    from triton_ge_console.sessions.act import changes, digests
     from triton_ge_console.sessions.server import registry
 
-    assert build and spec and registry and watch  # imported before the clock starts
+    assert build and spec and registry and changes and digests  # imported before the clock starts
 
     started = time.perf_counter()
     extra = STEPS[name](work, source)
@@ -166,7 +166,7 @@ def _record(work: Path) -> Any:
 
 def _record_loaded(work: Path, _source: Path) -> dict[str, Any]:
     """Note the repository as loaded (what a session does after `up`)."""
-    from triton_ge_console.sessions.act.watch import record_loaded_digests
+    from triton_ge_console.sessions.act.digests import record_loaded_digests
 
     record_loaded_digests(_record(work))
     return {}
@@ -174,7 +174,7 @@ def _record_loaded(work: Path, _source: Path) -> dict[str, Any]:
 
 def _reload_changed(work: Path, _source: Path) -> dict[str, Any]:
     """`reload --changed`'s look at the repository: which models differ from what was loaded."""
-    from triton_ge_console.sessions.act.watch import find_changes
+    from triton_ge_console.sessions.act.changes import find_changes
 
     return {"changed": not find_changes(_record(work)).empty}
 

@@ -22,12 +22,8 @@ from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.header import DisconnectedBanner
 from triton_ge_console.console.widgets.models import ModelsTable
 from triton_ge_console.repository.build import build_demo_repository
-from triton_ge_console.sessions.act.watch import (
-    find_changes,
-    model_digest,
-    read_loaded_digests,
-    record_loaded_digests,
-)
+from triton_ge_console.sessions.act.changes import find_changes
+from triton_ge_console.sessions.act.digests import model_digest, read_loaded_digests, record_loaded_digests
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import down
 from triton_ge_console.sessions.pending import RecordLifecycle

@@ -16,7 +16,7 @@ import tritonclient.http as triton_http
 from tests.sessions.test_launch import hostport
 from tests.waiting import wait_until
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.act.watch import controller_for
+from triton_ge_console.sessions.act.control import controller_for
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe.health import FAILING, OK, stub_instances
 from triton_ge_console.sessions.server.registry import Registry, SessionRecord

@@ -23,7 +23,9 @@ from triton_ge_console.repository.build import BuildError, build_repository
 from triton_ge_console.repository.progress import TerminalProgress
 from triton_ge_console.repository.spec.load import SpecError, load_spec
 from triton_ge_console.repository.validate import validate_path
-from triton_ge_console.sessions.act.watch import find_changes, record_loaded_digests, watched_files
+from triton_ge_console.sessions.act.changes import find_changes
+from triton_ge_console.sessions.act.digests import record_loaded_digests
+from triton_ge_console.sessions.act.watch import watched_files
 from triton_ge_console.sessions.server.registry import SessionRecord
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ from tests.sessions.helpers import write_ge_spec
 from tests.sessions.test_launch import bert_request, hostport
 from tests.waiting import wait_until
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.act.watch import controller_for
+from triton_ge_console.sessions.act.control import controller_for
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import down
 from triton_ge_console.sessions.live import LiveSource

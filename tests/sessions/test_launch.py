@@ -23,7 +23,9 @@ from tests.sessions.conftest import stopping_sessions
 from tests.sessions.helpers import write_ge_spec
 from tests.waiting import wait_until
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.act.watch import controller_for, describe_changes, find_changes, watch_spec
+from triton_ge_console.sessions.act.changes import describe_changes, find_changes
+from triton_ge_console.sessions.act.control import controller_for
+from triton_ge_console.sessions.act.watch import watch_spec
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe.snapshot import Latency

@@ -9,7 +9,7 @@ import pytest
 
 from tests.models import write_echo_model
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.act.watch import controller_for
+from triton_ge_console.sessions.act.control import controller_for
 from triton_ge_console.sessions.server.registry import Registry, effective_state
 
 pytestmark = pytest.mark.server  # every test here starts a tritonserver

@@ -44,8 +44,8 @@ def reload_changed_for(lifecycle: RecordLifecycle) -> Callable[[], list[CommandR
     def run() -> list[CommandResult]:
         from triton_ge_console.repository.build import BuildError
         from triton_ge_console.repository.spec.load import SpecError
-        from triton_ge_console.sessions.act.control import ControlError
-        from triton_ge_console.sessions.act.watch import controller_for, find_changes, rebuild, reload_changed
+        from triton_ge_console.sessions.act.changes import find_changes, rebuild, reload_changed
+        from triton_ge_console.sessions.act.control import ControlError, controller_for
 
         record = lifecycle.record
         if record is None or record.repository is None:

@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from triton_ge_console.sessions.act.control import ControlError, TritonControl
+from triton_ge_console.sessions.act.control import ControlError, TritonControl, controller_for
 from triton_ge_console.sessions.act.probe import ProbeResult, send_test_request
-from triton_ge_console.sessions.act.watch import controller_for
 from triton_ge_console.sessions.server.access import token_headers
 from triton_ge_console.sessions.server.engines import control_refusal
 from triton_ge_console.sessions.server.registry import SessionRecord

@@ -26,7 +26,7 @@ from triton_ge_console.repository.progress import ElapsedHook, hooks_of
 from triton_ge_console.repository.spec.load import SpecError, load_spec
 from triton_ge_console.repository.spec.types import DeploymentSpec, ServerSpec
 from triton_ge_console.sessions.act.control import ControlError, TritonControl, squeeze
-from triton_ge_console.sessions.act.watch import record_loaded_digests
+from triton_ge_console.sessions.act.digests import record_loaded_digests
 from triton_ge_console.sessions.observe.health import stub_backends
 from triton_ge_console.sessions.observe.trace import TRACE_FILE_NAME, clear_trace_files, trace_server_args
 from triton_ge_console.sessions.server import paths

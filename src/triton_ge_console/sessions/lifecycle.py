@@ -20,9 +20,9 @@ from triton_ge_console.sessions.act.control import (
     ModelState,
     ServerNotAnswering,
     TritonControl,
+    controller_for,
     endpoint_url,
 )
-from triton_ge_console.sessions.act.watch import controller_for
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe.generation import generation_row

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triton_ge_console.sessions.act.control import controller_for
 from triton_ge_console.sessions.act.engine_control import EngineControl
-from triton_ge_console.sessions.act.watch import controller_for
 from triton_ge_console.sessions.observe.engine_poller import EnginePoller
 from triton_ge_console.sessions.observe.health import InstanceWatch, instance_watch
 from triton_ge_console.sessions.observe.history import SnapshotHistory

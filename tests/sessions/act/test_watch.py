@@ -7,7 +7,8 @@ from pathlib import Path
 from triton_ge_console.repository.build import build_repository, manifest_digests
 from triton_ge_console.repository.demo_models import demo_bytes
 from triton_ge_console.repository.spec.load import load_spec
-from triton_ge_console.sessions.act.watch import model_digest, watched_files
+from triton_ge_console.sessions.act.digests import model_digest
+from triton_ge_console.sessions.act.watch import watched_files
 
 SPEC = """\
 name: files

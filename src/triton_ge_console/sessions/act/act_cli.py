@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
 
 def run_model_command(args: argparse.Namespace) -> int:
     """load / unload / reload [--changed]: print what Triton did, one line per model."""
-    from triton_ge_console.sessions.act.watch import controller_for
+    from triton_ge_console.sessions.act.control import controller_for
     from triton_ge_console.sessions.server.engines import control_refusal
     from triton_ge_console.sessions.server.registry import Registry, require_running
 
@@ -87,7 +87,7 @@ def _reload_changed(record: SessionRecord, control: Any, registry: Registry) -> 
     from triton_ge_console.repository.build import BuildError
     from triton_ge_console.repository.progress import TerminalProgress
     from triton_ge_console.repository.spec.load import SpecError
-    from triton_ge_console.sessions.act.watch import describe_changes, find_changes, rebuild, reload_changed
+    from triton_ge_console.sessions.act.changes import describe_changes, find_changes, rebuild, reload_changed
 
     terminal = TerminalProgress()  # a rebuild that copies gigabytes shows it, as `build` does
     try:
@@ -119,7 +119,8 @@ def _print_results(results: list[CommandResult]) -> int:
 
 def run_watch(args: argparse.Namespace) -> int:
     """Rebuild and reload on every save of SPEC until interrupted."""
-    from triton_ge_console.sessions.act.watch import apply_edit, controller_for, watch_spec
+    from triton_ge_console.sessions.act.control import controller_for
+    from triton_ge_console.sessions.act.watch import apply_edit, watch_spec
     from triton_ge_console.sessions.server.registry import Registry, require_running
 
     registry = Registry()

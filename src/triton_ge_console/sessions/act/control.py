@@ -1,12 +1,14 @@
 """Load, unload and reload models through tritonclient, verifying what Triton actually did.
 
 Every answer is a `CommandResult` checked against the repository index (and the model config for
-overrides); on failure its message is Triton's own, never a traceback.
+overrides); on failure its message is Triton's own, never a traceback. A session's controller
+(`controller_for`: its token, log and loaded digests) is a `SessionControl`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import http.client
 import json
 import re
@@ -22,9 +24,11 @@ import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
 from triton_ge_console.display import printable
-from triton_ge_console.sessions.observe.health import InstanceWatch, leaked_in_words
+from triton_ge_console.sessions.act.digests import model_digest, store_digests
+from triton_ge_console.sessions.observe.health import InstanceWatch, instance_watch, leaked_in_words
 from triton_ge_console.sessions.observe.source import CommandResult
-from triton_ge_console.sessions.server.access import explain, refusal
+from triton_ge_console.sessions.server.access import SessionReach, explain, refusal, session_reach
+from triton_ge_console.sessions.server.registry import SessionRecord
 from triton_ge_console.sessions.server.server_log import LogTail, log_size
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 from triton_ge_console.triton_terms import MODEL_READY, RELOAD_PARAMETER, with_scheme
@@ -492,3 +496,61 @@ def _model_state(entry: dict[str, Any]) -> ModelState:
     reason = entry.get("reason") or None
     return ModelState(str(entry.get("name", "")), str(entry.get("version", "")),
                       str(entry.get("state", "UNKNOWN")), reason)
+
+
+def controller_for(record: SessionRecord, timeout: float = 300.0,
+                   reach: SessionReach | None = None) -> SessionControl:
+    """The controller of a session, with its token (if any), its log for error details, and its digests."""
+    reach = reach or session_reach(record)
+    return SessionControl(
+        record,
+        reach.http_url,
+        reach.token,
+        token_header=reach.token_header,
+        log_path=reach.log_path,
+        timeout=timeout,
+        instances=instance_watch(reach),  # its own: commands run on other threads than the poller's
+    )
+
+
+class SessionControl(TritonControl):
+    """A session's TritonControl that keeps `loaded-digests.json` true after a single load or reload.
+
+    Without it, a model reloaded by `r` or `ge-console reload MODEL` would still look changed, and the
+    next `reload --changed` would reload it again. Only the session's own models are recorded (a model
+    loaded from outside its list stays outside `reload --changed`), the digest is taken before the
+    command (an edit saved meanwhile still counts as changed), and a command with a config override is
+    not recorded: Triton then runs something other than the folder. Unload leaves the digests alone, so
+    `reload --changed` does not bring back a model the operator unloaded.
+    """
+
+    def __init__(self, record: SessionRecord, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.record = record
+
+    def load(self, model: str, config: str | None = None) -> CommandResult:
+        """Load, and remember the folder as loaded."""
+        digest = self._digest_before(model, config)
+        return self._remember(super().load(model, config), digest)
+
+    def reload(self, model: str, config: str | None = None) -> CommandResult:
+        """Reload, and remember the folder as loaded."""
+        digest = self._digest_before(model, config)
+        return self._remember(super().reload(model, config), digest)
+
+    def _digest_before(self, model: str, config: str | None) -> str | None:
+        """The folder's digest now, when this command's outcome should be recorded."""
+        if config is not None or model not in self.record.models or self.record.repository is None:
+            return None
+        return model_digest(self.record.repository / model)
+
+    def _remember(self, result: CommandResult, digest: str | None) -> CommandResult:
+        """Record the digest after success; a failed write is said, never hides Triton's answer."""
+        if not result.ok or digest is None:
+            return result
+        try:
+            store_digests(self.record, {result.target: digest})
+        except OSError as exc:
+            note = f" (not recorded for reload --changed: {exc})"
+            return dataclasses.replace(result, message=result.message + note)
+        return result
