@@ -9,6 +9,7 @@ from pathlib import Path
 from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.display import listed
 from triton_ge_console.sessions.observe.source import CommandResult, SessionSource
+from triton_ge_console.sessions.observe.thresholds import thresholds_of
 from triton_ge_console.sessions.pending import PendingSource, RecordLifecycle
 from triton_ge_console.sessions.server.registry import (
     READY,
@@ -23,19 +24,6 @@ def running_sessions(registry: Registry) -> list[SessionRecord]:
     """Sessions whose server is starting or ready."""
     records, _errors = registry.scan()
     return [r for r in records if effective_state(r) in (READY, STARTING)]
-
-
-def thresholds_of(record: SessionRecord | None) -> dict[str, dict[str, float]]:
-    """The spec's per-model console thresholds, when the session came from a spec."""
-    if record is None or record.spec is None or not record.spec.is_file():
-        return {}
-    from triton_ge_console.repository.spec.load import SpecError, load_spec
-
-    try:
-        spec = load_spec(record.spec)
-    except (SpecError, OSError):
-        return {}
-    return {model.name: dict(model.thresholds) for model in spec.models}
 
 
 def reload_changed_for(lifecycle: RecordLifecycle) -> Callable[[], list[CommandResult]]:

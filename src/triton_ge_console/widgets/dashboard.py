@@ -127,8 +127,8 @@ class Dashboard:
     def for_session(cls, name: str | None = None, interval: float = 1.0,
                     shapes: dict[str, tuple[int, ...]] | None = None, **kwargs: Any) -> Dashboard:
         """A dashboard on a registered session (by name, or the only one), with its load generator."""
-        from triton_ge_console.console.launch_session import thresholds_of
         from triton_ge_console.sessions.live import LiveSource
+        from triton_ge_console.sessions.observe.thresholds import thresholds_of
         from triton_ge_console.sessions.server.access import token_headers
         from triton_ge_console.sessions.server.registry import Registry
 
