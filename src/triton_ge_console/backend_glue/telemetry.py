@@ -20,9 +20,8 @@ from triton_ge_console.backend_glue.ledger import DeviceLedger
 from triton_ge_console.backend_glue.settings import GlueSettings
 
 UTILIZATION_WINDOW_S = 5.0
-BATCH_BUCKETS = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
 
-# name → (kind, help); kind is "counter" | "gauge". The batch-size distribution is _BatchSizes.
+# name → (kind, help); kind is "counter" | "gauge". Executions per batch size are _BatchSizes.
 FAMILIES: dict[str, tuple[str, str]] = {
     "ge_device_utilization_ratio": ("gauge", "Busy fraction of the device over the last seconds (0..1); NaN "
                                     "while an npu_ge model over several NPUs runs in emulation (which NPU "
@@ -54,35 +53,25 @@ class _Pending:
     h2d: int = 0
     d2h: int = 0
     busy_s: float = 0.0
-    batch_sizes: list[int] = field(default_factory=list)
+    batch_sizes: dict[int, int] = field(default_factory=dict)  # executions per batch size
 
 
 class _BatchSizes:
-    """Batch sizes: a histogram where this Triton's Python backend has them, else counters per size."""
+    """Executions per batch size: a counter per size, incremented once per size a flush saw. A histogram
+    took one observe() per execution (the Python backend has no batched form), an IPC round trip of
+    ~75 us of stub and server CPU each, per request at concurrency 1 (issue 44); the counters hold the
+    same distribution, exactly."""
 
     def __init__(self, pb_utils: Any, labels: dict[str, str]) -> None:
-        self._pb = pb_utils
         self._labels = labels
         self._counters: dict[int, Any] = {}
-        self._histogram: Any = None
-        kind = getattr(pb_utils.MetricFamily, "HISTOGRAM", None)
-        if kind is not None:
-            # the family must outlive its metrics: Triton deletes the series with the family object
-            self._family = pb_utils.MetricFamily(name="ge_execution_batch_size", kind=kind,
-                                                 description="Batch size of each execution")
-            self._histogram = self._family.Metric(labels=labels, buckets=BATCH_BUCKETS)
-        else:
-            self._family = pb_utils.MetricFamily(name="ge_execution_batch_size_total",
-                                                 kind=pb_utils.MetricFamily.COUNTER,
-                                                 description="Executions per batch size")
+        self._family = pb_utils.MetricFamily(name="ge_execution_batch_size_total",
+                                             kind=pb_utils.MetricFamily.COUNTER,
+                                             description="Executions per batch size")
 
-    def record(self, sizes: list[int]) -> None:
-        """Add executions of these batch sizes."""
-        if self._histogram is not None:
-            for size in sizes:
-                self._histogram.observe(float(size))
-            return
-        for size, count in collections.Counter(sizes).items():
+    def record(self, sizes: dict[int, int]) -> None:
+        """Add executions: how many of each batch size."""
+        for size, count in sizes.items():
             if size not in self._counters:
                 self._counters[size] = self._family.Metric(labels={**self._labels, "batch_size": str(size)})
             self._counters[size].increment(count)
@@ -206,7 +195,7 @@ class Telemetry:
             pending.d2h += stats.d2h_bytes
             # the device's own time where the executor measured it at execute's edges (AscendCL), else the run
             pending.busy_s += seconds if stats.device_seconds is None else stats.device_seconds
-            pending.batch_sizes.append(batch_size)
+            pending.batch_sizes[batch_size] = pending.batch_sizes.get(batch_size, 0) + 1
 
     def _note_failures_at_load(self) -> None:
         """Where the failure count stands as this load begins, so this load's failures can be told apart."""
