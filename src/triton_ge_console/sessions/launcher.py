@@ -7,6 +7,7 @@ On any failure the cause comes from Triton (its log or its repository index) and
 from __future__ import annotations
 
 import contextlib
+import difflib
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -90,7 +91,7 @@ class LaunchOptions:
     http_port: int | None = None
     grpc_port: int | None = None
     metrics_port: int | None = None
-    models: tuple[str, ...] = ()  # REPO only: which models to load (default: every model folder)
+    models: tuple[str, ...] = ()  # which models to serve (default: the spec's, or every model folder)
     timeout: float = 180.0
     exit_timeout_s: int = 10  # Triton's grace for in-flight requests on SIGTERM
     extra_args: tuple[str, ...] = ()
@@ -106,6 +107,7 @@ class _Plan:
     spec: DeploymentSpec | None
     repository: Path
     models: tuple[str, ...]
+    chosen: tuple[str, ...]  # the spec's models `--model` named (empty: all)
     server: ServerSpec
     listen: str
     metrics_bind: str | None  # where Triton's metrics listen (None: turned off)
@@ -291,11 +293,13 @@ def _plan(options: LaunchOptions) -> _Plan:
         raise LaunchError(f"{source}: no such spec file or model repository")
     spec = _spec(source) if source.is_file() else None
     repository = source.resolve() if spec is None else Path()
+    chosen = tuple(dict.fromkeys(options.models)) if spec else ()
+    if spec is not None:
+        _refuse_unknown(chosen, tuple(m.name for m in spec.models), f"{source}: no model", "it has")
+        spec = spec.only(chosen)
     models = tuple(m.name for m in spec.models) if spec else options.models or _repository_models(repository)
     if spec is None:
-        missing = [m for m in models if not (repository / m).is_dir()]
-        if missing:
-            raise LaunchError(f"{repository}: no model folder {', '.join(missing)}")
+        _refuse_unknown(models, _repository_models(repository), f"{repository}: no model folder", "it has")
     name = options.name or (spec.name if spec else repository.name)
     try:
         validate_name(name)
@@ -322,7 +326,16 @@ def _plan(options: LaunchOptions) -> _Plan:
     restart = options.restart or server.restart
     if restart not in RESTART_POLICIES:
         raise LaunchError(f"--restart {restart}: must be one of {', '.join(RESTART_POLICIES)}")
-    return _Plan(name, spec, repository, models, server, listen, metrics_bind, restart)
+    return _Plan(name, spec, repository, models, chosen, server, listen, metrics_bind, restart)
+
+
+def _refuse_unknown(named: tuple[str, ...], known: tuple[str, ...], missing: str, having: str) -> None:
+    """A LaunchError for the first `--model` that is not among known, with the closest and every known."""
+    for name in named:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            meant = f" (did you mean '{close[0]}'?)" if close else ""
+            raise LaunchError(f"{missing} '{name}'{meant}; {having} {', '.join(known)}")
 
 
 def _spec(path: Path) -> DeploymentSpec:
@@ -461,6 +474,7 @@ def _record(
         log_path=server.log_path, token_ref=token_ref, attached=False, session_dir=dirs.workdir,
         state=STARTING, pid_create_time=process_create_time(pid) if pid else None,
         pid_start_ticks=process_start_ticks(pid) if pid else None, models=plan.models,
+        chosen_models=plan.chosen,
         tritonserver=str(dist.binary), tritonserver_origin=dist.origin,
         explicit_tritonserver=options.tritonserver, listen=plan.listen, public_health=options.public_health,
         restart=plan.restart,

@@ -270,7 +270,7 @@ def restart(
         http_port=_port(record.http_url),
         grpc_port=_port(record.grpc_url),
         metrics_port=_port(record.metrics_url),
-        models=record.models if record.spec is None else (),
+        models=record.models if record.spec is None else record.chosen_models,
         timeout=timeout,
         env=dict(env or {}),
         restart=record.restart,

@@ -136,7 +136,7 @@ def _add_up(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[typ
         action="append",
         default=[],
         metavar="MODEL",
-        help="REPO only: load just this model (repeatable; default: all)",
+        help="serve just this model of the spec or repository (repeatable; default: all)",
     )
     parser.add_argument(
         "--timeout", type=seconds, default=180.0,

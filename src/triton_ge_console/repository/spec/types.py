@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from triton_ge_console.ge_backends import DEFAULT_DEVICE_MEMORY_GIB
@@ -141,3 +141,7 @@ class DeploymentSpec:
     def model(self, name: str) -> ModelSpec | None:
         """The model named so, if the deployment has it."""
         return next((m for m in self.models if m.name == name), None)
+
+    def only(self, names: tuple[str, ...]) -> DeploymentSpec:
+        """The deployment narrowed to the models named (`up SPEC --model`); all of them when none is."""
+        return replace(self, models=tuple(m for m in self.models if m.name in names)) if names else self

@@ -54,7 +54,7 @@ def run_model_command(args: argparse.Namespace) -> int:
         error_line("reload needs MODEL or --changed")
         return 2
     registry = Registry()
-    record = require_running(registry.resolve(args.session, running=True))
+    record = require_running(registry.resolve(args.session, running=True, model=args.model))
     refused = control_refusal(record.engine)
     if refused is not None:  # vLLM, MindIE: their APIs load nothing at run time
         raise ValueError(f"{args.action} {args.model or '--changed'} on '{record.name}': {refused}")

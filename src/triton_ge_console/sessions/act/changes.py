@@ -34,7 +34,8 @@ def rebuild(record: SessionRecord, progress: ProgressHook | None = None) -> Buil
     the build wrote with the process's umask is made private again (700/600), as `up` left it."""
     if record.spec is None or record.repository is None:
         return None
-    report = build_repository(load_spec(record.spec), record.repository, progress=progress)
+    spec = load_spec(record.spec).only(record.chosen_models)  # up --model: only those
+    report = build_repository(spec, record.repository, progress=progress)
     if record.session_dir is not None and record.repository.is_relative_to(record.session_dir):
         make_private(record.repository)
     return report

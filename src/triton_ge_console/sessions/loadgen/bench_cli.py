@@ -149,7 +149,7 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
         raise UsageError(f"--warmup-ms {args.warmup_ms}: must not be negative")
     shapes = dict(parse_shape_option(text) for text in args.shape)
     files = dict(parse_input_option(text) for text in args.input)
-    url, headers = resolve_endpoint(args.session, args.url, args.protocol)
+    url, headers = resolve_endpoint(args.session, args.url, args.protocol, args.model)
     return LoadSpec(
         model=args.model, url=url, protocol=args.protocol,
         concurrency=args.concurrency or (1,), rate=args.rate or (), distribution=args.distribution,

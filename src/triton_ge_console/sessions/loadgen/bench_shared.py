@@ -26,15 +26,17 @@ def stop_on_interrupt(stop: threading.Event) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def resolve_endpoint(session: str | None, url: str | None, protocol: str) -> tuple[str, dict[str, str]]:
-    """(host:port, headers) for the protocol: --url as given, else the session's address and token."""
+def resolve_endpoint(session: str | None, url: str | None, protocol: str,
+                     model: str | None = None) -> tuple[str, dict[str, str]]:
+    """(host:port, headers) for the protocol: --url as given, else the session's (the one serving model, of
+    several running) address and token."""
     if url:
         return url, {}
     from triton_ge_console.sessions.server import registry
     from triton_ge_console.sessions.server.access import token_headers
 
     try:
-        record = registry.require_running(registry.Registry().resolve(session, running=True))
+        record = registry.require_running(registry.Registry().resolve(session, running=True, model=model))
     except registry.SessionStopped:
         raise
     except (registry.SessionNotFound, registry.RegistryError) as exc:

@@ -86,7 +86,7 @@ def load_from_args(args: argparse.Namespace) -> GenerateLoad:
         key = os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
     else:
-        address, headers = resolve_endpoint(args.session, args.url, args.protocol)
+        address, headers = resolve_endpoint(args.session, args.url, args.protocol, args.model)
         host, port = _host_port(address, args.protocol)
     return GenerateLoad(model=args.model, host=host, port=port, protocol=args.protocol,
                         prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,

@@ -51,12 +51,14 @@ def vs_direct_spec(args: argparse.Namespace) -> VsDirectSpec:
                                   else PROTOCOL_ORDER)
     endpoints, headers = {}, {}
     for protocol in protocols:
-        endpoints[protocol], headers[protocol] = resolve_endpoint(args.session, args.url, protocol)
+        endpoints[protocol], headers[protocol] = resolve_endpoint(args.session, args.url, protocol,
+                                                                  args.model)
     repository, server_pid = args.repository, None
     if args.url is None:
         from triton_ge_console.sessions.server import registry
 
-        record = registry.require_running(registry.Registry().resolve(args.session, running=True))
+        record = registry.require_running(
+            registry.Registry().resolve(args.session, running=True, model=args.model))
         repository = repository or record.repository
         server_pid = record.pid if record.listen in ("127.0.0.1", "localhost", "::1") else None
     if repository is None:

@@ -88,6 +88,7 @@ class SessionRecord:
     # whoever asked was killed before recording the end (a kernel Jupyter gave up on, a killed console)
     stop_requested_at: float | None = None
     models: tuple[str, ...] = ()  # the models the session loads at start
+    chosen_models: tuple[str, ...] = ()  # up SPEC --model: the spec's models it serves (empty: all)
     tritonserver: str | None = None  # the binary it runs
     tritonserver_origin: str | None = None  # how the binary was found
     explicit_tritonserver: str | None = None  # --tritonserver as given, reused by restart
@@ -123,6 +124,7 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "stopped_at": (int, float),
     "stop_requested_at": (int, float),
     "models": (list,),
+    "chosen_models": (list,),
     "tritonserver": (str,),
     "tritonserver_origin": (str,),
     "explicit_tritonserver": (str,),
@@ -181,7 +183,7 @@ def _field_value(key: str, value: Any) -> Any:
     """Convert a YAML value to the record's field type."""
     if key in _PATH_FIELDS:
         return Path(value)
-    if key == "models":
+    if key in ("models", "chosen_models"):
         return tuple(str(item) for item in value)
     return value
 
@@ -286,15 +288,18 @@ class Registry:
         with contextlib.suppress(FileNotFoundError):
             self.path_for(name).unlink()
 
-    def resolve(self, name: str | None, running: bool = False) -> SessionRecord:
+    def resolve(self, name: str | None, running: bool = False, model: str | None = None) -> SessionRecord:
         """The named session, or when none is named the only one running (or the only one there is).
         `running`: the caller needs a server that runs (load, reload, bench), so naming a stopped one is
-        no way out when none runs."""
+        no way out when none runs. `model`: the verb names one, so of several running sessions the one
+        that serves it."""
         if name:
             return self.load(name)
         records, errors = self.scan()
         states = {r.name: effective_state(r) for r in records}
         live = [r for r in records if states[r.name] in (STARTING, READY)]
+        if model and len(live) > 1:
+            return _serving(live, model)
         if len(live) == 1:
             return live[0]
         if len(records) == 1 and not errors and not live:
@@ -310,6 +315,23 @@ class Registry:
             raise SessionStopped(f"no session runs ({_in_states(states)}): start one with "
                                  f"ge-console restart NAME, or ge-console up SPEC")
         raise SessionAmbiguous(f"no session runs among {', '.join(states)}: name one")
+
+
+def serves(record: SessionRecord, model: str) -> bool:
+    """Whether the session serves the model or can load it: it loaded it at start, or its repository here
+    has the model's folder."""
+    return model in record.models or (record.repository is not None and (record.repository / model).is_dir())
+
+
+def _serving(live: list[SessionRecord], model: str) -> SessionRecord:
+    """The one running session that serves model; SessionAmbiguous or SessionNotFound naming the others."""
+    serving = [r for r in live if serves(r, model)]
+    if len(serving) == 1:
+        return serving[0]
+    if serving:
+        raise SessionAmbiguous(f"{len(serving)} running sessions serve {model} "
+                               f"({', '.join(r.name for r in serving)}): name one with -s NAME")
+    raise SessionNotFound(f"no running session serves {model} (running: {', '.join(r.name for r in live)})")
 
 
 def _in_states(states: dict[str, str]) -> str:
