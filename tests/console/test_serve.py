@@ -72,7 +72,7 @@ def _status(url: str) -> int:
         return exc.code
 
 
-def test_serve_prints_a_keyed_url_on_a_free_port(tmp_path: Path) -> None:
+def test_serve_prints_one_url_with_its_key_on_a_free_port(tmp_path: Path) -> None:
     env = {**os.environ, "GE_CONSOLE_STATE_DIR": str(tmp_path)}
     command = [sys.executable, "-m", "triton_ge_console.cli", "serve"]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
@@ -95,4 +95,6 @@ def test_serve_prints_a_keyed_url_on_a_free_port(tmp_path: Path) -> None:
         assert _status(f"{base}/?key={key}") == 200
     finally:
         server.terminate()
-        server.wait(timeout=20)
+        rest, _ = server.communicate(timeout=20)
+    urls = re.findall(r"https?://\S+", line + rest)  # one URL, with its key: one without it answers 403
+    assert urls == [f"{base}/?key={key}"], line + rest

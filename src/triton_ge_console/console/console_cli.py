@@ -249,6 +249,9 @@ def keyed_server(command: str, key: str, port: int) -> Any:
             app.middlewares.append(key_guard(key))
             return app
 
+        async def on_startup(self, app: web.Application) -> None:
+            """Say nothing: textual-serve's banner gives the URL without the key (a 403); ours has it."""
+
         def initialize_logging(self) -> None:
             super().initialize_logging()
             for handler in logging.getLogger().handlers:  # the access log would print every ?key=
