@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -19,6 +20,7 @@ import pytest
 import tritonclient.grpc as triton_grpc
 from tritonclient.utils import InferenceServerException
 
+from tests.conftest import RunningServer
 from tests.models import write_echo_model
 from tests.sessions.helpers import group_processes, write_ge_spec
 from tests.waiting import wait_until
@@ -354,3 +356,21 @@ def test_attach_to_nothing_is_one_clear_line(capsys: pytest.CaptureFixture[str])
         port = probe.getsockname()[1]
     assert main(["attach", f"http://127.0.0.1:{port}", "--name", "ghost"]) == 1
     assert "no Triton server answers there" in one_error_line(capsys)
+
+
+def test_a_second_attach_of_the_same_server_is_refused_naming_the_first(
+        triton_factory: Callable[..., RunningServer], python_backends: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    write_echo_model(tmp_path / "repo", "echo")
+    server = triton_factory(tmp_path / "repo", python_backends, ("echo",))
+    url = f"http://127.0.0.1:{server.ports.http}"
+    assert main(["attach", url, "--name", "first"]) == 0
+    capsys.readouterr()
+    for again in (url, f"http://localhost:{server.ports.http}/"):  # the same server, however spelled
+        assert main(["attach", again, "--name", "second"]) == 1
+        assert capsys.readouterr().err == (
+            f"ge-console: error: {url} is already attached as session 'first': "
+            f"use -s first, or ge-console down first to attach it anew\n")
+    assert not Registry().exists("second")
+    assert main(["down", "first"]) == 0
+    assert main(["attach", url, "--name", "second"]) == 0  # once detached, it may be attached again

@@ -313,6 +313,7 @@ def attach(
     if token is not None and (problem := token_problem(token)):
         raise LaunchError(problem)
     http_url = endpoint_url(url, "URL")
+    _refuse_attached_twice(http_url, registry)
     grpc_url = host_port(endpoint_url(grpc_url, "--grpc-url", ("grpc",))) if grpc_url else None
     metrics_url = endpoint_url(metrics_url, "--metrics-url", path_allowed=True) if metrics_url else None
     models = _serving_models(TritonControl(http_url, token, token_header=token_header, timeout=10.0))
@@ -351,6 +352,7 @@ def attach_engine(url: str, name: str, registry: Registry, engine: str, metrics_
     if ca_file is not None and not ca_file.is_file():
         raise LaunchError(f"--ca {ca_file}: no such file")
     http_url = endpoint_url(url, "URL").rstrip("/")
+    _refuse_attached_twice(http_url, registry)
     given = endpoint_url(metrics_url, "--metrics-url", path_allowed=True) if metrics_url else None
     workdir = paths.session_dir(name)
     record = SessionRecord(
@@ -370,6 +372,25 @@ def attach_engine(url: str, name: str, registry: Registry, engine: str, metrics_
     record = record.replace(models=tuple(m.name for m in snapshot.models))
     registry.save(record)
     return record
+
+
+def _refuse_attached_twice(http_url: str, registry: Registry) -> None:
+    """LaunchError naming the running attached session already at this server (however its URL is spelled):
+    a second one would show and count the same server twice."""
+    for record in registry.scan()[0]:
+        if (record.attached and effective_state(record) not in (DEAD, STOPPED)
+                and _same_server(record.http_url, http_url)):
+            raise LaunchError(f"{record.http_url} is already attached as session '{record.name}': use -s "
+                              f"{record.name}, or ge-console down {record.name} to attach it anew")
+
+
+def _same_server(one: str, other: str) -> bool:
+    """Whether two normalised endpoint URLs reach the same server (localhost is 127.0.0.1)."""
+    def key(url: str) -> tuple[str, str | None, int | None]:
+        parsed = urlparse(url)
+        host = "127.0.0.1" if parsed.hostname == "localhost" else parsed.hostname
+        return parsed.scheme, host, parsed.port
+    return key(one) == key(other)
 
 
 def _serving_models(control: TritonControl) -> tuple[str, ...]:
