@@ -10,6 +10,7 @@ import pytest
 from triton_ge_console.sessions.server.server_log import (
     LoadTimes,
     LogTail,
+    indexed_up_to,
     is_failure,
     last_lines,
     log_cause,
@@ -82,3 +83,21 @@ def test_load_times_follow_the_load_triton_serves(tmp_path: Path) -> None:
         out.write('I1207 16:31:25.000000 11046 model_lifecycle.cc:472] "loading: echo:1"\n'
                   "I1207 16:31:27.000000 11046 model_lifecycle.cc:839] \"successfully loaded 'echo'\"\n")
     assert loads.served_since()[("echo", "1")] - first == pytest.approx(11.498120)
+
+
+def test_a_reader_resumes_from_the_index_of_this_log_only(tmp_path: Path) -> None:
+    """A load begun before the index and served after it counts; an index of an earlier log is not used."""
+    log = tmp_path / "server.log"
+    log.write_text('I1207 16:31:13.000000 1 model_lifecycle.cc:472] "loading: echo:1"\n'
+                   "I1207 16:31:14.000000 1 model_lifecycle.cc:839] \"successfully loaded 'echo'\"\n"
+                   'I1207 16:31:20.000000 1 model_lifecycle.cc:472] "loading: echo:1"\n', encoding="utf-8")
+    writer = LoadTimes(log, resume=False)
+    first = writer.served_since()[("echo", "1")]
+    writer.save()
+    assert indexed_up_to(log) == log.stat().st_size
+    with log.open("a", encoding="utf-8") as out:
+        out.write("I1207 16:31:22.000000 1 model_lifecycle.cc:839] \"successfully loaded 'echo'\"\n")
+    assert LoadTimes(log).served_since()[("echo", "1")] - first == pytest.approx(7.0)
+    log.rename(tmp_path / "server.log.1")  # a new run's log: the index speaks of another file
+    log.write_text('I1207 16:40:00.000000 1 model_lifecycle.cc:472] "loading: echo:1"\n', encoding="utf-8")
+    assert indexed_up_to(log) is None and LoadTimes(log).served_since() == {}

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import json
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from triton_ge_console.files import write_atomic
 
 # Triton's glog-style prefix: level letter + MMDD, e.g. "E1130 10:55:01.123 ..."
 _LEVEL = re.compile(r"^([IWEF])\d{4} ")
@@ -87,7 +91,7 @@ class LogTail:
         self.backlog = backlog
         self.truncated = False  # the last read found the file shorter than before, and started over
         self._offset: int | None = start
-        self._partial = ""
+        self._partial = b""
 
     def read_new(self) -> list[LogLine]:
         """Complete lines appended since the last call (the first call reads the recent tail)."""
@@ -101,7 +105,7 @@ class LogTail:
         try:
             size = self.path.stat().st_size
             if self._offset is not None and size < self._offset:
-                self._offset, self._partial, self.truncated = 0, "", True
+                self._offset, self._partial, self.truncated = 0, b"", True
             start = max(self._offset or 0, size - self.backlog)
             with open(self.path, "rb") as handle:
                 handle.seek(start)
@@ -109,9 +113,14 @@ class LogTail:
         except OSError:
             return []
         skipped, self._offset = start > (self._offset or 0), start + len(chunk)
-        lines = ("" if skipped else self._partial) + chunk.decode("utf-8", errors="replace")
-        *complete, self._partial = lines.split("\n")
-        return complete[1:] if skipped else complete  # a skip cuts the first line
+        *complete, self._partial = ((b"" if skipped else self._partial) + chunk).split(b"\n")
+        lines = [line.decode("utf-8", errors="replace") for line in complete]
+        return lines[1:] if skipped else lines  # a skip cuts the first line
+
+    @property
+    def line_end(self) -> int | None:
+        """Where the last complete line read ends (a LogTail started there reads on from the next one)."""
+        return None if self._offset is None else self._offset - len(self._partial)
 
 
 def log_size(path: Path | None) -> int | None:
@@ -180,23 +189,63 @@ _LOAD_FAILED = re.compile(r"^E\d{4} .* model_lifecycle\.cc:\d+\] \"failed to loa
 FULL_LOG_BYTES = 64 << 20  # a log read whole for its loads: more than any session writes without verbose
 
 
+LOADS_SUFFIX = ".loads"  # beside the log: its loads as far as the session's supervisor has read it
+INDEX_EVERY_BYTES = 1 << 20  # the index is written again once the log grew this much (or a load changed)
+LoadKey = tuple[str, str]  # (model, version)
+
+
 class LoadTimes:
     """When the load Triton serves each model version from began (epoch seconds), by its log: a Python stub
-    started before it belongs to an earlier generation of that version, which Triton no longer serves."""
+    started before it belongs to an earlier generation of that version, which Triton no longer serves.
 
-    def __init__(self, path: Path | None) -> None:
-        self._tail = LogTail(path, backlog=FULL_LOG_BYTES, start=0)
-        self._loading: dict[tuple[str, str], float] = {}  # loads begun, not yet served or failed
-        self._served: dict[tuple[str, str], float] = {}
+    The session's supervisor reads its log as it grows and keeps what it found in an index beside it
+    (`save`); a new reader (`status` runs in a fresh process) starts from that index and reads only the log
+    written since, rather than the whole log from its start."""
 
-    def served_since(self) -> dict[tuple[str, str], float]:
+    def __init__(self, path: Path | None, resume: bool = True) -> None:
+        self.path = path
+        self._resume = resume
+        self._tail: LogTail | None = None  # made at the first read: the index is newest then
+        self._loading: dict[LoadKey, float] = {}  # loads begun, not yet served or failed
+        self._served: dict[LoadKey, float] = {}
+        self._saved: tuple[int, dict[LoadKey, float], dict[LoadKey, float]] | None = None
+
+    def served_since(self) -> dict[LoadKey, float]:
         """(model, version) → when the load now served began (read incrementally)."""
+        if self._tail is None:
+            self._tail = self._start()
         lines = self._tail.read_lines()
         if self._tail.truncated:  # a new log: what the old one said is gone with it
             self._loading, self._served = {}, {}
         for line in lines:
             self._take(line)
         return dict(self._served)
+
+    def _start(self) -> LogTail:
+        """A tail of the log from where its index got (its loads taken from it), else from its start."""
+        index = _read_index(self.path) if self._resume and self.path is not None else None
+        if index is None:
+            return LogTail(self.path, backlog=FULL_LOG_BYTES, start=0)
+        offset, self._loading, self._served = index
+        return LogTail(self.path, backlog=FULL_LOG_BYTES, start=offset)
+
+    def save(self) -> None:
+        """Write the index of what was read (private, atomic) when a load changed or the log grew enough."""
+        end = self._tail.line_end if self._tail is not None else None
+        if self.path is None or end is None:
+            return
+        if self._saved is not None and self._saved[1:] == (self._loading, self._served) and (
+                0 <= end - self._saved[0] < INDEX_EVERY_BYTES):
+            return
+        try:
+            inode = self.path.stat().st_ino
+            write_atomic(loads_index(self.path), json.dumps({
+                "inode": inode, "offset": end,
+                "loading": [[*key, began] for key, began in self._loading.items()],
+                "served": [[*key, began] for key, began in self._served.items()]}))
+        except OSError:
+            return
+        self._saved = (end, dict(self._loading), dict(self._served))
 
     def _take(self, line: str) -> None:
         """Follow one log line's load, success or failure."""
@@ -207,6 +256,42 @@ class LoadTimes:
                 self._served[key] = self._loading.pop(key)
         elif match := _LOAD_FAILED.match(line):
             self._loading.pop((match[1], match[2]), None)
+
+
+def loads_index(log: Path) -> Path:
+    """The index of a log's loads, beside it."""
+    return log.with_name(log.name + LOADS_SUFFIX)
+
+
+def indexed_up_to(log: Path) -> int | None:
+    """How far into the log its index has read (None: no index of this log)."""
+    index = _read_index(log)
+    return index[0] if index is not None else None
+
+
+def _read_index(log: Path) -> tuple[int, dict[LoadKey, float], dict[LoadKey, float]] | None:
+    """The offset read to and the loads begun and served there, from the index of this very log (None: no
+    index, an unreadable one, or one of an earlier log: another file, or longer than this one)."""
+    try:
+        data = json.loads(loads_index(log).read_text(encoding="utf-8"))
+        info = log.stat()
+        offset = int(data["offset"])
+        if data["inode"] != info.st_ino or not 0 <= offset <= info.st_size:
+            return None
+        loading, served = ({(str(model), str(version)): float(began) for model, version, began in data[part]}
+                           for part in ("loading", "served"))
+        return offset, loading, served
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def keep_load_index(log: Path, interval_s: float = 0.5) -> None:
+    """Read a session's log as it grows and keep the index of its loads (a supervisor's thread, for life)."""
+    loads = LoadTimes(log, resume=False)
+    while True:
+        loads.served_since()
+        loads.save()
+        time.sleep(interval_s)
 
 
 def _utc_epoch(month: int, day: int, hour: int, minute: int, second: int, micros: int) -> float:

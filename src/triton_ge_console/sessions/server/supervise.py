@@ -8,6 +8,9 @@ a SIGTERM sent to the supervisor itself is forwarded to the server's group (how 
 was never read is still stopped). While the server runs, the supervisor keeps its shared-memory regions
 0600 (Triton's Python backend creates them 0644 whatever the umask).
 
+While it runs, the supervisor also reads the server log as it grows and keeps an index of its models' loads
+beside it (`server_log.keep_load_index`), so a new reader (`status`) reads only what came after.
+
 Once the server has ended, whatever of its group is left (Python stubs a crash orphaned, which can hang on
 a lock the dead server held) is killed at once, before the exit is recorded.
 
@@ -41,7 +44,7 @@ from triton_ge_console.sessions.server.events import (
 )
 from triton_ge_console.sessions.server.paths import PRIVATE_UMASK, open_private
 from triton_ge_console.sessions.server.restart_policy import ON_CRASH, Backoff, crashed, exit_in_words
-from triton_ge_console.sessions.server.server_log import FATAL, LogTail
+from triton_ge_console.sessions.server.server_log import FATAL, LogTail, keep_load_index
 from triton_ge_console.sessions.server.shm import remove_shm_regions
 
 PID_FILE = "server.pid"
@@ -63,6 +66,7 @@ def main(argv: list[str]) -> int:
     write_atomic(folder / SUPERVISOR_PID_FILE, f"{os.getpid()}\n")
     forward = _Forwarder()
     signal.signal(signal.SIGTERM, forward.handle)
+    threading.Thread(target=keep_load_index, args=(folder / LOG_NAME,), daemon=True).start()
     _Supervisor(folder, command, forward, session).run()
     return 0
 
