@@ -476,6 +476,19 @@ LLAMA_GENERATE = """
 """  # a spec's models entry: the demo KV-cache llama as a generate model
 
 
+def llama_text(name: str = "llama_text", max_tokens: int = 32, kv_cache_mib: int = 1) -> str:
+    """A spec's models entry: the demo KV-cache llama as a generate model with its tokenizer."""
+    return f"""
+  - name: {name}
+    backend: ge
+    source: demo:llama_kv
+    generate: {{max_tokens: {max_tokens}, kv_cache_mib: {kv_cache_mib}, tokenizer: demo:llama_kv}}
+"""
+
+
+TEXT_PROMPT = "The console watches the cache of keys and values"  # a prompt for llama_text
+
+
 def build_spec(root: Path, spec: str, repository: str = "repo") -> Path:
     """ROOT/deploy.yaml holding `spec`, built by the real builder into ROOT/<repository>; returns that."""
     from triton_ge_console.repository.build import build_repository

@@ -16,20 +16,13 @@ import tritonclient.grpc as grpcclient
 
 from tests.backend_glue.conftest import server_env
 from tests.conftest import RunningServer, run_triton
-from tests.models import build_spec, direct_decoder
+from tests.models import TEXT_PROMPT, build_spec, direct_decoder, llama_text
 from tests.waiting import until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.generate_text import TextCodec
 from triton_ge_console.backend_glue.installer import install_backend_dir
 
-SPEC = """
-models:
-  - name: llama_text
-    backend: ge
-    source: demo:llama_kv
-    generate: {max_tokens: 32, kv_cache_mib: 1, tokenizer: demo:llama_kv}
-"""
-PROMPT = "The console watches the cache of keys and values"
+SPEC = "models:" + llama_text()
 
 
 @pytest.fixture(scope="module")
@@ -86,16 +79,16 @@ def test_demo_tokenizer_decodes_every_id_of_the_demo_vocabulary(codec: TextCodec
     """The built tokenizer.json is the demo's: every id past the specials is a word; text round-trips."""
     assert all(codec.decode([i]) for i in range(3, 32000, 997))
     assert codec.decode([31999]) != codec.decode([31998])
-    ids = codec.encode(PROMPT)
+    ids = codec.encode(TEXT_PROMPT)
     assert len(ids) == 9 and 0 not in ids  # every word known: no <unk>
-    assert codec.decode(list(ids)) == PROMPT.lower()
+    assert codec.decode(list(ids)) == TEXT_PROMPT.lower()
 
 
 def test_a_text_prompt_streams_text_equal_to_the_direct_loop(server: RunningServer, codec: TextCodec) -> None:
     """text_input in, one response per token carrying its id and its text piece: the ids equal the direct
     greedy loop over the encoded prompt, the pieces joined equal decoding those ids."""
-    pieces = _grpc_text(server, PROMPT, 20)
-    expected = direct_decoder()(codec.encode(PROMPT), 20)
+    pieces = _grpc_text(server, TEXT_PROMPT, 20)
+    expected = direct_decoder()(codec.encode(TEXT_PROMPT), 20)
     assert [token for token, _ in pieces] == expected
     assert "".join(piece for _, piece in pieces) == codec.decode(expected)
     assert all(piece for _, piece in pieces)  # word level: every token adds its word
@@ -106,14 +99,14 @@ def test_http_generate_stream_takes_and_gives_text(server: RunningServer, codec:
     connection = http.client.HTTPConnection("127.0.0.1", server.ports.http, timeout=120)
     try:
         connection.request("POST", "/v2/models/llama_text/generate_stream",
-                           body=json.dumps({"text_input": PROMPT, "max_tokens": 7}).encode(),
+                           body=json.dumps({"text_input": TEXT_PROMPT, "max_tokens": 7}).encode(),
                            headers={"Content-Type": "application/json"})
         response = connection.getresponse()
         assert response.status == 200
         events = [json.loads(line[5:]) for line in response if line.startswith(b"data:")]
     finally:
         connection.close()
-    expected = direct_decoder()(codec.encode(PROMPT), 7)
+    expected = direct_decoder()(codec.encode(TEXT_PROMPT), 7)
     assert [event["token_id"] for event in events] == expected
     assert "".join(event["text_output"] for event in events) == codec.decode(expected)
 
@@ -123,7 +116,7 @@ def test_text_refusals_are_one_clear_error(server: RunningServer) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", server.ports.http, timeout=60)
     errors = []
     try:
-        for body in ({"text_input": PROMPT, "input_ids": [1, 2]}, {"text_input": "   "}):
+        for body in ({"text_input": TEXT_PROMPT, "input_ids": [1, 2]}, {"text_input": "   "}):
             connection.request("POST", "/v2/models/llama_text/generate", body=json.dumps(body).encode(),
                                headers={"Content-Type": "application/json"})
             errors.append(json.loads(connection.getresponse().read())["error"])
@@ -156,7 +149,7 @@ def test_a_text_too_long_for_the_context_is_refused_before_it_is_tokenized(serve
 def test_a_misspelt_field_is_refused_naming_it_with_the_one_meant(server: RunningServer) -> None:
     """Issue 39: Triton's generate endpoint passes a JSON field naming no input as a request parameter, so
     max_new_tokens was ignored (128 tokens came back). It is refused, naming the field and the one meant."""
-    error = _generate_error(server, {"text_input": PROMPT, "max_new_tokens": 4})
+    error = _generate_error(server, {"text_input": TEXT_PROMPT, "max_new_tokens": 4})
     assert "unknown field max_new_tokens (did you mean max_tokens?): this model takes input_ids, " \
            "text_input, max_tokens, temperature, top_k, top_p, seed" in error
 

@@ -20,7 +20,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.models import direct_decoder
+from tests.models import TEXT_PROMPT, direct_decoder, llama_text
 from tests.sessions.conftest import module_state_dir
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.generate_text import TextCodec
@@ -35,18 +35,7 @@ from triton_ge_console.sessions.server.registry import SessionRecord
 pytestmark = pytest.mark.server
 
 TOKEN = "door-token-0451"
-SPEC = """
-models:
-  - name: llama_text
-    backend: ge
-    source: demo:llama_kv
-    generate: {max_tokens: 32, kv_cache_mib: 1, tokenizer: demo:llama_kv}
-  - name: llama_long
-    backend: ge
-    source: demo:llama_kv
-    generate: {max_tokens: 8000, kv_cache_mib: 64, tokenizer: demo:llama_kv}
-"""
-PROMPT = "The console watches the cache of keys and values"
+SPEC = "models:" + llama_text() + llama_text("llama_long", max_tokens=8000, kv_cache_mib=64)
 
 
 @pytest.fixture(scope="module")
@@ -109,12 +98,12 @@ def test_a_streamed_completion_is_triton_s_generate_stream_text(client: openai.O
                                                                 codec: TextCodec) -> None:
     """Greedy, 12 tokens: the streamed pieces joined equal generate_stream's text for the same prompt, and
     the usage counts the prompt's tokens and the 12 generated."""
-    stream = client.completions.create(model="llama_text", prompt=PROMPT, max_tokens=12, temperature=0,
+    stream = client.completions.create(model="llama_text", prompt=TEXT_PROMPT, max_tokens=12, temperature=0,
                                        stream=True, stream_options={"include_usage": True})
     chunks = list(stream)
     text = "".join(choice.text for chunk in chunks for choice in chunk.choices)
-    assert text == _generate_stream_text(session, PROMPT, 12)
-    assert text == codec.decode(direct_decoder()(codec.encode(PROMPT), 12))
+    assert text == _generate_stream_text(session, TEXT_PROMPT, 12)
+    assert text == codec.decode(direct_decoder()(codec.encode(TEXT_PROMPT), 12))
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
     usage = chunks[-1].usage
     assert usage is not None and (usage.prompt_tokens, usage.completion_tokens) == (9, 12)
@@ -124,7 +113,7 @@ def test_a_streamed_chat_goes_through_the_template_and_reports_usage(client: ope
                                                                       codec: TextCodec) -> None:
     """The demo tokenizer has no chat_template: the documented default renders the messages; the reply is
     the direct greedy loop over that prompt, and the last chunk carries the usage."""
-    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": PROMPT}]
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": TEXT_PROMPT}]
     stream = client.chat.completions.create(model="llama_text", messages=messages,  # type: ignore[arg-type]
                                             max_tokens=10, stream=True, temperature=0,
                                             stream_options={"include_usage": True})
@@ -141,9 +130,9 @@ def test_a_streamed_chat_goes_through_the_template_and_reports_usage(client: ope
 
 def test_a_whole_completion_stops_at_a_stop_sequence(client: openai.OpenAI, codec: TextCodec) -> None:
     """Not streamed: the text ends before the stop sequence, finish_reason stop, usage counted."""
-    full = codec.decode(direct_decoder()(codec.encode(PROMPT), 12))
+    full = codec.decode(direct_decoder()(codec.encode(TEXT_PROMPT), 12))
     stop = full.split()[3]
-    reply = client.completions.create(model="llama_text", prompt=PROMPT, max_tokens=12, temperature=0,
+    reply = client.completions.create(model="llama_text", prompt=TEXT_PROMPT, max_tokens=12, temperature=0,
                                       stop=[stop])
     assert reply.choices[0].text == full[:full.index(stop)]
     assert reply.choices[0].finish_reason == "stop"
@@ -196,7 +185,7 @@ def test_a_client_that_goes_away_cancels_its_generation(session: SessionRecord, 
         wait_until(lambda: _answers(base, headers), timeout=60, what="the front door answering")
         before = _ended(session, "cancel")
         body = {"model": "llama_long", "stream": True, "max_tokens": 8000,
-                "messages": [{"role": "user", "content": PROMPT}]}
+                "messages": [{"role": "user", "content": TEXT_PROMPT}]}
         url = f"{base}/chat/completions"
         with httpx.stream("POST", url, json=body, headers=headers, timeout=60) as reply:
             assert reply.status_code == 200
@@ -274,7 +263,7 @@ def test_a_whole_completion_s_client_that_goes_away_cancels_it_too(session: Sess
     """Not streamed: a client that gives up (its 3 s timeout, then its connection closed) before 8,000
     tokens are generated ends the generation by cancel, not by its length."""
     before = _ended(session, "cancel")
-    body = {"model": "llama_long", "prompt": PROMPT, "max_tokens": 8000}
+    body = {"model": "llama_long", "prompt": TEXT_PROMPT, "max_tokens": 8000}
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(f"{door.url}/completions", json=body, headers={"Authorization": f"Bearer {TOKEN}"},
                    timeout=httpx.Timeout(60, read=3))
