@@ -26,9 +26,7 @@ benchmarks/results/generate_overhead.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -45,6 +43,7 @@ import numpy as np
 import onnxruntime as ort
 import psutil
 
+from result_file import arguments, write_result
 from triton_ge_console.backend_glue.distribution import ALLOCATOR_ENV, ALLOCATOR_OPT_OUT, find_distribution
 from triton_ge_console.backend_glue.generate_batch import step_feeds
 from triton_ge_console.backend_glue.generate_model import step_run
@@ -61,7 +60,6 @@ from triton_ge_console.sessions.observe.health import stub_backends
 from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick_ports, server_args
 from triton_ge_console.sessions.server.shm import new_shm_prefix, remove_shm_regions, shm_arguments
 
-RESULTS = Path(__file__).resolve().parent / "results"
 MODEL, FLOOR = "llama_generate", "floor_stream"
 GLUE = "triton_ge"  # the glue of this checkout; --compare adds others
 RERUN_MARK = "GE_GENERATE_BENCH_RERUN"  # set in the run as_the_server_runs starts
@@ -458,16 +456,13 @@ def compared(options: list[str]) -> list[tuple[str, Path]]:
 
 def parse_args() -> argparse.Namespace:
     """The options in the docstring."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__, "generate_overhead", rounds=5)
     parser.add_argument("--prompt", type=int, default=128)
     parser.add_argument("--output", type=int, default=128)
-    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--per-round", type=int, default=3, help="generations per variant per round")
     parser.add_argument("--streams", type=int, default=8)
     parser.add_argument("--compare", action="append", default=[], metavar="NAME=SRC",
                         help="another glue: a server importing the package from SRC, reported as NAME")
-    parser.add_argument("--json", type=Path, default=RESULTS / "generate_overhead.json")
     return parser.parse_args()
 
 
@@ -526,11 +521,7 @@ def main() -> int:
     figures.update({"rounds": rounds, "prompt": args.prompt, "output": args.output, "streams": args.streams,
                     "compared": {name: str(src) for name, src in compared(args.compare)}})
     print_tables(figures, args)
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
-               "onnxruntime": ort.__version__, "load_average": os.getloadavg()}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({**figures, "machine": machine}, indent=2) + "\n")
-    note(f"wrote {args.json}")
+    write_result(args.json, figures, onnxruntime=ort.__version__)
     return 0
 
 

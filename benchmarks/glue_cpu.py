@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -45,6 +43,7 @@ from typing import Any
 import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
+from result_file import arguments, write_result
 from triton_cost import EVICT, SHAPES, _ids, build, start, stub_pid
 from triton_ge_console.backend_glue.flusher import FLUSH_INTERVAL_S
 from triton_ge_console.sessions.loadgen.inputs import RequestTensor
@@ -52,7 +51,6 @@ from triton_ge_console.sessions.loadgen.rounds import Spread, round_order
 from triton_ge_console.sessions.loadgen.transport import open_transport
 from triton_ge_console.sessions.loadgen.vs_direct import open_direct
 
-RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_MS = 0.2
 SERVED = {"ge": "llama_model", "floor": "floor_model"}
 PATHS = ("direct", "cold", "ge", "floor")
@@ -257,14 +255,11 @@ def instructions(runs: int) -> dict[str, float]:
 
 def parse_args() -> argparse.Namespace:
     """Command line."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = arguments(__doc__, "glue_cpu", rounds=3)
     parser.add_argument("--requests", type=int, default=200,
                         help="requests (direct: runs) per path, size and round")
     parser.add_argument("--instructions", action="store_true",
                         help="also count direct's instructions per run (callgrind)")
-    parser.add_argument("--json", type=Path, default=RESULTS / "glue_cpu.json")
     return parser.parse_args()
 
 
@@ -299,17 +294,13 @@ def main() -> int:
             main_ms = statistics.median(r[f"{size}/ge/main"] for r in rounds)
             print(f"| {size.replace('x', ' × ')} | {count:,.0f} | {f['direct_cpu_ms'].median:.3f} "
                   f"| {f['direct_cpu_ms'].median * 1e6 / count:.3f} | {main_ms * 1e6 / count:.3f} |")
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
-               "load_average_before": load_before, "load_average_after": os.getloadavg()}
     document = {size: {k: (v.__dict__ if isinstance(v, Spread) else v) for k, v in f.items()}
                 for size, f in found.items()}
     for size, f in found.items():
         document[size]["glue_own_cpu_ms"]["resolved"] = f["glue_own_cpu_ms"].resolved
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"sizes": document, "rounds": rounds,
-                                     "instructions_per_direct_run": counted, "machine": machine},
-                                    indent=2) + "\n")
-    note(f"wrote {args.json}; load average {load_before} → {os.getloadavg()}")
+    write_result(args.json, {"sizes": document, "rounds": rounds, "instructions_per_direct_run": counted},
+                 load_before)
+    note(f"load average {load_before} → {os.getloadavg()}")
     return 0
 
 

@@ -26,9 +26,6 @@ Prints markdown tables; writes benchmarks/results/glue_overhead.json (or --json 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -41,6 +38,7 @@ import onnxruntime as ort
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from result_file import arguments, write_result
 from triton_ge_console.backend_glue.distribution import find_distribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.demo_models import demo_bytes
@@ -48,7 +46,6 @@ from triton_ge_console.sessions.loadgen.rounds import Spread, round_order
 from triton_ge_console.sessions.loadgen.run import LoadSpec, run_load_sync
 from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick_ports, server_args
 
-RESULTS = Path(__file__).resolve().parent / "results"
 MODEL = "llama_model"
 BATCHES = (1, 4, 8)
 CONFIG = """name: "llama_model"
@@ -535,12 +532,10 @@ def _cell(spread: dict[str, float], digits: int) -> str:
 
 def parse_args() -> argparse.Namespace:
     """Command line."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__, "glue_overhead", rounds=3)
     parser.add_argument("--seqs", default="16,1", type=lambda text: [int(v) for v in text.split(",")],
                         help="tokens per request, comma-separated; the first gives the headline figures")
     parser.add_argument("--requests", type=int, default=30, help="timed requests per path per round")
-    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=float, default=6.0, help="seconds of throughput per path")
     parser.add_argument("--concurrency", default="1,4,16",
                         type=lambda text: [int(v) for v in text.split(",")],
@@ -554,7 +549,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--queue-delay-us", type=int, default=0,
                         help="dynamic batcher max_queue_delay_microseconds (a single client waits this long "
                              "for company at batch 1)")
-    parser.add_argument("--json", type=Path, default=RESULTS / "glue_overhead.json")
     return parser.parse_args()
 
 
@@ -629,17 +623,8 @@ def main() -> int:
     figures.update({"instances": args.instances, "threads": args.threads, "concurrency": args.concurrency,
                     "baseline_src": None if baseline is None else str(baseline),
                     "queue_delay_us": args.queue_delay_us})
-    write_json(args.json, figures)
+    write_result(args.json, figures, onnxruntime=ort.__version__)
     return 0
-
-
-def write_json(path: Path, figures: dict[str, Any]) -> None:
-    """The figures with what they were measured on, as pretty JSON."""
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
-               "onnxruntime": ort.__version__, "load_average": os.getloadavg()}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**figures, "machine": machine}, indent=2) + "\n")
-    note(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -17,10 +17,6 @@ table; writes benchmarks/results/long_prompt.json.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
 import shutil
 import statistics
 import sys
@@ -31,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from generate_overhead import note, prompt, start
+from result_file import arguments, write_result
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.build import build_repository
 from triton_ge_console.repository.spec.load import load_spec
@@ -39,7 +36,6 @@ from triton_ge_console.sessions.loadgen.pinning import stub_pids
 from triton_ge_console.sessions.loadgen.rounds import round_order
 from triton_ge_console.sessions.server.shm import remove_shm_regions
 
-RESULTS = Path(__file__).resolve().parent / "results"
 MODELS = {"chunked": 256, "whole": 8192}  # model → max_num_batched_tokens
 SPEC_ENTRY = """  - name: {name}
     backend: ge
@@ -143,11 +139,8 @@ def print_table(figures: dict[str, Any], long: int) -> None:
 
 def main() -> int:
     """Run the rounds, print the table, write the JSON."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__, "long_prompt", rounds=3)
     parser.add_argument("--long", type=int, default=6000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--json", type=Path, default=RESULTS / "long_prompt.json")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="ge-long-prompt-bench-"))
     repo, backends = build(root)
@@ -180,11 +173,7 @@ def main() -> int:
     figures: dict[str, Any] = {"models": summarize(rounds), "ratios": ratios, "rounds": rounds,
                                "rounds_run": len(rounds), "long": args.long, "budgets": MODELS}
     print_table(figures, args.long)
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
-               "load_average": os.getloadavg()}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({**figures, "machine": machine}, indent=2) + "\n")
-    note(f"wrote {args.json}")
+    write_result(args.json, figures)
     return 0
 
 

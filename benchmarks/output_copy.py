@@ -13,11 +13,8 @@ frombuffer). Prints a markdown table; writes benchmarks/results/output_copy.json
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -30,8 +27,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from result_file import arguments, write_result
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
 ACL_MEMCPY_DEVICE_TO_HOST = 2
 
 
@@ -119,18 +117,12 @@ def table(figures: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = arguments(__doc__, "output_copy", rounds=5)
     parser.add_argument("--mib", type=int, default=256)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--json", type=Path, default=RESULTS / "output_copy.json")
     args = parser.parse_args()
     figures = measure(args.mib, args.rounds)
     print(table(figures))
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
-               "load_average": os.getloadavg()}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({**figures, "machine": machine}, indent=2) + "\n")
-    print(f"wrote {args.json}", file=sys.stderr)
+    write_result(args.json, figures)
     return 0
 
 

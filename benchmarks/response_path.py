@@ -23,16 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import onnxruntime as ort
 import psutil
 import tritonclient.http as httpclient
 
-from glue_overhead import FLOOR, MODEL, build, note, write_json
+from glue_overhead import FLOOR, MODEL, build, note
+from result_file import arguments, write_result
 from triton_ge_console.backend_glue.distribution import ALLOCATOR_ENV, TritonDistribution, find_distribution
 from triton_ge_console.sessions.loadgen.rounds import round_order
 from triton_ge_console.sessions.loadgen.run import LoadSpec, run_load_sync
 from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick_ports, server_args
 
-RESULTS = Path(__file__).resolve().parent / "results"
 ARMS = ("tuned", "default")
 PARTS = ("server", "stub", "client")
 
@@ -137,12 +138,9 @@ def print_table(seq: int, figures: dict[str, Any], concurrency: int) -> None:
 
 def parse_args() -> argparse.Namespace:
     """Command line."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__, "response_path", rounds=3)
     parser.add_argument("--seqs", default="16,1", type=lambda text: [int(v) for v in text.split(",")])
-    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--json", type=Path, default=RESULTS / "response_path.json")
     return parser.parse_args()
 
 
@@ -164,7 +162,7 @@ def main() -> int:
     result = {"by_seq": {str(seq): figures for seq, (figures, _) in measured.items()},
               "rounds_by_seq": {str(seq): rounds for seq, (_, rounds) in measured.items()},
               "allocator_env": ALLOCATOR_ENV, "concurrency": args.concurrency, "rounds": args.rounds}
-    write_json(args.json, result)
+    write_result(args.json, result, onnxruntime=ort.__version__)
     return 0
 
 

@@ -14,10 +14,6 @@ benchmarks/results/stub_calls.json.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -30,10 +26,10 @@ import numpy as np
 import psutil
 
 from generate_overhead import build, note, start
+from result_file import arguments, write_result
 from triton_ge_console.sessions.loadgen.rounds import Spread, round_order
 from triton_ge_console.sessions.server.shm import remove_shm_regions
 
-RESULTS = Path(__file__).resolve().parent / "results"
 PROBE = "stub_calls"
 KINDS = ("is_cancelled", "histogram observe", "counter increment", "send")
 COLUMNS = ("tritonserver_cpu_us", "stub_cpu_us", "client_cpu_us", "wall_us")
@@ -110,11 +106,8 @@ def main() -> int:
     import grpc
     from tritonclient.grpc import service_pb2
 
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__, "stub_calls", rounds=5)
     parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--json", type=Path, default=RESULTS / "stub_calls.json")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="ge-stub-calls-"))
     repo, backends = build(root, 16, 1)
@@ -148,12 +141,7 @@ def main() -> int:
     print("| call | tritonserver CPU | stub CPU | client CPU | wall |\n|---|---|---|---|---|")
     for kind in KINDS:
         print(f"| {kind} | " + " | ".join(figures[kind][c].text("{:.0f}") for c in COLUMNS) + " |")
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
-               "load_average": os.getloadavg()}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    found = {"calls": args.calls, "rounds": rounds, "machine": machine}
-    args.json.write_text(json.dumps(found, indent=2) + "\n")
-    note(f"wrote {args.json}")
+    write_result(args.json, {"calls": args.calls, "rounds": rounds})
     return 0
 
 

@@ -26,7 +26,6 @@ import asyncio
 import dataclasses
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -41,6 +40,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2
 
 from glue_overhead import FLOOR, FLOOR_BACKEND
+from result_file import arguments, write_result
 from triton_ge_console.backend_glue.distribution import find_distribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.demo_models import demo_bytes
@@ -56,7 +56,6 @@ from triton_ge_console.sessions.loadgen.vs_direct import (
 )
 from triton_ge_console.sessions.server.process import Ports, TritonProcess, pick_ports, server_args
 
-RESULTS = Path(__file__).resolve().parent / "results"
 MODELS = {"llama_model": "demo:llama", "bert_model": "demo:bert"}
 GLUE_CONFIG = """name: "{name}"
 backend: "ge"
@@ -420,15 +419,12 @@ def _signed(figure: dict[str, float]) -> str:
 
 def parse_args() -> argparse.Namespace:
     """Command line."""
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = arguments(__doc__, "triton_cost", rounds=3)
     parser.add_argument("--requests", type=int, default=20, help="timed requests per path, shape and round")
     parser.add_argument("--throughput-s", type=float, default=1.5, help="seconds per path and round")
     parser.add_argument("--pin", type=lambda t: tuple(int(v) for v in t.split(",")), default=(1,),
                         help="CPUs for the executor in the pinned table (empty: no pinned table)")
     parser.add_argument("--parts", default="table,grpc,glue")
-    parser.add_argument("--json", type=Path, default=RESULTS / "triton_cost.json")
     return parser.parse_args()
 
 
@@ -451,12 +447,9 @@ def main() -> int:
             figures["table"] = table_part(ports, repo, process.pid, args)
     finally:
         process.stop()
-    machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
-               "load_average_before": load_before, "load_average_after": os.getloadavg()}
-    args.json.parent.mkdir(parents=True, exist_ok=True)
     previous = json.loads(args.json.read_text()) if args.json.is_file() else {}
-    args.json.write_text(json.dumps({**previous, **figures, "machine": machine}, indent=2) + "\n")
-    note(f"wrote {args.json}; load average {load_before} → {os.getloadavg()}")
+    write_result(args.json, {**previous, **figures}, load_before)
+    note(f"load average {load_before} → {os.getloadavg()}")
     return 0
 
 
