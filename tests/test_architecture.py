@@ -108,3 +108,21 @@ def test_no_two_modules_import_each_other() -> None:
         if module in graph.find_modules_directly_imported_by(imported)
     }
     assert pairs == set(), f"modules importing each other: {sorted(pairs)}"
+
+
+# The state words views and commands compare against, named once in triton_terms (and session_states).
+STATE_WORDS = {"READY", "LOADING", "UNLOADING", "UNAVAILABLE", "UNKNOWN", "FAILING", "NOT_READY"}
+# the same spelling meaning something else: a gRPC status code Triton prints in a failed start's log line
+OTHER_MEANINGS = {("sessions/server/server_log.py", "UNAVAILABLE")}
+
+
+def test_model_state_words_are_spelled_only_in_triton_terms() -> None:
+    """A literal "UNLOADING" beside MODEL_UNLOADING would drift from it: every module names the constant."""
+    spelled = sorted(
+        (str(path.relative_to(SRC)), node.lineno, node.value)
+        for path in SRC.rglob("*.py") if path.name != "triton_terms.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and node.value in STATE_WORDS
+        and (str(path.relative_to(SRC)), node.value) not in OTHER_MEANINGS
+    )
+    assert spelled == [], f"state words spelled outside triton_terms: {spelled}"

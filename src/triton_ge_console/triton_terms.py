@@ -6,8 +6,19 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 
-MODEL_READY = "READY"  # a model version's state in Triton's repository index when it serves
-HELD_STATES = (MODEL_READY, "LOADING", "UNLOADING")  # a model Triton serves or is changing over
+# A model version's state in Triton's repository index (triton core's model_lifecycle.h, ModelReadyState)
+MODEL_READY = "READY"  # it serves
+MODEL_LOADING, MODEL_UNLOADING = "LOADING", "UNLOADING"
+MODEL_UNAVAILABLE = "UNAVAILABLE"  # not loaded, or its load failed (the index gives a reason)
+MODEL_UNKNOWN = "UNKNOWN"  # an index entry without a state
+HELD_STATES = (MODEL_READY, MODEL_LOADING, MODEL_UNLOADING)  # a model Triton serves or is changing over
+CHANGING_STATES = (MODEL_LOADING, MODEL_UNLOADING)  # no command makes sense until it settles
+# ge-console's health of a model version (observe.health decides it): FAILING is READY in Triton's index,
+# yet not serving (its instance died, or every request fails)
+HEALTH_OK, FAILING, NOT_READY = "OK", "FAILING", "NOT_READY"
+# A server's health as its endpoints said (a snapshot's, a fleet row's): ready and live, live only, not
+# live (down), or no connection at all (the fleet's unreachable)
+SERVER_READY, SERVER_LIVE, SERVER_DOWN, SERVER_UNREACHABLE = "ready", "live", "down", "unreachable"
 DEFAULT_PORTS = {"http": 8000, "grpc": 8001, "metrics": 8002}  # tritonserver's own defaults
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # TYPE_INT64, and Triton's int64 config fields
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from triton_ge_console.session_states import STOPPED
 from triton_ge_console.sessions.lifecycle import down
-from triton_ge_console.sessions.server.registry import STOPPED, Registry, effective_state
+from triton_ge_console.sessions.server.registry import Registry, effective_state
 
 
 def stop_leftover_sessions(state_dir: Path) -> list[str]:

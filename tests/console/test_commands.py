@@ -12,8 +12,9 @@ import pytest
 
 from tests.sessions.test_races import servers_under
 from tests.waiting import wait_until
+from triton_ge_console.session_states import STARTING, STOPPED
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.server.registry import STARTING, STOPPED, Registry, effective_state
+from triton_ge_console.sessions.server.registry import Registry, effective_state
 
 from .leftovers import stop_leftover_sessions
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from triton_ge_console.console.demo import DEMO_NAME, new_demo_session
+from triton_ge_console.session_states import READY, STOPPED
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.server.registry import READY, STOPPED, Registry, effective_state
+from triton_ge_console.sessions.server.registry import Registry, effective_state
 
 from .leftovers import stop_leftover_sessions
 

@@ -23,8 +23,9 @@ from tests.sessions.test_default_session import hand_made
 from tests.sessions.test_races import killing_strays, servers_under
 from tests.waiting import wait_until
 from triton_ge_console.console.lifeline import LAST_RESORT_S, STOP_GRACE_S
+from triton_ge_console.session_states import READY
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.server.registry import READY, Registry, effective_state
+from triton_ge_console.sessions.server.registry import Registry, effective_state
 
 # A model whose unload outlasts the lifeline's grace and last resort: the console stops it all the same
 # (CI saw the console die mid-stop, its server left to others, the session "dead").

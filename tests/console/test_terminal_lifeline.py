@@ -22,8 +22,9 @@ import pytest
 
 from tests.models import write_echo_model
 from tests.sessions.test_races import killing_strays, servers_under
+from triton_ge_console.session_states import READY
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.server.registry import READY, Registry, effective_state
+from triton_ge_console.sessions.server.registry import Registry, effective_state
 
 ALT_SCREEN_ON = b"\x1b[?1049h"  # an app (re)starts drawing on the terminal's alternate screen
 

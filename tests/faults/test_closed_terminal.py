@@ -11,7 +11,8 @@ import pytest
 from tests.console.test_terminal_lifeline import PseudoTerminal, drain_until, ended, in_a_terminal
 from tests.sessions.test_races import killing_strays, servers_under
 from tests.waiting import wait_until
-from triton_ge_console.sessions.server.registry import READY, Registry, effective_state
+from triton_ge_console.session_states import READY
+from triton_ge_console.sessions.server.registry import Registry, effective_state
 
 LEFT_THE_SCREEN = b"\x1b[?1049l"  # the app leaves the terminal's alternate screen: it has ended
 ENDS_WITHIN_S = 30.0

@@ -15,7 +15,8 @@ import pytest
 
 from tests.sessions.conftest import stopping_sessions
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.server.registry import STOPPED, Registry
+from triton_ge_console.session_states import STOPPED
+from triton_ge_console.sessions.server.registry import Registry
 
 FILLER = "filler"
 

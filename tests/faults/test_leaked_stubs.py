@@ -19,8 +19,9 @@ from tests.models import write_echo_model
 from tests.sessions.test_launch import hostport
 from tests.waiting import wait_until
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.observe.health import FAILING, stub_instances
+from triton_ge_console.sessions.observe.health import stub_instances
 from triton_ge_console.sessions.server.registry import Registry, SessionRecord
+from triton_ge_console.triton_terms import FAILING
 
 pytestmark = pytest.mark.server
 KEY = ("echo", "1")

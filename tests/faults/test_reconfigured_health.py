@@ -18,8 +18,9 @@ from tests.waiting import wait_until
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.act.control import controller_for
 from triton_ge_console.sessions.live import LiveSource
-from triton_ge_console.sessions.observe.health import FAILING, OK, stub_instances
+from triton_ge_console.sessions.observe.health import stub_instances
 from triton_ge_console.sessions.server.registry import Registry, SessionRecord
+from triton_ge_console.triton_terms import FAILING, HEALTH_OK
 
 pytestmark = pytest.mark.server
 KEY = ("echo", "1")
@@ -68,10 +69,10 @@ def test_health_follows_instances_across_count_and_kind_changes(session: Session
             assert model is not None and model.state == "READY"
             return model.health, model.reason
 
-        assert health() == (OK, None)
+        assert health() == (HEALTH_OK, None)
         two = reconfigured(session, {"instance_group": [{"count": 2, "kind": "KIND_CPU"}]}, 2)
         assert sorted(two.values()) != ["echo_0"], "the new instances have new names"
-        assert [health(), health()] == [(OK, None)] * 2 and serves(session)
+        assert [health(), health()] == [(HEALTH_OK, None)] * 2 and serves(session)
 
         victim = min(two)
         os.kill(victim, signal.SIGKILL)
@@ -84,9 +85,9 @@ def test_health_follows_instances_across_count_and_kind_changes(session: Session
         groups = "instance_group [ { count: 3 kind: KIND_CPU } ]\n"
         config.write_text(config.read_text(encoding="utf-8") + groups, encoding="utf-8")
         reconfigured(session, None, 3)
-        assert [health(), health()] == [(OK, None)] * 2 and serves(session)
+        assert [health(), health()] == [(HEALTH_OK, None)] * 2 and serves(session)
 
         reconfigured(session, {"instance_group": [{"count": 1, "kind": "KIND_MODEL"}]}, 1)
-        assert [health(), health()] == [(OK, None)] * 2 and serves(session)
+        assert [health(), health()] == [(HEALTH_OK, None)] * 2 and serves(session)
     finally:
         source.poller.close()

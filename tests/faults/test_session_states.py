@@ -15,9 +15,10 @@ from triton_ge_console.console.connection import Connection
 from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.console.widgets.header import header_facts
 from triton_ge_console.repository.inventory import config_diff
+from triton_ge_console.session_states import NOT_ANSWERING
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe.stats import fetch_loaded_config
-from triton_ge_console.sessions.server.registry import NOT_ANSWERING, Registry
+from triton_ge_console.sessions.server.registry import Registry
 from triton_ge_console.triton_terms import RELOAD_PARAMETER
 
 

@@ -12,9 +12,10 @@ import pytest
 from tests.sessions.helpers import write_ge_spec
 from tests.waiting import wait_until
 from triton_ge_console.cli import main
+from triton_ge_console.session_states import READY
 from triton_ge_console.sessions.act.control import TritonControl
 from triton_ge_console.sessions.act.watch import watch_spec
-from triton_ge_console.sessions.server.registry import READY, SessionRecord
+from triton_ge_console.sessions.server.registry import SessionRecord
 
 
 @pytest.mark.server

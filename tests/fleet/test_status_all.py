@@ -21,10 +21,11 @@ from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.cli import main
 from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.fleet.status import FleetRow, running_records
+from triton_ge_console.session_states import READY
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe.follow import sample
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
-from triton_ge_console.sessions.server.registry import READY, Registry, SessionRecord
+from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 
 INTERVAL_S = 1.0
 

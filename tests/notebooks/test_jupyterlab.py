@@ -45,7 +45,8 @@ import pytest
 from tests.notebooks.harness import NOTEBOOKS, kernel_env, stop_leftover_sessions
 from tests.notebooks.test_notebooks import no_tritonserver_under
 from tests.waiting import wait_until
-from triton_ge_console.sessions.server.registry import READY, STARTING, Registry, effective_state
+from triton_ge_console.session_states import READY, STARTING
+from triton_ge_console.sessions.server.registry import Registry, effective_state
 from triton_ge_console.widgets.models import GRID_ORDER
 
 CHROMIUM = os.environ.get("GE_CHROMIUM", "/usr/bin/chromium")

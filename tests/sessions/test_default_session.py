@@ -12,8 +12,9 @@ from tests.models import write_echo_model
 from tests.sessions.helpers import group_processes, write_ge_spec
 from tests.sessions.test_races import killing_strays, up
 from triton_ge_console.cli import main
+from triton_ge_console.session_states import STOPPED
 from triton_ge_console.sessions.loadgen.bench_shared import resolve_endpoint
-from triton_ge_console.sessions.server.registry import STOPPED, Registry, SessionRecord
+from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 
 pytestmark = pytest.mark.server  # every test here starts a tritonserver
 

@@ -25,11 +25,12 @@ from triton_ge_console.sessions.act.control import controller_for
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import down
 from triton_ge_console.sessions.live import LiveSource
-from triton_ge_console.sessions.observe.health import FAILING, OK, stub_instances
+from triton_ge_console.sessions.observe.health import stub_instances
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.server.paths import session_dir as paths_session_dir
 from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 from triton_ge_console.sessions.server.shm import SHM_DIR, SHM_PREFIX_FILE
+from triton_ge_console.triton_terms import FAILING, HEALTH_OK
 
 pytestmark = pytest.mark.server  # every test here starts a tritonserver
 
@@ -140,7 +141,7 @@ def test_a_killed_instance_is_failing_within_two_polls_and_one_reload_recovers(
         session: SessionRecord, capsys: pytest.CaptureFixture[str]) -> None:
     source = LiveSource.from_record(session, npu_smi=None)
     try:
-        assert source.poller.poll().model(MODEL).health == OK  # type: ignore[union-attr]
+        assert source.poller.poll().model(MODEL).health == HEALTH_OK  # type: ignore[union-attr]
         (victim,) = stub_pids(session)
         os.kill(victim, signal.SIGKILL)
         wait_until(lambda: not stub_pids(session))
@@ -157,7 +158,7 @@ def test_a_killed_instance_is_failing_within_two_polls_and_one_reload_recovers(
     assert "new instance" in capsys.readouterr().out
     assert stub_pids(session) and victim not in stub_pids(session)
     assert bert_request(triton_http.InferenceServerClient(hostport(session))).shape[0] == 1
-    assert status_models(capsys)[MODEL]["health"] == OK
+    assert status_models(capsys)[MODEL]["health"] == HEALTH_OK
 
 
 def test_failing_every_request_is_failing_even_with_its_instance_alive(session: SessionRecord) -> None:
@@ -179,7 +180,7 @@ def test_failing_every_request_is_failing_even_with_its_instance_alive(session: 
         client.close()
         source.poller.close()
     assert failing is not None and failing.health == FAILING and "every request failed" in str(failing.reason)
-    assert healthy is not None and healthy.health == OK and healthy.reason is None
+    assert healthy is not None and healthy.health == HEALTH_OK and healthy.reason is None
 
 
 def test_unload_and_down_of_a_broken_model_are_bounded_and_leave_no_shared_memory(

@@ -26,12 +26,12 @@ from tests.sessions.helpers import group_processes, write_ge_spec
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import find_distribution
 from triton_ge_console.cli import main
+from triton_ge_console.session_states import DEAD
 from triton_ge_console.sessions.act.control import ControlError, TritonControl, controller_for
 from triton_ge_console.sessions.lifecycle import restart
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.server.process import port_in_use
 from triton_ge_console.sessions.server.registry import (
-    DEAD,
     Registry,
     SessionRecord,
     effective_state,

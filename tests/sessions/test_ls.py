@@ -14,8 +14,9 @@ import pytest
 
 from tests.engine_standins import StandIn, _models
 from triton_ge_console.cli import main
+from triton_ge_console.session_states import READY
 from triton_ge_console.sessions.lifecycle import attached_gone
-from triton_ge_console.sessions.server.registry import READY, Registry, SessionRecord
+from triton_ge_console.sessions.server.registry import Registry, SessionRecord
 
 
 @dataclass

@@ -10,11 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from triton_ge_console.session_states import READY
 from triton_ge_console.sessions.loadgen.gentle import GentleLoad
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 from triton_ge_console.sessions.pending import PendingSource, RecordLifecycle
 from triton_ge_console.sessions.server import paths
-from triton_ge_console.sessions.server.registry import READY, Registry, SessionRecord, effective_state
+from triton_ge_console.sessions.server.registry import Registry, SessionRecord, effective_state
 from triton_ge_console.triton_terms import MODEL_READY
 
 DEMO_NAME = "demo"

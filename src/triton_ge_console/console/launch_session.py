@@ -8,16 +8,11 @@ from pathlib import Path
 
 from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.display import listed
+from triton_ge_console.session_states import READY, STARTING
 from triton_ge_console.sessions.observe.source import CommandResult, SessionSource
 from triton_ge_console.sessions.observe.thresholds import thresholds_of
 from triton_ge_console.sessions.pending import PendingSource, RecordLifecycle
-from triton_ge_console.sessions.server.registry import (
-    READY,
-    STARTING,
-    Registry,
-    SessionRecord,
-    effective_state,
-)
+from triton_ge_console.sessions.server.registry import Registry, SessionRecord, effective_state
 
 
 def running_sessions(registry: Registry) -> list[SessionRecord]:

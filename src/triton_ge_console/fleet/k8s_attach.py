@@ -22,14 +22,9 @@ from triton_ge_console.fleet.k8s_discovery import (
     in_cluster,
 )
 from triton_ge_console.fleet.k8s_forward import PortForwards
+from triton_ge_console.session_states import READY
 from triton_ge_console.sessions.server import paths
-from triton_ge_console.sessions.server.registry import (
-    READY,
-    Registry,
-    SessionRecord,
-    store_token,
-    validate_name,
-)
+from triton_ge_console.sessions.server.registry import Registry, SessionRecord, store_token, validate_name
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
 MAX_NAME = 64

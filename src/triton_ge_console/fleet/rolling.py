@@ -11,7 +11,7 @@ from triton_ge_console.sessions.act.probe import ProbeResult, send_test_request
 from triton_ge_console.sessions.server.access import token_headers
 from triton_ge_console.sessions.server.engines import control_refusal
 from triton_ge_console.sessions.server.registry import SessionRecord
-from triton_ge_console.triton_terms import MODEL_READY
+from triton_ge_console.triton_terms import MODEL_READY, SERVER_UNREACHABLE
 
 Probe = Callable[[str, str, dict[str, str]], ProbeResult]
 Say = Callable[[str], None]
@@ -30,7 +30,7 @@ class ServerOutcome:
     def serving(self) -> str:
         """The versions READY there now, as views print them ("v1, v2", "no version READY", "unreachable")."""
         if self.ready_versions is None:
-            return "unreachable"
+            return SERVER_UNREACHABLE
         return ", ".join(f"v{v}" for v in self.ready_versions) or "no version READY"
 
 

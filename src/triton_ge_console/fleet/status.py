@@ -11,20 +11,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from triton_ge_console.session_states import NOT_ANSWERING, READY, STARTING
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe.follow import sample
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.sessions.observe.source import SessionSource
 from triton_ge_console.sessions.server.engines import label
-from triton_ge_console.sessions.server.registry import (
-    NOT_ANSWERING,
-    READY,
-    STARTING,
-    Registry,
-    SessionRecord,
-    effective_state,
-)
-from triton_ge_console.triton_terms import MODEL_READY
+from triton_ge_console.sessions.server.registry import Registry, SessionRecord, effective_state
+from triton_ge_console.triton_terms import MODEL_READY, SERVER_LIVE, SERVER_READY, SERVER_UNREACHABLE
 
 # Triton's reason for a model unloaded on purpose: not a failure.
 UNLOADED_REASON = "unloaded"
@@ -95,11 +89,12 @@ def row_from(name: str, where: str, snapshots: Sequence[ServerSnapshot]) -> Flee
         return FleetRow(name, where, NO_ANSWER, error="no snapshot before the deadline")
     snapshot = snapshots[-1]
     if not snapshot.live:
-        health = NOT_ANSWERING if snapshot.no_reply else "unreachable"
+        health = NOT_ANSWERING if snapshot.no_reply else SERVER_UNREACHABLE
         return FleetRow(name, where, health, version=snapshot.version, error=snapshot.error,
                         engine=snapshot.engine)
     return FleetRow(
-        name, where, "ready" if snapshot.ready else "live", version=snapshot.version, engine=snapshot.engine,
+        name, where, SERVER_READY if snapshot.ready else SERVER_LIVE, version=snapshot.version,
+        engine=snapshot.engine,
         **_model_figures(snapshot.models), **_device_figures(snapshot),
         error=snapshot.error,
     )

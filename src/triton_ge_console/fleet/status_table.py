@@ -8,6 +8,7 @@ import json
 from triton_ge_console.display import MISSING, gib, number, percent
 from triton_ge_console.fleet.status import FleetRow, fleet_rows, running_records
 from triton_ge_console.sessions.server.registry import Registry
+from triton_ge_console.triton_terms import SERVER_LIVE, SERVER_READY
 
 HEADINGS = (
     "NAME", "WHERE", "HEALTH", "SERVER", "MODELS r/f/t", "REQ/S", "P99 ms", "NPU mean/max", "NPU MEM GiB",
@@ -27,7 +28,7 @@ def run_status_all(args: argparse.Namespace) -> int:
         print("no running sessions (start one with: ge-console up SPEC)")
     else:
         _print_table([_cells(row) for row in rows])
-    return 0 if all(row.health in ("ready", "live") for row in rows) else 1
+    return 0 if all(row.health in (SERVER_READY, SERVER_LIVE) for row in rows) else 1
 
 
 def _cells(row: FleetRow) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ from triton_ge_console.repository.build import BuildError, build_repository
 from triton_ge_console.repository.progress import ElapsedHook, hooks_of
 from triton_ge_console.repository.spec.load import SpecError, load_spec
 from triton_ge_console.repository.spec.types import DeploymentSpec, ServerSpec
+from triton_ge_console.session_states import DEAD, READY, STARTING, STOPPED
 from triton_ge_console.sessions.act.control import ControlError, TritonControl, squeeze
 from triton_ge_console.sessions.act.digests import record_loaded_digests
 from triton_ge_console.sessions.observe.health import stub_backends
@@ -42,10 +43,6 @@ from triton_ge_console.sessions.server.process import (
     stop_process_group,
 )
 from triton_ge_console.sessions.server.registry import (
-    DEAD,
-    READY,
-    STARTING,
-    STOPPED,
     Registry,
     SessionBusy,
     SessionRecord,
@@ -67,7 +64,7 @@ from triton_ge_console.sessions.server.supervise import (
 )
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 from triton_ge_console.triton_args import extra_args_problem, last_option, port_option, switched_off
-from triton_ge_console.triton_terms import MODEL_READY, is_loopback
+from triton_ge_console.triton_terms import MODEL_READY, MODEL_UNAVAILABLE, is_loopback
 
 PORT_RACE_ATTEMPTS = 3
 BACKENDS_DIR = "backends"
@@ -525,7 +522,7 @@ def _wait_models(server: SupervisedServer, record: SessionRecord, options: Launc
             states = {m.name: m for m in control.index() if m.name in record.models}
         except ControlError:
             states = {}  # not listening yet
-        failed = [m for m in states.values() if m.state == "UNAVAILABLE" and m.reason]
+        failed = [m for m in states.values() if m.state == MODEL_UNAVAILABLE and m.reason]
         if failed:
             first = failed[0]
             raise LaunchError(f"model '{first.name}' failed to load: {squeeze(first.reason or '')}")

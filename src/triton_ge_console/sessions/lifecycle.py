@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 
 import psutil
 
+from triton_ge_console.session_states import DEAD, NOT_ANSWERING, READY, STARTING, STOPPED
 from triton_ge_console.sessions.act.control import (
     LIVE,
     NO_REPLY,
@@ -35,11 +36,6 @@ from triton_ge_console.sessions.server.engines import label as engine_label
 from triton_ge_console.sessions.server.events import SessionEvent, read_events, restarts
 from triton_ge_console.sessions.server.process import group_alive, port_in_use, stop_process_group
 from triton_ge_console.sessions.server.registry import (
-    DEAD,
-    NOT_ANSWERING,
-    READY,
-    STARTING,
-    STOPPED,
     Registry,
     RegistryError,
     SessionNotFound,

@@ -8,11 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from triton_ge_console.sessions.observe.history import SnapshotHistory
-from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
+from triton_ge_console.sessions.observe.snapshot import STARTING_MESSAGE, ServerSnapshot
 from triton_ge_console.sessions.observe.source import CommandResult, Controller, SessionSource
 from triton_ge_console.sessions.server.registry import Registry, SessionRecord
-
-STARTING_MESSAGE = "server starting"
 
 
 class _NotYetController:

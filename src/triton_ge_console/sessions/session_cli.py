@@ -258,8 +258,9 @@ def _print_down(result: StopResult) -> int:
 
 def _forget_stopped(registry: Registry, timeout: float) -> int:
     """`down --forget` without NAME: the only running session stopped and forgotten, and every stopped one."""
+    from triton_ge_console.session_states import READY, STARTING
     from triton_ge_console.sessions.lifecycle import down
-    from triton_ge_console.sessions.server.registry import READY, STARTING, effective_state
+    from triton_ge_console.sessions.server.registry import effective_state
 
     records, errors = registry.scan()
     running = [r for r in records if effective_state(r) in (STARTING, READY)]
@@ -330,7 +331,8 @@ def run_ls(args: argparse.Namespace) -> int:
     """List sessions; corrupt session files are reported, the rest still listed."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from triton_ge_console.sessions.server.registry import NOT_ANSWERING, READY, STARTING, Registry
+    from triton_ge_console.session_states import NOT_ANSWERING, READY, STARTING
+    from triton_ge_console.sessions.server.registry import Registry
 
     records, errors = Registry().scan()
     for error in errors:
@@ -374,8 +376,9 @@ def _ls_row(record: SessionRecord) -> dict[str, Any]:
 
 def run_status(args: argparse.Namespace) -> int:
     """Print one session's state and models (exit code 1 when it is dead or not answering)."""
+    from triton_ge_console.session_states import DEAD, NOT_ANSWERING
     from triton_ge_console.sessions.lifecycle import session_status
-    from triton_ge_console.sessions.server.registry import DEAD, NOT_ANSWERING, Registry
+    from triton_ge_console.sessions.server.registry import Registry
 
     status = session_status(Registry().resolve(_named(args)))
     data = status.to_dict()

@@ -10,9 +10,10 @@ from typing import Any
 import ipywidgets as w
 
 from triton_ge_console.display import duration, memory, percent
+from triton_ge_console.session_states import NOT_ANSWERING
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 from triton_ge_console.sessions.observe.source import SessionSource
-from triton_ge_console.triton_terms import host_port
+from triton_ge_console.triton_terms import SERVER_DOWN, SERVER_LIVE, SERVER_READY, host_port
 from triton_ge_console.widgets.command_runner import CommandRunner
 from triton_ge_console.widgets.devices import DeviceGauges, device_extras
 from triton_ge_console.widgets.generation import GenerationPanel
@@ -28,8 +29,8 @@ STALE_STYLE = f"<style>.{STALE_CLASS} {{ opacity: 0.45; filter: grayscale(1); }}
 
 
 # ServerSnapshot.health -> (label, colour), as the terminal console's header shows it
-HEALTH_LOOKS = {"ready": ("● ready", "green"), "live": ("● live", "darkorange"),
-                "down": ("○ down", "firebrick"), "not answering": ("○ not answering", "firebrick")}
+HEALTH_LOOKS = {SERVER_READY: ("● ready", "green"), SERVER_LIVE: ("● live", "darkorange"),
+                SERVER_DOWN: ("○ down", "firebrick"), NOT_ANSWERING: ("○ not answering", "firebrick")}
 
 
 def header_html(snapshot: ServerSnapshot, interval: float | None = None) -> str:

@@ -17,16 +17,18 @@ from triton_ge_console.fleet.figures import FleetFigures
 from triton_ge_console.fleet.members import FleetSource
 from triton_ge_console.fleet.models import FleetModelRow, token_texts, versions_text
 from triton_ge_console.fleet.rolling import RollingResult
-from triton_ge_console.fleet.status import FleetRow
+from triton_ge_console.fleet.status import NO_ANSWER, FleetRow
+from triton_ge_console.session_states import NOT_ANSWERING
 from triton_ge_console.sessions.observe.follow import Follower
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
+from triton_ge_console.triton_terms import SERVER_LIVE, SERVER_READY, SERVER_UNREACHABLE
 
 SERVER_COLUMNS = ("NAME", "WHERE", "HEALTH", "SERVER", "MODELS r/f/t", "REQ/S", "P99 ms", "NPU mean",
                   "NPU max", "NPU memory")
 MODEL_COLUMNS = ("MODEL", "REPLICAS", "REQ/S", "WORST P99 ms", "RUN/WAIT", "TTFT/ITL p99 ms", "TOK/S", "KV",
                  "VERSIONS")
-HEALTH_COLOURS = {"ready": "green", "live": "darkorange", "unreachable": "firebrick",
-                  "not answering": "firebrick", "no answer": "firebrick"}
+HEALTH_COLOURS = {SERVER_READY: "green", SERVER_LIVE: "darkorange", SERVER_UNREACHABLE: "firebrick",
+                  NOT_ANSWERING: "firebrick", NO_ANSWER: "firebrick"}
 
 
 def server_values(row: FleetRow) -> dict[str, str]:

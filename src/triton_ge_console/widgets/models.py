@@ -10,14 +10,22 @@ import ipywidgets as w
 from triton_ge_console.display import MISSING, number, token_latency_cells, token_latency_legend
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
 from triton_ge_console.sessions.observe.source import CommandResult, Controller, commands_disabled
-from triton_ge_console.triton_terms import HELD_STATES, MODEL_READY
+from triton_ge_console.triton_terms import (
+    CHANGING_STATES,
+    FAILING,
+    HELD_STATES,
+    MODEL_LOADING,
+    MODEL_READY,
+    MODEL_UNAVAILABLE,
+    MODEL_UNLOADING,
+)
 from triton_ge_console.widgets.command_runner import CommandRunner
 
 COLUMNS = ("MODEL", "VER", "STATE", "BACKEND", "QUEUE", "REQ/S", "INF/S", "BATCH", "AVG ms", "P50 ms",
            "P99 ms", "FAIL", "T/O", "MODE")  # T/O: requests rejected when their queue timeout expired
 ACTIONS = ("reload", "load", "unload")
-STATE_COLOURS = {"READY": "green", "UNAVAILABLE": "firebrick", "LOADING": "darkorange",
-                 "UNLOADING": "darkorange", "FAILING": "white; background-color:firebrick"}
+STATE_COLOURS = {MODEL_READY: "green", MODEL_UNAVAILABLE: "firebrick", MODEL_LOADING: "darkorange",
+                 MODEL_UNLOADING: "darkorange", FAILING: "white; background-color:firebrick"}
 
 ActionHandler = Callable[[str, str], object]
 ACTION_ICONS = {"reload": "refresh", "load": "play", "unload": "eject"}  # named by their tooltips
@@ -94,7 +102,7 @@ def offered_actions(model: ModelSnapshot) -> set[str]:
 
 def enabled_actions(model: ModelSnapshot, server_up: bool, busy: bool) -> set[str]:
     """Which buttons make sense: reload/unload a ready model, load one that is not; none while busy."""
-    if busy or not server_up or model.state in ("LOADING", "UNLOADING"):
+    if busy or not server_up or model.state in CHANGING_STATES:
         return set()
     return {"reload", "unload"} if model.state == MODEL_READY else {"load"}
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from triton_ge_console.session_states import READY
 from triton_ge_console.sessions.frontdoor import serve
-from triton_ge_console.sessions.server.registry import READY, SessionRecord, store_token
+from triton_ge_console.sessions.server.registry import SessionRecord, store_token
 
 
 def test_a_free_port_is_looked_for_on_the_address_the_door_binds(tmp_path: Path,

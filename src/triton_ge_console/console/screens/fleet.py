@@ -22,14 +22,16 @@ from triton_ge_console.console.widgets.titles import retitle
 from triton_ge_console.display import MISSING, gib, number
 from triton_ge_console.fleet.models import FleetModelRow, token_texts, versions_text
 from triton_ge_console.fleet.rolling import RollingResult
-from triton_ge_console.fleet.status import FleetRow
+from triton_ge_console.fleet.status import NO_ANSWER, FleetRow
+from triton_ge_console.session_states import NOT_ANSWERING
+from triton_ge_console.triton_terms import SERVER_LIVE, SERVER_READY, SERVER_UNREACHABLE
 
 SERVER_COLUMNS = ("NAME", "WHERE", "HEALTH", "SERVER", "MODELS r/f/t", "REQ/S", "P99 ms", "NPU mean",
                   "NPU max", "NPU MEM GiB")
 MODEL_COLUMNS = ("MODEL", "REPLICAS", "REQ/S", "WORST P99 ms", "RUN/WAIT", "TTFT/ITL p99 ms", "TOK/S", "KV",
                  "VERSIONS")
-HEALTH_STYLES = {"ready": "bold green", "live": "bold yellow", "unreachable": "bold red",
-                 "not answering": "bold red", "no answer": "bold red"}
+HEALTH_STYLES = {SERVER_READY: "bold green", SERVER_LIVE: "bold yellow", SERVER_UNREACHABLE: "bold red",
+                 NOT_ANSWERING: "bold red", NO_ANSWER: "bold red"}
 Cells = tuple[Text, ...]
 
 

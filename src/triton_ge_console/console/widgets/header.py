@@ -11,8 +11,7 @@ from textual.widgets import Static
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.connection import Connection
 from triton_ge_console.display import MISSING, age, printable
-from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
-from triton_ge_console.sessions.pending import STARTING_MESSAGE
+from triton_ge_console.sessions.observe.snapshot import STARTING_MESSAGE, ModelSnapshot, ServerSnapshot
 
 HEALTH_LOOKS = {  # health -> its mark and colour in the header
     "stopped": ("■ stopped", "bold yellow"),

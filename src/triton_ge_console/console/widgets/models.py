@@ -20,7 +20,13 @@ from textual.strip import Strip
 
 from triton_ge_console.display import MISSING, number, printable, threshold_level, token_latency_cells
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
-from triton_ge_console.triton_terms import MODEL_READY
+from triton_ge_console.triton_terms import (
+    FAILING,
+    MODEL_LOADING,
+    MODEL_READY,
+    MODEL_UNAVAILABLE,
+    MODEL_UNLOADING,
+)
 
 DRAWN_ROWS = 1024  # rows whose lines are kept: the rows in view and many more, not every model for ever
 Thresholds = Mapping[str, Mapping[str, float]]  # model -> {"queue_depth": 8, "p99_ms": 50, "timed_out": 1}
@@ -28,8 +34,9 @@ Thresholds = Mapping[str, Mapping[str, float]]  # model -> {"queue_depth": 8, "p
 COLUMNS = ("MODEL", "VER", "STATE", "BACKEND", "QUEUE", "REQ/S", "INF/S", "BATCH", "P50 ms", "P99 ms",
            "FAIL", "T/O", "MODE", "DEVICE")  # T/O: requests rejected when their queue timeout expired
 WIDTHS = (20, 3, 11, 8, 6, 7, 7, 6, 8, 8, 5, 4, 12, 10)
-STATE_STYLES = {"READY": "green", "UNAVAILABLE": "bold red", "LOADING": "yellow", "UNLOADING": "yellow",
-                "FAILING": "bold white on red"}  # FAILING: READY in Triton's index, yet not serving
+# FAILING: READY in Triton's index, yet not serving
+STATE_STYLES = {MODEL_READY: "green", MODEL_UNAVAILABLE: "bold red", MODEL_LOADING: "yellow",
+                MODEL_UNLOADING: "yellow", FAILING: "bold white on red"}
 
 
 @dataclass(frozen=True)

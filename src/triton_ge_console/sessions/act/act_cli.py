@@ -141,7 +141,8 @@ def notify(line: str) -> None:
 
 def _session_for_spec(registry: Registry, spec: Path, name: str | None) -> SessionRecord:
     """The running session started from spec (or the named one)."""
-    from triton_ge_console.sessions.server.registry import READY, STARTING, SessionNotFound, effective_state
+    from triton_ge_console.session_states import READY, STARTING
+    from triton_ge_console.sessions.server.registry import SessionNotFound, effective_state
 
     if name:
         return registry.load(name)

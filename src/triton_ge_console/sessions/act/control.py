@@ -31,7 +31,13 @@ from triton_ge_console.sessions.server.access import SessionReach, explain, refu
 from triton_ge_console.sessions.server.registry import SessionRecord
 from triton_ge_console.sessions.server.server_log import LogTail, log_size
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
-from triton_ge_console.triton_terms import MODEL_READY, RELOAD_PARAMETER, with_scheme
+from triton_ge_console.triton_terms import (
+    MODEL_READY,
+    MODEL_UNKNOWN,
+    MODEL_UNLOADING,
+    RELOAD_PARAMETER,
+    with_scheme,
+)
 
 CLOSED_MIDWAY = "the server closed the connection (stopped or restarted meanwhile?)"
 MAX_FIELDS_SHOWN = 4  # config changes named in a message; the rest are counted
@@ -394,7 +400,7 @@ class TritonControl:
             return False, f"unload {model}: {self._message(exc)}"
         deadline = time.monotonic() + (DEAD_UNLOAD_WAIT_S if dead else self.timeout)
         while time.monotonic() < deadline:
-            busy = [e for e in self._known(model) if e.state in (MODEL_READY, "UNLOADING")]
+            busy = [e for e in self._known(model) if e.state in (MODEL_READY, MODEL_UNLOADING)]
             if not busy:
                 return True, f"unload {model}: unloaded"
             time.sleep(0.1)
@@ -495,7 +501,7 @@ def _model_state(entry: dict[str, Any]) -> ModelState:
     """A repository index entry as a ModelState."""
     reason = entry.get("reason") or None
     return ModelState(str(entry.get("name", "")), str(entry.get("version", "")),
-                      str(entry.get("state", "UNKNOWN")), reason)
+                      str(entry.get("state", MODEL_UNKNOWN)), reason)
 
 
 def controller_for(record: SessionRecord, timeout: float = 300.0,

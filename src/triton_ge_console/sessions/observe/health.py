@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.sessions.server.server_log import LoadTimes
 from triton_ge_console.sessions.server.supervise import PID_FILE, read_number
-from triton_ge_console.triton_terms import MODEL_READY
+from triton_ge_console.triton_terms import FAILING, HEALTH_OK, MODEL_READY, NOT_READY
 
 if TYPE_CHECKING:
     from triton_ge_console.sessions.server.access import SessionReach
 
-OK, FAILING, NOT_READY = "OK", "FAILING", "NOT_READY"
 STUB_NAME = "triton_python_backend_stub"
 ModelKey = tuple[str, str]  # (model, version)
 
@@ -249,4 +248,4 @@ def model_health(state: str, dead: str | None, request_rate: float | None,
         return FAILING, dead
     if failure_rate and not request_rate:
         return FAILING, f"every request failed since the last poll ({failure_rate:.1f}/s, none succeeded)"
-    return OK, None
+    return HEALTH_OK, None

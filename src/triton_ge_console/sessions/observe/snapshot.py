@@ -12,11 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from triton_ge_console.session_states import NOT_ANSWERING
 from triton_ge_console.sessions.observe.generation import GenerationFigures
-from triton_ge_console.sessions.observe.health import FAILING
 from triton_ge_console.sessions.server.engines import label
-from triton_ge_console.sessions.server.registry import NOT_ANSWERING
-from triton_ge_console.triton_terms import HELD_STATES
+from triton_ge_console.triton_terms import FAILING, HELD_STATES, SERVER_DOWN, SERVER_LIVE, SERVER_READY
+
+STARTING_MESSAGE = "server starting"  # a session's snapshot before its server answers (its error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,10 +145,10 @@ class ServerSnapshot:
     def health(self) -> str:
         """ready / live / down / not answering: what Triton's health endpoints said at this instant."""
         if self.ready:
-            return "ready"
+            return SERVER_READY
         if self.no_reply:
             return NOT_ANSWERING
-        return "live" if self.live else "down"
+        return SERVER_LIVE if self.live else SERVER_DOWN
 
     @property
     def server_name(self) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from triton_ge_console.sessions.observe.rates import ModelCounters
 from triton_ge_console.sessions.server.access import refusal
-from triton_ge_console.triton_terms import with_scheme
+from triton_ge_console.triton_terms import MODEL_UNAVAILABLE, with_scheme
 
 NS_PER_US = 1000.0
 
@@ -195,7 +195,7 @@ def index_entries(rows: Any) -> list[IndexEntry]:
         IndexEntry(
             name=str(row["name"]),
             version=str(row.get("version", "")),
-            state=str(row.get("state") or "UNAVAILABLE"),
+            state=str(row.get("state") or MODEL_UNAVAILABLE),
             reason=str(row["reason"]) if row.get("reason") else None,
         )
         for row in rows or ()

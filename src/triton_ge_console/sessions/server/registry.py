@@ -18,17 +18,12 @@ import yaml
 
 from triton_ge_console.arg_types import UsageError
 from triton_ge_console.files import write_atomic
+from triton_ge_console.session_states import DEAD, READY, STARTING, STOPPED
 from triton_ge_console.sessions.server import paths
 from triton_ge_console.sessions.server.engines import ATTACHABLE, TRITON
 from triton_ge_console.sessions.server.process import group_alive
 from triton_ge_console.sessions.server.server_log import last_lines
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
-
-# Recorded states; "dead" is never written: a starting/ready session whose process is gone reads so.
-STARTING, READY, DEAD, STOPPED = "starting", "ready", "dead", "stopped"
-# a running server that sent no reply within the asker's timeout (hung, or stopped by SIGSTOP): never "ready"
-NOT_ANSWERING = "not answering"
-SESSION_STATES = (STARTING, READY, DEAD, STOPPED)
 
 # Triton checks a restricted gRPC protocol's header under this prefix (HTTP uses the key as given).
 GRPC_HEADER_PREFIX = "triton-grpc-protocol-"

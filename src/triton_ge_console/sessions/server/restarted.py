@@ -12,10 +12,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
+from triton_ge_console.session_states import READY, STARTING, STOPPED
 from triton_ge_console.sessions.server.registry import (
-    READY,
-    STARTING,
-    STOPPED,
     Registry,
     RegistryError,
     SessionNotFound,

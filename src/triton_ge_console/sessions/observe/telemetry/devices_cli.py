@@ -64,9 +64,8 @@ def _metrics_url(args: argparse.Namespace) -> str | None:
     if args.metrics_url:
         return str(args.metrics_url)
     from triton_ge_console.display import metrics_where
+    from triton_ge_console.session_states import READY, STARTING
     from triton_ge_console.sessions.server.registry import (
-        READY,
-        STARTING,
         Registry,
         SessionNotFound,
         effective_state,
