@@ -44,7 +44,7 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 from result_file import arguments, write_result
-from triton_cost import EVICT, SHAPES, _ids, build, start, stub_pid
+from triton_cost import EVICT, SHAPES, _ids, served, stub_pid
 from triton_ge_console.backend_glue.flusher import FLUSH_INTERVAL_S
 from triton_ge_console.sessions.loadgen.inputs import RequestTensor
 from triton_ge_console.sessions.loadgen.rounds import Spread, round_order
@@ -266,10 +266,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> int:
     """Serve, measure in rounds, print the tables, write the JSON."""
     args = parse_args()
-    root = Path(tempfile.mkdtemp(prefix="ge-glue-cpu-"))
-    repo, backends = build(root)
-    note(f"starting tritonserver (log: {root / 'server.log'})")
-    process, ports = start(root, repo, backends)
+    repo, process, ports = served("ge-glue-cpu-")
     load_before = os.getloadavg()
     rounds = []
     try:

@@ -101,6 +101,14 @@ def build(root: Path) -> tuple[Path, Path]:
     return repo, backends
 
 
+def served(prefix: str) -> tuple[Path, TritonProcess, Ports]:
+    """The repository built in a new temporary folder (PREFIX...) and served from there, its log beside it."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    repo, backends = build(root)
+    note(f"starting tritonserver (log: {root / 'server.log'})")
+    return repo, *start(root, repo, backends)
+
+
 def start(root: Path, repo: Path, backends: Path) -> tuple[TritonProcess, Ports]:
     """A loopback tritonserver with every model loaded."""
     ports = pick_ports()
@@ -431,10 +439,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> int:
     """Run the parts asked for, print their tables, write the JSON."""
     args = parse_args()
-    root = Path(tempfile.mkdtemp(prefix="ge-triton-cost-"))
-    repo, backends = build(root)
-    note(f"starting tritonserver (log: {root / 'server.log'})")
-    process, ports = start(root, repo, backends)
+    repo, process, ports = served("ge-triton-cost-")
     load_before = os.getloadavg()
     figures: dict[str, Any] = {}
     try:

@@ -3,7 +3,7 @@ executor equals the direct decode loop token for token, however sequences join, 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pytest
@@ -71,6 +71,28 @@ def _run(executor: OnnxRuntimeExecutor):  # type: ignore[no-untyped-def]
 
 def _prompt(length: int, seed: int) -> tuple[int, ...]:
     return tuple(int(t) for t in np.random.default_rng(seed).integers(0, 32000, length))
+
+
+def _one_then_another(executor: OnnxRuntimeExecutor, limits: Limits, first: GenerateRequest,
+                      second: GenerateRequest) -> tuple[Scheduler, tuple[ListStream, ListStream],
+                                                        list[GenerateRequest]]:
+    """A scheduler that took `first` and ran one step before `second` came: it, their streams, the two."""
+    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, limits)
+    streams = ListStream(), ListStream()
+    scheduler.submit(streams[0], first)
+    scheduler.step()
+    scheduler.submit(streams[1], second)
+    return scheduler, streams, [first, second]
+
+
+def _finish_as_direct(scheduler: Scheduler, executor: OnnxRuntimeExecutor,
+                      streams: Iterable[tuple[ListStream, GenerateRequest]]) -> None:
+    """Run the scheduler dry; each stream then holds what the direct loop makes of its request."""
+    while scheduler.step():
+        pass
+    for stream, request in streams:
+        assert stream.tokens == direct_greedy(_run(executor), DEMO_LAYOUT, list(request.prompt),
+                                              request.max_tokens)
 
 
 def test_layout_is_read_from_the_executor(executor: OnnxRuntimeExecutor) -> None:
@@ -145,23 +167,16 @@ def test_a_long_prompt_joins_in_chunks_while_others_decode(executor: OnnxRuntime
     """A 70-token prompt arriving while a sequence decodes is prefilled 32 tokens per step: the running
     sequence gets a token every step meanwhile (not stalled for the whole prompt), and both streams
     equal the direct loop, which prefills in one run."""
-    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=16, max_batched_tokens=32))
-    running, joining = ListStream(), ListStream()
-    requests = [GenerateRequest(_prompt(5, 7), 16), GenerateRequest(_prompt(70, 8), 6)]
-    scheduler.submit(running, requests[0])
-    scheduler.step()
-    scheduler.submit(joining, requests[1])
+    scheduler, (running, joining), requests = _one_then_another(
+        executor, Limits(max_tokens=16, max_batched_tokens=32),
+        GenerateRequest(_prompt(5, 7), 16), GenerateRequest(_prompt(70, 8), 6))
     counts = []
     for _ in range(3):
         before = len(running.tokens)
         scheduler.step()
         counts.append((len(running.tokens) - before, len(joining.tokens)))
     assert counts == [(1, 0), (1, 0), (1, 2)]  # its first token after the third chunk, then one decoded
-    while scheduler.step():
-        pass
-    for stream, request in zip((running, joining), requests, strict=True):
-        assert stream.tokens == direct_greedy(_run(executor), DEMO_LAYOUT, list(request.prompt),
-                                              request.max_tokens)
+    _finish_as_direct(scheduler, executor, zip((running, joining), requests, strict=True))
 
 
 def test_a_chunk_shaped_like_the_last_decode_step_leaves_the_batch_cache_intact(
@@ -413,19 +428,12 @@ def test_a_short_newcomer_gets_its_first_token_before_a_long_prefill_ends(
     prefill. The shortest remaining prompt goes first within each step's budget: the newcomer's first
     token comes the step after it arrives while the long prompt is still being prefilled; both streams
     equal the direct loop."""
-    scheduler = Scheduler(_run(executor), DEMO_LAYOUT, Limits(max_tokens=4, max_batched_tokens=16))
-    long, short = ListStream(), ListStream()
-    requests = [GenerateRequest(_prompt(80, 32), 4), GenerateRequest(_prompt(3, 33), 4)]
-    scheduler.submit(long, requests[0])
-    scheduler.step()
-    scheduler.submit(short, requests[1])
+    scheduler, (long, short), requests = _one_then_another(
+        executor, Limits(max_tokens=4, max_batched_tokens=16),
+        GenerateRequest(_prompt(80, 32), 4), GenerateRequest(_prompt(3, 33), 4))
     scheduler.step()
     assert short.tokens and long.tokens == []  # its first (and a decoded) token, the long one none yet
-    while scheduler.step():
-        pass
-    for stream, request in zip((long, short), requests, strict=True):
-        assert stream.tokens == direct_greedy(_run(executor), DEMO_LAYOUT, list(request.prompt),
-                                              request.max_tokens)
+    _finish_as_direct(scheduler, executor, zip((long, short), requests, strict=True))
 
 
 def test_a_request_beyond_the_context_is_refused_with_the_numbers(executor: OnnxRuntimeExecutor) -> None:

@@ -18,16 +18,22 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_generate_section_builds_a_decoupled_config_with_the_request_tensors(tmp_path: Path) -> None:
-    """The bounds reach the config as parameters the glue reads back; the request's tensors replace
-    the graph's, and the model is decoupled."""
-    spec = load_spec(_write(tmp_path, """
+def _generate(tmp_path: Path, section: str) -> Path:
+    """deploy.yaml serving one model, gen: the demo KV-cache llama with this `generate:` section."""
+    return _write(tmp_path, f"""
         models:
           - name: gen
             backend: ge
             source: demo:llama_kv
-            generate: {max_tokens: 64, eos_token_id: 2, max_running: 4, kv_cache_mib: 0.5}
-        """))
+            generate: {section}
+        """)
+
+
+def test_generate_section_builds_a_decoupled_config_with_the_request_tensors(tmp_path: Path) -> None:
+    """The bounds reach the config as parameters the glue reads back; the request's tensors replace
+    the graph's, and the model is decoupled."""
+    spec = load_spec(_generate(tmp_path,
+                               "{max_tokens: 64, eos_token_id: 2, max_running: 4, kv_cache_mib: 0.5}"))
     model = spec.models[0]
     assert model.generate == GenerateSpec(max_tokens=64, eos_token_id=2, max_running=4, kv_cache_mib=0.5)
     config = model_config(model)
@@ -200,24 +206,12 @@ def test_the_context_and_the_step_budget_reach_the_glue(tmp_path: Path) -> None:
     max_num_batched_tokens (tokens one step runs), as vLLM names them, reach the config's parameters and
     the glue's limits; a budget below max_running (every running sequence decodes each step) is refused
     at its line."""
-    spec = load_spec(_write(tmp_path, """
-        models:
-          - name: gen
-            backend: ge
-            source: demo:llama_kv
-            generate: {max_model_len: 4096, max_num_batched_tokens: 64}
-        """))
+    spec = load_spec(_generate(tmp_path, "{max_model_len: 4096, max_num_batched_tokens: 64}"))
     parameters = {key: value.string_value for key, value in model_config(spec.models[0]).parameters.items()}
     limits = limits_from(parameters, "here")
     assert (limits.max_model_len, limits.max_batched_tokens) == (4096, 64)
     assert limits_from({}, "here").max_model_len is None  # not given: the glue takes the export's
-    problems = refused(_write(tmp_path, """
-        models:
-          - name: gen
-            backend: ge
-            source: demo:llama_kv
-            generate: {max_running: 16, max_num_batched_tokens: 8}
-        """))
+    problems = refused(_generate(tmp_path, "{max_running: 16, max_num_batched_tokens: 8}"))
     assert problems == ["deploy.yaml:6:57 models[0].generate.max_num_batched_tokens: 8 is less than "
                         "max_running 16: each step decodes one token of every running sequence within "
                         "this budget"]
