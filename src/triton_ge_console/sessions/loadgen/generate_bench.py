@@ -189,15 +189,7 @@ def _worker(load: GenerateLoad, take: Callable[[], int | None], results: list[St
         results.append(StreamResult(time.perf_counter(), error=f"{type(exc).__name__}: {exc}"))
     finally:
         if streamer is not None:
-            _cancel_and_close(streamer)
-
-
-def _cancel_and_close(streamer: Streamer) -> None:
-    """Close a stream, cancelling what still runs on it (over HTTP, closing the connection cancels)."""
-    if isinstance(streamer, GrpcStreamer):
-        streamer.close(cancel=True)
-    else:
-        streamer.close()
+            streamer.close(cancel=True)
 
 
 class _Tickets:
@@ -342,7 +334,7 @@ class _OpenLoop:
     def close(self) -> None:
         """Close every stream opened."""
         for streamer in self._opened:
-            _cancel_and_close(streamer)
+            streamer.close(cancel=True)
 
 
 def measure_rate_step(load: GenerateLoad, rate: float, stop: threading.Event) -> Measured:

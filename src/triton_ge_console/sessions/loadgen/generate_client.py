@@ -299,9 +299,9 @@ class HttpStreamer:
     def __init__(self, host: str, port: int, timeout: float = 120.0) -> None:
         self.connection = http.client.HTTPConnection(host, port, timeout=timeout)
 
-    def close(self) -> None:
-        """Close the connection: a generation still reading ends with an error (its caller reads it, so
-        none is left to run to its end, and closing is always a cancel)."""
+    def close(self, cancel: bool = False) -> None:
+        """Close the connection, as GrpcStreamer.close: here a generation is read by its caller, so none is
+        left to run to its end, and one still reading ends with an error, `cancel` or not."""
         self.connection.close()
 
 
