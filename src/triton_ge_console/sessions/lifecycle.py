@@ -27,7 +27,7 @@ from triton_ge_console.sessions.act.control import (
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe.generation import generation_row
-from triton_ge_console.sessions.observe.health import Instance, ModelKey, instance_watch, leaked_in_words
+from triton_ge_console.sessions.observe.health import LeakedEnd, instance_watch, leaked_in_words
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
 from triton_ge_console.sessions.server import paths
 from triton_ge_console.sessions.server.access import session_reach, token_problem
@@ -96,11 +96,12 @@ def down(
         record = _following_restart(record, registry)
     state = effective_state(record)
     group = session_group(record)
-    leaked: list[tuple[ModelKey, Instance]] = []
+    leaked = LeakedEnd([], [])
     if group is not None:
         # with the server gone, its orphaned stubs (they ignore SIGTERM) have nothing to finish: kill soon
         alive = server_process_alive(record)
-        leaked = end_leaked_stubs(record) if alive else []  # else Triton waits out its exit timeout for them
+        if alive:  # else Triton waits out its exit timeout for them
+            leaked = end_leaked_stubs(record)
         grace = timeout if alive else ORPHAN_GRACE_S
         if alive and record.stop_requested_at is None:  # noted first: we may be killed before the end
             record = record.replace(stop_requested_at=time.time())
@@ -117,8 +118,9 @@ def down(
     what = "was already stopped" if state == STOPPED else "was dead" if state == DEAD else "stopped"
     notes = [_exit_timeout_note(record)] if code not in (None, 0) else []
     notes += [f"removed {regions} shared-memory region(s) it left"] if regions else []
-    notes += [f"ended {len(leaked)} leaked stub process(es) of model instances Triton no longer served: "
-              f"{leaked_in_words(leaked)}"] if leaked else []
+    notes += [f"ended {len(leaked.ended)} leaked stub process(es) of model instances Triton no longer "
+              f"served: {leaked_in_words(leaked.ended)}"] if leaked.ended else []
+    notes += [f"still running after SIGKILL: {leaked_in_words(leaked.alive)}"] if leaked.alive else []
     notes += [] if freed else ["some ports are still in use"]
     notes += [record_note]
     forgotten = "" if not forget else " and forgotten" if what == "stopped" else "; forgotten now"
@@ -144,11 +146,11 @@ def _record_stopped(stopped: SessionRecord, registry: Registry, forget: bool) ->
                        f"dead until ge-console down {stopped.name} runs again with room to write")
 
 
-def end_leaked_stubs(record: SessionRecord) -> list[tuple[ModelKey, Instance]]:
+def end_leaked_stubs(record: SessionRecord) -> LeakedEnd:
     """End the Python stubs of model generations the session's server no longer serves (a reload of a
     model one of whose instances had died leaves the others running for good); those ended."""
     watch = instance_watch(session_reach(record))
-    return watch.end_leaked() if watch is not None else []
+    return watch.end_leaked() if watch is not None else LeakedEnd([], [])
 
 
 def _following_restart(record: SessionRecord, registry: Registry) -> SessionRecord:

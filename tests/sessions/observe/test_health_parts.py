@@ -9,8 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
+from triton_ge_console.sessions.observe import health
 from triton_ge_console.sessions.observe.health import (
     FAILING,
     NOT_READY,
@@ -158,3 +160,25 @@ def test_health_from_state_instances_and_counters() -> None:
     assert model_health("READY", gone, 3.0, 0.0) == (FAILING, gone)
     health, reason = model_health("READY", None, 0.0, 2.0)
     assert health == FAILING and "every request failed" in str(reason)
+
+
+def leaked_watch(stub: subprocess.Popen[bytes]) -> InstanceWatch:
+    """A watch whose earlier generation is `stub` while it runs (as a reload's log would place it)."""
+    watch = InstanceWatch(os.getpid, STUBS)
+    instance = Instance("llama_model_0", stub.pid)
+    watch.earlier_generations = lambda model=None: [(KEY, instance)] if stub.poll() is None else []  # type: ignore[method-assign]
+    return watch
+
+
+def test_a_leaked_stub_is_said_ended_only_once_it_is_gone(stub: subprocess.Popen[bytes]) -> None:
+    end = leaked_watch(stub).end_leaked("llama_model")
+    assert end.ended == [(KEY, Instance("llama_model_0", stub.pid))] and end.alive == []
+    assert stub.poll() is not None or psutil.Process(stub.pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_leaked_stub_still_running_after_sigkill_is_said_alive_not_ended(
+        stub: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(health, "KILL_SEEN_S", 0.3)
+    monkeypatch.setattr(health, "_runs", lambda pid: True)  # seen running still: a kill not yet taken effect
+    end = leaked_watch(stub).end_leaked("llama_model")
+    assert end.ended == [] and end.alive == [(KEY, Instance("llama_model_0", stub.pid))]

@@ -314,11 +314,10 @@ class TritonControl:
         """End the stubs of the replaced generation that outlive its unload; what was ended, in words."""
         if self.instances is None:
             return ""
-        leaked = self.instances.end_leaked(model, grace_s=LEAK_GRACE_S)
-        if not leaked:
-            return ""
-        return (f"; ended {len(leaked)} leaked stub process(es) of the instances it replaced, which Triton "
-                f"never finished unloading: {leaked_in_words(leaked)}")
+        end = self.instances.end_leaked(model, grace_s=LEAK_GRACE_S)
+        said = (f"; ended {len(end.ended)} leaked stub process(es) of the instances it replaced, which "
+                f"Triton never finished unloading: {leaked_in_words(end.ended)}") if end.ended else ""
+        return said + (f"; still running after SIGKILL: {leaked_in_words(end.alive)}" if end.alive else "")
 
     def _reloaded(self, model: str, config: str | None) -> tuple[bool, str]:
         """The reload itself (see _reload)."""

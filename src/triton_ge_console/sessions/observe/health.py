@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from triton_ge_console.sessions.server.access import SessionReach
 
 STUB_NAME = "triton_python_backend_stub"
+KILL_SEEN_S = 5.0  # how long a SIGKILLed stub may take to be seen gone (instant when the host is idle)
 ModelKey = tuple[str, str]  # (model, version)
 
 
@@ -81,6 +82,14 @@ def stub_processes(config: Mapping[str, Any], stub_backends: frozenset[str]) -> 
         devices = len(group.get("gpus") or ()) if group.get("kind") == "KIND_GPU" else 1
         total += int(group.get("count") or 1) * max(devices, 1)
     return total
+
+
+@dataclass(frozen=True)
+class LeakedEnd:
+    """What ending leaked stubs did: those seen gone, and those still running after SIGKILL."""
+
+    ended: list[tuple[ModelKey, Instance]]
+    alive: list[tuple[ModelKey, Instance]]
 
 
 class InstanceWatch:
@@ -150,9 +159,10 @@ class InstanceWatch:
             return []
         return [(key, i) for key, i in self._split(stub_instances(pid))[1] if model in (None, key[0])]
 
-    def end_leaked(self, model: str | None = None, grace_s: float = 0.0) -> list[tuple[ModelKey, Instance]]:
+    def end_leaked(self, model: str | None = None, grace_s: float = 0.0) -> LeakedEnd:
         """End the stubs of earlier generations still running after grace_s (Triton ends those of a
-        generation it unloads within a second or two; one of a generation whose unload hangs, never)."""
+        generation it unloads within a second or two; one of a generation whose unload hangs, never);
+        a stub counts as ended only once it is seen gone, so a message can say so."""
         deadline = time.monotonic() + grace_s
         leaked = self.earlier_generations(model)
         while leaked and time.monotonic() < deadline:
@@ -161,7 +171,13 @@ class InstanceWatch:
         for _key, instance in leaked:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(instance.pid, signal.SIGKILL)
-        return leaked
+        gone_by = time.monotonic() + KILL_SEEN_S
+        alive = list(leaked)
+        while alive and time.monotonic() < gone_by:
+            alive = [(key, instance) for key, instance in alive if _runs(instance.pid)]
+            if alive:
+                time.sleep(0.05)
+        return LeakedEnd([pair for pair in leaked if pair not in alive], alive)
 
     def _ask(self, keys: list[ModelKey], config_of: ConfigOf) -> None:
         """Learn how many stub processes each model's running config asks for now (one ask per model)."""
@@ -192,6 +208,16 @@ class InstanceWatch:
         if gone:
             return f"instance process gone: {gone} (killed or crashed; {len(running)} of {asked} running)"
         return f"{len(running)} of {asked} instance processes running (killed or crashed)"
+
+
+def _runs(pid: int) -> bool:
+    """Whether pid still runs (a zombie has ended: only its parent's wait is left)."""
+    import psutil  # here: as in stub_instances
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _started_before(pid: int, moment: float) -> bool:
