@@ -9,7 +9,7 @@ from tests.waiting import until
 from triton_ge_console.console.app import create_app, next_connection
 from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.detail import DetailPane, ModelDetail, SeriesChart
-from triton_ge_console.console.widgets.models import ModelsTable
+from triton_ge_console.console.widgets.models import SORT_KEYS, ModelsTable
 from triton_ge_console.sessions.observe.generation import GenerationFigures, generation_figures
 from triton_ge_console.sessions.observe.metrics import parse_metrics
 from triton_ge_console.sessions.observe.recorded import RecordedSource
@@ -117,3 +117,16 @@ async def test_a_generate_model_s_row_shows_ttft_and_itl_not_request_duration() 
         assert "2.50" in plain and "4.00" in plain
         title = str(app.screen.query_one("#models-box").border_title)
         assert "T/I: generate models' TTFT/ITL p50 ms (last 30 s)" in title
+
+
+def test_the_p99_sort_orders_generate_models_by_the_itl_their_cell_shows() -> None:
+    """A generate model's P99 cell reads its ITL p50, so the p99 sort places it by that, not by Triton's
+    request duration hidden behind it."""
+    bert, llama = _recorded_generate_session().models
+    assert llama.generation is not None and llama.generation.itl_p50_ms is not None
+    slow_itl = dataclasses.replace(llama.generation, itl_p50_ms=50.0)
+    fast_itl = dataclasses.replace(llama.generation, itl_p50_ms=0.5)
+    by_p99 = next(key for key in SORT_KEYS if key.label == "p99")
+    for generation, first in ((slow_itl, "llama_generate"), (fast_itl, "bert_model")):  # bert's p99: 4 ms
+        rows = sorted((bert, dataclasses.replace(llama, generation=generation)), key=by_p99.key, reverse=True)
+        assert rows[0].name == first

@@ -54,12 +54,20 @@ def _num(value: float | int | None) -> float:
     return float("-inf") if value is None else float(value)
 
 
+def shown_latency(model: ModelSnapshot) -> tuple[float | None, float | None]:
+    """The figures the P50 and P99 cells show: Triton's request duration, or a generate model's TTFT and ITL
+    p50 (its request duration ends before the first token), so a sort orders what the cells read."""
+    if model.generation is not None:
+        return model.generation.ttft_p50_ms, model.generation.itl_p50_ms
+    return model.latency.p50_ms, model.latency.p99_ms
+
+
 SORT_KEYS = (
     SortKey("name", lambda m: (m.name, m.version), False, COLUMNS.index("MODEL")),
     SortKey("queue", lambda m: _num(m.queue_depth), True, COLUMNS.index("QUEUE")),
     SortKey("req/s", lambda m: _num(m.request_rate), True, COLUMNS.index("REQ/S")),
     SortKey("inf/s", lambda m: _num(m.inference_rate), True, COLUMNS.index("INF/S")),
-    SortKey("p99", lambda m: _num(m.latency.p99_ms), True, COLUMNS.index("P99 ms")),
+    SortKey("p99", lambda m: _num(shown_latency(m)[1]), True, COLUMNS.index("P99 ms")),
     SortKey("failures", lambda m: _num(m.failure_total), True, COLUMNS.index("FAIL")),
     SortKey("timed out", lambda m: _num(m.timed_out_total), True, COLUMNS.index("T/O")),
     SortKey("state", lambda m: (m.serving_state != MODEL_READY, m.name), False, COLUMNS.index("STATE")),
@@ -107,12 +115,12 @@ def model_fields(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Cel
 
 def latency_fields(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Cell, Cell]:
     """The P50 and P99 cells: Triton's request duration, or a generate model's TTFT and ITL p50 (tagged)."""
+    p50, p99 = shown_latency(model)
     if model.generation is not None:
-        ttft, itl = token_latency_cells(model.generation.ttft_p50_ms, model.generation.itl_p50_ms)
+        ttft, itl = token_latency_cells(p50, p99)
         return (ttft, "", True), (itl, "", True)
-    latency = model.latency
-    return ((number(latency.p50_ms, 2), threshold_style(latency.p50_ms, limits.get("p50_ms")), True),
-            (number(latency.p99_ms, 2), threshold_style(latency.p99_ms, limits.get("p99_ms")), True))
+    return ((number(p50, 2), threshold_style(p50, limits.get("p50_ms")), True),
+            (number(p99, 2), threshold_style(p99, limits.get("p99_ms")), True))
 
 
 def model_cells(model: ModelSnapshot, limits: Mapping[str, float]) -> tuple[Text, ...]:
