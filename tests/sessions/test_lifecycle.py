@@ -374,3 +374,18 @@ def test_a_second_attach_of_the_same_server_is_refused_naming_the_first(
     assert not Registry().exists("second")
     assert main(["down", "first"]) == 0
     assert main(["attach", url, "--name", "second"]) == 0  # once detached, it may be attached again
+
+
+@pytest.mark.server
+def test_down_says_what_it_waits_for_then_what_it_did(tmp_path: Path, state_dir: Path) -> None:
+    write_echo_model(tmp_path / "repo", "slow", unload_s=2.0)  # Triton waits for its unload on SIGTERM
+    write_echo_model(tmp_path / "repo", "echo")
+    assert up(tmp_path / "repo", "--name", "gen") == 0
+    record = Registry().load("gen")
+    env = {**os.environ, STATE_DIR_ENV: str(state_dir)}
+    stopped = subprocess.run([sys.executable, "-m", "triton_ge_console.cli", "down", "gen"],
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout.splitlines() == [
+        f"stopping 'gen': waiting for tritonserver (pid {record.pid}) to unload 2 models (echo, slow)…",
+        "session 'gen' stopped"]

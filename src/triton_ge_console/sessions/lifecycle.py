@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 
 import psutil
 
+from triton_ge_console.repository.progress import hooks_of, ticking
 from triton_ge_console.session_states import DEAD, NOT_ANSWERING, READY, STARTING, STOPPED
 from triton_ge_console.sessions.act.control import (
     LIVE,
@@ -83,9 +84,11 @@ class StopResult:
 
 
 def down(
-    record: SessionRecord, registry: Registry, timeout: float = 15.0, forget: bool = False
+    record: SessionRecord, registry: Registry, timeout: float = 15.0, forget: bool = False,
+    notify: Notify | None = None,
 ) -> StopResult:
-    """Stop a launched session's process group (SIGTERM, then SIGKILL), or just detach an attached one."""
+    """Stop a launched session's process group (SIGTERM, then SIGKILL), or just detach an attached one;
+    `notify` hears what the stop waits for (a Feed's elapsed hook its time) while Triton unloads."""
     if record.attached:
         registry.remove(record.name)
         forget_token(record)
@@ -107,8 +110,12 @@ def down(
             record = record.replace(stop_requested_at=time.time())
             with contextlib.suppress(OSError):  # a full or read-only state dir must not keep it running
                 registry.save(record)
-        code = stop_process_group(group, grace)
-        _wait_exit_recorded(record, timeout=2.0)
+        waiting = _waiting_for(record) if alive and notify is not None else None
+        if notify is not None and waiting is not None:
+            notify(waiting)
+        with ticking(f"stopping '{record.name}'", hooks_of(notify)[1] if waiting else None):
+            code = stop_process_group(group, grace)
+            _wait_exit_recorded(record, timeout=2.0)
     code = server_exit_code(record) if server_exit_code(record) is not None else code
     freed = _wait_ports_free(record, timeout=10.0)
     regions = remove_shm_regions(record.session_dir) if record.session_dir is not None else 0
@@ -126,6 +133,19 @@ def down(
     forgotten = "" if not forget else " and forgotten" if what == "stopped" else "; forgotten now"
     message = f"session '{record.name}' {what}{forgotten}" + "".join(f"; {note}" for note in notes if note)
     return StopResult(stopped, message, code, freed, recorded)
+
+
+def _waiting_for(record: SessionRecord) -> str:
+    """What a stop waits for, in words: Triton unloads every model it serves before it exits (the models
+    it says are READY; those it started with when it does not answer)."""
+    try:
+        ready = [m.name for m in controller_for(record, timeout=2.0).index() if m.state == MODEL_READY]
+    except ControlError:
+        ready = list(record.models)
+    names = sorted(dict.fromkeys(ready))
+    plural = "" if len(names) == 1 else "s"
+    what = f"unload {len(names)} model{plural} ({', '.join(names)})" if names else "exit"
+    return f"stopping '{record.name}': waiting for tritonserver (pid {record.pid}) to {what}…"
 
 
 def _record_stopped(stopped: SessionRecord, registry: Registry, forget: bool) -> tuple[bool, str | None]:

@@ -232,7 +232,7 @@ def run_up(args: argparse.Namespace) -> int:
 
 def run_down(args: argparse.Namespace) -> int:
     """Stop (or detach) a session; `--forget` without a name also forgets every stopped or dead session."""
-    from triton_ge_console.sessions.lifecycle import down, down_unreadable
+    from triton_ge_console.sessions.lifecycle import down_unreadable
     from triton_ge_console.sessions.server.registry import Registry, RegistryError
 
     registry = Registry()
@@ -244,10 +244,26 @@ def run_down(args: argparse.Namespace) -> int:
             message, done = down_unreadable(name, registry, exc, timeout=args.timeout, forget=args.forget)
             print(message)
             return 0 if done else 1
-        return _print_down(down(record, registry, timeout=args.timeout, forget=args.forget))
+        return _print_down(_down_showing(record, registry, args.timeout, args.forget))
     if args.forget:
         return _forget_stopped(registry, args.timeout)
-    return _print_down(down(registry.resolve(None), registry, timeout=args.timeout))
+    return _print_down(_down_showing(registry.resolve(None), registry, args.timeout))
+
+
+def _down_showing(record: SessionRecord, registry: Registry, timeout: float,
+                  forget: bool = False) -> StopResult:
+    """down(), saying what it waits for, with a spinner and the time on a terminal."""
+    from triton_ge_console.repository.progress import Feed, TerminalProgress
+    from triton_ge_console.sessions.act.act_cli import notify
+    from triton_ge_console.sessions.lifecycle import down
+
+    terminal = TerminalProgress()
+    try:
+        return down(record, registry, timeout=timeout, forget=forget,
+                    notify=Feed(notify, terminal, terminal.elapsed))
+    finally:
+        terminal.finish(f"stopping '{record.name}'")
+        terminal.close()
 
 
 def _print_down(result: StopResult) -> int:
@@ -266,7 +282,7 @@ def _forget_stopped(registry: Registry, timeout: float) -> int:
     running = [r for r in records if effective_state(r) in (STARTING, READY)]
     codes = [0]
     if len(running) == 1:
-        codes.append(_print_down(down(running[0], registry, timeout=timeout, forget=True)))
+        codes.append(_print_down(_down_showing(running[0], registry, timeout, forget=True)))
     for record in records:
         if record not in running:
             codes.append(_print_down(down(record, registry, timeout=timeout, forget=True)))
