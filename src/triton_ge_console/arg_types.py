@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from triton_ge_console.display import printable
+from triton_ge_console.errors import GeConsoleError
 
 # What `set_defaults(func=...)` holds: the verb's handler, returning the exit code.
 Handler = Callable[[argparse.Namespace], int]
@@ -67,7 +68,7 @@ def positive_int(text: str) -> int:
     return value
 
 
-class UsageError(ValueError):
+class UsageError(GeConsoleError, ValueError):
     """What the user asked cannot be told apart or put together (options that clash, a session to name):
     one line and exit code 2, a usage error (docs/reference/errors.md)."""
 

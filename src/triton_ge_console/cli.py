@@ -5,7 +5,8 @@ verbs and sets `func=` to a handler of that same module; this module lists every
 *_cli module imports only the standard library, `arg_types` and what the parser itself needs (choices,
 defaults); anything else (onnx, tritonclient, the UI, a `handlers` module) is imported inside the handler
 that needs it, so `ge-console --help` stays fast. A handler raises a user error (bad input, a session not
-found, a server that refused) and `_run` reports it, one line and exit code 1, for every verb.
+found, a server that refused) as a `GeConsoleError` (errors.py) and `_run` reports it, one line and exit code
+1, for every verb; any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from triton_ge_console.arg_types import Handler, UsageError, error_line
 from triton_ge_console.backend_glue import backend_cli
 from triton_ge_console.console import console_cli
 from triton_ge_console.doctor import doctor_cli
+from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.fleet import fleet_cli, k8s_cli
 from triton_ge_console.repository import build_cli, check_cli
 from triton_ge_console.sessions import session_cli
@@ -99,22 +101,8 @@ def _run(arguments: list[str]) -> int:
         raise  # stdout closed by the reader (`status | head -1`): main ends quietly
     except UsageError as exc:  # which session, which options: the user's call to make
         return error_line(str(exc).splitlines()[0], code=2)
-    except Exception as exc:
-        if not isinstance(exc, _user_errors()):
-            raise  # a bug: its traceback
-        error_line(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        return 1
-
-
-def _user_errors() -> tuple[type[Exception], ...]:
-    """The errors every verb reports as one line and exit code 1: what the user can act on (imported only
-    once one happened, so `ge-console --help` stays fast)."""
-    from triton_ge_console.repository.build import BuildError
-    from triton_ge_console.sessions.act.control import ControlError
-    from triton_ge_console.sessions.launcher import LaunchError
-
-    # ValueError covers bad input (SpecError, RegistryError...), LookupError a session not found
-    return (ValueError, LookupError, OSError, LaunchError, ControlError, BuildError)
+    except GeConsoleError as exc:  # what the user can act on; anything else is a bug and keeps its traceback
+        return error_line(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
 
 def _reader_went_away() -> int:

@@ -16,10 +16,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from triton_ge_console.errors import GeConsoleError
+
 PAIR = re.compile(r"(\d+|NA|-)\s*/\s*(\d+|NA|-)")
 
 
-class NpuSmiError(RuntimeError):
+class NpuSmiError(GeConsoleError, RuntimeError):
     """npu-smi failed or printed something we cannot read."""
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from triton_ge_console.errors import InputError
+
 PORT_OPTIONS = ("--http-port", "--grpc-port", "--metrics-port")
 LISTEN_OPTIONS = ("--http-address", "--grpc-address")  # the metrics one ge-console follows
 
@@ -26,7 +28,7 @@ def port_option(args: Sequence[str], option: str) -> int | None:
     if value is None:
         return None
     if not value.strip().isdigit() or not 0 < int(value) < 65536:
-        raise ValueError(f"tritonserver argument {option}={value}: not a port number (1-65535)")
+        raise InputError(f"tritonserver argument {option}={value}: not a port number (1-65535)")
     return int(value)
 
 

@@ -1,10 +1,14 @@
 """Words Triton and ge-console agree on, and how an endpoint a user gives is read, shared by every layer (a
-leaf: it imports nothing of the package)."""
+leaf: of the package it imports only errors)."""
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from triton_ge_console.errors import InputError
 
 # A model version's state in Triton's repository index (triton core's model_lifecycle.h, ModelReadyState)
 MODEL_READY = "READY"  # it serves
@@ -35,6 +39,54 @@ def with_scheme(url: str, scheme: str = "http") -> str:
 def host_port(url: str) -> str:
     """host:port of a URL or of host:port itself: the scheme and a trailing slash dropped."""
     return url.split("://", 1)[-1].rstrip("/")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One endpoint read from a URL or HOST:PORT: the host without an IPv6 literal's brackets."""
+
+    scheme: str
+    host: str
+    port: int | None
+    path: str = ""
+
+    @property
+    def netloc(self) -> str:
+        """host:port as a URL writes it (an IPv6 literal in brackets)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port is None else f"{host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """scheme://host:port plus the path, normalised (lower-case scheme, no trailing slash)."""
+        return f"{self.scheme}://{self.netloc}{self.path}"
+
+
+def parse_endpoint(url: str, what: str = "URL", schemes: tuple[str, ...] = ("http", "https"),
+                   path_allowed: bool = False, strict: bool = True) -> Endpoint:
+    """The one reading of an endpoint a user or a record gives ("host:port" takes schemes[0]); strict, an
+    InputError naming what is wrong (scheme, host, port, path, credentials); lenient, whatever it has."""
+    try:
+        parsed = urlsplit(with_scheme(url, schemes[0]))
+    except ValueError:  # an unclosed IPv6 bracket
+        if strict:
+            raise InputError(f"{what} {url[:80]!r}: expected {schemes[0]}://HOST:PORT") from None
+        return Endpoint(schemes[0], "", None)
+    try:
+        port = parsed.port
+    except ValueError:
+        if strict:
+            raise InputError(f"{what} {url[:80]!r}: the port is not a number in 0-65535") from None
+        port = None
+    scheme, host, path = parsed.scheme.lower(), parsed.hostname or "", parsed.path.rstrip("/")
+    if strict:
+        if scheme not in schemes or not host or port is None:
+            raise InputError(f"{what} {url[:80]!r}: expected {schemes[0]}://HOST:PORT")
+        if parsed.username or parsed.password or parsed.query or parsed.fragment:
+            raise InputError(f"{what} {url[:80]!r}: credentials, a query or a fragment are not taken here")
+        if path and not path_allowed:
+            raise InputError(f"{what} {url[:80]!r}: an endpoint has no path (give {schemes[0]}://HOST:PORT)")
+    return Endpoint(scheme, host, port, path if path_allowed or not strict else "")
 
 
 def is_loopback(address: str) -> bool:

@@ -9,6 +9,8 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from triton_ge_console.errors import GeConsoleError
+
 NATIVE_ROOT = Path("/opt/tritonserver")
 # glibc's defaults hand large freed blocks back to the OS (blocks over the mmap threshold are unmapped,
 # a heap top over the trim threshold is trimmed, both thresholds moving at run time), so the buffers
@@ -21,7 +23,7 @@ ALLOCATOR_OPT_OUT = "GE_CONSOLE_ALLOCATOR"
 ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
 
 
-class DistributionError(RuntimeError):
+class DistributionError(GeConsoleError, RuntimeError):
     """No usable tritonserver was found; the message says where we looked."""
 
 

@@ -8,6 +8,7 @@ from typing import Protocol
 import numpy as np
 
 from triton_ge_console.backend_glue.bfloat16 import BFLOAT16
+from triton_ge_console.errors import GeConsoleError
 
 # Triton data type names (without TYPE_) ↔ numpy dtypes, as the glue exchanges tensors.
 TRITON_TO_NUMPY: dict[str, np.dtype] = {
@@ -20,7 +21,7 @@ TRITON_TO_NUMPY: dict[str, np.dtype] = {
 }
 
 
-class ExecutorError(RuntimeError):
+class ExecutorError(GeConsoleError, RuntimeError):
     """An executor failed to load or run; the message names the call and cause."""
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from triton_ge_console.backend_glue.executor import TRITON_TO_NUMPY, TensorInfo
+from triton_ge_console.errors import GeConsoleError
 
 PAST_PREFIX = "past_key_values."
 FIXED_INPUTS = ("input_ids", "position_ids", "attention_mask")
@@ -52,7 +53,7 @@ def step_feeds(layout: KvLayout, ids: list[int], past: list[np.ndarray]) -> dict
     return feeds
 
 
-class LayoutError(ValueError):
+class LayoutError(GeConsoleError, ValueError):
     """A model that is not a KV decoder the generate path can drive; the message says what is missing."""
 
 

@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from triton_ge_console.backend_glue.distribution import TritonDistribution, find_distribution
+from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.files import write_atomic
 
 NATIVE_NPU_GE = Path("/opt/tritonserver/backends/npu_ge/libnpu_ge.so")
 GLUE_MODEL_PY = Path(__file__).with_name("model.py")
 
 
-class InstallError(RuntimeError):
+class InstallError(GeConsoleError, RuntimeError):
     """The backend directory could not be laid out; the message names the missing piece."""
 
 

@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from triton_ge_console.backend_glue.settings import RUN_DIR_ENV
+from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.files import write_atomic
 
 BUSY = struct.Struct("<dd")  # cumulative busy seconds, cumulative unplaced seconds
 
 
-class DeviceMemoryError(RuntimeError):
+class DeviceMemoryError(GeConsoleError, RuntimeError):
     """A model does not fit in what is left of its device's memory."""
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_ge_console.display import GIB
+from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.ge_backends import (
     DEFAULT_DEVICE_MEMORY_GIB,
     EXECUTION_MODES,
@@ -27,7 +28,7 @@ BACKEND_CONFIG_FLAG = "--backend-config"
 _INSTANCE_INDEX = re.compile(r"_(\d+)$")
 
 
-class GlueConfigError(ValueError):
+class GlueConfigError(GeConsoleError, ValueError):
     """A model's config asks for something the glue cannot do; the message names model and field."""
 
 

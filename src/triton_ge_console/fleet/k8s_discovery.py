@@ -21,6 +21,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
+from triton_ge_console.errors import GeConsoleError, InputError
 from triton_ge_console.triton_args import switched_off
 from triton_ge_console.triton_terms import DEFAULT_PORTS
 
@@ -30,7 +31,7 @@ RETRY_CAP_S = 30.0
 MembersCallback = Callable[[dict[str, "PodMember"]], None]
 
 
-class DiscoveryError(RuntimeError):
+class DiscoveryError(GeConsoleError, RuntimeError):
     """The cluster could not be asked (configuration, connection, permission); one line saying why."""
 
 
@@ -46,7 +47,7 @@ class K8sTarget:
         """`k8s:NAMESPACE/SELECTOR`, e.g. `k8s:serving/app.kubernetes.io/instance=seed`."""
         namespace, _, selector = text.removeprefix(TARGET_PREFIX).partition("/")
         if not text.startswith(TARGET_PREFIX) or not namespace or not selector:
-            raise ValueError(f"{text!r}: expected k8s:NAMESPACE/SELECTOR, e.g. k8s:serving/app=triton")
+            raise InputError(f"{text!r}: expected k8s:NAMESPACE/SELECTOR, e.g. k8s:serving/app=triton")
         return cls(namespace, selector)
 
     @property

@@ -24,6 +24,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from kubernetes.stream import portforward
 
+from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.fleet.k8s_discovery import PodMember
 
 LOCAL_HOST = "127.0.0.1"
@@ -35,7 +36,7 @@ HTTP_FORBIDDEN, HTTP_NOT_FOUND = 403, 404
 Say = Callable[[str], None]
 
 
-class ForwardRefused(RuntimeError):
+class ForwardRefused(GeConsoleError, RuntimeError):
     """The API server did not open a port-forward; one line saying which pod and why."""
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from triton_ge_console.backend_glue.settings import MEMORY_ENV
+from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.files import write_atomic
 from triton_ge_console.repository.spec.k8s import DNS_1035_LABEL
 from triton_ge_console.repository.spec.types import DeploymentSpec, KubernetesSpec
@@ -29,7 +30,7 @@ CLAIM_MOUNT = "/mnt/model-repository"
 APP_LABEL = "triton-ge-console"
 
 
-class RenderError(ValueError):
+class RenderError(GeConsoleError, ValueError):
     """The spec cannot run in Kubernetes as written; one line naming the field to set."""
 
 

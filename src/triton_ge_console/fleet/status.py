@@ -6,7 +6,6 @@ Every figure a server did not give is None (`—` in the table), never a guess.
 from __future__ import annotations
 
 import dataclasses
-import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,13 @@ from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSna
 from triton_ge_console.sessions.observe.source import SessionSource
 from triton_ge_console.sessions.server.engines import label
 from triton_ge_console.sessions.server.registry import Registry, SessionRecord, effective_state
-from triton_ge_console.triton_terms import MODEL_READY, SERVER_LIVE, SERVER_READY, SERVER_UNREACHABLE
+from triton_ge_console.triton_terms import (
+    MODEL_READY,
+    SERVER_LIVE,
+    SERVER_READY,
+    SERVER_UNREACHABLE,
+    parse_endpoint,
+)
 
 # Triton's reason for a model unloaded on purpose: not a failure.
 UNLOADED_REASON = "unloaded"
@@ -102,7 +107,7 @@ def row_from(name: str, where: str, snapshots: Sequence[ServerSnapshot]) -> Flee
 
 def where_of(record: SessionRecord) -> str:
     """host:port, plus the Kubernetes target a pod came from."""
-    netloc = urllib.parse.urlsplit(record.http_url).netloc or record.http_url
+    netloc = parse_endpoint(record.http_url, strict=False).netloc or record.http_url
     return f"{netloc} ({record.discovered_by})" if record.discovered_by else netloc
 
 

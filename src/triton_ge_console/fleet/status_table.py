@@ -6,6 +6,7 @@ import argparse
 import json
 
 from triton_ge_console.display import MISSING, gib, number, percent
+from triton_ge_console.errors import InputError
 from triton_ge_console.fleet.status import FleetRow, fleet_rows, running_records
 from triton_ge_console.sessions.server.registry import Registry
 from triton_ge_console.triton_terms import SERVER_LIVE, SERVER_READY
@@ -18,9 +19,9 @@ HEADINGS = (
 def run_status_all(args: argparse.Namespace) -> int:
     """Print every running session's row; exit code 1 when any server did not answer."""
     if args.name:
-        raise ValueError("status --all takes no NAME")
+        raise InputError("status --all takes no NAME")
     if args.workers < 1 or args.interval < 0:
-        raise ValueError("--workers must be >= 1 and --interval >= 0")
+        raise InputError("--workers must be >= 1 and --interval >= 0")
     rows = fleet_rows(running_records(Registry()), interval_s=args.interval, max_workers=args.workers)
     if args.json:
         print(json.dumps([row.to_dict() for row in rows], indent=2))

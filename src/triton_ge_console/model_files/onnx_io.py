@@ -10,6 +10,7 @@ from typing import Protocol
 
 import onnx
 
+from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.model_files.tensors import TensorSpec
 
 # ONNX TensorProto element type → Triton data type (without the TYPE_ prefix).
@@ -66,7 +67,7 @@ class Named(Protocol):
     def data_type(self) -> str: ...
 
 
-class OnnxReadError(ValueError):
+class OnnxReadError(GeConsoleError, ValueError):
     """An ONNX file that cannot be read, or uses a type Triton cannot carry."""
 
 

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from triton_ge_console.errors import GeConsoleError
+
 FRAMEWORK_ONNX = "5"
 ONNX_INPUT_FORMATS = ("NCHW", "ND", "NCDHW")  # what ATC accepts as --input_format for ONNX models
 MIN_PROFILES = 2  # gears of --dynamic_batch_size / _image_size / _dims (CheckDynamicParams sets no maximum)
@@ -68,7 +70,7 @@ def atc_missing(root: Path = ASCEND_ROOT) -> str:
             "in CPU emulation from its ONNX")
 
 
-class AtcArgumentError(ValueError):
+class AtcArgumentError(GeConsoleError, ValueError):
     """Arguments ATC would reject; the message is ATC's, with its error code."""
 
 

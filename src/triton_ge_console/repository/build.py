@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_ge_console.backend_glue.generate_protocol import TOKENIZER_FILENAME
+from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.model_files import external_data
 from triton_ge_console.repository import demo_models, digest_cache
 from triton_ge_console.repository.build_commit import (
@@ -38,7 +39,7 @@ MANIFEST_FORMAT = 1
 STATUSES = ("added", "updated", "unchanged", "removed")
 
 
-class BuildError(RuntimeError):
+class BuildError(GeConsoleError, RuntimeError):
     """The repository could not be built; REPO is as it was before."""
 
 
@@ -254,9 +255,18 @@ def build_repository(
         return _build(spec, out, Transfers(link=link, reuse_root=out, progress=progress), force)
 
 
+def _cannot_build(out: Path, exc: OSError) -> BuildError:
+    """An OS error during a build, in one line naming the path it concerned."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    return BuildError(f"cannot build {out}: {exc.strerror or exc}{where}; the repository is unchanged")
+
+
 def _build(spec: DeploymentSpec, out: Path, transfers: Transfers, force: bool) -> BuildReport:
     """build_repository's work, under one save of the digest cache."""
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _cannot_build(out, exc) from None
     ahead = _Ahead(out)
     try:
         with build_lock(out):  # first: it sweeps staging folders a killed build left, copies ahead included
@@ -271,10 +281,7 @@ def _build(spec: DeploymentSpec, out: Path, transfers: Transfers, force: bool) -
             commit_build(out, staged, changes, manifest, MANIFEST_NAME, transfers)
             _remember_hashes(out, plans, changes)
     except OSError as exc:
-        where = f" ({exc.filename})" if exc.filename else ""
-        raise BuildError(
-            f"cannot build {out}: {exc.strerror or exc}{where}; the repository is unchanged"
-        ) from None
+        raise _cannot_build(out, exc) from None
     finally:
         ahead.remove()
     return BuildReport(out, tuple(_with_placement(c, transfers) for c in changes))

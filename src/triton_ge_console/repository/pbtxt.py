@@ -12,6 +12,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from triton_ge_console.display import printable
+from triton_ge_console.errors import GeConsoleError
 
 ModelConfig = model_config_pb2.ModelConfig
 
@@ -21,7 +22,7 @@ _NO_FIELD = re.compile(r'Message type "([\w.]+)" has no field named "(\w+)"')
 
 
 @dataclass(frozen=True)
-class ConfigSyntaxError(ValueError):
+class ConfigSyntaxError(GeConsoleError, ValueError):
     """config.pbtxt text that protobuf cannot parse, with its position."""
 
     path: str

@@ -22,6 +22,7 @@ from triton_ge_console.backend_glue.distribution import (
 )
 from triton_ge_console.backend_glue.installer import InstallError, install_backend_dir
 from triton_ge_console.display import listed
+from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.repository.build import BuildError, build_repository
 from triton_ge_console.repository.progress import ElapsedHook, hooks_of
 from triton_ge_console.repository.spec.load import SpecError, load_spec
@@ -71,7 +72,7 @@ BACKENDS_DIR = "backends"
 Notify = Callable[[str], None]
 
 
-class LaunchError(RuntimeError):
+class LaunchError(GeConsoleError, RuntimeError):
     """A session could not be started; one line saying why (nothing was left running)."""
 
 

@@ -6,10 +6,9 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import psutil
 
@@ -23,7 +22,6 @@ from triton_ge_console.sessions.act.control import (
     ServerNotAnswering,
     TritonControl,
     controller_for,
-    endpoint_url,
 )
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
 from triton_ge_console.sessions.live import LiveSource
@@ -61,7 +59,7 @@ from triton_ge_console.sessions.server.supervise import (
     supervisor_running,
 )
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
-from triton_ge_console.triton_terms import DEFAULT_PORTS, MODEL_READY, host_port, with_scheme
+from triton_ge_console.triton_terms import DEFAULT_PORTS, MODEL_READY, parse_endpoint
 
 ORPHAN_GRACE_S = 1.0
 HEALTH_WINDOW_S = 1.0  # how long `status` watches a model with failed requests for FAILING
@@ -330,10 +328,10 @@ def attach(
         )
     if token is not None and (problem := token_problem(token)):
         raise LaunchError(problem)
-    http_url = endpoint_url(url, "URL")
+    http_url = parse_endpoint(url).url
     _refuse_attached_twice(http_url, registry)
-    grpc_url = host_port(endpoint_url(grpc_url, "--grpc-url", ("grpc",))) if grpc_url else None
-    metrics_url = endpoint_url(metrics_url, "--metrics-url", path_allowed=True) if metrics_url else None
+    grpc_url = parse_endpoint(grpc_url, "--grpc-url", ("grpc",)).netloc if grpc_url else None
+    metrics_url = parse_endpoint(metrics_url, "--metrics-url", path_allowed=True).url if metrics_url else None
     models = _serving_models(TritonControl(http_url, token, token_header=token_header, timeout=10.0))
     workdir = paths.session_dir(name)
     record = SessionRecord(
@@ -369,9 +367,9 @@ def attach_engine(url: str, name: str, registry: Registry, engine: str, metrics_
             f"session '{name}' already exists; ge-console down {name} first or pick another --name")
     if ca_file is not None and not ca_file.is_file():
         raise LaunchError(f"--ca {ca_file}: no such file")
-    http_url = endpoint_url(url, "URL").rstrip("/")
+    http_url = parse_endpoint(url).url
     _refuse_attached_twice(http_url, registry)
-    given = endpoint_url(metrics_url, "--metrics-url", path_allowed=True) if metrics_url else None
+    given = parse_endpoint(metrics_url, "--metrics-url", path_allowed=True).url if metrics_url else None
     workdir = paths.session_dir(name)
     record = SessionRecord(
         name=name, pid=None, started_at=time.time(), http_url=http_url, grpc_url=None,
@@ -405,8 +403,8 @@ def _refuse_attached_twice(http_url: str, registry: Registry) -> None:
 def _same_server(one: str, other: str) -> bool:
     """Whether two normalised endpoint URLs reach the same server (localhost is 127.0.0.1)."""
     def key(url: str) -> tuple[str, str | None, int | None]:
-        parsed = urlparse(url)
-        host = "127.0.0.1" if parsed.hostname == "localhost" else parsed.hostname
+        parsed = parse_endpoint(url, strict=False)
+        host = "127.0.0.1" if parsed.host == "localhost" else parsed.host
         return parsed.scheme, host, parsed.port
     return key(one) == key(other)
 
@@ -425,9 +423,9 @@ def _serving_models(control: TritonControl) -> tuple[str, ...]:
 
 def _default_metrics_url(http_url: str) -> str | None:
     """Triton's default metrics endpoint beside a default HTTP port (8000 → 8002), else unknown."""
-    parsed = urlparse(http_url)
-    if parsed.port == DEFAULT_PORTS["http"] and parsed.hostname:
-        return f"{parsed.scheme}://{parsed.hostname}:{DEFAULT_PORTS['metrics']}/metrics"
+    endpoint = parse_endpoint(http_url, strict=False)
+    if endpoint.port == DEFAULT_PORTS["http"] and endpoint.host:
+        return f"{endpoint.scheme}://{replace(endpoint, port=DEFAULT_PORTS['metrics']).netloc}/metrics"
     return None
 
 
@@ -615,13 +613,10 @@ def _text(path: Path | None) -> str | None:
 
 def _port(url: str | None) -> int | None:
     """The port of an http URL or host:port."""
-    if not url:
-        return None
-    parsed = urlparse(with_scheme(url, "tcp"))
-    return parsed.port
+    return parse_endpoint(url, schemes=("tcp",), strict=False).port if url else None
 
 
 def _endpoint(url: str) -> tuple[str, int | None]:
     """Host and port of an http URL or host:port (an IPv6 host without its brackets)."""
-    parsed = urlparse(with_scheme(url, "tcp"))
-    return parsed.hostname or "127.0.0.1", parsed.port
+    endpoint = parse_endpoint(url, schemes=("tcp",), strict=False)
+    return endpoint.host or "127.0.0.1", endpoint.port

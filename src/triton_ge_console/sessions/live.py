@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from triton_ge_console.errors import InputError
 from triton_ge_console.sessions.act.control import controller_for
 from triton_ge_console.sessions.act.engine_control import EngineControl
 from triton_ge_console.sessions.observe.engine_poller import EnginePoller
@@ -137,7 +138,7 @@ class LiveSource:
             from triton_ge_console.sessions.act.control import TritonControl
 
             if self.endpoints.http_url is None:
-                raise ValueError(f"session {self.name}: no HTTP endpoint to send commands to")
+                raise InputError(f"session {self.name}: no HTTP endpoint to send commands to")
             self._controller = TritonControl(self.endpoints.http_url, self._token,
                                              token_header=self._token_header, log_path=self._log_path)
         return self._controller

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.arg_types import error_line, port_number, seconds
+from triton_ge_console.errors import InputError
 from triton_ge_console.repository.spec.types import RESTART_POLICIES
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
@@ -189,7 +190,7 @@ def token_given(args: argparse.Namespace) -> str | None:
     if getattr(args, "token_env", None):
         value = os.environ.get(args.token_env)
         if not value:
-            raise ValueError(f"--token-env {args.token_env}: the variable is not set")
+            raise InputError(f"--token-env {args.token_env}: the variable is not set")
         return value
     token: str | None = getattr(args, "token", None)
     return token

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from triton_ge_console.display import printable
+from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.triton_terms import INT64_MAX, INT64_MIN
 
 
@@ -39,7 +40,7 @@ class SpecProblem:
         }
 
 
-class SpecError(ValueError):
+class SpecError(GeConsoleError, ValueError):
     """A spec that cannot be used; `problems` lists every problem found, in file order."""
 
     def __init__(self, problems: list[SpecProblem]) -> None:

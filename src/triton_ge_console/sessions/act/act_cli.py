@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from triton_ge_console.arg_types import error_line
+from triton_ge_console.errors import InputError
 
 if TYPE_CHECKING:
     from triton_ge_console.sessions.observe.source import CommandResult
@@ -57,7 +58,7 @@ def run_model_command(args: argparse.Namespace) -> int:
     record = require_running(registry.resolve(args.session, running=True, model=args.model))
     refused = control_refusal(record.engine)
     if refused is not None:  # vLLM, MindIE: their APIs load nothing at run time
-        raise ValueError(f"{args.action} {args.model or '--changed'} on '{record.name}': {refused}")
+        raise InputError(f"{args.action} {args.model or '--changed'} on '{record.name}': {refused}")
     control = controller_for(record)
     if args.action == "reload" and args.changed:
         return _print_results(_reload_changed(record, control, registry))
@@ -93,9 +94,9 @@ def _reload_changed(record: SessionRecord, control: Any, registry: Registry) -> 
     try:
         report = rebuild(record, progress=terminal)
     except SpecError as exc:
-        raise ValueError(f"spec not applied, running models keep serving: {exc.problems[0]}") from None
+        raise InputError(f"spec not applied, running models keep serving: {exc.problems[0]}") from None
     except BuildError as exc:
-        raise ValueError(f"{exc}; running models keep serving") from None
+        raise InputError(f"{exc}; running models keep serving") from None
     finally:
         terminal.close()
     changes = find_changes(record, report)
@@ -147,7 +148,7 @@ def _session_for_spec(registry: Registry, spec: Path, name: str | None) -> Sessi
     if name:
         return registry.load(name)
     if not spec.is_file():
-        raise ValueError(f"{spec}: no such spec file")
+        raise InputError(f"{spec}: no such spec file")
     wanted = spec.resolve()
     matches = [
         r

@@ -18,12 +18,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse, urlsplit
 
 import tritonclient.http as triton_http
 from tritonclient.utils import InferenceServerException
 
 from triton_ge_console.display import printable
+from triton_ge_console.errors import GeConsoleError, InputError
 from triton_ge_console.sessions.act.digests import model_digest, store_digests
 from triton_ge_console.sessions.observe.health import InstanceWatch, instance_watch, leaked_in_words
 from triton_ge_console.sessions.observe.source import CommandResult
@@ -36,7 +36,7 @@ from triton_ge_console.triton_terms import (
     MODEL_UNKNOWN,
     MODEL_UNLOADING,
     RELOAD_PARAMETER,
-    with_scheme,
+    parse_endpoint,
 )
 
 CLOSED_MIDWAY = "the server closed the connection (stopped or restarted meanwhile?)"
@@ -46,7 +46,7 @@ LEAK_GRACE_S = 5.0  # how long a reload lets the replaced instances' stubs end o
 _POLL_FAILED = re.compile(r"Poll failed for model directory '(?P<model>[^']+)': (?P<why>.*?)\"?$")
 
 
-class ControlError(RuntimeError):
+class ControlError(GeConsoleError, RuntimeError):
     """The server could not be asked (unreachable, refused); the message is one line."""
 
 
@@ -73,31 +73,8 @@ class ModelState:
 
 def client_url(http_url: str) -> tuple[str, bool]:
     """host:port for tritonclient and whether to use TLS, from "http(s)://host:port" or "host:port"."""
-    parsed = urlparse(with_scheme(http_url))
-    if not parsed.hostname or parsed.port is None:
-        raise ValueError(f"bad server URL {http_url!r}: expected http://HOST:PORT")
-    host = f"[{parsed.hostname}]" if ":" in parsed.hostname else parsed.hostname
-    return f"{host}:{parsed.port}", parsed.scheme == "https"
-
-
-def endpoint_url(url: str, what: str = "URL", schemes: tuple[str, ...] = ("http", "https"),
-                 path_allowed: bool = False) -> str:
-    """scheme://host:port of an endpoint, normalised; ValueError naming what is wrong (a path, a bad port)."""
-    parsed = urlsplit(with_scheme(url, schemes[0]))
-    try:
-        port = parsed.port
-    except ValueError:
-        raise ValueError(f"{what} {url[:80]!r}: the port is not a number in 0-65535") from None
-    if parsed.scheme.lower() not in schemes:
-        raise ValueError(f"{what} {url[:80]!r}: expected {schemes[0]}://HOST:PORT")
-    if not parsed.hostname or port is None:
-        raise ValueError(f"{what} {url[:80]!r}: expected {schemes[0]}://HOST:PORT")
-    if parsed.username or parsed.password or parsed.query or parsed.fragment:
-        raise ValueError(f"{what} {url[:80]!r}: credentials, a query or a fragment are not taken here")
-    if parsed.path.strip("/") and not path_allowed:
-        raise ValueError(f"{what} {url[:80]!r}: an endpoint has no path (give {schemes[0]}://HOST:PORT)")
-    host = f"[{parsed.hostname}]" if ":" in parsed.hostname else parsed.hostname
-    return f"{parsed.scheme.lower()}://{host}:{port}" + (parsed.path.rstrip("/") if path_allowed else "")
+    endpoint = parse_endpoint(http_url, "server URL", path_allowed=True)
+    return endpoint.netloc, endpoint.scheme == "https"
 
 
 def one_line(message: str) -> str:
@@ -163,9 +140,9 @@ def parse_config(config: str | None) -> dict[str, Any] | None:
         data = json.loads(config)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
-        raise ValueError(f"config override is not JSON: {where}: {exc.msg}") from None
+        raise InputError(f"config override is not JSON: {where}: {exc.msg}") from None
     if not isinstance(data, dict):
-        raise ValueError("config override must be a JSON object")
+        raise InputError("config override must be a JSON object")
     return data
 
 

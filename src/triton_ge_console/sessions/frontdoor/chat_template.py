@@ -13,6 +13,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from triton_ge_console.errors import GeConsoleError, InputError
+
 # Used when the tokenizer has no chat_template (the demo's has none) and none is given: each message on
 # its own line as "role: content", then "assistant:" for the reply to follow.
 DEFAULT_TEMPLATE = (
@@ -23,7 +25,7 @@ SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token
 CONFIG_FILENAME = "tokenizer_config.json"  # beside tokenizer.json, as transformers saves a tokenizer
 
 
-class ChatTemplateError(ValueError):
+class ChatTemplateError(GeConsoleError, ValueError):
     """A template that does not compile or raises while rendering (raise_exception included)."""
 
 
@@ -109,14 +111,14 @@ def template_for(tokenizer_json: Path | None, override: Path | None = None) -> C
         try:
             loaded = json.loads(config_path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise ValueError(f"{config_path}: not a readable tokenizer config ({exc})") from None
+            raise InputError(f"{config_path}: not a readable tokenizer config ({exc})") from None
         config = loaded if isinstance(loaded, dict) else {}
     specials = {key: text for key in SPECIAL_TOKENS if (text := _token_text(config.get(key))) is not None}
     if override is not None:
         try:
             return ChatTemplate(override.read_text(encoding="utf-8"), specials, str(override))
         except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"--chat-template {override}: cannot read it ({exc})") from None
+            raise InputError(f"--chat-template {override}: cannot read it ({exc})") from None
     source = _template_text(config.get("chat_template"))
     if source is not None:
         return ChatTemplate(source, specials, f"{config_path}")

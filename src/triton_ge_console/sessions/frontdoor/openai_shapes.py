@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.triton_terms import INT64_MAX
 
 OWNER = "triton-ge-console"
@@ -19,7 +20,7 @@ COMPLETION_DEFAULT_TOKENS = 16  # OpenAI's default max_tokens for /v1/completion
 MAX_STOPS = 4  # OpenAI's bound on stop sequences
 
 
-class OpenAIError(Exception):
+class OpenAIError(GeConsoleError):
     """A request the front door answers with an error, in OpenAI's shape."""
 
     def __init__(self, status: int, message: str, kind: str = "invalid_request_error",

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.sessions.frontdoor.catalog import Catalog
 from triton_ge_console.sessions.frontdoor.engine import Engine
 from triton_ge_console.sessions.server.access import session_reach
@@ -17,7 +18,7 @@ from triton_ge_console.sessions.server.registry import SessionRecord, require_ru
 from triton_ge_console.triton_terms import host_port, is_loopback
 
 
-class DoorError(ValueError):
+class DoorError(GeConsoleError, ValueError):
     """A front door that cannot be opened as asked (no gRPC endpoint, an exposed address without a token)."""
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.sessions.loadgen.generate_client import (
     Generation,
     GrpcStreamer,
@@ -36,7 +37,7 @@ Watch = Callable[[StreamResult], None]  # handed a generation as each of its tok
 DEFAULT_REQUESTS = 100  # generations a step measures by default: enough for its p99 to rest on a sample
 
 
-class SloError(ValueError):
+class SloError(GeConsoleError, ValueError):
     """An --slo text that does not read as ttft=MS,itl=MS."""
 
 
@@ -391,7 +392,7 @@ COMPARED = {  # figure → how a row holds it
 }
 
 
-class BaselineError(ValueError):
+class BaselineError(GeConsoleError, ValueError):
     """A --compare file that is not an earlier `bench --generate --json`."""
 
 

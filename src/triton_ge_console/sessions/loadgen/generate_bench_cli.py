@@ -10,10 +10,10 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
 from triton_ge_console.arg_types import error_line, positive_int
-from triton_ge_console.triton_terms import with_scheme
+from triton_ge_console.errors import InputError
+from triton_ge_console.triton_terms import parse_endpoint
 
 if TYPE_CHECKING:
     from triton_ge_console.sessions.loadgen.generate_bench import GenerateLoad, GenerateRow
@@ -66,10 +66,10 @@ def token_range(text: str) -> tuple[int, int]:
 
 def _host_port(address: str, protocol: str) -> tuple[str, int]:
     """host and port of 'HOST:PORT' or a URL."""
-    parsed = urlparse(with_scheme(address, "tcp"))
-    if parsed.hostname is None or parsed.port is None:
-        raise ValueError(f"{address!r}: expected HOST:PORT of the server's {protocol} endpoint")
-    return parsed.hostname, parsed.port
+    parsed = parse_endpoint(address, strict=False, schemes=("tcp",), path_allowed=True)
+    if not parsed.host or parsed.port is None:
+        raise InputError(f"{address!r}: expected HOST:PORT of the server's {protocol} endpoint")
+    return parsed.host, parsed.port
 
 
 def load_from_args(args: argparse.Namespace) -> GenerateLoad:
@@ -82,7 +82,7 @@ def load_from_args(args: argparse.Namespace) -> GenerateLoad:
         if not args.url:
             raise UsageError("--endpoint openai: give the API's base URL, --url http://HOST:PORT/v1")
         host, port = _host_port(args.url, "OpenAI API")
-        base_path = urlparse(with_scheme(args.url)).path.rstrip("/") or "/v1"
+        base_path = parse_endpoint(args.url, strict=False, path_allowed=True).path or "/v1"
         key = os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
     else:
@@ -201,7 +201,7 @@ def _read(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--compare {path}: cannot read it ({exc})") from None
+        raise InputError(f"--compare {path}: cannot read it ({exc})") from None
 
 
 def _print_comparison(path: str, compared: list[dict[str, Any]]) -> None:

@@ -12,6 +12,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from triton_ge_console.errors import GeConsoleError
+
 # KServe v2 / Triton datatypes and the numpy dtype each one is carried in.
 TRITON_DTYPES: dict[str, Any] = {
     "BOOL": np.bool_,
@@ -35,7 +37,7 @@ ID_RANGE = 100
 SHAPE_PATTERN = re.compile(r"^(?P<name>[^:]+):(?P<dims>\d+(?:[x,]\d+)*)$")
 
 
-class LoadSpecError(ValueError):
+class LoadSpecError(GeConsoleError, ValueError):
     """The load asked for is inconsistent (bad shape, unknown input, bad file): a usage error."""
 
 

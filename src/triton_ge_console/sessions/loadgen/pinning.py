@@ -15,10 +15,12 @@ from pathlib import Path
 
 import psutil
 
+from triton_ge_console.errors import GeConsoleError
+
 STUB_NAME = "triton_python_backend_stub"
 
 
-class PinningError(RuntimeError):
+class PinningError(GeConsoleError, RuntimeError):
     """The CPUs asked for cannot be used here; the message says why."""
 
 

@@ -22,6 +22,7 @@ import tritonclient.http.aio as http_aio
 from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException, serialize_byte_tensor
 
+from triton_ge_console.errors import GeConsoleError, InputError
 from triton_ge_console.sessions.loadgen.http_path import (
     ConnectionPool,
     HttpRequestFailed,
@@ -46,7 +47,7 @@ MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
 PROTOCOLS = ("grpc", "http")
 
 
-class LoadError(RuntimeError):
+class LoadError(GeConsoleError, RuntimeError):
     """The server could not be reached or refused the load: a runtime failure."""
 
 
@@ -358,5 +359,5 @@ def open_transport(protocol: str, url: str, http_json_body: bool = False,
         return GrpcTransport(address, headers)
     if protocol == "http":
         return HttpTransport(address, json_body=http_json_body, headers=headers)
-    raise ValueError(f"unknown protocol {protocol!r} (expected one of {', '.join(PROTOCOLS)})")
+    raise InputError(f"unknown protocol {protocol!r} (expected one of {', '.join(PROTOCOLS)})")
 

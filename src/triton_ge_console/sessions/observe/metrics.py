@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.sessions.observe.stats import HttpEndpoint
 
 Labels = tuple[tuple[str, str], ...]
@@ -207,7 +208,7 @@ def _plain_labels(label_text: str) -> Labels | None:
     return tuple(sorted(pairs))
 
 
-class MetricsError(RuntimeError):
+class MetricsError(GeConsoleError, RuntimeError):
     """The metrics endpoint did not answer with parseable Prometheus text."""
 
 

@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from triton_ge_console.errors import GeConsoleError, InputError
 from triton_ge_console.sessions.observe.rates import ModelCounters
 from triton_ge_console.sessions.server.access import refusal
-from triton_ge_console.triton_terms import MODEL_UNAVAILABLE, with_scheme
+from triton_ge_console.triton_terms import MODEL_UNAVAILABLE, parse_endpoint
 
 NS_PER_US = 1000.0
 
 
-class EndpointError(RuntimeError):
+class EndpointError(GeConsoleError, RuntimeError):
     """The server could not be reached or answered something unusable; `timed_out`: it took the connection
     but sent no reply in time (hung, or stopped by SIGSTOP)."""
 
@@ -35,14 +36,14 @@ class HttpEndpoint:
 
     def __init__(self, base_url: str, timeout: float = 2.0, headers: dict[str, str] | None = None,
                  ca_file: str | Path | None = None) -> None:
-        parsed = urllib.parse.urlsplit(with_scheme(base_url))
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ValueError(f"not an http(s) URL: {base_url!r}")
+        parsed = parse_endpoint(base_url, strict=False, path_allowed=True)
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise InputError(f"not an http(s) URL: {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self._scheme = parsed.scheme
-        self._host = parsed.hostname
+        self._host = parsed.host
         self._port = parsed.port
-        self._prefix = parsed.path.rstrip("/")
+        self._prefix = parsed.path
         self._timeout = timeout
         self._headers = dict(headers or {})
         self._conn: http.client.HTTPConnection | None = None

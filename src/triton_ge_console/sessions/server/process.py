@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from triton_ge_console.backend_glue.distribution import TritonDistribution
+from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.sessions.server.paths import PRIVATE_UMASK, open_private
 from triton_ge_console.sessions.server.server_log import log_cause
 
 
-class ServerStartError(RuntimeError):
+class ServerStartError(GeConsoleError, RuntimeError):
     """The server did not become ready; the message carries the cause read from its log."""
 
 

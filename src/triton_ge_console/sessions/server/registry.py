@@ -17,6 +17,7 @@ import psutil
 import yaml
 
 from triton_ge_console.arg_types import UsageError
+from triton_ge_console.errors import GeConsoleError, InputError
 from triton_ge_console.files import write_atomic
 from triton_ge_console.session_states import DEAD, READY, STARTING, STOPPED
 from triton_ge_console.sessions.server import paths
@@ -37,11 +38,11 @@ def grpc_token_header(header: str = TOKEN_HEADER) -> str:
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-class RegistryError(ValueError):
+class RegistryError(GeConsoleError, ValueError):
     """A session file is unreadable or malformed; the message names the file (and line, where known)."""
 
 
-class SessionNotFound(LookupError):
+class SessionNotFound(GeConsoleError, LookupError):
     """No session with that name (or no unique session when none was named)."""
 
 
@@ -53,7 +54,7 @@ class SessionAmbiguous(SessionNotFound, UsageError):
     """No session was named and several could be meant: a usage error (exit 2), as for `bench`."""
 
 
-class SessionBusy(RuntimeError):
+class SessionBusy(GeConsoleError, RuntimeError):
     """Another ge-console process is starting this session right now."""
 
 
@@ -186,7 +187,7 @@ def _field_value(key: str, value: Any) -> Any:
 def validate_name(name: str) -> str:
     """A session name safe as a file name, or a ValueError saying what is allowed."""
     if not _NAME_PATTERN.match(name):
-        raise ValueError(f"bad session name {name!r}: use letters, digits, '.', '_' or '-' (up to 64)")
+        raise InputError(f"bad session name {name!r}: use letters, digits, '.', '_' or '-' (up to 64)")
     return name
 
 

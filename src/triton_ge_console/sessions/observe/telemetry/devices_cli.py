@@ -9,6 +9,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.arg_types import error_line
+from triton_ge_console.errors import InputError
 
 # Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def _metrics_url(args: argparse.Namespace) -> str | None:
         return record.metrics_url if effective_state(record) in (READY, STARTING) else None
     record = require_running(registry.load(args.session))
     if not record.metrics_url:
-        raise ValueError(f"session {record.name} has no metrics URL: metrics "
+        raise InputError(f"session {record.name} has no metrics URL: metrics "
                          f"{metrics_where(None, record.name, record.attached, record.discovered_by)}")
     return record.metrics_url
 
