@@ -59,6 +59,15 @@ def test_an_unexpected_internal_error_shows_its_traceback(tmp_path: Path) -> Non
     assert "ValueError: an internal slip" in result.stderr and "ge-console: error:" not in result.stderr
 
 
+def test_a_file_the_user_named_that_the_os_refuses_is_one_line_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "deploy.yaml").write_text(SPEC, encoding="utf-8")
+    (tmp_path / "afile").write_text("", encoding="utf-8")
+    line = one_line(ge_console("build", "deploy.yaml", "-o", "afile/repo", cwd=tmp_path))
+    assert "afile/repo" in line and "the repository is unchanged" in line
+    line = one_line(ge_console("build", "missing.yaml", "-o", "repo", cwd=tmp_path))
+    assert "missing.yaml" in line and "no such file or directory" in line.lower()
+
+
 @pytest.mark.parametrize(("argv", "said"), [
     (["attach", "[::1", "--name", "x"], "URL '[::1': expected http://HOST:PORT"),
     (["attach", "http://127.0.0.1:1/v2", "--name", "x"], "an endpoint has no path"),

@@ -70,3 +70,15 @@ def test_usage_errors_are_one_line() -> None:
     result = _ge_console(["console"], Path("/nonexistent-state"), timeout=60)
     assert result.returncode == 1 and "needs a terminal" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_demo_that_cannot_launch_says_so_in_one_error_line(tmp_path: Path) -> None:
+    """A launch the demo cannot make (no tritonserver where $TRITONSERVER says) is one `ge-console: error:`
+    line, as every verb's error is, and no server is left."""
+    env = {**os.environ, STATE_DIR_ENV: str(tmp_path), "TRITONSERVER": str(tmp_path / "nonexistent")}
+    result = subprocess.run([sys.executable, "-m", "triton_ge_console.cli", "demo", "--headless", "5"],
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=240)
+    assert result.returncode == 1, result.stdout + result.stderr
+    missing = tmp_path / "nonexistent"
+    assert result.stderr.splitlines() == [f"ge-console: error: $TRITONSERVER={missing}: no such file"]
+    assert stop_leftover_sessions(tmp_path) == []

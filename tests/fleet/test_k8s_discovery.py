@@ -107,7 +107,15 @@ def test_cli_attach_says_when_the_api_server_does_not_answer(
         pass  # shut down: the kubeconfig now points at a closed port
     assert main(["attach", TARGET, "--once", "--kubeconfig", str(kubeconfig)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "does not answer" in err[0]
+    assert len(err) == 1 and err[0].startswith("ge-console: error: ") and "does not answer" in err[0]
+
+
+def test_attach_once_over_a_port_forward_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """--once cannot keep a port-forward open: one error line and exit code 2, before any API is asked."""
+    assert main(["attach", TARGET, "--once", "--via", "port-forward"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "ge-console: error: --once cannot keep a port-forward open (it lives while attach runs); "
+        "drop --once, or use --via pod-ip"]
 
 
 def test_attach_url_still_needs_a_name(capsys: pytest.CaptureFixture[str]) -> None:

@@ -102,9 +102,9 @@ def test_build_with_spec_errors_exits_1_and_writes_nothing(
     code, out, err = _run(["build", str(spec), "-o", str(repo)], capsys)
     assert code == 1 and out == ""
     assert err.splitlines() == [  # the typo is read as `backend`: no "backend is required" after it
-        f"{spec}:26:5 models[0].backnd: unknown key 'backnd'; did you mean 'backend'?",
-        f"{spec}:30:21 models[0].max_batch_size: must be >= 0",
-        f"ge-console build: 2 problems in {spec}; nothing was written",
+        f"ge-console: error: {spec}:26:5 models[0].backnd: unknown key 'backnd'; did you mean 'backend'?",
+        f"ge-console: error: {spec}:30:21 models[0].max_batch_size: must be >= 0",
+        f"ge-console: error: 2 problems in {spec}; nothing was written",
     ]
     assert not repo.exists()
     code, out, _ = _run(["build", str(spec), "-o", str(repo), "--json"], capsys)
@@ -119,14 +119,14 @@ def test_build_with_spec_errors_exits_1_and_writes_nothing(
 def test_build_failures_exit_1_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A missing spec and an output that is a file are failures with one clear line, no traceback."""
     code, _, err = _run(["build", str(tmp_path / "nope.yaml"), "-o", str(tmp_path / "repo")], capsys)
-    assert (
-        code == 1 and err.strip() == f"{tmp_path / 'nope.yaml'}: cannot read spec: No such file or directory"
-    )
+    said = f"{tmp_path / 'nope.yaml'}: cannot read spec: No such file or directory"
+    assert code == 1 and err.strip() == f"ge-console: error: {said}"
     spec = tmp_path / "deploy.yaml"
     spec.write_text(STARTER_SPEC)
     (tmp_path / "afile").write_text("x")
     code, _, err = _run(["build", str(spec), "-o", str(tmp_path / "afile")], capsys)
-    assert code == 1 and err.strip() == f"{tmp_path / 'afile'} exists and is not a directory"
+    assert code == 1 and err.strip() == (
+        f"ge-console: error: {tmp_path / 'afile'} exists and is not a directory")
 
 
 @pytest.mark.parametrize("argv", [["build"], ["build", "deploy.yaml"], ["build", "deploy.yaml", "-o"]])

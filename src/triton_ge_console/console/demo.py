@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from triton_ge_console.arg_types import error_line
 from triton_ge_console.session_states import READY
 from triton_ge_console.sessions.loadgen.gentle import GentleLoad
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
@@ -137,13 +137,11 @@ def run_headless(seconds: float, keep: bool, out: Callable[[str], None] | None =
             ok, snapshot = _wait_for_moving_figures(session.pending, record.models, started + seconds)
             say(dashboard_text(snapshot, session.pending.history, demo_thresholds()).rstrip())
             if not ok:
-                say(f"error: figures did not move within {seconds:g}s; see {record.log_path}")
-                return 1
+                return error_line(f"figures did not move within {seconds:g}s; see {record.log_path}")
             say(f"demo live in {time.monotonic() - started:.1f}s: models READY and serving requests")
             return 0
         except LaunchError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+            return error_line(str(exc))
         finally:
             try:
                 signals.settle()

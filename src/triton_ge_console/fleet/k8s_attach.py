@@ -13,8 +13,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+from triton_ge_console.arg_types import UsageError
 from triton_ge_console.fleet.k8s_discovery import (
-    DiscoveryError,
     K8sTarget,
     PodFollower,
     PodMember,
@@ -87,14 +87,9 @@ def run_k8s_attach(args: argparse.Namespace, token: str | None) -> int:
     """List (--once) or follow the target's pods until interrupted."""
     target = K8sTarget.parse(args.url)
     if args.once and args.via == PORT_FORWARD:
-        _say("ge-console: error: --once cannot keep a port-forward open (it lives while attach runs); "
-             "drop --once, or use --via pod-ip")
-        return 2
-    try:
-        return _follow(target, args, token)
-    except DiscoveryError as exc:
-        _say(f"ge-console: error: {exc}")
-        return 1
+        raise UsageError("--once cannot keep a port-forward open (it lives while attach runs); "
+                         "drop --once, or use --via pod-ip")
+    return _follow(target, args, token)  # a DiscoveryError is the user's to act on: cli.py says it
 
 
 def via(args: argparse.Namespace) -> str:
@@ -154,5 +149,5 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def _say(line: str) -> None:
     """Membership changes on stdout, warnings on stderr."""
-    to_stderr = line.startswith(("warning:", "ge-console: error:"))
+    to_stderr = line.startswith("warning:")
     print(line, file=sys.stderr if to_stderr else sys.stdout, flush=True)

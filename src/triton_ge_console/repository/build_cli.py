@@ -106,9 +106,9 @@ def run_build(args: argparse.Namespace) -> int:
 def _fail(args: argparse.Namespace, lines: list[str], problems: list[dict[str, Any]]) -> int:
     """Report a failed build (stderr lines; with --json also a JSON object on stdout)."""
     for line in listed(lines):
-        print(printable(line), file=sys.stderr)
+        error_line(line)
     if len(lines) > 1:
-        print(f"ge-console build: {len(lines)} problems in {args.spec}; nothing was written", file=sys.stderr)
+        error_line(f"{len(lines)} problems in {args.spec}; nothing was written")
     if args.json:
         print(json.dumps({"ok": False, "problems": problems}, indent=2))
     return 1
