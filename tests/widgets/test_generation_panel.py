@@ -144,3 +144,37 @@ def test_a_closed_dashboard_s_table_says_what_a_generate_model_s_latency_cells_r
     assert "T/I: generate models' TTFT/ITL p50 ms (last 30 s)" in left
     plain = dataclasses.replace(snapshot, models=snapshot.models[1:])
     assert "T/I" not in static_html(plain, 0.0)
+
+
+def test_the_notebook_latency_chart_of_a_generate_model_plots_its_ttft_and_itl() -> None:
+    """A generate model's latency chart is its token latency (TTFT and ITL p50/p99), not Triton's request
+    duration (which ends before the first token); a plain model's stays p50/p90/p99/avg, and a closed
+    dashboard's images are of the chart shown."""
+    figures = [GenerationFigures(ttft_p50_ms=10.0 + step, ttft_p99_ms=20.0 + step, itl_p50_ms=1.0 + step,
+                                 itl_p99_ms=2.0 + step) for step in range(4)]
+    duration = Latency(avg_ms=1.0, p50_ms=1.0, p90_ms=1.0, p99_ms=1.0, source="summary")
+    snapshots = [dataclasses.replace(
+        demo_snapshot(step), models=(*demo_snapshot(step).models,
+                                ModelSnapshot("llama_generate", "1", "READY", latency=duration,
+                                              generation=figures[step])))
+        for step in range(4)]
+    board = Dashboard(RecordedSource(snapshots), autostart=False, background=False)
+    try:
+        for _ in snapshots:
+            board.refresh()
+        charts = board.charts
+        charts.picker.value = "llama_generate"
+        assert charts.token_latency.plotted == {"TTFT p50": [10.0, 11.0, 12.0, 13.0],
+                                                "TTFT p99": [20.0, 21.0, 22.0, 23.0],
+                                                "ITL p50": [1.0, 2.0, 3.0, 4.0],
+                                                "ITL p99": [2.0, 3.0, 4.0, 5.0]}
+        assert charts.token_latency.box in charts.box.children[1].children
+        assert charts.latency.box not in charts.box.children[1].children
+        assert "token latency of llama_generate" in charts.static_html()
+        assert "latency from token figures (TTFT, ITL)" in charts.caption.value
+        charts.picker.value = "llama_model"
+        assert charts.latency.box in charts.box.children[1].children
+        shown = charts.static_html()
+        assert "latency of llama_model" in shown and "token latency" not in shown
+    finally:
+        board.close()
