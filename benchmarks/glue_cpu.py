@@ -17,7 +17,12 @@ Python backend's own threads, which the no-work stub has too). And executor.run'
 as the glue times it (ge_execution_duration_us ÷ ge_executions_total: wall, one thread at concurrency 1),
 beside direct's: where the stub's main thread spends what the glue's Python does not. A figure
 is a result only when every round saw it above zero, else "unresolved" with the rounds' range: on a
-loaded host the noise can exceed what is measured, and the table says so.
+loaded host the noise can exceed what is measured, and the table says so (its noise column: the rounds'
+range, and whether it exceeds the figure), with the load average before and after.
+
+Direct runs under the glibc allocator settings the stubs get (the script runs itself again with
+distribution.py's ALLOCATOR_ENV): run_in_stub.py saw the 16x8 run cost 0.27-0.48 ms more in a stub than
+in a process without them, and no difference with them on both sides.
 
 --instructions: also the instructions per direct run at each size under callgrind (load-independent, but
 slow: 20 runs of each size took over 20 minutes on the loaded 2-core host), against which the CPU figures
@@ -45,6 +50,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from result_file import arguments, write_result
 from triton_cost import EVICT, SHAPES, _ids, served, stub_pid
+from triton_ge_console.backend_glue.distribution import ALLOCATOR_ENV, ALLOCATOR_OPT_OUT
 from triton_ge_console.backend_glue.flusher import FLUSH_INTERVAL_S
 from triton_ge_console.sessions.loadgen.inputs import RequestTensor
 from triton_ge_console.sessions.loadgen.rounds import Spread, round_order
@@ -149,6 +155,16 @@ async def one_round(http: str, metrics: str, repo: Path, server_pid: int, count:
     return found
 
 
+def noise_text(spread: Spread) -> str:
+    """The rounds' range of a figure, and whether it exceeds the figure itself (then the figure is this
+    host's noise, whatever its median says)."""
+    width = spread.high - spread.low
+    if width == 0:
+        return "— (one round: no range to read)"
+    said = "exceeds the figure" if width > abs(spread.median) else "within the figure"
+    return f"{width:.3f} ({said})"
+
+
 def verdict(spread: Spread) -> str:
     """The target read against every round: met, not met, or unresolved where the rounds straddle it."""
     if spread.high <= TARGET_MS:
@@ -193,12 +209,14 @@ def print_tables(found: dict[str, dict[str, Any]], rounds: int, requests: int) -
     """The glue's own CPU per request and where the stub's CPU went, markdown."""
     print(f"\n#### The glue's own CPU per request, ms (median of {rounds} rounds × {requests} requests, "
           f"range; HTTP, concurrency 1; target ≤ {TARGET_MS} ms)\n")
-    print("| tokens × batch | ge stub | direct | no-work stub | glue's own (ge − direct − no-work) | target "
-          "| against direct with cold caches |\n|---|---:|---:|---:|---:|---|---:|")
+    print("| tokens × batch | ge stub | direct | no-work stub | glue's own (ge − direct − no-work) "
+          "| its noise: the rounds' range | target | against direct with cold caches |\n"
+          "|---|---:|---:|---:|---:|---|---|---:|")
     for size, f in found.items():
         print(f"| {size.replace('x', ' × ')} | {f['ge_stub_cpu_ms'].text('{:.3f}')} "
               f"| {f['direct_cpu_ms'].text('{:.3f}')} | {f['floor_stub_cpu_ms'].text('{:.3f}')} "
-              f"| {f['glue_own_cpu_ms'].cost_text('{:+.3f}', '…')} | {f['verdict']} "
+              f"| {f['glue_own_cpu_ms'].cost_text('{:+.3f}', '…')} | {noise_text(f['glue_own_cpu_ms'])} "
+              f"| {f['verdict']} "
               f"| {f['glue_own_vs_cold_cpu_ms'].cost_text('{:+.3f}', '…')} |")
     print("\n#### Where it went: the stub's main thread (execute) and its other threads, ms per request\n")
     print("| tokens × batch | ge main − direct − no-work main | ge other threads − no-work other threads "
@@ -263,9 +281,19 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def served_allocator() -> None:
+    """Run again under the glibc allocator settings tritonserver and its stubs get (distribution.py's
+    ALLOCATOR_ENV, unless opted out), so direct's runs share them: without, the 16 x 8 run cost 0.27-0.48 ms
+    more inside a stub than in this process in every round, and nothing with them (run_in_stub.py)."""
+    missing = {name: value for name, value in ALLOCATOR_ENV.items() if name not in os.environ}
+    if missing and os.environ.get(ALLOCATOR_OPT_OUT) != "glibc":
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **missing})
+
+
 def main() -> int:
     """Serve, measure in rounds, print the tables, write the JSON."""
     args = parse_args()
+    served_allocator()
     repo, process, ports = served("ge-glue-cpu-")
     load_before = os.getloadavg()
     rounds = []
@@ -278,6 +306,10 @@ def main() -> int:
     finally:
         process.stop()
     found = figures(rounds)
+    allocator = " ".join(f"{name}={os.environ.get(name, '-')}" for name in ALLOCATOR_ENV)
+    print(f"\nLoad average {' '.join(f'{v:.2f}' for v in load_before)} before, "
+          f"{' '.join(f'{v:.2f}' for v in os.getloadavg())} after, on {os.cpu_count()} CPUs; direct ran "
+          f"with the stubs' allocator settings ({allocator}).")
     print_tables(found, args.rounds, args.requests)
     counted = {}
     if args.instructions:

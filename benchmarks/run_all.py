@@ -44,6 +44,8 @@ BENCHMARKS = (
               "direct vs through Triton (bench --vs-direct), gRPC vs HTTP for 16 MB, the glue's own share"),
     Benchmark("glue_cpu", "The glue's own CPU per request",
               "the llama stub's CPU − direct ONNX Runtime's − a no-work stub's, at 1x1, 16x1, 16x8, HTTP"),
+    Benchmark("run_in_stub", "The model's run inside a stub vs a plain process",
+              "the demo llama's run back to back and after a 1 ms wait, in a Python stub and in-process"),
     Benchmark("glue_overhead", "GE glue overhead",
               "the same model called directly vs through Triton and the `ge` backend"),
     Benchmark("response_path", "Where a served request's CPU goes",
