@@ -69,6 +69,11 @@ def age(seconds: float | None) -> str:
     return f"{days}d{hours}h"
 
 
+def restarted_words(restarts: int | None) -> str:
+    """Beside a server's health: that its supervisor restarted it after crashes ("" when it never did)."""
+    return f"restarted {restarts}× after a crash" if restarts else ""
+
+
 def duration(seconds: float | None) -> str:
     """Seconds as HH:MM:SS (days prefixed when over a day)."""
     if seconds is None:

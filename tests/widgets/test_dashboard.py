@@ -348,3 +348,17 @@ def test_a_row_shows_only_the_buttons_that_apply_to_its_model(dashboard: Dashboa
         return [action for action, button in buttons.items() if button.layout.display != "none"]
 
     assert shown("llama_model") == ["reload", "unload"] and shown("bert_model") == ["load"]
+
+
+def test_the_header_says_a_server_restarted_after_crashes_as_the_console_does() -> None:
+    """A supervised server that serves again after crashing says so beside its health; one that never
+    crashed says nothing of restarts."""
+    board = Dashboard(RecordedSource([dataclasses.replace(snapshot(1), restarts=2), snapshot(2)]),
+                      autostart=False, background=False)
+    try:
+        board.refresh()
+        assert "● ready</span> ─ <b style='color:darkorange'>restarted 2× after a crash</b>" in board.header.value
+        board.refresh()
+        assert "restarted" not in board.header.value
+    finally:
+        board.close()

@@ -9,7 +9,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from triton_ge_console.display import duration, memory, percent
+from triton_ge_console.display import duration, memory, percent, restarted_words
 from triton_ge_console.session_states import NOT_ANSWERING
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 from triton_ge_console.sessions.observe.source import SessionSource
@@ -38,7 +38,10 @@ def header_html(snapshot: ServerSnapshot, interval: float | None = None) -> str:
     health, colour = HEALTH_LOOKS[snapshot.health]
     parts = [f"<b>GE Console</b> ─ session {html.escape(snapshot.session)}",
              html.escape(snapshot.server_name),
-             f"<span style='color:{colour}'>{health}</span>", f"up {duration(snapshot.uptime_s)}"]
+             f"<span style='color:{colour}'>{health}</span>"]
+    if snapshot.restarts:  # beside health, as the console has it: it serves again after crashing
+        parts.append(f"<b style='color:darkorange'>{restarted_words(snapshot.restarts)}</b>")
+    parts.append(f"up {duration(snapshot.uptime_s)}")
     if snapshot.endpoints.http_url:
         parts.append(f"http {html.escape(snapshot.endpoints.http_url)}")
     if interval is not None:

@@ -10,7 +10,7 @@ from textual.widgets import Static
 
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.connection import Connection
-from triton_ge_console.display import MISSING, age, printable
+from triton_ge_console.display import MISSING, age, printable, restarted_words
 from triton_ge_console.sessions.observe.snapshot import STARTING_MESSAGE, ModelSnapshot, ServerSnapshot
 
 HEALTH_LOOKS = {  # health -> its mark and colour in the header
@@ -74,7 +74,7 @@ DROPPABLE = ("title", "grpc", "refresh")  # left out in this order while the lin
 def header_line(facts: HeaderFacts) -> Text:
     """The header line for these facts, dimmed when stale; on a narrow terminal the least telling parts go."""
     # beside health: a server that serves again after crashing says so (its supervisor restarted it)
-    restarted = {"restarts": Text(f"restarted {facts.restarts}× after a crash", style="bold yellow")
+    restarted = {"restarts": Text(restarted_words(facts.restarts), style="bold yellow")
                  } if facts.restarts else {}
     parts = {
         "title": Text("GE Console", style="bold"), "session": Text(f"session {facts.session}"),
