@@ -646,6 +646,15 @@ def one_node_model(node: onnx.NodeProto, opset: int = 17, domain: str = "") -> o
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), *more])
 
 
+def write_one_node(path: Path, op: str = "Relu", domain: str = "") -> Path:
+    """An ONNX file x FP32 [N, 4] → y [N, 4] through one `op` node (named e.g. relu0; a non-standard domain
+    makes an op no NPU kernel knows), for the validator's, build's and ATC's tests of a model's files."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(one_node_model(helper.make_node(op, ["x"], ["y"], name=f"{op.lower()}0", domain=domain),
+                             domain=domain), path)
+    return path
+
+
 def six_wide_model() -> bytes:
     """x FP32 [N, S] → y = x reshaped to [-1, 6]: it runs only when S is a multiple of 6 (random sizes
     fail), and only a run could tell whether the reshape keeps samples apart."""

@@ -9,10 +9,9 @@ import platform
 import subprocess
 from pathlib import Path
 
-import onnx
 import pytest
-from onnx import TensorProto, helper
 
+from tests.models import write_one_node
 from triton_ge_console.repository import atc
 from triton_ge_console.repository.atc import AtcArgumentError, AtcRequest
 
@@ -26,16 +25,6 @@ def fake_atc_on_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     log = tmp_path / "atc-calls.jsonl"
     monkeypatch.setenv("FAKE_ATC_LOG", str(log))
     return log
-
-
-def _onnx(path: Path, op: str = "Relu", domain: str = "") -> Path:
-    """A one-node ONNX model x[N,4] → y[N,4]; a non-standard domain makes an op no NPU kernel knows."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
-    node = helper.make_node(op, ["x"], ["y"], name=f"{op.lower()}0", domain=domain)
-    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain else [])
-    onnx.save(helper.make_model(helper.make_graph([node], "g", [x], [y]), opset_imports=opsets), path)
-    return path
 
 
 def test_input_shape_parses_names_dims_scalars_and_dynamic_axes() -> None:
@@ -208,7 +197,7 @@ def test_run_writes_the_om_and_streams_atc_output(fake_atc_on_path: Path, tmp_pa
     caller.mkdir()
     monkeypatch.chdir(caller)
     request = AtcRequest(
-        _onnx(tmp_path / "m.onnx"), "Ascend310P3", tmp_path / "out" / "m", "x:-1,4", "1,2,4,8"
+        write_one_node(tmp_path / "m.onnx"), "Ascend310P3", tmp_path / "out" / "m", "x:-1,4", "1,2,4,8"
     )
     seen: list[str] = []
     executable = atc.find_atc()
@@ -229,7 +218,7 @@ def test_run_writes_the_om_and_streams_atc_output(fake_atc_on_path: Path, tmp_pa
 
 def test_a_dynamic_shape_om_is_found_where_atc_wrote_it(fake_atc_on_path: Path, tmp_path: Path) -> None:
     """-1 without gears: ATC writes OUT_<os>_<arch>.om (model_helper.cc), and that is the result."""
-    request = AtcRequest(_onnx(tmp_path / "m.onnx"), "Ascend910B3", tmp_path / "m", "x:-1,4")
+    request = AtcRequest(write_one_node(tmp_path / "m.onnx"), "Ascend910B3", tmp_path / "m", "x:-1,4")
     assert atc.is_dynamic_shape(request)
     result = atc.run_atc(request, str(FAKES / "atc"))
     assert result.ok and result.om_path == tmp_path / f"m_linux_{platform.machine()}.om"
@@ -238,7 +227,8 @@ def test_a_dynamic_shape_om_is_found_where_atc_wrote_it(fake_atc_on_path: Path, 
 
 def test_run_surfaces_atc_error_lines(fake_atc_on_path: Path, tmp_path: Path) -> None:
     """An operator without an NPU kernel: ATC fails with EZ3003, whose cause and solution lines are kept."""
-    request = AtcRequest(_onnx(tmp_path / "m.onnx", "Magic", "custom.ops"), "Ascend310P3", tmp_path / "m")
+    model = write_one_node(tmp_path / "m.onnx", "Magic", "custom.ops")
+    request = AtcRequest(model, "Ascend310P3", tmp_path / "m")
     result = atc.run_atc(request, str(FAKES / "atc"))
     assert not result.ok and result.returncode == 255
     assert result.error_lines[0].startswith("ATC run failed")
@@ -267,7 +257,7 @@ def test_atc_is_not_found_without_the_toolkit(monkeypatch: pytest.MonkeyPatch, t
 
 def test_model_checks_before_atc(tmp_path: Path) -> None:
     """The ONNX must load (E10041) and --input_shape must name its inputs (E10016), as ATC itself checks."""
-    model = _onnx(tmp_path / "m.onnx")
+    model = write_one_node(tmp_path / "m.onnx")
     assert atc.check_model(AtcRequest(model, "Ascend310P3", tmp_path / "o", "x:-1,4")) == []
     (problem,) = atc.check_model(AtcRequest(model, "Ascend310P3", tmp_path / "o", "pixels:-1,4"))
     assert problem.startswith("E10016: Op name pixels specified in --input_shape is not found in the model.")
@@ -280,7 +270,7 @@ def test_model_checks_before_atc(tmp_path: Path) -> None:
 
 def test_fake_atc_rejects_unknown_input_names_like_atc(fake_atc_on_path: Path, tmp_path: Path) -> None:
     """Run directly (our pre-check bypassed), ATC names the unknown input with E10016."""
-    request = AtcRequest(_onnx(tmp_path / "m.onnx"), "Ascend310P3", tmp_path / "m", "pixels:1,4")
+    request = AtcRequest(write_one_node(tmp_path / "m.onnx"), "Ascend310P3", tmp_path / "m", "pixels:1,4")
     result = atc.run_atc(request, str(FAKES / "atc"))
     assert result.returncode == 255
     assert result.error_lines[1].startswith("E10016: Op name pixels specified in --input_shape")
@@ -301,7 +291,7 @@ def test_fake_atc_rejects_unknown_input_names_like_atc(fake_atc_on_path: Path, t
 def test_fake_atc_refuses_like_atc(fake_atc_on_path: Path, tmp_path: Path, extra: list[str],
                                    code: str) -> None:
     """Run directly, each refusal with ATC's failure banner, code and words, exit 255, no OM."""
-    model = _onnx(tmp_path / "m.onnx")
+    model = write_one_node(tmp_path / "m.onnx")
     args = [f"--model={model}", "--framework=5", f"--output={tmp_path / 'm'}", "--soc_version=Ascend310P3"]
     done = subprocess.run([str(FAKES / "atc"), *args, *extra], capture_output=True, text=True, check=False,
                           cwd=tmp_path)
@@ -312,7 +302,7 @@ def test_fake_atc_refuses_like_atc(fake_atc_on_path: Path, tmp_path: Path, extra
 
 def test_fake_atc_accepts_what_atc_accepts(fake_atc_on_path: Path, tmp_path: Path) -> None:
     """Gears above 2048 and a trailing comma, options with ATC's values: the success banner and an OM."""
-    model = _onnx(tmp_path / "m.onnx")
+    model = write_one_node(tmp_path / "m.onnx")
     args = [f"--model={model}", "--framework=5", f"--output={tmp_path / 'm'}", "--soc_version=Ascend910B3",
             "--input_shape=x:-1,4", "--dynamic_batch_size=1,4096,", "--precision_mode=force_fp32",
             "--output_type=FP16", "--op_select_implmode=high_precision", "--log=error"]

@@ -9,12 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import onnx
 import pytest
-from onnx import TensorProto, helper
 
 from tests.conftest import ROOT
-from tests.models import write_model
+from tests.models import write_model, write_one_node
 from triton_ge_console.cli import main
 
 FAKES = ROOT / "tests" / "fakes"
@@ -24,15 +22,6 @@ GOOD = 'name: "m"\nbackend: "python"\nmax_batch_size: 4\n'
 def _model(repository: Path, name: str, config: str) -> Path:
     """A model folder holding config.pbtxt and version 1 with model.py."""
     return write_model(repository, name, config, "# model\n", "model.py")
-
-
-def _onnx(path: Path) -> Path:
-    """A one-node ONNX model with a dynamic batch axis."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    return path
 
 
 def test_validate_clean_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -111,7 +100,7 @@ def fake_atc(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_convert_writes_om_exit_0(fake_atc: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """ATC found and succeeding: the OM is written and named on stdout."""
-    model = _onnx(tmp_path / "m.onnx")
+    model = write_one_node(tmp_path / "m.onnx")
     args = ["convert", str(model), "--soc-version", "Ascend310P3", "-o", str(tmp_path / "m.om"),
             "--input-shape", "x:-1,4", "--dynamic-batch-size", "1,2,4,8"]  # fmt: skip
     assert main(args) == 0
@@ -123,7 +112,7 @@ def test_converted_om_makes_a_ge_model_run_on_npu(fake_atc: None, tmp_path: Path
     """With the OM in place, a `ge` model's om_model_path resolves and validation has nothing to say."""
     folder = tmp_path / "repo" / "m"
     (folder / "1").mkdir(parents=True)
-    model = _onnx(folder / "1" / "model.onnx")
+    model = write_one_node(folder / "1" / "model.onnx")
     param = 'parameters { key: "om_model_path" value { string_value: "model.om" } }\n'
     (folder / "config.pbtxt").write_text('name: "m"\nbackend: "ge"\n' + param, encoding="utf-8")
     assert main(["validate", str(folder)]) == 0
@@ -139,7 +128,7 @@ def test_convert_atc_failure_exit_1(
     fake_atc: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """ATC rejecting the SoC: its failure banner and E10001 line reach stderr, exit 1."""
-    model = _onnx(tmp_path / "m.onnx")
+    model = write_one_node(tmp_path / "m.onnx")
     assert main(["convert", str(model), "--soc-version", "Ascend999", "-o", str(tmp_path / "m")]) == 1
     err = capsys.readouterr().err
     assert "ge-console: error: atc failed (exit 255):" in err
@@ -148,7 +137,7 @@ def test_convert_atc_failure_exit_1(
 
 def test_convert_bad_arguments_exit_2_before_atc(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """ATC's own argument rules are checked first: no ATC needed to learn the gears are wrong."""
-    model = _onnx(tmp_path / "m.onnx")
+    model = write_one_node(tmp_path / "m.onnx")
     args = ["convert", str(model), "--soc-version", "Ascend310P3", "-o", str(tmp_path / "m"),
             "--input-shape", "x:4,4", "--dynamic-batch-size", "1,4,4"]  # fmt: skip
     assert main(args) == 2
@@ -160,7 +149,7 @@ def test_convert_without_atc_exit_1(monkeypatch: pytest.MonkeyPatch, tmp_path: P
                                     capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     """No CANN toolkit: how to get ATC, and that CPU emulation still works; exit 1."""
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    model = _onnx(tmp_path / "m.onnx")
+    model = write_one_node(tmp_path / "m.onnx")
     assert main(["convert", str(model), "--soc-version", "Ascend310P3", "-o", str(tmp_path / "m")]) == 1
     err = capsys.readouterr().err
     assert "source /usr/local/Ascend/ascend-toolkit/set_env.sh" in err and "CPU emulation" in err
@@ -179,7 +168,7 @@ def test_convert_on_a_terminal_shows_progress(tmp_path: Path) -> None:
     """On a terminal the rich progress display runs (and goes away); the result line still arrives."""
     import pty
 
-    model = _onnx(tmp_path / "m.onnx")
+    model = write_one_node(tmp_path / "m.onnx")
     env = {**os.environ, "PATH": f"{FAKES}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "120"}
     command = [sys.executable, "-m", "triton_ge_console.cli", "convert", str(model), "--soc-version",
                "Ascend310P3", "-o", str(tmp_path / "m")]  # fmt: skip
@@ -205,7 +194,7 @@ def test_convert_unknown_input_name_exit_1(
     fake_atc: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """--input-shape naming a tensor the ONNX lacks is caught before ATC runs: E10016, exit 1."""
-    model = _onnx(tmp_path / "m.onnx")
+    model = write_one_node(tmp_path / "m.onnx")
     args = ["convert", str(model), "--soc-version", "Ascend310P3", "-o", str(tmp_path / "m"),
             "--input-shape", "pixels:1,4"]  # fmt: skip
     assert main(args) == 1
@@ -217,7 +206,7 @@ def test_convert_finds_the_om_atc_names_for_a_dynamic_shape(fake_atc: None, tmp_
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     """-1 without gears: ATC writes m_<os>_<arch>.om; convert reports that file, exit 0 (it said "atc exited
     0 but wrote no m.om" and exited 1)."""
-    model = _onnx(tmp_path / "m.onnx")
+    model = write_one_node(tmp_path / "m.onnx")
     args = ["convert", str(model), "--soc-version", "Ascend910B3", "-o", str(tmp_path / "m"),
             "--input-shape", "x:-1,4"]  # fmt: skip
     assert main(args) == 0
@@ -238,7 +227,7 @@ def test_convert_offers_the_soc_of_the_visible_npus(fake_atc: None, tmp_path: Pa
                                                     monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """No --soc-version: "Ascend" + the chip name npu-smi shows; a table that does not tell asks for it."""
-    model = _onnx(tmp_path / "m.onnx")
+    model = write_one_node(tmp_path / "m.onnx")
     _npu_smi_layout(monkeypatch, "910b4")
     assert main(["convert", str(model), "-o", str(tmp_path / "m")]) == 0
     assert "--soc-version Ascend910B4 (this host's NPUs)" in capsys.readouterr().err
@@ -261,7 +250,7 @@ def test_validate_says_an_om_built_for_another_soc_will_not_load(
 
     folder = tmp_path / "repo" / "m"
     (folder / "1").mkdir(parents=True)
-    model = _onnx(folder / "1" / "model.onnx")
+    model = write_one_node(folder / "1" / "model.onnx")
     param = 'parameters { key: "om_model_path" value { string_value: "model.om" } }\n'
     (folder / "config.pbtxt").write_text('name: "m"\nbackend: "ge"\n' + param, encoding="utf-8")
     args = ["convert", str(model), "--soc-version", "Ascend310P3", "-o", str(folder / "1" / "model")]
@@ -288,7 +277,7 @@ def test_validate_refuses_an_om_recorded_with_more_gears_than_ascendcl_reads(tmp
 
     folder = tmp_path / "repo" / "m"
     (folder / "1").mkdir(parents=True)
-    _onnx(folder / "1" / "model.onnx")
+    write_one_node(folder / "1" / "model.onnx")
     (folder / "1" / "model.om").write_bytes(b"an OM")
     gears = ",".join(str(g) for g in range(1, 130))
     command = ["atc", "--model=model.onnx", "--framework=5", "--output=model", "--soc_version=Ascend910B3",

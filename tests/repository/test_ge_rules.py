@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.models import write_model
+from tests.models import write_model, write_one_node
 from triton_ge_console.repository.validate import Problem, validate_config_text, validate_path
 
 NOT_ONNX = "not an ONNX model (DecodeError: Error parsing message with type 'onnx.ModelProto')"
@@ -194,14 +194,14 @@ def test_ge_with_om_file_is_valid(tmp_path: Path) -> None:
 def test_ge_with_onnx_only_runs_in_cpu_emulation(tmp_path: Path) -> None:
     """No OM at all, but an ONNX in the version folder: valid."""
     folder = _model(tmp_path, GE_HEAD)
-    _relu_onnx(folder / "1" / "model.onnx")  # the glue's auto-complete reads its inputs and outputs
+    write_one_node(folder / "1" / "model.onnx")  # the glue's auto-complete reads its inputs and outputs
     assert validate_path(folder).problems == ()
 
 
 def test_ge_with_missing_om_but_onnx_is_a_warning(tmp_path: Path) -> None:
     """An OM path that is not here (e.g. the article's NPU host path) falls back to CPU emulation."""
     folder = _model(tmp_path, GE_HEAD + _param("om_model_path", "/models/llama.om"))
-    _relu_onnx(folder / "1" / "model.onnx")
+    write_one_node(folder / "1" / "model.onnx")
     (problem,) = validate_path(folder).problems
     assert (problem.severity, problem.line, problem.file) == ("warning", 4, str(folder / "config.pbtxt"))
     assert "CPU emulation" in problem.message
@@ -229,7 +229,7 @@ def test_ge_execution_mode_npu_needs_the_om(tmp_path: Path) -> None:
     """Forcing the NPU without an OM is an error even when an ONNX is there."""
     config = GE_HEAD + _param("om_model_path", "x.om") + _param("execution_mode", "npu")
     folder = _model(tmp_path, config)
-    _relu_onnx(folder / "1" / "model.onnx")
+    write_one_node(folder / "1" / "model.onnx")
     (problem,) = validate_path(folder).errors
     assert problem.message == "execution_mode npu: om_model_path 'x.om' is not a file"
 
@@ -253,18 +253,6 @@ def test_file_checks_are_skipped_for_a_config_alone(tmp_path: Path) -> None:
     assert not validate_path(folder).ok
 
 
-def _relu_onnx(path: Path) -> None:
-    """x[N,4] FP32 → y[N,4] FP32."""
-    import onnx
-    from onnx import TensorProto, helper
-
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-
-
 @pytest.mark.parametrize(
     ("io", "field", "message"),
     [
@@ -280,7 +268,7 @@ def _relu_onnx(path: Path) -> None:
 def test_declared_io_must_match_the_onnx(tmp_path: Path, io: str, field: str, message: str) -> None:
     """Names, types and dims a GE config declares are the ONNX graph's (batch axis dropped when batching)."""
     folder = _model(tmp_path, GE_HEAD + io + "\n")
-    _relu_onnx(folder / "1" / "model.onnx")
+    write_one_node(folder / "1" / "model.onnx")
     (problem,) = validate_path(folder).problems
     assert (problem.field, problem.line) == (field, 4)
     assert problem.message == message.format(onnx=folder / "1" / "model.onnx")
@@ -300,7 +288,7 @@ def test_glue_auto_complete_runs_as_in_triton(tmp_path: Path) -> None:
     offline as Triton's stub runs it); an unreadable ONNX is the glue's own refusal at load."""
     (tmp_path / "good").mkdir()
     folder = _model(tmp_path / "good", GE_HEAD + "dynamic_batching { }\n")
-    _relu_onnx(folder / "1" / "model.onnx")
+    write_one_node(folder / "1" / "model.onnx")
     assert validate_path(folder).problems == ()
     (tmp_path / "broken").mkdir()
     broken = _model(tmp_path / "broken", GE_HEAD, {"1/model.onnx": "not a model"})

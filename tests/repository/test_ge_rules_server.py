@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import onnx
 import pytest
 import tritonclient.http as httpclient
-from onnx import TensorProto, helper
 
 from tests.conftest import run_triton
+from tests.models import write_one_node
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
@@ -55,14 +54,6 @@ MODELS: dict[str, tuple[str, str, bool | str, bool]] = {
 }
 
 
-def _relu_onnx(path: Path) -> None:
-    """x[N,4] → y[N,4], FP32."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-
-
 def _states(url: str, models: tuple[str, ...], timeout: float = 180.0) -> dict[str, str]:
     """Each model's state once none is still loading."""
     client = httpclient.InferenceServerClient(url)
@@ -85,7 +76,7 @@ def loaded(triton_dist: TritonDistribution, tmp_path_factory: pytest.TempPathFac
         if with_onnx == BROKEN:
             (repository / name / "1" / "model.onnx").write_bytes(b"not a model")
         elif with_onnx:
-            _relu_onnx(repository / name / "1" / "model.onnx")
+            write_one_node(repository / name / "1" / "model.onnx")
         config = f'name: "{name}"\nbackend: "{backend}"\ninstance_group [ {{ kind: KIND_CPU }} ]\n{extra}'
         (repository / name / "config.pbtxt").write_text(config, encoding="utf-8")
     install_backend_dir(root / "backends", triton_dist)
