@@ -4,6 +4,7 @@ running picks the one that serves it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,3 +119,18 @@ def test_a_model_verb_picks_the_one_running_session_that_serves_the_model(
     assert main(["load", "other_bert"]) == 2  # still in both repositories: both can serve it
     assert "2 running sessions serve other_bert" in capsys.readouterr().err
     assert main(["load", "other_bert", "-s", "one"]) == 0
+
+
+@pytest.mark.server
+def test_status_of_a_model_is_the_status_of_the_session_serving_it(
+    at_pair: Pair, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert main(["status", "bert_model", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "both"
+    assert main(["status", "other_bert"]) == 2
+    assert "2 running sessions serve other_bert (both, one)" in capsys.readouterr().err
+    assert main(["status", "nothing"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "ge-console: error: no session named 'nothing' and no running session serves a model so named "
+        "(running: both, one)")

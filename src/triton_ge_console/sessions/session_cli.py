@@ -73,7 +73,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                            help="only sessions that are starting, ready or not answering")
     ls_parser.set_defaults(func=run_ls)
     status_parser = subparsers.add_parser("status", help="a session's state, endpoints and models")
-    _add_session_arguments(status_parser)
+    _add_session_arguments(status_parser, "session, or a model: the running session serving it "
+                                          "(default: the only one running)")
     status_parser.add_argument("--json", action="store_true", help="machine-readable output")
     status_parser.set_defaults(func=run_status)
 
@@ -169,9 +170,10 @@ def _add_down(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[t
     restart_parser.set_defaults(func=run_restart)
 
 
-def _add_session_arguments(parser: argparse.ArgumentParser) -> None:
+def _add_session_arguments(parser: argparse.ArgumentParser,
+                           what: str = "session (default: the only one running)") -> None:
     """NAME, or -s/--session NAME as on every other verb."""
-    parser.add_argument("name", nargs="?", metavar="NAME", help="session (default: the only one running)")
+    parser.add_argument("name", nargs="?", metavar="NAME", help=what)
     parser.add_argument("--session", "-s", metavar="NAME", help="the same as NAME")
 
 
@@ -397,7 +399,7 @@ def run_status(args: argparse.Namespace) -> int:
     from triton_ge_console.sessions.lifecycle import session_status
     from triton_ge_console.sessions.server.registry import Registry
 
-    status = session_status(Registry().resolve(_named(args)))
+    status = session_status(Registry().named_or_serving(_named(args)))
     data = status.to_dict()
     if args.json:
         print(json.dumps(data, indent=2))

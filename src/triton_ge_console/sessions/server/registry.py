@@ -255,6 +255,18 @@ class Registry:
             raise SessionNotFound(f"no session named '{name}' (see: ge-console ls)")
         return read_record(path)
 
+    def named_or_serving(self, name: str | None) -> SessionRecord:
+        """resolve(name), or when no session is so named the one running session that serves a model so
+        named (`status MODEL`)."""
+        if not name or self.path_for(name).is_file():
+            return self.resolve(name)
+        live = [r for r in self.scan()[0] if effective_state(r) in (STARTING, READY)]
+        if not any(serves(r, name) for r in live):
+            running = f" (running: {', '.join(r.name for r in live)})" if live else ""
+            raise SessionNotFound(f"no session named '{name}' and no running session serves a model so named"
+                                  f"{running}")
+        return _serving(live, name)
+
     def names(self) -> list[str]:
         """Names of all stored sessions, sorted."""
         if not self.root.is_dir():
