@@ -19,7 +19,7 @@ from triton_ge_console.backend_glue import generate_protocol
 from triton_ge_console.backend_glue.executor import Executor, RunStats
 from triton_ge_console.backend_glue.generate_batch import LayoutError, kv_layout, vocab_size
 from triton_ge_console.backend_glue.generate_metrics import GenerateMetrics
-from triton_ge_console.backend_glue.generate_scheduler import Events, Lifetime, NoEvents, Scheduler
+from triton_ge_console.backend_glue.generate_scheduler import Events, Lifetime, Limits, NoEvents, Scheduler
 from triton_ge_console.backend_glue.generate_text import TextCodec, TextStream
 from triton_ge_console.backend_glue.ledger import DeviceLedger
 from triton_ge_console.backend_glue.loading import open_executor
@@ -256,25 +256,9 @@ class GenerateModel:
         self.owner = f"{os.getpid()}:{settings.model_name}:{settings.instance_name}"
         try:
             layout = kv_layout(self.executor.inputs, self.executor.outputs)
-            values = {key: parameter(config, key) for key in generate_protocol.PARAMETERS}
-            limits = generate_protocol.limits_from({k: v for k, v in values.items() if v is not None}, where)
-            declared = (declared_context(getattr(self.executor, "metadata", {}), settings.onnx_path)
-                        if settings.onnx_path is not None else None)
-            limits, context_from = generate_protocol.with_context(limits, declared, where)
-            self.ledgers = tuple(DeviceLedger(d) for d in settings.devices or (settings.device_id,))
-            memory = self.executor.memory_bytes + limits.kv_cache_bytes
-            for ledger in self.ledgers:
-                ledger.reserve(self.owner, settings.model_name, -(-memory // len(self.ledgers)),
-                               settings.device_memory_bytes)
-            self.telemetry = self._optional(lambda: Telemetry(pb_utils, settings, self.ledgers, None, memory))
-            labels = {"model": settings.model_name, "version": settings.version_dir.name,
-                      "device": str(settings.device_id), "kind": settings.kind}
-            self.metrics = self._optional(lambda: GenerateMetrics(pb_utils, labels, settings.instance_name,
-                                                                  limits.kv_cache_bytes))
-            self.codec = self._codec(config, where)
-            self.tokenizer = (generate_protocol.Tokenizer(self.codec.encode, self.codec.longest_token_bytes)
-                              if self.codec is not None else None)
-            self.intake = Intake(self._admit) if self.codec is not None else None
+            limits, context_from = self._limits(config, where)
+            self._observe(self._reserve(limits.kv_cache_bytes), limits.kv_cache_bytes)
+            self._take_text(config, where)
             self.responder = Responder(pb_utils, settings.model_name)
             self.endings = Endings(self.metrics, self.telemetry)
             self.scheduler = Scheduler(self._run, layout, limits, self.endings,
@@ -294,6 +278,44 @@ class GenerateModel:
             f"max_num_batched_tokens={limits.max_batched_tokens}, "
             f"kv_cache={limits.kv_cache_bytes} bytes, {layout.bytes_per_token} bytes/token) "
             f"source={settings.onnx_path}")
+
+    def _limits(self, config: dict[str, Any], where: str) -> tuple[Limits, str]:
+        """The config's generate limits, its context settled against what the export declares, and where
+        that context came from."""
+        values = {key: parameter(config, key) for key in generate_protocol.PARAMETERS}
+        limits = generate_protocol.limits_from({k: v for k, v in values.items() if v is not None}, where)
+        onnx_path = self.settings.onnx_path
+        declared = (declared_context(getattr(self.executor, "metadata", {}), onnx_path)
+                    if onnx_path is not None else None)
+        return generate_protocol.with_context(limits, declared, where)
+
+    def _reserve(self, kv_cache_bytes: int) -> int:
+        """Reserve the executor's memory and the KV cache on the instance's devices, split evenly; the
+        bytes reserved."""
+        settings = self.settings
+        self.ledgers = tuple(DeviceLedger(d) for d in settings.devices or (settings.device_id,))
+        memory = self.executor.memory_bytes + kv_cache_bytes
+        for ledger in self.ledgers:
+            ledger.reserve(self.owner, settings.model_name, -(-memory // len(self.ledgers)),
+                           settings.device_memory_bytes)
+        return memory
+
+    def _observe(self, memory: int, kv_cache_bytes: int) -> None:
+        """The device telemetry and the generate metrics, each None where this Triton cannot offer it."""
+        settings, pb_utils, ledgers = self.settings, self.pb_utils, self.ledgers
+        self.telemetry = self._optional(lambda: Telemetry(pb_utils, settings, ledgers, None, memory))
+        labels = {"model": settings.model_name, "version": settings.version_dir.name,
+                  "device": str(settings.device_id), "kind": settings.kind}
+        self.metrics = self._optional(lambda: GenerateMetrics(pb_utils, labels, settings.instance_name,
+                                                              kv_cache_bytes))
+
+    def _take_text(self, config: dict[str, Any], where: str) -> None:
+        """With a tokenizer: its codec, the prompt's tokenizer and the intake that encodes text prompts
+        (all None without one: ids only)."""
+        self.codec = self._codec(config, where)
+        self.tokenizer = (generate_protocol.Tokenizer(self.codec.encode, self.codec.longest_token_bytes)
+                          if self.codec is not None else None)
+        self.intake = Intake(self._admit) if self.codec is not None else None
 
     def _codec(self, config: dict[str, Any], where: str) -> TextCodec | None:
         """The model's tokenizer (parameter generate_tokenizer), or None: ids only."""
