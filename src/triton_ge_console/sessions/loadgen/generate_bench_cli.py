@@ -16,7 +16,8 @@ from triton_ge_console.errors import InputError
 from triton_ge_console.triton_terms import parse_endpoint
 
 if TYPE_CHECKING:
-    from triton_ge_console.sessions.loadgen.generate_bench import GenerateLoad, GenerateRow
+    from triton_ge_console.sessions.loadgen.generate_bench import GenerateLoad, GenerateRow, StepKey
+    from triton_ge_console.sessions.loadgen.generate_report import RequestExport
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -98,23 +99,18 @@ def load_from_args(args: argparse.Namespace) -> GenerateLoad:
 
 def run_generate_bench(args: argparse.Namespace) -> int:
     """Handler of `bench --generate`: run the sweep, print the table and/or JSON; exit codes as bench's."""
-    from triton_ge_console.sessions.loadgen.bench_shared import UsageError, stop_on_interrupt
-    from triton_ge_console.sessions.loadgen.generate_bench import compare, read_baseline, run_generate_load
+    from triton_ge_console.sessions.loadgen.bench_shared import UsageError
+    from triton_ge_console.sessions.loadgen.generate_bench import compare
     from triton_ge_console.sessions.loadgen.generate_report import (
-        RequestExport,
         generate_context,
-        generate_json,
         generate_warnings,
-        level,
         server_facts,
     )
     from triton_ge_console.sessions.loadgen.report import client_facts
     from triton_ge_console.sessions.server import registry
 
     try:
-        load = load_from_args(args)
-        baseline = None if args.compare is None else read_baseline(_read(args.compare), args.compare)
-        export = None if args.export is None else RequestExport(Path(args.export))
+        load, baseline, export = _prepared(args)
     except (ValueError, UsageError) as exc:
         return error_line(str(exc), EXIT_USAGE)
     except OSError as exc:
@@ -124,36 +120,71 @@ def run_generate_bench(args: argparse.Namespace) -> int:
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     client_before, server = client_facts(), server_facts(load)
     stop = threading.Event()
-    try:
-        with stop_on_interrupt(stop):
-            rows = run_generate_load(load, stop, None if args.quiet else _progress,
-                                     None if export is None else export.step)
-    finally:
-        if export is not None:
-            export.close()
+    rows = _measured(load, stop, args.quiet, export)
     compared = None if baseline is None else compare(rows, baseline)
     warnings = generate_warnings(rows)
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if args.json is not None:
         client = {**client_before, "load_average_after": client_facts()["load_average"]}
-        context = generate_context(load, started_at, server, client)
-        text = json.dumps(generate_json(context, warnings, rows, compared), indent=2) + "\n"
-        if args.json == "-":
-            sys.stdout.write(text)
-        else:
-            Path(args.json).write_text(text, encoding="utf-8")
+        _write_json(args.json, generate_context(load, started_at, server, client), warnings, rows, compared)
     if args.json != "-":
         _print_table(load, rows)
         if compared:
             _print_comparison(args.compare, compared)
+    return _outcome(load, rows, stop)
+
+
+def _prepared(args: argparse.Namespace) -> tuple[GenerateLoad, dict[StepKey, dict[str, Any]] | None,
+                                                  RequestExport | None]:
+    """The load the options ask for, the baseline to compare with and the file the requests go to (raises
+    what the handler reports: bad options, an unwritable export, a stopped session)."""
+    from triton_ge_console.sessions.loadgen.generate_bench import read_baseline
+    from triton_ge_console.sessions.loadgen.generate_report import RequestExport
+
+    load = load_from_args(args)
+    baseline = None if args.compare is None else read_baseline(_read(args.compare), args.compare)
+    return load, baseline, None if args.export is None else RequestExport(Path(args.export))
+
+
+def _measured(load: GenerateLoad, stop: threading.Event, quiet: bool,
+              export: RequestExport | None) -> list[GenerateRow]:
+    """The sweep's rows (fewer when interrupted: `stop` is set), each step's requests exported if asked."""
+    from triton_ge_console.sessions.loadgen.bench_shared import stop_on_interrupt
+    from triton_ge_console.sessions.loadgen.generate_bench import run_generate_load
+
+    try:
+        with stop_on_interrupt(stop):
+            return run_generate_load(load, stop, None if quiet else _progress,
+                                     None if export is None else export.step)
+    finally:
+        if export is not None:
+            export.close()
+
+
+def _write_json(where: str, context: dict[str, Any], warnings: list[str], rows: list[GenerateRow],
+                compared: list[dict[str, Any]] | None) -> None:
+    """--json: to stdout for '-', else to the file named."""
+    from triton_ge_console.sessions.loadgen.generate_report import generate_json
+
+    text = json.dumps(generate_json(context, warnings, rows, compared), indent=2) + "\n"
+    if where == "-":
+        sys.stdout.write(text)
+    else:
+        Path(where).write_text(text, encoding="utf-8")
+
+
+def _outcome(load: GenerateLoad, rows: list[GenerateRow], stop: threading.Event) -> int:
+    """The exit code: interrupted, a step with a failed generation (or none measured), else OK."""
+    from triton_ge_console.sessions.loadgen.generate_report import level
+
     if stop.is_set():
         steps = len(load.rates or load.concurrency)
         return error_line(f"interrupted: {len(rows)} of {steps} steps measured", EXIT_INTERRUPTED)
     failed = next((row for row in rows if row.errors or row.requests == 0), None)
     if failed is not None:
         return error_line(f"{failed.errors} of {failed.errors + failed.requests} generations failed at "
-                     f"{level(failed)}: {failed.first_error}", EXIT_FAILURE)
+                          f"{level(failed)}: {failed.first_error}", EXIT_FAILURE)
     return EXIT_OK
 
 
