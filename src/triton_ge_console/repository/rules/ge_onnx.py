@@ -123,44 +123,51 @@ def _tensor_findings(
     max_batch_size: int,
     onnx_path: Path,
 ) -> list[Finding]:
-    """One declared tensor against its graph tensor: type, rank, fixed dims."""
+    """One declared tensor against its graph tensor: type, then (the ONNX giving a shape) rank and fixed
+    dims."""
+    found = _type_finding(where, kind, io, tensor, onnx_path)
+    if found is None and tensor.ranked:  # no shape in the ONNX: the model takes any rank
+        found = _dims_finding(where, kind, io, tensor, max_batch_size, onnx_path)
+    return [found] if found is not None else []
+
+
+def _type_finding(where: str, kind: str, io: mc.ModelInput | mc.ModelOutput, tensor: TensorSpec,
+                  onnx_path: Path) -> Finding | None:
+    """A declared type other than the graph's (STRING and BYTES are one)."""
     declared_type = mc.DataType.Name(io.data_type).removeprefix("TYPE_")
     graph_type = "BYTES" if tensor.data_type == "STRING" else tensor.data_type
-    if io.data_type != mc.TYPE_INVALID and declared_type.replace("STRING", "BYTES") != graph_type:
-        return [
-            error(
-                f"{where}.data_type",
-                f"{kind} '{io.name}' is TYPE_{declared_type} here but TYPE_{graph_type} in {onnx_path}",
-            )
-        ]
-    if not tensor.ranked:
-        return []  # no shape in the ONNX: the model takes any rank
-    served = for_config(tensor, max_batch_size)
+    if io.data_type == mc.TYPE_INVALID or declared_type.replace("STRING", "BYTES") == graph_type:
+        return None
+    return error(f"{where}.data_type",
+                 f"{kind} '{io.name}' is TYPE_{declared_type} here but TYPE_{graph_type} in {onnx_path}")
+
+
+def _dims_finding(where: str, kind: str, io: mc.ModelInput | mc.ModelOutput, tensor: TensorSpec,
+                  max_batch_size: int, onnx_path: Path) -> Finding | None:
+    """Declared dims (reshaped, if they are) that the graph's, as Triton serves them, do not match."""
     declared = tuple(io.dims)
-    model_side = tuple(io.reshape.shape) if io.HasField("reshape") else declared
-    graph_side = served.reshape if served.reshape is not None else served.dims
+    if not declared or _dims_match(io, for_config(tensor, max_batch_size)):
+        return None
+    shown = (f"{list(declared)} reshaped to {list(io.reshape.shape)}" if io.HasField("reshape")
+             else str(list(declared)))
+    how = how_served(tensor, max_batch_size)
+    if how:  # a shape Triton cannot write as the ONNX does: say the one mapping served
+        return error(f"{where}.dims", f"{kind} '{io.name}' dims {shown}: not how {onnx_path} is "
+                                      f"served:{how.removeprefix(';')}")
+    batch = f" (max_batch_size {max_batch_size}: the batch axis is not listed)" if max_batch_size > 0 else ""
+    return error(f"{where}.dims", f"{kind} '{io.name}' dims {shown} do not match "
+                                  f"{list(triton_dims(tensor.dims, max_batch_size))} in {onnx_path}{batch}")
+
+
+def _dims_match(io: mc.ModelInput | mc.ModelOutput, served: TensorSpec) -> bool:
+    """Whether the model's side of a tensor (its reshape, else its dims) has the served graph's rank and
+    fixed dims (-1 on either side matches any)."""
+    declared = tuple(io.dims)
     # a scalar of a non-batching model: served dims [1] without reshape, the glue squeezes it
     # a batch-only tensor as dims [1] without Triton's reshape (by hand, auto-completed): the glue squeezes it
     if served.reshape == () and declared == (1,) and not io.HasField("reshape"):
-        return []
-    mismatch = len(model_side) != len(graph_side) or any(
-        a != b and WILDCARD_DIM not in (a, b) for a, b in zip(model_side, graph_side, strict=False)
-    )
-    if declared and mismatch:
-        batch = (
-            f" (max_batch_size {max_batch_size}: the batch axis is not listed)" if max_batch_size > 0 else ""
-        )
-        shown = (f"{list(declared)} reshaped to {list(model_side)}" if io.HasField("reshape")
-                 else str(list(declared)))
-        how = how_served(tensor, max_batch_size)
-        if how:  # a shape Triton cannot write as the ONNX does: say the one mapping served
-            return [error(f"{where}.dims", f"{kind} '{io.name}' dims {shown}: not how {onnx_path} is "
-                                           f"served:{how.removeprefix(';')}")]
-        return [
-            error(
-                f"{where}.dims",
-                f"{kind} '{io.name}' dims {shown} do not match "
-                f"{list(triton_dims(tensor.dims, max_batch_size))} in {onnx_path}{batch}",
-            )
-        ]
-    return []
+        return True
+    model_side = tuple(io.reshape.shape) if io.HasField("reshape") else declared
+    graph_side = served.reshape if served.reshape is not None else served.dims
+    return len(model_side) == len(graph_side) and all(
+        a == b or WILDCARD_DIM in (a, b) for a, b in zip(model_side, graph_side, strict=False))
