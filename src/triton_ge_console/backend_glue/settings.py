@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from triton_ge_console.display import GIB
 from triton_ge_console.errors import GeConsoleError
@@ -345,20 +345,11 @@ def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
                  or first_onnx(version_dir))
     requested = (parameter(config, "execution_mode") or "auto").lower()
     instance_name = args.get("model_instance_name", name)
-    triton_device = int(args.get("model_instance_device_id", "0") or 0)
-    instances, copies, npus_unknown = instance_count(config), 1, False
-    if backend == "npu_ge":
-        cmdline = npu_ge_command_line(server_command_line())
-        devices, copies = npu_ge_placement(config, cmdline, instances, triton_device, where)
-        device_id = pick_device(devices, instance_name, triton_device)
-        npus_unknown = not npu_ge_device_ids(config, cmdline, where) and not every_visible_npu()
-    else:
-        devices = pick_devices(device_ids, instance_name, triton_device,
-                               tensor_parallel(config, device_ids, where))
-        device_id = devices[0]
+    place = _placement(config, backend, device_ids, instance_name,
+                       int(args.get("model_instance_device_id", "0") or 0), where)
     mode = resolve_mode(requested, om_path, where)
-    if mode == "npu" and backend == "ge" and len(devices) > 1:
-        raise GlueConfigError(no_tensor_parallel_on_npu(where, devices))
+    if mode == "npu" and backend == "ge" and len(place.devices) > 1:
+        raise GlueConfigError(no_tensor_parallel_on_npu(where, place.devices))
     return GlueSettings(
         model_name=name,
         backend=backend,
@@ -367,16 +358,40 @@ def load_settings(args: dict[str, str], config: dict[str, Any]) -> GlueSettings:
         instance_name=instance_name,
         mode=mode,
         requested_mode=requested,
-        device_id=device_id,
+        device_id=place.device_id,
         om_path=om_path,
         onnx_path=onnx_path,
         max_batch_size=int(config.get("max_batch_size", 0)),
         intra_op_threads=_int_param(config, ("intra_op_threads", "intra_op_thread_count"), 0, where),
         inter_op_threads=_int_param(config, ("inter_op_threads", "inter_op_thread_count"), 0, where),
         device_memory_bytes=device_memory_bytes(config, where),
-        devices=devices,
+        devices=place.devices,
         ort_spinning=_bool_param(config, "ort_spinning", where),
-        instances=instances,
-        npu_copies=copies,
-        npus_unknown=npus_unknown,
+        instances=instance_count(config),
+        npu_copies=place.copies,
+        npus_unknown=place.npus_unknown,
     )
+
+
+class _Placement(NamedTuple):
+    """Where an instance runs: its NPUs, the one it runs on, its model's copies on each (npu_ge), and
+    whether npu_ge's NPUs were guessed (no device_ids anywhere and no NPU list to read)."""
+
+    devices: tuple[int, ...]
+    device_id: int
+    copies: int = 1
+    npus_unknown: bool = False
+
+
+def _placement(config: dict[str, Any], backend: str, device_ids: tuple[int, ...], instance_name: str,
+               triton_device: int, where: str) -> _Placement:
+    """An instance's NPUs: npu_ge's from its config over the command line's (as the native backend reads
+    them), ge's from its device_ids, cut into tensor-parallel groups."""
+    if backend == "npu_ge":
+        cmdline = npu_ge_command_line(server_command_line())
+        devices, copies = npu_ge_placement(config, cmdline, instance_count(config), triton_device, where)
+        return _Placement(devices, pick_device(devices, instance_name, triton_device), copies,
+                          not npu_ge_device_ids(config, cmdline, where) and not every_visible_npu())
+    parallel = tensor_parallel(config, device_ids, where)
+    devices = pick_devices(device_ids, instance_name, triton_device, parallel)
+    return _Placement(devices, devices[0])
