@@ -60,14 +60,16 @@ def _has_terminal() -> bool:
 
 def run_console(args: argparse.Namespace) -> int:
     """Open the console on a session, a launched spec/repository, or the start screen."""
-    from triton_ge_console.console.launch_session import open_record, open_target, running_sessions
-    from triton_ge_console.sessions.server.registry import Registry, RegistryError, SessionNotFound
-
     if args.interval <= 0:
         return error_line(f"--interval {args.interval}: must be positive", 2)
     if not _has_terminal():
         return error_line("the console needs a terminal; without one use `ge-console status` or "
                           "`demo --headless`")
+    what = f" on session '{args.session}'" if args.session else f" on {args.target}" if args.target else ""
+    _say_opening(f"opening the console{what} …")
+    from triton_ge_console.console.launch_session import open_record, open_target, running_sessions
+    from triton_ge_console.sessions.server.registry import Registry, RegistryError, SessionNotFound
+
     registry = Registry()
     try:
         if args.session:
@@ -84,6 +86,13 @@ def run_console(args: argparse.Namespace) -> int:
     except (SessionNotFound, RegistryError) as exc:
         return error_line(str(exc))
     return _run_start_screen(registry, args)
+
+
+def _say_opening(line: str) -> None:
+    """One line on the terminal before the console's imports (seconds on a loaded host), so it is never
+    blank meanwhile; the app's screen then covers it. Not under `serve`, whose driver owns stdout."""
+    if sys.stdout.isatty():
+        print(line, flush=True)
 
 
 def _say_after(message: str) -> None:
@@ -155,16 +164,17 @@ def _run_start_screen(registry: Registry, args: argparse.Namespace) -> int:
 
 def run_demo(args: argparse.Namespace) -> int:
     """The demo: in the console, or headless when asked or when there is no terminal."""
-    from triton_ge_console.console.demo import run_headless
-
     if args.headless is not None and args.headless <= 0:
         return error_line(f"--headless {args.headless}: must be a positive number of seconds", 2)
     if args.headless is not None or not _has_terminal():
+        from triton_ge_console.console.demo import run_headless
+
         seconds = args.headless or DEFAULT_HEADLESS_S
         if args.headless is None:
             print(f"no terminal (stdin/stdout is not a TTY): running the demo headless for up to "
                   f"{seconds:g}s", flush=True)
         return run_headless(seconds, keep=args.keep, rate_per_s=args.rate)
+    _say_opening("opening the console on the demo …")
     return _run_demo_ui(keep=args.keep, rate=args.rate, interval=1.0)
 
 
