@@ -665,3 +665,53 @@ def six_wide_model() -> bytes:
         [numpy_helper.from_array(np.array([-1, 6], np.int64), "shape")],
     )
     return _serialize(graph)
+
+
+PACED_TOKEN_MODEL = '''
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+DELAY_S, LOG = {delay_s}, {log!r}
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            prompt = pb_utils.get_input_tensor_by_name(request, "input_ids").as_numpy().reshape(-1)
+            asked = pb_utils.get_input_tensor_by_name(request, "max_tokens")
+            count = int(asked.as_numpy().reshape(-1)[0]) if asked is not None else len(prompt)
+            sender = request.get_response_sender()
+            sent = []
+            for index in range(count):
+                time.sleep(DELAY_S)
+                token = pb_utils.Tensor("token_id", np.array([prompt[index % len(prompt)]], np.int64))
+                final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if index == count - 1 else 0
+                sent.append(time.monotonic())
+                sender.send(pb_utils.InferenceResponse([token]), flags=final)
+            with open(LOG, "a", encoding="utf-8") as log:
+                log.write(" ".join(repr(t) for t in sent) + "\\n")
+        return None
+'''
+
+
+def write_paced_token_model(repository: Path, log: Path, name: str = "paced", delay_s: float = 0.1,
+                            max_tokens: int = 16, tokenizer_json: str | None = None) -> Path:
+    """A generate model (decoupled, the glue's inputs and token_id output) that streams the prompt's ids
+    back one every delay_s, a known pace to time a client against: each request's send times
+    (time.monotonic, the host's clock every process shares) are one line of `log`. With tokenizer_json
+    the config names it (generate_tokenizer), so the front door serves the model as text."""
+    source = PACED_TOKEN_MODEL.format(delay_s=delay_s, log=str(log))
+    optional = "".join(f', {{ name: "{n}" data_type: TYPE_{t} dims: [1] optional: true }}'
+                       for n, t in (("max_tokens", "INT64"), ("temperature", "FP32"), ("top_k", "INT64"),
+                                    ("top_p", "FP32"), ("seed", "INT64")))
+    parameters = [param("generate_max_tokens", str(max_tokens))]
+    if tokenizer_json is not None:
+        parameters.append(param("generate_tokenizer", "tokenizer.json"))
+    config = "\n".join([f'name: "{name}"', 'backend: "python"', "max_batch_size: 0",
+                        "model_transaction_policy { decoupled: true }",
+                        f'input [ {{ name: "input_ids" data_type: TYPE_INT64 dims: [ -1 ] }}{optional} ]',
+                        'output [ { name: "token_id" data_type: TYPE_INT64 dims: [ 1 ] } ]', *parameters])
+    files = {} if tokenizer_json is None else {"1/tokenizer.json": tokenizer_json}
+    return write_model(repository, name, config, source, "model.py", files=files)
