@@ -322,38 +322,36 @@ def attach(
     if engine != TRITON:
         return attach_engine(url, name, registry, engine, metrics_url=metrics_url, token=token,
                              ca_file=ca_file)
-    if registry.exists(name) and effective_state(registry.load(name)) not in (DEAD, STOPPED):
-        raise LaunchError(
-            f"session '{name}' already exists; ge-console down {name} first or pick another --name"
-        )
+    _refuse_name_taken(name, registry)
     if token is not None and (problem := token_problem(token)):
         raise LaunchError(problem)
-    http_url = parse_endpoint(url).url
-    _refuse_attached_twice(http_url, registry)
+    http_url = _server_not_attached(url, registry)
     grpc_url = parse_endpoint(grpc_url, "--grpc-url", ("grpc",)).netloc if grpc_url else None
     metrics_url = parse_endpoint(metrics_url, "--metrics-url", path_allowed=True).url if metrics_url else None
     models = _serving_models(TritonControl(http_url, token, token_header=token_header, timeout=10.0))
     workdir = paths.session_dir(name)
     record = SessionRecord(
-        name=name,
-        pid=None,
-        started_at=time.time(),
-        http_url=http_url.rstrip("/"),
-        grpc_url=grpc_url,
-        metrics_url=metrics_url or _default_metrics_url(http_url),
-        repository=None,
-        spec=None,
-        backend_dir=None,
-        log_path=None,
-        token_ref=store_token(workdir, token) if token else None,
-        attached=True,
-        session_dir=workdir,
-        state=READY,
-        models=models,
-        token_header=token_header,
-    )
+        name=name, pid=None, started_at=time.time(), http_url=http_url.rstrip("/"), grpc_url=grpc_url,
+        metrics_url=metrics_url or _default_metrics_url(http_url), repository=None, spec=None,
+        backend_dir=None, log_path=None, token_ref=store_token(workdir, token) if token else None,
+        attached=True, session_dir=workdir, state=READY, models=models, token_header=token_header)
     registry.save(record)
     return record
+
+
+def _refuse_name_taken(name: str, registry: Registry) -> None:
+    """LaunchError when a session of that name still runs (or starts)."""
+    if registry.exists(name) and effective_state(registry.load(name)) not in (DEAD, STOPPED):
+        raise LaunchError(
+            f"session '{name}' already exists; ge-console down {name} first or pick another --name")
+
+
+def _server_not_attached(url: str, registry: Registry) -> str:
+    """The server's URL as given, parsed; LaunchError when it is no URL or a running session is attached
+    to that server already."""
+    http_url = parse_endpoint(url).url
+    _refuse_attached_twice(http_url, registry)
+    return http_url
 
 
 def attach_engine(url: str, name: str, registry: Registry, engine: str, metrics_url: str | None = None,
@@ -362,13 +360,10 @@ def attach_engine(url: str, name: str, registry: Registry, engine: str, metrics_
     controlled; LaunchError when it does not answer as one."""
     if engine not in ATTACHABLE:
         raise LaunchError(f"--engine {engine!r}: expected one of {', '.join((TRITON, *ATTACHABLE))}")
-    if registry.exists(name) and effective_state(registry.load(name)) not in (DEAD, STOPPED):
-        raise LaunchError(
-            f"session '{name}' already exists; ge-console down {name} first or pick another --name")
+    _refuse_name_taken(name, registry)
     if ca_file is not None and not ca_file.is_file():
         raise LaunchError(f"--ca {ca_file}: no such file")
-    http_url = parse_endpoint(url).url
-    _refuse_attached_twice(http_url, registry)
+    http_url = _server_not_attached(url, registry)
     given = parse_endpoint(metrics_url, "--metrics-url", path_allowed=True).url if metrics_url else None
     workdir = paths.session_dir(name)
     record = SessionRecord(
