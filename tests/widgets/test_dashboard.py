@@ -357,7 +357,8 @@ def test_the_header_says_a_server_restarted_after_crashes_as_the_console_does() 
                       autostart=False, background=False)
     try:
         board.refresh()
-        assert "● ready</span> ─ <b style='color:darkorange'>restarted 2× after a crash</b>" in board.header.value
+        said = "● ready</span> ─ <b style='color:darkorange'>restarted 2× after a crash</b>"
+        assert said in board.header.value
         board.refresh()
         assert "restarted" not in board.header.value
     finally:
