@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
@@ -186,7 +187,9 @@ class ServerTrap:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Make the trap (one per run), so a not-`server` test that starts tritonserver fails, in any run."""
+    """Make the trap (one per run), so a not-`server` test that starts tritonserver fails, in any run; the
+    commands the tests start take Ctrl-C as from a terminal, however pytest was started."""
+    _take_ctrl_c()
     folder = Path(tempfile.mkdtemp(prefix="ge-test-server-trap-"))
     try:
         python_backend = find_distribution().python_backend_dir
@@ -197,6 +200,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _TRAP = pytest.StashKey[ServerTrap]()
+
+
+def _take_ctrl_c() -> None:
+    """Undo an inherited SIG_IGN for SIGINT: a shell without job control starts a background job (`pytest
+    &`, a script's) ignoring it, every process the suite starts inherits that, and Python then never raises
+    KeyboardInterrupt, so a test's SIGINT to `attach`, `watch` or `bench` went unheard. Caught here, it is
+    back at its default in each child."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _trapped(item: pytest.Item) -> Generator[None, object, object]:
