@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from triton_ge_console.errors import GeConsoleError
-from triton_ge_console.triton_terms import Endpoint, parse_endpoint
+from triton_ge_console.triton_terms import Endpoint, host_and_port, parse_endpoint
 
 
 @pytest.mark.parametrize(("given", "read"), [
@@ -55,3 +55,13 @@ def test_a_lenient_reading_takes_what_a_record_has() -> None:
     assert parse_endpoint("h", strict=False) == Endpoint("http", "h", None)
     assert parse_endpoint("h:99999", schemes=("tcp",), strict=False) == Endpoint("tcp", "h", None)
     assert parse_endpoint("http://h:1/x", strict=False).path == "/x"
+
+
+def test_host_and_port_of_an_address_or_a_url() -> None:
+    """bench --generate, the load panels' timed runs: (host, port), an IPv6 literal without brackets."""
+    assert host_and_port("127.0.0.1:8001") == ("127.0.0.1", 8001)
+    assert host_and_port("[::1]:8001") == ("::1", 8001)
+    assert host_and_port("http://h:8000/v1") == ("h", 8000)
+    for garbage in ("h", "h:x", "[::1", ":8000"):
+        with pytest.raises(GeConsoleError, match="expected HOST:PORT"):
+            host_and_port(garbage, "--url")

@@ -96,3 +96,11 @@ def is_loopback(address: str) -> bool:
     with contextlib.suppress(ValueError):
         return ipaddress.ip_address(address).is_loopback
     return False
+
+
+def host_and_port(address: str, what: str = "address") -> tuple[str, int]:
+    """(host, port) of HOST:PORT or a URL, an IPv6 literal without brackets; InputError without both."""
+    endpoint = parse_endpoint(address, strict=False, schemes=("tcp",), path_allowed=True)
+    if not endpoint.host or endpoint.port is None:
+        raise InputError(f"{what} {address[:80]!r}: expected HOST:PORT")
+    return endpoint.host, endpoint.port

@@ -20,6 +20,7 @@ from triton_ge_console.sessions.loadgen.inputs import (
 )
 from triton_ge_console.sessions.observe.stats import EndpointError, HttpEndpoint, fetch_model_config
 from triton_ge_console.sessions.server.access import explain
+from triton_ge_console.triton_terms import parse_endpoint
 
 TEST_TEXT = "the cache of keys and values"  # a generate model's test prompt (words of the demo vocabulary)
 TEST_IDS = (1, 450, 4996, 17354, 1701)  # the same as ids, for a model without a tokenizer
@@ -85,18 +86,18 @@ def _stream_test(http_url: str, model: str, config: dict[str, Any], timeout: flo
                  headers: dict[str, str]) -> ProbeResult:
     """A test prompt streamed from a generate model over generate_stream: text with a tokenizer, else
     token ids; the line says what came and how soon."""
-    hostport, ssl = client_url(http_url)
-    if ssl:
+    server = parse_endpoint(http_url, "server URL", path_allowed=True)
+    if server.scheme == "https" or server.port is None:
         return ProbeResult(model, False, f"{model}: a generate model's test streams over plain HTTP only")
-    host, _, port = hostport.rpartition(":")
+    host, port = server.host, server.port
     limit = (config.get("parameters") or {}).get("generate_max_tokens", {}).get("string_value", "")
     tokens = min(TEST_TOKENS, int(limit)) if limit.isdigit() else TEST_TOKENS
     inputs = {tensor.get("name") for tensor in config.get("input") or ()}
-    host, text = host.strip("[]"), TEXT_INPUT.name in inputs
+    text = TEXT_INPUT.name in inputs
     if text:
-        result = http_generate_text(host, int(port), model, TEST_TEXT, tokens, timeout, headers)
+        result = http_generate_text(host, port, model, TEST_TEXT, tokens, timeout, headers)
     else:
-        result = http_generate(host, int(port), model, Generation(TEST_IDS, tokens), timeout, headers)
+        result = http_generate(host, port, model, Generation(TEST_IDS, tokens), timeout, headers)
     if result.error is not None:
         return ProbeResult(model, False, f"{model}: {explain(result.error, token_sent=bool(headers))}")
     if result.ttft is None or result.e2e is None:

@@ -30,6 +30,7 @@ from triton_ge_console.sessions.loadgen.generate_client import (
     openai_generate,
 )
 from triton_ge_console.sessions.loadgen.generate_stats import distribution
+from triton_ge_console.triton_terms import host_and_port
 
 MS_PER_S = 1000.0
 Streamer = GrpcStreamer | HttpStreamer
@@ -258,8 +259,8 @@ def timed_load(model: str, url: str, concurrency: int, protocol: str = "grpc",
                headers: Mapping[str, str] | None = None, prompt_tokens: int = 16,
                output_tokens: int = 32) -> GenerateLoad:
     """The load of a timed run (the load panels'): fixed lengths, one step, bounded by time alone."""
-    host, _, port = url.rpartition(":")
-    return GenerateLoad(model=model, host=host.strip("[]"), port=int(port), protocol=protocol,
+    host, port = host_and_port(url)
+    return GenerateLoad(model=model, host=host, port=port, protocol=protocol,
                         prompt_tokens=(prompt_tokens, prompt_tokens),
                         output_tokens=(output_tokens, output_tokens), concurrency=(concurrency,),
                         requests=UNBOUNDED, headers=tuple((headers or {}).items()))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.arg_types import error_line, positive_int
 from triton_ge_console.errors import InputError
-from triton_ge_console.triton_terms import parse_endpoint
+from triton_ge_console.triton_terms import host_and_port, parse_endpoint
 
 if TYPE_CHECKING:
     from triton_ge_console.sessions.loadgen.generate_bench import GenerateLoad, GenerateRow, StepKey
@@ -65,14 +65,6 @@ def token_range(text: str) -> tuple[int, int]:
     return bounds
 
 
-def _host_port(address: str, protocol: str) -> tuple[str, int]:
-    """host and port of 'HOST:PORT' or a URL."""
-    parsed = parse_endpoint(address, strict=False, schemes=("tcp",), path_allowed=True)
-    if not parsed.host or parsed.port is None:
-        raise InputError(f"{address!r}: expected HOST:PORT of the server's {protocol} endpoint")
-    return parsed.host, parsed.port
-
-
 def load_from_args(args: argparse.Namespace) -> GenerateLoad:
     """The sweep the options ask for; ValueError names a bad one."""
     from triton_ge_console.sessions.loadgen.bench_shared import UsageError, resolve_endpoint
@@ -82,13 +74,13 @@ def load_from_args(args: argparse.Namespace) -> GenerateLoad:
     if args.endpoint == "openai":
         if not args.url:
             raise UsageError("--endpoint openai: give the API's base URL, --url http://HOST:PORT/v1")
-        host, port = _host_port(args.url, "OpenAI API")
+        host, port = host_and_port(args.url, "--url (the OpenAI API)")
         base_path = parse_endpoint(args.url, strict=False, path_allowed=True).path or "/v1"
         key = os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {key}"} if key else {}
     else:
         address, headers = resolve_endpoint(args.session, args.url, args.protocol, args.model)
-        host, port = _host_port(address, args.protocol)
+        host, port = host_and_port(address, f"the server's {args.protocol} endpoint")
     return GenerateLoad(model=args.model, host=host, port=port, protocol=args.protocol,
                         prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
                         concurrency=tuple(args.concurrency or (1,)), requests=args.requests,

@@ -37,7 +37,7 @@ from triton_ge_console.sessions.loadgen.inputs import (
     signature_from_metadata,
 )
 from triton_ge_console.sessions.server.access import refusal
-from triton_ge_console.triton_terms import MODEL_READY, host_port
+from triton_ge_console.triton_terms import MODEL_READY, host_port, parse_endpoint
 
 GRPC_MAX_MESSAGE = 2**31 - 1
 # The hot path's one RPC, called without a response deserializer: the reply stays the bytes gRPC received
@@ -261,8 +261,8 @@ class HttpTransport:
         self.json_body = json_body
         self.headers = dict(headers or {})
         self._control = http_aio.InferenceServerClient(url)
-        host, _, port = url.rpartition(":")
-        self._pool = ConnectionPool(host.strip("[]") or "127.0.0.1", int(port) if port.isdigit() else 80)
+        endpoint = parse_endpoint(url, schemes=("tcp",), strict=False)
+        self._pool = ConnectionPool(endpoint.host or "127.0.0.1", endpoint.port or 80)
         self._request = b""
 
     async def signature(self, model: str) -> ModelSignature:
