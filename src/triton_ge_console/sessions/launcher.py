@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from triton_ge_console.backend_glue.distribution import (
     DistributionError,
@@ -65,7 +64,7 @@ from triton_ge_console.sessions.server.supervise import (
 )
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 from triton_ge_console.triton_args import extra_args_problem, last_option, port_option, switched_off
-from triton_ge_console.triton_terms import MODEL_READY, MODEL_UNAVAILABLE, is_loopback
+from triton_ge_console.triton_terms import MODEL_READY, MODEL_UNAVAILABLE, is_loopback, parse_endpoint
 
 PORT_RACE_ATTEMPTS = 3
 BACKENDS_DIR = "backends"
@@ -537,11 +536,12 @@ def _wait_metrics(server: SupervisedServer, metrics_url: str, options: LaunchOpt
                   elapsed: ElapsedHook | None) -> None:
     """Wait until the metrics endpoint answers; the LaunchError names its port."""
     started = time.monotonic()
-    what = f"waiting for metrics port {urlsplit(metrics_url).port}"
+    port = parse_endpoint(metrics_url, strict=False, path_allowed=True).port
+    what = f"waiting for metrics port {port}"
     while not http_ok(metrics_url):
         if time.monotonic() >= deadline:
             raise LaunchError(
-                f"metrics port {urlsplit(metrics_url).port} did not answer within {options.timeout:.0f}s "
+                f"metrics port {port} did not answer within {options.timeout:.0f}s "
                 f"({metrics_url}; the models are READY): {log_cause(server.log_path)}"
             )
         if elapsed is not None:

@@ -3,7 +3,7 @@ or MindIE Server, which ge-console only watches (their APIs load no model at run
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from triton_ge_console.triton_terms import parse_endpoint
 
 TRITON = "triton"
 VLLM = "vllm"
@@ -55,10 +55,10 @@ def label(engine: str) -> str:
 
 def is_https(url: str | None) -> bool:
     """Whether a URL is HTTPS (a --ca file applies to it)."""
-    return bool(url) and urlsplit(url or "").scheme == "https"
+    return bool(url) and parse_endpoint(url or "", strict=False).scheme == "https"
 
 
 def on_this_host(url: str) -> bool:
     """Whether a URL names this machine by a loopback address (its NPUs are then npu-smi's here)."""
-    host = urlsplit(url).hostname or ""
+    host = parse_endpoint(url, strict=False).host
     return host == "localhost" or host.startswith("127.") or host == "::1"
