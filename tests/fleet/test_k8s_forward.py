@@ -324,8 +324,11 @@ def test_the_kubelet_error_channel_is_reported_once(tmp_path: Path) -> None:
 
 @pytest.fixture
 def chatty_port() -> Iterator[int]:
-    """A port whose server, once a client says something, sends it data without end (a pod mid-response)."""
+    """A port whose server, once a client says something, sends it data without end (a pod mid-response);
+    its threads end with the test (shutdown wakes an accept or a send blocked in them; close does not)."""
     listener = socket.create_server(("127.0.0.1", 0))
+    conns: list[socket.socket] = []
+    talkers: list[threading.Thread] = []
 
     def talk(conn: socket.socket) -> None:
         with conn, contextlib.suppress(OSError):
@@ -336,11 +339,22 @@ def chatty_port() -> Iterator[int]:
     def serve() -> None:
         with contextlib.suppress(OSError):
             while True:
-                threading.Thread(target=talk, args=(listener.accept()[0],), daemon=True).start()
+                conns.append(listener.accept()[0])
+                talkers.append(threading.Thread(target=talk, args=(conns[-1],), daemon=True))
+                talkers[-1].start()
 
-    threading.Thread(target=serve, daemon=True).start()
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
     yield listener.getsockname()[1]
+    listener.shutdown(socket.SHUT_RDWR)
+    server.join(10)
+    for conn in conns:
+        with contextlib.suppress(OSError):
+            conn.shutdown(socket.SHUT_RDWR)
+    for thread in talkers:
+        thread.join(10)
     listener.close()
+    assert not [t for t in (server, *talkers) if t.is_alive()], "a thread of the chatty port still runs"
 
 
 def test_connections_ended_mid_response_close_their_websockets(
