@@ -9,6 +9,7 @@ import pytest
 
 from tests.models import write_model
 from tests.repository.test_ge_rules import _relu_onnx
+from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.repository.validate import ValidationReport, validate_config_text, validate_path
 
 GOOD = 'name: "{name}"\nbackend: "python"\nmax_batch_size: 4\n'
@@ -117,8 +118,9 @@ def test_an_unknown_field_names_the_one_it_resembles(text: str, meant: str) -> N
 
 def test_missing_path_raises() -> None:
     """A path that does not exist is the caller's mistake, reported by exception."""
-    with pytest.raises(FileNotFoundError, match="no such file or directory"):
+    with pytest.raises(GeConsoleError, match=r"^/nonexistent/repo: no such file or directory$") as refused:
         validate_path(Path("/nonexistent/repo"))
+    assert isinstance(refused.value, OSError)  # a GeConsoleError that callers catching an OSError still get
 
 
 def test_report_to_dict_is_json(tmp_path: Path) -> None:

@@ -83,11 +83,12 @@ def _register_convert(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
 
 def run_validate(args: argparse.Namespace) -> int:
     """Findings (or the JSON report) on stdout, the verdict on stderr; exit 0 clean, 1 errors, 2 no PATH."""
+    from triton_ge_console.errors import GeConsoleError
     from triton_ge_console.repository.validate import validate_path
 
     try:
         report = validate_path(args.path, args.backend_dir)
-    except (FileNotFoundError, LookupError, ValueError) as exc:
+    except GeConsoleError as exc:  # no such PATH: a usage error
         return error_line(str(exc), 2)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))

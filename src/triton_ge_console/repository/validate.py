@@ -13,6 +13,7 @@ from google.protobuf.descriptor import Descriptor
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_ge_console.display import printable
+from triton_ge_console.errors import PathError
 from triton_ge_console.repository import pbtxt
 from triton_ge_console.repository.pbtxt import excerpted
 from triton_ge_console.repository.rules import ge as ge_rules
@@ -126,9 +127,9 @@ def validate_path(path: Path, backend_dirs: Sequence[Path] = ()) -> ValidationRe
     """Judge a repository folder, one model folder (holding config.pbtxt) or one config file (config alone);
     backends are looked for in backend_dirs (else /opt/tritonserver/backends where it exists).
 
-    Raises FileNotFoundError when path does not exist."""
+    Raises a PathError (an OSError) naming path when it does not exist."""
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file or directory")
+        raise PathError(f"{path}: no such file or directory")
     search = backend_search(backend_dirs)
     if path.is_file():
         return _read_and_validate(path, None, str(path), search)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.arg_types import error_line, port_number, seconds
-from triton_ge_console.errors import InputError
+from triton_ge_console.errors import GeConsoleError, InputError
 from triton_ge_console.repository.spec.types import RESTART_POLICIES
 from triton_ge_console.sessions.server.token_header import TOKEN_HEADER
 
@@ -91,7 +91,7 @@ def _add_validate_session(validate: argparse.ArgumentParser) -> None:
         if args.session is not None:
             try:
                 args.backend_dir = [*args.backend_dir, *session_backend_dir(args.session)]
-            except (LookupError, ValueError) as exc:  # a usage error, as validate's own are
+            except GeConsoleError as exc:  # no such session, or unreadable: a usage error, as validate's are
                 return error_line(str(exc), 2)
         return int(judge(args))
 
@@ -99,8 +99,8 @@ def _add_validate_session(validate: argparse.ArgumentParser) -> None:
 
 
 def session_backend_dir(name: str) -> list[Path]:
-    """The backend directory a session launched Triton with (none for an attached one); ValueError if the
-    session cannot be read, LookupError if there is none."""
+    """The backend directory a session launched Triton with (none for an attached one); a RegistryError if
+    the session cannot be read, SessionNotFound if there is none."""
     from triton_ge_console.sessions.server.registry import Registry
 
     record = Registry().load(name)
