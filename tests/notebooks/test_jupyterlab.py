@@ -261,6 +261,16 @@ def menu(browser: Browser, top: str, item: str) -> None:
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$")).click()
 
 
+def ticked(browser: Browser, top: str, item: str) -> bool:
+    """Whether a menu's toggle shows its tick (the page has the setting), as a person would look."""
+    page = browser.page
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{re.escape(top)}$")).click()
+    label = page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(item)}$"))
+    on = page.locator(".lm-Menu-item", has=label).first.get_attribute("aria-checked") == "true"
+    page.keyboard.press("Escape")
+    return on
+
+
 def select_last_cell(browser: Browser) -> None:
     """Click the last cell's prompt: it is selected, in command mode."""
     browser.page.locator(f"{PANEL} .jp-Cell").last.locator(".jp-InputPrompt").click()
@@ -502,7 +512,15 @@ def close_and_reopen(browser: Browser, lab: Lab, name: str, saved: str) -> None:
     wait_until(lambda: saved in (lab.root / name).read_text(encoding="utf-8"), 30,
                what=f"{name} saved with {saved!r}", pause=browser.tick)
     menu(browser, "File", "Close Tab")
-    wait_until(lambda: page.locator(PANEL).count() == 0, 30, what=f"{name} closed", pause=browser.tick)
+
+    def closed() -> bool:
+        """Whether the tab closed; asked to save (the page changed after its save: seen under load), saved."""
+        asked = page.locator(".jp-Dialog", has_text="before closing?")
+        if asked.count():
+            asked.get_by_role("button", name="Save", exact=True).click()
+        return page.locator(PANEL).count() == 0
+
+    wait_until(closed, 30, what=f"{name} closed", pause=browser.tick)
     assert lab.api("/api/kernels"), "closing the tab shut its kernel down"
     page.locator(".jp-DirListing-item", has_text=name).dblclick()
     cells = len(json.loads((lab.root / name).read_text(encoding="utf-8"))["cells"])
@@ -540,10 +558,31 @@ def test_02_stop_after_the_notebook_was_closed_and_reopened_leaves_its_static_co
     kept = static_copies(browser).and_(browser.page.locator("[data-mime-type='text/html']"))
     assert kept.count() == 1 and images(kept.first) == charts
     keep_screenshot(browser, dashboard(browser, session), "reopened-stop.png")
-    save_and_reopen(browser, lab, name, saved="dashboard closed at")  # on a fresh kernel: nothing in one
-    kept = static_copies(browser).first
-    kept.scroll_into_view_if_needed()
-    assert images(kept) == charts and unloaded_images(kept) == []
+    # The kernel cannot change the dashboard's own cell in this page (a display update reaches only the page
+    # that made the display, and this page's copy of the cell came from the file); the one place JupyterLab
+    # keeps a widget's content without a kernel is the notebook's widget state, saved only with Settings >
+    # Save Widget State Automatically (off by default), as notebooks/README.md says
+    try:
+        menu(browser, "Settings", "Save Widget State Automatically")
+        wait_until(lambda: ticked(browser, "Settings", "Save Widget State Automatically"), 30,
+                   what="Save Widget State Automatically ticked", pause=browser.tick)
+        # on a fresh kernel: nothing in one
+        save_and_reopen(browser, lab, name, saved="application/vnd.jupyter.widget-state+json")
+    finally:
+        widget_state_setting(lab).unlink(missing_ok=True)  # the module's other notebooks save without it
+    wait_until(lambda: static_copies(browser).count() == 2, PAGE_S, what="both copies drawn, no kernel",
+               pause=browser.tick)
+    assert widget_errors(browser) == []
+    own, under_stop = static_copies(browser).all()  # the dashboard's cell (its widget state), stop()'s
+    for kept in (own, under_stop):
+        kept.scroll_into_view_if_needed()
+        assert images(kept) == charts and unloaded_images(kept) == []
+    assert own.locator(WIDGET).count() > 0 and under_stop.get_attribute("data-mime-type") == "text/html"
+
+
+def widget_state_setting(lab: Lab) -> Path:
+    """Where JupyterLab keeps a user's Save Widget State Automatically (jupyterlab-manager's saveState)."""
+    return lab.workdir / "settings" / "@jupyter-widgets" / "jupyterlab-manager" / "plugin.jupyterlab-settings"
 
 
 def test_03_in_jupyterlab_run_all_leaves_the_dashboard_live_and_its_bar_charts_reopen_as_images(
