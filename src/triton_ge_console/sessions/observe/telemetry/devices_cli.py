@@ -9,7 +9,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.arg_types import error_line
-from triton_ge_console.errors import InputError
+from triton_ge_console.errors import GeConsoleError, InputError
 
 # Imported where used: building the parser for `--help` must not load onnx, protobuf or clients.
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def run_devices(args: argparse.Namespace) -> int:
 
     try:
         metrics_url = _metrics_url(args)
-    except (LookupError, ValueError) as exc:
+    except GeConsoleError as exc:  # a session not found or unreadable; anything else is a bug's traceback
         return error_line(str(exc), 1 if isinstance(exc, SessionStopped) else 2)
     telemetry = DeviceTelemetry(npu_smi=args.npu_smi or "auto",
                                 exporter_url=args.exporter_url or os.environ.get(EXPORTER_ENV) or None)
@@ -68,7 +68,6 @@ def _metrics_url(args: argparse.Namespace) -> str | None:
     from triton_ge_console.session_states import READY, STARTING
     from triton_ge_console.sessions.server.registry import (
         Registry,
-        SessionNotFound,
         effective_state,
         require_running,
     )
@@ -77,7 +76,7 @@ def _metrics_url(args: argparse.Namespace) -> str | None:
     if not args.session:
         try:
             record = registry.resolve(None)
-        except (SessionNotFound, ValueError):  # no single running session: the external sources alone
+        except GeConsoleError:  # no single running session: the external sources alone
             return None
         return record.metrics_url if effective_state(record) in (READY, STARTING) else None
     record = require_running(registry.load(args.session))
