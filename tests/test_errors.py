@@ -64,6 +64,8 @@ def test_a_file_the_user_named_that_the_os_refuses_is_one_line_naming_it(tmp_pat
     (tmp_path / "afile").write_text("", encoding="utf-8")
     line = one_line(ge_console("build", "deploy.yaml", "-o", "afile/repo", cwd=tmp_path))
     assert "afile/repo" in line and "the repository is unchanged" in line
+    line = one_line(ge_console("k8s", "render", "deploy.yaml", "-o", "afile/manifests", cwd=tmp_path))
+    assert line == "ge-console: error: afile/manifests: not a directory"
     line = one_line(ge_console("build", "missing.yaml", "-o", "repo", cwd=tmp_path))
     assert "missing.yaml" in line and "no such file or directory" in line.lower()
 

@@ -15,10 +15,6 @@ class InputError(GeConsoleError, ValueError):
     """Bad input the user gave (a value, an option, a file's contents); a ValueError to its callers."""
 
 
-class NotFoundError(GeConsoleError, LookupError):
-    """Something the user named is not there (a session, a model, a demo)."""
-
-
 class PathError(GeConsoleError, OSError):
     """The OS refused a path the user named (no such file, permission denied, already there): its message
     names the path; an OSError for callers that catch one."""

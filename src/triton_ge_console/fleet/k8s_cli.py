@@ -28,8 +28,8 @@ def register(subparsers: Any) -> None:
 
 def run_render(args: argparse.Namespace) -> int:
     """Render and write; spec problems go to stderr, one line each."""
+    from triton_ge_console.errors import user_path
     from triton_ge_console.fleet.k8s_render import (
-        RenderError,
         metrics_served,
         render,
         token_secret,
@@ -39,13 +39,12 @@ def run_render(args: argparse.Namespace) -> int:
 
     try:
         spec = load_spec(args.spec)
-        written = write_manifests(render(spec), args.output)
+        with user_path(args.output):  # a directory the user named: 'DIR: not a directory', one line
+            written = write_manifests(render(spec), args.output)
     except SpecError as exc:
         for problem in listed([str(p) for p in exc.problems]):
             error_line(problem)
         return 1
-    except (RenderError, OSError) as exc:
-        return error_line(str(exc))
     for path in written:
         print(f"wrote {path}")
     k8s = spec.kubernetes
