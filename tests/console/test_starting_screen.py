@@ -1,4 +1,4 @@
-"""The console draws at once: a starting screen says what it waits for until the first snapshot comes."""
+"""The console draws at once: the dashboard says what it waits for until the first snapshot comes."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from tests.waiting import until
 from triton_ge_console.console.app import GEConsoleApp, create_app
 from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.models import ModelsTable
+from triton_ge_console.console.widgets.waiting import WaitingNote
 from triton_ge_console.sessions.observe.recorded import RecordedSource
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 from triton_ge_console.sessions.server.process import free_port
@@ -55,6 +56,7 @@ async def test_the_console_draws_a_starting_screen_before_its_first_snapshot() -
             await replayed(pilot)
             assert isinstance(app.screen, DashboardScreen)
             assert app.screen.query_one(ModelsTable).row_keys
+            assert not app.screen.query_one(WaitingNote).display
     finally:
         source.gate.set()  # a poll still waiting would keep its worker thread
 

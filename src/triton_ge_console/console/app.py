@@ -27,7 +27,6 @@ from triton_ge_console.console.screens.help import HelpScreen
 from triton_ge_console.console.screens.launching import LaunchingScreen
 from triton_ge_console.console.screens.logs import LogsScreen
 from triton_ge_console.console.screens.repository import RepositoryScreen
-from triton_ge_console.console.screens.waiting import WaitingScreen
 from triton_ge_console.display import printable, printable_lines
 from triton_ge_console.repository import inventory
 from triton_ge_console.sessions.observe.follow import Follower
@@ -77,9 +76,7 @@ class GEConsoleApp(ActionHandlers):
         long_lived.leave_out_start_up_objects()
         self.lifeline = lifeline.hold_for(self)
         startup = self.options.startup
-        if startup is None:  # drawn first; the poll worker then connects and takes the first snapshot
-            self.push_screen(WaitingScreen(f"Connecting to session {self.source.name}: "
-                                           f"waiting for its first figures (health, models, metrics) …"))
+        if startup is None:
             self.follow()
             return
         self.push_screen(LaunchingScreen(startup, f"Starting session {self.source.name} …"), self._launched)
@@ -102,9 +99,8 @@ class GEConsoleApp(ActionHandlers):
         loop.run(lambda _name, snapshot: self.post_message(SnapshotArrived(snapshot)), stop)
 
     def on_snapshot_arrived(self, message: SnapshotArrived) -> None:
-        """Fold the snapshot into the connection state (the first one takes the starting screen away)."""
+        """Fold the snapshot into the connection state."""
         self.polls_done += 1
-        self._stop_waiting()
         note = message.snapshot.note
         if note and note != self.last_note:  # what the server does not give: said once, plainly
             self.notify(note, title="no figures from this server", severity="warning", timeout=30)
@@ -113,12 +109,6 @@ class GEConsoleApp(ActionHandlers):
         self.connection = next_connection(self.connection, message.snapshot, self.options)
         if self.connection.stale and not was_stale and self.options.server is not None:
             self._diagnose_worker(self.options.server)
-
-    def _stop_waiting(self) -> None:
-        """Take the starting screen away: the first snapshot (or the poll loop's failure) came."""
-        for screen in self.screen_stack:
-            if isinstance(screen, WaitingScreen):
-                screen.finish()
 
     @work(thread=True, exclusive=True, group="diagnose", exit_on_error=False)
     def _diagnose_worker(self, server: ServerLifecycle) -> None:
@@ -140,7 +130,6 @@ class GEConsoleApp(ActionHandlers):
         self.notify(printable_lines(f"{type(error).__name__}: {error}"), title=f"{event.worker.name} failed",
                     severity="error")
         if event.worker.group == "poll":
-            self._stop_waiting()
             self.connection = dataclasses.replace(self.connection, error=str(error),
                                                   failed_polls=self.connection.failed_polls + 1,
                                                   retry_in_s=self.options.max_backoff_s)

@@ -25,6 +25,7 @@ from triton_ge_console.console.widgets.header import (
 )
 from triton_ge_console.console.widgets.models import ModelsTable
 from triton_ge_console.console.widgets.titles import retitle
+from triton_ge_console.console.widgets.waiting import WaitingNote
 from triton_ge_console.display import token_latency_legend
 from triton_ge_console.sessions.observe.history import SnapshotHistory
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
@@ -112,6 +113,7 @@ class DashboardScreen(Screen[None]):
         yield StatusHeader(id="status")
         yield DisconnectedBanner(id="banner")
         yield FailingBanner(id="failing-banner")
+        yield WaitingNote(id="waiting")
         yield DevicesPanel(id="devices")
         with Vertical(id="models-box"):
             yield ModelsTable(id="models")
@@ -125,6 +127,7 @@ class DashboardScreen(Screen[None]):
         table.thresholds = self.console.options.thresholds
         self.query_one("#filter", Input).display = False
         self._title_models(0)
+        self.query_one(WaitingNote).waiting_for(self.console.connection.session)
         self.watch(self.app, "connection", self.redraw)
         self.watch(self.app, "selected_model", self.redraw_detail, init=False)
 
@@ -135,6 +138,8 @@ class DashboardScreen(Screen[None]):
         models = connection.last_good.models if connection.last_good else ()
         self.failing_banner.models = tuple(m for m in models if m.failing)
         self.set_class(connection.stale or connection.stopped, "-stale")
+        self.query_one(WaitingNote).display = (connection.last_good is None and connection.error is None
+                                               and not connection.stopped)  # before the first snapshot
         snapshot = connection.last_good
         if snapshot is None:
             return
