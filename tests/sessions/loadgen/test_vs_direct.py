@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.backend_glue.conftest import FAKES, server_env
-from tests.conftest import RunningServer, run_triton
+from tests.conftest import ROOT, RunningServer, run_triton
 from tests.models import DENSE_CONFIG, dense_model, param, write_fake_om, write_model
 from tests.sessions.loadgen.test_bench_cli import bench
 from triton_ge_console.backend_glue.distribution import TritonDistribution
@@ -53,7 +53,7 @@ def server(tmp_path_factory: pytest.TempPathFactory,
         backend="ge", extra=param("om_model_path", "dense.om")), None)
     write_fake_om(om_folder / "1", dense_model(seed=9), gears=(1, 2, 4, 8), name="dense.om")
     # the stubs import the fake `acl` (tests/fakes), so the OM runs through the glue's AscendCL executor
-    source = os.pathsep.join([str(FAKES), str(Path(__file__).resolve().parents[2] / "src")])
+    source = os.pathsep.join([str(FAKES), str(ROOT / "src")])  # this checkout's package in the stubs
     with (server_env(PYTHONPATH=source, GE_GLUE_RUN_DIR=str(root / "run")),
           run_triton(triton_dist, repo, root / "backends", models=MODELS) as running):
         running.repo = repo  # type: ignore[attr-defined]
