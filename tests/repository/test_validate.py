@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.models import write_model
-from tests.repository.test_ge_rules import _relu_onnx
+from tests.models import write_model, write_one_node
 from triton_ge_console.errors import GeConsoleError
 from triton_ge_console.repository.validate import ValidationReport, validate_config_text, validate_path
 
@@ -151,7 +150,7 @@ def test_ensemble_over_a_model_without_declared_io(tmp_path: Path) -> None:
     """An npu_ge model may leave its inputs to the ONNX: the glue's auto_complete_config reads them (as at
     load), so the ensemble mapping onto them is judged and passes; a missing composing model is refused."""
     npu = tmp_path / "npu"
-    _relu_onnx(npu / "1" / "model.onnx")
+    write_one_node(npu / "1" / "model.onnx")
     (npu / "config.pbtxt").write_text('name: "npu"\nbackend: "npu_ge"\nmax_batch_size: 8\n'
                                     'parameters { key: "device_ids" value { string_value: "0" } }\n',
                                     encoding="utf-8")

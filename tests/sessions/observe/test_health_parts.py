@@ -14,9 +14,6 @@ import pytest
 
 from triton_ge_console.sessions.observe import health
 from triton_ge_console.sessions.observe.health import (
-    FAILING,
-    NOT_READY,
-    OK,
     STUB_NAME,
     Instance,
     InstanceWatch,
@@ -24,6 +21,8 @@ from triton_ge_console.sessions.observe.health import (
     stub_instances,
     stub_processes,
 )
+from triton_ge_console.triton_terms import FAILING, NOT_READY
+from triton_ge_console.triton_terms import HEALTH_OK as OK
 
 KEY = ("llama_model", "1")
 
