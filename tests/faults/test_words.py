@@ -28,7 +28,7 @@ def test_sessions_named_by_nobody_are_a_usage_error_and_stopped_ones_are_said_st
     bench_err = capsys.readouterr().err
     assert main(["reload", "echo"]) == 2
     err = capsys.readouterr().err
-    assert "2 running sessions (repo, t2)" in err and "name one" in err, (err, bench_err)
+    assert "2 running sessions serve echo (repo, t2)" in err and "name one" in err, (err, bench_err)
     for name in ("repo", "t2"):
         assert main(["down", name]) == 0
     capsys.readouterr()
