@@ -23,6 +23,7 @@ import json
 import re
 import ssl
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -51,6 +52,18 @@ def advanced(text: str, scrapes: int) -> str:
         moved = value + step * scrapes
         return f"{series} {moved if '.' in match.group(2) else int(moved)}"
     return _COUNTER.sub(bump, text)
+
+
+class _Server(ThreadingHTTPServer):
+    """Request threads that close() waits for, and a client that hangs up is no error: else a thread of a
+    closed stand-in could print a BrokenPipe traceback into a later test's captured stderr (seen once)."""
+
+    daemon_threads = False  # server_close joins them
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """Quiet when the client went away; any other error as socketserver prints it."""
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -84,7 +97,7 @@ class StandIn:
             def log_message(self, *args: object) -> None:
                 """Quiet."""
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         if self.context is not None:
             self.server.socket = self.context.wrap_socket(self.server.socket, server_side=True)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
