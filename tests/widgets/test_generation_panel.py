@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import math
+from collections.abc import Callable
 from typing import Any
 
 from tests.conftest import DATA
@@ -108,21 +109,28 @@ def test_a_generate_model_s_row_in_the_models_table_shows_ttft_and_itl() -> None
     assert "T/I" not in panel.title.value
 
 
+def _charted_generate(figures: list[GenerationFigures], fields: Callable[[int], dict[str, Any]]) -> Dashboard:
+    """A dashboard refreshed over the demo recording's polls with llama_generate beside its models (its
+    generation figures and other fields at each step), charting llama_generate."""
+    snapshots = [dataclasses.replace(
+        demo_snapshot(step), models=(*demo_snapshot(step).models,
+                                ModelSnapshot("llama_generate", "1", "READY", generation=figures[step],
+                                              **fields(step))))
+        for step in range(len(figures))]
+    board = Dashboard(RecordedSource(snapshots), autostart=False, background=False)
+    for _ in snapshots:
+        board.refresh()
+    board.charts.picker.value = "llama_generate"
+    return board
+
+
 def test_the_notebook_charts_plot_a_generate_model_s_tokens_per_second() -> None:
     """The dashboard's throughput chart has a tok/s line beside req/s and inf/s: a generate model's output
     tokens per second over the recorded polls; hidden (no point) for a model that generates nothing."""
     figures = [GenerationFigures(output_tokens_per_s=None if step == 0 else 40.0 * step) for step in range(4)]
-    snapshots = [dataclasses.replace(
-        demo_snapshot(step), models=(*demo_snapshot(step).models,
-                                ModelSnapshot("llama_generate", "1", "READY", request_rate=2.0 * step,
-                                              generation=figures[step])))
-        for step in range(4)]
-    board = Dashboard(RecordedSource(snapshots), autostart=False, background=False)
+    board = _charted_generate(figures, lambda step: {"request_rate": 2.0 * step})
     try:
-        for _ in snapshots:
-            board.refresh()
         charts = board.charts
-        charts.picker.value = "llama_generate"
         plotted = charts.throughput.plotted
         assert math.isnan(plotted["tok/s"][0]) and plotted["tok/s"][1:] == [40.0, 80.0, 120.0]
         assert plotted["req/s"] == [0.0, 2.0, 4.0, 6.0]
@@ -153,17 +161,9 @@ def test_the_notebook_latency_chart_of_a_generate_model_plots_its_ttft_and_itl()
     figures = [GenerationFigures(ttft_p50_ms=10.0 + step, ttft_p99_ms=20.0 + step, itl_p50_ms=1.0 + step,
                                  itl_p99_ms=2.0 + step) for step in range(4)]
     duration = Latency(avg_ms=1.0, p50_ms=1.0, p90_ms=1.0, p99_ms=1.0, source="summary")
-    snapshots = [dataclasses.replace(
-        demo_snapshot(step), models=(*demo_snapshot(step).models,
-                                ModelSnapshot("llama_generate", "1", "READY", latency=duration,
-                                              generation=figures[step])))
-        for step in range(4)]
-    board = Dashboard(RecordedSource(snapshots), autostart=False, background=False)
+    board = _charted_generate(figures, lambda step: {"latency": duration})
     try:
-        for _ in snapshots:
-            board.refresh()
         charts = board.charts
-        charts.picker.value = "llama_generate"
         assert charts.token_latency.plotted == {"TTFT p50": [10.0, 11.0, 12.0, 13.0],
                                                 "TTFT p99": [20.0, 21.0, 22.0, 23.0],
                                                 "ITL p50": [1.0, 2.0, 3.0, 4.0],
