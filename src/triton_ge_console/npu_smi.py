@@ -218,3 +218,15 @@ def run_npu_smi(binary: Path, *args: str, timeout: float = 15.0) -> str:
         last = lines[-1] if lines else ""
         raise NpuSmiError(f"{binary} {' '.join(args)}: exit {done.returncode}: {last}")
     return done.stdout
+
+
+def host_npu_count() -> int | None:
+    """How many NPUs npu-smi lists on this host (the chips of `npu-smi info`); None without npu-smi, when it
+    fails, or when it lists none."""
+    binary = find_npu_smi()
+    if binary is None:
+        return None
+    try:
+        return len(parse_info_table(run_npu_smi(binary, "info"))) or None
+    except (NpuSmiError, OSError, ValueError):
+        return None

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.backend_glue.conftest import FAKES
 from tests.models import (
     dense_model,
     nonzero_model,
@@ -270,6 +272,23 @@ def test_npu_ge_without_device_ids_is_charged_on_every_visible_npu_or_said_unkno
     assert settings.devices == (0,) and settings.npus_unknown
     named = load_settings(_args(folder), {"backend": "npu_ge", "parameters": _params(device_ids="1")})
     assert named.devices == (1,) and not named.npus_unknown
+
+
+def test_npu_ge_without_device_ids_is_charged_on_every_npu_npu_smi_lists(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ASCEND_RT_VISIBLE_DEVICES the process sees every NPU of the host (aclrtGetDeviceCount, user
+    id = logical id): the emulation charges each NPU npu-smi lists, as validate and the spec's device check
+    count them (the fake npu-smi replaying the Atlas 800 9010's eight 910s); it charged one and called the
+    count unknown before."""
+    folder = write_model(tmp_path, "m", 'backend: "npu_ge"\n', dense_model(), "b.onnx")
+    monkeypatch.delenv("ASCEND_RT_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "910_9010")
+    settings = load_settings(_args(folder), {"backend": "npu_ge", "parameters": {}})
+    assert settings.devices == tuple(range(8)) and not settings.npus_unknown
+    monkeypatch.setenv("NPU_SMI_FAKE_LAYOUT", "no_such_layout")  # npu-smi there but failing: unknown again
+    settings = load_settings(_args(folder), {"backend": "npu_ge", "parameters": {}})
+    assert settings.devices == (0,) and settings.npus_unknown
 
 
 def _add_busy_in_child(run_dir: Path, times: int) -> None:

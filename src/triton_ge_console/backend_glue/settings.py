@@ -21,6 +21,7 @@ from triton_ge_console.ge_backends import (
     npu_ge_sessions_per_npu,
     stoi,
 )
+from triton_ge_console.npu_smi import host_npu_count
 
 MEMORY_ENV = "GE_NPU_MEMORY_GIB"
 RUN_DIR_ENV = "GE_GLUE_RUN_DIR"
@@ -210,11 +211,13 @@ def no_tensor_parallel_on_npu(where: str, devices: tuple[int, ...]) -> str:
 
 def every_visible_npu() -> tuple[int, ...]:
     """The NPUs native npu_ge runs a model on when it names no device_ids: every device the process sees
-    (ModelInstanceState::InitDevices, aclrtGetDeviceCount), which here is known only from
-    ASCEND_RT_VISIBLE_DEVICES (npu-smi's logical ids); () when it is unset: how many is unknown."""
+    (ModelInstanceState::InitDevices, aclrtGetDeviceCount). Those ASCEND_RT_VISIBLE_DEVICES lists (npu-smi's
+    logical ids), else every NPU npu-smi lists (logical ids 0..N-1, as validate counts them); () when
+    neither says: how many is unknown."""
     text = os.environ.get("ASCEND_RT_VISIBLE_DEVICES", "").strip()
-    ids = [int(part) for part in text.split(",") if part.strip().isdigit()] if text else []
-    return tuple(dict.fromkeys(ids))
+    if text:
+        return tuple(dict.fromkeys(int(part) for part in text.split(",") if part.strip().isdigit()))
+    return tuple(range(host_npu_count() or 0))
 
 
 def npu_ge_command_line(argv: Sequence[str]) -> dict[str, str]:
@@ -264,13 +267,14 @@ def npu_ge_device_ids(config: dict[str, Any], cmdline: Mapping[str, str], where:
 
 
 def npu_ge_placement(config: dict[str, Any], cmdline: Mapping[str, str], instances: int,
-                     triton_device_id: int, where: str) -> tuple[tuple[int, ...], int]:
+                     triton_device_id: int, where: str,
+                     visible: tuple[int, ...] | None = None) -> tuple[tuple[int, ...], int]:
     """npu_ge's NPUs (every one of device_ids, as the native backend sets each up) and its full copies per
     NPU, read in native npu_ge's order (model_state.cpp, ModelState::ModelState): --backend-config first
     (ParseCmdlineConfig, DisposeConfig), then the model's parameters over it (ParseModelParametersConfig:
     its device_ids replace the command line's list, ParseParameterValue clears it first; its block counts
     replace the command line's; static_model is on when either turns it on). tensor_parallel, which npu_ge
-    does not read, is refused rather than emulated."""
+    does not read, is refused rather than emulated. visible: every_visible_npu() when already asked."""
     if _int_param(config, ("tensor_parallel",), 1, where) != 1:
         raise GlueConfigError(f"{where}: tensor_parallel: npu_ge does not read it: it runs a full copy of "
                               "the model on every NPU of device_ids (no part of CANN splits one model over "
@@ -291,7 +295,8 @@ def npu_ge_placement(config: dict[str, Any], cmdline: Mapping[str, str], instanc
             raise GlueConfigError(f"{where}: {source}: {problem}")
         return value
 
-    devices = npu_ge_device_ids(config, cmdline, where) or every_visible_npu() or (triton_device_id,)
+    devices = (npu_ge_device_ids(config, cmdline, where)
+               or (every_visible_npu() if visible is None else visible) or (triton_device_id,))
     static = cmdline.get("static_model") == "1" or ("static_model" in params and integer("static_model") == 1)
     copies = npu_ge_sessions_per_npu(instances, len(devices), integer("device_exec_blocks"),
                                      integer("instance_exec_blocks"), static)
@@ -389,9 +394,12 @@ def _placement(config: dict[str, Any], backend: str, device_ids: tuple[int, ...]
     them), ge's from its device_ids, cut into tensor-parallel groups."""
     if backend == "npu_ge":
         cmdline = npu_ge_command_line(server_command_line())
-        devices, copies = npu_ge_placement(config, cmdline, instance_count(config), triton_device, where)
+        named = npu_ge_device_ids(config, cmdline, where)
+        visible = () if named else every_visible_npu()
+        devices, copies = npu_ge_placement(config, cmdline, instance_count(config), triton_device, where,
+                                           visible)
         return _Placement(devices, pick_device(devices, instance_name, triton_device), copies,
-                          not npu_ge_device_ids(config, cmdline, where) and not every_visible_npu())
+                          not named and not visible)
     parallel = tensor_parallel(config, device_ids, where)
     devices = pick_devices(device_ids, instance_name, triton_device, parallel)
     return _Placement(devices, devices[0])

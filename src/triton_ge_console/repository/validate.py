@@ -14,6 +14,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_ge_console.display import printable
 from triton_ge_console.errors import PathError
+from triton_ge_console.npu_smi import host_npu_count
 from triton_ge_console.repository import pbtxt
 from triton_ge_console.repository.pbtxt import excerpted
 from triton_ge_console.repository.rules import ge as ge_rules
@@ -34,7 +35,6 @@ from triton_ge_console.repository.rules.findings import (
     warning,
 )
 from triton_ge_console.repository.rules.triton_backends import BackendSearch, backend_search
-from triton_ge_console.repository.spec.devices import host_device_count
 from triton_ge_console.repository.spec.types import InstanceGroupSpec
 
 CONFIG_NAME = "config.pbtxt"
@@ -246,7 +246,7 @@ def _device_findings(evaluations: dict[str, _Evaluation], repository: Path) -> l
                for d in (ge_rules_devices.instance_group(config) or InstanceGroupSpec()).device_ids)
     many = many or any(config.backend == "npu_ge" and ge_rules_devices.instance_group(config) is None
                        for config, _ in configs.values())  # npu_ge without device_ids: every NPU
-    return ge_rules_devices.check_devices(configs, host_device_count() if many else None)
+    return ge_rules_devices.check_devices(configs, host_npu_count() if many else None)
 
 
 def _model_entry(evaluation: _Evaluation, folder: Path) -> triton_rules_repository.ModelEntry:

@@ -102,22 +102,3 @@ def _value(node: yaml.Node, key: str) -> yaml.Node | None:
     if isinstance(node, yaml.MappingNode):
         return next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
     return None
-
-
-def host_device_count() -> int | None:
-    """How many NPUs npu-smi lists on this host; None without npu-smi or when it fails."""
-    from triton_ge_console.npu_smi import (
-        NpuSmiError,
-        find_npu_smi,
-        parse_info_table,
-        run_npu_smi,
-    )
-
-    binary = find_npu_smi()
-    if binary is None:
-        return None
-    try:
-        return len(parse_info_table(run_npu_smi(binary, "info"))) or None
-    except (NpuSmiError, OSError, ValueError):
-        return None
-

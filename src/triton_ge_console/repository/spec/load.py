@@ -14,7 +14,8 @@ from triton_ge_console.ge_backends import (
     npu_ge_cmdline_problem,
     npu_ge_id_list,
 )
-from triton_ge_console.repository.spec.devices import check_devices, host_device_count
+from triton_ge_console.npu_smi import host_npu_count
+from triton_ge_console.repository.spec.devices import check_devices
 from triton_ge_console.repository.spec.k8s import read_kubernetes
 from triton_ge_console.repository.spec.models import model_name_problem, read_model
 from triton_ge_console.repository.spec.nodes import Problems, Reader, SpecError, SpecProblem, join, suggest
@@ -116,7 +117,7 @@ def _check_devices(
 ) -> None:
     """NPUs the host lacks (asked of npu-smi only when a model names more than NPU 0) and over-commitment."""
     many = any(d > 0 for model in models for d in model.instance_group.device_ids)
-    check_devices(problems, node.value, models, server, host_device_count() if many else None)
+    check_devices(problems, node.value, models, server, host_npu_count() if many else None)
     problems.raise_if_any()
 
 
