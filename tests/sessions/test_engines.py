@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_standins import GENERATED_PER_SCRAPE, mindie_standin, vllm_standin
+from tests.engine_standins import (
+    GENERATED_PER_SCRAPE,
+    VLLM_METRICS,
+    VLLM_METRICS_CURRENT,
+    mindie_standin,
+    vllm_standin,
+)
 from triton_ge_console.cli import main
 
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
@@ -21,8 +27,10 @@ def _status(name: str, capsys: pytest.CaptureFixture[str]) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_a_vllm_server_attaches_and_status_shows_its_figures(capsys: pytest.CaptureFixture[str]) -> None:
-    with vllm_standin() as server:
+@pytest.mark.parametrize("recording", [VLLM_METRICS, VLLM_METRICS_CURRENT], ids=["0.10", "current"])
+def test_a_vllm_server_attaches_and_status_shows_its_figures(recording: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    with vllm_standin(recording) as server:
         assert main(["attach", server.url, "--engine", "vllm", "--name", "vl"]) == 0
         assert "qwen2.5-7b-instruct" in capsys.readouterr().out
         data = _status("vl", capsys)
@@ -32,7 +40,8 @@ def test_a_vllm_server_attaches_and_status_shows_its_figures(capsys: pytest.Capt
         g = model["generation"]
         assert model["name"] == "qwen2.5-7b-instruct" and model["state"] == "READY"
         assert (g["running"], g["waiting"]) == (3, 2)
-        assert g["ttft_p50_ms"] == pytest.approx(85.0) and g["itl_p50_ms"] == pytest.approx(25.0)
+        assert g["ttft_p50_ms"] == pytest.approx(85.0) and g["ttft_p99_ms"] == pytest.approx(242.5)
+        assert g["itl_p50_ms"] == pytest.approx(25.0) and g["itl_p99_ms"] == pytest.approx(72.5)
         assert g["kv_cache_share"] == pytest.approx(0.42)
         assert g["output_tokens_per_s"] > 0  # the counter moved GENERATED_PER_SCRAPE between the two polls
         assert g["output_tokens_per_s"] < GENERATED_PER_SCRAPE * 1000

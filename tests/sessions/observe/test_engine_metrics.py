@@ -5,21 +5,31 @@ from __future__ import annotations
 
 import pytest
 
-from tests.engine_standins import MINDIE_METRICS, MONITOR_OFF, VLLM_METRICS, VLLM_METRICS_GPU_CACHE
+from tests.engine_standins import (
+    MINDIE_METRICS,
+    MONITOR_OFF,
+    VLLM_METRICS,
+    VLLM_METRICS_CURRENT,
+    VLLM_METRICS_GPU_CACHE,
+)
 from triton_ge_console.sessions.observe.engine_metrics import engine_figures
 from triton_ge_console.sessions.observe.engine_poller import monitoring_off
 from triton_ge_console.sessions.observe.metrics import parse_metrics
 
 
-@pytest.mark.parametrize(("recording", "kv_name"), [
-    (VLLM_METRICS, "vllm:kv_cache_usage_perc"), (VLLM_METRICS_GPU_CACHE, "vllm:gpu_cache_usage_perc")])
-def test_vllm_figures_read_under_the_new_and_the_deprecated_kv_name(recording, kv_name) -> None:
+@pytest.mark.parametrize(("recording", "kv_name", "itl_name"), [
+    (VLLM_METRICS_CURRENT, "vllm:kv_cache_usage_perc", "vllm:inter_token_latency_seconds"),
+    (VLLM_METRICS, "vllm:kv_cache_usage_perc", "vllm:time_per_output_token_seconds"),
+    (VLLM_METRICS_GPU_CACHE, "vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds")])
+def test_vllm_figures_read_under_the_new_and_the_deprecated_names(recording, kv_name, itl_name) -> None:
+    """KV use under vLLM's name before and after 0.9, ITL under its name before and after 0.11 (a current
+    release has only vllm:inter_token_latency_seconds; its per-request mean beside it is not ITL)."""
     figures = engine_figures("vllm", parse_metrics(recording.read_text()))
     model = figures["qwen2.5-7b-instruct"]
     g = model.generation
     assert (g.running, g.waiting) == (3, 2)
     assert g.kv_cache_share == pytest.approx(0.42)
-    assert kv_name in model.names_read
+    assert kv_name in model.names_read and itl_name in model.names_read
     assert g.ttft_p50_ms == pytest.approx(85.0) and g.ttft_p99_ms == pytest.approx(242.5)
     assert g.itl_p50_ms == pytest.approx(25.0) and g.itl_p99_ms == pytest.approx(72.5)
     assert (g.prompt_tokens_total, g.generated_tokens_total) == (52340, 18872)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_standins import MINDIE_METRICS, VLLM_METRICS, VLLM_METRICS_GPU_CACHE
+from tests.engine_standins import MINDIE_METRICS, VLLM_METRICS, VLLM_METRICS_CURRENT, VLLM_METRICS_GPU_CACHE
 from triton_ge_console.cli import main
-from triton_ge_console.sessions.observe.grafana import dashboard, queried_metrics
+from triton_ge_console.sessions.observe.grafana import METRIC_NAME, dashboard, queried_metrics
 from triton_ge_console.sessions.observe.metrics import parse_metrics, scrape_metrics
 from triton_ge_console.sessions.observe.stats import HttpEndpoint
 from triton_ge_console.sessions.server.registry import Registry
@@ -41,16 +41,32 @@ def _recorded(*recordings: Path) -> frozenset[str]:
 
 
 @pytest.mark.parametrize(("engine", "recordings"), [
-    ("vllm", (VLLM_METRICS, VLLM_METRICS_GPU_CACHE)), ("mindie", (MINDIE_METRICS,))])
+    ("vllm", (VLLM_METRICS_CURRENT, VLLM_METRICS, VLLM_METRICS_GPU_CACHE)), ("mindie", (MINDIE_METRICS,))])
 def test_every_engine_panel_reads_what_the_engine_exposes(engine: str, recordings: tuple[Path, ...]) -> None:
+    """Every query of a panel reads a name some recording carries, and every panel has a series under
+    each release's names: a current vLLM (ITL only as vllm:inter_token_latency_seconds), 0.9-0.11 (both
+    ITL names), before 0.9 (KV only as vllm:gpu_cache_usage_perc)."""
     wanted = {title: names for title, names in queried_metrics(dashboard()).items()
               if title.startswith(ENGINE_TITLES[engine])}
     assert len(wanted) == 6 and all(wanted.values()), wanted
-    newest = _recorded(recordings[0])
-    assert {title: names - newest for title, names in wanted.items() if names - newest} == {}
-    for older in recordings[1:]:  # an older vLLM: KV use under its deprecated name, read as a fallback
-        kv = wanted["vLLM: KV cache use"]
-        assert kv & _recorded(older) and "vllm:kv_cache_usage_perc" in kv
+    every = _recorded(*recordings)
+    assert {title: names - every for title, names in wanted.items() if names - every} == {}
+    for recording in recordings:  # each release: every query of every panel draws a series
+        exposed = _recorded(recording)
+        blank = [(title, expr) for title, expr in _engine_queries(engine) if not _names_in(expr) & exposed]
+        assert blank == [], recording.name
+
+
+def _engine_queries(engine: str) -> list[tuple[str, str]]:
+    """(panel title, query) of every query of an engine's panels."""
+    return [(panel["title"], target["expr"]) for panel in dashboard()["panels"]
+            if panel["type"] != "row" and panel["title"].startswith(ENGINE_TITLES[engine])
+            for target in panel["targets"]]
+
+
+def _names_in(expr: str) -> set[str]:
+    """The metric names a query reads."""
+    return set(METRIC_NAME.findall(expr))
 
 
 @pytest.mark.server
@@ -74,7 +90,7 @@ def test_every_panel_reads_metrics_a_live_server_exposes(tmp_path: Path,
     exporter = parse_metrics(EXPORTER_PAGE.read_text(encoding="utf-8")).names()
     wanted = queried_metrics(board)
     assert len(wanted) >= 12 and all(wanted.values()), wanted
-    known = served | exporter | _recorded(VLLM_METRICS, MINDIE_METRICS)  # engines: their recordings
+    known = served | exporter | _recorded(VLLM_METRICS, VLLM_METRICS_CURRENT, MINDIE_METRICS)  # engines
     assert {title: names - known for title, names in wanted.items() if names - known} == {}
     from_exporter = {title for title, names in wanted.items() if names <= exporter}
     assert from_exporter == {title for title in wanted if "npu-exporter" in title}

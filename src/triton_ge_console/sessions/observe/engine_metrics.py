@@ -37,7 +37,7 @@ class EngineNames:
 
 NAMES = {
     # vllm:kv_cache_usage_perc since 0.9; vllm:gpu_cache_usage_perc before it (kept, deprecated);
-    # vllm:inter_token_latency_seconds in newer releases beside vllm:time_per_output_token_seconds
+    # vllm:inter_token_latency_seconds since 0.11; vllm:time_per_output_token_seconds before (hidden in 0.12)
     VLLM: EngineNames(
         running="vllm:num_requests_running", waiting="vllm:num_requests_waiting",
         kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),

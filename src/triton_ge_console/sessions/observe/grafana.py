@@ -128,10 +128,12 @@ GENERATE_PANELS = (
 )
 
 
-def _served_quantile(histogram: str, quantile: float) -> str:
-    """A quantile in ms of an engine's seconds histogram over the rate interval, per served model."""
-    return (f"histogram_quantile({quantile}, sum by (le, model_name) "
-            f"(rate({histogram}_bucket{{{SERVED}}}{RATE}))) * 1000")
+def _served_quantile(histogram: str | tuple[str, ...], quantile: float) -> str:
+    """A quantile in ms of an engine's seconds histogram over the rate interval, per served model; of
+    several names (a histogram renamed across releases), the first one the server has."""
+    names = (histogram,) if isinstance(histogram, str) else histogram
+    rates = " or ".join(f"rate({name}_bucket{{{SERVED}}}{RATE})" for name in names)
+    return f"histogram_quantile({quantile}, sum by (le, model_name) ({rates})) * 1000"
 
 
 def _served_rate(metric: str, by: str = "model_name") -> str:
@@ -143,7 +145,6 @@ def engine_panels(engine: str) -> tuple[Panel, ...]:
     """The panels of a vLLM or MindIE server, from the names engine_metrics reads (one list of names)."""
     names, who = NAMES[engine], label(engine)
     kv = " or ".join(f"{name}{{{SERVED}}}" for name in names.kv_usage)  # the newest name first, then older
-    itl = names.itl[-1]  # the name every release of the engine has
     finished = [(_served_rate(names.success, f"model_name, {names.ended_label}"),
                  f"{{{{model_name}}}} {{{{{names.ended_label}}}}}")] if names.ended_label else \
         [(_served_rate(names.success), "{{model_name}} succeeded")]
@@ -155,7 +156,7 @@ def engine_panels(engine: str) -> tuple[Panel, ...]:
                (f"sum by (model_name) ({names.waiting}{{{SERVED}}})", "{{model_name}} waiting"))),
         Panel(f"{who}: time to first token / between tokens p99 (ms)", "ms",
               ((_served_quantile(names.ttft, 0.99), "{{model_name}} TTFT p99"),
-               (_served_quantile(itl, 0.99), "{{model_name}} ITL p99"))),
+               (_served_quantile(names.itl, 0.99), "{{model_name}} ITL p99"))),  # newest name first
         Panel(f"{who}: tokens / s", "short",
               ((_served_rate(names.generation_tokens), "{{model_name}} generated"),
                (_served_rate(names.prompt_tokens), "{{model_name}} prompt"))),
