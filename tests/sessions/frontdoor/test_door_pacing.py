@@ -7,18 +7,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import openai
 import pytest
 
 from tests.models import write_paced_token_model
-from tests.sessions.conftest import module_state_dir
 from triton_ge_console.backend_glue.generate_text import TextCodec
 from triton_ge_console.cli import main
 from triton_ge_console.repository.demo_tokenizer import demo_tokenizer_json
-from triton_ge_console.sessions.frontdoor.serve import RunningDoor, start_openai
+from triton_ge_console.sessions.frontdoor.serve import RunningDoor
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.server.registry import SessionRecord
 
@@ -30,26 +28,11 @@ PROMPT = "The console watches the cache of keys and values"
 
 
 @pytest.fixture(scope="module")
-def module_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A state dir for the module's session, stopped at the end."""
-    with module_state_dir(tmp_path_factory, "pacing") as root:
-        yield root
-
-
-@pytest.fixture(scope="module")
 def session(module_state: Path) -> SessionRecord:
     """A session serving the paced model, with the demo tokenizer, from a repository folder."""
     write_paced_token_model(module_state / "repo", module_state / "sent.log", delay_s=DELAY_S,
                             tokenizer_json=demo_tokenizer_json())
     return launch(LaunchOptions(source=module_state / "repo", name="pacing", timeout=240))
-
-
-@pytest.fixture(scope="module")
-def door(session: SessionRecord) -> Iterator[RunningDoor]:
-    """The front door on its own thread."""
-    running = start_openai(session)
-    yield running
-    running.stop()
 
 
 def _last_sends(module_state: Path) -> list[float]:

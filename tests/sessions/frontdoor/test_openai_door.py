@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -21,7 +20,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.models import TEXT_PROMPT, direct_decoder, llama_text
-from tests.sessions.conftest import module_state_dir
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.generate_text import TextCodec
 from triton_ge_console.cli import main
@@ -39,25 +37,10 @@ SPEC = "models:" + llama_text() + llama_text("llama_long", max_tokens=8000, kv_c
 
 
 @pytest.fixture(scope="module")
-def module_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A state dir for the module's session, stopped at the end."""
-    with module_state_dir(tmp_path_factory, "door") as root:
-        yield root
-
-
-@pytest.fixture(scope="module")
 def session(module_state: Path) -> SessionRecord:
     """A token-locked session serving the two text generate models, launched from the spec."""
     (module_state / "deploy.yaml").write_text(SPEC, encoding="utf-8")
     return launch(LaunchOptions(source=module_state / "deploy.yaml", name="door", token=TOKEN, timeout=240))
-
-
-@pytest.fixture(scope="module")
-def door(session: SessionRecord) -> Iterator[RunningDoor]:
-    """The front door on its own thread (as a notebook starts it)."""
-    running = start_openai(session)
-    yield running
-    running.stop()
 
 
 @pytest.fixture
