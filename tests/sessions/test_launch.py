@@ -11,7 +11,6 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -19,14 +18,13 @@ import numpy as np
 import pytest
 import tritonclient.http as triton_http
 
-from tests.sessions.conftest import stopping_sessions
+from tests.sessions.conftest import ModuleSessions, module_sessions
 from tests.sessions.helpers import write_ge_spec
 from tests.waiting import wait_until
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.act.changes import describe_changes, find_changes
 from triton_ge_console.sessions.act.control import controller_for
 from triton_ge_console.sessions.act.watch import watch_spec
-from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe.snapshot import Latency
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
@@ -37,33 +35,18 @@ pytestmark = pytest.mark.server  # every test here starts a tritonserver
 MODEL = "bert_model"
 
 
-@dataclass
-class Shared:
-    """The module's session and where its state lives."""
-
-    record: SessionRecord
-    state_dir: Path
-    spec: Path
-
-
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleSessions]:
     """`up SPEC` once for the module; stopped at the end whatever happens."""
-    root = tmp_path_factory.mktemp("launch")
-    spec = write_ge_spec(root / "spec")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(STATE_DIR_ENV, str(root / "state"))
-        registry = Registry()
-        with stopping_sessions(registry):
-            record = launch(LaunchOptions(source=spec, timeout=240, exit_timeout_s=2), registry)
-            yield Shared(record, root / "state", spec)
+    with module_sessions(tmp_path_factory, "launch", write_ge_spec, {}) as up:
+        yield up
 
 
 @pytest.fixture
-def session(shared: Shared, monkeypatch: pytest.MonkeyPatch) -> SessionRecord:
+def session(shared: ModuleSessions, monkeypatch: pytest.MonkeyPatch) -> SessionRecord:
     """The shared session, with the CLI pointed at its state dir."""
     monkeypatch.setenv(STATE_DIR_ENV, str(shared.state_dir))
-    return Registry().load(shared.record.name)
+    return Registry().load(shared.records[0].name)
 
 
 def bert_request(client: triton_http.InferenceServerClient, seq: int = 8) -> np.ndarray:
@@ -227,7 +210,7 @@ def test_an_attached_session_without_a_metrics_url_reads_not_given_never_off(
 
 
 def test_reload_changed_rebuilds_from_the_spec_and_reloads_what_changed(
-        shared: Shared, session: SessionRecord, capsys: pytest.CaptureFixture[str]) -> None:
+        shared: ModuleSessions, session: SessionRecord, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["reload", "--changed"]) == 0
     assert "no model changed" in capsys.readouterr().out
     before = controller_for(session).model_config(MODEL)["max_batch_size"]
@@ -242,7 +225,7 @@ def test_reload_changed_rebuilds_from_the_spec_and_reloads_what_changed(
 
 
 def test_reload_changed_of_an_instance_count_edit_serves_the_new_count(
-        shared: Shared, session: SessionRecord, capsys: pytest.CaptureFixture[str]) -> None:
+        shared: ModuleSessions, session: SessionRecord, capsys: pytest.CaptureFixture[str]) -> None:
     control = controller_for(session)
     batch = control.model_config(MODEL)["max_batch_size"]  # only instance_group changes: updated in place
     spec = write_ge_spec(shared.spec.parent, max_batch_size=batch)
@@ -289,7 +272,7 @@ def test_unload_then_load_leave_reload_changed_with_nothing_to_do(session: Sessi
     assert controller_for(session).model_config(MODEL)["name"] == MODEL
 
 
-def test_watch_reloads_on_save_and_a_broken_edit_keeps_the_old_model(shared: Shared,
+def test_watch_reloads_on_save_and_a_broken_edit_keeps_the_old_model(shared: ModuleSessions,
                                                                      session: SessionRecord) -> None:
     lines: list[str] = []
     stop = threading.Event()
@@ -317,7 +300,7 @@ def test_watch_reloads_on_save_and_a_broken_edit_keeps_the_old_model(shared: Sha
         client.close()
 
 
-def test_the_watch_command_applies_saves_until_ctrl_c(shared: Shared, session: SessionRecord) -> None:
+def test_the_watch_command_applies_saves_until_ctrl_c(shared: ModuleSessions, session: SessionRecord) -> None:
     env = {**os.environ, STATE_DIR_ENV: str(shared.state_dir), "PYTHONUNBUFFERED": "1"}
     watcher = subprocess.Popen([sys.executable, "-m", "triton_ge_console.cli", "watch", str(shared.spec)],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

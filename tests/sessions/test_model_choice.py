@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.sessions.conftest import module_state_dir
+from tests.sessions.conftest import module_sessions
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.act.control import TritonControl
-from triton_ge_console.sessions.launcher import LaunchOptions, launch
 from triton_ge_console.sessions.lifecycle import restart
 from triton_ge_console.sessions.server import paths
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
@@ -69,13 +68,9 @@ class Pair:
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     """`up SPEC --model other_bert --name one` and `up SPEC --name both`, stopped at the end."""
-    with module_state_dir(tmp_path_factory, "choice") as root:
-        spec = write_spec(root / "spec")
-        registry = Registry()
-        one = launch(LaunchOptions(source=spec, name="one", models=("other_bert",), timeout=240,
-                                   exit_timeout_s=2), registry)
-        both = launch(LaunchOptions(source=spec, name="both", timeout=240, exit_timeout_s=2), registry)
-        yield Pair(one, both, root / "state")
+    with module_sessions(tmp_path_factory, "choice", write_spec,
+                         {"name": "one", "models": ("other_bert",)}, {"name": "both"}) as up:
+        yield Pair(*up.records, up.state_dir)
 
 
 @pytest.fixture
