@@ -425,12 +425,21 @@ def _signed(figure: dict[str, float]) -> str:
     return Spread(**figure).cost_text("{:+.2f}", "…")
 
 
+def cpu_ids(text: str) -> tuple[int, ...]:
+    """--pin's CPUs, '1' or '2,3'; empty (`--pin ""`) is no pinned table, as its help says."""
+    try:
+        return tuple(int(value) for value in text.split(",") if value.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected CPU ids such as 1 or 2,3 "
+                                         f"(empty: no pinned table)") from None
+
+
 def parse_args() -> argparse.Namespace:
     """Command line."""
     parser = arguments(__doc__, "triton_cost", rounds=3)
     parser.add_argument("--requests", type=int, default=20, help="timed requests per path, shape and round")
     parser.add_argument("--throughput-s", type=float, default=1.5, help="seconds per path and round")
-    parser.add_argument("--pin", type=lambda t: tuple(int(v) for v in t.split(",")), default=(1,),
+    parser.add_argument("--pin", type=cpu_ids, default=(1,),
                         help="CPUs for the executor in the pinned table (empty: no pinned table)")
     parser.add_argument("--parts", default="table,grpc,glue")
     return parser.parse_args()
