@@ -115,8 +115,9 @@ def test_reload_gives_the_old_instances_memory_back(server: RunningServer) -> No
 def test_an_unloaded_model_frees_its_share_of_the_device_figures(
         tmp_path: Path, triton_dist: TritonDistribution) -> None:
     """`kept` and `dropped` share NPU 0, `alone` has NPU 1 to itself: once unloaded, a model's
-    ge_model_memory_bytes reads 0 and each NPU's ge_device_memory_used_bytes what the others still hold
-    (Triton keeps a series an ended stub held, at its last value, for as long as it runs)."""
+    ge_model_memory_bytes reads 0, each NPU's ge_device_memory_used_bytes what the others still hold, and
+    the emulated NPU 1, busy with `alone` until then, idles at 0 (Triton keeps a series an ended stub
+    held, at its last value, for as long as it runs)."""
     install_backend_dir(tmp_path / "backends", triton_dist)
     repo = tmp_path / "repo"
     for name, device in (("kept", "0"), ("dropped", "0"), ("alone", "1")):
@@ -131,13 +132,20 @@ def test_an_unloaded_model_frees_its_share_of_the_device_figures(
             return sum(s.value for s in metric_samples(server, "ge_device_memory_used_bytes")
                        if s.labels["device"] == device)
 
+        def utilization(device: str) -> float | None:
+            return next((s.value for s in metric_samples(server, "ge_device_utilization_ratio")
+                         if s.labels["device"] == device), None)
+
         assert wait_until(lambda: (used("0"), used("1")) == (2 * share, share))
+        infer(httpclient, server.http_hostport, "alone", {"x": np.ones((8, 4), np.float32)})
+        assert wait_until(lambda: (utilization("1") or 0.0) > 0.0)
         with httpclient.InferenceServerClient(server.http_hostport) as client:
             client.unload_model("dropped")
             client.unload_model("alone")
         for model in ("dropped", "alone"):
             assert wait_until(lambda m=model: _index_entry(server, m)["state"] == "UNAVAILABLE")
         assert wait_until(lambda: (used("0"), used("1")) == (share, 0), timeout=10)
+        assert wait_until(lambda: utilization("1") == 0.0)
         assert model_value(server, "ge_model_memory_bytes", "dropped") == 0
         assert model_value(server, "ge_model_memory_bytes", "alone") == 0
         assert model_value(server, "ge_model_memory_bytes", "kept") == share

@@ -127,6 +127,15 @@ class _DeviceGauges:
         elif unplaced(self.samples):  # unknown now: not the last figure left standing
             self.gauges["ge_device_utilization_ratio"].set(math.nan)
 
+    def leave(self, kind: str) -> None:
+        """Refresh as an ending instance: the others' memory, and, where no model is left on the NPU to
+        refresh its utilization, what is known of it now (Triton keeps an ended stub's series at its last
+        value): an emulated NPU runs only the glue's models, so it idles at 0; a real one may be busy with
+        another process's work, unknown here (NaN, which npu-smi's figure then stands in for)."""
+        self.refresh(own_figures=False)
+        if not self.ledger.usage().models:
+            self.gauges["ge_device_utilization_ratio"].set(0.0 if kind == "cpu-emulated" else math.nan)
+
 
 class Telemetry:
     """One instance's metrics: per-model counters, the gauges of each of its NPUs, and the flusher thread.
@@ -157,6 +166,7 @@ class Telemetry:
         self._note_failures_at_load()
         self._batch_sizes = _BatchSizes(pb_utils, model_labels)
         self._named = (settings.model_name, settings.instance_name)
+        self._kind = settings.kind
         self._memory: list[tuple[DeviceLedger, Any]] = []  # each NPU's ledger and ge_model_memory_bytes
         for ledger in ledgers:
             info_labels = {**model_labels, "device": str(ledger.device), "backend": settings.backend,
@@ -243,12 +253,13 @@ class Telemetry:
         """Stop the flusher after a last flush, then say what the NPUs hold without this instance (its
         ledger entries were released first). Triton keeps every series an ended stub held, at its last
         value, for as long as it runs (deleting a stub's family instead crashed Triton 2.51: "malloc():
-        unaligned fastbin chunk detected"), so an unloaded model's memory would read held forever."""
+        unaligned fastbin chunk detected"), so an unloaded model's memory, and the utilization of an NPU it
+        leaves idle, would read as they were forever."""
         self._flusher.close()
         try:
             for ledger, metric in self._memory:  # 0, or what a reload's new instance of this name holds
                 metric.set(float(ledger.held(*self._named)))
             for device in self._devices:  # the other models' share; AscendCL's figure still counts ours
-                device.refresh(own_figures=False)
+                device.leave(self._kind)
         except Exception as exc:  # telemetry must never keep a model from unloading
             self._pb.Logger.log_warn(f"ge glue telemetry: {exc}")
