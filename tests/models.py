@@ -605,6 +605,31 @@ def _across_batch_nodes(op: str) -> list[onnx.NodeProto]:
         "einsum_batch": [helper.make_node("Einsum", ["x", "x"], ["y"], equation="ni,mi->ni")],
         "reshape_interleave": [helper.make_node("Reshape", ["x", "four_neg"], ["r"]),
                                helper.make_node("Transpose", ["r"], ["y"], perm=[1, 0])],
+        "split_batch": [helper.make_node("Split", ["x", "one_one"], ["head", "rest"], axis=0),
+                        helper.make_node("Concat", ["rest", "head"], ["y"], axis=0)],
+        "gemm_over_batch": [helper.make_node("Gemm", ["x", "x"], ["g"], transA=1),
+                            helper.make_node("MatMul", ["x", "g"], ["y"])],
+        "layernorm_over_batch": [helper.make_node("LayerNormalization", ["x", "ones14", "zeros14"], ["y"],
+                                                  axis=0)],
+        "merged_softmax": [helper.make_node("Flatten", ["x"], ["flat"], axis=0),
+                           helper.make_node("Softmax", ["flat"], ["soft"], axis=1),
+                           helper.make_node("Reshape", ["soft", "neg_four"], ["y"])],
+        "batch_position": [helper.make_node("Shape", ["x"], ["shape"]),
+                           helper.make_node("ConstantOfShape", ["shape"], ["ones"],
+                                            value=numpy_helper.from_array(np.ones(1, np.float32))),
+                           helper.make_node("CumSum", ["ones", "zero_scalar"], ["position"]),
+                           helper.make_node("Mul", ["x", "position"], ["y"])],
+        "table_rows": [helper.make_node("Shape", ["x"], ["shape"]),
+                       helper.make_node("Slice", ["shape", "zero", "one"], ["n"]),
+                       helper.make_node("Slice", ["table", "zero", "n", "zero"], ["rows"]),
+                       helper.make_node("Reshape", ["rows", "shape"], ["rows_n"]),
+                       helper.make_node("Add", ["x", "rows_n"], ["y"])],
+        "row_expanded": [helper.make_node("Shape", ["x"], ["shape"]),
+                         helper.make_node("Expand", ["ones14", "shape"], ["rows"]),
+                         helper.make_node("Add", ["x", "rows"], ["y"])],
+        "zeros_like": [helper.make_node("Shape", ["x"], ["shape"]),
+                       helper.make_node("ConstantOfShape", ["shape"], ["zeros"]),
+                       helper.make_node("Add", ["x", "zeros"], ["y"])],
         "times_batch_size": [helper.make_node("Shape", ["x"], ["shape"], end=1),
                              helper.make_node("Cast", ["shape"], ["n"], to=TensorProto.FLOAT),
                              helper.make_node("Mul", ["x", "n"], ["y"])],
@@ -613,20 +638,29 @@ def _across_batch_nodes(op: str) -> list[onnx.NodeProto]:
 
 
 CROSS_BATCH_OPS = ("batch_mean", "softmax_over_batch", "gram", "concat_batch", "gather_batch",
-                   "cumsum_batch", "batchnorm_training", "einsum_batch", "reshape_interleave")
+                   "cumsum_batch", "batchnorm_training", "einsum_batch", "reshape_interleave", "split_batch",
+                   "gemm_over_batch", "layernorm_over_batch", "merged_softmax", "batch_position",
+                   "table_rows")
 
 
 def across_batch_model(op: str) -> bytes:
     """x FP32 [N, 4] → y [N, 4] through an op that mixes samples along the batch (CROSS_BATCH_OPS): the
     batch mean subtracted, a softmax over the batch, a Gram matrix of the samples, rows rotated by
     Slice+Concat, row 0 added to each, a running sum over the batch, BatchNorm in training mode, each
-    sample times the batch's sum (an Einsum), and a Reshape to [4, N] transposed back to [N, 4] (samples
-    interleaved); or, outside CROSS_BATCH_OPS, each sample times the batch's size (no partner changes it,
-    only how many are joined)."""
+    sample times the batch's sum (an Einsum), a Reshape to [4, N] transposed back to [N, 4] (samples
+    interleaved), rows rotated by Split+Concat, a Gemm contracting the batch, LayerNorm from dim 0, a
+    softmax over every sample's values (Flatten at 0), each sample times its place in the batch (a CumSum
+    over ones shaped like x) and a constant table's row at its place added to it (the table sliced to the
+    batch's size); or, outside CROSS_BATCH_OPS, each sample times the batch's size (no partner changes
+    it, only how many are joined), and a constant row expanded to x's shape or zeros shaped like x added
+    to it (the same in every row: the samples stay apart)."""
     consts = {"zero": np.array([0], np.int64), "one": np.array([1], np.int64),
               "big": np.array([2**62], np.int64), "zero_scalar": np.array(0, np.int64),
               "ones4": np.ones(4, np.float32), "zeros4": np.zeros(4, np.float32),
-              "four_neg": np.array([4, -1], np.int64)}
+              "four_neg": np.array([4, -1], np.int64), "neg_four": np.array([-1, 4], np.int64),
+              "one_one": np.array([1, 1], np.int64), "ones14": np.ones((1, 4), np.float32),
+              "zeros14": np.zeros((1, 4), np.float32),
+              "table": np.arange(64, dtype=np.float32).reshape(16, 4)}
     nodes = _across_batch_nodes(op)
     used = {name for node in nodes for name in node.input}
     graph = helper.make_graph(

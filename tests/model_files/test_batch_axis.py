@@ -77,6 +77,18 @@ def test_the_graph_names_the_node_and_why() -> None:
     assert "output 'y' mixes the requests Triton joins: node 'm' (ReduceMean) works across dim 0" in problem
 
 
+def test_values_sized_by_the_batch_are_followed_along_it() -> None:
+    """A tensor without any sample's values but sized by the batch: where its rows may differ (ones shaped
+    like x summed along the batch: each sample times its place) the graph names the op across the batch;
+    where every row is alike (ConstantOfShape, Expand) the samples stay apart, by the graph alone."""
+    (problem,) = _check(across_batch_model("batch_position")).problems
+    assert "node 'position' (CumSum) works across dim 0, the batch" in problem
+    for alike in ("row_expanded", "zeros_like"):
+        model = across_batch_model(alike)
+        assert batch_axis.graph_verdict(onnx.load_from_string(model)) == batch_axis.Verdict()
+        assert batch_probe.probe(model) == batch_probe.Probe()
+
+
 def test_a_reshape_moving_the_batch_is_named() -> None:
     """[N, 4] to [4, -1]: the -1 is the batch, now behind 4 values of other samples."""
     (problem,) = _check(across_batch_model("reshape_interleave")).problems

@@ -209,6 +209,8 @@ def _node_states(node: onnx.NodeProto, inputs: list[State], graph: _Graph) -> li
     if node.op_type in ("Gather", "Slice") and inputs[0].kind == "shape":
         return [_part_of_shape(node, inputs[0], graph.consts)]
     if all(s.kind == "clean" for s in data):
+        if any(inputs[i].kind in ("shape", "size") for i in slots if i < len(inputs)):
+            return [_shaped_by_batch(node, graph, out, where) for out in node.output]
         return [CLEAN] * len(node.output)
     if not any(s.kind == "batched" for s in data):
         return [SIZE] * len(node.output)
@@ -219,6 +221,16 @@ def _node_states(node: onnx.NodeProto, inputs: list[State], graph: _Graph) -> li
     if isinstance(found, State):
         return [found] * len(node.output)
     return [_at(graph.shapes.get(out), where) if out else CLEAN for out in node.output]
+
+
+def _shaped_by_batch(node: onnx.NodeProto, graph: _Graph, out: str, where: str) -> State:
+    """Values without any sample's, sized by the batch: ConstantOfShape and Expand repeat the same values
+    along the batch (each sample's row alike), so they follow it like a sample's; anything else (a table
+    sliced or reshaped to the batch's size) may differ row by row, so it counts as computed from the batch
+    size (a value a sample must not be combined with unchecked)."""
+    if node.op_type in ("ConstantOfShape", "Expand") and out:
+        return _at(graph.shapes.get(out), where)
+    return SIZE
 
 
 def _shape_of(node: onnx.NodeProto, state: State) -> State:
