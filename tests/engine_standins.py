@@ -117,18 +117,23 @@ class StandIn:
         self.thread.join(5)
 
 
+VLLM_TEXT = "text/plain; version=0.0.4; charset=utf-8"  # prometheus_client's CONTENT_TYPE_LATEST
+MINDIE_TEXT = "text/plain; charset=utf-8"  # MindIE-LLM http_handler.cpp GetPrometheusMetrics
+
+
 class Metrics:
     """A recording served as a loaded server's /metrics: counters move with each scrape."""
 
-    def __init__(self, recording: Path) -> None:
+    def __init__(self, recording: Path, content_type: str = VLLM_TEXT) -> None:
         self.text = recording.read_text(encoding="utf-8")
+        self.content_type = content_type
         self.scrapes = 0
         self.lock = threading.Lock()
 
     def __call__(self) -> Answer:
         with self.lock:
             text, self.scrapes = advanced(self.text, self.scrapes), self.scrapes + 1
-        return 200, "text/plain; version=0.0.4; charset=utf-8", text.encode()
+        return 200, self.content_type, text.encode()
 
 
 def _models(ids: list[str], owner: str) -> Callable[[], Answer]:
@@ -193,7 +198,7 @@ def mindie_standin(folder: Path, monitoring: bool = True, model: str = "llama3-8
     cert, key = self_signed(folder)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
-    metrics: Callable[[], Answer] = Metrics(MINDIE_METRICS) if monitoring else (
+    metrics: Callable[[], Answer] = Metrics(MINDIE_METRICS, MINDIE_TEXT) if monitoring else (
         lambda: (500, "application/json", MONITOR_OFF))
     business = StandIn({"/v1/models": _models([model], "mindie")}, context)
     metrics_server = StandIn({"/metrics": metrics}, context)

@@ -23,10 +23,10 @@ from .notices import notified
 MODEL = "qwen2.5-7b-instruct"
 
 
-def _rates_known(app) -> bool:  # type: ignore[no-untyped-def]
+def _rates_known(app, name: str = MODEL) -> bool:  # type: ignore[no-untyped-def]
     """Two polls taken: the model's tokens/s known."""
     snapshot = app.connection.last_good
-    model = snapshot.model(MODEL) if snapshot is not None else None
+    model = snapshot.model(name) if snapshot is not None else None
     return model is not None and model.generation is not None and model.generation.output_tokens_per_s
 
 
@@ -56,6 +56,30 @@ async def test_the_console_shows_a_vllm_model_and_refuses_to_reload_it(
             await pilot.press("u")  # unload asks no confirmation for a command that is off: it says why
             await until(pilot, lambda: notified(app, "unload disabled"), what="the unload refusal")
             assert isinstance(app.screen, DashboardScreen)
+
+
+async def test_the_console_shows_a_mindie_model_over_https_with_its_figures(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    registry = Registry()
+    with mindie_standin(tmp_path) as mindie:
+        record = attach(mindie.business.url, "mi", registry, engine="mindie", metrics_url=mindie.metrics_url,
+                        ca_file=mindie.ca)
+        opened = open_record(record, registry, 0.2)
+        app = create_app(opened.source, options=opened.options)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, DashboardScreen)
+                        and _rates_known(app, "llama3-8b"), what="two polls of the MindIE stand-in")
+            assert app.screen.query_one(ModelsTable).row_keys == ["llama3-8b/"]
+            await until(pilot, lambda: app.selected_model == "llama3-8b", what="the model selected")
+            info = str(app.screen.query_one("#detail-info").render())
+            assert "running 4 waiting 1" in info and "KV 35%" in info
+            assert "TTFT p50 95.00" in info and "ITL p50 54.17" in info
+            assert "out (" in info and "(—/s)" not in info
+            await pilot.press("r")
+            await until(pilot, lambda: notified(app, "reload disabled"), what="the refusal")
+            [notice] = notified(app, "reload disabled")
+            assert "MindIE Server serves the models of its config.json" in notice.message
 
 
 async def test_the_console_says_plainly_when_mindie_s_monitoring_is_off(

@@ -78,8 +78,23 @@ def test_a_mindie_server_over_https_attaches_with_its_ca(tmp_path: Path,
         assert model["name"] == "llama3-8b"
         assert (g["running"], g["waiting"]) == (4, 1)
         assert g["ttft_p50_ms"] == pytest.approx(95.0) and g["kv_cache_share"] == pytest.approx(0.35)
+        assert g["itl_p50_ms"] == pytest.approx(54.1667, rel=1e-4)
         assert g["output_tokens_per_s"] > 0
         assert (model["success_total"] >= 97, model["failure_total"]) == (True, 3)
+
+
+def test_a_mindie_s_metrics_default_to_its_management_address_over_https(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --metrics-url, MindIE's own defaults (config_info.h: managementIpAddress 127.0.0.2,
+    metricsPort 1027, httpsEnabled): nothing answers there here, which status says, naming it."""
+    with mindie_standin(tmp_path) as mindie:
+        assert main(["attach", mindie.business.url, "--engine", "mindie", "--name", "mi",
+                     "--ca", str(mindie.ca)]) == 0
+        data = _status("mi", capsys)
+    assert data["metrics_url"] == "https://127.0.0.2:1027/metrics"
+    assert data["state"] == "ready" and data["models"][0]["name"] == "llama3-8b"
+    assert data["error"].startswith("https://127.0.0.2:1027/metrics: ")
+    assert data["models"][0]["generation"] is None  # no figure invented
 
 
 def test_a_mindie_server_without_its_ca_is_refused_in_one_line(tmp_path: Path,
