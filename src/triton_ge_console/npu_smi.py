@@ -171,6 +171,12 @@ def parse_usages(text: str) -> dict[int, dict[str, str]]:
     return chips
 
 
+def parse_board(text: str) -> dict[str, str]:
+    """Parse `npu-smi info -t board -i N` (one NPU's `Key : value` lines, as usages prints them): its
+    Software Version (the driver), Firmware Version and Compatibility among them."""
+    return next(iter(parse_usages(text).values()), {})
+
+
 def parse_chip_map(text: str) -> list[ChipIds]:
     """Parse `npu-smi info -m` by its header: NPU ID, Chip ID, Chip Logic ID, then Chip Name (newer versions
     add Chip Phy-ID); chips without a logic id (each card's Mcu) are not compute devices and are left out. The

@@ -88,8 +88,7 @@ def test_a_documented_host_with_cann_8_5_driver_and_firmware() -> None:
     assert checks["npu-smi"]["line"].startswith("8 chip(s) (xxx), driver 23.0.rc2.3")
     assert checks["driver"] == {"name": "driver", "status": "ok", "action": "",
                                 "line": f"driver 24.1.rc1 ({root}/driver/version.info)"}
-    assert checks["firmware"]["status"] == "ok"
-    assert "7.1.0.11.220, within the driver's 7.0.0-7.2.99" in checks["firmware"]["line"]
+    assert "firmware 7.1.0.11.220, within the driver's 7.0.0-7.2.99" in checks["firmware"]["line"]
     assert checks["cann"]["status"] == "warn" and "CANN toolkit 8.5.0" in checks["cann"]["line"]
     assert f"source {root}/cann/set_env.sh" in checks["cann"]["action"]
 
@@ -154,3 +153,75 @@ def test_shm_smaller_than_the_models_need_fails_naming_the_size(tmp_path: Path) 
     assert checks["shm"]["status"] == "fail"
     assert f"give it at least {need / (1 << 20):,.0f} MiB" in checks["shm"]["action"]
     assert code == 1
+
+
+def test_visible_devices_keep_their_physical_ids() -> None:
+    """An A3 card whose `npu-smi info -m` prints Chip Phy-ID: under ASCEND_RT_VISIBLE_DEVICES=1 the line maps
+    user 0 to logical 1 and that to its physical id, as without the variable (it dropped the physical ids)."""
+    _, checks = doctor(env=on_host("a3_910", ASCEND_RT_VISIBLE_DEVICES="1"))
+    assert checks["devices"]["status"] == "ok"
+    assert "user 0 = logical 1" in checks["devices"]["line"]
+    assert checks["devices"]["line"].endswith("; logical→physical 1→1")
+
+
+def test_pyacl_and_atc_of_a_recorded_host_read_ok() -> None:
+    """With CANN's pieces there (the fake acl importable, the fake atc on PATH): pyacl and atc are ok, each
+    line naming what was found."""
+    code, checks = doctor("--ascend-root", str(HOSTS / "atlas800_doc"), env=on_host(
+        "atlas800_doc", PYTHONPATH=os.pathsep.join([str(FAKES), os.environ.get("PYTHONPATH", "")])))
+    assert checks["pyacl"] == {"name": "pyacl", "status": "ok", "action": "",
+                               "line": "pyACL (`import acl`) imports: .om models run through AscendCL"}
+    assert checks["atc"]["status"] == "ok" and checks["atc"]["line"].startswith(f"atc at {FAKES / 'atc'}")
+    assert code == 0
+
+
+def test_limits_below_what_tritonserver_wants_are_warnings_with_what_to_do() -> None:
+    """1024 open files and 64 KiB of locked memory (common defaults): both warn, each saying the ulimit to
+    set; the exit code stays 0 (warnings)."""
+    import resource
+
+    def lower() -> None:
+        for which, soft in ((resource.RLIMIT_NOFILE, 1024), (resource.RLIMIT_MEMLOCK, 64 << 10)):
+            hard = resource.getrlimit(which)[1]
+            resource.setrlimit(which, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+
+    env = {k: v for k, v in os.environ.items() if k not in ASCEND_VARIABLES}
+    done = subprocess.run([sys.executable, "-m", "triton_ge_console.cli", "doctor", "--json"], env=env,
+                          capture_output=True, text=True, timeout=120, preexec_fn=lower)
+    checks = {check["name"]: check for check in json.loads(done.stdout)}
+    assert checks["open-files"]["status"] == "warn" and "open-file limit 1024" in checks["open-files"]["line"]
+    assert checks["open-files"]["action"].startswith("`ulimit -n ")
+    assert checks["memlock"]["status"] == "warn" and "locked-memory limit 65536" in checks["memlock"]["line"]
+    assert checks["memlock"]["action"].startswith("`ulimit -l unlimited`")
+    assert done.returncode == 0
+
+
+def test_a_tritonserver_that_is_not_there_fails_saying_how_to_get_one(tmp_path: Path) -> None:
+    """--tritonserver naming no file: the tritonserver check fails saying what to install; doctor exits 1."""
+    code, checks = doctor("--tritonserver", str(tmp_path / "tritonserver"))
+    assert checks["tritonserver"]["status"] == "fail"
+    assert "pip install" in checks["tritonserver"]["action"]
+    assert code == 1
+
+
+def test_a_container_without_firmware_files_reads_the_firmware_from_npu_smi(tmp_path: Path) -> None:
+    """A container that mounts the driver but not /usr/local/Ascend/firmware (as MindIE's containers run):
+    the firmware the card runs comes from `npu-smi info -t board -i N` (Firmware Version, and npu-smi's own
+    Compatibility verdict), replayed from the guide's collection; it failed for want of version.info."""
+    root = tmp_path / "Ascend"
+    shutil.copytree(HOSTS / "atlas800_doc", root, ignore=shutil.ignore_patterns("firmware"))
+    _, checks = doctor("--ascend-root", str(root), env=on_host("atlas800_doc"))
+    assert checks["firmware"]["status"] == "ok", checks["firmware"]
+    assert checks["firmware"]["line"] == ("firmware 7.1.0.7.220, within the driver's 7.0.0-7.2.99 "
+                                          "(npu-smi info -t board -i 0: Compatibility OK)")
+
+
+def test_a_card_running_other_firmware_than_the_package_installed_is_a_warning() -> None:
+    """The guide's collection: firmware/version.info says 7.1.0.11.220, the card reports 7.1.0.7.220 (its
+    collection is not one machine at one moment, SOURCES.md; on one host this is a package installed and
+    not yet booted): a warning naming both."""
+    _, checks = doctor("--ascend-root", str(HOSTS / "atlas800_doc"), env=on_host("atlas800_doc"))
+    assert checks["firmware"]["status"] == "warn"
+    assert ("the card reports 7.1.0.7.220 (npu-smi info -t board -i 0), the installed package 7.1.0.11.220"
+            in checks["firmware"]["line"])
+    assert "reboot" in checks["firmware"]["action"]

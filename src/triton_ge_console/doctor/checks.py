@@ -22,6 +22,7 @@ from triton_ge_console.npu_smi import (
     ChipIds,
     NpuSmiChip,
     NpuSmiError,
+    parse_board,
     parse_chip_map,
     parse_info_table,
     run_npu_smi,
@@ -130,35 +131,66 @@ def check_cann(host: Host, facts: Facts) -> Check:
 
 
 def check_driver_firmware(host: Host, facts: Facts) -> list[Check]:
-    """The driver's and firmware's version.info, and whether the firmware is one the driver accepts."""
+    """The driver's version.info, and the firmware: its version.info, what the card reports to npu-smi, and
+    whether it is one the driver accepts."""
     driver_file = host.ascend_root / "driver" / "version.info"
-    firmware_file = host.ascend_root / "firmware" / "version.info"
     driver_info = install_info.read_info(driver_file)
-    firmware = install_info.version_of(firmware_file)
-    missing_status = FAIL if facts.npu else INFO
-    checks = []
     if "Version" in driver_info:
-        checks.append(Check("driver", OK, f"driver {driver_info['Version']} ({driver_file})"))
+        driver = Check("driver", OK, f"driver {driver_info['Version']} ({driver_file})")
     else:
-        checks.append(Check("driver", missing_status, f"no driver version.info at {driver_file}",
-                            "install the NPU driver package (Ascend-hdk-*-npu-driver) for this card"))
+        driver = Check("driver", FAIL if facts.npu else INFO, f"no driver version.info at {driver_file}",
+                       "install the NPU driver package (Ascend-hdk-*-npu-driver) for this card")
+    return [driver, check_firmware(host, facts, driver_info)]
+
+
+def _board(host: Host, facts: Facts) -> tuple[dict[str, str], str]:
+    """What the first NPU reports of itself (`npu-smi info -t board -i N`: Firmware Version, Compatibility),
+    and the command that said it; ({}, "") without an NPU or where npu-smi cannot say."""
+    binary = _npu_smi_binary(host)
+    if not facts.chips or binary is None:
+        return {}, ""
+    command = ("info", "-t", "board", "-i", str(facts.chips[0].npu_id))
+    try:
+        return parse_board(run_npu_smi(binary, *command)), f"npu-smi {' '.join(command)}"
+    except NpuSmiError:
+        return {}, ""
+
+
+def check_firmware(host: Host, facts: Facts, driver_info: dict[str, str]) -> Check:
+    """The firmware: the installed package's version.info, else what the card reports to npu-smi (a
+    container often mounts no firmware folder); against the driver's ranges and npu-smi's own verdict."""
+    firmware_file = host.ascend_root / "firmware" / "version.info"
+    package = install_info.version_of(firmware_file)
+    board, asked = _board(host, facts)
+    running = board.get("Firmware Version")
+    firmware = package or running
     if firmware is None:
-        checks.append(Check("firmware", missing_status if facts.npu else INFO,
-                            f"no firmware version.info at {firmware_file}",
-                            "install the NPU firmware package (Ascend-hdk-*-npu-firmware) after the driver"))
-        return checks
+        return Check("firmware", FAIL if facts.npu else INFO, f"no firmware version.info at {firmware_file}",
+                     "install the NPU firmware package (Ascend-hdk-*-npu-firmware) after the driver")
     ranges = install_info.firmware_ranges(driver_info)
     fits = install_info.firmware_fits(firmware, ranges)
     wanted = ", ".join(f"{lo}-{hi}" for lo, hi in ranges)
-    if fits is False:  # a warning: hosts run firmware past the range (24.1.rc2 with 7.3.0.1.231, SOURCES.md)
-        checks.append(Check("firmware", WARN, f"firmware {firmware} is outside the range driver "
-                            f"{driver_info.get('Version')} names ({wanted})",
-                            "check Huawei's driver/firmware compatibility table for this pair; install the "
-                            "firmware released with this driver if it is not listed"))
+    verdict = board.get("Compatibility")
+    if package is None:
+        where = f"{asked}: Compatibility {verdict}" if verdict else asked
     else:
-        said = f", within the driver's {wanted}" if fits else ""
-        checks.append(Check("firmware", OK, f"firmware {firmware}{said} ({firmware_file})"))
-    return checks
+        where = str(firmware_file)
+    if fits is False:  # a warning: hosts run firmware past the range (24.1.rc2 with 7.3.0.1.231, SOURCES.md)
+        return Check("firmware", WARN, f"firmware {firmware} is outside the range driver "
+                     f"{driver_info.get('Version')} names ({wanted})",
+                     "check Huawei's driver/firmware compatibility table for this pair; install the "
+                     "firmware released with this driver if it is not listed")
+    said = f", within the driver's {wanted}" if fits else ""
+    line = f"firmware {firmware}{said} ({where})"
+    if verdict not in (None, "OK"):
+        return Check("firmware", WARN, f"{line}; npu-smi reports Compatibility {verdict} ({asked})",
+                     "install the firmware released with this driver (Huawei's compatibility table)")
+    if package and running and package != running:
+        return Check("firmware", WARN, f"{line}; the card reports {running} ({asked}), the installed "
+                     f"package {package}",
+                     "a card runs the firmware it last booted with: reboot after installing firmware, or "
+                     "install the package the card is meant to run")
+    return Check("firmware", OK, line)
 
 
 def _visible(env: Mapping[str, str]) -> list[int] | None:
@@ -191,8 +223,10 @@ def check_devices(host: Host, facts: Facts) -> Check:
                      f"not among npu-smi's logical ids {_ids(logical)}",
                      f"set {VISIBLE_ENV} to ids `npu-smi info -m` lists as Chip Logic ID")
     pairs = ", ".join(f"user {user} = logical {lid}" for user, lid in enumerate(visible))
+    seen = [c for c in facts.ids if c.logical_id in visible]
     return Check("devices", OK, f"{len(visible)} of {len(logical)} NPU(s) visible ({VISIBLE_ENV}="
-                 f"{host.env[VISIBLE_ENV]}): {pairs}; the spec's device_ids are npu-smi's logical ids")
+                 f"{host.env[VISIBLE_ENV]}): {pairs}; the spec's device_ids are npu-smi's logical ids"
+                 f"{_phys(seen)}")
 
 
 def _ids(values: list[int]) -> str:
