@@ -1,6 +1,6 @@
 """External-data ONNX models built into a repository are served by the glue through a real tritonserver
 (CPU emulation, `ge` and `npu_ge`), with their data in one file and in several; a repository whose data
-file is short is refused at load with the tensor named."""
+file is short, or a link out of its model's folder, is refused at load with the tensor named."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ models:
   - {name: one_file, backend: ge, source: src/one.onnx, max_batch_size: 4}
   - {name: several, backend: npu_ge, source: src/several/net.onnx, max_batch_size: 4}
   - {name: short, backend: ge, source: src/short.onnx, max_batch_size: 4}
+  - {name: linked_out, backend: ge, source: src/linked_out.onnx, max_batch_size: 4}
 """
 
 
@@ -34,18 +35,24 @@ models:
 def served(
     tmp_path_factory: pytest.TempPathFactory, triton_dist: TritonDistribution
 ) -> Iterator[RunningServer]:
-    """A server on a built repository: one_file and several loaded; short built but not loaded."""
+    """A server on a built repository: one_file and several loaded; short and linked_out built but not
+    loaded (linked_out's data file then replaced by a link to a whole copy outside its model folder)."""
     root = tmp_path_factory.mktemp("extdata-serving")
     src = root / "src"
     save_external(src / "one.onnx", location="weights/one.data", seed=3)
     (src / "several").mkdir()
     save_external(src / "several" / "net.onnx", one_file=False, seed=4)
     save_external(src / "short.onnx", seed=5)
+    save_external(src / "linked_out.onnx", seed=6)
     (root / "deploy.yaml").write_text(textwrap.dedent(SPEC), encoding="utf-8")
     repo = root / "repo"
     build_repository(load_spec(root / "deploy.yaml"), repo, link=False)
     with open(repo / "short" / "1" / "short.onnx.data", "r+b") as stream:
         stream.truncate(1000)
+    data = repo / "linked_out" / "1" / "linked_out.onnx.data"
+    (root / "elsewhere").mkdir()
+    data.rename(root / "elsewhere" / "secret")
+    data.symlink_to(root / "elsewhere" / "secret")
     install_backend_dir(root / "backends", triton_dist)
     _glue_from_this_checkout(root / "backends")
     with (server_env(GE_GLUE_RUN_DIR=str(root / "run")),
@@ -88,3 +95,14 @@ def test_short_external_data_is_refused_at_load_naming_the_tensor(served: Runnin
     assert "tensor 'w0': external data 'short.onnx.data' is too short: 1000 bytes" in message, message
     with httpclient.InferenceServerClient(served.http_hostport) as client:
         assert client.is_model_ready("one_file")
+
+
+def test_external_data_linked_out_of_the_model_folder_is_refused_at_load(served: RunningServer) -> None:
+    """A data file that is a link out of Triton's model folder (whole and readable: ONNX Runtime would
+    read what it points at) fails the load with the glue's sentence naming the tensor and where it points."""
+    with (httpclient.InferenceServerClient(served.http_hostport) as client,
+          pytest.raises(InferenceServerException) as caught):
+        client.load_model("linked_out")
+    message = str(caught.value)
+    assert "tensor 'w0': external data 'linked_out.onnx.data' is a link to " in message, message
+    assert "/elsewhere/secret, outside the model's folder " in message, message
