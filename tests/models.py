@@ -723,9 +723,10 @@ class TritonPythonModel:
                 token = pb_utils.Tensor("token_id", np.array([prompt[index % len(prompt)]], np.int64))
                 final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if index == count - 1 else 0
                 sent.append(time.monotonic())
+                if final:  # logged before the last send: a client that saw the end finds its line
+                    with open(LOG, "a", encoding="utf-8") as log:
+                        log.write(" ".join(repr(t) for t in sent) + "\\n")
                 sender.send(pb_utils.InferenceResponse([token]), flags=final)
-            with open(LOG, "a", encoding="utf-8") as log:
-                log.write(" ".join(repr(t) for t in sent) + "\\n")
         return None
 '''
 
@@ -734,8 +735,9 @@ def write_paced_token_model(repository: Path, log: Path, name: str = "paced", de
                             max_tokens: int = 16, tokenizer_json: str | None = None) -> Path:
     """A generate model (decoupled, the glue's inputs and token_id output) that streams the prompt's ids
     back one every delay_s, a known pace to time a client against: each request's send times
-    (time.monotonic, the host's clock every process shares) are one line of `log`. With tokenizer_json
-    the config names it (generate_tokenizer), so the front door serves the model as text."""
+    (time.monotonic, the host's clock every process shares) are one line of `log`, written before its last
+    token is sent. With tokenizer_json the config names it (generate_tokenizer), so the front door serves
+    the model as text."""
     source = PACED_TOKEN_MODEL.format(delay_s=delay_s, log=str(log))
     optional = "".join(f', {{ name: "{n}" data_type: TYPE_{t} dims: [1] optional: true }}'
                        for n, t in (("max_tokens", "INT64"), ("temperature", "FP32"), ("top_k", "INT64"),
