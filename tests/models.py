@@ -731,6 +731,18 @@ class TritonPythonModel:
 '''
 
 
+def byte_tokenizer_json() -> str:
+    """A byte-level tokenizer with one token a byte (no merges): a character of several bytes takes as many
+    tokens, and all but its last decode to no text yet."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    vocabulary = {char: index for index, char in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    tokenizer = Tokenizer(models.BPE(vocab=vocabulary, merges=[]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    return tokenizer.to_str()
+
+
 def write_paced_token_model(repository: Path, log: Path, name: str = "paced", delay_s: float = 0.1,
                             max_tokens: int = 16, tokenizer_json: str | None = None) -> Path:
     """A generate model (decoupled, the glue's inputs and token_id output) that streams the prompt's ids

@@ -127,8 +127,10 @@ class Engine:
         return streamer
 
     async def pieces(self, prepared: Prepared, request: DoorRequest, outcome: Outcome) -> AsyncIterator[str]:
-        """The text pieces as they come (stops cut); `outcome` filled at the end. Closing the iterator
-        early (the client went away) cancels the generation on the server."""
+        """The text pieces as they come (stops cut), one a token even when it adds no text yet (half a
+        character, or text held back as a stop's possible start), as vLLM streams a chunk a token; `outcome`
+        filled at the end. Closing the iterator early (the client went away) cancels the generation on the
+        server."""
         loop = asyncio.get_running_loop()
         arrived: asyncio.Queue[object] = asyncio.Queue()
         streamer = self._streamer(prepared.model.name)
@@ -145,6 +147,7 @@ class Engine:
                 sendable = cut.add(piece)
                 if sendable:
                     outcome.text.append(sendable)
+                if sendable or (is_token and not cut.met):  # the stop's token: the end's chunk says it
                     yield sendable
                 if cut.met:
                     stream.cancel()
