@@ -91,15 +91,21 @@ def npu_ge_id_list(text: str) -> tuple[int, ...] | None:
     return None if None in ids else tuple(i for i in ids if i is not None)
 
 
+# switch values that read "on" / "off" to a person: npu_ge's comparison with "1" takes the first as off, and
+# its profiling switch from the command line takes the second as on
+LOOKS_ON = ("true", "on", "yes", "y", "enable", "enabled")
+LOOKS_OFF = ("0", "false", "off", "no", "")
+
+
 def npu_ge_cmdline_problem(key: str, value: str) -> str | None:
     """What npu_ge makes of one of its keys given through --backend-config, where it reads them otherwise
     than as model parameters (model_state.cpp ParseCmdlineConfig): static_model is compared with the string
     "1" (no std::stoi), profiling is handed to GE for any value (SetProfiling sets PROFILING_MODE to it and
     PROFILING_OPTIONS), the block counts go through std::stoi (ProcessDeviceExecBlocksConfig)."""
-    if key == "static_model" and value != "1" and stoi(value) == 1:
+    if key == "static_model" and value != "1" and (stoi(value) == 1 or value.strip().lower() in LOOKS_ON):
         return (f"npu_ge compares static_model from --backend-config with the string '1' (no integer "
                 f"reading there): '{value}' leaves the static graph off; write 1")
-    if key == "profiling" and value.strip().lower() in ("0", "false", "off", "no", ""):
+    if key == "profiling" and value.strip().lower() in LOOKS_OFF:
         return (f"npu_ge hands any profiling value from --backend-config to GE as PROFILING_MODE, with "
                 f"PROFILING_OPTIONS set (a model parameter counts only as 'dynamic' or 'true'): '{value}' "
                 "does not keep it off; leave the key out")

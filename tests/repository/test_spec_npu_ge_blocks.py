@@ -84,3 +84,20 @@ def test_the_npu_ge_emulation_refuses_them_too() -> None:
         npu_ge_placement(config, {"device_ids": "0,1"}, 2, 0, "m")
     default = {"parameters": {"device_exec_blocks": {"string_value": "-1"}}}
     assert npu_ge_placement(default, {"device_ids": "0,1"}, 4, 0, "m") == ((0, 1), 2)
+
+
+@pytest.mark.parametrize("value", ["true", "on", "yes"])
+def test_a_backend_config_static_model_that_reads_on_but_is_not_1_is_refused(tmp_path: Path,
+                                                                            value: str) -> None:
+    """ParseCmdlineConfig turns the static graph on for the string "1" alone: "true" leaves it off as
+    silently as "01" (only values std::stoi reads as 1 were refused)."""
+    path = _spec(tmp_path, f"""
+        server:
+          backend_config:
+            npu_ge: {{static_model: "{value}"}}
+        models:
+          - {{name: m, backend: npu_ge, source: "demo:bert"}}
+        """)
+    (problem,) = refused(path)
+    assert "server.backend_config.npu_ge.static_model: npu_ge compares static_model from --backend-config " \
+           f"with the string '1' (no integer reading there): '{value}' leaves the static graph off" in problem
