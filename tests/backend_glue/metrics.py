@@ -1,7 +1,8 @@
-"""Read Triton's /metrics with prometheus_client's parser."""
+"""Read Triton's /metrics with prometheus_client's parser, and its statistics API's execution count."""
 
 from __future__ import annotations
 
+import json
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -23,3 +24,9 @@ def model_value(server: RunningServer, name: str, model: str, **labels: str) -> 
     return sum(s.value for s in metric_samples(server, name) if s.labels.get("model") == model
                and all(s.labels.get(k) == v for k, v in labels.items()))
 
+
+
+def executions(server: RunningServer, model: str) -> int:
+    """Triton's count of the model's execute calls (one has returned for each)."""
+    with urllib.request.urlopen(f"{server.http_url}/v2/models/{model}/stats", timeout=10) as response:
+        return int(json.load(response)["model_stats"][0]["execution_count"])

@@ -12,7 +12,7 @@ from tests.models import bf16_kv_decoder
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.bfloat16 import BFLOAT16
 from triton_ge_console.backend_glue.generate_batch import TokenSampling, kv_layout, pick
-from triton_ge_console.backend_glue.generate_protocol import request_from
+from triton_ge_console.backend_glue.generate_protocol import Tokenizer, request_from
 from triton_ge_console.backend_glue.generate_scheduler import GenerateRequest, Limits, Scheduler
 from triton_ge_console.backend_glue.onnx_executor import OnnxRuntimeExecutor
 from triton_ge_console.repository.demo_decoder import DEMO_LAYOUT, direct_greedy, step_feeds
@@ -381,6 +381,25 @@ def test_a_negative_seed_is_refused_as_a_bad_input() -> None:
         request_from(inputs.get, Limits())
     inputs["seed"] = np.array([0], np.int64)
     assert request_from(inputs.get, Limits()).sampling.seed == 0
+
+
+def test_a_text_beyond_the_context_is_refused_without_being_tokenized() -> None:
+    """Issue 39: a 10 MB text_input was tokenized (11-14 s) before anything bounded it. Its length is
+    checked against the context first, so the tokenizer is never asked; a text within the bound is."""
+    asked: list[int] = []
+
+    def encode(text: str) -> tuple[int, ...]:
+        asked.append(len(text))
+        return (1,) * (len(text) // 10)
+
+    tokenizer, limits = Tokenizer(encode, longest_token_bytes=10), Limits(max_tokens=4, max_model_len=100)
+    too_long = {"text_input": np.array([b"x" * (100 * 32 + 1)], dtype=np.object_)}
+    with pytest.raises(ValueError, match=r"text_input: 3201 bytes cannot fit the model's context of 100 "
+                                         r"tokens \(at most 3200 bytes are tokenized: 32 a token\)"):
+        request_from(too_long.get, limits, tokenizer)
+    assert asked == []
+    within = {"text_input": np.array([b"x" * 3200], dtype=np.object_)}
+    assert len(request_from(within.get, limits, tokenizer).prompt) == 320 and asked == [3200]
 
 
 def test_sampling_follows_the_tempered_distribution() -> None:

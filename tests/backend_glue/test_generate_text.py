@@ -6,6 +6,8 @@ from __future__ import annotations
 import http.client
 import json
 import queue
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,12 +17,14 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from tests.backend_glue.conftest import server_env
+from tests.backend_glue.metrics import executions
 from tests.conftest import RunningServer, run_triton
 from tests.models import TEXT_PROMPT, build_spec, direct_decoder, llama_text
-from tests.waiting import until
+from tests.waiting import until, wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.generate_text import TextCodec
 from triton_ge_console.backend_glue.installer import install_backend_dir
+from triton_ge_console.sessions.loadgen.generate_client import Generation, GrpcStreamer
 
 SPEC = "models:" + llama_text()
 
@@ -144,6 +148,33 @@ def test_a_text_too_long_for_the_context_is_refused_before_it_is_tokenized(serve
     error = _generate_error(server, {"text_input": "the cache " * 1_000_000, "max_tokens": 4})
     assert ("text_input: 10000000 bytes cannot fit the model's context of 8192 tokens (at most 262144 "
             "bytes are tokenized: 32 a token)") in error
+
+
+def test_a_text_being_tokenized_holds_no_request_behind_it(server: RunningServer, codec: TextCodec) -> None:
+    """Issue 39: text was tokenized on execute's thread, holding the GIL, so a 3-token request sent
+    meanwhile waited for the whole text (14 s behind a 10 MB one). A long text within the byte bound
+    (260,000 bytes, 130,000 tokens: refused for the context once tokenized) is tokenized on a thread of its
+    own: a 3-token request sent once its execute returned has its first token before that refusal."""
+    long_text, short_prompt = "x y " * 65_000, (5, 6, 7)
+    executed = executions(server, "llama_text")
+    refused: dict[str, Any] = {}
+
+    def send_long() -> None:
+        refused["error"] = _generate_error(server, {"text_input": long_text, "max_tokens": 4})
+        refused["at"] = time.perf_counter()
+
+    streamer = GrpcStreamer(server.grpc_hostport, "llama_text")
+    thread = threading.Thread(target=send_long)
+    thread.start()
+    try:
+        wait_until(lambda: executions(server, "llama_text") > executed, timeout=60, interval=0.005)
+        short = streamer.generate(Generation(short_prompt, 2))
+    finally:
+        thread.join(timeout=120)
+        streamer.close()
+    assert "130000 prompt + 4 max_tokens" in refused["error"]
+    assert short.error is None and short.tokens == direct_decoder()(short_prompt, 2)
+    assert short.arrivals[0] < refused["at"]
 
 
 def test_a_misspelt_field_is_refused_naming_it_with_the_one_meant(server: RunningServer) -> None:
