@@ -20,7 +20,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.backend_glue.conftest import FAKES, server_env
-from tests.backend_glue.metrics import metric_samples, model_value
+from tests.backend_glue.metrics import executions, metric_samples, model_value
 from tests.conftest import RunningServer, run_triton
 from tests.models import (
     LLAMA_GENERATE,
@@ -318,6 +318,49 @@ def test_status_json_shows_the_token_figures(server: RunningServer, tmp_path: Pa
     assert dict(shown["ended_by_reason"])["length"] >= 1  # type: ignore[call-overload]
 
 
+def test_the_pollers_percentiles_cover_its_recent_polls_labelled_so(server: RunningServer) -> None:
+    """Issue 39: TTFT/ITL in the console and notebooks were percentiles since load, shown as now. Their
+    poller reads a generate model's percentiles over what its histograms gained in the last polls' window:
+    a first poll is since load (labelled so), a second with nothing generated between reads — over its
+    window, and one generation later reads it."""
+    from triton_ge_console.display import generation_line
+    from triton_ge_console.sessions.observe.generation import GenerationFigures, generation_row
+    from triton_ge_console.sessions.observe.poller import Poller
+    from triton_ge_console.sessions.observe.snapshot import Endpoints
+
+    model = "decoder_bf16"  # only earlier tests' finished generations: nothing left to flush after ours
+
+    def generate(seed: int) -> None:  # one generation, its figures (and any before them) handed to Triton
+        def ended() -> float:
+            return model_value(server, "ge_generate_e2e_request_latency_seconds_count", model)
+
+        before = ended()
+        _grpc(server, Generation(_prompt(4, seed), 3), model)
+        wait_until(lambda: ended() > before, timeout=10)
+
+    poller = Poller("gen", Endpoints(server.http_url, None, server.metrics_url), sample_traces=False)
+
+    def figures() -> GenerationFigures:
+        (found,) = [m.generation for m in poller.poll().models if m.name == model]
+        assert found is not None
+        return found
+
+    try:
+        generate(52)
+        first, quiet = figures(), figures()
+        generate(53)
+        later = figures()
+    finally:
+        poller.close()
+    assert first.window_s is None and first.ttft_p50_ms is not None and first.itl_p50_ms is not None
+    assert "ms (since load)" in generation_line(generation_row(first) or {})
+    assert quiet.window_s is not None and quiet.window_s > 0
+    assert (quiet.ttft_p50_ms, quiet.itl_p50_ms, quiet.e2e_p50_ms) == (None, None, None)
+    assert later.window_s is not None and later.window_s > quiet.window_s
+    assert later.ttft_p50_ms is not None and later.itl_p50_ms is not None and later.e2e_p50_ms is not None
+    assert f"ms (last {later.window_s:.0f} s)" in generation_line(generation_row(later) or {})
+
+
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_bench_generate_reports_token_figures(server: RunningServer, protocol: str, tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
@@ -526,12 +569,6 @@ def _memory_kib(pid: int, field: str) -> int:
     raise AssertionError(f"no {field} for process {pid}")
 
 
-def _executions(server: RunningServer, model: str) -> int:
-    """Triton's count of the model's execute calls (one has returned for each)."""
-    with urllib.request.urlopen(f"{server.http_url}/v2/models/{model}/stats", timeout=10) as response:
-        return int(json.load(response)["model_stats"][0]["execution_count"])
-
-
 def test_a_short_request_is_not_held_behind_a_long_prefill_whose_memory_is_bounded(
         server: RunningServer, direct: Callable[[Sequence[int], int], list[int]]) -> None:
     """Issue 39, reproduced: a 6,000-token prompt was prefilled in one run on execute's thread, so a 3-token
@@ -546,12 +583,12 @@ def test_a_short_request_is_not_held_behind_a_long_prefill_whose_memory_is_bound
     _stream(server, Generation(_prompt(3, 40), 3))  # a warm model: what its runs always hold is held
     peak_before, held_before = _memory_kib(stub, "VmHWM"), _memory_kib(stub, "VmRSS")
     long_prompt, short_prompt = _prompt(6000, 41), _prompt(3, 42)
-    executions = _executions(server, "llama_long")
+    executed = executions(server, "llama_long")
     results: dict[str, object] = {}
     thread = threading.Thread(target=lambda: results.update(long=_stream(server, Generation(long_prompt, 2))))
     thread.start()
     try:
-        wait_until(lambda: _executions(server, "llama_long") > executions, timeout=60, interval=0.005)
+        wait_until(lambda: executions(server, "llama_long") > executed, timeout=60, interval=0.005)
         short = _stream(server, Generation(short_prompt, 3))
     finally:
         thread.join(timeout=120)
@@ -604,6 +641,19 @@ def test_text_to_a_model_without_a_tokenizer_says_it_has_none(server: RunningSer
     for error in errors:
         assert "text_input: this model has no tokenizer (spec generate.tokenizer), so it takes the prompt " \
                "as input_ids only" in str(error)
+
+
+def test_the_consoles_test_request_streams_ids_from_a_model_without_a_tokenizer(
+        server: RunningServer, direct: Callable[[Sequence[int], int], list[int]]) -> None:
+    """Issue 39: the console's `t` on a generate model said "[501] HTTP end point doesn't support models
+    with decoupled transaction policy". Without a tokenizer its test request streams the test prompt's ids
+    and its line shows the ids that came, the direct loop's."""
+    from triton_ge_console.sessions.act.probe import TEST_IDS, TEST_TOKENS, send_test_request
+
+    probe = send_test_request(server.http_url, "llama_generate")
+    assert probe.ok, probe.message
+    assert probe.message.startswith(f"llama_generate streamed {TEST_TOKENS} tokens in ")
+    assert probe.message.endswith(f"): ids {direct(TEST_IDS, TEST_TOKENS)}") and probe.latency_ms is not None
 
 
 def test_a_refused_request_is_counted_rejected_not_as_a_failing_model(server: RunningServer) -> None:

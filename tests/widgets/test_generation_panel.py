@@ -42,6 +42,16 @@ def test_generation_panel_shows_token_figures_only_for_generate_models() -> None
     assert panel.rows == {} and panel.box.layout.display == "none" and panel.static_html() == ""
 
 
+def test_the_generation_table_says_over_what_span_its_percentiles_are() -> None:
+    """Issue 39: the percentiles were since load, shown as now. The OVER column names their span: the
+    poller's recent window, or since load (a first reading)."""
+    panel = GenerationPanel()
+    panel.update(_snapshot(window_s=30.0))
+    assert panel.rows["llama_generate"]["OVER"] == "last 30 s" and "last 30 s" in panel.static_html()
+    panel.update(_snapshot(window_s=None))
+    assert panel.rows["llama_generate"]["OVER"] == "since load"
+
+
 def test_the_generation_table_shows_a_model_s_newest_version() -> None:
     """Two versions served at once, each with its own figures: the row is the newest one's."""
     newest, older = (ModelSnapshot("g", v, "READY", generation=GenerationFigures(running=int(v)))
