@@ -411,6 +411,27 @@ def test_a_dynamic_shape_oms_memory_is_measured_at_load_and_said_to_be_an_estima
     assert _no_leaks(fake_acl)
 
 
+def test_the_load_line_of_a_dynamic_shape_om_says_its_memory_is_an_estimate(
+        fake_acl: ModuleType, tmp_path: Path) -> None:
+    """Where an operator reads it, Triton's log: the instance's load line gives the memory figure and the
+    executor's note beside it; a static OM's line has none."""
+    settings = SimpleNamespace(om_path=tmp_path / "model.om", mode="npu", onnx_path=None, devices=(0,),
+                               device_id=0, npus_unknown=False, model_name="m", instance_name="m_0",
+                               kind="npu", requested_mode="auto")
+    model = TritonPythonModel()
+    model.settings = settings  # type: ignore[assignment]
+    for kind, extra in (("dynamic", {"input_shape": {"x": [-1, 4]}, "dynamic_shape": True}),
+                        ("static", {"static_batch": 2})):
+        model.executor = AclExecutor(write_fake_om(tmp_path / kind, dense_model(), **extra),  # type: ignore
+                                     device_id=0)
+        line = model._load_message()
+        said = f"memory={model.executor.memory_bytes} bytes"
+        note = " (an estimate: a dynamic-shape OM's working memory is allocated per execution"
+        assert (said + note in line) is (kind == "dynamic") and said in line, line
+        model.executor.close()
+    assert _no_leaks(fake_acl)
+
+
 @pytest.mark.parametrize("kind", ["static", "dynamic_shape"])
 def test_an_output_is_copied_once_from_the_device_into_the_array_served(
         any_cann: ModuleType, tmp_path: Path, kind: str) -> None:

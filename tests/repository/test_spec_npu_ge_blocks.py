@@ -101,3 +101,35 @@ def test_a_backend_config_static_model_that_reads_on_but_is_not_1_is_refused(tmp
     (problem,) = refused(path)
     assert "server.backend_config.npu_ge.static_model: npu_ge compares static_model from --backend-config " \
            f"with the string '1' (no integer reading there): '{value}' leaves the static graph off" in problem
+
+
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_build_refuses_device_exec_blocks_that_open_no_session_writing_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str) -> None:
+    """`ge-console build` of such a spec exits 1 with one line naming file, line and field, and writes no
+    repository."""
+    from triton_ge_console.cli import main
+
+    path = _spec(tmp_path, f"""
+        models:
+          - name: m
+            backend: npu_ge
+            source: "demo:bert"
+            parameters: {{device_exec_blocks: "{value}"}}
+        """)
+    code = main(["build", str(path), "-o", str(tmp_path / "repo")])
+    err = capsys.readouterr().err
+    assert code == 1 and not (tmp_path / "repo").exists()
+    assert "deploy.yaml:6:38 models[0].parameters.device_exec_blocks" in err and f"{value} opens none" in err
+
+
+@pytest.mark.parametrize(("value", "refused_too"), [("0", True), ("-2", True), ("-1", False), ("3", False)])
+def test_validate_refuses_device_exec_blocks_that_open_no_session(value: str, refused_too: bool) -> None:
+    """validate of a hand-written npu_ge config.pbtxt: device_exec_blocks 0 or below is an error, -1 (the
+    default) and a positive count are not."""
+    from tritonclient.grpc import model_config_pb2 as mc
+
+    config = mc.ModelConfig(name="m", backend="npu_ge")
+    config.parameters["device_exec_blocks"].string_value = value
+    errors = [f.message for f in check_ge_config(config) if f.severity == "error"]
+    assert any(f"(-1: its default): {value} opens none" in m for m in errors) is refused_too, errors
