@@ -111,6 +111,15 @@ def test_a_run_names_an_answer_that_follows_the_number_joined_without_calling_it
     assert "mixed" not in problem and "beside it" not in problem
 
 
+def test_a_run_names_an_answer_that_follows_its_place_in_the_batch() -> None:
+    """A constant table's row at the sample's place (the table sliced to the batch's size): whoever the
+    partner, the answer changes with where the request sits among those joined; the run says that, and
+    not that samples are mixed (they are not)."""
+    (problem,) = _check(across_batch_model("table_rows")).problems
+    assert "its answer changes with its place among the requests joined" in problem
+    assert "mixed" not in problem and "beside it" not in problem
+
+
 def test_a_run_names_an_output_whose_dim_0_is_not_the_batch() -> None:
     """Run directly (the graph would say it first): [S, N, 3] joined is [S, 2, 3], shapes named."""
     (problem,) = batch_probe.probe(batch_at_model(1)).problems

@@ -1,5 +1,5 @@
 """Whether Triton may batch a model, found by running it on the CPU where its graph cannot tell
-(batch_axis): one random sample alone, beside another and at another place in a batch of two."""
+(batch_axis): one random sample alone, beside two others and at another place in a batch of two."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ class Probe:
 
 
 def probe(source: Path | bytes, limit: int = PROBE_LIMIT_BYTES) -> Probe:
-    """Run the model on the CPU: a random sample a alone, joined with b ([a, b]) and with c ([c, a]). Its
-    answer must sit in dim 0 of every output, the same beside either partner at either place, and the
+    """Run the model on the CPU: a random sample a alone, joined with b ([a, b]) and with c ([a, c], [c, a]).
+    Its answer must sit in dim 0 of every output, the same beside either partner at either place, and the
     answer alone up to batch-size numerics (kernels for one row and for two differ in rounding). Skipped
     (said why) above `limit` bytes of model and external data, or when it does not run on random inputs."""
     if isinstance(source, Path) and external_data.check_external_data(source):
@@ -46,15 +46,15 @@ def probe(source: Path | bytes, limit: int = PROBE_LIMIT_BYTES) -> Probe:
                                        providers=["CPUExecutionProvider"])
         a, b, c = (_random_feeds(session.get_inputs(), seed) for seed in (1, 2, 3))
         alone = session.run(None, a)
-        first, second = (session.run(None, {k: np.concatenate([x[k], y[k]]) for k in a})
-                         for x, y in ((a, b), (c, a)))
+        joined = [session.run(None, {k: np.concatenate([x[k], y[k]]) for k in a})
+                  for x, y in ((a, b), (a, c), (c, a))]
     except Exception as exc:
         said = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         return Probe(skipped=f"the model did not run on random inputs ({type(exc).__name__}: {said})")
     names = [o.name for o in session.get_outputs()]
-    problems = tuple(f"output '{name}': {why}" for name, solo, ab, ca in zip(names, alone, first, second,
-                                                                            strict=True)
-                     if (why := _differs(solo, ab, ca)))
+    problems = tuple(f"output '{name}': {why}"
+                     for name, solo, ab, ac, ca in zip(names, alone, *joined, strict=True)
+                     if (why := _differs(solo, ab, ac, ca)))
     return Probe(problems)
 
 
@@ -86,14 +86,17 @@ def _random_feeds(inputs: Sequence[Any], seed: int) -> dict[str, np.ndarray]:
     return feeds
 
 
-def _differs(alone: np.ndarray, ab: np.ndarray, ca: np.ndarray) -> str | None:
-    """Why sample a's answers alone, in [a, b] and in [c, a] are not one answer along dim 0, or None."""
+def _differs(alone: np.ndarray, ab: np.ndarray, ac: np.ndarray, ca: np.ndarray) -> str | None:
+    """Why sample a's answers alone, in [a, b], [a, c] and [c, a] are not one answer along dim 0, or None:
+    another partner at the same place (samples mixed), another place, or the number joined."""
     if ab.ndim == 0 or ab.shape[0] != 2 or alone.shape[:1] != (1,) or ab.shape[1:] != alone.shape[1:]:
         return (f"two requests joined answer shape {list(ab.shape)}, one alone {list(alone.shape)}: dim 0 is "
                 "not the batch")
     differs = "a request joined with another answers differently than alone"
-    if not _close(ab[0:1], ca[1:2], rtol=1e-5, atol=1e-6):
+    if not _close(ab[0:1], ac[0:1], rtol=1e-5, atol=1e-6):
         return differs + ": its answer changes with the request beside it (samples are mixed)"
+    if not _close(ab[0:1], ca[1:2], rtol=1e-5, atol=1e-6):
+        return differs + ": its answer changes with its place among the requests joined"
     if not _close(ab[0:1], alone, rtol=1e-2, atol=1e-2):
         return differs + ": its answer changes with the number of requests joined"
     return None
