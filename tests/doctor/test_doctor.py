@@ -225,3 +225,38 @@ def test_a_card_running_other_firmware_than_the_package_installed_is_a_warning()
     assert ("the card reports 7.1.0.7.220 (npu-smi info -t board -i 0), the installed package 7.1.0.11.220"
             in checks["firmware"]["line"])
     assert "reboot" in checks["firmware"]["action"]
+
+
+def test_without_the_server_extra_every_check_is_still_there_and_nothing_claims_the_models_run() -> None:
+    """A host where `pip install triton-ge-console` left out the [server] extra (here: an interpreter run
+    without site-packages, so neither the nvidia-pytriton wheel nor ONNX Runtime is there): tritonserver,
+    its Python backend and the glue each fail with what to install, and the mode line does not say the
+    models run in CPU emulation under an ONNX Runtime that is not there (the last two checks were left out
+    and the mode line said so)."""
+    env = {k: v for k, v in os.environ.items() if k not in ASCEND_VARIABLES and k != "TRITONSERVER"}
+    env["PYTHONPATH"] = str(TESTS.parent / "src")  # this checkout's package; -S leaves out any install of it
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
+                                  if not (Path(p) / "tritonserver").exists())
+    done = subprocess.run([sys.executable, "-S", "-m", "triton_ge_console.cli", "doctor", "--json"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    checks = {check["name"]: check for check in json.loads(done.stdout)}
+    for name in ("tritonserver", "python-backend", "glue"):
+        assert checks[name]["status"] == "fail" and "pip install" in checks[name]["action"], checks[name]
+    assert "ONNX Runtime" in checks["glue"]["line"]
+    assert "run in CPU emulation" not in checks["mode"]["line"]
+    assert "ONNX Runtime is not installed" in checks["mode"]["line"]
+    assert done.returncode == 1
+
+
+def test_a_tritonserver_without_its_python_backend_fails_that_check(tmp_path: Path) -> None:
+    """A tritonserver binary with no backends folder beside it: tritonserver is found, the Python backend
+    check fails naming libtriton_python.so, and doctor exits 1."""
+    binary = tmp_path / "bin" / "tritonserver"
+    binary.parent.mkdir()
+    binary.write_text("#!/bin/sh\nexit 0\n")
+    binary.chmod(0o755)
+    code, checks = doctor("--tritonserver", str(binary))
+    assert checks["tritonserver"]["status"] == "ok" and str(binary) in checks["tritonserver"]["line"]
+    assert checks["python-backend"]["status"] == "fail"
+    assert "no libtriton_python.so" in checks["python-backend"]["line"]
+    assert code == 1

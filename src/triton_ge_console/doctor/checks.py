@@ -72,6 +72,7 @@ class Facts:
     chips: list[NpuSmiChip] = field(default_factory=list)
     ids: list[ChipIds] = field(default_factory=list)
     npu: bool = False
+    onnx_runtime: bool = False  # CPU emulation can run here
 
 
 def _npu_smi_binary(host: Host) -> Path | None:
@@ -266,16 +267,20 @@ def check_atc(host: Host, facts: Facts) -> Check:
                  "`source <toolkit>/set_env.sh` (ATC ships with the CANN toolkit)")
 
 
+SERVER_EXTRA = "python3 -m pip install 'triton-ge-console[server]'"
+
+
 def check_triton(host: Host, facts: Facts) -> list[Check]:
-    """tritonserver, its Python backend (library and a stub for this Python), and the glue beside it."""
+    """tritonserver and its Python backend (library and a stub for this Python)."""
     from triton_ge_console.backend_glue.distribution import DistributionError, find_distribution
-    from triton_ge_console.backend_glue.installer import GLUE_MODEL_PY, NATIVE_NPU_GE
 
     try:
         dist = find_distribution(host.tritonserver)
     except DistributionError as exc:
         return [Check("tritonserver", FAIL, str(exc).split(";")[0],
-                      "python3 -m pip install 'triton-ge-console[server]', or put tritonserver on PATH")]
+                      f"{SERVER_EXTRA}, or put tritonserver on PATH"),
+                Check("python-backend", FAIL, "Triton's Python backend: no tritonserver to look beside",
+                      f"{SERVER_EXTRA} (the nvidia-pytriton wheel brings both)")]
     checks = [Check("tritonserver", OK, f"{dist.binary} (found via {dist.origin})")]
     library = dist.python_backend_dir / "libtriton_python.so" if dist.python_backend_dir else None
     stub = dist.stub_for()
@@ -286,14 +291,22 @@ def check_triton(host: Host, facts: Facts) -> list[Check]:
                             "/opt/tritonserver/backends/python, or the nvidia-pytriton wheel)"))
     else:
         checks.append(Check("python-backend", OK, f"{library.parent} (stub {stub})"))
-    glue_ok = GLUE_MODEL_PY.is_file() and importlib.util.find_spec("onnxruntime") is not None
-    native = f"; native npu_ge at {NATIVE_NPU_GE}" if NATIVE_NPU_GE.is_file() else ""
-    if glue_ok:
-        checks.append(Check("glue", OK, f"the GE glue ({GLUE_MODEL_PY.parent}) with ONNX Runtime{native}"))
-    else:
-        checks.append(Check("glue", FAIL, "the GE glue or ONNX Runtime is missing",
-                            "python3 -m pip install 'triton-ge-console[server]'"))
     return checks
+
+
+def check_glue(host: Host, facts: Facts) -> Check:
+    """The GE glue (the Python backend model ge and npu_ge run as) and ONNX Runtime, which CPU emulation
+    runs the models' ONNX through."""
+    from triton_ge_console.backend_glue.installer import GLUE_MODEL_PY, NATIVE_NPU_GE
+
+    facts.onnx_runtime = importlib.util.find_spec("onnxruntime") is not None
+    missing = [what for what, there in (("the GE glue's model.py", GLUE_MODEL_PY.is_file()),
+                                        ("ONNX Runtime", facts.onnx_runtime)) if not there]
+    if missing:
+        return Check("glue", FAIL, f"{' and '.join(missing)} not installed here ({host.python})",
+                     SERVER_EXTRA)
+    native = f"; native npu_ge at {NATIVE_NPU_GE}" if NATIVE_NPU_GE.is_file() else ""
+    return Check("glue", OK, f"the GE glue ({GLUE_MODEL_PY.parent}) with ONNX Runtime{native}")
 
 
 def check_shm(host: Host, facts: Facts) -> Check:
@@ -350,7 +363,7 @@ def _limit(value: int) -> str:
 
 CHECKS: tuple[Callable[[Host, Facts], Check | list[Check]], ...] = (
     check_npu_smi, check_driver_firmware, check_cann, check_devices, check_pyacl, check_atc, check_triton,
-    check_shm, check_limits,
+    check_glue, check_shm, check_limits,
 )
 
 
@@ -362,5 +375,8 @@ def run_checks(host: Host) -> list[Check]:
         result = check(host, facts)
         found.extend(result if isinstance(result, list) else [result])
     if not facts.npu:
-        found.append(Check("mode", INFO, f"no NPU on this host: {EMULATION}, labelled CPU emulation"))
+        found.append(Check("mode", INFO, f"no NPU on this host: {EMULATION}, labelled CPU emulation")
+                     if facts.onnx_runtime else
+                     Check("mode", INFO, "no NPU on this host, and ONNX Runtime is not installed here (CPU "
+                           "emulation runs the models through it): no model can run", SERVER_EXTRA))
     return found
