@@ -34,6 +34,7 @@ DATA = Path(__file__).parent / "data"
 VLLM_METRICS = DATA / "vllm_metrics.txt"
 VLLM_METRICS_GPU_CACHE = DATA / "vllm_metrics_gpu_cache.txt"
 VLLM_METRICS_CURRENT = DATA / "vllm_metrics_itl.txt"  # 0.12 on: ITL only as vllm:inter_token_latency_seconds
+VLLM_ASCEND_METRICS = DATA / "vllm_ascend_metrics.txt"  # vllm-ascend with ms_service_metric: engine:memory:*
 MINDIE_METRICS = DATA / "mindie_metrics.txt"
 GENERATED_PER_SCRAPE = 500
 _COUNTER = re.compile(r"^((?:vllm:)?(?:generation_tokens|request_success)_total\{[^}]*\}) (\S+)$", re.M)

@@ -151,6 +151,14 @@ def engine_requests_line(row: dict[str, Any]) -> str:
             f"p99 {number(get('latency_p99_ms'), 1)} ms")
 
 
+def engine_memory_line(memory: dict[str, Any]) -> str:
+    """One vllm-ascend worker's NPU memory (a `status` engine_memory entry, GiB) on one line."""
+    get = memory.get
+    return (f"NPU memory (vllm-ascend, dp {memory['dp']}): weights {number(get('weights_gib'), 2)} GiB, "
+            f"KV cache {number(get('kv_cache_gib'), 2)} GiB, reserved {number(get('reserved_gib'), 2)} "
+            f"of {number(get('total_gib'), 2)} GiB (utilization {percent(get('utilization'))})")
+
+
 def generation_line(figures: dict[str, Any]) -> str:
     """The token figures on one line of plain text."""
     return "".join(text for text, _, _ in generation_parts(figures))

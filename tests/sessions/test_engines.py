@@ -11,6 +11,7 @@ import pytest
 
 from tests.engine_standins import (
     GENERATED_PER_SCRAPE,
+    VLLM_ASCEND_METRICS,
     VLLM_METRICS,
     VLLM_METRICS_CURRENT,
     mindie_standin,
@@ -53,6 +54,26 @@ def test_a_vllm_server_attaches_and_status_shows_its_figures(recording: Path,
         assert main(["ls", "--json"]) == 0
         [row] = json.loads(capsys.readouterr().out)
         assert (row["name"], row["engine"], row["state"]) == ("vl", "vllm", "ready")
+
+
+def test_a_vllm_ascend_with_ms_service_metric_shows_its_npu_memory(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vllm-ascend's optional ms_service_metric adds NPU memory per worker (engine:memory:*): status --json
+    carries it per data-parallel rank, the text says it in one line; a plain vLLM has none."""
+    with vllm_standin(VLLM_ASCEND_METRICS) as server:
+        assert main(["attach", server.url, "--engine", "vllm", "--name", "va"]) == 0
+        data = _status("va", capsys)
+        assert data["engine_memory"] == [{
+            "dp": "0", "total_gib": 60.96, "utilization": 0.9, "reserved_gib": 54.86, "weights_gib": 15.24,
+            "kv_cache_gib": 36.21, "non_torch_gib": 0.35, "activation_gib": 2.09, "graph_gib": 0.97}]
+        assert data["models"][0]["generation"]["running"] == 3
+        assert main(["status", "va"]) == 0
+        text = capsys.readouterr().out
+        assert ("NPU memory (vllm-ascend, dp 0): weights 15.24 GiB, KV cache 36.21 GiB, reserved 54.86 "
+                "of 60.96 GiB (utilization 90%)") in text
+    with vllm_standin() as plain:
+        assert main(["attach", plain.url, "--engine", "vllm", "--name", "vl"]) == 0
+        assert _status("vl", capsys)["engine_memory"] == []
 
 
 def test_reload_on_an_engine_session_is_refused_with_the_reason(capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,7 +27,7 @@ from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Noti
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.observe.generation import generation_row
 from triton_ge_console.sessions.observe.health import LeakedEnd, instance_watch, leaked_in_words
-from triton_ge_console.sessions.observe.snapshot import ModelSnapshot
+from triton_ge_console.sessions.observe.snapshot import EngineMemory, ModelSnapshot
 from triton_ge_console.sessions.server import paths
 from triton_ge_console.sessions.server.access import session_reach, token_problem
 from triton_ge_console.sessions.server.engines import ATTACHABLE, TRITON, default_metrics_url
@@ -436,6 +436,7 @@ class SessionStatus:
     exit_code: int | None = None  # how the server ended, when it has
     events: tuple[SessionEvent, ...] = ()  # this run's crashes and restarts, oldest first
     note: str | None = None  # what the server does not give, in words (MindIE's monitoring off)
+    engine_memory: tuple[EngineMemory, ...] = ()  # vllm-ascend's NPU memory per worker, when reported
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON `status --json` prints."""
@@ -461,6 +462,7 @@ class SessionStatus:
             "models": list(self.models),
             "error": self.error,
             "note": self.note,
+            "engine_memory": [dataclasses.asdict(memory) for memory in self.engine_memory],
             "log_tail": list(self.log_tail),
             "restart": None if r.attached else r.restart or NEVER,
             "restarts": len(restarts(self.events)),
@@ -534,7 +536,7 @@ def _engine_status(record: SessionRecord, state: str, window_s: float = HEALTH_W
     if not snapshot.live:
         return SessionStatus(record, DEAD, error=snapshot.error)
     return SessionStatus(record, state, tuple(_status_row(m) for m in snapshot.models), error=snapshot.error,
-                         note=snapshot.note)
+                         note=snapshot.note, engine_memory=snapshot.engine_memory)
 
 
 def attached_gone(record: SessionRecord, timeout: float = 5.0) -> bool:

@@ -410,7 +410,12 @@ def run_status(args: argparse.Namespace) -> int:
 
 def _print_status(data: dict[str, Any]) -> None:
     """Human-readable status."""
-    from triton_ge_console.display import engine_requests_line, generation_line, metrics_where
+    from triton_ge_console.display import (
+        engine_memory_line,
+        engine_requests_line,
+        generation_line,
+        metrics_where,
+    )
 
     engine = data.get("engine", "triton")
     kind = (" (attached)" if engine == "triton" else f" (attached {engine})") if data["attached"] else ""
@@ -432,6 +437,8 @@ def _print_status(data: dict[str, Any]) -> None:
             print(f"    {generation_line(model['generation'])}")
         if engine != "triton":
             print(f"    {engine_requests_line(model)}")
+    for memory in data.get("engine_memory") or ():
+        print(f"  {engine_memory_line(memory)}")
     if data["error"]:
         print(f"  error: {data['error']}")
     if data.get("note"):

@@ -8,13 +8,15 @@ import pytest
 from tests.engine_standins import (
     MINDIE_METRICS,
     MONITOR_OFF,
+    VLLM_ASCEND_METRICS,
     VLLM_METRICS,
     VLLM_METRICS_CURRENT,
     VLLM_METRICS_GPU_CACHE,
 )
-from triton_ge_console.sessions.observe.engine_metrics import engine_figures
+from triton_ge_console.sessions.observe.engine_metrics import engine_figures, engine_memory
 from triton_ge_console.sessions.observe.engine_poller import monitoring_off
 from triton_ge_console.sessions.observe.metrics import parse_metrics
+from triton_ge_console.sessions.observe.snapshot import EngineMemory
 
 
 @pytest.mark.parametrize(("recording", "kv_name", "itl_name"), [
@@ -76,3 +78,34 @@ def test_mindie_s_joined_model_label_lands_on_its_one_model_or_on_a_row_of_its_o
     assert EnginePoller._names(("base",), one) == ("base",) and one["base"].success_total == 97
     both = dict(figures)  # several served models: the figures are all of them together, shown as such
     assert EnginePoller._names(("base", "lora-a"), both) == ("base", "lora-a", "base & lora-a")
+
+
+def test_vllm_ascend_s_npu_memory_is_read_per_data_parallel_rank() -> None:
+    """ms_service_metric's vllm_profiling_engine:memory:* gauges (GiB, labelled dp/role/phase, no model):
+    one EngineMemory per data-parallel rank; a vLLM without them has none, and its model figures are the
+    same either way."""
+    table = parse_metrics(VLLM_ASCEND_METRICS.read_text())
+    assert engine_memory(table) == (EngineMemory(
+        dp="0", total_gib=60.96, utilization=0.9, reserved_gib=54.86, weights_gib=15.24, kv_cache_gib=36.21,
+        non_torch_gib=0.35, activation_gib=2.09, graph_gib=0.97),)
+    assert engine_memory(parse_metrics(VLLM_METRICS_CURRENT.read_text())) == ()
+    assert engine_memory(parse_metrics(MINDIE_METRICS.read_text())) == ()
+    plain = engine_figures("vllm", parse_metrics(VLLM_METRICS_CURRENT.read_text()))
+    assert engine_figures("vllm", table) == plain
+
+
+def test_an_engine_memory_figure_the_text_lacks_stays_none() -> None:
+    text = 'vllm_profiling_engine:memory:weights_gb{dp="1",role="prefill",phase="mixed"} 7.5\n'
+    [memory] = engine_memory(parse_metrics(text))
+    assert (memory.dp, memory.weights_gib, memory.total_gib, memory.kv_cache_gib) == ("1", 7.5, None, None)
+
+
+def test_a_snapshot_with_engine_memory_round_trips_through_a_recording() -> None:
+    """A console recording keeps vllm-ascend's NPU memory as it was read (JSON turns tuples into lists)."""
+    import json
+
+    from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
+
+    memory = engine_memory(parse_metrics(VLLM_ASCEND_METRICS.read_text()))
+    snapshot = ServerSnapshot(taken_at=1.0, session="va", live=True, engine="vllm", engine_memory=memory)
+    assert ServerSnapshot.from_dict(json.loads(json.dumps(snapshot.to_dict()))) == snapshot

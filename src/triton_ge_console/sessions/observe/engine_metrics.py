@@ -5,6 +5,11 @@ Names, labels and buckets as the engines define them (docs/engines.md has the ta
 vLLM's vllm/v1/metrics/loggers.py (PrometheusStatLogger, labels model_name and engine) and MindIE-LLM's
 src/server/endpoint/http_wrapper/prometheus_metrics.cpp (label model_name: every model of its config.json
 joined with " & "). A figure the text does not carry stays None.
+
+vllm-ascend with MS Service Metric on adds its NPU memory per worker (engine_memory): the gauges its
+vllm_ascend/observability/config/base_metrics.yaml names engine:memory:*, which ms_service_metric exposes
+as vllm_profiling_engine:memory:* in GiB, labelled dp, role and phase (no model_name: one per
+data-parallel rank).
 """
 
 from __future__ import annotations
@@ -13,9 +18,15 @@ from dataclasses import dataclass, field
 
 from triton_ge_console.sessions.observe.generation import GenerationFigures, count_of, quantile_ms
 from triton_ge_console.sessions.observe.metrics import MetricTable
+from triton_ge_console.sessions.observe.snapshot import EngineMemory
 from triton_ge_console.sessions.server.engines import MINDIE, VLLM
 
 MODEL_LABEL = "model_name"
+MEMORY_PREFIX = "vllm_profiling_engine:memory:"  # ms_service_metric's vllm_profiling_ + vllm-ascend's name
+MEMORY_FIELDS = {  # the gauge's last part (GiB, though named _gb: _format_gib_value) -> EngineMemory field
+    "total_gb": "total_gib", "utilization_ratio": "utilization", "reserved_gb": "reserved_gib",
+    "weights_gb": "weights_gib", "kvcache_gb": "kv_cache_gib", "non_torch_gb": "non_torch_gib",
+    "activation_gb": "activation_gib", "graph_gb": "graph_gib"}
 
 
 @dataclass(frozen=True)
@@ -149,3 +160,14 @@ def engine_figures(engine: str, table: MetricTable) -> dict[str, EngineModelFigu
         e2e_p50_ms=quantile_ms(e2e.get(model), 0.5), e2e_p99_ms=quantile_ms(e2e.get(model), 0.99),
         names_read=read,
     ) for model in sorted(models)}
+
+
+def engine_memory(table: MetricTable) -> tuple[EngineMemory, ...]:
+    """vllm-ascend's NPU memory per data-parallel rank (ms_service_metric's engine:memory:* gauges); ()
+    when the server reports none."""
+    ranks: dict[str, dict[str, float]] = {}
+    for suffix, name in MEMORY_FIELDS.items():
+        for sample in table.samples(f"{MEMORY_PREFIX}{suffix}"):
+            if sample.value == sample.value:  # not NaN
+                ranks.setdefault(sample.label("dp") or "0", {})[name] = sample.value
+    return tuple(EngineMemory(dp=dp, **figures) for dp, figures in sorted(ranks.items()))

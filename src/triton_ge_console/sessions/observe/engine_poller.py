@@ -8,12 +8,17 @@ import threading
 import time
 from pathlib import Path
 
-from triton_ge_console.sessions.observe.engine_metrics import EngineModelFigures, engine_figures
+from triton_ge_console.sessions.observe.engine_metrics import (
+    EngineModelFigures,
+    engine_figures,
+    engine_memory,
+)
 from triton_ge_console.sessions.observe.generation import GenerationFigures, with_token_rate
 from triton_ge_console.sessions.observe.metrics import PlainLines, parse_metrics
 from triton_ge_console.sessions.observe.rates import rate
 from triton_ge_console.sessions.observe.snapshot import (
     Endpoints,
+    EngineMemory,
     Latency,
     ModelSnapshot,
     ServerSnapshot,
@@ -89,7 +94,7 @@ class EnginePoller:
             return self._down(taken_at, f"{label(self.engine)}: {exc}")
         problems: list[str] = []
         notes: list[str] = []
-        figures = self._figures(problems, notes)
+        figures, memory = self._figures(problems, notes)
         self._first_seen = self._first_seen or taken_at
         now = time.monotonic()
         snapshots = tuple(self._model(name, figures.get(name), now) for name in self._names(models, figures))
@@ -98,7 +103,7 @@ class EnginePoller:
             taken_at=taken_at, session=self.name, live=True, ready=True, version=None,
             uptime_s=max(0.0, taken_at - (self.started_at or self._first_seen)), endpoints=self.endpoints,
             models=snapshots, devices=devices, error="; ".join(problems) or None, engine=self.engine,
-            note="; ".join(notes) or None)
+            note="; ".join(notes) or None, engine_memory=memory)
 
     def _models(self) -> tuple[str, ...]:
         """The served models; EndpointError when the server is not healthy or not there."""
@@ -112,30 +117,32 @@ class EnginePoller:
         answer = self._api.decoded(MODELS_PATH, status, body)
         return served_models(answer)
 
-    def _figures(self, problems: list[str], notes: list[str]) -> dict[str, EngineModelFigures]:
-        """Per model_name, what /metrics carries ({} with the reason in `problems` when reading it failed,
-        in `notes` when the server gives none: no metrics URL, MindIE's monitoring off)."""
+    def _figures(self, problems: list[str],
+                 notes: list[str]) -> tuple[dict[str, EngineModelFigures], tuple[EngineMemory, ...]]:
+        """Per model_name, what /metrics carries, and the server's NPU memory per worker if it reports it
+        (nothing, with the reason in `problems` when reading it failed, in `notes` when the server gives
+        none: no metrics URL, MindIE's monitoring off)."""
         if self._metrics is None:
             notes.append(f"{label(self.engine)} metrics not given (attach again with --metrics-url URL)")
-            return {}
+            return {}, ()
         try:
             status, body = self._metrics.request("GET", "")
         except EndpointError as exc:
             problems.append(str(exc))
-            return {}
+            return {}, ()
         off = monitoring_off(self.engine, status, body)
         if off is not None:
             notes.append(off)
-            return {}
+            return {}, ()
         if status != 200:
             problems.append(f"{self._metrics.base_url}: HTTP {status}")
-            return {}
+            return {}, ()
         try:
             table = parse_metrics(body.decode("utf-8", errors="replace"), (), self._lines)
         except ValueError as exc:
             problems.append(f"{self._metrics.base_url}: not Prometheus text ({exc})")
-            return {}
-        return engine_figures(self.engine, table)
+            return {}, ()
+        return engine_figures(self.engine, table), engine_memory(table)
 
     @staticmethod
     def _names(models: tuple[str, ...], figures: dict[str, EngineModelFigures]) -> tuple[str, ...]:

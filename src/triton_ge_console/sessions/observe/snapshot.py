@@ -120,6 +120,22 @@ class DeviceSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class EngineMemory:
+    """One vllm-ascend worker's NPU memory after warm-up, as ms_service_metric reports it per data-parallel
+    rank (engine:memory:*, GiB); None where the server did not report a figure."""
+
+    dp: str
+    total_gib: float | None = None  # the NPU's memory
+    utilization: float | None = None  # the share vLLM may take (--gpu-memory-utilization)
+    reserved_gib: float | None = None  # what that share is
+    weights_gib: float | None = None
+    kv_cache_gib: float | None = None
+    non_torch_gib: float | None = None
+    activation_gib: float | None = None  # peak during the profile run
+    graph_gib: float | None = None  # captured graphs
+
+
+@dataclass(frozen=True, slots=True)
 class ServerSnapshot:
     """Everything known about one session's server at `taken_at` (epoch seconds)."""
 
@@ -140,6 +156,7 @@ class ServerSnapshot:
     # what a server that answers does not give, in words (a MindIE with its monitoring switch off): not a
     # failed poll, so its models still show, with their figures None
     note: str | None = None
+    engine_memory: tuple[EngineMemory, ...] = ()  # vllm-ascend's NPU memory per worker, when it reports it
 
     @property
     def health(self) -> str:
@@ -184,8 +201,10 @@ class ServerSnapshot:
         """Rebuild a snapshot from `to_dict` output (a recording)."""
         models = tuple(_model_from_dict(m) for m in data.get("models", ()))
         devices = tuple(DeviceSnapshot(**d) for d in data.get("devices", ()))
-        rest = {k: v for k, v in data.items() if k not in ("models", "devices", "endpoints")}
-        return cls(**rest, endpoints=Endpoints(**data.get("endpoints", {})), models=models, devices=devices)
+        memory = tuple(EngineMemory(**m) for m in data.get("engine_memory", ()))
+        rest = {k: v for k, v in data.items() if k not in ("models", "devices", "endpoints", "engine_memory")}
+        return cls(**rest, endpoints=Endpoints(**data.get("endpoints", {})), models=models, devices=devices,
+                   engine_memory=memory)
 
 
 def _model_from_dict(data: dict[str, Any]) -> ModelSnapshot:
