@@ -56,6 +56,9 @@ async def test_the_console_shows_a_vllm_model_and_refuses_to_reload_it(
             await pilot.press("u")  # unload asks no confirmation for a command that is off: it says why
             await until(pilot, lambda: notified(app, "unload disabled"), what="the unload refusal")
             assert isinstance(app.screen, DashboardScreen)
+            await pilot.press("l")
+            await until(pilot, lambda: notified(app, "load disabled"), what="the load refusal")
+            assert isinstance(app.screen, DashboardScreen)
 
 
 async def test_the_console_shows_a_mindie_model_over_https_with_its_figures(

@@ -84,7 +84,10 @@ def test_reload_on_an_engine_session_is_refused_with_the_reason(capsys: pytest.C
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "ge-console: error:" in err
         assert "its API cannot load, unload or reload one" in err
-        assert main(["unload", "qwen2.5-7b-instruct", "-s", "vl"]) == 1
+        for verb in ("unload", "load"):
+            assert main([verb, "qwen2.5-7b-instruct", "-s", "vl"]) == 1
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and "its API cannot load, unload or reload one" in err, verb
 
 
 def test_a_mindie_server_over_https_attaches_with_its_ca(tmp_path: Path,
@@ -168,6 +171,10 @@ def test_a_vllm_with_an_api_key_takes_the_token_from_the_environment(
         assert main(["attach", server.url, "--engine", "vllm", "--name", "vl"]) == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "HTTP 401" in err and "Unauthorized" in err
+        monkeypatch.delenv("VLLM_KEY", raising=False)
+        assert main(["attach", server.url, "--engine", "vllm", "--name", "vl",
+                     "--token-env", "VLLM_KEY"]) == 1
+        assert capsys.readouterr().err == "ge-console: error: --token-env VLLM_KEY: the variable is not set\n"
         monkeypatch.setenv("VLLM_KEY", "sk-local")
         assert main(["attach", server.url, "--engine", "vllm", "--name", "vl",
                      "--token-env", "VLLM_KEY"]) == 0

@@ -38,6 +38,28 @@ def test_the_dashboard_shows_a_vllm_model_with_commands_off(tmp_path: Path,
     assert "its API cannot load, unload or reload one" in board.models.reasons.value
 
 
+def test_the_dashboard_shows_a_mindie_model_over_https_with_commands_off(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    with mindie_standin(tmp_path) as mindie:
+        record = attach(mindie.business.url, "mi", Registry(), engine="mindie",
+                        metrics_url=mindie.metrics_url, ca_file=mindie.ca)
+        board = Dashboard(LiveSource.from_record(record, npu_smi=None), autostart=False, background=False)
+        try:
+            board.refresh()
+            board.refresh()
+            state = board.state()
+        finally:
+            board.close()
+    assert "MindIE" in board.header.value
+    row = state["generation"]["llama3-8b"]
+    assert (row["RUNNING"], row["WAITING"], row["KV"]) == ("4", "1", "35%")
+    assert (row["TTFT p50 ms"], row["ITL p50 ms"]) == ("95.00", "54.17")
+    assert row["OUT TOK/S"] != "—"
+    assert state["buttons"]["llama3-8b:"] == []
+    assert "MindIE Server serves the models of its config.json" in board.models.reasons.value
+
+
 def test_the_dashboard_says_when_mindie_s_monitoring_is_off(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
