@@ -22,17 +22,22 @@ def _spec(tmp_path: Path, body: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("value", ["0", "-2"])
-def test_device_exec_blocks_that_open_no_session_are_refused_at_load(tmp_path: Path, value: str) -> None:
-    """device_exec_blocks 0 or below (other than -1, npu_ge's default) opens no GE session: refused (loaded
-    before, and npu_ge would have waited forever)."""
-    path = _spec(tmp_path, f"""
+def _blocks_spec(tmp_path: Path, value: str) -> Path:
+    """A spec of one npu_ge model with device_exec_blocks set (its value on line 6, column 38)."""
+    return _spec(tmp_path, f"""
         models:
           - name: m
             backend: npu_ge
             source: "demo:bert"
             parameters: {{device_exec_blocks: "{value}"}}
         """)
+
+
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_device_exec_blocks_that_open_no_session_are_refused_at_load(tmp_path: Path, value: str) -> None:
+    """device_exec_blocks 0 or below (other than -1, npu_ge's default) opens no GE session: refused (loaded
+    before, and npu_ge would have waited forever)."""
+    path = _blocks_spec(tmp_path, value)
     (problem,) = refused(path)
     assert problem.startswith("deploy.yaml:6:38 ") and "models[0].parameters.device_exec_blocks" in problem
     assert (f"npu_ge opens device_exec_blocks GE sessions on each NPU as given (-1: its default): {value} "
@@ -110,13 +115,7 @@ def test_build_refuses_device_exec_blocks_that_open_no_session_writing_nothing(
     repository."""
     from triton_ge_console.cli import main
 
-    path = _spec(tmp_path, f"""
-        models:
-          - name: m
-            backend: npu_ge
-            source: "demo:bert"
-            parameters: {{device_exec_blocks: "{value}"}}
-        """)
+    path = _blocks_spec(tmp_path, value)
     code = main(["build", str(path), "-o", str(tmp_path / "repo")])
     err = capsys.readouterr().err
     assert code == 1 and not (tmp_path / "repo").exists()
