@@ -411,6 +411,34 @@ def test_validate_refuses_external_data_linked_out_of_the_model_folder(
                       "copy the file into the folder instead"]
 
 
+def test_validate_warns_where_onnx_runtime_refuses_a_link_within_the_model_folder(sources: Path) -> None:
+    """A data file linked elsewhere in its model's folder stays inside the model (no error), but ONNX
+    Runtime (1.24 on) loads only files under the ONNX's own folder, links followed: CPU emulation would
+    fail at load, so validate says so where it is (it said ok); a link within the ONNX's folder is fine."""
+    repo = sources / "repo"
+    build_repository(load_spec(sources / "deploy.yaml"), repo, link=False)
+    (repo / "several" / "1" / "w2").rename(repo / "several" / "1" / "w2.real")
+    (repo / "several" / "1" / "w2").symlink_to("w2.real")
+    shared = repo / "several" / "shared"
+    shared.mkdir()
+    (repo / "several" / "1" / "w3").rename(shared / "w3")
+    (repo / "several" / "1" / "w3").symlink_to(shared / "w3")
+    report = validate_path(repo)
+    assert report.errors == ()
+    said = [str(p) for p in report.warnings if "ONNX Runtime" in p.message]
+    assert said == [f"{repo}/several/config.pbtxt: warning: {repo}/several/1/model.onnx: tensor 'w3': "
+                    f"external data 'w3' is a link to {shared / 'w3'}, outside the ONNX's folder "
+                    f"{repo}/several/1: ONNX Runtime 1.24 and later refuse to load it ('External data path "
+                    "escapes model directory', its tensorprotoutils.cc ValidateExternalDataPath), so CPU "
+                    "emulation would fail: keep the file beside the ONNX"]
+    import onnxruntime as ort
+
+    if tuple(int(part) for part in ort.__version__.split(".")[:2]) >= (1, 24):  # and it is so
+        with pytest.raises(Exception, match="External data path validation failed for initializer: w3"):
+            ort.InferenceSession(str(repo / "several" / "1" / "model.onnx"),
+                                 providers=["CPUExecutionProvider"])
+
+
 def test_a_data_file_shorter_than_its_tensors_dims_need_is_refused_without_a_length(sources: Path) -> None:
     """Tensors naming only a location (no offset, no length, as ONNX Runtime allows) still need their dims
     × type's bytes: a data file shorter than that is refused at build naming tensor and sizes (it used to

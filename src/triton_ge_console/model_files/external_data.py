@@ -120,6 +120,27 @@ def outside(target: Path, roots: tuple[Path, ...]) -> Path | None:
     return None if any(real.is_relative_to(os.path.realpath(root)) for root in roots) else real
 
 
+def beyond_onnx_runtime(onnx_path: Path) -> list[str]:
+    """Each data file that ONNX Runtime 1.24 and later refuse to load: one whose real path, links followed,
+    is under neither the ONNX's folder nor the real ONNX file's folder (its tensorprotoutils.cc
+    ValidateExternalDataPath: 'External data path escapes model directory'). For a model whose files
+    check_external_data passed."""
+    try:
+        refs = read_external_refs(onnx_path)
+    except Exception:  # not an ONNX: the graph reader reports it
+        return []
+    folders = (onnx_path.parent, Path(os.path.realpath(onnx_path)).parent)
+    found = []
+    for ref in refs:
+        if not escapes(ref.location) and (where := outside(onnx_path.parent / ref.location, folders)):
+            found.append(f"{onnx_path}: tensor '{ref.tensor}': external data '{ref.location}' is a link to "
+                         f"{where}, outside the ONNX's folder {onnx_path.parent}: ONNX Runtime 1.24 and "
+                         "later refuse to load it ('External data path escapes model directory', its "
+                         "tensorprotoutils.cc ValidateExternalDataPath), so CPU emulation would fail: keep "
+                         "the file beside the ONNX")
+    return list(dict.fromkeys(found))
+
+
 def check_external_data(onnx_path: Path, root: Path | None = None) -> list[str]:
     """Every problem with an ONNX's external data, one sentence each (an unreadable ONNX is not one);
     the files must stay inside `root` (default: the ONNX's folder)."""

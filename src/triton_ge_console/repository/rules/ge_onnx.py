@@ -35,8 +35,12 @@ def onnx_of_version(onnx_text: str | None, version_dir: Path) -> Path | None:
 
 def check_external_data(onnx_path: Path, model_dir: Path) -> list[Finding]:
     """Each external-data file the ONNX names exists, is long enough and lies inside the model's folder,
-    links followed (Triton's model folder: ONNX Runtime would read whatever a link points at)."""
-    return [error("", problem) for problem in external_data.check_external_data(onnx_path, model_dir)]
+    links followed (Triton's model folder: ONNX Runtime would read whatever a link points at); a warning
+    where one lies outside the ONNX's own folder, which ONNX Runtime 1.24 and later refuse."""
+    problems = external_data.check_external_data(onnx_path, model_dir)
+    if problems:
+        return [error("", problem) for problem in problems]
+    return [warning("", said) for said in external_data.beyond_onnx_runtime(onnx_path)]
 
 
 def check_graph(config: mc.ModelConfig, onnx_path: Path) -> list[Finding]:
