@@ -159,6 +159,13 @@ def engine_memory_line(memory: dict[str, Any]) -> str:
             f"of {number(get('total_gib'), 2)} GiB (utilization {percent(get('utilization'))})")
 
 
+def engine_memory_short(memory: dict[str, Any]) -> str:
+    """One vllm-ascend worker's NPU memory (an engine_memory entry, GiB) in a few words, for a header."""
+    get = memory.get
+    return (f"NPU dp{memory['dp']}: weights {number(get('weights_gib'), 2)} + KV "
+            f"{number(get('kv_cache_gib'), 2)} of {number(get('total_gib'), 2)} GiB")
+
+
 def generation_line(figures: dict[str, Any]) -> str:
     """The token figures on one line of plain text."""
     return "".join(text for text, _, _ in generation_parts(figures))

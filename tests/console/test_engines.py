@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_standins import mindie_standin, vllm_standin
+from tests.engine_standins import VLLM_ASCEND_METRICS, mindie_standin, vllm_standin
 from tests.waiting import until
 from triton_ge_console.console.app import create_app
 from triton_ge_console.console.launch_session import open_record
 from triton_ge_console.console.screens.dashboard import DashboardScreen
+from triton_ge_console.console.widgets.header import StatusHeader
 from triton_ge_console.console.widgets.models import ModelsTable
 from triton_ge_console.sessions.lifecycle import attach
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
@@ -59,6 +60,22 @@ async def test_the_console_shows_a_vllm_model_and_refuses_to_reload_it(
             await pilot.press("l")
             await until(pilot, lambda: notified(app, "load disabled"), what="the load refusal")
             assert isinstance(app.screen, DashboardScreen)
+
+
+async def test_the_console_header_shows_vllm_ascend_s_npu_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vllm-ascend with MS Service Metric on: its workers' NPU memory in the header, per DP rank."""
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    registry = Registry()
+    with vllm_standin(VLLM_ASCEND_METRICS) as server:
+        record = attach(server.url, "va", registry, engine="vllm")
+        opened = open_record(record, registry, 0.2)
+        app = create_app(opened.source, options=opened.options)
+        async with app.run_test(size=(200, 40)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, DashboardScreen) and _rates_known(app),
+                        what="two polls of the vllm-ascend stand-in")
+            header = str(app.screen.query_one(StatusHeader).render())
+    assert "NPU dp0: weights 15.24 + KV 36.21 of 60.96 GiB" in header
 
 
 async def test_the_console_shows_a_mindie_model_over_https_with_its_figures(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_standins import mindie_standin, vllm_standin
+from tests.engine_standins import VLLM_ASCEND_METRICS, mindie_standin, vllm_standin
 from triton_ge_console.sessions.lifecycle import attach
 from triton_ge_console.sessions.live import LiveSource
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
@@ -58,6 +58,26 @@ def test_the_dashboard_shows_a_mindie_model_over_https_with_commands_off(
     assert row["OUT TOK/S"] != "—"
     assert state["buttons"]["llama3-8b:"] == []
     assert "MindIE Server serves the models of its config.json" in board.models.reasons.value
+
+
+def test_the_dashboard_shows_vllm_ascend_s_npu_memory_under_its_header(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """vllm-ascend with MS Service Metric on: each worker's NPU memory under the header, as status says it;
+    a plain vLLM's header has no such line."""
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    headers = {}
+    for name, recording in (("va", VLLM_ASCEND_METRICS), ("vl", None)):
+        with (vllm_standin(recording) if recording else vllm_standin()) as server:
+            record = attach(server.url, name, Registry(), engine="vllm")
+            board = Dashboard(LiveSource.from_record(record, npu_smi=None), autostart=False, background=False)
+            try:
+                board.refresh()
+                headers[name] = board.header.value
+            finally:
+                board.close()
+    assert ("NPU memory (vllm-ascend, dp 0): weights 15.24 GiB, KV cache 36.21 GiB, reserved 54.86 of "
+            "60.96 GiB (utilization 90%)") in headers["va"]
+    assert "NPU memory" not in headers["vl"]
 
 
 def test_the_dashboard_says_when_mindie_s_monitoring_is_off(tmp_path: Path,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import time
 from collections.abc import Callable, Mapping
@@ -9,7 +10,7 @@ from typing import Any
 
 import ipywidgets as w
 
-from triton_ge_console.display import duration, memory, percent, restarted_words
+from triton_ge_console.display import duration, engine_memory_line, memory, percent, restarted_words
 from triton_ge_console.session_states import NOT_ANSWERING
 from triton_ge_console.sessions.observe.snapshot import ServerSnapshot
 from triton_ge_console.sessions.observe.source import SessionSource
@@ -52,6 +53,8 @@ def header_html(snapshot: ServerSnapshot, interval: float | None = None) -> str:
         line += f"<br><span style='color:white; background:firebrick'>&nbsp;{banner}&nbsp;</span>"
     if snapshot.note:
         line += f"<br><span style='color:darkorange'>{html.escape(snapshot.note)}</span>"
+    for worker in snapshot.engine_memory:  # vllm-ascend's NPU memory per worker, as status says it
+        line += f"<br><span>{html.escape(engine_memory_line(dataclasses.asdict(worker)))}</span>"
     return line
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 from rich.text import Text
@@ -10,7 +11,7 @@ from textual.widgets import Static
 
 from triton_ge_console.console import format as fmt
 from triton_ge_console.console.connection import Connection
-from triton_ge_console.display import MISSING, age, printable, restarted_words
+from triton_ge_console.display import MISSING, age, engine_memory_short, printable, restarted_words
 from triton_ge_console.sessions.observe.snapshot import STARTING_MESSAGE, ModelSnapshot, ServerSnapshot
 
 HEALTH_LOOKS = {  # health -> its mark and colour in the header
@@ -49,6 +50,7 @@ class HeaderFacts(NamedTuple):
     stale: bool
     width: int | None = None  # the terminal's columns (None: no limit)
     restarts: int = 0  # how often the supervisor restarted the server after a crash
+    npu_memory: tuple[str, ...] = ()  # vllm-ascend's NPU memory per worker, in words (none: not reported)
 
 
 def header_facts(connection: Connection, width: int | None = None) -> HeaderFacts:
@@ -65,10 +67,13 @@ def header_facts(connection: Connection, width: int | None = None) -> HeaderFact
         stale=connection.stale,
         width=width,
         restarts=snap.restarts or 0 if snap else 0,
+        npu_memory=tuple(engine_memory_short(dataclasses.asdict(worker))
+                         for worker in (snap.engine_memory if snap else ())),
     )
 
 
-DROPPABLE = ("title", "grpc", "refresh")  # left out in this order while the line is wider than the terminal
+# left out in this order while the line is wider than the terminal
+DROPPABLE = ("title", "grpc", "refresh", "npu memory")
 
 
 def header_line(facts: HeaderFacts) -> Text:
@@ -82,6 +87,8 @@ def header_line(facts: HeaderFacts) -> Text:
         "uptime": Text(f"up {facts.uptime}"), "http": Text(f"http {facts.http}"),
         "refresh": Text(f"refresh {facts.interval_s:g}s"), "grpc": Text(f"grpc {facts.grpc}"),
     }
+    if facts.npu_memory:
+        parts["npu memory"] = Text(", ".join(facts.npu_memory))
     for dropped in range(len(DROPPABLE) + 1):
         line = _joined([part for name, part in parts.items() if name not in DROPPABLE[:dropped]], facts.stale)
         if facts.width is None or line.cell_len <= facts.width:
