@@ -3,24 +3,27 @@ sequence-length gears (ATC --dynamic_dims over batch and length), with a dynamic
 and with batch gears at a fixed length, then serve each OM through the ge glue in a real tritonserver
 whose stubs import the fake acl, at every gear and at odd lengths: the logits equal ONNX Runtime's on the
 ONNX, and the bytes copied to the device show each request padded to the smallest gear holding it (gears)
-or sent at its own size (dynamic shape)."""
+or sent at its own size (dynamic shape). Requests Triton joins (a copy of each with dynamic batching that
+waits for three) answer as each alone, over HTTP and gRPC: padded to a gear together, split back apart."""
 
 from __future__ import annotations
 
 import itertools
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from tests.backend_glue.conftest import FAKES, server_env
 from tests.backend_glue.metrics import model_value
 from tests.conftest import RunningServer, run_triton
-from tests.models import infer
+from tests.models import infer, infer_joined
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
@@ -41,6 +44,9 @@ parameters {{ key: "om_model_path" value: {{ string_value: "{om}" }} }}
 parameters {{ key: "execution_mode" value: {{ string_value: "npu" }} }}
 """
 MODELS = ("llama_gears", "llama_shape", "llama_batch")
+JOINED = 3  # requests each NAME_joined copy waits for (max_batch_size 3, a 30 s queue delay)
+JOINING = ("max_batch_size: 8\n",
+           "max_batch_size: 3\ndynamic_batching { max_queue_delay_microseconds: 30000000 }\n")
 BATCH_LENGTH = 16  # llama_batch's fixed sequence length (--dynamic_batch_size: only N may be -1)
 
 
@@ -73,8 +79,13 @@ def server(tmp_path_factory: pytest.TempPathFactory,
             version.mkdir(parents=True)
             om = _convert(onnx, version / "model", shape, *gears)
             (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name, om=om.name), encoding="utf-8")
+            joined = repo / f"{name}_joined"
+            shutil.copytree(repo / name, joined)
+            config = CONFIG.format(name=joined.name, om=om.name).replace(*JOINING)
+            (joined / "config.pbtxt").write_text(config, encoding="utf-8")
     with (server_env(PYTHONPATH=os.pathsep.join([str(FAKES), source]), GE_GLUE_RUN_DIR=str(root / "run")),
-          run_triton(triton_dist, repo, root / "backends", models=MODELS) as running):
+          run_triton(triton_dist, repo, root / "backends",
+                     models=(*MODELS, *(f"{m}_joined" for m in MODELS))) as running):
         running.onnx = onnx  # type: ignore[attr-defined]
         yield running
 
@@ -128,3 +139,21 @@ def test_a_request_beyond_the_largest_gear_is_refused_with_the_gears(server: Run
         infer(httpclient, server.http_hostport, "llama_gears", {"input_ids": _ids(1, 33)}, 120)
     shaped = infer(httpclient, server.http_hostport, "llama_shape", {"input_ids": _ids(1, 33)}, 120)["logits"]
     assert shaped.shape == (1, 33, 32000)
+
+
+@pytest.mark.parametrize("client_module", (httpclient, grpcclient), ids=("http", "grpc"))
+@pytest.mark.parametrize("model", MODELS)
+def test_requests_triton_joins_answer_as_each_alone(server: RunningServer, model: str,
+                                                     client_module: object) -> None:
+    """Three different requests Triton joins into one execution of the OM (a batch gear of 4 holds them,
+    the dimension gear (4, 16) holds [3, 9], the dynamic shape takes [3, 9]): each answer is ONNX Runtime's
+    on that request alone."""
+    length = BATCH_LENGTH if model == "llama_batch" else 9
+    rng = np.random.default_rng(38)
+    requests = [{"input_ids": rng.integers(0, 32000, (1, length)).astype(np.int64)} for _ in range(JOINED)]
+    answers = infer_joined(client_module, server.hostport(client_module), f"{model}_joined", requests)
+    onnx = str(server.onnx)  # type: ignore[attr-defined]
+    session = ort.InferenceSession(onnx, providers=["CPUExecutionProvider"])
+    for index, (feeds, got) in enumerate(zip(requests, answers, strict=True)):
+        np.testing.assert_allclose(got["logits"], session.run(None, feeds)[0], atol=1e-4, rtol=1e-4,
+                                   err_msg=f"{model}: request {index}")
