@@ -1,6 +1,7 @@
 """External-data ONNX models built into a repository are served by the glue through a real tritonserver
 (CPU emulation, `ge` and `npu_ge`), with their data in one file and in several; a repository whose data
-file is short, or a link out of its model's folder, is refused at load with the tensor named."""
+file is short, or a link out of its model's folder, is refused at load with the tensor named. Requests
+Triton joins (copies with dynamic batching that waits for three) answer as each alone."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.backend_glue.conftest import server_env
 from tests.conftest import RunningServer, run_triton
-from tests.models import EXT_WIDTH, infer, save_external
+from tests.models import EXT_WIDTH, infer, infer_joined, save_external
 from triton_ge_console.backend_glue.distribution import TritonDistribution
 from triton_ge_console.backend_glue.installer import install_backend_dir
 from triton_ge_console.repository.build import build_repository
@@ -28,7 +30,12 @@ models:
   - {name: several, backend: npu_ge, source: src/several/net.onnx, max_batch_size: 4}
   - {name: short, backend: ge, source: src/short.onnx, max_batch_size: 4}
   - {name: linked_out, backend: ge, source: src/linked_out.onnx, max_batch_size: 4}
+  - {name: one_file_joined, backend: ge, source: src/one.onnx, max_batch_size: 3,
+     dynamic_batching: {max_queue_delay_microseconds: 30000000}}
+  - {name: several_joined, backend: npu_ge, source: src/several/net.onnx, max_batch_size: 3,
+     dynamic_batching: {max_queue_delay_microseconds: 30000000}}
 """
+JOINED = 3  # requests the NAME_joined copies wait for
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +63,8 @@ def served(
     install_backend_dir(root / "backends", triton_dist)
     _glue_from_this_checkout(root / "backends")
     with (server_env(GE_GLUE_RUN_DIR=str(root / "run")),
-          run_triton(triton_dist, repo, root / "backends", models=("one_file", "several")) as running):
+          run_triton(triton_dist, repo, root / "backends",
+                     models=("one_file", "several", "one_file_joined", "several_joined")) as running):
         running.src = src  # type: ignore[attr-defined]
         yield running
 
@@ -84,6 +92,22 @@ def test_external_data_model_answers_like_onnx_runtime(
     expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     got = infer(httpclient, served.http_hostport, model, {"x": x})["y"]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("client_module", (httpclient, grpcclient), ids=("http", "grpc"))
+@pytest.mark.parametrize(("model", "source"), [("one_file", "one.onnx"), ("several", "several/net.onnx")])
+def test_requests_triton_joins_answer_as_each_alone(served: RunningServer, model: str, source: str,
+                                                     client_module: object) -> None:
+    """Three different requests Triton joins into one execution (ge and npu_ge): each answer is ONNX
+    Runtime's on that request alone."""
+    rng = np.random.default_rng(38)
+    requests = [{"x": rng.standard_normal((1, EXT_WIDTH)).astype(np.float32)} for _ in range(JOINED)]
+    answers = infer_joined(client_module, served.hostport(client_module), f"{model}_joined", requests)
+    path = served.src / source  # type: ignore[attr-defined]
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for index, (feeds, got) in enumerate(zip(requests, answers, strict=True)):
+        np.testing.assert_allclose(got["y"], session.run(None, feeds)[0], rtol=1e-5, atol=1e-5,
+                                   err_msg=f"{model}: request {index}")
 
 
 def test_short_external_data_is_refused_at_load_naming_the_tensor(served: RunningServer) -> None:
