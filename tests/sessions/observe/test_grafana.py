@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.engine_standins import MINDIE_METRICS, VLLM_METRICS, VLLM_METRICS_CURRENT, VLLM_METRICS_GPU_CACHE
+from tests.engine_standins import (
+    MINDIE_METRICS,
+    VLLM_ASCEND_METRICS,
+    VLLM_METRICS,
+    VLLM_METRICS_CURRENT,
+    VLLM_METRICS_GPU_CACHE,
+)
 from triton_ge_console.cli import main
 from triton_ge_console.sessions.observe.grafana import METRIC_NAME, dashboard, queried_metrics
 from triton_ge_console.sessions.observe.metrics import parse_metrics, scrape_metrics
@@ -17,6 +23,7 @@ from triton_ge_console.sessions.server.registry import Registry
 pytestmark = pytest.mark.timeout(300)
 
 ENGINE_TITLES = {"vllm": "vLLM: ", "mindie": "MindIE: "}
+ASCEND_MEMORY = "vLLM: NPU memory per worker (vllm-ascend with MS Service Metric)"  # only such a server's
 EXPORTER_PAGE = Path(__file__).resolve().parents[2] / "data" / "telemetry" / "npu_exporter_910a.txt"
 SPEC = """\
 name: graf
@@ -47,14 +54,25 @@ def test_every_engine_panel_reads_what_the_engine_exposes(engine: str, recording
     each release's names: a current vLLM (ITL only as vllm:inter_token_latency_seconds), 0.9-0.11 (both
     ITL names), before 0.9 (KV only as vllm:gpu_cache_usage_perc)."""
     wanted = {title: names for title, names in queried_metrics(dashboard()).items()
-              if title.startswith(ENGINE_TITLES[engine])}
+              if title.startswith(ENGINE_TITLES[engine]) and title != ASCEND_MEMORY}
     assert len(wanted) == 6 and all(wanted.values()), wanted
     every = _recorded(*recordings)
     assert {title: names - every for title, names in wanted.items() if names - every} == {}
     for recording in recordings:  # each release: every query of every panel draws a series
         exposed = _recorded(recording)
-        blank = [(title, expr) for title, expr in _engine_queries(engine) if not _names_in(expr) & exposed]
+        blank = [(title, expr) for title, expr in _engine_queries(engine)
+                 if title != ASCEND_MEMORY and not _names_in(expr) & exposed]
         assert blank == [], recording.name
+
+
+def test_vllm_ascend_s_npu_memory_has_its_panel() -> None:
+    """MS Service Metric's engine:memory:* gauges (no model_name: per dp rank): every query of their panel
+    reads a name a vllm-ascend server with it exposes, in GiB."""
+    [panel] = [p for p in dashboard()["panels"] if p.get("title") == ASCEND_MEMORY]
+    exposed = _recorded(VLLM_ASCEND_METRICS)
+    reads = [_names_in(target["expr"]) for target in panel["targets"]]
+    assert len(reads) == 4 and all(names and names <= exposed for names in reads), reads
+    assert panel["fieldConfig"]["defaults"]["unit"] == "gbytes"  # Grafana's GiB
 
 
 def _engine_queries(engine: str) -> list[tuple[str, str]]:
@@ -90,7 +108,8 @@ def test_every_panel_reads_metrics_a_live_server_exposes(tmp_path: Path,
     exporter = parse_metrics(EXPORTER_PAGE.read_text(encoding="utf-8")).names()
     wanted = queried_metrics(board)
     assert len(wanted) >= 12 and all(wanted.values()), wanted
-    known = served | exporter | _recorded(VLLM_METRICS, VLLM_METRICS_CURRENT, MINDIE_METRICS)  # engines
+    known = served | exporter | _recorded(  # the engines': their recordings
+        VLLM_METRICS, VLLM_METRICS_CURRENT, VLLM_ASCEND_METRICS, MINDIE_METRICS)
     assert {title: names - known for title, names in wanted.items() if names - known} == {}
     from_exporter = {title for title, names in wanted.items() if names <= exporter}
     assert from_exporter == {title for title in wanted if "npu-exporter" in title}

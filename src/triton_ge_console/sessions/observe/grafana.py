@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from triton_ge_console.sessions.observe.engine_metrics import NAMES
+from triton_ge_console.sessions.observe.engine_metrics import MEMORY_PREFIX, NAMES
 from triton_ge_console.sessions.server.engines import MINDIE, VLLM, label
 
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
@@ -24,7 +24,8 @@ ENGINE_METRIC_NAMES = frozenset(  # histograms as their queries name them: by th
     for name in (names.running, names.waiting, *names.kv_usage, names.prompt_tokens, names.generation_tokens,
                  names.success, names.failure, *(f"{h}_bucket" for h in (names.ttft, *names.itl, names.e2e)))
     if name)
-METRIC_NAME = re.compile(r"(?<![\w:])((?:nv|ge|npu_chip_info)_[a-zA-Z0-9_]+|vllm:[a-zA-Z0-9_:]+|"
+METRIC_NAME = re.compile(r"(?<![\w:])((?:nv|ge|npu_chip_info)_[a-zA-Z0-9_]+|"
+                         r"(?:vllm:|vllm_profiling_)[a-zA-Z0-9_:]+|"
                          + "|".join(sorted((re.escape(n) for n in ENGINE_METRIC_NAMES if ":" not in n),
                                            key=len, reverse=True))
                          + r")(?![\w:])")
@@ -165,7 +166,17 @@ def engine_panels(engine: str) -> tuple[Panel, ...]:
         Panel(f"{who}: end-to-end latency p50 / p99 (ms)", "ms",
               ((_served_quantile(names.e2e, 0.5), "{{model_name}} p50"),
                (_served_quantile(names.e2e, 0.99), "{{model_name}} p99"))),
+        *((ASCEND_MEMORY_PANEL,) if engine == VLLM else ()),
     )
+
+
+# vllm-ascend's engine:memory:* gauges, as MS Service Metric exposes them (GiB; labelled dp, no model_name)
+ASCEND_MEMORY_PANEL = Panel(
+    "vLLM: NPU memory per worker (vllm-ascend with MS Service Metric)", "gbytes",
+    tuple((f"max by (dp) ({MEMORY_PREFIX}{gauge})", f"dp {{{{dp}}}} {what}")
+          for gauge, what in (("weights_gb", "weights"), ("kvcache_gb", "KV cache"),
+                              ("reserved_gb", "reserved"), ("total_gb", "NPU total"))),
+    "Each data-parallel rank's worker after warm-up; only a vllm-ascend started with ms-service-metric on.")
 
 
 def _panel(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
