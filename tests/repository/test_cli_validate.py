@@ -270,6 +270,33 @@ def test_validate_says_an_om_built_for_another_soc_will_not_load(
     assert same.severity == "warning" and "the same NpuArch (DAV_2201), so AscendCL loads it" in same.message
 
 
+def test_validate_judges_an_om_without_a_record_by_its_own_soc_attribute(
+        fake_atc: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An OM ATC wrote without convert (no .atc.json) carries soc_version in its model (GE's
+    CheckModelCompatibility reads it at load): built for Ascend310P3, on 910B4 NPUs, an error; for
+    Ascend910B3 there, a warning; where both are there, the OM's own attribute is what is judged."""
+    from tests.fakes import om_layout
+    from triton_ge_console.repository.validate import validate_path
+
+    folder = tmp_path / "repo" / "m"
+    (folder / "1").mkdir(parents=True)
+    write_one_node(folder / "1" / "model.onnx")
+    param = 'parameters { key: "om_model_path" value { string_value: "model.om" } }\n'
+    (folder / "config.pbtxt").write_text('name: "m"\nbackend: "ge"\n' + param, encoding="utf-8")
+    om = om_layout.write_om(folder / "1" / "model.om", "Ascend310P3", b"{}")
+    _npu_smi_layout(monkeypatch, "910b4")
+    (problem,) = validate_path(folder).problems
+    assert problem.severity == "error"
+    assert ("model.om was built for Ascend310P3 (its soc_version attribute), but this host's NPUs are "
+            "Ascend910B4: another NpuArch, so AscendCL refuses it at load") in problem.message
+    om_layout.write_om(om, "Ascend910B3", b"{}")
+    (same,) = validate_path(folder).problems
+    assert same.severity == "warning" and "built for Ascend910B3 (its soc_version attribute)" in same.message
+    (folder / "1" / "model.om.atc.json").write_text(json.dumps({"soc_version": "Ascend310P3"}))
+    (kept,) = validate_path(folder).problems
+    assert kept.severity == "warning" and "built for Ascend910B3 (its soc_version attribute)" in kept.message
+
+
 def test_validate_refuses_an_om_recorded_with_more_gears_than_ascendcl_reads(tmp_path: Path) -> None:
     """An OM whose recorded ATC command (convert's .atc.json, from before convert checked this) has 129
     batch gears: AscendCL's aclmdlGetDynamicBatch refuses it at load, so validate says so (passed before)."""

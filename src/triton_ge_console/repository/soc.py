@@ -5,11 +5,12 @@ The value is "Ascend" + the chip name `npu-smi info` shows (Ascend910B3, Ascend3
 value is Chip Name + "_" + NPU Name from `npu-smi info -t board`, which this module does not guess; the
 950 series likewise (the table shows "Ascend950PR", the SoC is e.g. Ascend950PR_9579 on a board whose NPU
 Name is 9579).
-`ge-console convert` records the SoC beside the OM it wrote (`<om>.atc.json`). The OM carries it too, as its
-model's `soc_version` attribute, which GE checks at load (hicann/ge base/common/helper/om_file_helper.cc
-OmFileLoadHelper::CheckModelCompatibility → aclrtCheckArchCompatibility); reading it means parsing the OM's
-model partition (GE's ModelDef protobuf), which this module does not do, so an OM ATC wrote without convert
-has no SoC here and is not judged.
+An OM carries the SoC it was built for as its model's `soc_version` attribute (ATC's GeGenerator
+SetOmSystemInfo writes it), which GE checks at load (hicann/ge base/common/helper/om_file_helper.cc
+OmFileLoadHelper::CheckModelCompatibility → aclrtCheckArchCompatibility): `model_files.om_file` reads it, so
+an OM ATC wrote without `ge-console convert` is judged too. That attribute is the truth at load and comes
+first; convert's record beside the OM (`<om>.atc.json`: the SoC and the ATC command) stands in when the OM
+cannot be read (encrypted, not GE's layout), and each verdict names which source it used.
 
 AscendCL loads an OM on any SoC of the NpuArch it was built for (an OM for Ascend910B3 runs on a 910B4);
 another NpuArch fails at load with 500002 (ACL_ERROR_GE_FAILURE). The NpuArch of each SoC family is as
@@ -23,8 +24,10 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+from triton_ge_console.model_files import om_file
 from triton_ge_console.npu_smi import (
     NpuSmiError,
     find_npu_smi,
@@ -90,10 +93,22 @@ def read_record(om_path: Path) -> dict[str, object] | None:
     return record if isinstance(record, dict) else None
 
 
-def built_for(om_path: Path) -> str | None:
-    """The SoC an OM was built for, when convert recorded it."""
+@dataclass(frozen=True)
+class BuiltFor:
+    """The SoC an OM was built for and where that was read (said beside every verdict)."""
+
+    soc: str
+    source: str  # "its soc_version attribute", or the record's file name
+
+
+def built_for(om_path: Path) -> BuiltFor | None:
+    """The SoC an OM was built for: its own soc_version attribute (what GE checks at load), else what
+    convert recorded beside it; None when neither says."""
+    own = om_file.soc_version(om_path).value
+    if own is not None:
+        return BuiltFor(own, "its soc_version attribute")
     soc = (read_record(om_path) or {}).get("soc_version")
-    return soc if isinstance(soc, str) and soc else None
+    return BuiltFor(soc, record_path(om_path).name) if isinstance(soc, str) and soc else None
 
 
 def npu_arch(soc: str) -> str | None:
@@ -111,13 +126,14 @@ def mismatch(om_path: Path, visible: tuple[str, ...] | None = None) -> tuple[str
     """("error", why) when this host's NPUs would refuse the OM (another NpuArch), ("warning", what) when
     only the SoC name differs, None when it matches or nobody can tell; npu-smi is asked only for an OM
     whose SoC is known."""
-    soc = built_for(om_path)
-    if soc is None:
+    built = built_for(om_path)
+    if built is None:
         return None
+    soc = built.soc
     visible = visible_soc_versions() if visible is None else visible
     if not visible or soc in visible:
         return None
-    said = (f"{om_path.name} was built for {soc} ({record_path(om_path).name}), but this host's NPUs are "
+    said = (f"{om_path.name} was built for {soc} ({built.source}), but this host's NPUs are "
             f"{', '.join(visible)}")
     if all(loads_on(soc, v) for v in visible):
         return "warning", (f"{said}: the same NpuArch ({npu_arch(soc)}), so AscendCL loads it; "
