@@ -309,13 +309,41 @@ def test_status_json_shows_the_token_figures(server: RunningServer, tmp_path: Pa
         models = {m["name"]: m for m in json.loads(capsys.readouterr().out)["models"]}
         return models["llama_generate"]["generation"]  # type: ignore[no-any-return]
 
-    wait_until(lambda: figures()["running"] == 0)
+    def settled() -> bool:  # the generation's figures handed to Triton (running reads 0 before as after)
+        shown = figures()
+        return shown["running"] == 0 and (shown["generated_tokens_total"] or 0) >= 20  # type: ignore[operator]
+
+    wait_until(settled, timeout=30)
     shown = figures()
     assert shown["ttft_p50_ms"] is not None and shown["ttft_p99_ms"] >= shown["ttft_p50_ms"] > 0
     assert shown["itl_p50_ms"] is not None and shown["itl_p99_ms"] >= shown["itl_p50_ms"] > 0
     assert shown["generated_tokens_total"] >= 20 and shown["prompt_tokens_total"] >= 8
     assert shown["kv_cache_capacity_bytes"] == 1 << 20 and shown["kv_cache_share"] == 0.0
     assert dict(shown["ended_by_reason"])["length"] >= 1  # type: ignore[call-overload]
+
+
+def test_status_of_a_model_generating_reads_its_percentiles_over_a_window(
+        server: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 39: `status` read TTFT p99 4,375 ms since load during a run whose p99 was 422 ms. While a
+    generate model has sequences running it polls again a second later, and its percentiles are those of
+    that second, labelled so: the stream's token intervals, no first token in it."""
+    from triton_ge_console.display import generation_line
+
+    monkeypatch.setenv(STATE_DIR_ENV, str(tmp_path / "state"))
+    attach(server.http_url, "gen", Registry(), metrics_url=server.metrics_url)
+    streamer = GrpcStreamer(server.grpc_hostport, "llama_long")
+    try:
+        streamer.send(Generation(_prompt(4, 54), LONG))
+        wait_until(lambda: model_value(server, "ge_generate_running_sequences", "llama_long") > 0, timeout=30)
+        assert main(["status", "--json"]) == 0
+        models = {m["name"]: m for m in json.loads(capsys.readouterr().out)["models"]}
+    finally:
+        streamer.close(cancel=True)
+    shown = models["llama_long"]["generation"]
+    assert shown["window_s"] is not None and 0.5 <= shown["window_s"] < 5, shown
+    assert shown["itl_p50_ms"] is not None and shown["ttft_p50_ms"] is None
+    assert f"(last {shown['window_s']:.0f} s)" in generation_line(shown)
 
 
 def test_the_pollers_percentiles_cover_its_recent_polls_labelled_so(server: RunningServer) -> None:

@@ -567,17 +567,25 @@ def listed_state(record: SessionRecord, timeout: float = 2.0) -> str:
 
 def observe_models(record: SessionRecord, timeout: float = 5.0,
                    window_s: float = HEALTH_WINDOW_S) -> tuple[ModelSnapshot, ...]:
-    """The session's models with their health; a model that has failed requests is watched for one
-    more poll window, since FAILING by counters needs two readings. Empty when the poll failed."""
+    """The session's models with their health; where one poll cannot say how a model is now, it is
+    watched for one more poll window (see _needs_window). Empty when the poll failed."""
     source = LiveSource.from_record(record, npu_smi=None, sample_traces=False)
     try:
         snapshot = source.poller.poll()
-        if any(m.failure_total and not m.failing for m in snapshot.models):
+        if any(_needs_window(m) for m in snapshot.models):
             time.sleep(window_s)  # the window itself: a counter rate needs time to pass
             snapshot = source.poller.poll()
     finally:
         source.poller.close()
     return snapshot.models if snapshot.live else ()
+
+
+def _needs_window(model: ModelSnapshot) -> bool:
+    """Whether a second reading is needed: FAILING by counters takes two, and so do a generating model's
+    token percentiles (one reading gives them since load, not of what it does now)."""
+    figures = model.generation
+    generating = figures is not None and bool(figures.running or figures.waiting)
+    return bool(model.failure_total and not model.failing) or generating
 
 
 def _status_row(model: ModelSnapshot | ModelState) -> dict[str, Any]:
