@@ -83,3 +83,23 @@ def test_build_and_validate_say_when_batching_could_not_be_checked(
     assert report.errors == ()
     (said,) = [w for w in report.warnings if "was not checked" in w.message]
     assert said.line == 2 and "the model did not run on random inputs" in said.message
+
+
+@pytest.mark.parametrize("backend", ("ge", "npu_ge"))
+def test_validate_says_batching_was_not_checked_without_an_onnx(tmp_path: Path, backend: str) -> None:
+    """An OM (ge) or a TensorFlow .pb (npu_ge) with no ONNX beside it: the graph the check reads is not
+    there, so validate warns at max_batch_size that it was not checked (it said nothing: taken as passed);
+    unbatched there is nothing to say."""
+    om = 'parameters { key: "om_model_path" value: { string_value: "model.om" } }\n'
+    model_file, extra = ("model.om", om) if backend == "ge" else ("model.pb", "")
+    config = f'backend: "{backend}"\nmax_batch_size: MBS\n' + extra
+    files = {f"1/{model_file}": b"not read"}
+    write_model(tmp_path, "m", config.replace("MBS", "4"), None, files=files)
+    said = [(p.severity, p.line, p.message) for p in validate_path(tmp_path).problems
+            if "not checked" in p.message]
+    assert said == [("warning", 2, "max_batch_size 4: whether joined requests stay apart was not "
+                     "checked: version folder 1 has no ONNX (the graph this check reads); serve it with "
+                     "max_batch_size: 0 unless you know it batches along dim 0, or set onnx_model_path to "
+                     "the ONNX it was made from")]
+    write_model(tmp_path, "m", config.replace("MBS", "0"), None, files=files)
+    assert not [p for p in validate_path(tmp_path).problems if "not checked" in p.message]

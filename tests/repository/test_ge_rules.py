@@ -186,9 +186,12 @@ def test_kind_gpu_is_an_error_for_ge_backends() -> None:
 
 
 def test_ge_with_om_file_is_valid(tmp_path: Path) -> None:
-    """om_model_path relative to the version folder (as the glue resolves it) that exists."""
+    """om_model_path relative to the version folder (as the glue resolves it) that exists; batched with no
+    ONNX beside it, the one thing said is that batching was not checked (test_batching_rules)."""
     folder = _model(tmp_path, GE_HEAD + _param("om_model_path", "llama.om"), {"1/llama.om": "om"})
-    assert validate_path(folder).problems == ()
+    problems = validate_path(folder).problems
+    said = [(p.severity, p.message.split(": whether")[0]) for p in problems]
+    assert said == [("warning", "max_batch_size 8")]
 
 
 def test_ge_with_onnx_only_runs_in_cpu_emulation(tmp_path: Path) -> None:

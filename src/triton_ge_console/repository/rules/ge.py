@@ -25,7 +25,7 @@ from triton_ge_console.ge_backends import (
 )
 from triton_ge_console.repository import atc, soc
 from triton_ge_console.repository.rules import ge_onnx as ge_rules_onnx
-from triton_ge_console.repository.rules.findings import Finding, error, warning
+from triton_ge_console.repository.rules.findings import ERROR, Finding, error, warning
 
 BOOLEAN_VALUES = ("1", "0", "true", "false")
 # What the ge glue reads (backend_glue.settings); when it serves npu_ge (CPU emulation) it reads the same.
@@ -244,17 +244,29 @@ def check_ge_files(config: mc.ModelConfig, model_dir: Path, versions: list[Path]
         return []
     findings: list[Finding] = []
     for version_dir in versions:
-        if config.backend == "ge":
-            findings += _ge_version_findings(config, version_dir)
-        else:
-            findings += _npu_ge_version_findings(version_dir)
+        found = (_ge_version_findings(config, version_dir) if config.backend == "ge"
+                 else _npu_ge_version_findings(version_dir))
+        findings += found
         onnx_path = ge_rules_onnx.onnx_of_version(parameter(config, "onnx_model_path"), version_dir)
+        if onnx_path is None and not any(f.severity == ERROR for f in found):
+            findings += _batching_not_checked(config, version_dir)
         if onnx_path is not None:
             findings += ge_rules_onnx.check_external_data(onnx_path, model_dir)
             findings += (ge_rules_onnx.check_decoder(onnx_path) if config.model_transaction_policy.decoupled
                          else ge_rules_onnx.check_graph(config, onnx_path))
         findings += _tokenizer_findings(config, version_dir)
     return list(dict.fromkeys(findings))
+
+
+def _batching_not_checked(config: mc.ModelConfig, version_dir: Path) -> list[Finding]:
+    """A batched model served from an OM or a .pb alone: whether Triton may join its requests is read from
+    the ONNX's graph (batch_axis), which is not there, so say it was not checked rather than pass it."""
+    if config.max_batch_size <= 0 or config.model_transaction_policy.decoupled:
+        return []
+    return [warning("max_batch_size", f"max_batch_size {config.max_batch_size}: whether joined requests stay "
+                    f"apart was not checked: version folder {version_dir.name} has no ONNX (the graph this "
+                    "check reads); serve it with max_batch_size: 0 unless you know it batches along dim 0, "
+                    "or set onnx_model_path to the ONNX it was made from")]
 
 
 def _tokenizer_findings(config: mc.ModelConfig, version_dir: Path) -> list[Finding]:
