@@ -120,15 +120,10 @@ def outside(target: Path, roots: tuple[Path, ...]) -> Path | None:
     return None if any(real.is_relative_to(os.path.realpath(root)) for root in roots) else real
 
 
-def beyond_onnx_runtime(onnx_path: Path) -> list[str]:
+def _beyond_onnx_runtime(refs: list[ExternalRef], onnx_path: Path) -> list[str]:
     """Each data file that ONNX Runtime 1.24 and later refuse to load: one whose real path, links followed,
     is under neither the ONNX's folder nor the real ONNX file's folder (its tensorprotoutils.cc
-    ValidateExternalDataPath: 'External data path escapes model directory'). For a model whose files
-    check_external_data passed."""
-    try:
-        refs = read_external_refs(onnx_path)
-    except Exception:  # not an ONNX: the graph reader reports it
-        return []
+    ValidateExternalDataPath: 'External data path escapes model directory')."""
     folders = (onnx_path.parent, Path(os.path.realpath(onnx_path)).parent)
     found = []
     for ref in refs:
@@ -144,11 +139,18 @@ def beyond_onnx_runtime(onnx_path: Path) -> list[str]:
 def check_external_data(onnx_path: Path, root: Path | None = None) -> list[str]:
     """Every problem with an ONNX's external data, one sentence each (an unreadable ONNX is not one);
     the files must stay inside `root` (default: the ONNX's folder)."""
+    return external_data_findings(onnx_path, root)[0]
+
+
+def external_data_findings(onnx_path: Path, root: Path | None = None) -> tuple[list[str], list[str]]:
+    """check_external_data's problems and, when there are none, the files ONNX Runtime 1.24 and later
+    would refuse (inside `root` but outside the ONNX's own folder), from one read of the ONNX."""
     try:
         refs = read_external_refs(onnx_path)
     except Exception:  # not an ONNX: the graph reader reports it
-        return []
-    return list(dict.fromkeys(p for ref in refs if (p := ref_problem(ref, onnx_path, root)) is not None))
+        return [], []
+    problems = list(dict.fromkeys(p for ref in refs if (p := ref_problem(ref, onnx_path, root)) is not None))
+    return problems, [] if problems else _beyond_onnx_runtime(refs, onnx_path)
 
 
 def external_files(onnx_path: Path) -> dict[str, Path]:

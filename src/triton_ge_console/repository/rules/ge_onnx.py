@@ -37,10 +37,8 @@ def check_external_data(onnx_path: Path, model_dir: Path) -> list[Finding]:
     """Each external-data file the ONNX names exists, is long enough and lies inside the model's folder,
     links followed (Triton's model folder: ONNX Runtime would read whatever a link points at); a warning
     where one lies outside the ONNX's own folder, which ONNX Runtime 1.24 and later refuse."""
-    problems = external_data.check_external_data(onnx_path, model_dir)
-    if problems:
-        return [error("", problem) for problem in problems]
-    return [warning("", said) for said in external_data.beyond_onnx_runtime(onnx_path)]
+    problems, refused = external_data.external_data_findings(onnx_path, model_dir)
+    return [error("", problem) for problem in problems] + [warning("", said) for said in refused]
 
 
 def check_graph(config: mc.ModelConfig, onnx_path: Path) -> list[Finding]:
