@@ -12,6 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from tests.fakes import om_layout
 from tests.models import bf16_model, dense_model, mixed_model, reference, token_model, write_fake_om
 from tests.waiting import wait_until
 from triton_ge_console.backend_glue.acl_executor import AclError, AclExecutor
@@ -197,6 +198,19 @@ def test_load_refusals_from_ge_are_explained(fake_acl: ModuleType, tmp_path: Pat
     damaged = write_fake_om(tmp_path, dense_model(), damaged=True, name="damaged.om")
     with pytest.raises(AclError, match=r"ACL error 545003: GE failed to load the model's weights"):
         AclExecutor(damaged, device_id=0)
+    assert _no_leaks(fake_acl)
+
+
+def test_an_om_in_ge_layout_is_judged_by_its_models_soc_attribute(
+        fake_acl: ModuleType, tmp_path: Path) -> None:
+    """The fake atc's OMs (GE's header and partitions, tests/fakes/om_layout.py): the fake acl takes the SoC
+    from the ModelDef's soc_version attribute, as GE's CheckModelCompatibility does, not from its JSON
+    description (which says Ascend910B3 here): Ascend310P3 is refused with 500002, Ascend910B4 loads."""
+    description = write_fake_om(tmp_path, dense_model(), soc_version="Ascend910B3").read_bytes()
+    other = om_layout.write_om(tmp_path / "other.om", "Ascend310P3", description)
+    with pytest.raises(AclError, match=r"ACL error 500002"):
+        AclExecutor(other, device_id=0)
+    AclExecutor(om_layout.write_om(tmp_path / "b4.om", "Ascend910B4", description), 0).close()
     assert _no_leaks(fake_acl)
 
 

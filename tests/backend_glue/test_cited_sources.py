@@ -10,7 +10,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ROOT / "tests" / "data" / "sources"
 CITING = [*sorted((ROOT / "tests" / "fakes" / "acl").glob("*.py")),
           *sorted((ROOT / "src" / "triton_ge_console" / "backend_glue").glob("acl_*.py")),
-          ROOT / "src" / "triton_ge_console" / "repository" / "soc.py"]
+          ROOT / "src" / "triton_ge_console" / "repository" / "soc.py",
+          ROOT / "src" / "triton_ge_console" / "model_files" / "om_file.py",
+          ROOT / "tests" / "fakes" / "om_layout.py"]
 CITED = re.compile(r"\b([a-z][a-z0-9_]*\.(?:cpp|cc))\b")
 
 

@@ -114,9 +114,10 @@ def _fields(data: bytes) -> list[tuple[int, bytes | int]]:
 def read_om(path: Path) -> tuple[dict[str, str], bytes] | None:
     """(the ModelDef's string attributes, the TASK_INFO partition) of an OM laid out as above; None for any
     other file (the fakes' older JSON OMs)."""
-    data = path.read_bytes()
-    if len(data) < 264 or struct.unpack_from("<I", data)[0] != MAGIC:
-        return None
+    with path.open("rb") as stream:
+        if stream.read(4) != struct.pack("<I", MAGIC):
+            return None
+        data = b"\0" * 4 + stream.read()
     (count,) = struct.unpack_from("<I", data, 256)
     at, parts = 264 + 24 * count, {}
     for index in range(count):

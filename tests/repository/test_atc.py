@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes import om_layout
 from tests.models import write_one_node
+from triton_ge_console.model_files import om_file
 from triton_ge_console.repository import atc
 from triton_ge_console.repository.atc import AtcArgumentError, AtcRequest
 
@@ -208,8 +210,12 @@ def test_run_writes_the_om_and_streams_atc_output(fake_atc_on_path: Path, tmp_pa
         "ATC start working now, please wait for a moment.",
         "ATC run success, welcome to the next use.",
     ]
-    om = json.loads((tmp_path / "out" / "m.om").read_text())  # the fake's OM, which the fake acl loads
-    assert (om["fake_om"], om["dynamic_batch"], om["soc_version"]) == (1, [1, 2, 4, 8], "Ascend310P3")
+    laid_out = om_layout.read_om(tmp_path / "out" / "m.om")  # GE's layout, the fake acl's JSON inside
+    assert laid_out is not None
+    attrs, description = laid_out
+    om = json.loads(description)
+    assert (om["fake_om"], om["dynamic_batch"], attrs["soc_version"]) == (1, [1, 2, 4, 8], "Ascend310P3")
+    assert om_file.soc_version(tmp_path / "out" / "m.om").value == "Ascend310P3"  # as ge-console reads it
     assert sorted(p.name for p in request.work_dir.iterdir()) == ["check_result.json", "fusion_result.json"]
     assert list(caller.iterdir()) == []
     (call,) = [json.loads(line) for line in fake_atc_on_path.read_text().splitlines()]

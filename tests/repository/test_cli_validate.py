@@ -244,8 +244,9 @@ def test_convert_offers_the_soc_of_the_visible_npus(fake_atc: None, tmp_path: Pa
 
 def test_validate_says_an_om_built_for_another_soc_will_not_load(
         fake_atc: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An OM convert recorded as built for Ascend310P3, on a host with 910B4 NPUs: an error before load
-    (another NpuArch); one built for Ascend910B3 there: a warning (AscendCL loads it)."""
+    """An OM convert built for Ascend310P3 (the SoC in the OM's model, as ATC writes it), on a host with
+    910B4 NPUs: an error before load (another NpuArch); one built for Ascend910B3 there: a warning
+    (AscendCL loads it)."""
     from triton_ge_console.repository.validate import validate_path
 
     folder = tmp_path / "repo" / "m"
@@ -258,8 +259,8 @@ def test_validate_says_an_om_built_for_another_soc_will_not_load(
     _npu_smi_layout(monkeypatch, "910b4")
     (problem,) = validate_path(folder).problems
     assert problem.severity == "error"
-    assert "model.om was built for Ascend310P3 (model.om.atc.json), but this host's NPUs are Ascend910B4: " \
-           "another NpuArch, so AscendCL refuses it at load (ACL error 500002" in str(problem)
+    assert "model.om was built for Ascend310P3 (its soc_version attribute), but this host's NPUs are " \
+           "Ascend910B4: another NpuArch, so AscendCL refuses it at load (ACL error 500002" in str(problem)
     _npu_smi_layout(monkeypatch, "310p3_duo")
     assert validate_path(folder).problems == ()
     # the same NpuArch (DAV_2201): an OM for Ascend910B3 loads on a 910B4, only the name differs
@@ -295,6 +296,10 @@ def test_validate_judges_an_om_without_a_record_by_its_own_soc_attribute(
     (folder / "1" / "model.om.atc.json").write_text(json.dumps({"soc_version": "Ascend310P3"}))
     (kept,) = validate_path(folder).problems
     assert kept.severity == "warning" and "built for Ascend910B3 (its soc_version attribute)" in kept.message
+    # an OM this cannot read (encrypted): convert's record stands in, and the verdict names it
+    om.write_bytes(om_layout.om_bytes([(om_layout.MODEL_DEF, b"ciphertext")], is_encrypt=1))
+    (recorded,) = validate_path(folder).problems
+    assert recorded.severity == "error" and "built for Ascend310P3 (model.om.atc.json)" in recorded.message
 
 
 def test_validate_refuses_an_om_recorded_with_more_gears_than_ascendcl_reads(tmp_path: Path) -> None:

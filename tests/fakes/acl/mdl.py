@@ -36,12 +36,14 @@ from __future__ import annotations
 
 import ctypes
 import json
+import struct
 import time
 from pathlib import Path
 from typing import Any
 
 import ml_dtypes
 import numpy as np
+import om_layout  # tests/fakes, beside this package
 
 from . import _state
 from ._state import (
@@ -89,9 +91,19 @@ def _ort_run(session: Any, feeds: dict[str, Any]) -> list[Any]:
 
 
 def _read_om(path: Path) -> dict[str, Any] | None:
+    """The fake's description of an OM: from the TASK_INFO partition of one in GE's layout (the fake atc's),
+    its SoC from the ModelDef's soc_version attribute as GE's CheckModelCompatibility reads it; or a plain
+    JSON fake OM (tests' write_fake_om)."""
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        laid_out = om_layout.read_om(path)
+        if laid_out is not None:
+            attrs, description = laid_out
+            spec = json.loads(description.decode("utf-8"))
+            if isinstance(spec, dict) and "soc_version" in attrs:
+                spec["soc_version"] = attrs["soc_version"]
+        else:
+            spec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, struct.error, IndexError):
         return None
     return spec if isinstance(spec, dict) and spec.get("fake_om") == 1 else None
 
