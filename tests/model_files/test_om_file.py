@@ -38,6 +38,18 @@ def test_the_model_def_may_follow_other_partitions(tmp_path: Path) -> None:
     assert om_file.soc_version(tmp_path / "m.om").value == "Ascend910B4"
 
 
+def test_an_older_om_with_the_tiny_partition_table(tmp_path: Path) -> None:
+    """model_length 0 (an older OM): `length` gives the size and the table is TinyModelPartitionTable, 32-bit
+    offsets and sizes (framework_types_internal.h:746-754; om_file_helper.cc LoadModelPartitionTable)."""
+    definition = om_layout.model_def("old", {"soc_version": "Ascend310P3"})
+    table = struct.pack("<I", 2) + struct.pack("<III", 1, 0, 8) + struct.pack("<III", 0, 8, len(definition))
+    body = table + bytes(8) + definition
+    head = bytearray(om_layout.header(len(body)))
+    struct.pack_into("<Q", head, 184, 0)  # model_length (offset 184 in ModelFileHeader): 0, `length` stays
+    (tmp_path / "old.om").write_bytes(bytes(head) + body)
+    assert om_file.soc_version(tmp_path / "old.om").value == "Ascend310P3"
+
+
 @pytest.mark.parametrize(("content", "said"), [
     (b"an OM", "not an OM: 5 bytes, shorter than GE's 256-byte model header"),
     (b'{"fake_om": 1}'.ljust(300), "not an OM: magic 0x6166227B, GE's is 0x444F4D49"),
