@@ -129,6 +129,8 @@ def generation_parts(figures: dict[str, Any]) -> list[GenerationPart]:
     get = figures.get
     ended = ", ".join(f"{reason} {count}" for reason, count in get("ended_by_reason") or ()) or MISSING
     kv = memory(get("kv_cache_bytes"), get("kv_cache_capacity_bytes"))
+    rejected = get("rejected_total")  # the glue's count (engines keep none): the client's, not failures
+    refused = "" if rejected is None else f"  refused {number(rejected)}"
     return [
         (f"TTFT p50 {number(get('ttft_p50_ms'), 2)} p99 ", None, None),
         (number(get("ttft_p99_ms"), 2), "ttft_p99_ms", get("ttft_p99_ms")),
@@ -139,7 +141,7 @@ def generation_parts(figures: dict[str, Any]) -> list[GenerationPart]:
         (f"  running {number(get('running'))} waiting {number(get('waiting'))}  KV ", None, None),
         (kv_text(kv, get("kv_cache_share")), "kv_cache_share", get("kv_cache_share")),
         (f"  tokens {number(get('prompt_tokens_total'))} in {number(get('generated_tokens_total'))} out"
-         f" ({number(get('output_tokens_per_s'), 1)}/s)  ended: {ended}", None, None),
+         f" ({number(get('output_tokens_per_s'), 1)}/s)  ended: {ended}{refused}", None, None),
     ]
 
 

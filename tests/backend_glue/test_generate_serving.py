@@ -695,14 +695,55 @@ def test_a_refused_request_is_counted_rejected_not_as_a_failing_model(server: Ru
                 model_value(server, "ge_generate_requests_rejected_total", model))
 
     failures, errors, rejected = counts()
+    _generate_refused(server, model)
+    wait_until(lambda: counts()[2] >= rejected + 1, timeout=10)  # earlier tests' may still be flushing
+    assert counts()[:2] == (failures, errors)
+
+
+def test_a_refused_request_is_shown_refused_not_as_a_failed_one(server: RunningServer) -> None:
+    """Issue 39: refusals read as a failing model ('FAIL 37', 'last error: BACKEND'). As the console, the
+    notebooks and status read the model, a refusal leaves its failed requests and health as they were
+    and is counted apart, in its token figures' line ('refused N')."""
+    from triton_ge_console.display import generation_line
+    from triton_ge_console.sessions.observe.generation import generation_row
+    from triton_ge_console.sessions.observe.poller import Poller
+    from triton_ge_console.sessions.observe.snapshot import Endpoints, ModelSnapshot
+
+    model = "llama_generate"
+    poller = Poller("gen", Endpoints(server.http_url, None, server.metrics_url), sample_traces=False)
+
+    def shown() -> ModelSnapshot:
+        (found,) = [m for m in poller.poll().models if m.name == model]
+        return found
+
+    def refused(snapshot: ModelSnapshot) -> int:
+        assert snapshot.generation is not None
+        return snapshot.generation.rejected_total or 0
+
+    def counted() -> ModelSnapshot | None:
+        snapshot = shown()
+        return snapshot if refused(snapshot) > refused(before) else None
+
+    try:
+        wait_until(lambda: model_value(server, "ge_generate_running_sequences", model) == 0, timeout=30)
+        before = shown()
+        _generate_refused(server, model)
+        after = wait_until(counted, timeout=10)
+    finally:
+        poller.close()
+    assert (after.failure_total, after.health) == (before.failure_total, before.health)
+    assert after.generation is not None
+    assert f"refused {refused(after)}" in generation_line(generation_row(after.generation) or {})
+
+
+def _generate_refused(server: RunningServer, model: str) -> None:
+    """One request the model refuses (beyond its generate.max_tokens of 48)."""
     streamer = GrpcStreamer(server.grpc_hostport, model)
     try:
-        result = streamer.generate(Generation((1, 2, 3), 49))  # beyond generate.max_tokens 48
+        result = streamer.generate(Generation((1, 2, 3), 49))
     finally:
         streamer.close()
     assert "max_tokens 49: expected 1 to 48" in str(result.error)
-    wait_until(lambda: counts()[2] >= rejected + 1, timeout=10)  # earlier tests' may still be flushing
-    assert counts()[:2] == (failures, errors)
 
 
 def test_vllms_request_figures_are_in_triton_metrics(server: RunningServer) -> None:

@@ -43,6 +43,7 @@ class GenerationFigures:
     e2e_p99_ms: float | None = None
     window_s: float | None = None  # the span the percentiles cover, up to now (None: since the model loaded)
     histograms: tuple[tuple[str, Buckets], ...] = ()  # the since-load buckets they come from (not shown)
+    rejected_total: int | None = None  # requests refused before they ran: the client's, not failures
 
     @property
     def kv_cache_share(self) -> float | None:
@@ -158,7 +159,7 @@ def generation_figures(table: MetricTable | None) -> dict[ModelKey, GenerationFi
     ttft, itl, e2e = _buckets(table, TTFT), _buckets(table, ITL), _buckets(table, E2E)
     totals = {key: _sums(table, f"{PREFIX}{key}") for key in (
         "prompt_tokens_total", "generation_tokens_total", "running_sequences", "waiting_sequences",
-        "kv_cache_bytes", "kv_cache_capacity_bytes")}
+        "kv_cache_bytes", "kv_cache_capacity_bytes", "requests_rejected_total")}
     ended: dict[ModelKey, dict[str, int]] = {}
     for sample in table.samples(f"{PREFIX}sequences_ended_total"):
         model, reason = sample.model, sample.label("reason")
@@ -175,6 +176,7 @@ def generation_figures(table: MetricTable | None) -> dict[ModelKey, GenerationFi
         kv_cache_bytes=count_of(totals["kv_cache_bytes"], model),
         kv_cache_capacity_bytes=count_of(totals["kv_cache_capacity_bytes"], model),
         ended_by_reason=tuple(sorted(ended.get(model, {}).items())),
+        rejected_total=count_of(totals["requests_rejected_total"], model),
         e2e_p50_ms=quantile_ms(e2e.get(model), 0.5), e2e_p99_ms=quantile_ms(e2e.get(model), 0.99),
         histograms=tuple((name, tuple(sorted(found[model]))) for name, found in
                          ((TTFT, ttft), (ITL, itl), (E2E, e2e)) if model in found),
