@@ -275,7 +275,8 @@ def test_validate_judges_an_om_without_a_record_by_its_own_soc_attribute(
         fake_atc: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An OM ATC wrote without convert (no .atc.json) carries soc_version in its model (GE's
     CheckModelCompatibility reads it at load): built for Ascend310P3, on 910B4 NPUs, an error; for
-    Ascend910B3 there, a warning; where both are there, the OM's own attribute is what is judged."""
+    Ascend910B3 there, a warning; where both are there, the OM's own attribute is what is judged, and a
+    record that names another SoC is said to be stale."""
     from tests.fakes import om_layout
     from triton_ge_console.repository.validate import validate_path
 
@@ -294,8 +295,12 @@ def test_validate_judges_an_om_without_a_record_by_its_own_soc_attribute(
     (same,) = validate_path(folder).problems
     assert same.severity == "warning" and "built for Ascend910B3 (its soc_version attribute)" in same.message
     (folder / "1" / "model.om.atc.json").write_text(json.dumps({"soc_version": "Ascend310P3"}))
-    (kept,) = validate_path(folder).problems
+    kept, stale = validate_path(folder).problems  # the SoC's verdict, then the record's
     assert kept.severity == "warning" and "built for Ascend910B3 (its soc_version attribute)" in kept.message
+    assert stale.severity == "warning" and stale.message.endswith(
+        "model.om.atc.json says model.om was built for Ascend310P3, but the OM's own soc_version attribute is "
+        "Ascend910B3 (what GE checks at load): the OM was built again without convert, so the record's ATC "
+        "command is not this OM's; convert it again or delete the record")
     # an OM this cannot read (encrypted): convert's record stands in, and the verdict names it
     om.write_bytes(om_layout.om_bytes([(om_layout.MODEL_DEF, b"ciphertext")], is_encrypt=1))
     (recorded,) = validate_path(folder).problems

@@ -111,6 +111,18 @@ def built_for(om_path: Path) -> BuiltFor | None:
     return BuiltFor(soc, record_path(om_path).name) if isinstance(soc, str) and soc else None
 
 
+def stale_record(om_path: Path) -> str | None:
+    """What is wrong when convert's record names another SoC than the OM's own attribute: the OM was built
+    again without convert, so the record (its SoC and ATC command) describes another build; None otherwise."""
+    own = om_file.soc_version(om_path).value
+    recorded = (read_record(om_path) or {}).get("soc_version")
+    if own is None or not isinstance(recorded, str) or not recorded or recorded == own:
+        return None
+    return (f"{record_path(om_path).name} says {om_path.name} was built for {recorded}, but the OM's own "
+            f"soc_version attribute is {own} (what GE checks at load): the OM was built again without "
+            f"convert, so the record's ATC command is not this OM's; convert it again or delete the record")
+
+
 def npu_arch(soc: str) -> str | None:
     """The NpuArch of a SoC value, None outside the known families."""
     return next((arch for pattern, arch in NPU_ARCHS if pattern.match(soc)), None)

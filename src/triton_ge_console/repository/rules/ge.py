@@ -334,6 +334,8 @@ def _ge_version_findings(config: mc.ModelConfig, version_dir: Path) -> list[Find
             made = error(param_field("om_model_path"), message) if severity == "error" else warning(
                 param_field("om_model_path"), message)
             findings.append(made)
+    if om_path is not None and (stale := soc.stale_record(om_path)) is not None:
+        findings.append(warning(param_field("om_model_path"), stale))
     if om_path is not None and (parameter(config, "execution_mode") or "auto").lower() != "cpu":
         findings += [error(param_field("om_model_path"), problem) for problem in _acl_limit_problems(om_path)]
     return findings
