@@ -298,9 +298,9 @@ def test_validate_judges_an_om_without_a_record_by_its_own_soc_attribute(
     kept, stale = validate_path(folder).problems  # the SoC's verdict, then the record's
     assert kept.severity == "warning" and "built for Ascend910B3 (its soc_version attribute)" in kept.message
     assert stale.severity == "warning" and stale.message.endswith(
-        "model.om.atc.json says model.om was built for Ascend310P3, but the OM's own soc_version attribute is "
-        "Ascend910B3 (what GE checks at load): the OM was built again without convert, so the record's ATC "
-        "command is not this OM's; convert it again or delete the record")
+        "model.om.atc.json says model.om was built for Ascend310P3, but the OM's own soc_version attribute "
+        "is Ascend910B3 (what GE checks at load): the OM was built again without convert, so the record's "
+        "ATC command is not this OM's; convert it again or delete the record")
     # an OM this cannot read (encrypted): convert's record stands in, and the verdict names it
     om.write_bytes(om_layout.om_bytes([(om_layout.MODEL_DEF, b"ciphertext")], is_encrypt=1))
     (recorded,) = validate_path(folder).problems
