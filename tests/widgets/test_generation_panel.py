@@ -11,6 +11,7 @@ from typing import Any
 
 from tests.conftest import DATA
 from tests.widgets.recording import snapshot as demo_snapshot
+from triton_ge_console.sessions.observe.engine_metrics import engine_figures
 from triton_ge_console.sessions.observe.generation import GenerationFigures, generation_figures
 from triton_ge_console.sessions.observe.metrics import parse_metrics
 from triton_ge_console.sessions.observe.recorded import RecordedController, RecordedSource
@@ -50,6 +51,22 @@ def test_the_generation_table_says_over_what_span_its_percentiles_are() -> None:
     assert panel.rows["llama_generate"]["OVER"] == "last 30 s" and "last 30 s" in panel.static_html()
     panel.update(_snapshot(window_s=None))
     assert panel.rows["llama_generate"]["OVER"] == "since load"
+
+
+def test_the_generation_table_counts_refused_requests_apart() -> None:
+    """Issue 39: requests refused for the client's mistakes are counted apart (the glue's
+    ge_generate_requests_rejected_total), not as failures; status and the console say 'refused N', and the
+    notebooks' table has a REFUSED column: — where the server keeps no such count (vLLM, MindIE)."""
+    panel = GenerationPanel()
+    panel.update(_snapshot(rejected_total=7))
+    assert panel.rows["llama_generate"]["REFUSED"] == "7"
+    assert "<th style='padding:0 6px'>REFUSED</th>" in panel.static_html()
+    panel.update(_snapshot(rejected_total=0))
+    assert panel.rows["llama_generate"]["REFUSED"] == "0"
+    vllm = engine_figures("vllm", parse_metrics((DATA / "vllm_metrics.txt").read_text(encoding="utf-8")))
+    panel.update(ServerSnapshot(0.0, "s", models=tuple(
+        ModelSnapshot(name, "", "READY", generation=figures.generation) for name, figures in vllm.items())))
+    assert panel.rows and {row["REFUSED"] for row in panel.rows.values()} == {"—"}
 
 
 def test_the_generation_table_shows_a_model_s_newest_version() -> None:

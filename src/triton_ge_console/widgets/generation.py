@@ -1,6 +1,7 @@
 """The token figures of a session's generate models: TTFT and ITL p50/p99 (over the last polls' window, or
-since load, as the OVER column says), output tokens/s, running and waiting sequences, KV-cache use;
-hidden while the session has no generate model."""
+since load, as the OVER column says), output tokens/s, running and waiting sequences, KV-cache use,
+requests refused as the client's mistakes (counted apart from failures); hidden while the session has no
+generate model."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from triton_ge_console.sessions.observe.history import newest_versions
 from triton_ge_console.sessions.observe.snapshot import ModelSnapshot, ServerSnapshot
 
 GENERATION_COLUMNS = ("MODEL", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms", "OVER", "OUT TOK/S",
-                      "RUNNING", "WAITING", "KV")
+                      "RUNNING", "WAITING", "KV", "REFUSED")
 
 
 # a column's spec threshold (the console's colours: red at or over, orange from 75 %)
@@ -44,6 +45,7 @@ def generation_cells(name: str, figures: GenerationFigures) -> dict[str, str]:
         "OUT TOK/S": number(figures.output_tokens_per_s, 1),
         "RUNNING": number(figures.running), "WAITING": number(figures.waiting),
         "KV": kv if share is None else kv_text(kv, share),
+        "REFUSED": number(figures.rejected_total),  # the glue's count since load (engines keep none: —)
     }
 
 
