@@ -5,7 +5,12 @@ tests/data/ (each recording's header cites the source file it was built from).
 - vLLM (plain HTTP, as `vllm serve` runs by default): GET /health answers 200 with no body and GET
   /v1/models an OpenAI model list (vllm/entrypoints/openai/api_server.py: `health`, `show_available_models`
   → ModelList of ModelCard id/object/created/owned_by "vllm"/root/parent/max_model_len/permission); /metrics
-  on the same port (vLLM mounts the Prometheus app there).
+  on the same port (vLLM mounts the Prometheus app there). With its engine dead, /health answers 503 with no
+  body (fastapi Response(status_code=503), no content type: `health` catches EngineDeadError from
+  check_health; vllm/entrypoints/serve/instrumentator/health.py at vllm-project/vllm@98b137c6) while
+  /v1/models and /metrics, which do not ask the engine, still answer 200; the server exits about 5 s later
+  (vllm/entrypoints/launcher.py watchdog_loop, terminate_if_errored, at 02828a12) unless started with
+  VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1, when it stays so.
 - MindIE (HTTPS, its default httpsEnabled=true, with a self-signed certificate made for the test): the
   business port answers GET /v1/models (MindIE-LLM http_handler.cpp InitializeManagerResourceV1: id,
   object, root, owned_by "MindIE Server", parent); the metrics port GET /metrics, or, with its monitoring
@@ -91,7 +96,8 @@ class StandIn:
                         self.headers.get("Authorization") != f"Bearer {api_key}":
                     status, kind, body = UNAUTHORIZED
                 self.send_response(status)
-                self.send_header("Content-Type", kind)
+                if kind:  # fastapi's bare Response (vLLM's /health) sends none
+                    self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -150,12 +156,24 @@ def _models(ids: list[str], owner: str) -> Callable[[], Answer]:
     return lambda: (200, "application/json", body)
 
 
+def vllm_healthy() -> Answer:
+    """vLLM's GET /health while its engine runs: 200, no body, no content type."""
+    return 200, "", b""
+
+
+def vllm_engine_dead() -> Answer:
+    """vLLM's GET /health once check_health raised EngineDeadError: 503, no body, no content type (a
+    running stand-in's engine dies with `server.routes["/health"] = vllm_engine_dead`)."""
+    return 503, "", b""
+
+
 @contextlib.contextmanager
 def vllm_standin(recording: Path = VLLM_METRICS, model: str = "qwen2.5-7b-instruct",
-                 api_key: str | None = None) -> Iterator[StandIn]:
+                 api_key: str | None = None, engine_dead: bool = False) -> Iterator[StandIn]:
     """A vLLM OpenAI server serving `model`, its /metrics the recording (with `api_key`, as `vllm serve
-    --api-key KEY`: its /v1 routes answer 401 {"error": "Unauthorized"} without the key)."""
-    server = StandIn({"/health": lambda: (200, "application/json", b""),
+    --api-key KEY`: its /v1 routes answer 401 {"error": "Unauthorized"} without the key; with `engine_dead`,
+    as one whose engine died, kept alive by VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1: /health answers 503)."""
+    server = StandIn({"/health": vllm_engine_dead if engine_dead else vllm_healthy,
                       "/v1/models": _models([model], "vllm"), "/metrics": Metrics(recording)},
                      api_key=api_key)
     try:

@@ -15,6 +15,7 @@ from tests.engine_standins import (
     VLLM_METRICS,
     VLLM_METRICS_CURRENT,
     mindie_standin,
+    vllm_engine_dead,
     vllm_standin,
 )
 from triton_ge_console.cli import main
@@ -150,6 +151,33 @@ def test_an_engine_that_stopped_answering_reads_dead(capsys: pytest.CaptureFixtu
     capsys.readouterr()
     assert main(["status", "vl", "--json"]) == 1
     assert json.loads(capsys.readouterr().out)["state"] == "dead"
+
+
+def test_a_vllm_whose_engine_died_reads_dead_and_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 45: a vLLM whose engine died still answers on its port (/v1/models, /metrics), but its /health
+    answers 503 (EngineDeadError; kept so with VLLM_KEEP_ALIVE_ON_ENGINE_DEATH=1). status and ls call it
+    dead, never ready, naming the 503 and what vLLM means by it; attaching such a server is refused in one
+    line that does not say nothing answers there."""
+    with vllm_standin() as server:
+        assert main(["attach", server.url, "--engine", "vllm", "--name", "vl"]) == 0
+        server.routes["/health"] = vllm_engine_dead
+        capsys.readouterr()
+        assert main(["status", "vl", "--json"]) == 1
+        data = json.loads(capsys.readouterr().out)
+        assert (data["state"], data["models"]) == ("dead", [])
+        assert data["error"] == (f"vLLM: {server.url}/health: HTTP 503 (not healthy: vLLM answers 503 once "
+                                 f"its engine has died)")
+        assert main(["status", "vl"]) == 1
+        text = capsys.readouterr().out
+        assert "(attached vllm): dead" in text and "engine has died" in text
+        assert main(["ls", "--json"]) == 0
+        [row] = json.loads(capsys.readouterr().out)
+        assert row["state"] == "dead"
+    with vllm_standin(engine_dead=True) as dead:
+        assert main(["attach", dead.url, "--engine", "vllm", "--name", "dead"]) == 1
+        err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "HTTP 503" in err and "engine has died" in err
+    assert "answers there" not in err and f"{dead.url}: no healthy vLLM server there" in err
 
 
 def test_a_rolling_reload_leaves_an_engine_out_and_says_why(capsys: pytest.CaptureFixture[str]) -> None:

@@ -379,7 +379,7 @@ def attach_engine(url: str, name: str, registry: Registry, engine: str, metrics_
         source.close()
     if not snapshot.live:
         forget_token(record)
-        raise LaunchError(f"{http_url}: no {engine_label(engine)} server answers there ({snapshot.error})")
+        raise LaunchError(f"{http_url}: no healthy {engine_label(engine)} server there ({snapshot.error})")
     record = record.replace(models=tuple(m.name for m in snapshot.models))
     registry.save(record)
     return record

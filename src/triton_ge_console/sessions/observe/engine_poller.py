@@ -31,6 +31,10 @@ from triton_ge_console.triton_terms import MODEL_READY
 
 HEALTH_PATH = {VLLM: "/health"}  # MindIE's /health is on its management port: /v1/models answering is it
 MODELS_PATH = "/v1/models"
+# what an engine means by a health answer other than 200: vLLM's /health answers 503 when check_health
+# raises EngineDeadError (vllm-project/vllm@98b137c6 vllm/entrypoints/serve/instrumentator/health.py), its
+# other routes still answering
+UNHEALTHY_MEANS = {(VLLM, 503): "vLLM answers 503 once its engine has died"}
 
 
 def monitoring_off(engine: str, status: int, body: bytes) -> str | None:
@@ -41,6 +45,12 @@ def monitoring_off(engine: str, status: int, body: bytes) -> str | None:
         return (f"MindIE monitoring is off: its /metrics answers no figures (start MindIE Server with "
                 f"{MINDIE_MONITOR_SWITCH})")
     return None
+
+
+def unhealthy(engine: str, status: int) -> str:
+    """Why a health answer other than 200 reads not healthy, with what the engine means by it where known."""
+    meaning = UNHEALTHY_MEANS.get((engine, status))
+    return "not healthy" if meaning is None else f"not healthy: {meaning}"
 
 
 def served_models(answer: object) -> tuple[str, ...]:
@@ -112,7 +122,8 @@ class EnginePoller:
         if health is not None:
             status, _ = self._api.request("GET", health)
             if status != 200:
-                raise EndpointError(f"{self._api.base_url}{health}: HTTP {status} (not healthy)")
+                why = unhealthy(self.engine, status)
+                raise EndpointError(f"{self._api.base_url}{health}: HTTP {status} ({why})")
         status, body = self._api.request("GET", MODELS_PATH)
         answer = self._api.decoded(MODELS_PATH, status, body)
         return served_models(answer)
