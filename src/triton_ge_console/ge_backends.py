@@ -1,8 +1,8 @@
 """What the two GE backends accept (`ge`, this project's glue; `npu_ge`, CANN's native backend), named once
 for the glue, the deployment spec and the validator.
 
-npu_ge as its source reads its configuration (hicann/triton-inference-server-ge-backend, src/model_state.cpp
-and src/model_instance_state.cpp):
+npu_ge as its source reads its configuration (hicann/triton-inference-server-ge-backend at 5a82641e,
+src/model_state.cpp, src/model_instance_state.cpp, src/inference.cpp and src/scheduler.cpp):
 - a model's `parameters`: `device_ids`, `device_exec_blocks`, `instance_exec_blocks`, `static_model`,
   `dump_graph`, `profiling` and `dump_data` (ModelState::ParseModelParametersConfig). `static_model` and
   the two block counts go through std::stoi, so text that is not an integer ("true") throws and the model
@@ -17,7 +17,10 @@ and src/model_instance_state.cpp):
   std::stoi (ProcessDeviceExecBlocksConfig, ProcessInstanceExecBlocksConfig).
 - `device_exec_blocks` other than -1 is taken as given, even 0 or below, and `instance_exec_blocks` enters
   ceil(instances x blocks / NPUs) (ModelInstanceState::CalculateDeviceExecBlock): a count that opens no GE
-  session leaves every request waiting (npu_ge_blocks_problem).
+  session leaves every request waiting (npu_ge_blocks_problem). `instance_exec_blocks` is read for every
+  execution too, whatever `device_exec_blocks` is: each waits for that many idle sessions and takes them
+  (inference.cpp Inference::BatchSplicTasks, scheduler.cpp Scheduler::GetIdleInstances), so more than the
+  sessions opened waits forever and 0 or below can take none (npu_ge_scheduling_problem).
 - NPUs: the model's first instance sets up every NPU of `device_ids` (all NPUs aclrtGetDeviceCount sees
   when none are given: ModelInstanceState::InitDevices) and on each it opens `device_exec_blocks`
   sessions (by default ceil(instances x instance_exec_blocks / NPUs): CalculateDeviceExecBlock), each
@@ -71,16 +74,46 @@ def ge_option_reason(key: str) -> str:
 
 
 def npu_ge_blocks_problem(key: str, value: int) -> str | None:
-    """Why a block count makes npu_ge open no GE session (None when it opens some): device_exec_blocks is
-    taken as given unless it is -1, instance_exec_blocks enters ceil(instances x blocks / NPUs)
-    (model_instance_state.cpp CalculateDeviceExecBlock); with no session, CreateSessions and CreateThreads
-    make nothing and every request waits forever (scheduler.cpp GetIdleInstances finds no idle one)."""
+    """Why a block count alone makes npu_ge hang or crash, whatever else is set (None when it alone does
+    not): device_exec_blocks is taken as given unless it is -1 (model_instance_state.cpp
+    CalculateDeviceExecBlock), so 0 or below opens no GE session, and every execution waits for
+    instance_exec_blocks idle ones (inference.cpp BatchSplicTasks, scheduler.cpp GetIdleInstances), so 0
+    gets none and SetInferenceContext reads the first of none. The rest: npu_ge_scheduling_problem."""
     if key == "device_exec_blocks" and value <= 0 and value != -1:
         return (f"npu_ge opens device_exec_blocks GE sessions on each NPU as given (-1: its default): "
                 f"{value} opens none, so requests wait forever; use a positive count or -1")
-    if key == "instance_exec_blocks" and value <= 0:
-        return (f"npu_ge opens ceil(instances x instance_exec_blocks / NPUs) GE sessions on each NPU: "
-                f"{value} opens none, so requests wait forever; use a positive count")
+    if key == "instance_exec_blocks" and value == 0:
+        return ("npu_ge runs each execution on instance_exec_blocks of its GE sessions, whatever "
+                "device_exec_blocks is: 0 takes none and the first of none is read, so the server crashes "
+                "at the first request; use a positive count")
+    return None
+
+
+def npu_ge_scheduling_problem(device_exec_blocks: int | None, instance_exec_blocks: int | None,
+                              instances: int, npus: int | None) -> str | None:
+    """Why instance_exec_blocks makes npu_ge hang or crash with the GE sessions it opens (None when it
+    does not, or when the NPUs are unknown and they decide). Each execution waits until that many of the
+    model's sessions are idle and takes them (inference.cpp BatchSplicTasks; scheduler.cpp
+    GetIdleInstances, HasIdleInstance, SelectInstancesWithLoadBalance, whose count is a size_t, so a
+    negative one takes every idle session and waits for none); the sessions are device_exec_blocks per NPU,
+    or ceil(instances x instance_exec_blocks / NPUs) for -1 (CalculateDeviceExecBlock)."""
+    device = -1 if device_exec_blocks is None else device_exec_blocks
+    wanted = 1 if instance_exec_blocks is None else instance_exec_blocks
+    if wanted == 0 or (device <= 0 and device != -1):
+        return None  # npu_ge_blocks_problem's
+    if wanted < 0 and device == -1:
+        return (f"instance_exec_blocks {wanted} with device_exec_blocks -1 (its default) opens no GE session "
+                "(ceil(instances x instance_exec_blocks / NPUs) <= 0) and each execution, asking for a "
+                "negative number, gets none at once: the server crashes at the first request; use a "
+                "positive count")
+    if wanted < 0 and instances > 1:
+        return (f"a negative instance_exec_blocks ({wanted}) makes each execution take every idle GE "
+                f"session: with {instances} instances an execution that finds none idle reads the first of "
+                "none and the server crashes; use a positive count")
+    if wanted > 0 and device > 0 and npus is not None and wanted > device * npus:
+        return (f"npu_ge waits for {wanted} idle GE sessions for each execution, but opens {device} x {npus} "
+                f"NPU{'s' if npus > 1 else ''} = {device * npus} (device_exec_blocks x NPUs): every request "
+                f"waits forever; use at most {device * npus}")
     return None
 
 

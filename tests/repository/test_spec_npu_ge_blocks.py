@@ -77,7 +77,7 @@ def test_validate_refuses_blocks_that_open_no_session() -> None:
     config = mc.ModelConfig(name="m", backend="npu_ge")
     config.parameters["instance_exec_blocks"].string_value = "0"
     messages = [f.message for f in check_ge_config(config) if f.severity == "error"]
-    assert any("ceil(instances x instance_exec_blocks / NPUs) GE sessions on each NPU: 0 opens none" in m
+    assert any("instance_exec_blocks of its GE sessions, whatever device_exec_blocks is: 0 takes none" in m
                for m in messages), messages
 
 
@@ -132,3 +132,81 @@ def test_validate_refuses_device_exec_blocks_that_open_no_session(value: str, re
     config.parameters["device_exec_blocks"].string_value = value
     errors = [f.message for f in check_ge_config(config) if f.severity == "error"]
     assert any(f"(-1: its default): {value} opens none" in m for m in errors) is refused_too, errors
+
+
+def _scheduling_spec(tmp_path: Path, device: str, instance: str, count: int = 1, npus: str = "[0]") -> Path:
+    """A spec of one npu_ge model with both block counts and its instance group (the counts on line 6)."""
+    return _spec(tmp_path, f"""
+        models:
+          - name: m
+            backend: npu_ge
+            source: "demo:bert"
+            parameters: {{device_exec_blocks: "{device}", instance_exec_blocks: "{instance}"}}
+            instance_group: {{count: {count}, device_ids: {npus}}}
+        """)
+
+
+def test_instance_exec_blocks_is_read_for_every_execution_even_with_device_exec_blocks(
+        tmp_path: Path) -> None:
+    """With device_exec_blocks given, instance_exec_blocks no longer counts the sessions
+    (CalculateDeviceExecBlock) but each execution still waits for that many idle ones (inference.cpp
+    BatchSplicTasks, scheduler.cpp GetIdleInstances): more than device_exec_blocks x NPUs waits forever, a
+    negative count takes every idle session (one instance runs; several crash when none is idle)."""
+    (waits,) = refused(_scheduling_spec(tmp_path, "1", "2"))
+    assert waits.startswith("deploy.yaml:6:65 models[0].parameters.instance_exec_blocks: ")
+    assert "waits for 2 idle GE sessions for each execution, but opens 1 x 1 NPU = 1" in waits
+    assert load_spec(_scheduling_spec(tmp_path, "1", "2", npus="[0, 1]")).models[0].name == "m"
+    assert load_spec(_scheduling_spec(tmp_path, "2", "-1")).models[0].name == "m"
+    (crashes,) = refused(_scheduling_spec(tmp_path, "2", "-1", count=2))
+    assert "with 2 instances an execution that finds none idle reads the first of none" in crashes
+
+
+def test_instance_exec_blocks_0_crashes_whatever_device_exec_blocks_is(tmp_path: Path) -> None:
+    """0 asks for no session, gets none at once, and SetInferenceContext reads the first of none."""
+    (problem,) = refused(_scheduling_spec(tmp_path, "2", "0"))
+    assert "models[0].parameters.instance_exec_blocks" in problem
+    assert "0 takes none and the first of none is read" in problem
+
+
+@pytest.mark.parametrize(("device", "instance", "npus", "error"), [
+    ("1", "2", "0", "but opens 1 x 1 NPU = 1"), ("1", "2", "0,1", None), ("2", "-1", "0", None),
+    ("-1", "-1", "0", "opens no GE session"), ("3", "0", "0", "0 takes none")])
+def test_validate_judges_instance_exec_blocks_with_the_sessions(device: str, instance: str, npus: str,
+                                                                error: str | None) -> None:
+    """validate of a hand-written config.pbtxt: the same judgement, its NPUs from device_ids."""
+    from tritonclient.grpc import model_config_pb2 as mc
+
+    config = mc.ModelConfig(name="m", backend="npu_ge")
+    for key, value in (("device_exec_blocks", device), ("instance_exec_blocks", instance),
+                       ("device_ids", npus)):
+        config.parameters[key].string_value = value
+    errors = [f.message for f in check_ge_config(config) if f.severity == "error"]
+    assert (errors == []) if error is None else any(error in m for m in errors), errors
+
+
+def test_the_npu_ge_emulation_judges_instance_exec_blocks_with_the_sessions() -> None:
+    """The glue: a count that would wait forever is refused, a negative one with one instance runs."""
+    config = {"parameters": {"instance_exec_blocks": {"string_value": "3"}}}
+    with pytest.raises(GlueConfigError, match="waits for 3 idle GE sessions for each execution, but opens 1"):
+        npu_ge_placement(config, {"device_ids": "0", "device_exec_blocks": "1"}, 1, 0, "m")
+    negative = {"parameters": {"instance_exec_blocks": {"string_value": "-1"}}}
+    two_npus = {"device_ids": "0,1", "device_exec_blocks": "2"}
+    assert npu_ge_placement(negative, two_npus, 1, 0, "m") == ((0, 1), 2)
+
+
+def test_the_counts_of_server_backend_config_are_judged_under_each_model(tmp_path: Path) -> None:
+    """The model's counts over the command line's (ParseModelParametersConfig after DisposeConfig): a
+    negative instance_exec_blocks from server.backend_config runs one instance over device_exec_blocks
+    sessions, and crashes two, refused at the model naming the key it came from."""
+    def spec(count: int) -> Path:
+        return _spec(tmp_path, f"""
+            server:
+              backend_config:
+                npu_ge: {{device_exec_blocks: "2", instance_exec_blocks: "-1"}}
+            models:
+              - {{name: m, backend: npu_ge, source: "demo:bert", instance_group: {{count: {count}}}}}
+            """)
+    assert load_spec(spec(1)).models[0].instance_group.count == 1
+    (problem,) = refused(spec(2))
+    assert problem.startswith("deploy.yaml:6:5 models[0].parameters.instance_exec_blocks: given in "
+                              "server.backend_config.npu_ge: a negative instance_exec_blocks (-1)"), problem

@@ -18,6 +18,7 @@ from triton_ge_console.ge_backends import (
     EXECUTION_MODES,
     NPU_GE_PARAMETERS,
     npu_ge_blocks_problem,
+    npu_ge_scheduling_problem,
     npu_ge_sessions_per_npu,
     stoi,
 )
@@ -295,12 +296,15 @@ def npu_ge_placement(config: dict[str, Any], cmdline: Mapping[str, str], instanc
             raise GlueConfigError(f"{where}: {source}: {problem}")
         return value
 
-    devices = (npu_ge_device_ids(config, cmdline, where)
-               or (every_visible_npu() if visible is None else visible) or (triton_device_id,))
+    known = npu_ge_device_ids(config, cmdline, where) or (every_visible_npu() if visible is None else visible)
+    devices = known or (triton_device_id,)
     static = cmdline.get("static_model") == "1" or ("static_model" in params and integer("static_model") == 1)
-    copies = npu_ge_sessions_per_npu(instances, len(devices), integer("device_exec_blocks"),
-                                     integer("instance_exec_blocks"), static)
-    return devices, copies
+    device_blocks, instance_blocks = integer("device_exec_blocks"), integer("instance_exec_blocks")
+    problem = npu_ge_scheduling_problem(device_blocks, instance_blocks, instances, len(known) or None)
+    if problem is not None:  # native npu_ge would load, then hang or crash at its first requests
+        source = (npu_ge_value(config, cmdline, "instance_exec_blocks") or ("instance_exec_blocks",))[0]
+        raise GlueConfigError(f"{where}: {source}: {problem}")
+    return devices, npu_ge_sessions_per_npu(instances, len(devices), device_blocks, instance_blocks, static)
 
 
 def instance_count(config: dict[str, Any]) -> int:

@@ -21,6 +21,8 @@ from triton_ge_console.ge_backends import (
     is_ge_option,
     is_npu_ge_parameter_option,
     npu_ge_blocks_problem,
+    npu_ge_id_list,
+    npu_ge_scheduling_problem,
     stoi,
 )
 from triton_ge_console.repository import atc, soc
@@ -229,6 +231,9 @@ def _npu_ge_value_findings(config: mc.ModelConfig) -> list[Finding]:
         problem = npu_ge_blocks_problem(key, number) if number is not None else None
         if problem is not None:
             findings.append(error(param_field(key), problem))
+    problem = _npu_ge_scheduling(config)
+    if problem is not None:
+        findings.append(error(param_field("instance_exec_blocks"), problem))
     for key, values in NPU_GE_SWITCH_VALUES.items():
         value = parameter(config, key)
         if value is not None and value not in values and value != "0":
@@ -236,6 +241,16 @@ def _npu_ge_value_findings(config: mc.ModelConfig) -> list[Finding]:
             findings.append(warning(param_field(key), f"npu_ge turns {key} on only for {said}: "
                                                       f"'{value}' leaves it off"))
     return findings
+
+
+def _npu_ge_scheduling(config: mc.ModelConfig) -> str | None:
+    """npu_ge_scheduling_problem of the config alone: its instances (Triton's default 1), its NPUs from its
+    device_ids (unknown without: every NPU of the host the server runs on)."""
+    device, instance = (stoi(parameter(config, key) or "") for key in ("device_exec_blocks",
+                                                                       "instance_exec_blocks"))
+    ids = npu_ge_id_list(parameter(config, "device_ids") or "")
+    instances = sum(max(1, group.count) for group in config.instance_group) or 1
+    return npu_ge_scheduling_problem(device, instance, instances, len(set(ids)) if ids else None)
 
 
 def check_ge_files(config: mc.ModelConfig, model_dir: Path, versions: list[Path]) -> list[Finding]:

@@ -19,6 +19,7 @@ from triton_ge_console.repository.spec.devices import check_devices
 from triton_ge_console.repository.spec.k8s import read_kubernetes
 from triton_ge_console.repository.spec.models import model_name_problem, read_model
 from triton_ge_console.repository.spec.nodes import Problems, Reader, SpecError, SpecProblem, join, suggest
+from triton_ge_console.repository.spec.options import check_scheduling
 from triton_ge_console.repository.spec.types import (
     RESTART_POLICIES,
     DeploymentSpec,
@@ -95,6 +96,7 @@ def parse_spec(
     problems.raise_if_any()
     assert server is not None and models is not None and kubernetes is not None
     models = _npu_ge_command_line_npus(models, server)
+    check_scheduling(problems, entries["models"][1].value, models, server)
     _check_devices(problems, entries["models"][1], models, server)
     path = None if base_dir is None else base_dir / Path(file).name
     return DeploymentSpec(name=name, path=path, server=server, models=models, kubernetes=kubernetes)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import yaml
 
 from triton_ge_console.backend_glue.settings import leaves_model_folder
@@ -12,10 +14,12 @@ from triton_ge_console.ge_backends import (
     is_ge_option,
     is_npu_ge_parameter_option,
     npu_ge_blocks_problem,
+    npu_ge_scheduling_problem,
     stoi,
 )
 from triton_ge_console.repository.spec.nodes import (
     INT32_MAX,
+    Problems,
     Reader,
     join,
     short,
@@ -23,7 +27,12 @@ from triton_ge_console.repository.spec.nodes import (
     unknown_key_message,
 )
 from triton_ge_console.repository.spec.queue_policy import QUEUE_KEYS, with_queue
-from triton_ge_console.repository.spec.types import DynamicBatchingSpec, InstanceGroupSpec
+from triton_ge_console.repository.spec.types import (
+    DynamicBatchingSpec,
+    InstanceGroupSpec,
+    ModelSpec,
+    ServerSpec,
+)
 
 BATCHING_KEYS = ("preferred_batch_size", "max_queue_delay_microseconds", *QUEUE_KEYS)
 INSTANCE_KEYS = ("count", "device_ids", "tensor_parallel")
@@ -217,6 +226,28 @@ def check_blocks(reader: Reader, parameters: dict[str, str], values: dict[str, y
         if problem is not None:
             node = _parameter_value(values.get("parameters"), key)
             reader.problems.add(node, join(path, f"parameters.{key}"), problem)
+
+
+def check_scheduling(problems: Problems, items: Sequence[yaml.Node], models: Sequence[ModelSpec],
+                     server: ServerSpec) -> None:
+    """npu_ge_scheduling_problem of each npu_ge model, its block counts over server.backend_config.npu_ge's
+    (ParseModelParametersConfig runs after DisposeConfig), at its instance_exec_blocks where it gives one."""
+    cmdline = {k: v for b, k, v in server.backend_config if b == "npu_ge"}
+    for i, (item, model) in enumerate(zip(items, models, strict=True)):
+        if model.backend != "npu_ge":
+            continue
+        given = {**cmdline, **dict(model.parameters)}
+        device, instance = (stoi(given[key]) if key in given else None
+                            for key in ("device_exec_blocks", "instance_exec_blocks"))
+        problem = npu_ge_scheduling_problem(device, instance, model.instance_group.count,
+                                            len(model.instance_group.device_ids))
+        if problem is None:
+            continue
+        path = join(f"models[{i}]", "parameters.instance_exec_blocks")
+        node = _parameter_value(_parameter_value(item, "parameters"), "instance_exec_blocks")
+        if node is None:
+            problem = f"given in server.backend_config.npu_ge: {problem}"
+        problems.add(node or item, path, problem)
 
 
 def check_npu_ge_group(reader: Reader, values: dict[str, yaml.Node], path: str, backend: str | None) -> None:
