@@ -7,8 +7,9 @@ src/model_state.cpp, src/model_instance_state.cpp, src/inference.cpp and src/sch
   `dump_graph`, `profiling` and `dump_data` (ModelState::ParseModelParametersConfig). `static_model` and
   the two block counts go through std::stoi, so text that is not an integer ("true") throws and the model
   fails to load; `dump_graph` and `dump_data` switch on only for "1"; `profiling` only for "dynamic" or
-  "true". Every parameter also goes to ModelState::SetOptions (ModelState::Create): `session.*` ones are
-  options of each ge::Session, `graph.*` ones of Session::AddGraph, the prefix stripped (its tuning guide
+  "true", compared as written, any other value ignored without a log line (npu_ge_switch_problem). Every
+  parameter also goes to ModelState::SetOptions (ModelState::Create): `session.*` ones are options of each
+  ge::Session, `graph.*` ones of Session::AddGraph, the prefix stripped (its tuning guide
   sets `graph.ge.inputShape` so).
 - `--backend-config=npu_ge,<key>=<value>`: the same seven keys, and GE's options: `ge.*` for
   GEInitialize (read only here), `session.*` and `graph.*` as above (ModelState::ParseCmdlineConfig).
@@ -128,6 +129,18 @@ def npu_ge_id_list(text: str) -> tuple[int, ...] | None:
 # its profiling switch from the command line takes the second as on
 LOOKS_ON = ("true", "on", "yes", "y", "enable", "enabled")
 LOOKS_OFF = ("0", "false", "off", "no", "")
+
+
+def npu_ge_switch_problem(key: str, value: str) -> str | None:
+    """Why a model's switch parameter is left off though it does not read off (None otherwise): npu_ge
+    compares it as written with its on values and ignores any other in silence, with no log line
+    (model_state.cpp ParseModelParametersConfig: dump_graph and dump_data == "1", profiling == "dynamic"
+    or "true")."""
+    values = NPU_GE_SWITCH_VALUES.get(key)
+    if values is None or value in values or value.strip().lower() in LOOKS_OFF:
+        return None
+    said = " or ".join(f"'{v}'" for v in values)
+    return f"npu_ge turns {key} on only for {said}: '{value}' leaves it off"
 
 
 def npu_ge_cmdline_problem(key: str, value: str) -> str | None:

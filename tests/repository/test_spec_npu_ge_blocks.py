@@ -210,3 +210,56 @@ def test_the_counts_of_server_backend_config_are_judged_under_each_model(tmp_pat
     (problem,) = refused(spec(2))
     assert problem.startswith("deploy.yaml:6:5 models[0].parameters.instance_exec_blocks: given in "
                               "server.backend_config.npu_ge: a negative instance_exec_blocks (-1)"), problem
+
+
+@pytest.mark.parametrize(("value", "shown"), [("'1'", "1"), ("true", "1"), ("'True'", "True"),
+                                              ("'on'", "on"), ("PipeUtilization", "PipeUtilization")])
+def test_a_models_profiling_npu_ge_would_ignore_is_refused(tmp_path: Path, value: str, shown: str) -> None:
+    """A model's profiling turns on for "dynamic" or "true" alone (model_state.cpp
+    ParseModelParametersConfig, compared as written); any other value is ignored in silence, so a spec
+    asking for it with "1", an unquoted true (written as 1), "True" or a mode name built a config that
+    never profiled."""
+    path = _spec(tmp_path, f"""
+        models:
+          - {{name: m, backend: npu_ge, source: "demo:bert", parameters: {{profiling: {value}}}}}
+        """)
+    (problem,) = refused(path)
+    assert ("models[0].parameters.profiling: npu_ge turns profiling on only for 'dynamic' or 'true': "
+            f"'{shown}' leaves it off") in problem
+    assert "quote" in problem if value == "true" else "quote" not in problem
+
+
+@pytest.mark.parametrize("value", ["dynamic", "'true'", "'false'", "'0'", "false"])
+def test_a_models_profiling_that_is_on_or_reads_off_loads(tmp_path: Path, value: str) -> None:
+    path = _spec(tmp_path, f"""
+        models:
+          - name: m
+            backend: npu_ge
+            source: "demo:bert"
+            parameters: {{profiling: {value}, dump_graph: "1"}}
+        """)
+    assert dict(load_spec(path).models[0].parameters)["dump_graph"] == "1"
+
+
+def test_validate_says_nothing_of_a_switch_that_reads_off() -> None:
+    """validate warns of a switch value npu_ge ignores ('1' for profiling), not of one that asks for off."""
+    from tritonclient.grpc import model_config_pb2 as mc
+
+    def warnings(value: str) -> list[str]:
+        config = mc.ModelConfig(name="m", backend="npu_ge")
+        config.parameters["profiling"].string_value = value
+        return [f.message for f in check_ge_config(config) if "profiling" in f.message]
+
+    assert warnings("false") == [] and warnings("off") == []
+    assert warnings("1") == ["npu_ge turns profiling on only for 'dynamic' or 'true': '1' leaves it off"]
+
+
+def test_a_models_dump_switch_npu_ge_would_ignore_is_refused(tmp_path: Path) -> None:
+    """dump_graph and dump_data turn on for "1" alone, by the same rule: "yes" was built in silence."""
+    path = _spec(tmp_path, """
+        models:
+          - {name: m, backend: npu_ge, source: "demo:bert", parameters: {dump_data: "yes"}}
+        """)
+    (problem,) = refused(path)
+    assert "parameters.dump_data: npu_ge turns dump_data on only for '1': 'yes' leaves it off" in problem
+    assert problem.endswith("write '1' or leave the key out")

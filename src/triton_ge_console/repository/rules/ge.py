@@ -23,6 +23,7 @@ from triton_ge_console.ge_backends import (
     npu_ge_blocks_problem,
     npu_ge_id_list,
     npu_ge_scheduling_problem,
+    npu_ge_switch_problem,
     stoi,
 )
 from triton_ge_console.repository import atc, soc
@@ -234,12 +235,11 @@ def _npu_ge_value_findings(config: mc.ModelConfig) -> list[Finding]:
     problem = _npu_ge_scheduling(config)
     if problem is not None:
         findings.append(error(param_field("instance_exec_blocks"), problem))
-    for key, values in NPU_GE_SWITCH_VALUES.items():
+    for key in NPU_GE_SWITCH_VALUES:
         value = parameter(config, key)
-        if value is not None and value not in values and value != "0":
-            said = " or ".join(f"'{v}'" for v in values)
-            findings.append(warning(param_field(key), f"npu_ge turns {key} on only for {said}: "
-                                                      f"'{value}' leaves it off"))
+        problem = npu_ge_switch_problem(key, value) if value is not None else None
+        if problem is not None:
+            findings.append(warning(param_field(key), problem))
     return findings
 
 

@@ -10,11 +10,13 @@ from triton_ge_console.backend_glue.settings import leaves_model_folder
 from triton_ge_console.ge_backends import (
     EXECUTION_MODES,
     NPU_GE_PARAMETERS,
+    NPU_GE_SWITCH_VALUES,
     ge_option_reason,
     is_ge_option,
     is_npu_ge_parameter_option,
     npu_ge_blocks_problem,
     npu_ge_scheduling_problem,
+    npu_ge_switch_problem,
     stoi,
 )
 from triton_ge_console.repository.spec.nodes import (
@@ -174,9 +176,19 @@ def read_parameters(reader: Reader, node: yaml.Node | None, path: str, backend: 
         elif key in MODEL_PATH_KEYS and value is not None and leaves_model_folder(value):
             reader.problems.add(value_node, key_path, f"'{short(value)}' leaves the model folder "
                                 "(relative paths are read from the version folder; absolute ones are kept)")
+        elif backend == "npu_ge" and value is not None and npu_ge_switch_problem(key, value):
+            reader.problems.add(value_node, key_path, _switch_message(key, value, reader.value(value_node)))
         elif value is not None:
             params[key] = value
     return params
+
+
+def _switch_message(key: str, value: str, written: object) -> str:
+    """A switch npu_ge would ignore in silence, and what to write (an unquoted true reaches it as '1')."""
+    on = NPU_GE_SWITCH_VALUES[key][-1]
+    quote = " (an unquoted true is written as '1': quote it)" if written is True and on != "1" else ""
+    return (f"{npu_ge_switch_problem(key, value)}, in silence (model_state.cpp ParseModelParametersConfig "
+            f"compares it as written); write '{on}'{quote} or leave the key out")
 
 
 def read_thresholds(reader: Reader, node: yaml.Node | None, path: str) -> tuple[tuple[str, float], ...]:
