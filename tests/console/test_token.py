@@ -13,8 +13,9 @@ from triton_ge_console.console.screens.dashboard import DashboardScreen
 from triton_ge_console.console.widgets.models import ModelsTable
 from triton_ge_console.repository import inventory
 from triton_ge_console.repository.build import build_demo_repository
-from triton_ge_console.sessions.act.probe import send_test_request, session_headers
+from triton_ge_console.sessions.act.probe import send_test_request
 from triton_ge_console.sessions.launcher import LaunchOptions, launch
+from triton_ge_console.sessions.observe.source import session_headers
 from triton_ge_console.sessions.observe.stats import fetch_loaded_config
 from triton_ge_console.sessions.server.paths import STATE_DIR_ENV
 from triton_ge_console.sessions.server.registry import Registry, SessionRecord

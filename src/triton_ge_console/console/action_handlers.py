@@ -18,8 +18,12 @@ from triton_ge_console.console.options import ConsoleOptions
 from triton_ge_console.console.toasts import PlainToasts
 from triton_ge_console.repository import inventory
 from triton_ge_console.repository.progress import SHOW_AFTER_S, elapsed_line
-from triton_ge_console.sessions.act.probe import send_test_request, session_headers
-from triton_ge_console.sessions.observe.source import CommandResult, SessionSource, commands_disabled
+from triton_ge_console.sessions.observe.source import (
+    CommandResult,
+    SessionSource,
+    commands_disabled,
+    session_headers,
+)
 from triton_ge_console.sessions.server.debug_env import diagnostic_env
 from triton_ge_console.triton_terms import host_port
 
@@ -214,6 +218,8 @@ class ActionHandlers(PlainToasts[None]):
     @work(thread=True, group="probe", exit_on_error=False)
     def _probe_worker(self, url: str, model: str, headers: dict[str, str]) -> None:
         """The blocking request, with the session's token."""
+        from triton_ge_console.sessions.act.probe import send_test_request  # numpy, clients: not at start
+
         result = send_test_request(url, model, headers=headers)
         self.post_message(CommandFinished(CommandResult("test request", model, result.ok, result.message,
                                                         None if result.latency_ms is None else

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from triton_ge_console.sessions.act.control import ControlError, TritonControl, controller_for
-from triton_ge_console.sessions.act.probe import ProbeResult, send_test_request
 from triton_ge_console.sessions.server.access import token_headers
 from triton_ge_console.sessions.server.engines import control_refusal
 from triton_ge_console.sessions.server.registry import SessionRecord
 from triton_ge_console.triton_terms import MODEL_READY, SERVER_UNREACHABLE
 
-Probe = Callable[[str, str, dict[str, str]], ProbeResult]
+if TYPE_CHECKING:
+    from triton_ge_console.sessions.act.probe import ProbeResult
+
+Probe = Callable[[str, str, dict[str, str]], "ProbeResult"]
 Say = Callable[[str], None]
 
 
@@ -53,6 +56,8 @@ class RollingResult:
 
 def _probe(http_url: str, model: str, headers: dict[str, str]) -> ProbeResult:
     """One request built from the model's metadata."""
+    from triton_ge_console.sessions.act.probe import send_test_request  # numpy: not at the fleet's start
+
     return send_test_request(http_url, model, headers=headers)
 
 

@@ -6,13 +6,12 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from google.protobuf import json_format
-from tritonclient.grpc import model_config_pb2
-
-from triton_ge_console.repository import pbtxt
 from triton_ge_console.triton_terms import RELOAD_PARAMETER
+
+if TYPE_CHECKING:
+    from tritonclient.grpc import model_config_pb2
 
 
 @dataclass(frozen=True)
@@ -40,6 +39,8 @@ def list_models(repository: Path) -> list[RepoModel]:
 
 def config_summary(config_path: Path) -> str:
     """Backend, batching, instances and GE parameters in one line; the parse error when it fails."""
+    from triton_ge_console.repository import pbtxt  # protobuf, grpc, numpy: not at the console's start
+
     try:
         config = pbtxt.load(config_path)
     except (OSError, pbtxt.ConfigSyntaxError) as exc:
@@ -84,6 +85,8 @@ class ConfigSummaries:
 
 def decoupled(config_path: Path) -> bool:
     """Whether the model streams its responses (a generate model's config); False when unreadable."""
+    from triton_ge_console.repository import pbtxt  # as in config_summary: not at the console's start
+
     try:
         return bool(pbtxt.load(config_path).model_transaction_policy.decoupled)
     except (OSError, pbtxt.ConfigSyntaxError):
@@ -92,6 +95,8 @@ def decoupled(config_path: Path) -> bool:
 
 def queue_summary(batching: model_config_pb2.ModelDynamicBatching) -> list[str]:
     """The queue policy in a few words: size limit, timeout and its action, priority levels."""
+    from tritonclient.grpc import model_config_pb2  # as in config_summary: not at the console's start
+
     parts = [f"{batching.priority_levels} priority levels"] if batching.priority_levels else []
     if batching.HasField("default_queue_policy"):
         policy = batching.default_queue_policy
@@ -106,6 +111,10 @@ def queue_summary(batching: model_config_pb2.ModelDynamicBatching) -> list[str]:
 def loaded_config_text(loaded: dict[str, Any], disk_text: str) -> str:
     """Triton's loaded config (JSON) as pbtxt, limited to the fields the file sets (no default noise), and
     without the parameter a reload adds to make Triton load anew (no setting of the model's)."""
+    from google.protobuf import json_format  # as in config_summary: not at the console's start
+
+    from triton_ge_console.repository import pbtxt
+
     on_disk = pbtxt.loads(disk_text)
     config = json_format.ParseDict(loaded, pbtxt.ModelConfig(), ignore_unknown_fields=True)
     if RELOAD_PARAMETER in config.parameters:
@@ -121,6 +130,10 @@ def config_diff(disk_text: str, loaded: dict[str, Any] | None) -> list[str]:
     """Unified diff lines between the file on disk and what Triton has loaded (both normalised)."""
     if loaded is None:
         return ["(the model is not loaded: nothing to compare)"]
+    from google.protobuf import json_format  # as in config_summary: not at the console's start
+
+    from triton_ge_console.repository import pbtxt
+
     try:
         disk = pbtxt.dumps(pbtxt.loads(disk_text))
         served = loaded_config_text(loaded, disk_text)

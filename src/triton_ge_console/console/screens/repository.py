@@ -19,7 +19,7 @@ from triton_ge_console.console.host import ConsoleHost
 from triton_ge_console.files import write_atomic
 from triton_ge_console.repository import inventory
 from triton_ge_console.repository.inventory import ConfigFinding
-from triton_ge_console.sessions.act.probe import session_headers
+from triton_ge_console.sessions.observe.source import session_headers
 from triton_ge_console.sessions.observe.stats import fetch_loaded_config
 
 

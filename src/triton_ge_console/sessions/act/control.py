@@ -17,10 +17,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import tritonclient.http as triton_http
-from tritonclient.utils import InferenceServerException
+from typing import TYPE_CHECKING, Any
 
 from triton_ge_console.display import printable
 from triton_ge_console.errors import GeConsoleError, InputError
@@ -39,6 +36,10 @@ from triton_ge_console.triton_terms import (
     parse_endpoint,
 )
 
+if TYPE_CHECKING:
+    import tritonclient.http as triton_http
+    from tritonclient.utils import InferenceServerException
+
 CLOSED_MIDWAY = "the server closed the connection (stopped or restarted meanwhile?)"
 MAX_FIELDS_SHOWN = 4  # config changes named in a message; the rest are counted
 DEAD_UNLOAD_WAIT_S = 5.0  # how long unload waits for a model whose instance died before saying so
@@ -56,6 +57,11 @@ class ServerUnreachable(ControlError):
 
 class ServerNotAnswering(ServerUnreachable):
     """The server took the connection but sent no reply within the timeout (hung, or stopped by SIGSTOP)."""
+
+
+class TritonRefused(Exception):
+    """Triton answered a call with an error; the text is Triton's own words (`triton_message`). `_client`
+    raises it for tritonclient's InferenceServerException, so only a call imports tritonclient."""
 
 
 LIVE, NOT_LIVE, NO_REPLY = "live", "not live", "no reply"  # what a liveness check found
@@ -166,19 +172,24 @@ class TritonControl:
         self.log_path = log_path
         self.timeout = timeout
 
-    def _message(self, exc: InferenceServerException) -> str:
+    def _message(self, exc: TritonRefused) -> str:
         """Triton's words for a failed call; a restricted-API refusal says whether the token was refused."""
-        return explain(triton_message(exc), token_sent=self._headers is not None)
+        return explain(str(exc), token_sent=self._headers is not None)
 
     @contextlib.contextmanager
     def _client(self) -> Iterator[triton_http.InferenceServerClient]:
         """A fresh client per call: safe from any thread; no idle connection delays the server's exit."""
+        import tritonclient.http as triton_http  # with numpy and gevent, ~0.1 s: not at the console's start
+        from tritonclient.utils import InferenceServerException
+
         client = triton_http.InferenceServerClient(
             self._hostport, ssl=self._ssl, connection_timeout=min(10.0, self.timeout),
             network_timeout=self.timeout
         )
         try:
             yield client
+        except InferenceServerException as exc:
+            raise TritonRefused(triton_message(exc)) from None
         except http.client.HTTPException:  # geventhttpclient's HTTPConnectionClosed: not an OSError
             raise ConnectionError(CLOSED_MIDWAY) from None
         finally:
@@ -189,7 +200,7 @@ class TritonControl:
         try:
             with self._client() as client:
                 entries = client.get_model_repository_index(headers=self._headers)
-        except InferenceServerException as exc:
+        except TritonRefused as exc:
             raise ControlError(f"{self.http_url}: {self._message(exc)}") from None
         except (OSError, ValueError) as exc:
             raise self._unreachable(exc) from None
@@ -200,7 +211,7 @@ class TritonControl:
         try:
             with self._client() as client:
                 config = client.get_model_config(model, headers=self._headers)
-        except InferenceServerException as exc:
+        except TritonRefused as exc:
             raise ControlError(f"{model}: {self._message(exc)}") from None
         except OSError as exc:
             raise self._unreachable(exc) from None
@@ -224,7 +235,7 @@ class TritonControl:
                 return LIVE if client.is_server_live(headers=self._headers) else NOT_LIVE
         except TimeoutError:
             return NO_REPLY
-        except (InferenceServerException, OSError, ValueError):
+        except (TritonRefused, OSError, ValueError):
             return NOT_LIVE
 
     def access_problem(self) -> str | None:
@@ -232,8 +243,8 @@ class TritonControl:
         try:
             with self._client() as client:
                 client.get_server_metadata(headers=self._headers)
-        except InferenceServerException as exc:
-            return refusal(triton_message(exc), token_sent=self._headers is not None)
+        except TritonRefused as exc:
+            return refusal(str(exc), token_sent=self._headers is not None)
         except (OSError, ValueError):
             return None
         return None
@@ -348,7 +359,7 @@ class TritonControl:
         try:
             with self._client() as client:
                 client.load_model(model, headers=self._headers, config=config)
-        except InferenceServerException as exc:
+        except TritonRefused as exc:
             return False, self._failure(action, model, self._message(exc), log_offset)
         except OSError as exc:
             return False, f"{action} {model}: server unreachable: {one_line(str(exc))}"
@@ -372,7 +383,7 @@ class TritonControl:
         try:
             with self._client() as client:
                 client.unload_model(model, headers=self._headers)
-        except InferenceServerException as exc:
+        except TritonRefused as exc:
             return False, f"unload {model}: {self._message(exc)}"
         deadline = time.monotonic() + (DEAD_UNLOAD_WAIT_S if dead else self.timeout)
         while time.monotonic() < deadline:

@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from triton_ge_console.files import write_atomic
-from triton_ge_console.repository.build import folder_digest
 from triton_ge_console.sessions.server.paths import open_private
 from triton_ge_console.sessions.server.registry import SessionRecord
 
@@ -25,6 +24,8 @@ _IGNORED_PARTS = ("__pycache__",)
 
 def model_digest(folder: Path) -> str | None:
     """The builder's folder digest, Python bytecode caches left out; None when unknown (changed)."""
+    from triton_ge_console.repository.build import folder_digest  # the builder brings onnx: not at start
+
     try:
         return folder_digest(folder, ignore=_IGNORED_PARTS)
     except OSError:  # a file replaced while an editor saves it: unknown, so the model counts as changed

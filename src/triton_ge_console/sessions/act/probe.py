@@ -1,5 +1,5 @@
 """One test request to a model, its inputs generated from the model's own metadata (UI-free: the console's
-`t` and a fleet's rolling reload both send it), and the headers a session's own requests carry."""
+`t` and a fleet's rolling reload both send it)."""
 
 from __future__ import annotations
 
@@ -106,10 +106,3 @@ def _stream_test(http_url: str, model: str, config: dict[str, Any], timeout: flo
     return ProbeResult(model, True, f"{model} streamed {len(result.tokens)} tokens in "
                                     f"{result.e2e * 1000:.0f} ms (first after {result.ttft * 1000:.0f} ms): "
                                     f"{said}", result.e2e * 1000)
-
-
-def session_headers(source: object) -> dict[str, str]:
-    """The headers the session's own requests carry (its token), so commands pass a restricted server."""
-    inner = getattr(source, "inner", None)  # a PendingSource delegates to its bound live source
-    headers = getattr(inner if inner is not None else source, "request_headers", None)
-    return dict(headers) if isinstance(headers, dict) else {}

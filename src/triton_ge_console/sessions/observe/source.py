@@ -76,3 +76,10 @@ def commands_disabled(controller: object) -> str | None:
     it takes them; views check it before offering load, unload or reload."""
     reason = getattr(controller, "disabled_reason", None)
     return reason if isinstance(reason, str) and reason else None
+
+
+def session_headers(source: object) -> dict[str, str]:
+    """The headers the session's own requests carry (its token), so commands pass a restricted server."""
+    inner = getattr(source, "inner", None)  # a PendingSource delegates to its bound live source
+    headers = getattr(inner if inner is not None else source, "request_headers", None)
+    return dict(headers) if isinstance(headers, dict) else {}
