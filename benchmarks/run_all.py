@@ -55,6 +55,8 @@ BENCHMARKS = (
     Benchmark("poll_cost_ab", "What a poll costs a busy server",
               "throughput with the console's poller on vs off, 40 paired rounds, the poll amplified tenfold"),
     Benchmark("startup", "Start-up", "`ge-console up` to READY and `ge-console demo` to a live dashboard"),
+    Benchmark("console_start", "The console's start",
+              "importing the console app; a fresh process to the first frame and to the first figures"),
     Benchmark("stub_calls", "What a generate model's per-token calls cost",
               "CPU per Python-backend call (is_cancelled, histogram observe, counter increment, send)"),
     Benchmark("build_scale", "Builds at LLM size",
