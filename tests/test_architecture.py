@@ -20,6 +20,7 @@ else:  # the test extra installs tomli there
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src" / "triton_ge_console"
+FAKES = ROOT / "tests" / "fakes"  # on the stub's sys.path, so the fake `acl` imports its siblings by name
 # Modules that no package index provides: they exist only inside the runtime that loads our code.
 PROVIDED_BY_THE_RUNTIME = {
     "triton_python_backend_utils": "Triton's Python backend injects it into the stub that runs backend_glue",
@@ -84,7 +85,8 @@ def test_every_imported_third_party_package_is_declared(root: Path) -> None:
     with another."""
     distributions = importlib.metadata.packages_distributions()
     declared = declared_distributions()
-    own = {SRC.name, "tests", *(path.stem for path in root.glob("*.py"))}  # a benchmark imports its sibling
+    own = {SRC.name, "tests", *(path.stem for path in root.glob("*.py")),  # a benchmark imports its sibling
+           *(path.stem for path in FAKES.glob("*.py"))}  # the fake acl, imported as `acl`, its siblings
     missing = []
     for module, files in sorted(imported_top_level_modules(root).items()):
         if module in sys.stdlib_module_names or module in PROVIDED_BY_THE_RUNTIME or module in own:
