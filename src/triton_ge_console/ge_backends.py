@@ -125,6 +125,22 @@ def npu_ge_id_list(text: str) -> tuple[int, ...] | None:
     return None if None in ids else tuple(i for i in ids if i is not None)
 
 
+def npu_ge_repeated_id_problem(ids: tuple[int, ...]) -> str | None:
+    """Why device_ids naming an NPU twice is refused (None when each is named once): npu_ge keeps the list
+    as written (model_state.cpp ProcessDeviceIdsConfig and ParseParameterValue push every id) and sets up
+    each entry (model_instance_state.cpp InitializeDeviceThreads: CreateDeviceThreads per entry, each with
+    device_exec_blocks GE sessions, the count divided by the list's length), so the NPU loads the model
+    once more per repeat, in silence."""
+    repeated = next((i for i in ids if ids.count(i) > 1), None)
+    if repeated is None:
+        return None
+    times = ids.count(repeated)
+    return (f"NPU {repeated} is named {times} times: npu_ge does not merge repeated ids, it sets NPU "
+            f"{repeated} up {times} times, each with its device_exec_blocks GE sessions (each a full copy "
+            "of the model, unless static_model), so the model takes that much more of its memory; name "
+            "each NPU once")
+
+
 # switch values that read "on" / "off" to a person: npu_ge's comparison with "1" takes the first as off, and
 # its profiling switch from the command line takes the second as on
 LOOKS_ON = ("true", "on", "yes", "y", "enable", "enabled")
@@ -161,6 +177,7 @@ def npu_ge_cmdline_problem(key: str, value: str) -> str | None:
             return f"npu_ge reads each id of device_ids with std::stoi: '{value}' fails its load"
         if any(i < 0 for i in ids):
             return f"'{value}': NPU ids are >= 0"
+        return npu_ge_repeated_id_problem(ids)
     if key in ("device_exec_blocks", "instance_exec_blocks"):
         number = stoi(value)
         if number is None:

@@ -122,6 +122,17 @@ def test_the_command_line_comes_first_and_the_models_parameters_over_it() -> Non
         npu_ge_placement(bare, {"device_exec_blocks": "0"}, 1, 0, "m")
 
 
+def test_npu_ge_naming_an_npu_twice_is_refused_not_merged() -> None:
+    """npu_ge keeps device_ids as written and sets up each entry, a repeated NPU once per mention
+    (model_state.cpp ParseParameterValue, model_instance_state.cpp InitializeDeviceThreads): the emulation
+    refuses it, as spec and validate do, rather than merging the repeats."""
+    twice = {"parameters": {"device_ids": {"string_value": "1,1"}}}
+    with pytest.raises(GlueConfigError, match=r"m: parameter device_ids '1,1': NPU 1 is named 2 times"):
+        npu_ge_placement(twice, {}, 1, 0, "m")
+    with pytest.raises(GlueConfigError, match=r"--backend-config=npu_ge,device_ids=4,4 '4,4': NPU 4"):
+        npu_ge_placement({"parameters": {}}, {"device_ids": "4,4"}, 1, 0, "m")
+
+
 def test_npu_ge_values_are_read_from_the_servers_command_line_as_triton_splits_them() -> None:
     """Triton splits --backend-config at the first comma, then the first '=' (so device_ids keep their
     commas); other backends' values and keys npu_ge does not read as its own (ge.* go to GE) stay out."""

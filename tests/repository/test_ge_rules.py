@@ -298,3 +298,12 @@ def test_glue_auto_complete_runs_as_in_triton(tmp_path: Path) -> None:
     (problem,) = validate_path(broken).errors
     assert problem.field == "backend"
     assert problem.message == f"OnnxReadError: {broken / '1' / 'model.onnx'}: {NOT_ONNX}"
+
+
+def test_npu_ge_naming_an_npu_twice_is_an_error() -> None:
+    """npu_ge sets up each entry of device_ids as written, a repeated one again (model_state.cpp
+    ProcessDeviceIdsConfig, model_instance_state.cpp InitializeDeviceThreads): refused, naming the NPU."""
+    (problem,) = _problems('name: "m"\nbackend: "npu_ge"\n' + _param("device_ids", "0,1,0"))
+    assert (problem.severity, problem.field) == ("error", 'parameters["device_ids"].value.string_value')
+    assert problem.message.startswith("NPU 0 is named 2 times: npu_ge does not merge repeated ids")
+    assert _problems(GE_HEAD + _param("device_ids", "0,0")) == []  # the glue's round-robin: 2 instances on 0

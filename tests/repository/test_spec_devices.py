@@ -225,3 +225,21 @@ def test_npu_ge_without_device_ids_is_charged_on_every_npu_of_the_host(
     assert [p.message.split(" would hold")[0] for p in report.errors] == ["NPU 0", "NPU 1"]
     assert any("no device_ids: npu_ge runs a full copy of the model on every NPU" in p.message
                for p in report.warnings)
+
+
+def test_npu_ge_naming_an_npu_twice_is_refused(tmp_path: Path) -> None:
+    """npu_ge keeps device_ids as written (model_state.cpp ProcessDeviceIdsConfig and ParseParameterValue
+    push every id) and sets up each entry (model_instance_state.cpp InitializeDeviceThreads calls
+    CreateDeviceThreads per entry, device_exec_blocks GE sessions each): "0,0" loads the model onto NPU 0
+    twice over, in silence. A spec refuses it, in a model and on the command line alike."""
+    (problem,) = refused(_write(tmp_path, NPU_GE_SPEC.replace("[0, 1, 2, 3]}", "[0, 1, 0]}")))
+    assert problem.startswith("deploy.yaml:6:34 models[0].instance_group.device_ids: NPU 0 is named 2 "
+                              "times: npu_ge does not merge repeated ids"), problem
+    path = _write(tmp_path, """
+        server: {backend_config: {npu_ge: {device_ids: "6,6"}}}
+        models:
+          - {name: m, backend: npu_ge, source: "demo:bert"}
+    """)
+    (problem,) = refused(path)
+    assert problem.startswith("deploy.yaml:1:48 server.backend_config.npu_ge.device_ids: NPU 6 is named 2 "
+                              "times"), problem

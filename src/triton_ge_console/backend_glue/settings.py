@@ -18,6 +18,7 @@ from triton_ge_console.ge_backends import (
     EXECUTION_MODES,
     NPU_GE_PARAMETERS,
     npu_ge_blocks_problem,
+    npu_ge_repeated_id_problem,
     npu_ge_scheduling_problem,
     npu_ge_sessions_per_npu,
     stoi,
@@ -262,9 +263,14 @@ def npu_ge_value(config: dict[str, Any], cmdline: Mapping[str, str], key: str) -
 
 def npu_ge_device_ids(config: dict[str, Any], cmdline: Mapping[str, str], where: str) -> tuple[int, ...]:
     """The NPUs npu_ge names: the model's device_ids, which replace the command line's (ParseParameterValue
-    clears the list before filling it, so the two are never appended), else the command line's."""
+    clears the list before filling it, so the two are never appended), else the command line's; an NPU
+    named twice is refused, as spec and validate do, not merged (npu_ge would set it up twice)."""
     found = npu_ge_value(config, cmdline, "device_ids")
-    return tuple(dict.fromkeys(parse_device_ids(found[1] if found else None, where)))
+    ids = parse_device_ids(found[1] if found else None, where)
+    problem = npu_ge_repeated_id_problem(ids)
+    if found is not None and problem is not None:
+        raise GlueConfigError(f"{where}: {found[0]} '{found[1]}': {problem}")
+    return ids
 
 
 def npu_ge_placement(config: dict[str, Any], cmdline: Mapping[str, str], instances: int,

@@ -22,6 +22,7 @@ from triton_ge_console.ge_backends import (
     is_npu_ge_parameter_option,
     npu_ge_blocks_problem,
     npu_ge_id_list,
+    npu_ge_repeated_id_problem,
     npu_ge_scheduling_problem,
     npu_ge_switch_problem,
     stoi,
@@ -148,7 +149,7 @@ def _unknown_parameters(config: mc.ModelConfig) -> list[Finding]:
 
 
 def _device_id_findings(config: mc.ModelConfig) -> list[Finding]:
-    """device_ids / DEVICEIDS: comma-separated non-negative integers."""
+    """device_ids / DEVICEIDS: comma-separated non-negative integers, npu_ge's each named once."""
     findings = []
     for key in ("device_ids", "DEVICEIDS"):
         value = parameter(config, key)
@@ -162,6 +163,9 @@ def _device_id_findings(config: mc.ModelConfig) -> list[Finding]:
                     f'{key} \'{value}\' must be comma-separated non-negative integers, e.g. "0" or "4,5"',
                 )
             )
+    repeated = npu_ge_repeated_id_problem(npu_ge_id_list(parameter(config, "device_ids") or "") or ())
+    if config.backend == "npu_ge" and repeated is not None:
+        findings.append(error(param_field("device_ids"), repeated))
     if config.backend == "npu_ge" and parameter(config, "device_ids") is None:
         findings.append(warning("parameters", "no device_ids: npu_ge runs a full copy of the model on every "
                                               "NPU of the host (aclrtGetDeviceCount); name the NPUs with "
@@ -245,12 +249,13 @@ def _npu_ge_value_findings(config: mc.ModelConfig) -> list[Finding]:
 
 def _npu_ge_scheduling(config: mc.ModelConfig) -> str | None:
     """npu_ge_scheduling_problem of the config alone: its instances (Triton's default 1), its NPUs from its
-    device_ids (unknown without: every NPU of the host the server runs on)."""
+    device_ids as written, as InitializeDeviceThreads counts them (unknown without: every NPU of the host
+    the server runs on)."""
     device, instance = (stoi(parameter(config, key) or "") for key in ("device_exec_blocks",
                                                                        "instance_exec_blocks"))
     ids = npu_ge_id_list(parameter(config, "device_ids") or "")
     instances = sum(max(1, group.count) for group in config.instance_group) or 1
-    return npu_ge_scheduling_problem(device, instance, instances, len(set(ids)) if ids else None)
+    return npu_ge_scheduling_problem(device, instance, instances, len(ids) if ids else None)
 
 
 def check_ge_files(config: mc.ModelConfig, model_dir: Path, versions: list[Path]) -> list[Finding]:

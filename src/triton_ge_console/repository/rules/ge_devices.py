@@ -11,7 +11,7 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from triton_ge_console.backend_glue.settings import GlueConfigError, device_memory_bytes
-from triton_ge_console.ge_backends import GE_BACKENDS
+from triton_ge_console.ge_backends import GE_BACKENDS, npu_ge_repeated_id_problem
 from triton_ge_console.repository.rules.findings import Finding, error
 from triton_ge_console.repository.rules.ge import param_field, parameter
 from triton_ge_console.repository.spec.devices import model_charges, over_committed
@@ -21,8 +21,9 @@ MODEL_FILES = ("model.om", "model.onnx")
 
 
 def instance_group(config: mc.ModelConfig, host_devices: int | None = None) -> InstanceGroupSpec | None:
-    """The GE model's instances and NPUs from its config, None when its parameters are malformed (an
-    npu_ge model without device_ids runs on every NPU of the host: None when that count is unknown)."""
+    """The GE model's instances and NPUs from its config, None when its parameters are malformed or name an
+    npu_ge NPU twice (rules.ge reports both; an npu_ge model without device_ids runs on every NPU of the
+    host: None when that count is unknown)."""
     ids_text = parameter(config, "device_ids") or parameter(config, "DEVICEIDS") or "0"
     parallel_text = parameter(config, "tensor_parallel") or "1"
     if config.backend == "npu_ge":
@@ -37,7 +38,8 @@ def instance_group(config: mc.ModelConfig, host_devices: int | None = None) -> I
     except ValueError:
         return None  # rules.ge reports the malformed value
     count = sum(max(group.count, 1) for group in config.instance_group) or 1
-    if not ids or parallel < 1 or len(ids) % parallel:
+    repeated = config.backend == "npu_ge" and npu_ge_repeated_id_problem(ids) is not None
+    if not ids or parallel < 1 or len(ids) % parallel or repeated:
         return None
     return InstanceGroupSpec(count, ids, parallel)
 

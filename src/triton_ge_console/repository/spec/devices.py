@@ -43,7 +43,7 @@ def model_charges(backend: str, group: InstanceGroupSpec, parameters: Mapping[st
     replicates); ge each instance its model on its NPU, 1/N on each NPU of a tensor-parallel what-if."""
     if backend == "npu_ge":
         copies = npu_ge_copies(group, parameters)
-        return [(device, size * copies) for device in dict.fromkeys(group.device_ids)]
+        return [(device, size * copies) for device in group.device_ids]  # each named once: load, rules
     share = -(-size // group.tensor_parallel)  # ceiling: the ledger charges whole bytes
     return [(device, share) for devices in group.instance_devices() for device in devices]
 

@@ -107,7 +107,7 @@ def _npu_ge_command_line_npus(models: tuple[ModelSpec, ...], server: ServerSpec)
     the command line's list and a model's device_ids over it (model_state.cpp DisposeConfig, then
     ParseModelParametersConfig), so the build writes those NPUs where it would write the default 0."""
     text = next((v for b, k, v in server.backend_config if (b, k) == ("npu_ge", "device_ids")), None)
-    ids = tuple(dict.fromkeys(npu_ge_id_list(text) or ())) if text is not None else ()
+    ids = npu_ge_id_list(text) or () if text is not None else ()  # repeats refused: npu_ge_cmdline_problem
     if not ids:
         return models
     return tuple(dataclasses.replace(m, instance_group=dataclasses.replace(m.instance_group, device_ids=ids))

@@ -118,7 +118,7 @@ def _fields(reader: Reader, values: dict[str, yaml.Node], path: str, base_dir: P
             reader, values.get("dynamic_batching"), join(path, "dynamic_batching"), max_batch
         ),
         "instance_group": options.read_instance_group(
-            reader, values.get("instance_group"), join(path, "instance_group")
+            reader, values.get("instance_group"), join(path, "instance_group"), backend
         ),
         "parameters": tuple(parameters.items()),
         "thresholds": options.read_thresholds(reader, values.get("thresholds"), join(path, "thresholds")),

@@ -15,6 +15,7 @@ from triton_ge_console.ge_backends import (
     is_ge_option,
     is_npu_ge_parameter_option,
     npu_ge_blocks_problem,
+    npu_ge_repeated_id_problem,
     npu_ge_scheduling_problem,
     npu_ge_switch_problem,
     stoi,
@@ -97,8 +98,9 @@ def _preferred(
     return preferred
 
 
-def read_instance_group(reader: Reader, node: yaml.Node | None, path: str) -> InstanceGroupSpec | None:
-    """Instance count and NPU device ids."""
+def read_instance_group(reader: Reader, node: yaml.Node | None, path: str,
+                        backend: str | None = None) -> InstanceGroupSpec | None:
+    """Instance count and NPU device ids (npu_ge's each named once: npu_ge_repeated_id_problem)."""
     if node is None:
         return InstanceGroupSpec()
     entries = reader.mapping(node, path, INSTANCE_KEYS)
@@ -118,6 +120,10 @@ def read_instance_group(reader: Reader, node: yaml.Node | None, path: str) -> In
             reader.problems.add(
                 entries["device_ids"][1], join(path, "device_ids"), "must list at least one id"
             )
+            device_ids = None
+        problem = npu_ge_repeated_id_problem(device_ids) if backend == "npu_ge" and device_ids else None
+        if problem is not None:
+            reader.problems.add(entries["device_ids"][1], join(path, "device_ids"), problem)
             device_ids = None
     parallel = _tensor_parallel(reader, entries, path, device_ids)
     if count is None or device_ids is None or parallel is None:
