@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from tests.engine_standins import (
     VLLM_ASCEND_METRICS,
     VLLM_METRICS,
     VLLM_METRICS_CURRENT,
+    StandIn,
     mindie_standin,
     vllm_engine_dead,
     vllm_standin,
@@ -247,3 +249,32 @@ def test_bench_and_probe_send_a_keyed_vllm_its_bearer_token(monkeypatch: pytest.
         assert bench_headers == probe_headers == {"Authorization": "Bearer sk-local"}
         with urlopen(Request(f"{address}/v1/models", headers=bench_headers), timeout=5) as reply:
             assert reply.status == 200
+
+
+def test_attaching_a_triton_as_vllm_says_nothing_answers_vllms_health_and_that_it_looks_like_triton(
+        tmp_path: Path, triton_factory: Any, python_backends: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A real tritonserver has no /health (its HTTP API is KServe v2's: /v2/health/live, /v2/health/ready,
+    /v2 for its metadata, which names it "triton": triton-inference-server/server src/http_server.cc).
+    `attach --engine vllm` there said "HTTP 404 (not healthy)", which reads as a vLLM that is sick; it says
+    in one line that nothing there answers vLLM's /health, and that it looks like a Triton server."""
+    (tmp_path / "repo").mkdir()
+    server = triton_factory(tmp_path / "repo", python_backends)
+    assert main(["attach", server.http_url, "--engine", "vllm", "--name", "tr"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not healthy" not in err, err
+    assert f"nothing at {server.http_url} answers vLLM's /health (HTTP 404)" in err, err
+    assert "it looks like a Triton server" in err and "attach it without --engine" in err, err
+
+
+def test_attaching_something_else_as_vllm_says_nothing_answers_vllms_health(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A server answering 404 to everything (neither vLLM nor Triton): the same words, and no guess."""
+    other = StandIn({})
+    try:
+        assert main(["attach", other.url, "--engine", "vllm", "--name", "x"]) == 1
+    finally:
+        other.close()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not healthy" not in err and "Triton" not in err, err
+    assert f"nothing at {other.url} answers vLLM's /health (HTTP 404)" in err, err

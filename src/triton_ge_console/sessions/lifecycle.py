@@ -25,6 +25,7 @@ from triton_ge_console.sessions.act.control import (
 )
 from triton_ge_console.sessions.launcher import LaunchError, LaunchOptions, Notify, launch
 from triton_ge_console.sessions.live import LiveSource
+from triton_ge_console.sessions.observe.engine_poller import NOTHING_AT
 from triton_ge_console.sessions.observe.generation import generation_row
 from triton_ge_console.sessions.observe.health import LeakedEnd, instance_watch, leaked_in_words
 from triton_ge_console.sessions.observe.snapshot import EngineMemory, ModelSnapshot
@@ -379,7 +380,9 @@ def attach_engine(url: str, name: str, registry: Registry, engine: str, metrics_
         source.close()
     if not snapshot.live:
         forget_token(record)
-        raise LaunchError(f"{http_url}: no healthy {engine_label(engine)} server there ({snapshot.error})")
+        error = snapshot.error or "—"
+        raise LaunchError(error if error.startswith(NOTHING_AT)
+                          else f"{http_url}: no healthy {engine_label(engine)} server there ({error})")
     record = record.replace(models=tuple(m.name for m in snapshot.models))
     registry.save(record)
     return record

@@ -24,7 +24,7 @@ from triton_ge_console.sessions.observe.snapshot import (
     ServerSnapshot,
     guarded_poll,
 )
-from triton_ge_console.sessions.observe.stats import EndpointError, HttpEndpoint
+from triton_ge_console.sessions.observe.stats import EndpointError, HttpEndpoint, fetch_metadata
 from triton_ge_console.sessions.observe.telemetry.devices import DeviceTelemetry
 from triton_ge_console.sessions.server.engines import MINDIE, MINDIE_MONITOR_SWITCH, VLLM, label
 from triton_ge_console.triton_terms import MODEL_READY
@@ -51,6 +51,34 @@ def unhealthy(engine: str, status: int) -> str:
     """Why a health answer other than 200 reads not healthy, with what the engine means by it where known."""
     meaning = UNHEALTHY_MEANS.get((engine, status))
     return "not healthy" if meaning is None else f"not healthy: {meaning}"
+
+
+NOTHING_AT = "nothing at "  # how an absent-engine error begins: attach says it alone, unwrapped
+
+
+class EngineAbsent(EndpointError):
+    """Nothing at the URL answers the engine's health route (HTTP 404): another server, or no such engine."""
+
+
+def absent(engine: str, api: HttpEndpoint, path: str) -> str:
+    """Why a 404 at the engine's health route means no such engine answers there (not a sick one), naming a
+    Triton server when its /v2 metadata says it is one (KServe v2 server metadata; Triton names itself
+    "triton"), so the operator knows to attach it without --engine."""
+    said = f"{NOTHING_AT}{api.base_url} answers {label(engine)}'s {path} (HTTP 404)"
+    version = triton_version(api)
+    if version is None:
+        return said
+    return (f"{said}; it looks like a Triton server (its /v2 names it triton {version}): attach it "
+            "without --engine")
+
+
+def triton_version(api: HttpEndpoint) -> str | None:
+    """Triton's version when the server's GET /v2 names it triton (None for anything else, or no answer)."""
+    try:
+        metadata = fetch_metadata(api)
+    except (EndpointError, ValueError, AttributeError):  # no /v2, not JSON, not a JSON object
+        return None
+    return (metadata.version or "—") if metadata.name == "triton" else None
 
 
 def served_models(answer: object) -> tuple[str, ...]:
@@ -100,6 +128,8 @@ class EnginePoller:
             return self._down(taken_at, "no HTTP endpoint configured")
         try:
             models = self._models()
+        except EngineAbsent as exc:  # its own words name the URL and the engine
+            return self._down(taken_at, str(exc))
         except (EndpointError, ValueError) as exc:
             return self._down(taken_at, f"{label(self.engine)}: {exc}")
         problems: list[str] = []
@@ -121,6 +151,8 @@ class EnginePoller:
         health = HEALTH_PATH.get(self.engine)
         if health is not None:
             status, _ = self._api.request("GET", health)
+            if status == 404:
+                raise EngineAbsent(absent(self.engine, self._api, health))
             if status != 200:
                 why = unhealthy(self.engine, status)
                 raise EndpointError(f"{self._api.base_url}{health}: HTTP {status} ({why})")
