@@ -263,3 +263,30 @@ def test_a_models_dump_switch_npu_ge_would_ignore_is_refused(tmp_path: Path) -> 
     (problem,) = refused(path)
     assert "parameters.dump_data: npu_ge turns dump_data on only for '1': 'yes' leaves it off" in problem
     assert problem.endswith("write '1' or leave the key out")
+
+
+def test_a_count_the_servers_backend_config_decides_is_a_warning_in_validate(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """validate reads a config.pbtxt without tritonserver's --backend-config: an instance_exec_blocks that
+    fails only with npu_ge's default device_exec_blocks (-1) is a warning saying so, not an error, so a
+    repository that build wrote from a spec whose server.backend_config gives device_exec_blocks validates
+    (it said 'device_exec_blocks -1 (its default) ... crashes' as an error); given in the config, an error."""
+    from triton_ge_console.cli import main
+
+    path = _spec(tmp_path, """
+        server:
+          backend_config:
+            npu_ge: {device_exec_blocks: "2", device_ids: "0"}
+        models:
+          - name: m
+            backend: npu_ge
+            source: "demo:bert"
+            parameters: {instance_exec_blocks: "-1"}
+        """)
+    assert main(["build", str(path), "-o", str(tmp_path / "repo")]) == 0
+    capsys.readouterr()
+    assert main(["validate", str(tmp_path / "repo")]) == 0
+    out = capsys.readouterr()
+    assert "0 error(s), 1 warning(s)" in out.out + out.err
+    assert ("unless tritonserver's --backend-config=npu_ge,device_exec_blocks=N gives a positive count"
+            in out.out + out.err)

@@ -32,6 +32,7 @@ from triton_ge_console.repository.rules import ge_onnx as ge_rules_onnx
 from triton_ge_console.repository.rules.findings import ERROR, Finding, error, warning
 
 BOOLEAN_VALUES = ("1", "0", "true", "false")
+COMMAND_LINE_BLOCKS = 1 << 30  # a device_exec_blocks --backend-config could give, enough for any count
 # What the ge glue reads (backend_glue.settings); when it serves npu_ge (CPU emulation) it reads the same.
 GLUE_PARAMETERS = (
     "om_model_path",
@@ -236,9 +237,7 @@ def _npu_ge_value_findings(config: mc.ModelConfig) -> list[Finding]:
         problem = npu_ge_blocks_problem(key, number) if number is not None else None
         if problem is not None:
             findings.append(error(param_field(key), problem))
-    problem = _npu_ge_scheduling(config)
-    if problem is not None:
-        findings.append(error(param_field("instance_exec_blocks"), problem))
+    findings += _npu_ge_scheduling_findings(config)
     for key in NPU_GE_SWITCH_VALUES:
         value = parameter(config, key)
         problem = npu_ge_switch_problem(key, value) if value is not None else None
@@ -247,15 +246,25 @@ def _npu_ge_value_findings(config: mc.ModelConfig) -> list[Finding]:
     return findings
 
 
-def _npu_ge_scheduling(config: mc.ModelConfig) -> str | None:
+def _npu_ge_scheduling_findings(config: mc.ModelConfig) -> list[Finding]:
     """npu_ge_scheduling_problem of the config alone: its instances (Triton's default 1), its NPUs from its
     device_ids as written, as InitializeDeviceThreads counts them (unknown without: every NPU of the host
-    the server runs on)."""
+    the server runs on). Where the config leaves device_exec_blocks out and a positive one would settle
+    it, tritonserver's --backend-config (which validate does not see) decides: a warning saying so."""
     device, instance = (stoi(parameter(config, key) or "") for key in ("device_exec_blocks",
                                                                        "instance_exec_blocks"))
     ids = npu_ge_id_list(parameter(config, "device_ids") or "")
     instances = sum(max(1, group.count) for group in config.instance_group) or 1
-    return npu_ge_scheduling_problem(device, instance, instances, len(ids) if ids else None)
+    npus = len(ids) if ids else None
+    problem = npu_ge_scheduling_problem(device, instance, instances, npus)
+    if problem is None:
+        return []
+    at = param_field("instance_exec_blocks")
+    if parameter(config, "device_exec_blocks") is None and npu_ge_scheduling_problem(
+            COMMAND_LINE_BLOCKS, instance, instances, npus) is None:
+        return [warning(at, f"{problem}, unless tritonserver's --backend-config=npu_ge,device_exec_blocks=N "
+                            "gives a positive count (validate reads the config alone)")]
+    return [error(at, problem)]
 
 
 def check_ge_files(config: mc.ModelConfig, model_dir: Path, versions: list[Path]) -> list[Finding]:
